@@ -1,0 +1,23 @@
+import type { Command } from 'commander'
+import { action } from '../command-context.js'
+import { EXIT } from '../exit-codes.js'
+import { durationOption } from '../option-parsers.js'
+import { printJson } from '../output.js'
+
+export function registerKillCommand(program: Command): void {
+  const command = program
+    .command('kill')
+    .summary('stop a task and its whole process tree')
+    .argument('<id>', 'task id')
+    .option('-s, --signal <signal>', 'first signal (name or number; default TERM)')
+    .option('--grace <duration>', 'time before KILL (default 3s)', durationOption)
+  command.action(
+    action(command, async ({ client, io }, id: string, flags: { signal?: string; grace?: number }) => {
+      const signal = flags.signal !== undefined && /^\d+$/.test(flags.signal) ? Number(flags.signal) : flags.signal?.toUpperCase()
+      const task = await client.kill(id, { signal, graceMs: flags.grace })
+      if (io.json) printJson(io, task)
+      else io.out(`${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${task.reason ? `: ${task.reason}` : ''}`)
+      return EXIT.ok
+    }),
+  )
+}

@@ -1,0 +1,71 @@
+import { Command, Option } from 'commander'
+import { exitStatusOf, OWNER_PATTERN, TendError } from '../../../protocol/index.js'
+import { action } from '../command-context.js'
+import { EXIT, exitCodeForError } from '../exit-codes.js'
+import { durationOption, envOption, sizeOption } from '../option-parsers.js'
+import { printJson } from '../output.js'
+import { streamOutput } from './logs.js'
+
+interface RunFlags {
+  c?: string
+  name?: string
+  cwd?: string
+  env?: Record<string, string>
+  timeout?: number
+  maxOutput?: number
+  owner?: string
+  wait?: boolean
+}
+
+export function registerRunCommand(program: Command): void {
+  const command = program
+    .command('run')
+    .summary('start a task from an argv (after --) or a shell line (-c)')
+    .usage('[options] -- CMD [ARG...] | [options] -c \'SHELL LINE\'')
+    .argument('[command...]', 'program and arguments, after --')
+    .option('-c <line>', 'run a shell line with sh -c')
+    .option('--name <name>', 'a label for the task')
+    .option('--cwd <dir>', 'working directory (default: the current one)')
+    .option('--env <KEY=VALUE>', 'add an environment variable (repeatable)', envOption)
+    .option('--timeout <duration>', 'stop the task after this long (500ms, 30s, 5m, 2h)', durationOption)
+    .option('--max-output <size>', 'output cap (64k, 10M, 1G; default from the daemon: 1G)', sizeOption)
+    .option('--owner <owner>', 'who the task is for (default: operator)')
+    .addOption(new Option('--wait', 'stream its output, then exit with its status'))
+  command.action(
+    action(
+      command,
+      async ({ client, io }, argv: string[], flags: RunFlags) => {
+        if (flags.c !== undefined && argv.length > 0) throw new TendError('TEND_ERR_USAGE', { detail: 'give either -c LINE or -- CMD [ARG...], not both' })
+        if (flags.c === undefined && argv.length === 0) throw new TendError('TEND_ERR_USAGE', { detail: 'nothing to run: give -- CMD [ARG...] or -c LINE' })
+        if (flags.c !== undefined && flags.c.trim() === '') throw new TendError('TEND_ERR_USAGE', { detail: '-c: the shell line is empty' })
+        if (flags.owner !== undefined && !new RegExp(OWNER_PATTERN).test(flags.owner)) {
+          throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
+        }
+        const task = await client.start({
+          command: flags.c ?? argv,
+          shell: flags.c !== undefined,
+          name: flags.name,
+          cwd: flags.cwd,
+          env: flags.env,
+          timeoutMs: flags.timeout,
+          maxOutputBytes: flags.maxOutput,
+          owner: flags.owner,
+        })
+        if (!flags.wait) {
+          if (io.json) printJson(io, task)
+          else io.out(task.id)
+          return EXIT.ok
+        }
+        if (!io.json) await streamOutput(client, io, task.id, { from: 0 })
+        const finished = await client.wait(task.id)
+        if (io.json) printJson(io, finished)
+        else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}: ${finished.reason ?? ''}`.trimEnd())
+        return exitStatusOf(finished) ?? EXIT.waitFailed
+      },
+      (error, _argv, flags) => {
+        const code = exitCodeForError(error)
+        return flags.wait && code !== EXIT.usage ? EXIT.waitFailed : code
+      },
+    ),
+  )
+}

@@ -1,0 +1,43 @@
+import type { Command } from 'commander'
+import { formatBytes, taskLabel, type Task } from '../../../protocol/index.js'
+import { action } from '../command-context.js'
+import { EXIT } from '../exit-codes.js'
+import { paintState, printJson, type CliIo } from '../output.js'
+
+export function registerShowCommand(program: Command): void {
+  const command = program.command('show').summary('show one task').argument('<id>', 'task id')
+  command.action(
+    action(command, async ({ client, io }, id: string) => {
+      const task = await client.get(id)
+      if (io.json) printJson(io, task)
+      else io.out(describeTask(io, task))
+      return EXIT.ok
+    }),
+  )
+}
+
+function describeTask(io: CliIo, task: Task): string {
+  const fields: Array<[string, string | null]> = [
+    ['id', task.id],
+    ['label', taskLabel(task)],
+    ['state', paintState(io, task)],
+    ['exit code', task.exitCode === null ? null : String(task.exitCode)],
+    ['signal', task.signal],
+    ['reason', task.reason],
+    ['owner', task.owner],
+    ['command', task.shell ? `sh -c ${JSON.stringify(task.command[2])}` : JSON.stringify(task.command)],
+    ['cwd', task.cwd],
+    ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
+    ['pid', task.pid === null ? null : String(task.pid)],
+    ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
+    ['output', `${formatBytes(task.outputBytes)} (cap ${formatBytes(task.maxOutputBytes)})`],
+    ['created', task.createdAt],
+    ['started', task.startedAt],
+    ['ended', task.endedAt],
+    ['spool', task.spool],
+  ]
+  return fields
+    .filter((field): field is [string, string] => field[1] !== null)
+    .map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`)
+    .join('\n')
+}

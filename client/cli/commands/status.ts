@@ -1,0 +1,29 @@
+import type { Command } from 'commander'
+import { formatBytes } from '../../../protocol/index.js'
+import { action } from '../command-context.js'
+import { EXIT } from '../exit-codes.js'
+import { printJson } from '../output.js'
+
+export function registerStatusCommand(program: Command): void {
+  const command = program.command('status').summary('daemon pid, version, socket, spool use, sandbox capability')
+  command.action(
+    action(command, async ({ client, io }) => {
+      const status = await client.status()
+      if (io.json) {
+        printJson(io, status)
+        return EXIT.ok
+      }
+      io.out(
+        [
+          `daemon:      pid ${status.pid}, tend ${status.version}, up since ${status.startedAt}`,
+          `socket:      ${status.socket}`,
+          `tasks:       ${status.tasks.running} running, ${status.tasks.queued} queued, ${status.tasks.finished} finished`,
+          `limits:      ${status.concurrency} at once, ${status.perOwnerConcurrency} per owner`,
+          `spool:       ${status.spool.path}, ${formatBytes(status.spool.usedBytes)} of ${formatBytes(status.spool.quotaBytes)}`,
+          `containment: process group and environment marker (whole-tree kill); sandbox: ${status.containment.sandbox}`,
+        ].join('\n'),
+      )
+      return EXIT.ok
+    }),
+  )
+}

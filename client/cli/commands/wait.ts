@@ -1,0 +1,33 @@
+import type { Command } from 'commander'
+import { exitStatusOf, isFinished } from '../../../protocol/index.js'
+import { action } from '../command-context.js'
+import { EXIT, exitCodeForError } from '../exit-codes.js'
+import { durationOption } from '../option-parsers.js'
+import { printJson } from '../output.js'
+
+export function registerWaitCommand(program: Command): void {
+  const command = program
+    .command('wait')
+    .summary('block until a task ends; exit with its status')
+    .argument('<id>', 'task id')
+    .option('--timeout <duration>', 'give up after this long (exit 75)', durationOption)
+  command.action(
+    action(
+      command,
+      async ({ client, io }, id: string, flags: { timeout?: number }) => {
+        const task = await client.wait(id, { timeoutMs: flags.timeout })
+        if (io.json) printJson(io, task)
+        if (!isFinished(task)) {
+          if (!io.json) io.err(`tend: task ${id} is still ${task.state} after the --timeout`)
+          return EXIT.waitTimedOut
+        }
+        if (!io.json && task.state !== 'exited') io.err(`tend: task ${id} ${task.state}: ${task.reason ?? ''}`.trimEnd())
+        return exitStatusOf(task) ?? EXIT.waitFailed
+      },
+      (error) => {
+        const code = exitCodeForError(error)
+        return code === EXIT.usage ? code : EXIT.waitFailed
+      },
+    ),
+  )
+}

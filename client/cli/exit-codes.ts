@@ -1,0 +1,33 @@
+import { TendError } from '../../protocol/index.js'
+
+/** tend's own exit codes (docs in README.md). A task's status is passed through by wait and run --wait. */
+export const EXIT = {
+  ok: 0,
+  /** The daemon refused the request (no such task, task still running, ...). */
+  failed: 1,
+  /** Bad flags or arguments. */
+  usage: 2,
+  /** No daemon could be reached or started, or another daemon holds TEND_HOME. */
+  unavailable: 3,
+  /** `tend wait --timeout` passed while the task still ran. */
+  waitTimedOut: 75,
+  /** wait / run --wait: tend itself failed, so there is no task status to report. */
+  waitFailed: 125,
+} as const
+
+export function exitCodeForError(error: unknown): number {
+  if (!(error instanceof TendError)) return EXIT.failed
+  switch (error.code) {
+    case 'TEND_ERR_USAGE':
+    case 'TEND_ERR_VALIDATION':
+    case 'TEND_ERR_INVALID_TASK_ID':
+    case 'TEND_ERR_INVALID_SIGNAL':
+      return EXIT.usage
+    case 'TEND_ERR_DAEMON_UNAVAILABLE':
+    case 'TEND_ERR_DAEMON_START_FAILED':
+    case 'TEND_ERR_DAEMON_RUNNING':
+      return EXIT.unavailable
+    default:
+      return EXIT.failed
+  }
+}

@@ -1,0 +1,60 @@
+import { Command, CommanderError } from 'commander'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { packageRoot } from '../package-root.js'
+import { registerDaemonCommand } from './commands/daemon.js'
+import { registerGcCommand } from './commands/gc.js'
+import { registerKillCommand } from './commands/kill.js'
+import { registerLogsCommand } from './commands/logs.js'
+import { registerPsCommand } from './commands/ps.js'
+import { registerRmCommand } from './commands/rm.js'
+import { registerRunCommand } from './commands/run.js'
+import { registerShowCommand } from './commands/show.js'
+import { registerStatusCommand } from './commands/status.js'
+import { registerStopCommand } from './commands/stop.js'
+import { registerWaitCommand } from './commands/wait.js'
+import { EXIT } from './exit-codes.js'
+
+export function createProgram(): Command {
+  const version = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
+  const program = new Command('tend')
+    .description('A sandboxed background-task daemon for AI agents.\nState lives in TEND_HOME (default $XDG_STATE_HOME/tend, else ~/.local/state/tend).')
+    .version(version, '-V, --version')
+    .option('--json', 'print one JSON document on stdout, nothing else')
+    .showHelpAfterError('(tend --help lists commands; tend COMMAND --help its flags)')
+    .enablePositionalOptions(false)
+    .exitOverride()
+  registerDaemonCommand(program)
+  registerStatusCommand(program)
+  registerStopCommand(program)
+  registerRunCommand(program)
+  registerPsCommand(program)
+  registerShowCommand(program)
+  registerLogsCommand(program)
+  registerWaitCommand(program)
+  registerKillCommand(program)
+  registerRmCommand(program)
+  registerGcCommand(program)
+  for (const command of program.commands) {
+    command.exitOverride()
+    command.showHelpAfterError(`(tend ${command.name()} --help lists its flags)`)
+    // --json is accepted after the command name too: `tend ps --json`.
+    command.option('--json', 'print one JSON document on stdout, nothing else')
+  }
+  return program
+}
+
+/** Runs the CLI; usage errors (unknown flag, bad value, missing argument) exit 2. */
+export async function main(argv: string[]): Promise<void> {
+  const program = createProgram()
+  try {
+    await program.parseAsync(argv)
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      const benign = error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help'
+      process.exitCode = benign ? EXIT.ok : EXIT.usage
+      return
+    }
+    throw error
+  }
+}

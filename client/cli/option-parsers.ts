@@ -1,0 +1,30 @@
+import { InvalidArgumentError } from 'commander'
+import { parseDuration, parseSize } from '../../protocol/index.js'
+
+/** commander parsers: a bad value becomes a usage error that names the flag and the value. */
+export function durationOption(text: string): number {
+  try {
+    return parseDuration(text)
+  } catch {
+    throw new InvalidArgumentError(`expected a duration such as 500ms, 30s, 5m or 2h, got ${JSON.stringify(text)}`)
+  }
+}
+
+export function sizeOption(text: string): number {
+  try {
+    return parseSize(text)
+  } catch {
+    throw new InvalidArgumentError(`expected a size such as 64k, 10M or 1G, got ${JSON.stringify(text)}`)
+  }
+}
+
+export function countOption(text: string): number {
+  if (!/^\d+$/.test(text)) throw new InvalidArgumentError(`expected a whole number, got ${JSON.stringify(text)}`)
+  return Number(text)
+}
+
+export function envOption(text: string, previous: Record<string, string> = {}): Record<string, string> {
+  const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(text)
+  if (!match) throw new InvalidArgumentError(`expected KEY=VALUE with a shell-style name, got ${JSON.stringify(text)}`)
+  return { ...previous, [match[1]!]: match[2]! }
+}

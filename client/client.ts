@@ -1,0 +1,197 @@
+import { resolve } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import {
+  isFinished,
+  WAIT_MS_LIMIT,
+  type DaemonStatus,
+  type GcResult,
+  type ReadResult,
+  type RemoveResult,
+  type Task,
+  type TaskEvent,
+} from '../protocol/index.js'
+import { ensureDaemon } from './ensure-daemon.js'
+import { streamEvents, type EventsOptions } from './events.js'
+import { isUnreachable, SocketHttp, type RequestOptions } from './http.js'
+import { normalizeClientOptions, type NormalizedClientOptions, type TendClientOptions } from './options.js'
+
+export interface StartOptions {
+  /** argv to run, or a shell line when `shell` is true. */
+  command: string[] | string
+  shell?: boolean
+  name?: string
+  owner?: string
+  /** Working directory; default the client's cwd. Relative paths resolve against it. */
+  cwd?: string
+  env?: Record<string, string>
+  timeoutMs?: number
+  maxOutputBytes?: number
+}
+
+export interface ReadOptions {
+  /** Byte offset to read from. Default 0. */
+  from?: number
+  /** Start at the last N lines instead. */
+  tail?: number
+  /** Bytes per read. Default 1 MiB on the daemon. */
+  maxBytes?: number
+  /** Long-poll: wait up to this long (ms, capped at 60000) for output past `from` or the end. */
+  waitMs?: number
+  encoding?: 'utf8' | 'base64'
+  signal?: AbortSignal
+}
+
+export interface ListOptions {
+  all?: boolean
+  owner?: string
+}
+
+export interface KillOptions {
+  signal?: string | number
+  graceMs?: number
+}
+
+/** The typed, promise-based way to talk to the tend daemon. The CLI and the tools use only this. */
+export class TendClient {
+  readonly options: NormalizedClientOptions
+  private readonly http: SocketHttp
+  private starting: Promise<void> | undefined
+
+  constructor(options: TendClientOptions = {}) {
+    this.options = normalizeClientOptions(options)
+    this.http = new SocketHttp(this.options.layout.socket)
+  }
+
+  start(options: StartOptions): Promise<Task> {
+    const shell = options.shell ?? typeof options.command === 'string'
+    const command = typeof options.command === 'string' ? [options.command] : options.command
+    const body = {
+      command,
+      shell: shell || undefined,
+      name: options.name,
+      owner: options.owner,
+      cwd: resolveCwd(options.cwd),
+      env: options.env,
+      timeoutMs: options.timeoutMs,
+      maxOutputBytes: options.maxOutputBytes,
+    }
+    return this.call<Task>('POST', '/v1/tasks', { body: dropUndefined(body) })
+  }
+
+  get(id: string): Promise<Task> {
+    return this.call<Task>('GET', `/v1/tasks/${encodeURIComponent(id)}`)
+  }
+
+  async list(options: ListOptions = {}): Promise<Task[]> {
+    const { tasks } = await this.call<{ tasks: Task[] }>('GET', '/v1/tasks', { query: { all: options.all, owner: options.owner } })
+    return tasks
+  }
+
+  read(id: string, options: ReadOptions = {}): Promise<ReadResult> {
+    const waitMs = options.waitMs === undefined ? undefined : Math.min(options.waitMs, WAIT_MS_LIMIT)
+    return this.call<ReadResult>('GET', `/v1/tasks/${encodeURIComponent(id)}/output`, {
+      query: { from: options.from, tail: options.tail, maxBytes: options.maxBytes, waitMs, encoding: options.encoding },
+      signal: options.signal,
+    })
+  }
+
+  /** Yields the task's output chunk by chunk from `from` until the task has ended. */
+  async *follow(id: string, options: Omit<ReadOptions, 'waitMs'> = {}): AsyncGenerator<ReadResult> {
+    let cursor: { from?: number; tail?: number } = options.tail !== undefined ? { tail: options.tail } : { from: options.from ?? 0 }
+    for (;;) {
+      const result = await this.read(id, { ...options, ...cursor, waitMs: WAIT_MS_LIMIT })
+      if (result.next > result.from || result.done) yield result
+      if (result.done) return
+      cursor = { from: result.next }
+    }
+  }
+
+  /** Resolves with the task once it has ended, or with its current record after timeoutMs. */
+  async wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs
+    for (;;) {
+      const remaining = deadline - Date.now()
+      const chunk = Math.max(0, Math.min(WAIT_MS_LIMIT, remaining))
+      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, { query: { timeoutMs: chunk }, signal: options.signal })
+      if (isFinished(task) || Date.now() >= deadline) return task
+    }
+  }
+
+  /** Stops the task's whole tree; resolves with its final record once no process of it is left. */
+  kill(id: string, options: KillOptions = {}): Promise<Task> {
+    return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/kill`, { body: dropUndefined({ signal: options.signal, graceMs: options.graceMs }) })
+  }
+
+  remove(id: string): Promise<RemoveResult> {
+    return this.call<RemoveResult>('DELETE', `/v1/tasks/${encodeURIComponent(id)}`)
+  }
+
+  gc(options: { olderThanMs?: number } = {}): Promise<GcResult> {
+    return this.call<GcResult>('POST', '/v1/gc', { body: dropUndefined({ olderThanMs: options.olderThanMs }) })
+  }
+
+  status(): Promise<DaemonStatus> {
+    return this.call<DaemonStatus>('GET', '/v1/status')
+  }
+
+  /** Asks the daemon to stop and resolves once its socket no longer answers. */
+  async stopDaemon(options: { timeoutMs?: number } = {}): Promise<{ stopped: boolean; pid: number | null }> {
+    let pid: number | null = null
+    try {
+      pid = (await this.http.request<{ pid: number }>('POST', '/v1/stop')).pid
+    } catch (error) {
+      if (isUnreachable(error)) return { stopped: false, pid: null }
+      throw error
+    }
+    this.http.close()
+    const deadline = Date.now() + (options.timeoutMs ?? 30_000)
+    while (Date.now() < deadline) {
+      if (!processAlive(pid)) return { stopped: true, pid }
+      await delay(20)
+    }
+    return { stopped: false, pid }
+  }
+
+  /** Lifecycle events; reconnects by sequence number when the stream drops. */
+  async *events(options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
+    await this.withDaemon(() => this.http.request('GET', '/v1/status'))
+    yield* streamEvents(this.options.layout.socket, options)
+  }
+
+  /** Releases kept-alive connections. */
+  close(): void {
+    this.http.close()
+  }
+
+  private call<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    return this.withDaemon(() => this.http.request<T>(method, path, options))
+  }
+
+  private async withDaemon<T>(send: () => Promise<T>): Promise<T> {
+    try {
+      return await send()
+    } catch (error) {
+      if (!this.options.autoStart || !isUnreachable(error)) throw error
+    }
+    this.starting ??= ensureDaemon(this.options).finally(() => (this.starting = undefined))
+    await this.starting
+    return send()
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function resolveCwd(cwd: string | undefined): string {
+  return resolve(cwd ?? '.')
+}
+
+function dropUndefined<T extends Record<string, unknown>>(object: T): Partial<T> {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as Partial<T>
+}

@@ -1,0 +1,63 @@
+import { spawn } from 'node:child_process'
+import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { setTimeout as delay } from 'node:timers/promises'
+import { TendError } from '../protocol/index.js'
+import type { NormalizedClientOptions } from './options.js'
+import { cliEntry } from './package-root.js'
+
+/** Exit code of `tend daemon` when another daemon already holds the home. */
+const DAEMON_ALREADY_RUNNING = 3
+
+/** Answers whether a daemon accepts connections on the socket. */
+export function socketAnswers(socketPath: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(socketPath)
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+/**
+ * Starts a daemon in the background unless one answers. Two clients racing here both spawn one;
+ * the instance lock lets exactly one live, and both wait for the socket it opens.
+ */
+export async function ensureDaemon(options: NormalizedClientOptions): Promise<void> {
+  const { layout } = options
+  if (await socketAnswers(layout.socket)) return
+  mkdirSync(layout.home, { recursive: true, mode: 0o700 })
+  const startupLog = openSync(layout.startupLog, 'w', 0o600)
+  let exitCode: number | null = null
+  try {
+    const child = spawn(process.execPath, [cliEntry(), 'daemon'], {
+      detached: true,
+      stdio: ['ignore', 'ignore', startupLog],
+      env: options.env as NodeJS.ProcessEnv,
+    })
+    child.once('exit', (code) => (exitCode = code ?? 1))
+    child.once('error', () => (exitCode = 1))
+    child.unref()
+  } finally {
+    closeSync(startupLog)
+  }
+  const deadline = Date.now() + options.startTimeoutMs
+  while (Date.now() < deadline) {
+    if (await socketAnswers(layout.socket)) return
+    if (exitCode !== null && exitCode !== DAEMON_ALREADY_RUNNING) {
+      throw new TendError('TEND_ERR_DAEMON_START_FAILED', { detail: `tend daemon exited with ${exitCode}: ${readStartupLog(layout.startupLog)}` })
+    }
+    await delay(20)
+  }
+  throw new TendError('TEND_ERR_DAEMON_START_FAILED', { detail: `no answer on ${layout.socket} after ${options.startTimeoutMs}ms: ${readStartupLog(layout.startupLog)}` })
+}
+
+function readStartupLog(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim().slice(-2000) || '(it printed nothing)'
+  } catch {
+    return '(no startup log)'
+  }
+}

@@ -1,0 +1,88 @@
+import { readFileSync } from 'node:fs'
+import { Type, type Static } from 'typebox'
+import { Value } from 'typebox/value'
+import { homeLayout, parseDuration, parseSize, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+
+const GiB = 1024 ** 3
+
+/** Every daemon setting, its default and its unit. config.json in TEND_HOME may set any of them. */
+export const DaemonSettingsSchema = Type.Object(
+  {
+    /** Tasks running at once, across all owners. Default 8. */
+    concurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 8 }),
+    /** Tasks one owner may have running at once. Default 4. */
+    perOwnerConcurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
+    /** Default output cap per task, in bytes. Default 1 GiB. */
+    maxOutputBytes: Type.Integer({ minimum: 1, default: GiB }),
+    /** Spool-wide quota in bytes; past it the oldest finished tasks are deleted. Default 10 GiB. */
+    spoolQuotaBytes: Type.Integer({ minimum: 1, default: 10 * GiB }),
+    /** Time between TERM and KILL when a task is stopped, in milliseconds. Default 3000. */
+    killGraceMs: Type.Integer({ minimum: 0, default: 3000 }),
+    /** How often running tasks' output sizes are checked against their caps, in milliseconds. Default 200. */
+    outputCheckIntervalMs: Type.Integer({ minimum: 10, maximum: 60_000, default: 200 }),
+    /** pino log level. Default info. */
+    logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
+  },
+  { additionalProperties: false },
+)
+export type DaemonSettings = Static<typeof DaemonSettingsSchema>
+
+export interface DaemonConfig extends DaemonSettings {
+  layout: HomeLayout
+  /** The environment tasks start from (the daemon's own, captured once). */
+  baseEnv: Readonly<Record<string, string>>
+}
+
+const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: string) => unknown }> = {
+  TEND_CONCURRENCY: { key: 'concurrency', parse: Number },
+  TEND_PER_OWNER_CONCURRENCY: { key: 'perOwnerConcurrency', parse: Number },
+  TEND_MAX_OUTPUT: { key: 'maxOutputBytes', parse: parseSize },
+  TEND_SPOOL_QUOTA: { key: 'spoolQuotaBytes', parse: parseSize },
+  TEND_KILL_GRACE: { key: 'killGraceMs', parse: parseDuration },
+  TEND_OUTPUT_CHECK_INTERVAL: { key: 'outputCheckIntervalMs', parse: parseDuration },
+  TEND_LOG_LEVEL: { key: 'logLevel', parse: String },
+}
+
+/**
+ * Reads the daemon's configuration once: defaults, then TEND_HOME/config.json, then TEND_*
+ * environment variables. Lists every violation at once, and freezes the result.
+ */
+export function loadDaemonConfig(env: Record<string, string | undefined> = process.env): Readonly<DaemonConfig> {
+  const layout = homeLayout(resolveHome(env))
+  const fromFile = readConfigFile(layout.config)
+  const fromEnv: Record<string, unknown> = {}
+  const problems: string[] = []
+  for (const [name, { key, parse }] of Object.entries(ENV_SETTINGS)) {
+    const text = env[name]
+    if (text === undefined || text === '') continue
+    try {
+      fromEnv[key] = parse(text)
+    } catch (error) {
+      problems.push(`${name}: ${(error as Error).message}`)
+    }
+  }
+  const settings = Value.Default(DaemonSettingsSchema, { ...fromFile, ...fromEnv }) as unknown
+  for (const error of Value.Errors(DaemonSettingsSchema, settings)) {
+    problems.push(`${error.instancePath || '/'} ${error.message}`)
+  }
+  if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
+  const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined))
+  return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv) })
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {}
+    throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `${path}: ${(error as Error).message}` })
+  }
+  try {
+    const parsed = JSON.parse(text) as unknown
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('expected a JSON object')
+    return parsed as Record<string, unknown>
+  } catch (error) {
+    throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `${path}: ${(error as Error).message}` })
+  }
+}

@@ -1,0 +1,24 @@
+import type { Logger } from 'pino'
+import type { DaemonConfig } from './config.js'
+import type { EventLog } from './event-log.js'
+import type { OutputWatch } from './output-watch.js'
+import type { SpoolCleanup } from './spool-cleanup.js'
+import type { Supervisor } from './supervisor.js'
+import type { TaskStore } from './task-store.js'
+
+/** What route handlers reach: one object built at daemon start. */
+export interface DaemonContext {
+  config: Readonly<DaemonConfig>
+  version: string
+  startedAt: string
+  store: TaskStore
+  supervisor: Supervisor
+  cleanup: SpoolCleanup
+  events: EventLog
+  outputWatch: OutputWatch
+  log: Logger
+  /** Asks the daemon to stop (answers at once; the stop happens after the reply is sent). */
+  requestStop: () => void
+  /** Closes live streams (event subscribers) so the server can close. */
+  readonly closing: AbortSignal
+}

@@ -1,0 +1,74 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { findTaskProcesses } from './process-scan.js'
+
+export interface KillTreeOptions {
+  taskId: string
+  /** Leader's pid: its process group is signalled too. */
+  pid: number | null
+  signal: NodeJS.Signals | number
+  /** Time to let the tree exit after `signal` before KILL, in milliseconds. */
+  graceMs: number
+  /** Resolves when the leader has exited (it is our child, so it must be reaped by us). */
+  leaderExited: Promise<unknown>
+  /** How long to wait for the tree to vanish after KILL, in milliseconds. Default 5000. */
+  killWaitMs?: number
+}
+
+const POLL_MS = 25
+
+/**
+ * Stops a task's whole tree: `signal` to its process group and to every process that carries its
+ * marker (escapees included), then KILL to whatever is left after the grace period. Resolves once
+ * no process of the task is left, answering whether KILL was needed.
+ */
+export async function killTree(options: KillTreeOptions): Promise<{ escalated: boolean }> {
+  const { taskId, pid, signal } = options
+  let leaderGone = false
+  void options.leaderExited.then(() => {
+    leaderGone = true
+  })
+  const signalAll = (which: NodeJS.Signals | number) => {
+    if (pid !== null) trySignal(-pid, which)
+    if (pid !== null && !leaderGone) trySignal(pid, which)
+    for (const member of findTaskProcesses([taskId]).get(taskId) ?? []) trySignal(member, which)
+  }
+  const treeGone = () => leaderGone && (findTaskProcesses([taskId]).get(taskId) ?? []).length === 0
+
+  signalAll(signal)
+  if (await waitUntil(treeGone, options.graceMs)) return { escalated: false }
+  signalAll('SIGKILL')
+  const killWaitMs = options.killWaitMs ?? 5000
+  if (await waitUntil(treeGone, killWaitMs)) return { escalated: true }
+  throw new Error(`task ${taskId}: processes still alive ${killWaitMs}ms after SIGKILL`)
+}
+
+/** Kills every leftover process of the given tasks at once (used at exit and on restart). */
+export async function killLeftovers(taskIds: string[], waitMs = 5000): Promise<number> {
+  const found = findTaskProcesses(taskIds)
+  let count = 0
+  for (const pids of found.values()) {
+    for (const member of pids) {
+      trySignal(member, 'SIGKILL')
+      count += 1
+    }
+  }
+  if (count > 0) await waitUntil(() => findTaskProcesses(taskIds).size === 0, waitMs)
+  return count
+}
+
+function trySignal(pid: number, signal: NodeJS.Signals | number): void {
+  try {
+    process.kill(pid, signal)
+  } catch {
+    // ESRCH: already gone; EPERM cannot happen for our own children.
+  }
+}
+
+async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (condition()) return true
+    if (Date.now() >= deadline) return false
+    await delay(Math.min(POLL_MS, Math.max(1, deadline - Date.now())))
+  }
+}

@@ -1,0 +1,42 @@
+import type { Logger } from 'pino'
+import { listTaskIds, outputPath, outputSize, readTaskRecord } from '../spool/index.js'
+import type { Task } from '../protocol/index.js'
+import { killLeftovers } from './kill-tree.js'
+import type { TaskStore } from './task-store.js'
+import { markFailed, markLost } from './transitions.js'
+
+/**
+ * Reloads the spool into the store after a start. Tasks that were running when the last daemon
+ * died become `lost`, and every process still carrying their marker is killed (the marker holds
+ * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`.
+ */
+export async function recoverSpool(spoolRoot: string, store: TaskStore, log: Logger): Promise<{ loaded: number; lost: number; killed: number }> {
+  const ids = await listTaskIds(spoolRoot)
+  const interrupted: Task[] = []
+  let loaded = 0
+  for (const id of ids) {
+    let record
+    try {
+      record = await readTaskRecord(spoolRoot, id)
+    } catch (error) {
+      log.warn({ taskId: id, err: error }, 'unreadable task record skipped')
+      continue
+    }
+    const { schemaVersion: _schemaVersion, ...task } = record
+    store.adopt(task as Task)
+    loaded += 1
+    if (task.state === 'running' || task.state === 'queued') interrupted.push(task as Task)
+  }
+  const killed = await killLeftovers(interrupted.filter((task) => task.state === 'running').map((task) => task.id))
+  const now = new Date()
+  for (const task of interrupted) {
+    if (task.state === 'running') {
+      const bytes = await outputSize(outputPath(spoolRoot, task.id))
+      await store.save(markLost(task, 'the daemon stopped while the task ran; its processes were killed by the next daemon', Math.min(bytes, task.maxOutputBytes), now))
+    } else {
+      await store.save(markFailed(task, 'the daemon stopped before the task started', now))
+    }
+  }
+  if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length, killed }, 'interrupted tasks recovered')
+  return { loaded, lost: interrupted.length, killed }
+}

@@ -1,0 +1,16 @@
+import { Type } from 'typebox'
+import type { TendApp } from '../server.js'
+import type { DaemonContext } from '../context.js'
+import { ListTasksQuery } from '../../protocol/index.js'
+
+/** GET /v1/tasks — running and queued tasks; `all` adds finished ones. */
+export function registerListTasksRoute(app: TendApp, context: DaemonContext): void {
+  app.get(
+    '/v1/tasks',
+    { schema: { summary: 'List tasks', querystring: ListTasksQuery, response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) } } },
+    async (request) => {
+      const query = request.query as ListTasksQuery
+      return { tasks: context.store.list({ all: query.all ?? false, owner: query.owner }) }
+    },
+  )
+}

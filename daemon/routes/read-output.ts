@@ -1,0 +1,57 @@
+import type { TendApp } from '../server.js'
+import type { DaemonContext } from '../context.js'
+import { ErrorSchema, isFinished, ReadOutputQuery, ReadResultSchema, TaskIdParams, type ReadResult } from '../../protocol/index.js'
+import { incompleteUtf8Tail, outputPath, outputSize, readOutputRange, tailOffset } from '../../spool/index.js'
+
+const DEFAULT_READ_BYTES = 1024 * 1024
+
+/**
+ * GET /v1/tasks/:id/output — reads output.log from a byte offset without consuming it. With
+ * waitMs, answers as soon as there is output past `from` or the task has ended.
+ */
+export function registerReadOutputRoute(app: TendApp, context: DaemonContext): void {
+  app.get(
+    '/v1/tasks/:id/output',
+    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema } } },
+    async (request): Promise<ReadResult> => {
+      const { id } = request.params as TaskIdParams
+      const query = request.query as ReadOutputQuery
+      context.store.get(id)
+      const file = outputPath(context.config.layout.spool, id)
+      const from = query.tail !== undefined ? await tailOffset(file, query.tail) : (query.from ?? 0)
+      const maxBytes = query.maxBytes ?? DEFAULT_READ_BYTES
+      const encoding = query.encoding ?? 'utf8'
+      const deadline = Date.now() + (query.waitMs ?? 0)
+      const abort = new AbortController()
+      request.raw.once('close', () => abort.abort())
+      for (;;) {
+        // State first, size second: once a finished state is seen, the size read after it is final.
+        const task = context.store.get(id)
+        const finished = isFinished(task)
+        const size = await outputSize(file)
+        const remainingMs = deadline - Date.now()
+        if (size > from || finished || remainingMs <= 0 || abort.signal.aborted) {
+          const available = Math.max(0, size - from)
+          let chunk = await readOutputRange(file, from, Math.min(maxBytes, available))
+          if (encoding === 'utf8' && chunk.length < available) {
+            // Keep a character the read would cut in two for the next read.
+            const cut = incompleteUtf8Tail(chunk)
+            if (cut < chunk.length) chunk = chunk.subarray(0, chunk.length - cut)
+          }
+          const next = from + chunk.length
+          return {
+            data: chunk.toString(encoding),
+            encoding,
+            from,
+            next,
+            done: finished && next >= size,
+            truncated: next < size,
+            outputBytes: size,
+            state: task.state,
+          }
+        }
+        await context.outputWatch.waitForChange(id, file, remainingMs, abort.signal)
+      }
+    },
+  )
+}

@@ -1,0 +1,27 @@
+import type { TendApp } from '../server.js'
+import type { DaemonContext } from '../context.js'
+import { StatusSchema, type DaemonStatus } from '../../protocol/index.js'
+
+/** GET /v1/status — the daemon, its limits, its spool use and what it can enforce. */
+export function registerStatusRoute(app: TendApp, context: DaemonContext): void {
+  app.get('/v1/status', { schema: { summary: 'Daemon status', response: { 200: StatusSchema } } }, async (): Promise<DaemonStatus> => {
+    const tasks = context.store.list({ all: true })
+    const count = (state: string) => tasks.filter((task) => task.state === state).length
+    return {
+      pid: process.pid,
+      version: context.version,
+      home: context.config.layout.home,
+      socket: context.config.layout.socket,
+      startedAt: context.startedAt,
+      concurrency: context.config.concurrency,
+      perOwnerConcurrency: context.config.perOwnerConcurrency,
+      tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
+      spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes },
+      containment: {
+        processGroup: true,
+        environmentMarker: true,
+        sandbox: 'none: tasks run as the daemon user without file-system or network confinement',
+      },
+    }
+  })
+}

@@ -1,0 +1,128 @@
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { nanoid } from 'nanoid'
+import { pino, type Logger } from 'pino'
+import { TendError } from '../protocol/index.js'
+import type { DaemonConfig } from './config.js'
+import type { DaemonContext } from './context.js'
+import { EventLog } from './event-log.js'
+import { acquireInstanceLock } from './instance-lock.js'
+import { OutputWatch } from './output-watch.js'
+import { recoverSpool } from './recovery.js'
+import { createServer, type TendApp } from './server.js'
+import { SpoolCleanup } from './spool-cleanup.js'
+import { Supervisor } from './supervisor.js'
+import { TaskStore } from './task-store.js'
+import { readVersion } from './version.js'
+
+export interface RunningDaemon {
+  app: TendApp
+  context: DaemonContext
+  /** Resolves when the daemon has stopped (its tasks stopped and recorded, the socket closed). */
+  stopped: Promise<void>
+  stop: () => Promise<void>
+}
+
+/** Logs go to a file; task output, environments and tokens never do. */
+export function createDaemonLogger(config: Readonly<DaemonConfig>): Logger {
+  return pino(
+    {
+      level: config.logLevel,
+      base: { pid: process.pid },
+      redact: { paths: ['env', '*.env', 'req.headers.authorization', 'body.env', 'baseEnv', 'data'], censor: '[redacted]' },
+    },
+    pino.destination({ dest: config.layout.log, mkdir: true, sync: false }),
+  )
+}
+
+/**
+ * Starts a daemon on config.layout: takes the instance lock, reloads the spool, listens on the
+ * socket (0600 in a 0700 folder). Refuses with TEND_ERR_DAEMON_RUNNING when another daemon holds
+ * the home.
+ */
+export async function startDaemon(config: Readonly<DaemonConfig>): Promise<RunningDaemon> {
+  const { layout } = config
+  await mkdir(layout.home, { recursive: true, mode: 0o700 })
+  await chmod(layout.home, 0o700)
+  await mkdir(layout.spool, { recursive: true, mode: 0o700 })
+  const lock = await acquireInstanceLock(layout.home)
+  if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: await readPidFile(layout.home) })
+
+  const log = createDaemonLogger(config)
+  const events = new EventLog(nanoid(10))
+  const store = new TaskStore(layout.spool, events)
+  const outputWatch = new OutputWatch()
+  const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, log)
+  const closingController = new AbortController()
+  let requestStop: () => void = () => {}
+  const supervisor = new Supervisor(config, store, outputWatch, log, () => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')))
+  const context: DaemonContext = {
+    config,
+    version: readVersion(),
+    startedAt: new Date().toISOString(),
+    store,
+    supervisor,
+    cleanup,
+    events,
+    outputWatch,
+    log,
+    requestStop: () => requestStop(),
+    closing: closingController.signal,
+  }
+
+  const recovered = await recoverSpool(layout.spool, store, log)
+  await cleanup.enforceQuota()
+  const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
+  quotaTimer.unref()
+
+  const app = await createServer(context)
+  await rm(layout.socket, { force: true })
+  const previousMask = process.umask(0o177)
+  try {
+    await app.listen({ path: layout.socket })
+  } finally {
+    process.umask(previousMask)
+  }
+  await chmod(layout.socket, 0o600)
+  await writePidFile(layout.home)
+  log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
+
+  let stopping: Promise<void> | undefined
+  const stop = () => {
+    stopping ??= (async () => {
+      log.info('daemon stopping')
+      clearInterval(quotaTimer)
+      await supervisor.shutdown()
+      closingController.abort()
+      outputWatch.close()
+      await app.close()
+      await rm(layout.socket, { force: true })
+      await rm(pidFile(layout.home), { force: true })
+      log.info('daemon stopped')
+      log.flush()
+      lock.release()
+    })()
+    return stopping
+  }
+  let markStopped!: () => void
+  const stopped = new Promise<void>((resolve) => (markStopped = resolve))
+  requestStop = () => void stop().then(markStopped, markStopped)
+  return {
+    app,
+    context,
+    stopped,
+    stop: async () => {
+      await stop()
+      markStopped()
+    },
+  }
+}
+
+const pidFile = (home: string) => `${home}/daemon.pid`
+
+async function writePidFile(home: string): Promise<void> {
+  await writeFile(pidFile(home), `${process.pid}\n`, { mode: 0o600 })
+}
+
+async function readPidFile(home: string): Promise<string> {
+  return (await readFile(pidFile(home), 'utf8').catch(() => 'unknown')).trim()
+}

@@ -1,0 +1,78 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import swagger from '@fastify/swagger'
+import { TendError, TaskSchema } from '../protocol/index.js'
+import type { DaemonContext } from './context.js'
+import { validatorCompiler } from './request-validation.js'
+import { registerEventsRoute } from './routes/events.js'
+import { registerGcRoute } from './routes/gc.js'
+import { registerGetTaskRoute } from './routes/get-task.js'
+import { registerKillTaskRoute } from './routes/kill-task.js'
+import { registerListTasksRoute } from './routes/list-tasks.js'
+import { registerOpenApiRoute } from './routes/openapi.js'
+import { registerReadOutputRoute } from './routes/read-output.js'
+import { registerRemoveTaskRoute } from './routes/remove-task.js'
+import { registerStartTaskRoute } from './routes/start-task.js'
+import { registerStatusRoute } from './routes/status.js'
+import { registerStopRoute } from './routes/stop.js'
+import { registerWaitTaskRoute } from './routes/wait-task.js'
+
+export type TendApp = FastifyInstance
+
+/** Builds the HTTP API (`/v1/...`): every route defined by its schema, one error shape. */
+export async function createServer(context: DaemonContext): Promise<TendApp> {
+  const app = Fastify({
+    loggerInstance: context.log as FastifyBaseLogger,
+    forceCloseConnections: true,
+    disableRequestLogging: false,
+    bodyLimit: 1024 * 1024,
+  })
+
+  app.setValidatorCompiler(validatorCompiler)
+  app.setErrorHandler((error, request, reply) => {
+    const tendError = toTendError(error)
+    if (tendError.statusCode >= 500) request.log.error({ err: error }, 'request failed')
+    void reply.status(tendError.statusCode).send(tendError.toWire())
+  })
+  app.setNotFoundHandler((request, reply) => {
+    const error = new TendError('TEND_ERR_ROUTE_NOT_FOUND', { method: request.method, url: request.url })
+    void reply.status(404).send(error.toWire())
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'tend daemon API', version: context.version, description: 'Start, read, wait on and stop background tasks.' },
+    },
+  })
+  app.addSchema(TaskSchema)
+
+  registerStartTaskRoute(app, context)
+  registerListTasksRoute(app, context)
+  registerGetTaskRoute(app, context)
+  registerReadOutputRoute(app, context)
+  registerWaitTaskRoute(app, context)
+  registerKillTaskRoute(app, context)
+  registerRemoveTaskRoute(app, context)
+  registerGcRoute(app, context)
+  registerStatusRoute(app, context)
+  registerStopRoute(app, context)
+  registerEventsRoute(app, context)
+  registerOpenApiRoute(app)
+  await app.ready()
+  return app
+}
+
+function toTendError(error: unknown): TendError {
+  if (error instanceof TendError) return error
+  const fastifyError = error as { code?: string; statusCode?: number; message?: string; validation?: unknown }
+  if (fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || fastifyError.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+    return new TendError('TEND_ERR_VALIDATION', { detail: `body: ${fastifyError.message}` })
+  }
+  if (fastifyError.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new TendError('TEND_ERR_VALIDATION', { detail: fastifyError.message ?? 'body rejected' })
+  }
+  if (fastifyError.statusCode !== undefined && fastifyError.statusCode < 500) {
+    return new TendError('TEND_ERR_VALIDATION', { detail: fastifyError.message ?? 'request rejected' })
+  }
+  return new TendError('TEND_ERR_INTERNAL', { detail: fastifyError.message ?? String(error) }, { cause: error })
+}

@@ -1,0 +1,258 @@
+import { truncate, writeFile } from 'node:fs/promises'
+import { customAlphabet } from 'nanoid'
+import type { Logger } from 'pino'
+import type { ResultPromise } from 'execa'
+import { constants } from 'node:os'
+import {
+  DEFAULT_OWNER,
+  formatBytes,
+  formatDuration,
+  isFinished,
+  TASK_ID_ALPHABET,
+  TASK_ID_LENGTH,
+  TendError,
+  type StartTaskBody,
+  type Task,
+} from '../protocol/index.js'
+import { createTaskDir, outputPath, outputSize } from '../spool/index.js'
+import type { DaemonConfig } from './config.js'
+import { killLeftovers, killTree } from './kill-tree.js'
+import { launchTask } from './launch.js'
+import type { OutputWatch } from './output-watch.js'
+import { Scheduler } from './scheduler.js'
+import type { TaskStore } from './task-store.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markStarted, type Ending } from './transitions.js'
+
+const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
+
+interface RunningEntry {
+  pid: number
+  subprocess: ResultPromise
+  /** Set when tend itself stops the task: how the ending is to be recorded. */
+  stopping?: { state: 'killed' | 'timed_out'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
+  stopped?: Promise<void>
+  timeoutTimer?: NodeJS.Timeout
+  finished: Promise<Task>
+}
+
+export interface KillRequest {
+  signal?: NodeJS.Signals | number
+  graceMs?: number
+  reason?: string
+}
+
+/** Starts, watches and stops tasks; the only module that touches task processes. */
+export class Supervisor {
+  private readonly scheduler: Scheduler
+  private readonly running = new Map<string, RunningEntry>()
+  /** Env values of tasks not started yet; never persisted. */
+  private readonly pendingEnv = new Map<string, Record<string, string>>()
+  private readonly checkTimer: NodeJS.Timeout
+  private accepting = true
+
+  constructor(
+    private readonly config: Readonly<DaemonConfig>,
+    private readonly store: TaskStore,
+    private readonly outputWatch: OutputWatch,
+    private readonly log: Logger,
+    private readonly onTaskFinished: (task: Task) => void = () => {},
+  ) {
+    this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency)
+    this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
+    this.checkTimer.unref()
+  }
+
+  /** Admits a task: its spool folder and record exist when this resolves. */
+  async start(request: StartTaskBody): Promise<Task> {
+    if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
+    if (request.shell && request.command.length !== 1) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
+    }
+    if (!request.cwd.startsWith('/')) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: expected an absolute path, got ${JSON.stringify(request.cwd)}` })
+    }
+    const id = createTaskId()
+    const spool = await createTaskDir(this.config.layout.spool, id)
+    await writeFile(outputPath(this.config.layout.spool, id), '', { mode: 0o600 })
+    const env = request.env ?? {}
+    const task = createQueuedTask({
+      id,
+      name: request.name ?? null,
+      owner: request.owner ?? DEFAULT_OWNER,
+      command: request.shell ? ['sh', '-c', request.command[0]!] : request.command,
+      shell: request.shell ?? false,
+      cwd: request.cwd,
+      envKeys: Object.keys(env),
+      timeoutMs: request.timeoutMs ?? null,
+      maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
+      outputBytes: 0,
+      createdAt: new Date().toISOString(),
+      spool,
+    })
+    this.pendingEnv.set(id, env)
+    await this.store.save(task)
+    this.log.info({ taskId: id, owner: task.owner }, 'task queued')
+    this.scheduler.submit(task.owner, () => this.run(id))
+    return task
+  }
+
+  /** Stops a task and resolves with its final record once no process of it is left. */
+  async kill(id: string, request: KillRequest = {}): Promise<Task> {
+    const task = this.store.get(id)
+    if (task.state === 'queued') {
+      this.pendingEnv.delete(id)
+      const cancelled = await this.store.save(markCancelled(task, request.reason ?? 'killed before it started', new Date()))
+      this.finishTask(cancelled)
+      return cancelled
+    }
+    const entry = this.running.get(id)
+    if (!entry) return task
+    this.stop(id, entry, {
+      state: 'killed',
+      reason: request.reason ?? `killed by request (${signalName(request.signal ?? 'SIGTERM')})`,
+      signal: request.signal ?? 'SIGTERM',
+      graceMs: request.graceMs ?? this.config.killGraceMs,
+    })
+    return entry.finished
+  }
+
+  /** Refuses new tasks, fails queued ones and stops running ones; resolves when all are recorded. */
+  async shutdown(reason = 'daemon stopped'): Promise<void> {
+    this.accepting = false
+    clearInterval(this.checkTimer)
+    for (const task of this.store.list()) {
+      if (task.state === 'queued') {
+        this.pendingEnv.delete(task.id)
+        this.finishTask(await this.store.save(markFailed(task, `${reason} before the task started`, new Date())))
+      }
+    }
+    await Promise.all(
+      [...this.running.entries()].map(([id, entry]) => {
+        this.stop(id, entry, { state: 'killed', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+        return entry.finished.catch(() => undefined)
+      }),
+    )
+    await this.store.flush()
+  }
+
+  get runningCount(): number {
+    return this.running.size
+  }
+
+  private async run(id: string): Promise<void> {
+    const task = this.store.find(id)
+    if (!task || task.state !== 'queued') return
+    const envAdditions = this.pendingEnv.get(id) ?? {}
+    this.pendingEnv.delete(id)
+    const file = outputPath(this.config.layout.spool, id)
+    const outcome = await launchTask({ task, outputFile: file, envAdditions, baseEnv: this.config.baseEnv })
+    if (!outcome.started) {
+      this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
+      this.finishTask(await this.store.save(markFailed(task, outcome.reason, new Date())))
+      return
+    }
+    const current = this.store.get(id)
+    if (current.state !== 'queued') {
+      // Killed while it was being launched: the kill already recorded it, so only the tree goes.
+      await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: outcome.subprocess.catch(() => undefined) })
+      return
+    }
+    let resolveFinished!: (task: Task) => void
+    let rejectFinished!: (error: unknown) => void
+    const finished = new Promise<Task>((resolve, reject) => {
+      resolveFinished = resolve
+      rejectFinished = reject
+    })
+    const entry: RunningEntry = { pid: outcome.pid, subprocess: outcome.subprocess, finished }
+    this.running.set(id, entry)
+    if (task.timeoutMs !== null) {
+      const timeoutMs = task.timeoutMs
+      entry.timeoutTimer = setTimeout(() => {
+        this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+      }, timeoutMs)
+    }
+    try {
+      await this.store.save(markStarted(current, outcome.pid, new Date()))
+      this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
+      const result = await outcome.subprocess
+      clearTimeout(entry.timeoutTimer)
+      // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
+      if (entry.stopped) await entry.stopped
+      else await killLeftovers([id])
+      const ending = this.endingOf(entry, result)
+      const outputBytes = await this.settleOutput(this.store.get(id))
+      const ended = await this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))
+      this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
+      this.running.delete(id)
+      this.finishTask(ended)
+      resolveFinished(ended)
+    } catch (error) {
+      this.running.delete(id)
+      this.log.error({ taskId: id, err: error }, 'task supervision failed')
+      rejectFinished(error)
+    }
+  }
+
+  private stop(id: string, entry: RunningEntry, stopping: NonNullable<RunningEntry['stopping']>): void {
+    if (entry.stopping) return
+    entry.stopping = stopping
+    clearTimeout(entry.timeoutTimer)
+    this.log.info({ taskId: id, reason: stopping.reason }, 'task stopping')
+    entry.stopped = killTree({
+      taskId: id,
+      pid: entry.pid,
+      signal: stopping.signal,
+      graceMs: stopping.graceMs,
+      leaderExited: entry.subprocess.catch(() => undefined),
+    }).then(
+      () => undefined,
+      (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
+    )
+  }
+
+  private endingOf(entry: RunningEntry, result: { exitCode?: number; signal?: string }): Ending {
+    const exitCode = result.exitCode ?? null
+    const signal = result.signal ?? null
+    if (entry.stopping) return { state: entry.stopping.state, exitCode, signal, reason: entry.stopping.reason }
+    if (signal !== null) return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend` }
+    return { state: 'exited', exitCode: exitCode ?? 0 }
+  }
+
+  /** Final output size; output past the cap (written between two checks) is cut off. */
+  private async settleOutput(task: Task): Promise<number> {
+    const file = outputPath(this.config.layout.spool, task.id)
+    const size = await outputSize(file)
+    if (size <= task.maxOutputBytes) return size
+    await truncate(file, task.maxOutputBytes)
+    return task.maxOutputBytes
+  }
+
+  private async checkOutputs(): Promise<void> {
+    for (const [id, entry] of this.running) {
+      const task = this.store.find(id)
+      if (!task) continue
+      const size = await outputSize(outputPath(this.config.layout.spool, id)).catch(() => task.outputBytes)
+      this.store.patch(id, { outputBytes: Math.min(size, task.maxOutputBytes) })
+      if (size > task.maxOutputBytes && !entry.stopping) {
+        this.stop(id, entry, {
+          state: 'killed',
+          reason: `output cap of ${formatBytes(task.maxOutputBytes)} reached`,
+          signal: 'SIGTERM',
+          graceMs: this.config.killGraceMs,
+        })
+      }
+    }
+  }
+
+  private finishTask(task: Task): void {
+    if (!isFinished(task)) return
+    this.outputWatch.wakeAll(task.id)
+    this.onTaskFinished(task)
+  }
+}
+
+function signalName(signal: NodeJS.Signals | number): string {
+  if (typeof signal === 'string') return signal
+  const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
+  return entry ? entry[0] : String(signal)
+}

@@ -1,0 +1,43 @@
+import { TendError, type FailedTask, type FinishedTask, type KilledTask, type QueuedTask, type RunningTask, type Task, type TaskBase, type LostTask } from '../protocol/index.js'
+
+/** How a started task ended, as the supervisor saw it. */
+export type Ending =
+  | { state: 'exited'; exitCode: number }
+  | { state: 'killed' | 'timed_out'; exitCode: number | null; signal: string | null; reason: string }
+
+function illegal(task: Task, to: Task['state']): TendError {
+  return new TendError('TEND_ERR_ILLEGAL_TRANSITION', { id: task.id, from: task.state, to })
+}
+
+export function createQueuedTask(base: TaskBase): QueuedTask {
+  return { ...base, state: 'queued', startedAt: null, pid: null, endedAt: null, exitCode: null, signal: null, reason: null }
+}
+
+export function markStarted(task: Task, pid: number, at: Date): RunningTask {
+  if (task.state !== 'queued') throw illegal(task, 'running')
+  return { ...task, state: 'running', pid, startedAt: at.toISOString() }
+}
+
+export function markEnded(task: Task, ending: Ending, outputBytes: number, at: Date): FinishedTask {
+  if (task.state !== 'running') throw illegal(task, ending.state)
+  const endedAt = at.toISOString()
+  if (ending.state === 'exited') return { ...task, state: 'exited', exitCode: ending.exitCode, signal: null, reason: null, endedAt, outputBytes }
+  return { ...task, state: ending.state, exitCode: ending.exitCode, signal: ending.signal, reason: ending.reason, endedAt, outputBytes }
+}
+
+/** A task that never ran: it could not be started, or the daemon stopped before it could. */
+export function markFailed(task: Task, reason: string, at: Date): FailedTask {
+  if (task.state !== 'queued') throw illegal(task, 'failed')
+  return { ...task, state: 'failed', startedAt: null, pid: null, exitCode: null, signal: null, reason, endedAt: at.toISOString() }
+}
+
+/** A queued task stopped before it started. */
+export function markCancelled(task: Task, reason: string, at: Date): KilledTask {
+  if (task.state !== 'queued') throw illegal(task, 'killed')
+  return { ...task, state: 'killed', startedAt: null, pid: null, exitCode: null, signal: null, reason, endedAt: at.toISOString() }
+}
+
+export function markLost(task: Task, reason: string, outputBytes: number, at: Date): LostTask {
+  if (task.state !== 'running') throw illegal(task, 'lost')
+  return { ...task, state: 'lost', exitCode: null, signal: null, reason, outputBytes, endedAt: at.toISOString() }
+}

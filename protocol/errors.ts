@@ -1,0 +1,102 @@
+/** Who is to blame for an error: the caller sent something wrong, or the system failed. */
+export type Blame = 'caller' | 'system'
+
+interface ErrorSpec {
+  statusCode: number
+  /** `{name}` placeholders are filled from the error's params. */
+  message: string
+  blame: Blame
+  retryable: boolean
+  /** Local errors are raised by the client or CLI and never sent over the wire. */
+  local?: boolean
+}
+
+/** The one catalogue of tend's error codes. docs/errors.md is checked against it by a test. */
+export const ERROR_CATALOGUE = {
+  TEND_ERR_VALIDATION: { statusCode: 400, message: 'invalid request: {detail}', blame: 'caller', retryable: false },
+  TEND_ERR_INVALID_TASK_ID: { statusCode: 400, message: 'invalid task id: expected 12 lowercase letters or digits, got {id}', blame: 'caller', retryable: false },
+  TEND_ERR_INVALID_SIGNAL: { statusCode: 400, message: 'invalid signal: expected a signal name such as SIGTERM or a number, got {signal}', blame: 'caller', retryable: false },
+  TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
+  TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
+  TEND_ERR_TASK_NOT_FINISHED: { statusCode: 409, message: 'task is still {state}: {id} (kill it first, or wait for it)', blame: 'caller', retryable: true },
+  TEND_ERR_SHUTTING_DOWN: { statusCode: 503, message: 'daemon is shutting down: {detail}', blame: 'system', retryable: true },
+  TEND_ERR_ILLEGAL_TRANSITION: { statusCode: 500, message: 'illegal task transition: {id} cannot go from {from} to {to}', blame: 'system', retryable: false },
+  TEND_ERR_SPOOL_IO: { statusCode: 500, message: 'spool i/o failed: {detail}', blame: 'system', retryable: true },
+  TEND_ERR_INTERNAL: { statusCode: 500, message: 'internal error: {detail}', blame: 'system', retryable: false },
+  TEND_ERR_DAEMON_UNAVAILABLE: { statusCode: 503, message: 'daemon unavailable: {detail}', blame: 'system', retryable: true, local: true },
+  TEND_ERR_DAEMON_START_FAILED: { statusCode: 503, message: 'daemon failed to start: {detail}', blame: 'system', retryable: true, local: true },
+  TEND_ERR_DAEMON_RUNNING: { statusCode: 409, message: 'another daemon is already running on {home} (pid {pid})', blame: 'caller', retryable: false, local: true },
+  TEND_ERR_CONFIG_INVALID: { statusCode: 400, message: 'invalid configuration: {detail}', blame: 'caller', retryable: false, local: true },
+  TEND_ERR_PROTOCOL: { statusCode: 502, message: 'unexpected answer from the daemon: {detail}', blame: 'system', retryable: false, local: true },
+  TEND_ERR_USAGE: { statusCode: 400, message: 'usage error: {detail}', blame: 'caller', retryable: false, local: true },
+} as const satisfies Record<string, ErrorSpec>
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE
+
+/** The wire shape of every error answer (fastify's), plus tend's blame and retryability. */
+export interface WireError {
+  statusCode: number
+  code: string
+  error: string
+  message: string
+  blame?: Blame
+  retryable?: boolean
+}
+
+export class TendError extends Error {
+  override readonly name = 'TendError'
+  readonly code: ErrorCode
+  readonly statusCode: number
+  readonly blame: Blame
+  readonly retryable: boolean
+  readonly params: Record<string, unknown>
+
+  constructor(code: ErrorCode, params: Record<string, unknown> = {}, options: { cause?: unknown; message?: string } = {}) {
+    const spec: ErrorSpec = ERROR_CATALOGUE[code]
+    super(options.message ?? fillTemplate(spec.message, params), options.cause === undefined ? undefined : { cause: options.cause })
+    this.code = code
+    this.statusCode = spec.statusCode
+    this.blame = spec.blame
+    this.retryable = spec.retryable
+    this.params = params
+  }
+
+  toWire(): WireError {
+    return {
+      statusCode: this.statusCode,
+      code: this.code,
+      error: HTTP_REASONS[this.statusCode] ?? 'Error',
+      message: this.message,
+      blame: this.blame,
+      retryable: this.retryable,
+    }
+  }
+
+  /** Rebuilds a typed error from a wire answer; unknown codes become TEND_ERR_PROTOCOL. */
+  static fromWire(wire: Partial<WireError>): TendError {
+    const code = typeof wire.code === 'string' && wire.code in ERROR_CATALOGUE ? (wire.code as ErrorCode) : 'TEND_ERR_PROTOCOL'
+    const message = typeof wire.message === 'string' ? wire.message : undefined
+    return new TendError(code, { detail: message ?? JSON.stringify(wire) }, { message })
+  }
+}
+
+export function isTendError(error: unknown, code?: ErrorCode): error is TendError {
+  return error instanceof TendError && (code === undefined || error.code === code)
+}
+
+function fillTemplate(template: string, params: Record<string, unknown>): string {
+  return template.replace(/\{(\w+)\}/g, (_whole, key: string) => {
+    const value = params[key]
+    if (value === undefined) return `{${key}}`
+    return typeof value === 'string' ? value : JSON.stringify(value)
+  })
+}
+
+const HTTP_REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  404: 'Not Found',
+  409: 'Conflict',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+}

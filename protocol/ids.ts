@@ -1,0 +1,13 @@
+/** Task ids: 12 characters of lowercase letters and digits — safe in paths, URLs and shells. */
+export const TASK_ID_ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz'
+export const TASK_ID_LENGTH = 12
+export const TASK_ID_PATTERN = `^[0-9a-z]{${TASK_ID_LENGTH}}$`
+const TASK_ID_REGEXP = new RegExp(TASK_ID_PATTERN)
+
+export function isTaskId(value: unknown): value is string {
+  return typeof value === 'string' && TASK_ID_REGEXP.test(value)
+}
+
+/** Owners name the agent or session that started a task: printable, no slashes or spaces. */
+export const OWNER_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'
+export const DEFAULT_OWNER = 'operator'

@@ -1,0 +1,7 @@
+export * from './errors.js'
+export * from './events.js'
+export * from './ids.js'
+export * from './schemas.js'
+export * from './task.js'
+export * from './units.js'
+export * from './paths.js'

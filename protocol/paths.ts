@@ -1,0 +1,30 @@
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
+
+/** Where tend keeps its state: TEND_HOME, else $XDG_STATE_HOME/tend, else ~/.local/state/tend. */
+export function resolveHome(env: Record<string, string | undefined>): string {
+  if (env.TEND_HOME) return resolve(env.TEND_HOME)
+  if (env.XDG_STATE_HOME) return resolve(env.XDG_STATE_HOME, 'tend')
+  return join(homedir(), '.local', 'state', 'tend')
+}
+
+export interface HomeLayout {
+  home: string
+  socket: string
+  spool: string
+  log: string
+  config: string
+  /** Where a daemon started in the background writes what it printed before its log opened. */
+  startupLog: string
+}
+
+export function homeLayout(home: string): HomeLayout {
+  return {
+    home,
+    socket: join(home, 'tend.sock'),
+    spool: join(home, 'spool'),
+    log: join(home, 'daemon.log'),
+    config: join(home, 'config.json'),
+    startupLog: join(home, 'daemon.stderr'),
+  }
+}

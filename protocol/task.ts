@@ -1,0 +1,82 @@
+import { constants } from 'node:os'
+
+export const TASK_STATES = ['queued', 'running', 'exited', 'killed', 'timed_out', 'failed', 'lost'] as const
+export type TaskState = (typeof TASK_STATES)[number]
+export const FINISHED_STATES: readonly TaskState[] = ['exited', 'killed', 'timed_out', 'failed', 'lost']
+export const SCHEMA_VERSION = 1
+
+/** Fields every task has, whatever its state. */
+export interface TaskBase {
+  id: string
+  name: string | null
+  owner: string
+  /** The argv that runs; a shell line is `['sh', '-c', line]` with `shell: true`. */
+  command: string[]
+  shell: boolean
+  cwd: string
+  /** Names of the environment variables the task added (values are never stored). */
+  envKeys: string[]
+  /** Time limit in milliseconds, or null for none. */
+  timeoutMs: number | null
+  /** Output cap in bytes: past it the task is stopped and its output.log cut to this size. */
+  maxOutputBytes: number
+  /** Bytes in output.log (live while running). */
+  outputBytes: number
+  createdAt: string
+  /** The task's spool folder: task.json and output.log live here. */
+  spool: string
+}
+
+interface NotStarted { startedAt: null; pid: null }
+interface Started { startedAt: string; pid: number }
+interface NotEnded { endedAt: null; exitCode: null; signal: null; reason: null }
+
+export type QueuedTask = TaskBase & NotStarted & NotEnded & { state: 'queued' }
+export type RunningTask = TaskBase & Started & NotEnded & { state: 'running' }
+export type ExitedTask = TaskBase & Started & { state: 'exited'; endedAt: string; exitCode: number; signal: null; reason: null }
+/** Stopped on request (kill, output cap, daemon stop); a queued task can be killed before it starts. */
+export type KilledTask = TaskBase & (Started | NotStarted) & { state: 'killed'; endedAt: string; exitCode: number | null; signal: string | null; reason: string }
+export type TimedOutTask = TaskBase & Started & { state: 'timed_out'; endedAt: string; exitCode: number | null; signal: string | null; reason: string }
+/** Never ran: bad cwd, no such program, daemon stopped while it was queued. */
+export type FailedTask = TaskBase & NotStarted & { state: 'failed'; endedAt: string; exitCode: null; signal: null; reason: string }
+/** The daemon died while it ran; its leftovers were killed by the next daemon. */
+export type LostTask = TaskBase & Started & { state: 'lost'; endedAt: string; exitCode: null; signal: null; reason: string }
+
+export type Task = QueuedTask | RunningTask | ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask
+export type FinishedTask = ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask
+
+/** What task.json holds. */
+export type TaskRecord = Task & { schemaVersion: number }
+
+export function isFinished(task: Pick<Task, 'state'>): boolean {
+  return FINISHED_STATES.includes(task.state)
+}
+
+export function taskLabel(task: Pick<Task, 'name' | 'command' | 'shell'>): string {
+  if (task.name) return task.name
+  return task.shell ? task.command[2] ?? '' : task.command.join(' ')
+}
+
+/**
+ * The exit status a shell would report for a finished task: its exit code, 128+N when signal N
+ * ended it, 124 when its timeout did, 127 when it failed to start, 125 when it was lost.
+ */
+export function exitStatusOf(task: Task): number | null {
+  switch (task.state) {
+    case 'exited':
+      return task.exitCode
+    case 'timed_out':
+      return 124
+    case 'killed': {
+      const signalNumber = task.signal ? (constants.signals as Record<string, number>)[task.signal] : undefined
+      if (signalNumber) return 128 + signalNumber
+      return task.exitCode ?? 137
+    }
+    case 'failed':
+      return 127
+    case 'lost':
+      return 125
+    default:
+      return null
+  }
+}

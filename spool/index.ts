@@ -1,0 +1,3 @@
+export * from './layout.js'
+export * from './output-read.js'
+export * from './task-record.js'

@@ -1,0 +1,83 @@
+import { open, stat } from 'node:fs/promises'
+
+/** Size of a task's output.log, 0 when it does not exist yet. */
+export async function outputSize(path: string): Promise<number> {
+  try {
+    return (await stat(path)).size
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0
+    throw error
+  }
+}
+
+/**
+ * Reads up to maxBytes of output.log from byte offset `from`. Reads never consume: the file is
+ * the only state, so any number of readers keep their own cursors.
+ */
+export async function readOutputRange(path: string, from: number, maxBytes: number): Promise<Buffer> {
+  let handle
+  try {
+    handle = await open(path, 'r')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0)
+    throw error
+  }
+  try {
+    const buffer = Buffer.allocUnsafe(maxBytes)
+    let filled = 0
+    while (filled < maxBytes) {
+      const { bytesRead } = await handle.read(buffer, filled, maxBytes - filled, from + filled)
+      if (bytesRead === 0) break
+      filled += bytesRead
+    }
+    return buffer.subarray(0, filled)
+  } finally {
+    await handle.close()
+  }
+}
+
+/**
+ * How many bytes at the end of `chunk` belong to a UTF-8 character that the chunk cuts in two.
+ * A text read stops before them so the next read starts on a character boundary; cursors stay
+ * byte offsets either way.
+ */
+export function incompleteUtf8Tail(chunk: Buffer): number {
+  const limit = Math.min(3, chunk.length)
+  for (let back = 1; back <= limit; back += 1) {
+    const byte = chunk[chunk.length - back]!
+    if ((byte & 0xc0) === 0x80) continue
+    if (byte < 0x80) return 0
+    const expected = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1
+    return expected > back ? back : 0
+  }
+  return 0
+}
+
+/** Byte offset where the last `lines` lines of output.log start (a final unterminated line counts). */
+export async function tailOffset(path: string, lines: number): Promise<number> {
+  const size = await outputSize(path)
+  if (lines === 0) return size
+  const blockBytes = 64 * 1024
+  let end = size
+  let newlines = 0
+  // A trailing newline ends the last line rather than starting an empty one.
+  let skipFinalNewline = true
+  while (end > 0) {
+    const start = Math.max(0, end - blockBytes)
+    const block = await readOutputRange(path, start, end - start)
+    for (let index = block.length - 1; index >= 0; index -= 1) {
+      if (block[index] !== 0x0a) {
+        skipFinalNewline = false
+        continue
+      }
+      if (skipFinalNewline && start + index === size - 1) {
+        skipFinalNewline = false
+        continue
+      }
+      newlines += 1
+      if (newlines === lines) return start + index + 1
+    }
+    end = start
+  }
+  return 0
+}

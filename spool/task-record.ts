@@ -1,0 +1,64 @@
+import { mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { isTaskId, SCHEMA_VERSION, type Task, type TaskRecord } from '../protocol/index.js'
+import { recordPath, taskDir } from './layout.js'
+
+/** Creates the task's spool folder (0700). */
+export async function createTaskDir(spoolRoot: string, id: string): Promise<string> {
+  const dir = taskDir(spoolRoot, id)
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  return dir
+}
+
+/**
+ * Writes task.json whole: to a temporary file, fsynced, then renamed over the old record,
+ * so a reader or a crash never sees half a record.
+ */
+export async function writeTaskRecord(spoolRoot: string, task: Task): Promise<void> {
+  const target = recordPath(spoolRoot, task.id)
+  const temporary = `${target}.${randomBytes(4).toString('hex')}.tmp`
+  const record: TaskRecord = { schemaVersion: SCHEMA_VERSION, ...task }
+  const handle = await open(temporary, 'w', 0o600)
+  try {
+    await handle.writeFile(`${JSON.stringify(record, null, 2)}\n`)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+  await rename(temporary, target)
+}
+
+export async function readTaskRecord(spoolRoot: string, id: string): Promise<TaskRecord> {
+  const record = JSON.parse(await readFile(recordPath(spoolRoot, id), 'utf8')) as TaskRecord
+  if (record.id !== id) throw new Error(`task record ${id} names another id: ${record.id}`)
+  return record
+}
+
+/** Ids of the folders in the spool that look like tasks. */
+export async function listTaskIds(spoolRoot: string): Promise<string[]> {
+  const entries = await readdir(spoolRoot, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return []
+    throw error
+  })
+  return entries.filter((entry) => entry.isDirectory() && isTaskId(entry.name)).map((entry) => entry.name)
+}
+
+/** Deletes a task's spool folder; answers how many bytes it held. */
+export async function removeTaskDir(spoolRoot: string, id: string): Promise<number> {
+  const dir = taskDir(spoolRoot, id)
+  const bytes = await directoryBytes(dir)
+  await rm(dir, { recursive: true, force: true })
+  return bytes
+}
+
+export async function directoryBytes(dir: string): Promise<number> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
+  let total = 0
+  for (const entry of entries) {
+    if (!entry.isFile()) continue
+    const info = await stat(join(dir, entry.name)).catch(() => undefined)
+    total += info?.size ?? 0
+  }
+  return total
+}
