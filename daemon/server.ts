@@ -23,8 +23,13 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   const app = Fastify({
     loggerInstance: context.log as FastifyBaseLogger,
     forceCloseConnections: true,
-    disableRequestLogging: false,
     bodyLimit: 1024 * 1024,
+    // The router rejects an undecodable or over-long path segment before any handler runs; without
+    // this, those answers bypass the error catalogue (FST_ERR_BAD_URL, a 414 FST_ERR_MAX_PARAM_LENGTH).
+    frameworkErrors: (error, request, reply) => {
+      const tendError = routerError(error, request.raw.url ?? '')
+      void reply.status(tendError.statusCode).send(tendError.toWire())
+    },
   })
 
   app.setValidatorCompiler(validatorCompiler)
@@ -60,6 +65,13 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   registerOpenApiRoute(app)
   await app.ready()
   return app
+}
+
+/** The only path parameter is a task id, so a rejected segment under /v1/tasks/ is a bad id. */
+function routerError(error: { message?: string }, url: string): TendError {
+  const segment = /^\/v1\/tasks\/([^/?#]*)/.exec(url)?.[1]
+  if (segment === undefined) return new TendError('TEND_ERR_VALIDATION', { detail: `url: ${error.message ?? 'rejected by the router'}` })
+  return new TendError('TEND_ERR_INVALID_TASK_ID', { id: segment.length > 40 ? `${segment.slice(0, 40)}... (${segment.length} characters)` : segment })
 }
 
 function toTendError(error: unknown): TendError {

@@ -31,7 +31,7 @@ export function formatBytes(bytes: number): string {
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`
   const seconds = Math.floor(ms / 1000)
-  if (seconds < 60) return `${seconds}s`
+  if (seconds < 60) return ms % 1000 === 0 || seconds >= 10 ? `${seconds}s` : `${(Math.floor(ms / 100) / 10).toFixed(1)}s`
   const minutes = Math.floor(seconds / 60)
   if (minutes < 60) return `${minutes}m${seconds % 60 ? `${seconds % 60}s` : ''}`
   const hours = Math.floor(minutes / 60)

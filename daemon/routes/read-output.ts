@@ -33,11 +33,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         if (size > from || finished || remainingMs <= 0 || abort.signal.aborted) {
           const available = Math.max(0, size - from)
           let chunk = await readOutputRange(file, from, Math.min(maxBytes, available))
-          if (encoding === 'utf8' && chunk.length < available) {
-            // Keep a character the read would cut in two for the next read.
-            const cut = incompleteUtf8Tail(chunk)
-            if (cut < chunk.length) chunk = chunk.subarray(0, chunk.length - cut)
-          }
+          if (encoding === 'utf8' && chunk.length < available) chunk = await keepCharactersWhole(file, from, chunk, available)
           const next = from + chunk.length
           return {
             data: chunk.toString(encoding),
@@ -54,4 +50,17 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
       }
     },
   )
+}
+
+/**
+ * A text read stops before a character it would cut in two, leaving it for the next read; when
+ * maxBytes is smaller than that one character, the read grows to hold it whole.
+ */
+async function keepCharactersWhole(file: string, from: number, chunk: Buffer, available: number): Promise<Buffer> {
+  const cut = incompleteUtf8Tail(chunk)
+  if (cut === 0) return chunk
+  if (cut < chunk.length) return chunk.subarray(0, chunk.length - cut)
+  const widened = await readOutputRange(file, from, Math.min(4, available))
+  const widenedCut = incompleteUtf8Tail(widened)
+  return widenedCut < widened.length ? widened.subarray(0, widened.length - widenedCut) : widened
 }
