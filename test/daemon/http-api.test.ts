@@ -136,7 +136,7 @@ describe('request validation', () => {
 })
 
 describe('task ids and routes', () => {
-  const badIds = ['..%2F..%2Fetc', '..%2Fdecoy', 'ABCDEFGHIJKL', 'ABC', 'a'.repeat(13), 'a'.repeat(300), 'abcdefghijk%00', '%2E%2E']
+  const badIds = ['..%2F..%2Fetc', '..%2Fdecoy', 'ABCDEFGHIJKL', 'ABC', 'a'.repeat(13), 'a'.repeat(300), 'abcdefghijk%00', '%2E%2E', '%zz', 'abc%']
 
   test.each(badIds)('the malformed id %s is refused with TEND_ERR_INVALID_TASK_ID on every task route', async (badId) => {
     const routes: Array<[string, string, string?]> = [
@@ -148,8 +148,15 @@ describe('task ids and routes', () => {
     ]
     for (const [method, path, body] of routes) {
       const answer = await rawRequest(socket, method, path, { body })
-      expectWireError(answer, 400, 'TEND_ERR_INVALID_TASK_ID')
+      const wire = expectWireError(answer, 400, 'TEND_ERR_INVALID_TASK_ID')
+      expect(wire.message.length, 'the message stays short however long the id').toBeLessThan(200)
     }
+  })
+
+  test('a path the router cannot decode outside the task routes is a 400 TEND_ERR_VALIDATION', async () => {
+    const answer = await rawRequest(socket, 'GET', '/v1/%zz')
+    const wire = expectWireError(answer, 400, 'TEND_ERR_VALIDATION')
+    expect(wire.message).toContain('url')
   })
 
   test('path traversal through any route neither reads nor deletes anything outside the spool', async () => {
