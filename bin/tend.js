@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // The composition root: `tend daemon` runs the daemon; every other command is the client CLI.
-const [command] = process.argv.slice(2)
-if (command === 'daemon' && !process.argv.slice(3).some((arg) => arg === '--help' || arg === '-h')) {
+const args = process.argv.slice(2)
+const command = args.find((arg) => !arg.startsWith('-'))
+const daemonFlagsOnly = args.every((arg) => arg === 'daemon' || arg === '--json')
+if (command === 'daemon' && daemonFlagsOnly) {
   const { runDaemonForeground } = await import('../dist/daemon/index.js')
   process.exitCode = await runDaemonForeground(process.env, (line) => process.stderr.write(`${line}\n`))
 } else {

@@ -51,19 +51,30 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   const layout = homeLayout(resolveHome(env))
   const fromFile = readConfigFile(layout.config)
   const fromEnv: Record<string, unknown> = {}
+  /** Where each setting came from, so a violation names the variable or file the user wrote. */
+  const sources = new Map<string, string>(Object.keys(fromFile).map((key) => [key, `${layout.config} "${key}"`]))
   const problems: string[] = []
   for (const [name, { key, parse }] of Object.entries(ENV_SETTINGS)) {
     const text = env[name]
     if (text === undefined || text === '') continue
+    sources.set(key, `${name}=${text}`)
     try {
       fromEnv[key] = parse(text)
     } catch (error) {
       problems.push(`${name}: ${(error as Error).message}`)
     }
   }
-  const settings = Value.Default(DaemonSettingsSchema, { ...fromFile, ...fromEnv }) as unknown
+  for (const key of Object.keys(fromFile)) {
+    if (!(key in DaemonSettingsSchema.properties)) problems.push(`${sources.get(key)}: unknown setting (known: ${Object.keys(DaemonSettingsSchema.properties).join(', ')})`)
+  }
+  const known = Object.fromEntries(Object.entries({ ...fromFile, ...fromEnv }).filter(([key]) => key in DaemonSettingsSchema.properties))
+  const settings = Value.Default(DaemonSettingsSchema, known) as unknown
+  const seen = new Set<string>()
   for (const error of Value.Errors(DaemonSettingsSchema, settings)) {
-    problems.push(`${error.instancePath || '/'} ${error.message}`)
+    const key = error.instancePath.replace(/^\//, '')
+    if (seen.has(key)) continue
+    seen.add(key)
+    problems.push(`${sources.get(key) ?? key}: ${key} ${error.message}`)
   }
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
   const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined))

@@ -42,8 +42,13 @@ export async function killTree(options: KillTreeOptions): Promise<{ escalated: b
   throw new Error(`task ${taskId}: processes still alive ${killWaitMs}ms after SIGKILL`)
 }
 
-/** Kills every leftover process of the given tasks at once (used at exit and on restart). */
-export async function killLeftovers(taskIds: string[], waitMs = 5000): Promise<number> {
+/**
+ * Kills every leftover process of the given tasks at once (used at exit and on restart), and the
+ * process groups in `groups` (leaders that just exited: their group id cannot be reused while
+ * members remain).
+ */
+export async function killLeftovers(taskIds: string[], groups: number[] = [], waitMs = 5000): Promise<number> {
+  for (const group of groups) trySignal(-group, 'SIGKILL')
   const found = findTaskProcesses(taskIds)
   let count = 0
   for (const pids of found.values()) {

@@ -1,3 +1,4 @@
+import { truncate } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { listTaskIds, outputPath, outputSize, readTaskRecord } from '../spool/index.js'
 import type { Task } from '../protocol/index.js'
@@ -31,7 +32,10 @@ export async function recoverSpool(spoolRoot: string, store: TaskStore, log: Log
   const now = new Date()
   for (const task of interrupted) {
     if (task.state === 'running') {
-      const bytes = await outputSize(outputPath(spoolRoot, task.id))
+      const file = outputPath(spoolRoot, task.id)
+      const bytes = await outputSize(file)
+      // Nobody enforced the cap while no daemon ran: cut the output back to it now.
+      if (bytes > task.maxOutputBytes) await truncate(file, task.maxOutputBytes)
       await store.save(markLost(task, 'the daemon stopped while the task ran; its processes were killed by the next daemon', Math.min(bytes, task.maxOutputBytes), now))
     } else {
       await store.save(markFailed(task, 'the daemon stopped before the task started', now))

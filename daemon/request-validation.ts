@@ -12,7 +12,11 @@ const textAjv = new Ajv({ ...common, coerceTypes: true })
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
   const ajv = httpPart === 'body' ? bodyAjv : textAjv
   const validate = ajv.compile(schema as object)
-  return (data: unknown) => (validate(data) ? { value: data } : { error: validationError(httpPart ?? 'request', validate.errors ?? [], data) })
+  return (data: unknown) => {
+    // A POST without a body is an empty object: every field of an optional body is optional.
+    const value = httpPart === 'body' && (data === undefined || data === null) ? {} : data
+    return validate(value) ? { value } : { error: validationError(httpPart ?? 'request', validate.errors ?? [], value) }
+  }
 }
 
 /** One 400 naming every offending field, the shape expected and the value received. */
@@ -29,6 +33,8 @@ function describeProblem(part: string, error: ErrorObject): string {
   switch (error.keyword) {
     case 'additionalProperties':
       return `${path}: unknown property ${JSON.stringify(params.additionalProperty)}`
+    case 'propertyNames':
+      return `${path}: invalid name ${JSON.stringify(params.propertyName)}`
     case 'required':
       return `${path}: missing required property ${JSON.stringify(params.missingProperty)}`
     case 'type':

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import swagger from '@fastify/swagger'
 import { TendError, TaskSchema } from '../protocol/index.js'
 import type { DaemonContext } from './context.js'
@@ -28,7 +28,7 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     // this, those answers bypass the error catalogue (FST_ERR_BAD_URL, a 414 FST_ERR_MAX_PARAM_LENGTH).
     frameworkErrors: (error, request, reply) => {
       const tendError = routerError(error, request.raw.url ?? '')
-      void reply.status(tendError.statusCode).send(tendError.toWire())
+      void (reply as FastifyReply).status(tendError.statusCode).send(tendError.toWire())
     },
   })
 

@@ -178,7 +178,7 @@ export class Supervisor {
       clearTimeout(entry.timeoutTimer)
       // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
       if (entry.stopped) await entry.stopped
-      else await killLeftovers([id])
+      else await killLeftovers([id], [outcome.pid])
       const ending = this.endingOf(entry, result)
       const outputBytes = await this.settleOutput(this.store.get(id))
       const ended = await this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))

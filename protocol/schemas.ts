@@ -40,7 +40,9 @@ export const StartTaskBody = Type.Object(
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })),
     cwd: Type.String({ minLength: 1, description: 'absolute working directory' }),
-    env: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), Type.String())),
+    env: Type.Optional(
+      Type.Record(Type.String(), Type.String(), { propertyNames: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }, description: 'variables to add; names are shell-style' }),
+    ),
     timeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
     maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
   },

@@ -19,8 +19,8 @@ export function action<Args extends unknown[]>(
 ): (...args: Args) => Promise<void> {
   return async (...args: Args) => {
     const globals = command.optsWithGlobals<{ json?: boolean }>()
-    const io = createIo(Boolean(globals.json))
     const client = new TendClient()
+    const io = createIo(Boolean(globals.json), client.options.env)
     try {
       process.exitCode = await run({ io, client }, ...args)
     } catch (error) {

@@ -13,6 +13,7 @@ import { registerShowCommand } from './commands/show.js'
 import { registerStatusCommand } from './commands/status.js'
 import { registerStopCommand } from './commands/stop.js'
 import { registerWaitCommand } from './commands/wait.js'
+import { TendError } from '../../protocol/index.js'
 import { EXIT } from './exit-codes.js'
 
 export function createProgram(): Command {
@@ -55,6 +56,7 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = benign ? EXIT.ok : EXIT.usage
       return
     }
-    throw error
+    process.stderr.write(`tend: ${(error as Error).message}\n`)
+    process.exitCode = error instanceof TendError && error.code === 'TEND_ERR_USAGE' ? EXIT.usage : EXIT.failed
   }
 }

@@ -9,13 +9,13 @@ export interface CliIo {
   colour: boolean
 }
 
-export function createIo(json: boolean): CliIo {
+export function createIo(json: boolean, env: Record<string, string | undefined>): CliIo {
   return {
     json,
     out: (text) => process.stdout.write(`${text}\n`),
     err: (text) => process.stderr.write(`${text}\n`),
     writeRaw: (bytes) => new Promise((resolve) => (process.stdout.write(bytes) ? resolve() : process.stdout.once('drain', resolve))),
-    colour: Boolean(process.stdout.isTTY) && !('NO_COLOR' in process.env),
+    colour: Boolean(process.stdout.isTTY) && !('NO_COLOR' in env),
   }
 }
 

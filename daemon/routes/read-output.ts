@@ -60,7 +60,7 @@ async function keepCharactersWhole(file: string, from: number, chunk: Buffer, av
   const cut = incompleteUtf8Tail(chunk)
   if (cut === 0) return chunk
   if (cut < chunk.length) return chunk.subarray(0, chunk.length - cut)
-  const widened = await readOutputRange(file, from, Math.min(4, available))
-  const widenedCut = incompleteUtf8Tail(widened)
-  return widenedCut < widened.length ? widened.subarray(0, widened.length - widenedCut) : widened
+  const lead = chunk[0]!
+  const width = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1
+  return readOutputRange(file, from, Math.min(width, available))
 }

@@ -91,6 +91,6 @@ describe('daemon lifecycle', () => {
     expect(result.exitCode).toBe(2)
     expect(result.stderr).toContain('invalid configuration')
     expect(result.stderr).toContain('TEND_MAX_OUTPUT')
-    expect(result.stderr).toContain('/concurrency')
+    expect(result.stderr).toContain('TEND_CONCURRENCY=0: concurrency must be >= 1')
   })
 })

@@ -10,6 +10,6 @@ export function registerDaemonCommand(program: Command): void {
     .command('daemon')
     .summary('run the daemon in the foreground')
     .action(() => {
-      throw new TendError('TEND_ERR_USAGE', { detail: 'run the daemon through the tend executable (bin/tend.js daemon)' })
+      throw new TendError('TEND_ERR_USAGE', { detail: 'tend daemon takes no flags but --json: run it as `tend daemon`' })
     })
 }
