@@ -1,7 +1,9 @@
+import { existsSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import {
   isFinished,
+  OWNER_HEADER,
   WAIT_MS_LIMIT,
   type DaemonStatus,
   type GcResult,
@@ -49,6 +51,8 @@ export interface ListOptions {
 export interface KillOptions {
   signal?: string | number
   graceMs?: number
+  /** Why, recorded in the task's reason. */
+  reason?: string
 }
 
 /** The typed, promise-based way to talk to the tend daemon. The CLI and the tools use only this. */
@@ -59,7 +63,7 @@ export class TendClient {
 
   constructor(options: TendClientOptions = {}) {
     this.options = normalizeClientOptions(options)
-    this.http = new SocketHttp(this.options.layout.socket)
+    this.http = new SocketHttp(this.options.layout.socket, this.headers())
   }
 
   start(options: StartOptions): Promise<Task> {
@@ -119,7 +123,7 @@ export class TendClient {
 
   /** Stops the task's whole tree; resolves with its final record once no process of it is left. */
   kill(id: string, options: KillOptions = {}): Promise<Task> {
-    return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/kill`, { body: dropUndefined({ signal: options.signal, graceMs: options.graceMs }) })
+    return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/kill`, { body: dropUndefined({ signal: options.signal, graceMs: options.graceMs, reason: options.reason }) })
   }
 
   remove(id: string): Promise<RemoveResult> {
@@ -155,7 +159,11 @@ export class TendClient {
   /** Lifecycle events; reconnects by sequence number when the stream drops. */
   async *events(options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
     await this.withDaemon(() => this.http.request('GET', '/v1/status'))
-    yield* streamEvents(this.options.layout.socket, options)
+    yield* streamEvents(this.options.layout.socket, { ...options, headers: this.headers() })
+  }
+
+  private headers(): Record<string, string> {
+    return this.options.owner === null ? {} : { [OWNER_HEADER]: this.options.owner }
   }
 
   /** Releases kept-alive connections. */
@@ -182,9 +190,17 @@ export class TendClient {
 function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0)
-    return true
   } catch {
     return false
+  }
+  // An exited daemon still answers kill(0) until its parent reaps it, and an auto-started daemon's
+  // parent is init, which in many containers reaps late or never: a zombie has stopped.
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
+  } catch {
+    // Gone between the two checks, or no /proc to ask (then kill(0) is all there is).
+    return !existsSync(`/proc/${process.pid}/stat`)
   }
 }
 

@@ -6,6 +6,8 @@ export interface EventsOptions {
   /** Replay events after this sequence number (default: only new ones). */
   since?: number
   signal?: AbortSignal
+  /** Extra request headers (the client's owner scope). */
+  headers?: Record<string, string>
 }
 
 /**
@@ -28,7 +30,7 @@ export async function* streamEvents(socketPath: string, options: EventsOptions =
       },
     })
     const path = since === undefined ? '/v1/events' : `/v1/events?since=${since}`
-    const req = httpRequest({ socketPath, path, method: 'GET', signal: options.signal, headers: { accept: 'text/event-stream' } }, (res) => {
+    const req = httpRequest({ socketPath, path, method: 'GET', signal: options.signal, headers: { ...options.headers, accept: 'text/event-stream' } }, (res) => {
       if (res.statusCode !== 200) {
         failure = new TendError('TEND_ERR_PROTOCOL', { detail: `events answered ${res.statusCode}` })
         ended = true

@@ -11,7 +11,10 @@ export interface RequestOptions {
 export class SocketHttp {
   private readonly agent: Agent
 
-  constructor(readonly socketPath: string) {
+  constructor(
+    readonly socketPath: string,
+    private readonly extraHeaders: Record<string, string> = {},
+  ) {
     this.agent = new Agent({ keepAlive: true, maxSockets: 64 })
   }
 
@@ -35,7 +38,7 @@ export class SocketHttp {
           method,
           path: url,
           signal: options.signal,
-          headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+          headers: payload === undefined ? this.extraHeaders : { ...this.extraHeaders, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
         },
         (res) => {
           const chunks: Buffer[] = []

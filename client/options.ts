@@ -9,6 +9,11 @@ export interface TendClientOptions {
   startTimeoutMs?: number
   /** Environment the client reads TEND_HOME from and hands an auto-started daemon. Default process.env. */
   env?: Record<string, string | undefined>
+  /**
+   * Act for one owner (an agent session): the daemon then shows, reads, waits on, kills and
+   * removes only that owner's tasks, and starts tasks for it. Default: none (the operator).
+   */
+  owner?: string
 }
 
 export interface NormalizedClientOptions {
@@ -16,6 +21,7 @@ export interface NormalizedClientOptions {
   autoStart: boolean
   startTimeoutMs: number
   env: Record<string, string | undefined>
+  owner: string | null
 }
 
 /** Fills the client's defaults once; the only place the client reads process.env. */
@@ -27,5 +33,6 @@ export function normalizeClientOptions(options: TendClientOptions = {}): Normali
     autoStart: options.autoStart ?? true,
     startTimeoutMs: options.startTimeoutMs ?? 10_000,
     env: { ...env, TEND_HOME: home },
+    owner: options.owner ?? null,
   }
 }

@@ -23,9 +23,9 @@ export class SpoolCleanup {
   }
 
   /** Removes finished tasks that ended more than olderThanMs ago. */
-  async removeOlderThan(olderThanMs: number, now = Date.now()): Promise<{ removed: string[]; freedBytes: number }> {
+  async removeOlderThan(olderThanMs: number, owner: string | null = null, now = Date.now()): Promise<{ removed: string[]; freedBytes: number }> {
     const cutoff = now - olderThanMs
-    const old = this.store.list({ all: true }).filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
+    const old = this.store.list({ all: true, owner: owner ?? undefined }).filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
     return this.removeAll(old)
   }
 

@@ -38,7 +38,8 @@ interface RunningEntry {
 export interface KillRequest {
   signal?: NodeJS.Signals | number
   graceMs?: number
-  reason?: string
+  /** The caller's words, appended to the recorded reason. */
+  note?: string
 }
 
 /** Starts, watches and stops tasks; the only module that touches task processes. */
@@ -101,7 +102,7 @@ export class Supervisor {
     const task = this.store.get(id)
     if (task.state === 'queued') {
       this.pendingEnv.delete(id)
-      const cancelled = await this.store.save(markCancelled(task, request.reason ?? 'killed before it started', new Date()))
+      const cancelled = await this.store.save(markCancelled(task, withNote('killed before it started', request.note), new Date()))
       this.finishTask(cancelled)
       return cancelled
     }
@@ -109,7 +110,7 @@ export class Supervisor {
     if (!entry) return task
     this.stop(id, entry, {
       state: 'killed',
-      reason: request.reason ?? `killed by request (${signalName(request.signal ?? 'SIGTERM')})`,
+      reason: withNote(`killed by request (${signalName(request.signal ?? 'SIGTERM')})`, request.note),
       signal: request.signal ?? 'SIGTERM',
       graceMs: request.graceMs ?? this.config.killGraceMs,
     })
@@ -255,4 +256,8 @@ function signalName(signal: NodeJS.Signals | number): string {
   if (typeof signal === 'string') return signal
   const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
   return entry ? entry[0] : String(signal)
+}
+
+function withNote(reason: string, note: string | undefined): string {
+  return note ? `${reason}: ${note}` : reason
 }

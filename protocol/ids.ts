@@ -11,3 +11,9 @@ export function isTaskId(value: unknown): value is string {
 /** Owners name the agent or session that started a task: printable, no slashes or spaces. */
 export const OWNER_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'
 export const DEFAULT_OWNER = 'operator'
+
+/**
+ * Requests that carry this header act for one owner: they see, read, wait on, kill and remove only
+ * that owner's tasks, and start tasks only for it. Requests without it are the operator's.
+ */
+export const OWNER_HEADER = 'x-tend-owner'

@@ -92,6 +92,7 @@ export const KillTaskBody = Type.Object(
   {
     signal: Type.Optional(Type.Union([Type.String({ pattern: '^(SIG)?[A-Z0-9]+$' }), Type.Integer({ minimum: 1, maximum: 64 })])),
     graceMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why, recorded in the task reason' })),
   },
   strict,
 )
@@ -115,6 +116,7 @@ export const StatusSchema = Type.Object({
   concurrency: Type.Integer(),
   perOwnerConcurrency: Type.Integer(),
   tasks: Type.Object({ queued: Type.Integer(), running: Type.Integer(), finished: Type.Integer() }),
+  events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
   spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
   containment: Type.Object({
     processGroup: Type.Boolean(),

@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { EventsQuery, type TaskEvent } from '../../protocol/index.js'
+import { requestOwner } from '../owner-scope.js'
 
 const KEEPALIVE_MS = 15_000
 
@@ -16,7 +17,10 @@ export function registerEventsRoute(app: TendApp, context: DaemonContext): void 
     reply.hijack()
     const raw = reply.raw
     raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-tend-daemon-id': context.events.daemonId })
-    const send = (event: TaskEvent) => raw.write(`id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
+    const owner = requestOwner(request)
+    const send = (event: TaskEvent) => {
+      if (owner === null || event.owner === owner) raw.write(`id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
+    }
     raw.write(`: tend events from ${since}\n\n`)
     for (const event of context.events.since(since)) send(event)
     const unsubscribe = context.events.subscribe(send)

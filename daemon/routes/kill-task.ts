@@ -2,6 +2,7 @@ import { Type } from 'typebox'
 import { constants } from 'node:os'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
+import { visibleTask } from '../owner-scope.js'
 import { ErrorSchema, KillTaskBody, TaskIdParams, TendError } from '../../protocol/index.js'
 
 /** POST /v1/tasks/:id/kill — stops the whole tree; answers once no process of it is left. */
@@ -12,7 +13,8 @@ export function registerKillTaskRoute(app: TendApp, context: DaemonContext): voi
     async (request) => {
       const { id } = request.params as TaskIdParams
       const body = (request.body ?? {}) as KillTaskBody
-      return context.supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs })
+      visibleTask(context.store, request, id)
+      return context.supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs, note: body.reason })
     },
   )
 }

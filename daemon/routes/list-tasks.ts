@@ -2,6 +2,7 @@ import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { ListTasksQuery } from '../../protocol/index.js'
+import { requestOwner } from '../owner-scope.js'
 
 /** GET /v1/tasks — running and queued tasks; `all` adds finished ones. */
 export function registerListTasksRoute(app: TendApp, context: DaemonContext): void {
@@ -10,7 +11,10 @@ export function registerListTasksRoute(app: TendApp, context: DaemonContext): vo
     { schema: { summary: 'List tasks', querystring: ListTasksQuery, response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) } } },
     async (request) => {
       const query = request.query as ListTasksQuery
-      return { tasks: context.store.list({ all: query.all ?? false, owner: query.owner }) }
+      const owner = requestOwner(request)
+      // An owner lists only its own tasks, whatever it asks for.
+      if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
+      return { tasks: context.store.list({ all: query.all ?? false, owner: owner ?? query.owner }) }
     },
   )
 }

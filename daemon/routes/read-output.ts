@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { ErrorSchema, isFinished, ReadOutputQuery, ReadResultSchema, TaskIdParams, type ReadResult } from '../../protocol/index.js'
+import { visibleTask } from '../owner-scope.js'
 import { incompleteUtf8Tail, outputPath, outputSize, readOutputRange, tailOffset } from '../../spool/index.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
@@ -16,7 +17,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
     async (request): Promise<ReadResult> => {
       const { id } = request.params as TaskIdParams
       const query = request.query as ReadOutputQuery
-      context.store.get(id)
+      visibleTask(context.store, request, id)
       const file = outputPath(context.config.layout.spool, id)
       const from = query.tail !== undefined ? await tailOffset(file, query.tail) : (query.from ?? 0)
       const maxBytes = query.maxBytes ?? DEFAULT_READ_BYTES

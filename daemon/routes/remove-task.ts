@@ -1,5 +1,6 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
+import { visibleTask } from '../owner-scope.js'
 import { ErrorSchema, RemoveResultSchema, TaskIdParams } from '../../protocol/index.js'
 
 /** DELETE /v1/tasks/:id — forgets a finished task and deletes its spool folder. */
@@ -9,6 +10,7 @@ export function registerRemoveTaskRoute(app: TendApp, context: DaemonContext): v
     { schema: { summary: 'Remove a finished task', params: TaskIdParams, response: { 200: RemoveResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema } } },
     async (request) => {
       const { id } = request.params as TaskIdParams
+      visibleTask(context.store, request, id)
       return { removed: id, freedBytes: await context.cleanup.remove(id) }
     },
   )

@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
-import { ErrorSchema, StartTaskBody } from '../../protocol/index.js'
+import { ErrorSchema, StartTaskBody, TendError } from '../../protocol/index.js'
+import { requestOwner } from '../owner-scope.js'
 import { Type } from 'typebox'
 
 /** POST /v1/tasks — admits a task and answers with its record (usually `queued`). */
@@ -15,7 +16,12 @@ export function registerStartTaskRoute(app: TendApp, context: DaemonContext): vo
       },
     },
     async (request, reply) => {
-      const task = await context.supervisor.start(request.body as StartTaskBody)
+      const body = request.body as StartTaskBody
+      const owner = requestOwner(request)
+      if (owner !== null && body.owner !== undefined && body.owner !== owner) {
+        throw new TendError('TEND_ERR_VALIDATION', { detail: `body/owner: a request acting for ${owner} cannot start a task for ${body.owner}` })
+      }
+      const task = await context.supervisor.start({ ...body, owner: owner ?? body.owner })
       return reply.status(201).send(task)
     },
   )

@@ -16,6 +16,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext): void 
       concurrency: context.config.concurrency,
       perOwnerConcurrency: context.config.perOwnerConcurrency,
       tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
+      events: { daemonId: context.events.daemonId, lastSeq: context.events.lastSeq },
       spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes },
       containment: {
         processGroup: true,

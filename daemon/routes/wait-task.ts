@@ -1,5 +1,6 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
+import { visibleTask } from '../owner-scope.js'
 import { ErrorSchema, isFinished, TaskIdParams, WAIT_MS_LIMIT, WaitQuery, WaitResultSchema } from '../../protocol/index.js'
 
 /** GET /v1/tasks/:id/wait — answers when the task ends, or after timeoutMs with done: false. */
@@ -10,6 +11,7 @@ export function registerWaitTaskRoute(app: TendApp, context: DaemonContext): voi
     async (request) => {
       const { id } = request.params as TaskIdParams
       const { timeoutMs = WAIT_MS_LIMIT } = request.query as WaitQuery
+      visibleTask(context.store, request, id)
       const task = await context.store.whenFinished(id, timeoutMs)
       return { done: isFinished(task), task }
     },

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { readdirSync, readlinkSync } from 'node:fs'
+import { readdirSync, readlinkSync, writeFileSync } from 'node:fs'
 import { request, type ClientRequest } from 'node:http'
 import { join } from 'node:path'
 import type { TaskEvent, TendClient } from '../../client/index.js'
@@ -106,27 +106,30 @@ describe('events', () => {
     client.close()
   })
 
-  test('a live subscriber sees a task end that starts after it connected', async () => {
+  test('an open stream delivers an event that happens after it connected', async () => {
     const client = daemon.newClient()
+    const gate = join(daemon.home, 'live-gate')
+    const task = await client.start({ command: `while [ ! -e '${gate}' ]; do sleep 0.02; done; echo through`, shell: true })
     const controller = new AbortController()
-    const iterator = client.events({ signal: controller.signal })[Symbol.asyncIterator]()
-    try {
-      // The stream opens on the first next(); a task started after that is live news.
-      const firstEvent = iterator.next()
-      const task = await waitFor('the events stream to be subscribed', async () => {
-        // Starting a task is itself the probe: its queued event resolves firstEvent.
-        return client.start({ command: ['echo', 'live'] })
-      })
-      const seen: TaskEvent[] = [(await firstEvent).value as TaskEvent]
-      while (!exitedFor([task.id])(seen)) {
+    const iterator = client.events({ since: 0, signal: controller.signal })[Symbol.asyncIterator]()
+    const timer = setTimeout(() => controller.abort(), 10_000)
+    const seen: TaskEvent[] = []
+    const pullUntil = async (type: string) => {
+      while (!seen.some((event) => event.taskId === task.id && event.type === type)) {
         const next = await iterator.next()
-        if (next.done) break
+        if (next.done) throw new Error(`the stream ended before ${type} of ${task.id}; got ${seen.map((event) => event.type).join(', ')}`)
         seen.push(next.value)
       }
-      expect(summary(seen.filter((event) => event.taskId === task.id)).map(([type]) => type)).toEqual(['task.queued', 'task.started', 'task.exited'])
+    }
+    try {
+      await pullUntil('task.started')
+      // The task cannot end before the gate exists, so its exit reaches an already open stream.
+      writeFileSync(gate, '')
+      await pullUntil('task.exited')
+      expect(seen.filter((event) => event.taskId === task.id).map((event) => event.type)).toEqual(['task.queued', 'task.started', 'task.exited'])
     } finally {
+      clearTimeout(timer)
       await iterator.return?.(undefined)
-      controller.abort()
       client.close()
     }
   })
@@ -136,6 +139,24 @@ describe('events', () => {
     const client = daemon.newClient()
     const started = await client.start({ command: ['true'] })
     await collectEvents(client, { since: 0 }, `task.exited of ${started.id}`, exitedFor([started.id]))
+    client.close()
+    await waitFor(`open sockets back to ${baseline} (now ${openSockets()})`, () => openSockets() <= baseline)
+  })
+
+  test('aborting its signal ends the iteration without an error and closes the stream', async () => {
+    const baseline = openSockets()
+    const client = daemon.newClient()
+    const started = await client.start({ command: ['true'] })
+    const controller = new AbortController()
+    const seen: TaskEvent[] = []
+    const iteration = (async () => {
+      for await (const event of client.events({ since: 0, signal: controller.signal })) {
+        seen.push(event)
+        if (exitedFor([started.id])(seen)) controller.abort()
+      }
+    })()
+    await expect(iteration).resolves.toBeUndefined()
+    expect(exitedFor([started.id])(seen)).toBe(true)
     client.close()
     await waitFor(`open sockets back to ${baseline} (now ${openSockets()})`, () => openSockets() <= baseline)
   })
