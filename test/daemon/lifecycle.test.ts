@@ -60,6 +60,8 @@ describe('daemon lifecycle', () => {
     })
     const statuses = await Promise.all(clients.map((client) => client.status()))
     expect(new Set(statuses.map((status) => status.pid)).size).toBe(1)
+    // The losers may still be loading when the winner answers; they must exit on their own.
+    await waitFor('the daemons that lost the race to exit', () => daemonPids(home).length === 1)
     expect(daemonPids(home)).toEqual([statuses[0]!.pid])
   })
 
