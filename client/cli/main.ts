@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { packageRoot } from '../package-root.js'
 import { registerDaemonCommand } from './commands/daemon.js'
+import { registerMcpCommand } from './commands/mcp.js'
 import { registerGcCommand } from './commands/gc.js'
 import { registerKillCommand } from './commands/kill.js'
 import { registerLogsCommand } from './commands/logs.js'
@@ -36,6 +37,7 @@ export function createProgram(): Command {
   registerKillCommand(program)
   registerRmCommand(program)
   registerGcCommand(program)
+  registerMcpCommand(program)
   for (const command of program.commands) {
     command.exitOverride()
     command.showHelpAfterError(`(tend ${command.name()} --help lists its flags)`)

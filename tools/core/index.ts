@@ -1,0 +1,6 @@
+export * from './notice.js'
+export * from './operations.js'
+export * from './output-shaping.js'
+export * from './owner-session.js'
+export * from './render.js'
+export * from './session-registry.js'

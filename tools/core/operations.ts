@@ -1,0 +1,186 @@
+import { join } from 'node:path'
+import { isFinished, taskLabel, type Task } from '../../client/index.js'
+import type { OwnerSession } from './owner-session.js'
+import { readBytes, readForModel, shapeText, type ModelOutput } from './output-shaping.js'
+
+export interface ToolSettings {
+  /** Bytes of output handed to the model per result. Default 30000. */
+  outputBudgetBytes: number
+  /** Foreground bash time limit when the call gives none, in ms. Default 120000. */
+  defaultTimeoutMs: number
+  /** Largest foreground bash time limit a call may ask for, in ms. Default 600000. */
+  maxTimeoutMs: number
+  /** Longest task_output wait_ms, in ms. Default 300000. */
+  maxWaitMs: number
+}
+
+export const DEFAULT_TOOL_SETTINGS: Readonly<ToolSettings> = Object.freeze({
+  outputBudgetBytes: 30_000,
+  defaultTimeoutMs: 120_000,
+  maxTimeoutMs: 600_000,
+  maxWaitMs: 300_000,
+})
+
+/** Most output a filtered read scans in one call; the cursor says where the next call goes on. */
+const FILTER_SCAN_BYTES = 8 * 1024 * 1024
+
+export interface BashArgs {
+  command: string
+  description?: string
+  timeout?: number
+  run_in_background?: boolean
+  cwd?: string
+}
+
+export type BashOutcome = { kind: 'background'; task: Task } | { kind: 'foreground'; task: Task; output: ModelOutput; outputPath: string }
+
+/** Thrown for what the model cannot fix by reading a result: the command never ran, the call was aborted. */
+export class ToolFailure extends Error {
+  override readonly name = 'ToolFailure'
+}
+
+export function outputPathOf(task: Task): string {
+  return join(task.spool, 'output.log')
+}
+
+/** bash: one path for both modes — every command is a tend task. */
+export async function runBash(session: OwnerSession, args: BashArgs, settings: ToolSettings, signal?: AbortSignal): Promise<BashOutcome> {
+  if (args.command.trim() === '') throw new ToolFailure('command is empty')
+  if (args.timeout !== undefined && (!Number.isInteger(args.timeout) || args.timeout <= 0)) throw new ToolFailure(`timeout must be a positive whole number of milliseconds, got ${args.timeout}`)
+  if (signal?.aborted) throw new ToolFailure('aborted before the task was started; nothing was run')
+  const background = args.run_in_background === true
+  const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
+  await session.open()
+  const started = await session.client.start({ command: args.command, shell: true, cwd: args.cwd, name: args.description, timeoutMs })
+  if (signal?.aborted) {
+    // The abort came while the task was being admitted: it must not run.
+    session.markSeen(started.id)
+    await session.client.kill(started.id, { reason: 'the tool call was aborted' })
+    throw new ToolFailure('aborted before the task was started; nothing was run')
+  }
+  if (background) return { kind: 'background', task: started }
+  session.markSeen(started.id)
+  let task: Task
+  try {
+    task = await session.client.wait(started.id, { signal })
+  } catch (error) {
+    if (signal?.aborted) {
+      await session.client.kill(started.id, { reason: 'the tool call was aborted' }).catch(() => undefined)
+      throw new ToolFailure(`aborted; foreground task ${started.id} was stopped`)
+    }
+    throw error
+  }
+  if (task.state === 'failed') throw new ToolFailure(`the command could not be started: ${task.reason}`)
+  const output = await readForModel(session.client, task.id, 0, task.outputBytes, settings.outputBudgetBytes, outputPathOf(task))
+  session.advance(task.id, output.next)
+  return { kind: 'foreground', task, output, outputPath: outputPathOf(task) }
+}
+
+export interface TaskOutputArgs {
+  task_id: string
+  wait_ms?: number
+  from?: number
+  filter?: string
+  max_bytes?: number
+}
+
+export interface TaskOutputResult {
+  task: Task
+  output: ModelOutput
+  /** The regular expression applied, if any, and how many lines matched. */
+  filter: { pattern: string; matchedLines: number } | null
+  /** True when the ending was in this result: the task has ended and every byte was covered. */
+  done: boolean
+  outputPath: string
+}
+
+/** task_output: what this agent has not seen yet (or a non-consuming read from a byte offset). */
+export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs, settings: ToolSettings, signal?: AbortSignal): Promise<TaskOutputResult> {
+  const filter = args.filter === undefined ? null : compileFilter(args.filter)
+  if (args.from !== undefined && (!Number.isInteger(args.from) || args.from < 0)) throw new ToolFailure(`from must be a byte offset (0 or more), got ${args.from}`)
+  if (args.max_bytes !== undefined && (!Number.isInteger(args.max_bytes) || args.max_bytes <= 0)) throw new ToolFailure(`max_bytes must be a positive whole number, got ${args.max_bytes}`)
+  if (args.wait_ms !== undefined && (!Number.isFinite(args.wait_ms) || args.wait_ms < 0)) throw new ToolFailure(`wait_ms must be 0 or more, got ${args.wait_ms}`)
+  await session.open()
+  return session.watch(args.task_id, async () => {
+    const consuming = args.from === undefined
+    const from = consuming ? session.cursor(args.task_id) : args.from!
+    const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, 1024 * 1024)
+    const waitMs = Math.min(args.wait_ms ?? 0, settings.maxWaitMs)
+    const deadline = Date.now() + waitMs
+    let probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
+    while (probe.outputBytes <= from && !probe.done && Date.now() < deadline) {
+      probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+    }
+    const task = await session.client.get(args.task_id)
+    const end = Math.max(from, task.outputBytes)
+    const outputPath = outputPathOf(task)
+    let output: ModelOutput
+    let matched: TaskOutputResult['filter'] = null
+    if (filter) {
+      const scanEnd = Math.min(end, from + FILTER_SCAN_BYTES)
+      const raw = await readBytes(session.client, task.id, from, scanEnd - from)
+      // Only whole lines are consumed, unless this is the end of a finished task's output (or
+      // one line is longer than a whole scan).
+      const atEnd = isFinished(task) && scanEnd === end
+      const lastNewline = raw.lastIndexOf(0x0a)
+      const consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
+      const lines = raw.subarray(0, consumed).toString('utf8').split('\n')
+      if (lines[lines.length - 1] === '') lines.pop()
+      const kept = lines.filter((line) => filter.test(line))
+      const shaped = shapeText(kept.length > 0 ? `${kept.join('\n')}\n` : '', budget, outputPath)
+      output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
+      matched = { pattern: args.filter!, matchedLines: kept.length }
+    } else {
+      output = await readForModel(session.client, task.id, from, end, budget, outputPath)
+    }
+    const done = isFinished(task) && output.next >= task.outputBytes
+    if (consuming) session.advance(task.id, output.next)
+    if (done) session.markSeen(task.id)
+    return { task, output, filter: matched, done, outputPath }
+  })
+}
+
+function compileFilter(pattern: string): RegExp {
+  try {
+    return new RegExp(pattern)
+  } catch (error) {
+    throw new ToolFailure(`filter is not a valid regular expression: ${(error as Error).message}`)
+  }
+}
+
+export interface TaskKillArgs {
+  task_id: string
+  signal?: string
+  reason?: string
+}
+
+/** task_kill: answers once no process of the task is left. */
+export async function killTask(session: OwnerSession, args: TaskKillArgs): Promise<Task> {
+  await session.open()
+  session.markSeen(args.task_id)
+  return session.watch(args.task_id, () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason }))
+}
+
+export interface TaskListEntry {
+  id: string
+  label: string
+  state: Task['state']
+  ageMs: number
+  exitCode: number | null
+  signal: string | null
+  outputBytes: number
+}
+
+/** task_list: this agent's tasks, newest last. */
+export async function listTasks(session: OwnerSession, now = Date.now()): Promise<TaskListEntry[]> {
+  const tasks = await session.client.list({ all: true })
+  return tasks.map((task) => ({
+    id: task.id,
+    label: taskLabel(task),
+    state: task.state,
+    ageMs: now - Date.parse(task.createdAt),
+    exitCode: task.exitCode,
+    signal: task.signal,
+    outputBytes: task.outputBytes,
+  }))
+}

@@ -1,0 +1,136 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { isFinished, TendClient, type Task, type TendClientOptions } from '../../client/index.js'
+import { noticeText } from './notice.js'
+
+/** Hands a completion notice to the agent; answers false when it could not be delivered. */
+export type NoticeSink = (text: string, task: Task) => boolean
+
+const RESUBSCRIBE_DELAY_MS = 500
+
+/**
+ * One agent's view of tend: a client scoped to the agent as owner, a read cursor per task, and
+ * completion notices delivered exactly once — after the task ended, only when the agent has not
+ * already seen the ending (read to the end, waited on it, killed it). Notices that could not be
+ * delivered wait for the agent's next tend tool result.
+ */
+export class OwnerSession {
+  readonly client: TendClient
+  private readonly cursors = new Map<string, number>()
+  private readonly seenEndings = new Set<string>()
+  private readonly noticed = new Set<string>()
+  private readonly watching = new Map<string, number>()
+  private readonly endedWhileWatched = new Map<string, Task>()
+  private readonly pending: string[] = []
+  private readonly stopping = new AbortController()
+  private subscription: Promise<void> | undefined
+
+  constructor(
+    readonly owner: string,
+    clientOptions: TendClientOptions,
+    private readonly sink: NoticeSink,
+  ) {
+    this.client = new TendClient({ ...clientOptions, owner })
+  }
+
+  /** Subscribes to this owner's events; resolves once endings from now on will be seen. */
+  async open(): Promise<void> {
+    if (this.subscription) return
+    const { events } = await this.client.status()
+    this.subscription = this.follow(events.daemonId, events.lastSeq)
+  }
+
+  cursor(taskId: string): number {
+    return this.cursors.get(taskId) ?? 0
+  }
+
+  advance(taskId: string, next: number): void {
+    this.cursors.set(taskId, Math.max(next, this.cursor(taskId)))
+  }
+
+  /** The agent saw this task end (or will, in the call that is running): no notice for it. */
+  markSeen(taskId: string): void {
+    this.seenEndings.add(taskId)
+  }
+
+  /**
+   * Runs a call that looks at a task; an ending announced meanwhile is decided after the call,
+   * once it is known whether the call itself showed the ending to the agent.
+   */
+  async watch<T>(taskId: string, call: () => Promise<T>): Promise<T> {
+    this.watching.set(taskId, (this.watching.get(taskId) ?? 0) + 1)
+    try {
+      return await call()
+    } finally {
+      const left = (this.watching.get(taskId) ?? 1) - 1
+      if (left > 0) this.watching.set(taskId, left)
+      else {
+        this.watching.delete(taskId)
+        const ended = this.endedWhileWatched.get(taskId)
+        this.endedWhileWatched.delete(taskId)
+        if (ended) this.announce(ended)
+      }
+    }
+  }
+
+  /** Notices that could not be delivered; the caller adds them to its tool result. */
+  takePendingNotices(): string[] {
+    return this.pending.splice(0, this.pending.length)
+  }
+
+  /** Stops every running or queued task of this owner (agent disposed). */
+  async stopTasks(): Promise<void> {
+    const tasks = await this.client.list()
+    await Promise.all(
+      tasks.map((task) => {
+        this.markSeen(task.id)
+        return this.client.kill(task.id, { reason: 'its agent was disposed' }).catch(() => undefined)
+      }),
+    )
+  }
+
+  async close(): Promise<void> {
+    this.stopping.abort()
+    await this.subscription?.catch(() => undefined)
+    this.client.close()
+  }
+
+  private announce(task: Task): void {
+    if (this.seenEndings.has(task.id) || this.noticed.has(task.id)) return
+    if (this.watching.has(task.id)) {
+      this.endedWhileWatched.set(task.id, task)
+      return
+    }
+    this.noticed.add(task.id)
+    const text = noticeText(task)
+    let delivered = false
+    try {
+      delivered = this.sink(text, task)
+    } catch {
+      delivered = false
+    }
+    if (!delivered) this.pending.push(text)
+  }
+
+  private async follow(daemonId: string, since: number): Promise<void> {
+    let currentDaemon = daemonId
+    let lastSeq = since
+    while (!this.stopping.signal.aborted) {
+      try {
+        for await (const event of this.client.events({ since: lastSeq, signal: this.stopping.signal })) {
+          if (event.daemonId !== currentDaemon) currentDaemon = event.daemonId
+          lastSeq = event.seq
+          if (event.type !== 'task.removed' && isFinished(event.task)) this.announce(event.task)
+        }
+      } catch {
+        // The stream broke (daemon restarting): pick up where it left off.
+      }
+      if (this.stopping.signal.aborted) return
+      await delay(RESUBSCRIBE_DELAY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined)
+      const status = await this.client.status().catch(() => undefined)
+      if (status && status.events.daemonId !== currentDaemon) {
+        currentDaemon = status.events.daemonId
+        lastSeq = 0
+      }
+    }
+  }
+}

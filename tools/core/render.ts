@@ -1,0 +1,55 @@
+import { formatBytes, formatDuration, taskLabel, type Task } from '../../client/index.js'
+import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
+
+/** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
+
+export function endingText(task: Task): string {
+  switch (task.state) {
+    case 'exited':
+      return `[exit code: ${task.exitCode}]`
+    case 'timed_out':
+      return `[${task.reason}; the task was stopped${task.signal ? ` with ${task.signal}` : ''}]`
+    case 'killed':
+      return `[killed: ${task.reason}${task.signal ? `; signal: ${task.signal}` : ''}]`
+    default:
+      return `[${task.state}: ${task.reason ?? 'no reason recorded'}]`
+  }
+}
+
+export function renderBash(outcome: BashOutcome): string {
+  const { task } = outcome
+  if (outcome.kind === 'background') {
+    return [
+      `Started background task ${task.id} (${taskLabel(task)}).`,
+      `Read its output with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`,
+    ].join('\n')
+  }
+  const body = outcome.output.text === '' ? '(no output)\n' : outcome.output.text
+  return `${body}${body.endsWith('\n') ? '' : '\n'}${endingText(task)}`
+}
+
+export function renderTaskOutput(result: TaskOutputResult): string {
+  const { task, output } = result
+  const lines = [`task ${task.id} (${taskLabel(task)}): ${task.state}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
+  if (result.filter) lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
+  const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
+  lines.push(body)
+  if (result.done) lines.push(endingText(task))
+  else if (output.next < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
+  else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')
+  return lines.join('\n')
+}
+
+export function renderTaskKill(task: Task): string {
+  const signal = task.signal ? ` (signal: ${task.signal})` : ''
+  return `task ${task.id} (${taskLabel(task)}) is ${task.state}${signal}; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
+}
+
+export function renderTaskList(entries: TaskListEntry[]): string {
+  if (entries.length === 0) return 'no tasks'
+  const rows = entries.map((entry) => {
+    const exit = entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-')
+    return `${entry.id}  ${entry.state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}`
+  })
+  return rows.join('\n')
+}

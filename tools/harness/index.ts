@@ -1,0 +1,3 @@
+export * from './define-tool.js'
+export * from './schema-dsl.js'
+export * from './types.js'
