@@ -3,12 +3,13 @@ import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { ErrorSchema, TaskIdParams } from '../../protocol/index.js'
 import { visibleTask } from '../owner-scope.js'
+import { withLiveOutput } from '../live-output.js'
 
 /** GET /v1/tasks/:id — one task. */
 export function registerGetTaskRoute(app: TendApp, context: DaemonContext): void {
   app.get(
     '/v1/tasks/:id',
     { schema: { summary: 'Show a task', params: TaskIdParams, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } } },
-    async (request) => visibleTask(context.store, request, (request.params as TaskIdParams).id),
+    async (request) => withLiveOutput(context.config.layout.spool, visibleTask(context.store, request, (request.params as TaskIdParams).id)),
   )
 }

@@ -3,6 +3,7 @@ import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { ListTasksQuery } from '../../protocol/index.js'
 import { requestOwner } from '../owner-scope.js'
+import { withLiveOutput } from '../live-output.js'
 
 /** GET /v1/tasks — running and queued tasks; `all` adds finished ones. */
 export function registerListTasksRoute(app: TendApp, context: DaemonContext): void {
@@ -14,7 +15,8 @@ export function registerListTasksRoute(app: TendApp, context: DaemonContext): vo
       const owner = requestOwner(request)
       // An owner lists only its own tasks, whatever it asks for.
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
-      return { tasks: context.store.list({ all: query.all ?? false, owner: owner ?? query.owner }) }
+      const tasks = context.store.list({ all: query.all ?? false, owner: owner ?? query.owner })
+      return { tasks: await Promise.all(tasks.map((task) => withLiveOutput(context.config.layout.spool, task))) }
     },
   )
 }

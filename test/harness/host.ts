@@ -14,8 +14,9 @@ export class ToolsService extends Service {
   }
 
   register(tool: Tool): () => void {
-    const caller: Context = (this as unknown as Record<symbol, Context>)[Context.current] ?? this.ctx
-    return caller.effect(() => {
+    // Reached through a plugin's context, a cordis service sees that plugin's context as this.ctx:
+    // the registration becomes an effect of the registering plugin.
+    return this.ctx.effect(() => {
       this.tools.set(tool.name, tool)
       return () => this.tools.delete(tool.name)
     })

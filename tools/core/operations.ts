@@ -111,7 +111,9 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     while (probe.outputBytes <= from && !probe.done && Date.now() < deadline) {
       probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
     }
-    const task = await session.client.get(args.task_id)
+    const recorded = await session.client.get(args.task_id)
+    // A finished task's size is final; a running one's is the live size the last read saw.
+    const task = isFinished(recorded) ? recorded : { ...recorded, outputBytes: Math.max(recorded.outputBytes, probe.outputBytes) }
     const end = Math.max(from, task.outputBytes)
     const outputPath = outputPathOf(task)
     let output: ModelOutput

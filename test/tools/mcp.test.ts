@@ -1,0 +1,326 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/**
+ * End to end: `tend mcp` (built, from dist/ through bin/tend.js) as a child process, driven by the
+ * official MCP SDK client over stdio, against a real test daemon.
+ */
+
+interface TextResult {
+  text: string
+  blocks: string[]
+  isError: boolean
+}
+
+interface McpSession {
+  client: Client
+  transport: StdioClientTransport
+  /** The server process id (to check that it exits). */
+  pid: number
+  /** Data of every logging notification received, in order. */
+  logs: string[]
+  stderr: () => string
+  call: (name: string, args?: Record<string, unknown>) => Promise<TextResult>
+  close: () => Promise<void>
+}
+
+let daemon: TestDaemon
+let scratch: string
+const open: McpSession[] = []
+
+beforeAll(async () => {
+  daemon = await startTestDaemon()
+  scratch = mkdtempSync(join(tmpdir(), 'tend-mcp-'))
+})
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((session) => session.close()))
+})
+
+afterAll(async () => {
+  await Promise.all(open.splice(0).map((session) => session.close()))
+  rmSync(scratch, { recursive: true, force: true })
+  // stop() asserts that no process of this home (daemon, task or `tend mcp` server) is left.
+  await daemon?.stop()
+})
+
+async function connect(extraArgs: string[] = []): Promise<McpSession> {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [TEND_BIN, 'mcp', ...extraArgs], env: daemon.env, stderr: 'pipe' })
+  let stderr = ''
+  transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const client = new Client({ name: 'tend-mcp-test', version: '0.0.0' })
+  const logs: string[] = []
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    logs.push(typeof notification.params.data === 'string' ? notification.params.data : JSON.stringify(notification.params.data))
+  })
+  await client.connect(transport)
+  const pid = transport.pid
+  if (pid === null) throw new Error(`tend mcp did not start (stderr: ${stderr})`)
+  let closed = false
+  const session: McpSession = {
+    client,
+    transport,
+    pid,
+    logs,
+    stderr: () => stderr,
+    async call(name, args = {}) {
+      const result = await client.callTool({ name, arguments: args })
+      const blocks = (result.content as Array<{ type: string; text?: string }>).map((block) => {
+        expect(block.type).toBe('text')
+        return block.text ?? ''
+      })
+      return { text: blocks.join('\n'), blocks, isError: result.isError === true }
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      await client.close()
+      await waitFor(`tend mcp server ${pid} to exit (stderr: ${stderr})`, () => !isAlive(pid))
+    },
+  }
+  open.push(session)
+  return session
+}
+
+function taskIdOf(result: TextResult): string {
+  expect(result.isError, result.text).toBe(false)
+  const match = /Started background task ([a-z0-9]{12}) /.exec(result.text)
+  if (!match) throw new Error(`no task id in bash result: ${result.text}`)
+  return match[1]!
+}
+
+function liveProcessesOf(taskId: string): number[] {
+  return processesWithEnv(`TEND_TASK_ID=${taskId}`).filter(isAlive)
+}
+
+function noticeFor(id: string, label: string): string {
+  return `background task ${id} (${label}) finished [status: exited, exit code: 0]. Read its output with task_output.`
+}
+
+/** A shell loop that waits for `path` to exist. */
+function gate(path: string): string {
+  return `until [ -e '${path}' ]; do sleep 0.02; done`
+}
+
+describe('tend mcp over stdio with the MCP SDK client', () => {
+  test('lists bash, task_output, task_kill and task_list with JSON-Schema input schemas', async () => {
+    const session = await connect()
+    expect(session.client.getServerVersion()?.name).toBe('tend')
+    expect(session.client.getServerCapabilities()).toMatchObject({ tools: {}, logging: {} })
+    const { tools } = await session.client.listTools()
+    expect(tools.map((tool) => tool.name)).toEqual(['bash', 'task_output', 'task_kill', 'task_list'])
+    const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]))
+    for (const tool of tools) {
+      expect(tool.description, tool.name).toBeTruthy()
+      expect(tool.inputSchema.type).toBe('object')
+    }
+    expect(byName.bash!.inputSchema.required).toEqual(['command'])
+    expect(byName.bash!.inputSchema.properties).toMatchObject({
+      command: { type: 'string' },
+      description: { type: 'string' },
+      timeout: { type: 'number' },
+      run_in_background: { type: 'boolean' },
+      cwd: { type: 'string' },
+    })
+    expect(byName.task_output!.inputSchema.required).toEqual(['task_id'])
+    expect(Object.keys(byName.task_output!.inputSchema.properties ?? {}).sort()).toEqual(['filter', 'from', 'max_bytes', 'task_id', 'wait_ms'])
+    expect(byName.task_kill!.inputSchema.required).toEqual(['task_id'])
+    expect(byName.task_kill!.inputSchema.properties).toMatchObject({ signal: { type: 'string', enum: expect.arrayContaining(['TERM', 'KILL']) } })
+    expect(byName.task_list!.inputSchema.required ?? []).toEqual([])
+  })
+
+  test('bash in the foreground returns the output and the exit code; a non-zero exit is not an error', async () => {
+    const session = await connect()
+    const result = await session.call('bash', { command: 'echo hi; exit 3' })
+    expect(result.isError).toBe(false)
+    expect(result.text).toContain('hi')
+    expect(result.text).toContain('[exit code: 3]')
+  })
+
+  test('a background task is read incrementally with a per-session cursor; from: 0 re-reads without moving it', async () => {
+    const session = await connect()
+    const gate2 = join(scratch, 'incremental-2')
+    const gate3 = join(scratch, 'incremental-3')
+    const started = await session.call('bash', {
+      command: `echo line1; ${gate(gate2)}; echo line2; ${gate(gate3)}; echo line3`,
+      description: 'gated lines',
+      run_in_background: true,
+    })
+    expect(started.text).toContain('task_output')
+    const id = taskIdOf(started)
+
+    const first = await session.call('task_output', { task_id: id, wait_ms: 10_000 })
+    expect(first.isError, first.text).toBe(false)
+    expect(first.text).toContain('line1')
+    expect(first.text).not.toContain('line2')
+    expect(first.text).toContain('still running')
+
+    writeFileSync(gate2, '')
+    const second = await session.call('task_output', { task_id: id, wait_ms: 10_000 })
+    expect(second.isError, second.text).toBe(false)
+    expect(second.text).toContain('line2')
+    expect(second.text).not.toContain('line1')
+
+    const reread = await session.call('task_output', { task_id: id, from: 0 })
+    expect(reread.isError, reread.text).toBe(false)
+    expect(reread.text).toContain('line1\nline2')
+
+    const filtered = await session.call('task_output', { task_id: id, from: 0, filter: '^line2$' })
+    expect(filtered.text).toContain('line2')
+    expect(filtered.text).not.toContain('line1')
+
+    // Neither non-consuming read moved the cursor: nothing new for this session.
+    const nothingNew = await session.call('task_output', { task_id: id })
+    expect(nothingNew.text).toContain('(no new output)')
+    expect(nothingNew.text).not.toMatch(/line[12]/)
+
+    writeFileSync(gate3, '')
+    let rest = ''
+    await waitFor(`task ${id} to end in task_output`, async () => {
+      const read = await session.call('task_output', { task_id: id, wait_ms: 5_000 })
+      expect(read.isError, read.text).toBe(false)
+      rest += `${read.text}\n`
+      return read.text.includes('[exit code: 0]')
+    })
+    expect(rest.match(/line3/g)).toHaveLength(1)
+    expect(rest).not.toMatch(/line[12]/)
+  })
+
+  test('task_kill stops a running background task and its process is gone when it answers', async () => {
+    const session = await connect()
+    const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'sleeper', run_in_background: true }))
+    await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)
+
+    const killed = await session.call('task_kill', { task_id: id, reason: 'the test is done with it' })
+    expect(killed.isError, killed.text).toBe(false)
+    expect(killed.text).toContain(id)
+    expect(killed.text).toContain('killed')
+    expect(killed.text).toContain('no process of it is left')
+    // task_kill answers after the tree is gone: no waiting here.
+    expect(liveProcessesOf(id)).toEqual([])
+    expect(await daemon.client.get(id)).toMatchObject({ state: 'killed', reason: expect.stringContaining('the test is done with it') })
+
+    // The agent killed it, so it saw the ending: no notice follows, on either channel.
+    const listed = await session.call('task_list')
+    expect(listed.text).toMatch(new RegExp(`${id}\\s+killed`))
+    expect(listed.blocks).toHaveLength(1)
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([])
+  })
+
+  test('a task that finishes on its own sends one notice as a log message and on the next tool result', async () => {
+    const session = await connect()
+    await session.client.setLoggingLevel('info')
+    const go = join(scratch, 'notice-go')
+    const started = await session.call('bash', { command: `${gate(go)}; echo finished`, description: 'notice probe', run_in_background: true })
+    const id = taskIdOf(started)
+    // Only one block: no notice rode on the start.
+    expect(started.blocks).toHaveLength(1)
+
+    writeFileSync(go, '')
+    const expected = noticeFor(id, 'notice probe')
+    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () => session.logs.includes(expected))
+
+    const listed = await session.call('task_list')
+    expect(listed.isError).toBe(false)
+    expect(listed.blocks[0]).toMatch(new RegExp(`${id}\\s+exited`))
+    expect(listed.blocks.at(-1)).toBe(expected)
+
+    // Exactly once: the next result does not carry it again, nor does another log message come.
+    const again = await session.call('task_list')
+    expect(again.blocks).toHaveLength(1)
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([expected])
+
+    const output = await session.call('task_output', { task_id: id })
+    expect(output.text).toContain('finished')
+    expect(output.text).toContain('[exit code: 0]')
+  })
+
+  test('bad arguments and unknown tools answer isError with a message naming the problem', async () => {
+    const session = await connect()
+    const noCommand = await session.call('bash', {})
+    expect(noCommand.isError).toBe(true)
+    expect(noCommand.text).toMatch(/command/)
+    expect(noCommand.text).toMatch(/required/)
+
+    const wrongType = await session.call('bash', { command: 42 })
+    expect(wrongType.isError).toBe(true)
+    expect(wrongType.text).toMatch(/command/)
+
+    const emptyCommand = await session.call('bash', { command: '   ' })
+    expect(emptyCommand.isError).toBe(true)
+    expect(emptyCommand.text).toMatch(/command is empty/)
+
+    const id = taskIdOf(await session.call('bash', { command: 'echo some output', run_in_background: true }))
+    const badFilter = await session.call('task_output', { task_id: id, filter: '(' })
+    expect(badFilter.isError).toBe(true)
+    expect(badFilter.text).toMatch(/filter is not a valid regular expression/)
+
+    const badSignal = await session.call('task_kill', { task_id: id, signal: 'BOGUS' })
+    expect(badSignal.isError).toBe(true)
+    expect(badSignal.text).toMatch(/signal/)
+
+    const unknown = await session.call('no_such_tool', {})
+    expect(unknown.isError).toBe(true)
+    expect(unknown.text).toMatch(/unknown tool: no_such_tool/)
+  })
+
+  test('two MCP sessions have different owners and cannot read or kill each other\'s tasks', async () => {
+    const a = await connect(['--owner', 'agent-a'])
+    const b = await connect()
+    const id = taskIdOf(await a.call('bash', { command: 'sleep 1000', description: 'a sleeper', run_in_background: true }))
+    await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)
+
+    const read = await b.call('task_output', { task_id: id })
+    expect(read.isError).toBe(true)
+    expect(read.text).toMatch(/task not found/)
+    const kill = await b.call('task_kill', { task_id: id })
+    expect(kill.isError).toBe(true)
+    expect(kill.text).toMatch(/task not found/)
+    expect((await b.call('task_list')).text).not.toContain(id)
+
+    // B's own task has B's owner; A's task is untouched and still A's.
+    const ownId = taskIdOf(await b.call('bash', { command: 'true', run_in_background: true }))
+    const [taskA, taskB] = await Promise.all([daemon.client.get(id), daemon.client.get(ownId)])
+    expect(taskA).toMatchObject({ owner: 'agent-a', state: 'running' })
+    expect(taskB.owner).toMatch(/^mcp-/)
+    expect(taskB.owner).not.toBe(taskA.owner)
+    expect(liveProcessesOf(id).length).toBeGreaterThan(0)
+    expect((await a.call('task_list')).text).toContain(id)
+  })
+
+  test('closing the client stops that session\'s running tasks', async () => {
+    const session = await connect()
+    const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'orphan candidate', run_in_background: true }))
+    await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)
+
+    await session.close()
+    const task = await waitFor(`task ${id} to be stopped after its session closed`, async () => {
+      const current = await daemon.client.get(id)
+      return current.state === 'running' ? undefined : current
+    })
+    expect(task.state).toBe('killed')
+    expect(task.reason).toMatch(/agent was disposed/)
+    expect(liveProcessesOf(id)).toEqual([])
+  })
+
+  test('with --keep-tasks, closing the client leaves its running tasks alone', async () => {
+    const session = await connect(['--keep-tasks'])
+    const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'kept', run_in_background: true }))
+    await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)
+
+    await session.close()
+    expect((await daemon.client.get(id)).state).toBe('running')
+    expect(liveProcessesOf(id).length).toBeGreaterThan(0)
+    // The operator cleans up.
+    expect(await daemon.client.kill(id)).toMatchObject({ state: 'killed' })
+    expect(liveProcessesOf(id)).toEqual([])
+  })
+})
