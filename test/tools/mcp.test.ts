@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -6,7 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { REPO_ROOT, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /**
@@ -135,6 +135,20 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(byName.task_kill!.inputSchema.required).toEqual(['task_id'])
     expect(byName.task_kill!.inputSchema.properties).toMatchObject({ signal: { type: 'string', enum: expect.arrayContaining(['TERM', 'KILL']) } })
     expect(byName.task_list!.inputSchema.required ?? []).toEqual([])
+  })
+
+  test('docs/agents.md quotes every tool description and parameter the model sees, verbatim', async () => {
+    const session = await connect()
+    const doc = readFileSync(join(REPO_ROOT, 'docs', 'agents.md'), 'utf8')
+    const { tools } = await session.client.listTools()
+    for (const tool of tools) {
+      expect(doc, `the description of ${tool.name}`).toContain(`### \`${tool.name}\`\n\n\`\`\`text\n${tool.description}\n\`\`\``)
+      const required = tool.inputSchema.required ?? []
+      for (const [name, schema] of Object.entries(tool.inputSchema.properties ?? {}) as Array<[string, { type: string; description?: string; enum?: string[] }]>) {
+        const type = schema.enum ? `${schema.type}: ${schema.enum.map((value) => `\`${value}\``).join(', ')}` : schema.type
+        expect(doc, `the row of ${tool.name}.${name}`).toContain(`| \`${name}\` | ${type} | ${required.includes(name) ? 'yes' : 'no'} | ${schema.description ?? ''} |`)
+      }
+    }
   })
 
   test('bash in the foreground returns the output and the exit code; a non-zero exit is not an error', async () => {
@@ -306,6 +320,19 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
       const current = await daemon.client.get(id)
       return current.state === 'running' ? undefined : current
     })
+    expect(task.state).toBe('killed')
+    expect(task.reason).toMatch(/agent was disposed/)
+    expect(liveProcessesOf(id)).toEqual([])
+  })
+
+  test('a server stopped with SIGTERM (as many clients do) also stops its session\'s running tasks', async () => {
+    const session = await connect()
+    const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'signalled', run_in_background: true }))
+    await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)
+
+    process.kill(session.pid, 'SIGTERM')
+    await waitFor(`tend mcp server ${session.pid} to exit after SIGTERM`, () => !isAlive(session.pid))
+    const task = await daemon.client.get(id)
     expect(task.state).toBe('killed')
     expect(task.reason).toMatch(/agent was disposed/)
     expect(liveProcessesOf(id)).toEqual([])

@@ -23,6 +23,9 @@ export async function runMcp(argv: string[]): Promise<number> {
   const closed = new Promise<void>((resolve) => {
     process.stdin.once('end', resolve)
     process.stdin.once('close', resolve)
+    // Clients that stop their server with a signal (many do, the SDK after 2 s) still get the
+    // session's tasks stopped: the signal ends the session like a closed stdin.
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(signal, () => resolve())
   })
   const server = await serveMcp(transport, { owner: values.owner, stopTasksOnClose: !values['keep-tasks'], version })
   await closed

@@ -1,0 +1,53 @@
+// Bench 1: capture 1 GiB of task output through tend vs a shell redirect into a file.
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { elapsedMs, GiB, median, row, run, RUNS, runIfMain, startDaemon, warmUp } from './lib.js'
+
+const COMMAND = ['head', '-c', '1G', '/dev/zero']
+
+/** One tend run: start() until wait() resolves; the 1 GiB spool is deleted right after. */
+async function tendOnce(client, cwd) {
+  const start = process.hrtime.bigint()
+  const task = await client.start({ command: COMMAND, cwd })
+  const ended = await client.wait(task.id)
+  const ms = elapsedMs(start)
+  await client.remove(task.id)
+  if (ended.state !== 'exited' || ended.exitCode !== 0 || ended.outputBytes !== GiB) {
+    throw new Error(`capture task ended ${ended.state} (exit ${ended.exitCode}) with ${ended.outputBytes} bytes`)
+  }
+  return ms
+}
+
+/** One baseline run: `sh -c 'head -c 1G /dev/zero > file'`, spawned directly. */
+async function shellOnce(dir) {
+  const file = join(dir, 'redirect.out')
+  const start = process.hrtime.bigint()
+  const code = await run('sh', ['-c', `${COMMAND.join(' ')} > '${file}'`])
+  const ms = elapsedMs(start)
+  rmSync(file, { force: true })
+  if (code !== 0) throw new Error(`shell redirect exited ${code}`)
+  return ms
+}
+
+export async function outputCapture({ runs = RUNS, log = console.log } = {}) {
+  const daemon = await startDaemon('capture', { TEND_MAX_OUTPUT: '2G' })
+  const tend = []
+  const shell = []
+  try {
+    await warmUp(daemon.client, daemon.home)
+    for (let i = 0; i < runs; i++) {
+      shell.push(await shellOnce(daemon.home))
+      tend.push(await tendOnce(daemon.client, daemon.home))
+      log(`  capture run ${i + 1}/${runs}: shell ${shell.at(-1).toFixed(0)} ms, tend ${tend.at(-1).toFixed(0)} ms`)
+    }
+  } finally {
+    await daemon.stop()
+  }
+  const rate = (ms) => 1024 / (ms / 1000)
+  const value = rate(median(tend))
+  const baseline = rate(median(shell))
+  const ratio = value / baseline
+  return [row({ bench: 'capture 1 GiB', value, baseline, unit: 'MiB/s', ratio, target: '>= 0.90x', pass: ratio >= 0.9 })]
+}
+
+await runIfMain(import.meta.url, outputCapture)

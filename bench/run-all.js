@@ -1,0 +1,20 @@
+// `npm run bench`: every benchmark in turn, then one table. Exits 1 when a target is missed.
+import { daemonMemory } from './daemon-memory.js'
+import { outputCapture } from './output-capture.js'
+import { printTable } from './lib.js'
+import { spawnRate } from './spawn-rate.js'
+
+const benches = [
+  ['output capture', outputCapture],
+  ['spawn rate', spawnRate],
+  ['daemon memory', daemonMemory],
+]
+
+const rows = []
+for (const [name, bench] of benches) {
+  console.log(`${name}...`)
+  rows.push(...(await bench()))
+}
+console.log('')
+printTable(rows)
+if (rows.some((r) => !r.pass)) process.exitCode = 1

@@ -1,0 +1,55 @@
+// Bench 2: 500 `true` tasks through the client vs 500 child_process.spawn('true') at the same parallelism.
+import { elapsedMs, median, row, run, runIfMain, startDaemon, warmUp } from './lib.js'
+
+const TASKS = Number(process.env.BENCH_TASKS ?? 500)
+const CONCURRENCY = 8
+
+/** Submits every task at once, then waits for every one; timed from the first start() to the last wait(). */
+async function tendOnce(client, cwd) {
+  const start = process.hrtime.bigint()
+  const tasks = await Promise.all(Array.from({ length: TASKS }, () => client.start({ command: ['true'], cwd })))
+  const ended = await Promise.all(tasks.map((task) => client.wait(task.id)))
+  const ms = elapsedMs(start)
+  const bad = ended.filter((task) => task.state !== 'exited' || task.exitCode !== 0)
+  if (bad.length > 0) throw new Error(`${bad.length} tasks did not exit 0, e.g. ${JSON.stringify(bad[0])}`)
+  for (const task of ended) await client.remove(task.id)
+  return ms
+}
+
+/** The same number of `true` processes from a plain Node loop: CONCURRENCY workers, each spawn then await exit. */
+async function plainOnce() {
+  let next = 0
+  const worker = async () => {
+    while (next < TASKS) {
+      next += 1
+      const code = await run('true', [])
+      if (code !== 0) throw new Error(`true exited ${code}`)
+    }
+  }
+  const start = process.hrtime.bigint()
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  return elapsedMs(start)
+}
+
+export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 3), log = console.log } = {}) {
+  const daemon = await startDaemon('spawn', { TEND_CONCURRENCY: String(CONCURRENCY), TEND_PER_OWNER_CONCURRENCY: String(CONCURRENCY) })
+  const tend = []
+  const plain = []
+  try {
+    await warmUp(daemon.client, daemon.home, 20)
+    for (let i = 0; i < runs; i++) {
+      plain.push(await plainOnce())
+      tend.push(await tendOnce(daemon.client, daemon.home))
+      log(`  spawn run ${i + 1}/${runs}: plain ${plain.at(-1).toFixed(0)} ms, tend ${tend.at(-1).toFixed(0)} ms for ${TASKS} tasks`)
+    }
+  } finally {
+    await daemon.stop()
+  }
+  const rate = (ms) => TASKS / (ms / 1000)
+  const value = rate(median(tend))
+  const baseline = rate(median(plain))
+  const ratio = value / baseline
+  return [row({ bench: `${TASKS} true tasks (x${CONCURRENCY})`, value, baseline, unit: 'tasks/s', ratio, target: '>= 0.70x', pass: ratio >= 0.7 })]
+}
+
+await runIfMain(import.meta.url, spawnRate)
