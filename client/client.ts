@@ -9,6 +9,7 @@ import {
   type GcResult,
   type ReadResult,
   type RemoveResult,
+  type SandboxProfile,
   type Task,
   type TaskEvent,
 } from '../protocol/index.js'
@@ -28,6 +29,16 @@ export interface StartOptions {
   env?: Record<string, string>
   timeoutMs?: number
   maxOutputBytes?: number
+  /** Confinement: off, workspace or strict (default: the daemon's, workspace). */
+  sandbox?: SandboxProfile
+  /** Allow network access inside the sandbox. Default false. */
+  network?: boolean
+  /** Absolute paths writable inside the sandbox besides cwd. */
+  writablePaths?: string[]
+  /** Memory limit in bytes (strict). */
+  memoryBytes?: number
+  /** Process-count limit (strict). */
+  pidsMax?: number
 }
 
 export interface ReadOptions {
@@ -78,6 +89,11 @@ export class TendClient {
       env: options.env,
       timeoutMs: options.timeoutMs,
       maxOutputBytes: options.maxOutputBytes,
+      sandbox: options.sandbox,
+      network: options.network,
+      writablePaths: options.writablePaths?.map((path) => resolve(path)),
+      memoryBytes: options.memoryBytes,
+      pidsMax: options.pidsMax,
     }
     return this.call<Task>('POST', '/v1/tasks', { body: dropUndefined(body) })
   }

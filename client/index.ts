@@ -2,4 +2,4 @@ export { TendClient, type StartOptions, type ReadOptions, type ListOptions, type
 export type { TendClientOptions } from './options.js'
 export type { EventsOptions } from './events.js'
 export { TendError, isTendError, exitStatusOf, isFinished, taskLabel, formatBytes, formatDuration, parseDuration, parseSize } from '../protocol/index.js'
-export type { Task, TaskState, TaskEvent, ReadResult, DaemonStatus, ErrorCode } from '../protocol/index.js'
+export type { Task, TaskState, TaskEvent, ReadResult, DaemonStatus, ErrorCode, SandboxProfile } from '../protocol/index.js'

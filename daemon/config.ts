@@ -20,6 +20,20 @@ export const DaemonSettingsSchema = Type.Object(
     killGraceMs: Type.Integer({ minimum: 0, default: 3000 }),
     /** How often running tasks' output sizes are checked against their caps, in milliseconds. Default 200. */
     outputCheckIntervalMs: Type.Integer({ minimum: 10, maximum: 60_000, default: 200 }),
+    /** Sandbox profile of tasks that do not ask for one: off, workspace or strict. Default workspace. */
+    sandbox: Type.Union([Type.Literal('off'), Type.Literal('workspace'), Type.Literal('strict')], { default: 'workspace' }),
+    /** Absolute paths every sandboxed task may write besides its cwd. Default none. */
+    writablePaths: Type.Array(Type.String({ pattern: '^/' }), { default: [] }),
+    /** Size of a sandboxed task's private /tmp, in bytes. Default 1 GiB. */
+    tmpSizeBytes: Type.Integer({ minimum: 1024 * 1024, default: GiB }),
+    /** Open-file limit of every task. Default 4096. */
+    openFilesLimit: Type.Integer({ minimum: 64, default: 4096 }),
+    /** Largest file a task may write, in bytes (RLIMIT_FSIZE). Default 16 GiB. */
+    fileSizeLimitBytes: Type.Integer({ minimum: 1024 * 1024, default: 16 * GiB }),
+    /** Memory limit of strict tasks that give none, in bytes. Default 2 GiB. */
+    strictMemoryBytes: Type.Integer({ minimum: 1024 * 1024, default: 2 * GiB }),
+    /** Process-count limit of strict tasks that give none. Default 512. */
+    strictPidsMax: Type.Integer({ minimum: 1, default: 512 }),
     /** pino log level. Default info. */
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   },
@@ -41,6 +55,8 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_KILL_GRACE: { key: 'killGraceMs', parse: parseDuration },
   TEND_OUTPUT_CHECK_INTERVAL: { key: 'outputCheckIntervalMs', parse: parseDuration },
   TEND_LOG_LEVEL: { key: 'logLevel', parse: String },
+  TEND_SANDBOX: { key: 'sandbox', parse: String },
+  TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
 }
 
 /**

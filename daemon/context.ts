@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { DaemonConfig } from './config.js'
+import type { SandboxCapabilities } from './sandbox/index.js'
 import type { EventLog } from './event-log.js'
 import type { OutputWatch } from './output-watch.js'
 import type { SpoolCleanup } from './spool-cleanup.js'
@@ -9,6 +10,8 @@ import type { TaskStore } from './task-store.js'
 /** What route handlers reach: one object built at daemon start. */
 export interface DaemonContext {
   config: Readonly<DaemonConfig>
+  /** What the machine can enforce, detected at start. */
+  sandbox: SandboxCapabilities
   version: string
   startedAt: string
   store: TaskStore

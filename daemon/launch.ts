@@ -1,19 +1,21 @@
-import { closeSync, openSync } from 'node:fs'
-import { stat } from 'node:fs/promises'
+import { closeSync, constants as fsConstants, openSync } from 'node:fs'
+import { access, stat } from 'node:fs/promises'
 import { execa, type ResultPromise } from 'execa'
 import type { Task } from '../protocol/index.js'
-import { TASK_MARKER_VARIABLE } from './process-scan.js'
+import type { DaemonConfig } from './config.js'
+import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities } from './sandbox/index.js'
 
 export interface LaunchRequest {
   task: Task
   outputFile: string
   /** Values for the task's envKeys (kept in memory only, never written to the spool). */
   envAdditions: Record<string, string>
-  baseEnv: Readonly<Record<string, string>>
+  config: Readonly<DaemonConfig>
+  capabilities: SandboxCapabilities
 }
 
 export type LaunchOutcome =
-  | { started: true; pid: number; subprocess: ResultPromise }
+  | { started: true; pid: number; subprocess: ResultPromise; plan: LaunchPlan }
   | { started: false; reason: string }
 
 /**
@@ -23,21 +25,19 @@ export type LaunchOutcome =
  */
 export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome> {
   const { task } = request
-  const cwdProblem = await checkCwd(task.cwd)
-  if (cwdProblem) return { started: false, reason: cwdProblem }
-  const [file, ...args] = task.command
+  const problem = (await checkCwd(task.cwd)) ?? (await checkProgram(task, { ...request.config.baseEnv, ...request.envAdditions }))
+  if (problem) return { started: false, reason: problem }
+  const plan = await planLaunch({ task, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
   const outputFd = openSync(request.outputFile, 'a', 0o600)
   // execa passes any numeric descriptor through to the child; its types only list 3..9.
   const outputDescriptor = outputFd as 3
   let subprocess: ResultPromise
   try {
-    subprocess = execa(file!, args, {
+    subprocess = execa(plan.file, plan.args, {
       cwd: task.cwd,
-      env: { ...request.baseEnv, ...request.envAdditions, [TASK_MARKER_VARIABLE]: task.id },
+      env: plan.env,
       extendEnv: false,
-      stdin: 'ignore',
-      stdout: outputDescriptor,
-      stderr: outputDescriptor,
+      stdio: ['ignore', outputDescriptor, outputDescriptor, ...(plan.extraFds as 3[])],
       detached: true,
       reject: false,
       cleanup: false,
@@ -49,9 +49,10 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const pid = subprocess.pid
   if (pid === undefined) {
     const result = await subprocess
-    return { started: false, reason: describeStartFailure(file!, result) }
+    await plan.release()
+    return { started: false, reason: `could not start ${plan.file}: ${result.originalMessage ?? result.shortMessage ?? result.code ?? 'unknown error'}` }
   }
-  return { started: true, pid, subprocess }
+  return { started: true, pid, subprocess, plan }
 }
 
 async function checkCwd(cwd: string): Promise<string | null> {
@@ -64,13 +65,17 @@ async function checkCwd(cwd: string): Promise<string | null> {
   }
 }
 
-function describeStartFailure(file: string, result: { code?: string; originalMessage?: string; shortMessage?: string }): string {
-  switch (result.code) {
-    case 'ENOENT':
-      return `no such program: ${file}`
-    case 'EACCES':
-      return `program is not executable: ${file}`
-    default:
-      return `could not start ${file}: ${result.originalMessage ?? result.shortMessage ?? result.code ?? 'unknown error'}`
+/** The program must exist and be executable: it runs behind a shell prelude, which would only say 127. */
+async function checkProgram(task: Task, env: Record<string, string>): Promise<string | null> {
+  const program = task.command[0]!
+  if (program.includes('/')) {
+    const path = program.startsWith('/') ? program : `${task.cwd}/${program}`
+    try {
+      await access(path, fsConstants.X_OK)
+      return (await stat(path)).isDirectory() ? `program is a directory: ${program}` : null
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === 'ENOENT' ? `no such program: ${program}` : `program is not executable: ${program}`
+    }
   }
+  return findOnPath(program, env.PATH) ? null : `no such program: ${program}`
 }

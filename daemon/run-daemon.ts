@@ -11,6 +11,7 @@ import { recoverSpool } from './recovery.js'
 import { createServer, type TendApp } from './server.js'
 import { SpoolCleanup } from './spool-cleanup.js'
 import { Supervisor } from './supervisor.js'
+import { detectSandbox } from './sandbox/index.js'
 import { TaskStore } from './task-store.js'
 import { readVersion } from './version.js'
 
@@ -54,9 +55,15 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, log)
   const closingController = new AbortController()
   let requestStop: () => void = () => {}
-  const supervisor = new Supervisor(config, store, outputWatch, log, () => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')))
+  const sandbox = detectSandbox(config.baseEnv.PATH)
+  if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
+    log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
+  }
+  // The quota is enforced on a timer (below), not after every task: it walks every task.
+  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox)
   const context: DaemonContext = {
     config,
+    sandbox,
     version: readVersion(),
     startedAt: new Date().toISOString(),
     store,

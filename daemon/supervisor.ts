@@ -21,6 +21,7 @@ import { launchTask } from './launch.js'
 import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
 import type { TaskStore } from './task-store.js'
+import type { SandboxCapabilities } from './sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markStarted, type Ending } from './transitions.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
@@ -56,6 +57,7 @@ export class Supervisor {
     private readonly store: TaskStore,
     private readonly outputWatch: OutputWatch,
     private readonly log: Logger,
+    private readonly capabilities: SandboxCapabilities,
     private readonly onTaskFinished: (task: Task) => void = () => {},
   ) {
     this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency)
@@ -72,6 +74,16 @@ export class Supervisor {
     if (!request.cwd.startsWith('/')) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: expected an absolute path, got ${JSON.stringify(request.cwd)}` })
     }
+    const sandbox = request.sandbox ?? this.config.sandbox
+    if (!this.capabilities.profiles.includes(sandbox)) {
+      throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: this.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason' })
+    }
+    if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
+    }
+    if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
+    }
     const id = createTaskId()
     const spool = await createTaskDir(this.config.layout.spool, id)
     await writeFile(outputPath(this.config.layout.spool, id), '', { mode: 0o600 })
@@ -87,6 +99,11 @@ export class Supervisor {
       timeoutMs: request.timeoutMs ?? null,
       maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
       outputBytes: 0,
+      sandbox,
+      network: sandbox === 'off' ? true : (request.network ?? false),
+      writablePaths: request.writablePaths ?? [],
+      memoryBytes: sandbox === 'strict' ? (request.memoryBytes ?? this.config.strictMemoryBytes) : null,
+      pidsMax: sandbox === 'strict' ? (request.pidsMax ?? this.config.strictPidsMax) : null,
       createdAt: new Date().toISOString(),
       spool,
     })
@@ -146,7 +163,7 @@ export class Supervisor {
     const envAdditions = this.pendingEnv.get(id) ?? {}
     this.pendingEnv.delete(id)
     const file = outputPath(this.config.layout.spool, id)
-    const outcome = await launchTask({ task, outputFile: file, envAdditions, baseEnv: this.config.baseEnv })
+    const outcome = await launchTask({ task, outputFile: file, envAdditions, config: this.config, capabilities: this.capabilities })
     if (!outcome.started) {
       this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
       this.finishTask(await this.store.save(markFailed(task, outcome.reason, new Date())))
@@ -156,6 +173,7 @@ export class Supervisor {
     if (current.state !== 'queued') {
       // Killed while it was being launched: the kill already recorded it, so only the tree goes.
       await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: outcome.subprocess.catch(() => undefined) })
+      await outcome.plan.release()
       return
     }
     let resolveFinished!: (task: Task) => void
@@ -179,8 +197,11 @@ export class Supervisor {
       clearTimeout(entry.timeoutTimer)
       // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
       if (entry.stopped) await entry.stopped
-      else await killLeftovers([id], [outcome.pid])
-      const ending = this.endingOf(entry, result)
+      // In a sandbox the task has its own pid namespace, which the kernel empties when it ends.
+      else if (current.sandbox === 'off') await killLeftovers([id], [outcome.pid])
+      const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
+      await outcome.plan.release()
+      const ending = this.endingOf(entry, result, limits)
       const outputBytes = await this.settleOutput(this.store.get(id))
       const ended = await this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))
       this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
@@ -211,11 +232,14 @@ export class Supervisor {
     )
   }
 
-  private endingOf(entry: RunningEntry, result: { exitCode?: number; signal?: string }): Ending {
+  private endingOf(entry: RunningEntry, result: { exitCode?: number; signal?: string }, limits: { memory: string | null; pids: string | null }): Ending {
     const exitCode = result.exitCode ?? null
-    const signal = result.signal ?? null
-    if (entry.stopping) return { state: entry.stopping.state, exitCode, signal, reason: entry.stopping.reason }
-    if (signal !== null) return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend` }
+    // Behind bubblewrap a signal death arrives as 128+N, like a shell reports it.
+    const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (entry.stopping || limits.memory) ? signalName(exitCode - 128) : null)
+    const pidsNote = limits.pids ? `; ${limits.pids}` : ''
+    if (entry.stopping) return { state: entry.stopping.state, exitCode, signal, reason: `${entry.stopping.reason}${pidsNote}` }
+    if (limits.memory) return { state: 'killed', exitCode, signal: signal ?? 'SIGKILL', reason: `${limits.memory}${pidsNote}` }
+    if (signal !== null) return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend${pidsNote}` }
     return { state: 'exited', exitCode: exitCode ?? 0 }
   }
 

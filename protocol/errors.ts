@@ -19,6 +19,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
   TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_FINISHED: { statusCode: 409, message: 'task is still {state}: {id} (kill it first, or wait for it)', blame: 'caller', retryable: true },
+  TEND_ERR_SANDBOX_UNAVAILABLE: { statusCode: 503, message: 'sandbox {profile} is not available here: {detail}', blame: 'system', retryable: false },
   TEND_ERR_SHUTTING_DOWN: { statusCode: 503, message: 'daemon is shutting down: {detail}', blame: 'system', retryable: true },
   TEND_ERR_ILLEGAL_TRANSITION: { statusCode: 500, message: 'illegal task transition: {id} cannot go from {from} to {to}', blame: 'system', retryable: false },
   TEND_ERR_SPOOL_IO: { statusCode: 500, message: 'spool i/o failed: {detail}', blame: 'system', retryable: true },

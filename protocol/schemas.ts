@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
-import { TASK_STATES } from './task.js'
+import { SANDBOX_PROFILES, TASK_STATES } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 const strict = { additionalProperties: false } as const
@@ -20,6 +20,11 @@ export const TaskSchema = Type.Object(
     timeoutMs: Nullable(Type.Integer()),
     maxOutputBytes: Type.Integer(),
     outputBytes: Type.Integer(),
+    sandbox: Type.Enum(SANDBOX_PROFILES),
+    network: Type.Boolean(),
+    writablePaths: Type.Array(Type.String()),
+    memoryBytes: Nullable(Type.Integer()),
+    pidsMax: Nullable(Type.Integer()),
     state: Type.Enum(TASK_STATES),
     exitCode: Nullable(Type.Integer()),
     signal: Nullable(Type.String()),
@@ -45,6 +50,11 @@ export const StartTaskBody = Type.Object(
     ),
     timeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
     maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    sandbox: Type.Optional(Type.Enum(SANDBOX_PROFILES, { description: 'confinement profile (default from the daemon config: workspace)' })),
+    network: Type.Optional(Type.Boolean({ description: 'allow network access inside the sandbox' })),
+    writablePaths: Type.Optional(Type.Array(Type.String({ pattern: '^/' }), { description: 'absolute paths writable inside the sandbox besides cwd' })),
+    memoryBytes: Type.Optional(Type.Integer({ minimum: 1024 * 1024, description: 'memory limit (strict profile)' })),
+    pidsMax: Type.Optional(Type.Integer({ minimum: 1, description: 'process-count limit (strict profile)' })),
   },
   strict,
 )
@@ -118,10 +128,14 @@ export const StatusSchema = Type.Object({
   tasks: Type.Object({ queued: Type.Integer(), running: Type.Integer(), finished: Type.Integer() }),
   events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
   spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
-  containment: Type.Object({
-    processGroup: Type.Boolean(),
-    environmentMarker: Type.Boolean(),
-    sandbox: Type.String({ description: 'what confinement tasks run under' }),
+  sandbox: Type.Object({
+    default: Type.Enum(SANDBOX_PROFILES),
+    profiles: Type.Array(Type.Enum(SANDBOX_PROFILES), { description: 'profiles this machine can enforce' }),
+    missing: Type.Record(Type.String(), Type.String(), { description: 'why a profile cannot run here' }),
+    bubblewrap: Nullable(Type.Object({ path: Type.String(), version: Type.String() })),
+    userNamespaces: Type.Boolean(),
+    cgroups: Type.Object({ memory: Type.Boolean(), pids: Type.Boolean() }),
+    seccomp: Type.Boolean(),
   }),
 })
 export type DaemonStatus = Static<typeof StatusSchema>

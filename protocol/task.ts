@@ -5,6 +5,10 @@ export type TaskState = (typeof TASK_STATES)[number]
 export const FINISHED_STATES: readonly TaskState[] = ['exited', 'killed', 'timed_out', 'failed', 'lost']
 export const SCHEMA_VERSION = 1
 
+/** How a task is confined: `off` (process group and limits), `workspace` (bubblewrap), `strict` (+ cgroups, seccomp). */
+export const SANDBOX_PROFILES = ['off', 'workspace', 'strict'] as const
+export type SandboxProfile = (typeof SANDBOX_PROFILES)[number]
+
 /** Fields every task has, whatever its state. */
 export interface TaskBase {
   id: string
@@ -22,6 +26,16 @@ export interface TaskBase {
   maxOutputBytes: number
   /** Bytes in output.log (live while running). */
   outputBytes: number
+  /** The sandbox profile the task runs under (never less than asked for). */
+  sandbox: SandboxProfile
+  /** Network access inside the sandbox (always true with sandbox `off`). */
+  network: boolean
+  /** Paths writable inside the sandbox besides cwd (and those the daemon's config declares). */
+  writablePaths: string[]
+  /** Memory limit in bytes (strict), else null. */
+  memoryBytes: number | null
+  /** Process-count limit (strict), else null. */
+  pidsMax: number | null
   createdAt: string
   /** The task's spool folder: task.json and output.log live here. */
   spool: string

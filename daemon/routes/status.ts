@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { StatusSchema, type DaemonStatus } from '../../protocol/index.js'
+import { seccompSupported } from '../sandbox/index.js'
 
 /** GET /v1/status — the daemon, its limits, its spool use and what it can enforce. */
 export function registerStatusRoute(app: TendApp, context: DaemonContext): void {
@@ -18,10 +19,14 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext): void 
       tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
       events: { daemonId: context.events.daemonId, lastSeq: context.events.lastSeq },
       spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes },
-      containment: {
-        processGroup: true,
-        environmentMarker: true,
-        sandbox: 'none: tasks run as the daemon user without file-system or network confinement',
+      sandbox: {
+        default: context.config.sandbox,
+        profiles: context.sandbox.profiles,
+        missing: context.sandbox.missing,
+        bubblewrap: context.sandbox.bwrap && { path: context.sandbox.bwrap.path, version: context.sandbox.bwrap.version },
+        userNamespaces: context.sandbox.userNamespaces,
+        cgroups: { memory: context.sandbox.cgroups.memory !== null, pids: context.sandbox.cgroups.pids !== null },
+        seccomp: seccompSupported(),
       },
     }
   })

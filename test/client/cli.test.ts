@@ -380,12 +380,14 @@ describe('tend stop with a daemon nobody reaps', () => {
 })
 
 describe('without a running daemon', () => {
-  test('tend run --wait starts a daemon, prints the output and exits 0', async () => {
+  test('tend run --wait starts a daemon, prints the output and exits 0 (default sandbox)', async () => {
     const home = createTempHome()
-    const env = daemonEnv(home)
+    const { TEND_SANDBOX: _testDefault, ...env } = daemonEnv(home)
     try {
       const result = await runCli(['run', '--wait', '--', 'echo', 'hello'], env)
       expect(result).toMatchObject({ exitCode: 0, stdout: 'hello\n' })
+      const [task] = JSON.parse((await runCli(['ps', '--all', '--json'], env)).stdout)
+      expect(task.sandbox).toBe('workspace')
       expect(daemonsOf(home)).toHaveLength(1)
       const stopped = await runCli(['stop'], env)
       expect(stopped.exitCode).toBe(0)

@@ -13,6 +13,11 @@ const base: TaskBase = {
   timeoutMs: null,
   maxOutputBytes: 1024,
   outputBytes: 0,
+  sandbox: 'off',
+  network: true,
+  writablePaths: [],
+  memoryBytes: null,
+  pidsMax: null,
   createdAt: '2026-11-30T00:00:00.000Z',
   spool: '/tmp/spool/abcdefghijkl',
 }

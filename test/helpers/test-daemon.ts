@@ -35,11 +35,16 @@ export interface TestDaemonOptions {
   home?: string
 }
 
-/** Environment for a daemon or CLI process on `home`, with fast test settings. */
+/**
+ * Environment for a daemon or CLI process on `home`, with fast test settings. Tasks run with
+ * sandbox `off` unless a test asks for a profile: most tests exercise the daemon's own machinery
+ * (and write to files outside their cwd); test/sandbox/ covers the profiles, and the CLI's
+ * autostart test runs with the real default.
+ */
 export function daemonEnv(home: string, extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {}
   for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith('TEND_')) env[key] = value
-  return { ...env, TEND_HOME: home, TEND_KILL_GRACE: '1s', TEND_LOG_LEVEL: 'debug', ...extra }
+  return { ...env, TEND_HOME: home, TEND_KILL_GRACE: '1s', TEND_LOG_LEVEL: 'debug', TEND_SANDBOX: 'off', ...extra }
 }
 
 /** Starts `tend daemon` in the foreground on a temp home and waits for its socket. */

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import * as tendPlugin from '../../tools/index.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -36,12 +39,16 @@ async function settleWithMarker(agent: TestAgent): Promise<string> {
 describe('completion notices', () => {
   test('no notice when the agent read the task to its end', async () => {
     const agent = new TestAgent('notice-read')
-    const { id } = await backgroundThenMarker(agent, 'echo hi')
-    const read = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
-    await daemon.client.wait(id)
-    if (!textOf(read).includes('[exit code: 0]')) await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
+    const gate = mkdtempSync(join(tmpdir(), 'tend-gate-'))
+    const { id } = await backgroundThenMarker(agent, `while [ ! -e ${gate}/go ]; do sleep 0.01; done`)
+    // The read is waiting when the task ends, so it is the read that shows the ending.
+    const read = callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 30_000 } })
+    await waitFor('the read to be in flight', async () => (await daemon.client.get(id)).state === 'running')
+    writeFileSync(join(gate, 'go'), '')
+    expect(textOf(await read)).toContain('[exit code: 0]')
     await settleWithMarker(agent)
     expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([])
+    rmSync(gate, { recursive: true, force: true })
   })
 
   test('no notice when the agent killed the task, or ran it in the foreground', async () => {
@@ -134,7 +141,8 @@ describe('agent disposal and aborts', () => {
     const result = await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true }, signal: controller.signal })
     controller.abort()
     const id = idIn(textOf(result))
-    expect((await daemon.client.get(id)).state).toBe('running')
+    await waitFor('the background task to run', async () => (await daemon.client.get(id)).state === 'running')
+    expect(await daemon.client.list({ owner: 'abort-after' })).toHaveLength(1)
     await daemon.client.kill(id)
   })
 

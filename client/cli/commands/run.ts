@@ -1,8 +1,8 @@
 import { Command, Option } from 'commander'
-import { exitStatusOf, OWNER_PATTERN, TendError } from '../../../protocol/index.js'
+import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, TendError, type SandboxProfile } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { durationOption, envOption, sizeOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, sizeOption } from '../option-parsers.js'
 import { printJson } from '../output.js'
 import { streamOutput } from './logs.js'
 
@@ -15,6 +15,11 @@ interface RunFlags {
   maxOutput?: number
   owner?: string
   wait?: boolean
+  sandbox?: SandboxProfile
+  net?: boolean
+  writable?: string[]
+  memory?: number
+  pids?: number
 }
 
 export function registerRunCommand(program: Command): void {
@@ -31,6 +36,11 @@ export function registerRunCommand(program: Command): void {
     .option('--max-output <size>', 'output cap (64k, 10M, 1G; default from the daemon: 1G)', sizeOption)
     .option('--owner <owner>', 'who the task is for (default: operator)')
     .addOption(new Option('--wait', 'stream its output, then exit with its status'))
+    .addOption(new Option('--sandbox <profile>', 'confinement (default from the daemon: workspace)').choices([...SANDBOX_PROFILES]))
+    .option('--net', 'allow network access inside the sandbox')
+    .option('--writable <path>', 'another path the task may write (repeatable)', (path: string, previous: string[] = []) => [...previous, path])
+    .option('--memory <size>', 'memory limit (needs --sandbox strict)', sizeOption)
+    .option('--pids <count>', 'process-count limit (needs --sandbox strict)', countOption)
   command.action(
     action(
       command,
@@ -50,6 +60,11 @@ export function registerRunCommand(program: Command): void {
           timeoutMs: flags.timeout,
           maxOutputBytes: flags.maxOutput,
           owner: flags.owner,
+          sandbox: flags.sandbox,
+          network: flags.net,
+          writablePaths: flags.writable,
+          memoryBytes: flags.memory,
+          pidsMax: flags.pids,
         })
         if (!flags.wait) {
           if (io.json) printJson(io, task)

@@ -28,6 +28,8 @@ function describeTask(io: CliIo, task: Task): string {
     ['command', task.shell ? `sh -c ${JSON.stringify(task.command[2])}` : JSON.stringify(task.command)],
     ['cwd', task.cwd],
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
+    ['sandbox', `${task.sandbox}${task.sandbox === 'off' ? '' : `, network ${task.network ? 'on' : 'off'}`}${task.writablePaths.length ? `, writable ${task.writablePaths.join(' ')}` : ''}`],
+    ['limits', task.memoryBytes === null && task.pidsMax === null ? null : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`],
     ['pid', task.pid === null ? null : String(task.pid)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
     ['output', `${formatBytes(task.outputBytes)} (cap ${formatBytes(task.maxOutputBytes)})`],

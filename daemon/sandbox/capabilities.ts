@@ -1,0 +1,90 @@
+import { execFileSync } from 'node:child_process'
+import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
+import { delimiter, join } from 'node:path'
+
+/** What this machine can enforce, found once at daemon start. */
+export interface SandboxCapabilities {
+  bwrap: { path: string; version: string; flags: string[] } | null
+  /** New user namespaces can be created (bubblewrap needs them when not run as root). */
+  userNamespaces: boolean
+  /** cgroup v1 controller folders tend can create per-task groups in, or null. */
+  cgroups: { memory: string | null; pids: string | null }
+  /** Profiles that can run here; `off` always can. */
+  profiles: Array<'off' | 'workspace' | 'strict'>
+  /** Why a profile cannot run, by profile. */
+  missing: Partial<Record<'workspace' | 'strict', string>>
+}
+
+const NEEDED_BWRAP_FLAGS = ['--unshare-pid', '--die-with-parent', '--new-session', '--cap-drop', '--disable-userns', '--clearenv', '--size', '--seccomp', '--json-status-fd']
+const INSTALL_HINT = 'install it (Debian/Ubuntu: apt-get install bubblewrap), or run the task with --sandbox off'
+
+export function findOnPath(program: string, path: string | undefined): string | null {
+  for (const dir of (path ?? '').split(delimiter)) {
+    if (!dir) continue
+    const candidate = join(dir, program)
+    try {
+      accessSync(candidate, constants.X_OK)
+      if (statSync(candidate).isFile()) return candidate
+    } catch {
+      // not here
+    }
+  }
+  return null
+}
+
+export function detectSandbox(path: string | undefined): SandboxCapabilities {
+  const bwrap = detectBwrap(path)
+  const userNamespaces = bwrap !== null && probe(bwrap.path, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true'])
+  const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
+  const missing: SandboxCapabilities['missing'] = {}
+  if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
+  else {
+    const lacking = NEEDED_BWRAP_FLAGS.filter((flag) => !bwrap.flags.includes(flag))
+    if (lacking.length > 0) missing.workspace = `bubblewrap ${bwrap.version} lacks ${lacking.join(', ')}: install bubblewrap 0.8 or newer`
+    else if (!userNamespaces) missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
+  }
+  if (missing.workspace) missing.strict = missing.workspace
+  else if (!cgroups.memory || !cgroups.pids) missing.strict = `per-task cgroups are not available (${[!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter(Boolean).join(' and ')} controller not writable under /sys/fs/cgroup)`
+  const profiles: SandboxCapabilities['profiles'] = ['off']
+  if (!missing.workspace) profiles.push('workspace')
+  if (!missing.strict) profiles.push('strict')
+  return { bwrap, userNamespaces, cgroups, profiles, missing }
+}
+
+function detectBwrap(path: string | undefined): SandboxCapabilities['bwrap'] {
+  const found = findOnPath('bwrap', path)
+  if (!found) return null
+  try {
+    const version = execFileSync(found, ['--version'], { encoding: 'utf8', timeout: 5000 }).trim().replace(/^bubblewrap\s+/, '')
+    const help = execFileSync(found, ['--help'], { encoding: 'utf8', timeout: 5000 })
+    const flags = [...new Set(help.match(/--[a-z][a-z-]+/g) ?? [])]
+    return { path: found, version, flags }
+  } catch {
+    return null
+  }
+}
+
+function probe(file: string, args: string[]): boolean {
+  try {
+    execFileSync(file, args, { stdio: 'ignore', timeout: 5000, env: { PATH: '/usr/bin:/bin' } })
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** A folder under which tend may create per-task cgroups of one v1 controller. */
+function cgroupRoot(controller: 'memory' | 'pids'): string | null {
+  const root = `/sys/fs/cgroup/${controller}`
+  if (!existsSync(join(root, 'cgroup.procs'))) return null
+  const base = join(root, 'tend')
+  try {
+    mkdirSync(base, { recursive: true })
+    const probeDir = join(base, `probe-${process.pid}`)
+    mkdirSync(probeDir)
+    rmdirSync(probeDir)
+    return base
+  } catch {
+    return null
+  }
+}

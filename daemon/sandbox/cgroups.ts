@@ -1,0 +1,58 @@
+import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { formatBytes } from '../../protocol/index.js'
+
+export interface CgroupLimits {
+  memoryBytes: number
+  pidsMax: number
+}
+
+/**
+ * A task's own cgroup v1 memory and pids groups (the strict profile). The task moves itself in
+ * before it execs anything (see `prelude`), so no child can start outside them.
+ */
+export class TaskCgroups {
+  private constructor(
+    private readonly memoryDir: string,
+    private readonly pidsDir: string,
+    private readonly limits: CgroupLimits,
+  ) {}
+
+  static async create(roots: { memory: string; pids: string }, taskId: string, limits: CgroupLimits): Promise<TaskCgroups> {
+    const memoryDir = join(roots.memory, taskId)
+    const pidsDir = join(roots.pids, taskId)
+    await mkdir(memoryDir, { recursive: true })
+    await mkdir(pidsDir, { recursive: true })
+    await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
+    // Without this the limit only moves the excess to swap.
+    await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
+    await writeFile(join(pidsDir, 'pids.max'), String(limits.pidsMax))
+    return new TaskCgroups(memoryDir, pidsDir, limits)
+  }
+
+  /** Shell lines that move the shell running them into both groups. */
+  prelude(): string {
+    return `echo $$ > ${quote(join(this.memoryDir, 'cgroup.procs'))} && echo $$ > ${quote(join(this.pidsDir, 'cgroup.procs'))} || exit 125; `
+  }
+
+  /** Which limit the task ran into, if any, as words for its reason. */
+  async limitsHit(): Promise<{ memory: string | null; pids: string | null }> {
+    const oomControl = await readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '')
+    const oomKills = Number(/oom_kill (\d+)/.exec(oomControl)?.[1] ?? 0)
+    const pidsEvents = await readFile(join(this.pidsDir, 'pids.events'), 'utf8').catch(() => '')
+    const pidsRefused = Number(/max (\d+)/.exec(pidsEvents)?.[1] ?? 0)
+    return {
+      memory: oomKills > 0 ? `memory limit of ${formatBytes(this.limits.memoryBytes)} reached` : null,
+      pids: pidsRefused > 0 ? `process limit of ${this.limits.pidsMax} reached` : null,
+    }
+  }
+
+  async remove(): Promise<void> {
+    await rmdir(this.memoryDir).catch(() => undefined)
+    await rmdir(this.pidsDir).catch(() => undefined)
+  }
+}
+
+function quote(path: string): string {
+  return `'${path.replace(/'/g, `'\\''`)}'`
+}

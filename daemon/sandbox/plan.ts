@@ -1,0 +1,99 @@
+import { closeSync, openSync, statSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Task } from '../../protocol/index.js'
+import type { DaemonConfig } from '../config.js'
+import { TASK_MARKER_VARIABLE } from '../process-scan.js'
+import type { SandboxCapabilities } from './capabilities.js'
+import { TaskCgroups } from './cgroups.js'
+import { sandboxEnvironment } from './environment.js'
+import { secretPaths } from './secret-paths.js'
+import { strictSeccompProgram } from './seccomp.js'
+
+/** How to start one task: the program, its argv and environment, and what to release after it. */
+export interface LaunchPlan {
+  file: string
+  args: string[]
+  env: Record<string, string>
+  /** Descriptors handed to the child as fd 3, 4, … (the seccomp program). */
+  extraFds: number[]
+  cgroups: TaskCgroups | null
+  release: () => Promise<void>
+}
+
+export interface PlanRequest {
+  task: Task
+  envAdditions: Record<string, string>
+  config: Readonly<DaemonConfig>
+  capabilities: SandboxCapabilities
+}
+
+/**
+ * Every task starts through a small shell prelude that sets its limits (no core dumps, open
+ * files, file size), joins its cgroups (strict), then execs either the command itself (`off`) or
+ * bubblewrap around it (`workspace`, `strict`).
+ */
+export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
+  const { task, config, capabilities } = request
+  const marker = { [TASK_MARKER_VARIABLE]: task.id }
+  let cgroups: TaskCgroups | null = null
+  const extraFds: number[] = []
+  const release = async () => {
+    for (const fd of extraFds) closeSync(fd)
+    await cgroups?.remove()
+  }
+  if (task.sandbox === 'strict') {
+    cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory!, pids: capabilities.cgroups.pids! }, task.id, {
+      memoryBytes: task.memoryBytes ?? config.strictMemoryBytes,
+      pidsMax: task.pidsMax ?? config.strictPidsMax,
+    })
+    const programFile = join(task.spool, 'seccomp.bpf')
+    await writeFile(programFile, strictSeccompProgram(), { mode: 0o600 })
+    extraFds.push(openSync(programFile, 'r'))
+  }
+  const fileSizeBlocks = Math.ceil(Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) / 512)
+  const prelude = `ulimit -c 0; ulimit -n ${config.openFilesLimit}; ulimit -f ${fileSizeBlocks}; ${cgroups?.prelude() ?? ''}exec "$@"`
+  if (task.sandbox === 'off') {
+    const env = { ...config.baseEnv, ...request.envAdditions, ...marker }
+    return { file: '/bin/sh', args: ['-c', prelude, 'tend-task', ...task.command], env, extraFds, cgroups, release }
+  }
+  const env = sandboxEnvironment(config.baseEnv, request.envAdditions, marker)
+  const bwrapArgs = bubblewrapArgs(task, config, env, extraFds.length > 0 ? 3 : null)
+  return { file: '/bin/sh', args: ['-c', prelude, 'tend-task', capabilities.bwrap!.path, ...bwrapArgs, '--', ...task.command], env, extraFds, cgroups, release }
+}
+
+/** The bubblewrap command line of the workspace profile (strict adds a seccomp program). */
+export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, env: Record<string, string>, seccompFd: number | null): string[] {
+  const args = [
+    // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
+    '--unshare-user', '--disable-userns',
+    '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
+    ...(task.network ? [] : ['--unshare-net']),
+    '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
+    '--ro-bind', '/', '/',
+    '--dev', '/dev',
+    '--proc', '/proc',
+    '--perms', '1777', '--size', String(config.tmpSizeBytes), '--tmpfs', '/tmp',
+  ]
+  for (const path of [task.cwd, ...config.writablePaths, ...task.writablePaths]) args.push('--bind-try', path, path)
+  // Masks come after the binds, so a writable path that contains them cannot uncover them.
+  args.push('--tmpfs', config.layout.home)
+  for (const path of secretPaths(config.baseEnv.HOME)) {
+    const kind = pathKind(path)
+    if (kind === 'directory') args.push('--tmpfs', path)
+    else if (kind === 'file') args.push('--ro-bind', '/dev/null', path)
+  }
+  args.push('--clearenv')
+  for (const [key, value] of Object.entries(env)) args.push('--setenv', key, value)
+  args.push('--chdir', task.cwd)
+  if (seccompFd !== null) args.push('--seccomp', String(seccompFd))
+  return args
+}
+
+function pathKind(path: string): 'directory' | 'file' | null {
+  try {
+    return statSync(path).isDirectory() ? 'directory' : 'file'
+  } catch {
+    return null
+  }
+}
