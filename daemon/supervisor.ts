@@ -84,6 +84,9 @@ export class Supervisor {
     if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
     }
+    if (sandbox !== 'off' && [request.cwd, ...(request.writablePaths ?? [])].some((path) => path.replace(/\/+$/, '') === '')) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: under sandbox ${sandbox} the cwd and writable paths become writable, and / would make the whole file system writable: choose a project folder, or sandbox off` })
+    }
     const id = createTaskId()
     const spool = await createTaskDir(this.config.layout.spool, id)
     await writeFile(outputPath(this.config.layout.spool, id), '', { mode: 0o600 })
