@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'nod
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createTempHome, FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
-import { isAlive } from '../helpers/processes.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 const cleanups: Array<() => Promise<void> | void> = []
@@ -12,12 +12,30 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!()
 })
 
+/** However a test ends, the crashed daemon and everything of its home are gone afterwards. */
+function cleanUpHome(home: string, first: TestDaemon): void {
+  cleanups.push(async () => {
+    for (const pid of processesWithEnv(`TEND_HOME=${home}`)) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+    rmSync(home, { recursive: true, force: true })
+  })
+  cleanups.push(async () => {
+    if (first.process.exitCode === null && first.process.signalCode === null) await first.crash()
+  })
+}
+
 describe('restart', () => {
   test('a new daemon reloads the spool, marks running tasks lost and kills their leftovers', async () => {
     const home = createTempHome()
     const scratch = mkdtempSync(join(tmpdir(), 'tend-restart-'))
     cleanups.push(() => rmSync(scratch, { recursive: true, force: true }))
     const first = await startTestDaemon({ home })
+    cleanUpHome(home, first)
     const done = await first.client.start({ command: ['echo', 'earlier'] })
     await first.client.wait(done.id)
     const running = await first.client.start({ command: ['sh', join(FIXTURES, 'escaping-tree.sh'), scratch] })
@@ -71,6 +89,7 @@ describe('restart', () => {
   test('a task that was queued when the daemon died reads failed after a restart', async () => {
     const home = createTempHome()
     const first = await startTestDaemon({ home, env: { TEND_CONCURRENCY: '1' } })
+    cleanUpHome(home, first)
     const blocker = await first.client.start({ command: ['sleep', '1000'] })
     const queued = await first.client.start({ command: ['echo', 'never ran'] })
     await first.crash()

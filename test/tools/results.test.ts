@@ -100,7 +100,7 @@ describe('bash results', () => {
     const result = await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, description: 'long sleep' } })
     const id = idIn(textOf(result))
     expect(textOf(result)).toBe(`Started background task ${id} (long sleep).\nRead its output with task_output (task_id: "${id}"); stop it with task_kill. A notice arrives when it finishes.`)
-    expect((await daemon.client.get(id)).state).toBe('running')
+    await waitFor('the background task to run', async () => (await daemon.client.get(id)).state === 'running')
     const killed = await callTool(host, agent, { name: 'task_kill', arguments: { task_id: id, reason: 'done with it' } })
     expect(textOf(killed)).toBe(`task ${id} (long sleep) is killed (signal: SIGTERM); no process of it is left. Reason: killed by request (SIGTERM): done with it.`)
   })

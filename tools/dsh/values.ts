@@ -1,0 +1,107 @@
+import { TASK_STATES, type Task } from '../../protocol/index.js'
+import type { BashOutcome, TaskListEntry, TaskOutputResult } from '../core/index.js'
+import type { DshValueSchema } from './host-types.js'
+
+/**
+ * The canonical values the tools return on the published harness (what Code Mode programs get)
+ * and their output schemas. The values are tools/core's own results; `notices` carries completion
+ * notices that could not be delivered to the agent before, in the order they came.
+ */
+export type BashValue = BashOutcome & { notices: string[] }
+export type TaskOutputValue = TaskOutputResult & { notices: string[] }
+export interface TaskKillValue {
+  task: Task
+  notices: string[]
+}
+export interface TaskListValue {
+  tasks: TaskListEntry[]
+  notices: string[]
+}
+
+const string = { type: 'string' } as const
+const integer = { type: 'integer' } as const
+const nullable = (schema: DshValueSchema): DshValueSchema => ({ oneOf: [schema, { type: 'null' }] })
+const required = <S extends DshValueSchema>(schema: S) => ({ ...schema, required: true as const })
+
+const NOTICES: DshValueSchema = { type: 'array', items: string, description: 'completion notices that could not be delivered before' }
+
+/** A task record; open, so a newer daemon's extra fields do not fail the tool. */
+const TASK: DshValueSchema = {
+  type: 'object',
+  additionalProperties: true,
+  properties: {
+    id: required(string),
+    name: required(nullable(string)),
+    owner: required(string),
+    command: required({ type: 'array', items: string }),
+    shell: required({ type: 'boolean' }),
+    cwd: required(string),
+    state: required({ type: 'string', enum: TASK_STATES }),
+    exitCode: required(nullable(integer)),
+    signal: required(nullable(string)),
+    reason: required(nullable(string)),
+    outputBytes: required(integer),
+    createdAt: required(string),
+    startedAt: required(nullable(string)),
+    endedAt: required(nullable(string)),
+    spool: required(string),
+  },
+}
+
+const MODEL_OUTPUT: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  description: 'output shaped for the model: bytes [from, next), with omittedBytes left out of the middle',
+  properties: { text: required(string), from: required(integer), next: required(integer), omittedBytes: required(integer) },
+}
+
+export const BASH_VALUE_SCHEMA: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    kind: required({ type: 'string', enum: ['background', 'foreground'] }),
+    task: required(TASK),
+    output: MODEL_OUTPUT,
+    outputPath: string,
+    notices: required(NOTICES),
+  },
+}
+
+export const TASK_OUTPUT_VALUE_SCHEMA: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    task: required(TASK),
+    output: required(MODEL_OUTPUT),
+    filter: required(nullable({ type: 'object', additionalProperties: false, properties: { pattern: required(string), matchedLines: required(integer) } })),
+    done: required({ type: 'boolean' }),
+    outputPath: required(string),
+    notices: required(NOTICES),
+  },
+}
+
+export const TASK_KILL_VALUE_SCHEMA: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { task: required(TASK), notices: required(NOTICES) },
+}
+
+const TASK_LIST_ENTRY: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    id: required(string),
+    label: required(string),
+    state: required({ type: 'string', enum: TASK_STATES }),
+    ageMs: required(integer),
+    exitCode: required(nullable(integer)),
+    signal: required(nullable(string)),
+    outputBytes: required(integer),
+  },
+}
+
+export const TASK_LIST_VALUE_SCHEMA: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { tasks: required({ type: 'array', items: TASK_LIST_ENTRY }), notices: required(NOTICES) },
+}
