@@ -2,12 +2,14 @@
 import { daemonMemory } from './daemon-memory.js'
 import { outputCapture } from './output-capture.js'
 import { printTable } from './lib.js'
+import { sandboxStart } from './sandbox-start.js'
 import { spawnRate } from './spawn-rate.js'
 
 const benches = [
   ['output capture', outputCapture],
   ['spawn rate', spawnRate],
   ['daemon memory', daemonMemory],
+  ['sandbox start', sandboxStart],
 ]
 
 const rows = []

@@ -21,7 +21,7 @@ import { launchTask } from './launch.js'
 import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
 import type { TaskStore } from './task-store.js'
-import type { SandboxCapabilities } from './sandbox/index.js'
+import { validateWritablePaths, type SandboxCapabilities } from './sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markStarted, type Ending } from './transitions.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
@@ -84,9 +84,7 @@ export class Supervisor {
     if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
     }
-    if (sandbox !== 'off' && [request.cwd, ...(request.writablePaths ?? [])].some((path) => path.replace(/\/+$/, '') === '')) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: under sandbox ${sandbox} the cwd and writable paths become writable, and / would make the whole file system writable: choose a project folder, or sandbox off` })
-    }
+    await validateWritablePaths(sandbox, request.cwd, request.writablePaths ?? [])
     const id = createTaskId()
     const spool = await createTaskDir(this.config.layout.spool, id)
     await writeFile(outputPath(this.config.layout.spool, id), '', { mode: 0o600 })

@@ -1,5 +1,6 @@
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
 import { formatBytes } from '../../protocol/index.js'
 
 export interface CgroupLimits {
@@ -48,8 +49,25 @@ export class TaskCgroups {
   }
 
   async remove(): Promise<void> {
-    await rmdir(this.memoryDir).catch(() => undefined)
-    await rmdir(this.pidsDir).catch(() => undefined)
+    await Promise.all([removeGroup(this.memoryDir), removeGroup(this.pidsDir)])
+  }
+}
+
+/**
+ * The task's last processes can still be exiting when bubblewrap has been reaped (the kernel
+ * releases them a little later), and until then rmdir answers EBUSY: retry for a while rather
+ * than leave the group behind.
+ */
+async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      await rmdir(dir)
+      return
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || Date.now() >= deadline) return
+    }
+    await delay(10)
   }
 }
 

@@ -2,3 +2,4 @@ export { detectSandbox, findOnPath, type SandboxCapabilities } from './capabilit
 export { planLaunch, bubblewrapArgs, type LaunchPlan } from './plan.js'
 export { seccompSupported } from './seccomp.js'
 export { ENVIRONMENT_ALLOWLIST } from './environment.js'
+export { validateWritablePaths } from './writable-paths.js'

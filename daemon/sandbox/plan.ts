@@ -58,12 +58,12 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     return { file: '/bin/sh', args: ['-c', prelude, 'tend-task', ...task.command], env, extraFds, cgroups, release }
   }
   const env = sandboxEnvironment(config.baseEnv, request.envAdditions, marker)
-  const bwrapArgs = bubblewrapArgs(task, config, env, extraFds.length > 0 ? 3 : null)
+  const bwrapArgs = bubblewrapArgs(task, config, extraFds.length > 0 ? 3 : null)
   return { file: '/bin/sh', args: ['-c', prelude, 'tend-task', capabilities.bwrap!.path, ...bwrapArgs, '--', ...task.command], env, extraFds, cgroups, release }
 }
 
 /** The bubblewrap command line of the workspace profile (strict adds a seccomp program). */
-export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, env: Record<string, string>, seccompFd: number | null): string[] {
+export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, seccompFd: number | null): string[] {
   const args = [
     // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
     '--unshare-user', '--disable-userns',
@@ -76,15 +76,20 @@ export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, env: 
     '--perms', '1777', '--size', String(config.tmpSizeBytes), '--tmpfs', '/tmp',
   ]
   for (const path of [task.cwd, ...config.writablePaths, ...task.writablePaths]) args.push('--bind-try', path, path)
-  // Masks come after the binds, so a writable path that contains them cannot uncover them.
-  args.push('--tmpfs', config.layout.home)
+  // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
+  // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
+  args.push('--tmpfs', config.layout.home, '--remount-ro', config.layout.home)
   for (const path of secretPaths(config.baseEnv.HOME)) {
     const kind = pathKind(path)
-    if (kind === 'directory') args.push('--tmpfs', path)
+    if (kind === 'directory') args.push('--tmpfs', path, '--remount-ro', path)
     else if (kind === 'file') args.push('--ro-bind', '/dev/null', path)
   }
-  args.push('--clearenv')
-  for (const [key, value] of Object.entries(env)) args.push('--setenv', key, value)
+  // Service sockets live under /run (docker, D-Bus, containerd): a read-only mount does not stop
+  // connect(), an empty /run does. With network access, DNS keeps its resolver folder.
+  args.push('--tmpfs', '/run', '--remount-ro', '/run')
+  if (task.network) args.push('--ro-bind-try', '/run/systemd/resolve', '/run/systemd/resolve')
+  // The environment reaches the task through bubblewrap's own (the plan's env, nothing else):
+  // --setenv arguments would show every value in `ps`.
   args.push('--chdir', task.cwd)
   if (seccompFd !== null) args.push('--seccomp', String(seccompFd))
   return args
