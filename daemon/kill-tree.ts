@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { setTimeout as delay } from 'node:timers/promises'
 import { findTaskProcesses } from './process-scan.js'
 
@@ -12,6 +13,13 @@ export interface KillTreeOptions {
   leaderExited: Promise<unknown>
   /** How long to wait for the tree to vanish after KILL, in milliseconds. Default 5000. */
   killWaitMs?: number
+  /** The task's exact process list (its cgroup), when it has one; else processes are found by marker. */
+  members?: () => number[]
+  /**
+   * The leader is a sandbox wrapper (bubblewrap): the first signal spares it and its pid-namespace
+   * init, which end by themselves once the command has, so that the command gets its grace period.
+   */
+  wrapped?: boolean
 }
 
 const POLL_MS = 25
@@ -27,12 +35,14 @@ export async function killTree(options: KillTreeOptions): Promise<{ escalated: b
   void options.leaderExited.then(() => {
     leaderGone = true
   })
+  const processes = () => options.members?.() ?? findTaskProcesses([taskId]).get(taskId) ?? []
   const signalAll = (which: NodeJS.Signals | number) => {
-    if (pid !== null) trySignal(-pid, which)
-    if (pid !== null && !leaderGone) trySignal(pid, which)
-    for (const member of findTaskProcesses([taskId]).get(taskId) ?? []) trySignal(member, which)
+    const spareWrapper = options.wrapped === true && which !== 'SIGKILL' && which !== 9
+    if (pid !== null && !spareWrapper) trySignal(-pid, which)
+    if (pid !== null && !leaderGone && !spareWrapper) trySignal(pid, which)
+    for (const member of processes()) if (!(spareWrapper && isSandboxWrapper(member))) trySignal(member, which)
   }
-  const treeGone = () => leaderGone && (findTaskProcesses([taskId]).get(taskId) ?? []).length === 0
+  const treeGone = () => leaderGone && processes().length === 0
 
   signalAll(signal)
   if (await waitUntil(treeGone, options.graceMs)) return { escalated: false }
@@ -59,6 +69,27 @@ export async function killLeftovers(taskIds: string[], groups: number[] = [], wa
   }
   if (count > 0) await waitUntil(() => findTaskProcesses(taskIds).size === 0, waitMs)
   return count
+}
+
+/** Kills every process listed by `members` (a task's cgroup) until none is left. */
+export async function killMembers(members: () => number[], waitMs = 5000): Promise<number> {
+  const first = members()
+  if (first.length === 0) return 0
+  for (const member of first) trySignal(member, 'SIGKILL')
+  await waitUntil(() => {
+    const left = members()
+    for (const member of left) trySignal(member, 'SIGKILL')
+    return left.length === 0
+  }, waitMs)
+  return first.length
+}
+
+function isSandboxWrapper(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8') === 'bwrap\n'
+  } catch {
+    return false
+  }
 }
 
 function trySignal(pid: number, signal: NodeJS.Signals | number): void {

@@ -2,7 +2,8 @@ import { truncate } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { listTaskIds, outputPath, outputSize, readTaskRecord } from '../spool/index.js'
 import type { Task } from '../protocol/index.js'
-import { killLeftovers } from './kill-tree.js'
+import { killLeftovers, killMembers } from './kill-tree.js'
+import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
 import { markFailed, markLost } from './transitions.js'
 
@@ -11,7 +12,12 @@ import { markFailed, markLost } from './transitions.js'
  * died become `lost`, and every process still carrying their marker is killed (the marker holds
  * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`.
  */
-export async function recoverSpool(spoolRoot: string, store: TaskStore, log: Logger): Promise<{ loaded: number; lost: number; killed: number }> {
+export async function recoverSpool(
+  spoolRoot: string,
+  store: TaskStore,
+  log: Logger,
+  cgroupRoots: { memory: string | null; pids: string | null } = { memory: null, pids: null },
+): Promise<{ loaded: number; lost: number; killed: number }> {
   const ids = await listTaskIds(spoolRoot)
   const interrupted: Task[] = []
   let loaded = 0
@@ -28,7 +34,14 @@ export async function recoverSpool(spoolRoot: string, store: TaskStore, log: Log
     loaded += 1
     if (task.state === 'running' || task.state === 'queued') interrupted.push(task as Task)
   }
-  const killed = await killLeftovers(interrupted.filter((task) => task.state === 'running').map((task) => task.id))
+  const running = interrupted.filter((task) => task.state === 'running').map((task) => task.id)
+  let killed = await killLeftovers(running)
+  // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
+  // cleared their environment).
+  for (const id of interrupted.map((task) => task.id)) {
+    if (cgroupRoots.pids) killed += await killMembers(() => TaskCgroups.leftoverMembers(cgroupRoots.pids!, id))
+    await TaskCgroups.removeLeftover(cgroupRoots, id)
+  }
   const now = new Date()
   for (const task of interrupted) {
     if (task.state === 'running') {

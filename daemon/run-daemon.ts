@@ -76,7 +76,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     closing: closingController.signal,
   }
 
-  const recovered = await recoverSpool(layout.spool, store, log)
+  const recovered = await recoverSpool(layout.spool, store, log, sandbox.cgroups)
   await cleanup.enforceQuota()
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()

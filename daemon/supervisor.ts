@@ -16,7 +16,7 @@ import {
 } from '../protocol/index.js'
 import { createTaskDir, outputPath, outputSize } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
-import { killLeftovers, killTree } from './kill-tree.js'
+import { killLeftovers, killMembers, killTree } from './kill-tree.js'
 import { launchTask } from './launch.js'
 import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
@@ -32,6 +32,10 @@ interface RunningEntry {
   /** Set when tend itself stops the task: how the ending is to be recorded. */
   stopping?: { state: 'killed' | 'timed_out'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
   stopped?: Promise<void>
+  /** The task's exact process list, when it has a cgroup. */
+  members?: () => number[]
+  /** The leader is bubblewrap around the command. */
+  wrapped: boolean
   timeoutTimer?: NodeJS.Timeout
   finished: Promise<Task>
 }
@@ -183,7 +187,8 @@ export class Supervisor {
       resolveFinished = resolve
       rejectFinished = reject
     })
-    const entry: RunningEntry = { pid: outcome.pid, subprocess: outcome.subprocess, finished }
+    const cgroups = outcome.plan.cgroups
+    const entry: RunningEntry = { pid: outcome.pid, subprocess: outcome.subprocess, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
     this.running.set(id, entry)
     if (task.timeoutMs !== null) {
       const timeoutMs = task.timeoutMs
@@ -199,7 +204,12 @@ export class Supervisor {
       // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
       if (entry.stopped) await entry.stopped
       // In a sandbox the task has its own pid namespace, which the kernel empties when it ends.
-      else if (current.sandbox === 'off') await killLeftovers([id], [outcome.pid])
+      // Without one, its cgroup lists what is left exactly; without cgroups, the marker finds it.
+      else if (current.sandbox === 'off') {
+        const cgroups = outcome.plan.cgroups
+        if (cgroups) await killMembers(() => cgroups.members())
+        else await killLeftovers([id], [outcome.pid])
+      }
       const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
       await outcome.plan.release()
       const ending = this.endingOf(entry, result, limits)
@@ -227,6 +237,8 @@ export class Supervisor {
       signal: stopping.signal,
       graceMs: stopping.graceMs,
       leaderExited: entry.subprocess.catch(() => undefined),
+      members: entry.members,
+      wrapped: entry.wrapped,
     }).then(
       () => undefined,
       (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),

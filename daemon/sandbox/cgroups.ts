@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -9,21 +10,24 @@ export interface CgroupLimits {
 }
 
 /**
- * A task's own cgroup v1 memory and pids groups (the strict profile). The task moves itself in
- * before it execs anything (see `prelude`), so no child can start outside them.
+ * A task's own cgroup v1 groups. Every task gets a pids group, which lists its processes exactly
+ * (whatever they did to their environment or session); the strict profile adds a memory group and
+ * sets both limits. The task moves itself in before it execs anything (see `prelude`), so no
+ * child can start outside them.
  */
 export class TaskCgroups {
   private constructor(
-    private readonly memoryDir: string,
+    private readonly memoryDir: string | null,
     private readonly pidsDir: string,
-    private readonly limits: CgroupLimits,
+    private readonly limits: CgroupLimits | null,
   ) {}
 
-  static async create(roots: { memory: string; pids: string }, taskId: string, limits: CgroupLimits): Promise<TaskCgroups> {
-    const memoryDir = join(roots.memory, taskId)
+  static async create(roots: { memory: string | null; pids: string }, taskId: string, limits: CgroupLimits | null): Promise<TaskCgroups> {
     const pidsDir = join(roots.pids, taskId)
-    await mkdir(memoryDir, { recursive: true })
     await mkdir(pidsDir, { recursive: true })
+    if (!limits || !roots.memory) return new TaskCgroups(null, pidsDir, null)
+    const memoryDir = join(roots.memory, taskId)
+    await mkdir(memoryDir, { recursive: true })
     await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
     // Without this the limit only moves the excess to swap.
     await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
@@ -31,13 +35,20 @@ export class TaskCgroups {
     return new TaskCgroups(memoryDir, pidsDir, limits)
   }
 
-  /** Shell lines that move the shell running them into both groups. */
+  /** Shell lines that move the shell running them into the task's groups. */
   prelude(): string {
-    return `echo $$ > ${quote(join(this.memoryDir, 'cgroup.procs'))} && echo $$ > ${quote(join(this.pidsDir, 'cgroup.procs'))} || exit 125; `
+    const join_ = (dir: string) => `echo $$ > ${quote(join(dir, 'cgroup.procs'))}`
+    return `${[this.memoryDir, this.pidsDir].filter((dir): dir is string => dir !== null).map(join_).join(' && ')} || exit 125; `
+  }
+
+  /** The task's live processes. */
+  members(): number[] {
+    return readMembers(this.pidsDir)
   }
 
   /** Which limit the task ran into, if any, as words for its reason. */
   async limitsHit(): Promise<{ memory: string | null; pids: string | null }> {
+    if (!this.limits || !this.memoryDir) return { memory: null, pids: null }
     const oomControl = await readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '')
     const oomKills = Number(/oom_kill (\d+)/.exec(oomControl)?.[1] ?? 0)
     const pidsEvents = await readFile(join(this.pidsDir, 'pids.events'), 'utf8').catch(() => '')
@@ -49,7 +60,24 @@ export class TaskCgroups {
   }
 
   async remove(): Promise<void> {
-    await Promise.all([removeGroup(this.memoryDir), removeGroup(this.pidsDir)])
+    await Promise.all([this.memoryDir && removeGroup(this.memoryDir), removeGroup(this.pidsDir)])
+  }
+
+  /** Processes left in the pids group of a task whose daemon died (recovery). */
+  static leftoverMembers(pidsRoot: string, taskId: string): number[] {
+    return readMembers(join(pidsRoot, taskId))
+  }
+
+  static async removeLeftover(roots: { memory: string | null; pids: string | null }, taskId: string): Promise<void> {
+    await Promise.all([roots.memory && removeGroup(join(roots.memory, taskId)), roots.pids && removeGroup(join(roots.pids, taskId))])
+  }
+}
+
+function readMembers(dir: string): number[] {
+  try {
+    return readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+  } catch {
+    return []
   }
 }
 

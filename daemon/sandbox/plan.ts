@@ -40,13 +40,14 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const extraFds: number[] = []
   const release = async () => {
     for (const fd of extraFds) closeSync(fd)
-    await cgroups?.remove()
+    // The last processes may still be leaving the groups: removal retries on its own time.
+    void cgroups?.remove()
+  }
+  if (capabilities.cgroups.pids) {
+    const limits = task.sandbox === 'strict' ? { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } : null
+    cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, limits)
   }
   if (task.sandbox === 'strict') {
-    cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory!, pids: capabilities.cgroups.pids! }, task.id, {
-      memoryBytes: task.memoryBytes ?? config.strictMemoryBytes,
-      pidsMax: task.pidsMax ?? config.strictPidsMax,
-    })
     const programFile = join(task.spool, 'seccomp.bpf')
     await writeFile(programFile, strictSeccompProgram(), { mode: 0o600 })
     extraFds.push(openSync(programFile, 'r'))

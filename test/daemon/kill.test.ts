@@ -91,6 +91,27 @@ describe('kill', () => {
     expect(await daemon.client.kill(started.id)).toEqual(finished)
   })
 
+  test('a process that cleared its environment and left the session is still found through the task cgroup', async (context) => {
+    const { sandbox } = await daemon.client.status()
+    if (!sandbox.cgroups.pids) context.skip('no writable cgroup v1 pids controller on this machine')
+    const dir = mkdtempSync(join(scratch, 'envless-'))
+    const escapee = `env -i /usr/bin/setsid /bin/sh -c 'echo $$ > ${dir}/$1.pid; exec sleep 1000' sh`
+    const exits = await daemon.client.start({ command: `${escapee} exits & while [ ! -s ${dir}/exits.pid ]; do :; done`, shell: true })
+    expect((await daemon.client.wait(exits.id)).state).toBe('exited')
+    const killed = await daemon.client.start({ command: `${escapee} killed & sleep 1000`, shell: true })
+    const pid = await waitFor('the escapee to start', () => {
+      try {
+        return Number(readFileSync(join(dir, 'killed.pid'), 'utf8')) || undefined
+      } catch {
+        return undefined
+      }
+    })
+    expect(processesWithEnv(`TEND_TASK_ID=${killed.id}`)).not.toContain(pid)
+    await daemon.client.kill(killed.id)
+    expect(isAlive(pid)).toBe(false)
+    expect(isAlive(Number(readFileSync(join(dir, 'exits.pid'), 'utf8')))).toBe(false)
+  })
+
   test('an unknown signal name is refused with a clear error', async () => {
     const started = await daemon.client.start({ command: ['sleep', '1000'] })
     await expect(daemon.client.kill(started.id, { signal: 'SIGBOGUS' })).rejects.toMatchObject({ code: 'TEND_ERR_INVALID_SIGNAL' })

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { TendClient } from '../../client/index.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 let daemon: TestDaemon
 let alice: TendClient
@@ -31,7 +32,7 @@ describe('owner scoping in the daemon', () => {
     expect(await bob.list({ all: true, owner: 'agent-alice' })).toEqual([])
     expect((await alice.list()).map((each) => each.id)).toEqual([task.id])
     expect((await daemon.client.list({ owner: 'agent-alice' })).map((each) => each.id)).toEqual([task.id])
-    expect((await alice.get(task.id)).state).toBe('running')
+    await waitFor('the task to run', async () => (await alice.get(task.id)).state === 'running')
     const killed = await daemon.client.kill(task.id, { reason: 'operator cleanup' })
     expect(killed.reason).toBe('killed by request (SIGTERM): operator cleanup')
   })

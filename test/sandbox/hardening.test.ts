@@ -51,6 +51,15 @@ except OSError as e:
     expect(connections).toBe(0)
   })
 
+  test('a sandboxed task gets its TERM and its grace period before anything is killed', async () => {
+    const task = await daemon.client.start({ command: 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.05; done', shell: true, cwd: workspace })
+    await waitFor('the task to print ready', async () => (await daemon.client.read(task.id)).data === 'ready\n')
+    const killed = await daemon.client.kill(task.id, { graceMs: 10_000 })
+    expect(killed).toMatchObject({ state: 'killed', reason: 'killed by request (SIGTERM)' })
+    // The shell may also report its sleep's death ("Terminated") before its trap runs.
+    expect((await daemon.client.read(task.id)).data).toMatch(/^ready\n(Terminated\n)?got TERM\n$/)
+  })
+
   test('--env values reach the task but never appear on any command line', async () => {
     const value = 'planted-env-value-e11f07'
     const task = await daemon.client.start({ command: 'echo "got $API_TOKEN"; sleep 30', shell: true, cwd: workspace, env: { API_TOKEN: value } })

@@ -91,6 +91,7 @@ describe('owners', () => {
     const alice = new TestAgent('owner-alice')
     const bob = new TestAgent('owner-bob')
     const { id } = await backgroundThenMarker(alice, 'sleep 30')
+    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
     const read = await callTool(host, bob, { name: 'task_output', arguments: { task_id: id } })
     const kill = await callTool(host, bob, { name: 'task_kill', arguments: { task_id: id } })
     expect(read).toMatchObject({ isError: true, content: [{ text: `task not found: ${id}` }] })
@@ -104,6 +105,7 @@ describe('agent disposal and aborts', () => {
   test("disposing an agent stops its running background tasks", async () => {
     const agent = new TestAgent('dispose-stop')
     const { id } = await backgroundThenMarker(agent, 'sleep 30')
+    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
     agent.dispose()
     const task = await waitFor('the task to be stopped', async () => {
       const current = await daemon.client.get(id)
@@ -118,6 +120,7 @@ describe('agent disposal and aborts', () => {
     await waitFor('the tools to be registered', () => keepHost.tools.tools.size === 4)
     const agent = new TestAgent('dispose-keep')
     const id = idIn(textOf(await callTool(keepHost, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
+    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
     agent.dispose()
     const marker = await daemon.client.start({ command: ['true'], owner: 'dispose-keep' })
     await daemon.client.wait(marker.id)
