@@ -43,7 +43,10 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     // The last processes may still be leaving the groups: removal retries on its own time.
     void cgroups?.remove()
   }
-  if (capabilities.cgroups.pids) {
+  // Joining a cgroup costs milliseconds of start latency (the kernel synchronizes on every move), so
+  // only where it buys something: strict's limits, and `off`, which has no pid namespace to find
+  // every process of the task by.
+  if (capabilities.cgroups.pids && task.sandbox !== 'workspace') {
     const limits = task.sandbox === 'strict' ? { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } : null
     cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, limits)
   }
