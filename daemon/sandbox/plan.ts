@@ -40,8 +40,8 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const extraFds: number[] = []
   const release = async () => {
     for (const fd of extraFds) closeSync(fd)
-    // The last processes may still be leaving the groups: removal retries on its own time.
-    void cgroups?.remove()
+    // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
+    await cgroups?.remove()
   }
   // Joining a cgroup costs milliseconds of start latency (the kernel synchronizes on every move), so
   // only where it buys something: strict's limits, and `off`, which has no pid namespace to find
