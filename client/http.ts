@@ -18,19 +18,14 @@ export class SocketHttp {
     this.agent = new Agent({ keepAlive: true, maxSockets: 64 })
   }
 
-  async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    const response = await this.send(method, path, options)
-    return response as T
-  }
-
   close(): void {
     this.agent.destroy()
   }
 
-  private send(method: string, path: string, options: RequestOptions): Promise<unknown> {
+  request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const url = withQuery(path, options.query)
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body)
-    return new Promise((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const req = httpRequest(
         {
           socketPath: this.socketPath,
@@ -54,7 +49,7 @@ export class SocketHttp {
               return
             }
             if ((res.statusCode ?? 500) >= 400) reject(TendError.fromWire((parsed ?? {}) as Partial<WireError>))
-            else resolve(parsed)
+            else resolve(parsed as T)
           })
         },
       )
@@ -78,7 +73,7 @@ function connectionError(error: NodeJS.ErrnoException): Error {
   return new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: error.message }, { cause: error })
 }
 
-export function withQuery(path: string, query: RequestOptions['query']): string {
+function withQuery(path: string, query: RequestOptions['query']): string {
   if (!query) return path
   const search = new URLSearchParams()
   for (const [key, value] of Object.entries(query)) if (value !== undefined) search.set(key, String(value))

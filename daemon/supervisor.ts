@@ -158,10 +158,6 @@ export class Supervisor {
     await this.store.flush()
   }
 
-  get runningCount(): number {
-    return this.running.size
-  }
-
   private async run(id: string): Promise<void> {
     const task = this.store.find(id)
     if (!task || task.state !== 'queued') return

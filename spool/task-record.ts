@@ -52,7 +52,7 @@ export async function removeTaskDir(spoolRoot: string, id: string): Promise<numb
   return bytes
 }
 
-export async function directoryBytes(dir: string): Promise<number> {
+async function directoryBytes(dir: string): Promise<number> {
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
   let total = 0
   for (const entry of entries) {

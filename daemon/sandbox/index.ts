@@ -1,5 +1,4 @@
 export { detectSandbox, findOnPath, type SandboxCapabilities } from './capabilities.js'
-export { planLaunch, bubblewrapArgs, type LaunchPlan } from './plan.js'
+export { planLaunch, type LaunchPlan } from './plan.js'
 export { seccompSupported } from './seccomp.js'
-export { ENVIRONMENT_ALLOWLIST } from './environment.js'
 export { validateWritablePaths } from './writable-paths.js'

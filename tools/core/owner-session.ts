@@ -117,7 +117,7 @@ export class OwnerSession {
     while (!this.stopping.signal.aborted) {
       try {
         for await (const event of this.client.events({ since: lastSeq, signal: this.stopping.signal })) {
-          if (event.daemonId !== currentDaemon) currentDaemon = event.daemonId
+          currentDaemon = event.daemonId
           lastSeq = event.seq
           if (event.type !== 'task.removed' && isFinished(event.task)) this.announce(event.task)
         }
