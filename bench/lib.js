@@ -57,7 +57,9 @@ export async function startDaemon(label, settings = {}) {
   for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('TEND_')) env[key] = value
   Object.assign(env, { TEND_HOME: home, TEND_LOG_LEVEL: 'warn' }, settings)
   // The daemon's stderr is kept and shown only if it fails (fastify prints a deprecation notice).
-  const child = spawn(process.execPath, [TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  // BENCH_DAEMON_NODE_ARGS: extra node flags for the daemon, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeArgs = (process.env.BENCH_DAEMON_NODE_ARGS ?? '').split(' ').filter(Boolean)
+  const child = spawn(process.execPath, [...nodeArgs, TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (chunk) => (stderr += chunk))
   const exited = new Promise((resolveExit) => child.once('exit', resolveExit))

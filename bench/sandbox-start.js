@@ -45,8 +45,7 @@ async function spawnOnce(file, args, label) {
 }
 
 /**
- * The exact command line tend launches for a `true` task (its shell prelude, then bubblewrap with
- * every workspace option), read from /proc while a `sleep` task runs, so the bench can also time it
+ * The exact command line tend launches for a `true` task (bubblewrap with every workspace option), read from /proc while a `sleep` task runs, so the bench can also time it
  * without tend around it: that splits tend's overhead into "the daemon" and "the profile's options".
  */
 async function tendCommandLine(client, cwd) {
@@ -83,13 +82,11 @@ export async function sandboxStart({ tasks = TASKS, log = console.log } = {}) {
     const status = await daemon.client.status()
     if (!status.sandbox.profiles.includes('workspace')) throw new Error(`workspace is not available here: ${status.sandbox.missing.workspace}`)
     await warmUp(daemon.client, workspace, 20)
-    const [ownFile, ...ownArgs] = await tendCommandLine(daemon.client, workspace)
-    // tend's prelude, as plan.ts writes it with the default limits.
-    const prelude = `ulimit -c 0; ulimit -n 4096; ulimit -f ${Math.ceil((16 * 1024 ** 3) / 512)}; exec "$@"`
-    ownArgv = ['-c', prelude, 'tend-task', ownFile, ...ownArgs]
+    // The native spawner sets the task's limits in the forked child itself, so the command line is bubblewrap's alone.
+    ownArgv = await tendCommandLine(daemon.client, workspace)
     for (let i = 0; i < tasks; i++) {
       bare.push(await spawnOnce(bwrap, BARE_ARGS, 'bare bwrap'))
-      own.push(await spawnOnce('/bin/sh', ownArgv, "tend's bwrap command line"))
+      own.push(await spawnOnce(ownArgv[0], ownArgv.slice(1), "tend's bwrap command line"))
       tend.push(await tendOnce(daemon.client, workspace, phases))
       if ((i + 1) % 25 === 0) {
         log(`  sandbox start ${i + 1}/${tasks}: median bare bwrap ${median(bare).toFixed(2)} ms, tend's command line alone ${median(own).toFixed(2)} ms, tend ${median(tend).toFixed(2)} ms`)

@@ -34,6 +34,11 @@ export const DaemonSettingsSchema = Type.Object(
     strictMemoryBytes: Type.Integer({ minimum: 1024 * 1024, default: 2 * GiB }),
     /** Process-count limit of strict tasks that give none. Default 512. */
     strictPidsMax: Type.Integer({ minimum: 1, default: 512 }),
+    /**
+     * How tasks are started: native (a small C helper forks them, fast), node (child_process from the
+     * daemon's own thread) or auto (native when the helper was built at install). Default auto.
+     */
+    spawner: Type.Union([Type.Literal('auto'), Type.Literal('native'), Type.Literal('node')], { default: 'auto' }),
     /** pino log level. Default info. */
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   },
@@ -56,6 +61,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_OUTPUT_CHECK_INTERVAL: { key: 'outputCheckIntervalMs', parse: parseDuration },
   TEND_LOG_LEVEL: { key: 'logLevel', parse: String },
   TEND_SANDBOX: { key: 'sandbox', parse: String },
+  TEND_SPAWNER: { key: 'spawner', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
 }
 

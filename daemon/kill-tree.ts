@@ -25,6 +25,29 @@ export interface KillTreeOptions {
 const POLL_MS = 25
 
 /**
+ * Resolves once a task's leader has exited: when the spawner reports it, or (if that spawner died
+ * and the orphan went to init) once the pid is gone or a zombie.
+ */
+export function leaderGone(pid: number, exited: Promise<unknown>): Promise<void> {
+  return exited.then(
+    () => undefined,
+    async () => {
+      // Bounded: after a minute a live pid is more likely a reused one than our leader.
+      for (const deadline = Date.now() + 60_000; isRunning(pid) && Date.now() < deadline; ) await delay(POLL_MS)
+    },
+  )
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z'
+  } catch {
+    return false
+  }
+}
+
+/**
  * Stops a task's whole tree: `signal` to its process group and to every process that carries its
  * marker (escapees included), then KILL to whatever is left after the grace period. Resolves once
  * no process of the task is left, answering whether KILL was needed.

@@ -1,9 +1,9 @@
-import { closeSync, constants as fsConstants, openSync } from 'node:fs'
+import { constants as fsConstants } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
-import { execa, type ResultPromise } from 'execa'
 import type { Task } from '../protocol/index.js'
 import type { DaemonConfig } from './config.js'
 import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities } from './sandbox/index.js'
+import type { SpawnExit, Spawner } from './spawner.js'
 
 export interface LaunchRequest {
   task: Task
@@ -12,47 +12,32 @@ export interface LaunchRequest {
   envAdditions: Record<string, string>
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
+  spawner: Spawner
 }
 
 export type LaunchOutcome =
-  | { started: true; pid: number; subprocess: ResultPromise; plan: LaunchPlan }
+  | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan }
   | { started: false; reason: string }
 
 /**
- * Starts a task's process: its own process group, stdin from /dev/null, and stdout and stderr
- * both on one append-mode descriptor of output.log, so the bytes go straight to disk in the order
- * they were written and the daemon never copies them. A start failure is an outcome, not a throw.
+ * Starts a task's process: its own session, stdin from /dev/null, and stdout and stderr both on
+ * one append-mode descriptor of output.log, so the bytes go straight to disk in the order they
+ * were written and the daemon never copies them. A start failure is an outcome, not a throw.
  */
 export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome> {
   const { task } = request
-  const problem = (await checkCwd(task.cwd)) ?? (await checkProgram(task, { ...request.config.baseEnv, ...request.envAdditions }))
-  if (problem) return { started: false, reason: problem }
-  const plan = await planLaunch({ task, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
-  const outputFd = openSync(request.outputFile, 'a', 0o600)
-  // execa passes any numeric descriptor through to the child; its types only list 3..9.
-  const outputDescriptor = outputFd as 3
-  let subprocess: ResultPromise
-  try {
-    subprocess = execa(plan.file, plan.args, {
-      cwd: task.cwd,
-      env: plan.env,
-      extendEnv: false,
-      stdio: ['ignore', outputDescriptor, outputDescriptor, ...(plan.extraFds as 3[])],
-      detached: true,
-      reject: false,
-      cleanup: false,
-      stripFinalNewline: false,
-    })
-  } finally {
-    closeSync(outputFd)
-  }
-  const pid = subprocess.pid
-  if (pid === undefined) {
-    const result = await subprocess
+  const env = { ...request.config.baseEnv, ...request.envAdditions }
+  const cwdProblem = await checkCwd(task.cwd)
+  if (cwdProblem) return { started: false, reason: cwdProblem }
+  const program = await resolveProgram(task, env)
+  if ('problem' in program) return { started: false, reason: program.problem }
+  const plan = await planLaunch({ task, programPath: program.path, outputFile: request.outputFile, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
+  const outcome = await request.spawner.spawn(plan.request)
+  if (!outcome.started) {
     await plan.release()
-    return { started: false, reason: `could not start ${plan.file}: ${result.originalMessage ?? result.shortMessage ?? result.code ?? 'unknown error'}` }
+    return { started: false, reason: outcome.message }
   }
-  return { started: true, pid, subprocess, plan }
+  return { started: true, pid: outcome.pid, exited: outcome.exited, plan }
 }
 
 async function checkCwd(cwd: string): Promise<string | null> {
@@ -65,17 +50,18 @@ async function checkCwd(cwd: string): Promise<string | null> {
   }
 }
 
-/** The program must exist and be executable: it runs behind a shell prelude, which would only say 127. */
-async function checkProgram(task: Task, env: Record<string, string>): Promise<string | null> {
+/** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
+async function resolveProgram(task: Task, env: Record<string, string>): Promise<{ path: string } | { problem: string }> {
   const program = task.command[0]!
   if (program.includes('/')) {
     const path = program.startsWith('/') ? program : `${task.cwd}/${program}`
     try {
       await access(path, fsConstants.X_OK)
-      return (await stat(path)).isDirectory() ? `program is a directory: ${program}` : null
+      return (await stat(path)).isDirectory() ? { problem: `program is a directory: ${program}` } : { path }
     } catch (error) {
-      return (error as NodeJS.ErrnoException).code === 'ENOENT' ? `no such program: ${program}` : `program is not executable: ${program}`
+      return { problem: (error as NodeJS.ErrnoException).code === 'ENOENT' ? `no such program: ${program}` : `program is not executable: ${program}` }
     }
   }
-  return findOnPath(program, env.PATH) ? null : `no such program: ${program}`
+  const path = findOnPath(program, env.PATH)
+  return path ? { path } : { problem: `no such program: ${program}` }
 }

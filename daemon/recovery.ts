@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import { listTaskIds, outputPath, outputSize, readTaskRecord } from '../spool/index.js'
 import type { Task } from '../protocol/index.js'
 import { killLeftovers, killMembers } from './kill-tree.js'
+import { findTaskProcesses } from './process-scan.js'
 import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
 import { markFailed, markLost } from './transitions.js'
@@ -34,12 +35,18 @@ export async function recoverSpool(
     loaded += 1
     if (task.state === 'running' || task.state === 'queued') interrupted.push(task as Task)
   }
-  const running = interrupted.filter((task) => task.state === 'running').map((task) => task.id)
-  let killed = await killLeftovers(running)
+  // Queued ones too: a task can have started in the moment before its running record landed.
+  const found = findTaskProcesses(interrupted.map((task) => task.id))
+  let killed = await killLeftovers(interrupted.map((task) => task.id))
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
+  const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(task.id)?.length ?? 0) > 0).map((task) => task.id))
   for (const id of interrupted.map((task) => task.id)) {
-    if (cgroupRoots.pids) killed += await killMembers(() => TaskCgroups.leftoverMembers(cgroupRoots.pids!, id))
+    if (cgroupRoots.pids) {
+      const members = await killMembers(() => TaskCgroups.leftoverMembers(cgroupRoots.pids!, id))
+      if (members > 0) startedUnrecorded.add(id)
+      killed += members
+    }
     await TaskCgroups.removeLeftover(cgroupRoots, id)
   }
   const now = new Date()
@@ -51,7 +58,10 @@ export async function recoverSpool(
       if (bytes > task.maxOutputBytes) await truncate(file, task.maxOutputBytes)
       await store.save(markLost(task, 'the daemon stopped while the task ran; its processes were killed by the next daemon', Math.min(bytes, task.maxOutputBytes), now))
     } else {
-      await store.save(markFailed(task, 'the daemon stopped before the task started', now))
+      const reason = startedUnrecorded.has(task.id)
+        ? 'the daemon stopped while the task was starting; its processes were killed by the next daemon'
+        : 'the daemon stopped before the task started'
+      await store.save(markFailed(task, reason, now))
     }
   }
   if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length, killed }, 'interrupted tasks recovered')

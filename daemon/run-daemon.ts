@@ -11,6 +11,7 @@ import { recoverSpool } from './recovery.js'
 import { createServer, type TendApp } from './server.js'
 import { SpoolCleanup } from './spool-cleanup.js'
 import { Supervisor } from './supervisor.js'
+import { createSpawner } from './create-spawner.js'
 import { detectSandbox } from './sandbox/index.js'
 import { TaskStore } from './task-store.js'
 import { readVersion } from './version.js'
@@ -60,7 +61,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }
   // The quota is enforced on a timer (below), not after every task: it walks every task.
-  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox)
+  const spawner = await createSpawner(config.spawner, log)
+  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner)
   const context: DaemonContext = {
     config,
     sandbox,
@@ -102,6 +104,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       closingController.abort()
       outputWatch.close()
       await app.close()
+      await store.close()
       await rm(layout.socket, { force: true })
       await rm(pidFile(layout.home), { force: true })
       log.info('daemon stopped')

@@ -1,7 +1,6 @@
-import { truncate, writeFile } from 'node:fs/promises'
+import { truncate } from 'node:fs/promises'
 import { customAlphabet } from 'nanoid'
 import type { Logger } from 'pino'
-import type { ResultPromise } from 'execa'
 import { constants } from 'node:os'
 import {
   DEFAULT_OWNER,
@@ -14,21 +13,24 @@ import {
   type StartTaskBody,
   type Task,
 } from '../protocol/index.js'
-import { createTaskDir, outputPath, outputSize } from '../spool/index.js'
+import { outputPath, outputSize, taskDir } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
-import { killLeftovers, killMembers, killTree } from './kill-tree.js'
+import { killLeftovers, killMembers, killTree, leaderGone } from './kill-tree.js'
 import { launchTask } from './launch.js'
+import type { LaunchPlan } from './sandbox/index.js'
+import type { SpawnExit, Spawner } from './spawner.js'
 import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
 import type { TaskStore } from './task-store.js'
 import { validateWritablePaths, type SandboxCapabilities } from './sandbox/index.js'
-import { createQueuedTask, markCancelled, markEnded, markFailed, markStarted, type Ending } from './transitions.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, type Ending } from './transitions.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
 interface RunningEntry {
   pid: number
-  subprocess: ResultPromise
+  /** Resolves when the leader has exited; rejects if the spawner that watched it died. */
+  exited: Promise<SpawnExit>
   /** Set when tend itself stops the task: how the ending is to be recorded. */
   stopping?: { state: 'killed' | 'timed_out'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
   stopped?: Promise<void>
@@ -62,6 +64,7 @@ export class Supervisor {
     private readonly outputWatch: OutputWatch,
     private readonly log: Logger,
     private readonly capabilities: SandboxCapabilities,
+    private readonly spawner: Spawner,
     private readonly onTaskFinished: (task: Task) => void = () => {},
   ) {
     this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency)
@@ -90,8 +93,7 @@ export class Supervisor {
     }
     await validateWritablePaths(sandbox, request.cwd, request.writablePaths ?? [])
     const id = createTaskId()
-    const spool = await createTaskDir(this.config.layout.spool, id)
-    await writeFile(outputPath(this.config.layout.spool, id), '', { mode: 0o600 })
+    const spool = taskDir(this.config.layout.spool, id)
     const env = request.env ?? {}
     const task = createQueuedTask({
       id,
@@ -113,10 +115,14 @@ export class Supervisor {
       spool,
     })
     this.pendingEnv.set(id, env)
-    await this.store.save(task)
+    await this.store.save(task, { createDir: true })
     this.log.info({ taskId: id, owner: task.owner }, 'task queued')
     this.scheduler.submit(task.owner, () => this.run(id))
     return task
+  }
+
+  get spawnerKind(): Spawner['kind'] {
+    return this.spawner.kind
   }
 
   /** Stops a task and resolves with its final record once no process of it is left. */
@@ -155,7 +161,11 @@ export class Supervisor {
         return entry.finished.catch(() => undefined)
       }),
     )
+    // Tasks still being launched (recorded failed above) are killed by run() as soon as their
+    // launch answers; the spawner must outlive them, so it closes once every job is done.
+    await this.scheduler.idle()
     await this.store.flush()
+    await this.spawner.close()
   }
 
   private async run(id: string): Promise<void> {
@@ -164,7 +174,7 @@ export class Supervisor {
     const envAdditions = this.pendingEnv.get(id) ?? {}
     this.pendingEnv.delete(id)
     const file = outputPath(this.config.layout.spool, id)
-    const outcome = await launchTask({ task, outputFile: file, envAdditions, config: this.config, capabilities: this.capabilities })
+    const outcome = await launchTask({ task, outputFile: file, envAdditions, config: this.config, capabilities: this.capabilities, spawner: this.spawner })
     if (!outcome.started) {
       this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
       this.finishTask(await this.store.save(markFailed(task, outcome.reason, new Date())))
@@ -173,7 +183,7 @@ export class Supervisor {
     const current = this.store.get(id)
     if (current.state !== 'queued') {
       // Killed while it was being launched: the kill already recorded it, so only the tree goes.
-      await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: outcome.subprocess.catch(() => undefined) })
+      await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) })
       await outcome.plan.release()
       return
     }
@@ -184,7 +194,7 @@ export class Supervisor {
       rejectFinished = reject
     })
     const cgroups = outcome.plan.cgroups
-    const entry: RunningEntry = { pid: outcome.pid, subprocess: outcome.subprocess, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
+    const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
     this.running.set(id, entry)
     if (task.timeoutMs !== null) {
       const timeoutMs = task.timeoutMs
@@ -195,8 +205,12 @@ export class Supervisor {
     try {
       await this.store.save(markStarted(current, outcome.pid, new Date()))
       this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
-      const result = await outcome.subprocess
+      const result = await outcome.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
       clearTimeout(entry.timeoutTimer)
+      if (result instanceof Error) {
+        resolveFinished(await this.spawnerLost(id, entry, outcome.plan, result))
+        return
+      }
       // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
       if (entry.stopped) await entry.stopped
       // In a sandbox the task has its own pid namespace, which the kernel empties when it ends.
@@ -222,6 +236,21 @@ export class Supervisor {
     }
   }
 
+  /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
+  private async spawnerLost(id: string, entry: RunningEntry, plan: LaunchPlan, error: Error): Promise<Task> {
+    this.log.error({ taskId: id, err: error }, 'the spawner died while the task ran; stopping it')
+    await killTree({ taskId: id, pid: entry.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
+      (killError: unknown) => this.log.error({ taskId: id, err: killError }, 'task tree did not die'),
+    )
+    if (entry.stopped) await entry.stopped
+    await plan.release()
+    const outputBytes = await this.settleOutput(this.store.get(id))
+    const lost = await this.store.save(markLost(this.store.get(id), `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
+    this.running.delete(id)
+    this.finishTask(lost)
+    return lost
+  }
+
   private stop(id: string, entry: RunningEntry, stopping: NonNullable<RunningEntry['stopping']>): void {
     if (entry.stopping) return
     entry.stopping = stopping
@@ -232,7 +261,7 @@ export class Supervisor {
       pid: entry.pid,
       signal: stopping.signal,
       graceMs: stopping.graceMs,
-      leaderExited: entry.subprocess.catch(() => undefined),
+      leaderExited: leaderGone(entry.pid, entry.exited),
       members: entry.members,
       wrapped: entry.wrapped,
     }).then(
@@ -241,7 +270,7 @@ export class Supervisor {
     )
   }
 
-  private endingOf(entry: RunningEntry, result: { exitCode?: number; signal?: string }, limits: { memory: string | null; pids: string | null }): Ending {
+  private endingOf(entry: RunningEntry, result: SpawnExit, limits: { memory: string | null; pids: string | null }): Ending {
     const exitCode = result.exitCode ?? null
     // Behind bubblewrap a signal death arrives as 128+N, like a shell reports it.
     const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (entry.stopping || limits.memory) ? signalName(exitCode - 128) : null)

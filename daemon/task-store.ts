@@ -1,5 +1,5 @@
 import { isFinished, TendError, type Task } from '../protocol/index.js'
-import { writeTaskRecord } from '../spool/index.js'
+import { RecordWriter } from '../spool/index.js'
 import type { EventLog } from './event-log.js'
 
 export interface ListFilter {
@@ -14,24 +14,31 @@ export interface ListFilter {
  */
 export class TaskStore {
   private readonly tasks = new Map<string, Task>()
-  private readonly pendingWrites = new Map<string, Promise<void>>()
   private readonly finishWaiters = new Map<string, Set<(task: Task) => void>>()
 
+  private readonly writer: RecordWriter
+
   constructor(
-    private readonly spoolRoot: string,
+    spoolRoot: string,
     private readonly events: EventLog,
-  ) {}
+  ) {
+    this.writer = new RecordWriter(spoolRoot)
+    this.writer.start()
+  }
 
   /** Loads a task from the spool without announcing it. */
   adopt(task: Task): void {
     this.tasks.set(task.id, task)
   }
 
-  /** Records a new version of a task: persists it, and publishes an event if its state changed. */
-  async save(task: Task): Promise<Task> {
+  /**
+   * Records a new version of a task: persists it, and publishes an event if its state changed.
+   * `createDir` (a new task) makes its spool folder and empty output.log first.
+   */
+  async save(task: Task, options: { createDir?: boolean } = {}): Promise<Task> {
     const previous = this.tasks.get(task.id)
     this.tasks.set(task.id, task)
-    await this.persist(task)
+    await this.persist(task, options.createDir === true)
     if (previous?.state !== task.state) this.events.publishState(task)
     if (isFinished(task)) {
       for (const waiter of this.finishWaiters.get(task.id) ?? []) waiter(task)
@@ -89,25 +96,22 @@ export class TaskStore {
     })
   }
 
-  /** Resolves once every queued record write has landed. */
-  async flush(): Promise<void> {
-    await Promise.all(this.pendingWrites.values())
+  /** Resolves once every record write asked for so far has landed. */
+  flush(): Promise<void> {
+    return this.writer.flush()
   }
 
-  private persist(task: Task): Promise<void> {
-    const previous = this.pendingWrites.get(task.id) ?? Promise.resolve()
-    const write = previous
-      .catch(() => undefined)
-      .then(() => writeTaskRecord(this.spoolRoot, task))
-      .catch((error: unknown) => {
-        throw new TendError('TEND_ERR_SPOOL_IO', { detail: `writing task.json of ${task.id}: ${(error as Error).message}` }, { cause: error })
-      })
-    this.pendingWrites.set(task.id, write)
-    void write
-      .finally(() => {
-        if (this.pendingWrites.get(task.id) === write) this.pendingWrites.delete(task.id)
-      })
-      .catch(() => undefined)
-    return write
+  /** Flushes, then stops the record writer's thread. */
+  close(): Promise<void> {
+    return this.writer.close()
+  }
+
+  private async persist(task: Task, createDir: boolean): Promise<void> {
+    // One writer thread takes the writes in order, so a task's records land in the order they were made.
+    try {
+      await this.writer.write(task, { createDir })
+    } catch (error) {
+      throw new TendError('TEND_ERR_SPOOL_IO', { detail: `writing task.json of ${task.id}: ${(error as Error).message}` }, { cause: error })
+    }
   }
 }

@@ -128,6 +128,7 @@ export const StatusSchema = Type.Object({
   tasks: Type.Object({ queued: Type.Integer(), running: Type.Integer(), finished: Type.Integer() }),
   events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
   spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
+  spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
   sandbox: Type.Object({
     default: Type.Enum(SANDBOX_PROFILES),
     profiles: Type.Array(Type.Enum(SANDBOX_PROFILES), { description: 'profiles this machine can enforce' }),

@@ -1,33 +1,7 @@
-import { mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
-import { randomBytes } from 'node:crypto'
+import { readFile, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { isTaskId, SCHEMA_VERSION, type Task, type TaskRecord } from '../protocol/index.js'
+import { isTaskId, type TaskRecord } from '../protocol/index.js'
 import { recordPath, taskDir } from './layout.js'
-
-/** Creates the task's spool folder (0700). */
-export async function createTaskDir(spoolRoot: string, id: string): Promise<string> {
-  const dir = taskDir(spoolRoot, id)
-  await mkdir(dir, { recursive: true, mode: 0o700 })
-  return dir
-}
-
-/**
- * Writes task.json whole: to a temporary file, fsynced, then renamed over the old record,
- * so a reader or a crash never sees half a record.
- */
-export async function writeTaskRecord(spoolRoot: string, task: Task): Promise<void> {
-  const target = recordPath(spoolRoot, task.id)
-  const temporary = `${target}.${randomBytes(4).toString('hex')}.tmp`
-  const record: TaskRecord = { schemaVersion: SCHEMA_VERSION, ...task }
-  const handle = await open(temporary, 'w', 0o600)
-  try {
-    await handle.writeFile(`${JSON.stringify(record, null, 2)}\n`)
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-  await rename(temporary, target)
-}
 
 export async function readTaskRecord(spoolRoot: string, id: string): Promise<TaskRecord> {
   const record = JSON.parse(await readFile(recordPath(spoolRoot, id), 'utf8')) as TaskRecord

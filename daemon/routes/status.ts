@@ -19,6 +19,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext): void 
       tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
       events: { daemonId: context.events.daemonId, lastSeq: context.events.lastSeq },
       spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes },
+      spawner: context.supervisor.spawnerKind,
       sandbox: {
         default: context.config.sandbox,
         profiles: context.sandbox.profiles,

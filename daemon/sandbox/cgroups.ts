@@ -12,7 +12,7 @@ export interface CgroupLimits {
 /**
  * A task's own cgroup v1 groups. Every task gets a pids group, which lists its processes exactly
  * (whatever they did to their environment or session); the strict profile adds a memory group and
- * sets both limits. The task moves itself in before it execs anything (see `prelude`), so no
+ * sets both limits. The task moves itself in before it execs anything (see `procsFiles`), so no
  * child can start outside them.
  */
 export class TaskCgroups {
@@ -35,10 +35,9 @@ export class TaskCgroups {
     return new TaskCgroups(memoryDir, pidsDir, limits)
   }
 
-  /** Shell lines that move the shell running them into the task's groups. */
-  prelude(): string {
-    const join_ = (dir: string) => `echo $$ > ${quote(join(dir, 'cgroup.procs'))}`
-    return `${[this.memoryDir, this.pidsDir].filter((dir): dir is string => dir !== null).map(join_).join(' && ')} || exit 125; `
+  /** The cgroup.procs files the task's first process writes its pid to before it execs. */
+  procsFiles(): string[] {
+    return [this.memoryDir, this.pidsDir].filter((dir): dir is string => dir !== null).map((dir) => join(dir, 'cgroup.procs'))
   }
 
   /** The task's live processes. */
@@ -97,8 +96,4 @@ async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
     }
     await delay(10)
   }
-}
-
-function quote(path: string): string {
-  return `'${path.replace(/'/g, `'\\''`)}'`
 }

@@ -1,8 +1,9 @@
-import { closeSync, openSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
+import type { SpawnRequest } from '../spawner.js'
 import { TASK_MARKER_VARIABLE } from '../process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
@@ -10,36 +11,33 @@ import { sandboxEnvironment } from './environment.js'
 import { secretPaths } from './secret-paths.js'
 import { strictSeccompProgram } from './seccomp.js'
 
-/** How to start one task: the program, its argv and environment, and what to release after it. */
+/** How to start one task (what the spawner gets), and what to release after it. */
 export interface LaunchPlan {
-  file: string
-  args: string[]
-  env: Record<string, string>
-  /** Descriptors handed to the child as fd 3, 4, … (the seccomp program). */
-  extraFds: number[]
+  request: SpawnRequest
   cgroups: TaskCgroups | null
   release: () => Promise<void>
 }
 
 export interface PlanRequest {
   task: Task
+  /** The program, resolved on the task's PATH. */
+  programPath: string
+  outputFile: string
   envAdditions: Record<string, string>
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
 }
 
 /**
- * Every task starts through a small shell prelude that sets its limits (no core dumps, open
- * files, file size), joins its cgroups (strict), then execs either the command itself (`off`) or
- * bubblewrap around it (`workspace`, `strict`).
+ * Every task starts with its limits set (no core dumps, open files, file size) and, where it has
+ * them, its cgroups joined, then execs either the command itself (`off`) or bubblewrap around it
+ * (`workspace`, `strict`).
  */
 export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
   let cgroups: TaskCgroups | null = null
-  const extraFds: number[] = []
   const release = async () => {
-    for (const fd of extraFds) closeSync(fd)
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
     await cgroups?.remove()
   }
@@ -50,20 +48,27 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     const limits = task.sandbox === 'strict' ? { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } : null
     cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, limits)
   }
+  const extraFiles: string[] = []
   if (task.sandbox === 'strict') {
     const programFile = join(task.spool, 'seccomp.bpf')
     await writeFile(programFile, strictSeccompProgram(), { mode: 0o600 })
-    extraFds.push(openSync(programFile, 'r'))
+    extraFiles.push(programFile)
   }
-  const fileSizeBlocks = Math.ceil(Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) / 512)
-  const prelude = `ulimit -c 0; ulimit -n ${config.openFilesLimit}; ulimit -f ${fileSizeBlocks}; ${cgroups?.prelude() ?? ''}exec "$@"`
+  const common = {
+    cwd: task.cwd,
+    outputFile: request.outputFile,
+    extraFiles,
+    cgroupProcs: cgroups?.procsFiles() ?? [],
+    limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },
+  }
   if (task.sandbox === 'off') {
     const env = { ...config.baseEnv, ...request.envAdditions, ...marker }
-    return { file: '/bin/sh', args: ['-c', prelude, 'tend-task', ...task.command], env, extraFds, cgroups, release }
+    return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, release }
   }
   const env = sandboxEnvironment(config.baseEnv, request.envAdditions, marker)
-  const bwrapArgs = bubblewrapArgs(task, config, extraFds.length > 0 ? 3 : null)
-  return { file: '/bin/sh', args: ['-c', prelude, 'tend-task', capabilities.bwrap!.path, ...bwrapArgs, '--', ...task.command], env, extraFds, cgroups, release }
+  const bwrap = capabilities.bwrap!.path
+  const argv = [bwrap, ...bubblewrapArgs(task, config, extraFiles.length > 0 ? 3 : null), '--', ...task.command]
+  return { request: { ...common, file: bwrap, argv, env }, cgroups, release }
 }
 
 /** The bubblewrap command line of the workspace profile (strict adds a seccomp program). */

@@ -92,6 +92,8 @@ describe('restart', () => {
     cleanUpHome(home, first)
     const blocker = await first.client.start({ command: ['sleep', '1000'] })
     const queued = await first.client.start({ command: ['echo', 'never ran'] })
+    const blockerRecord = join(home, 'spool', blocker.id, 'task.json')
+    await waitFor('the blocker to be recorded running on disk', () => JSON.parse(readFileSync(blockerRecord, 'utf8')).state === 'running')
     await first.crash()
     first.client.close()
     const second = await startTestDaemon({ home })

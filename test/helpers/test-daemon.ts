@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { TendClient } from '../../client/index.js'
@@ -99,6 +99,7 @@ export async function assertNothingLeft(home: string): Promise<void> {
     await waitFor(`no process of ${home} left running`, () => leftovers().length === 0, 5000)
   } catch (error) {
     const pids = leftovers()
+    const described = pids.map((pid) => `${pid} (${commandLine(pid)})`)
     for (const pid of pids) {
       try {
         process.kill(pid, 'SIGKILL')
@@ -106,6 +107,14 @@ export async function assertNothingLeft(home: string): Promise<void> {
         // already gone
       }
     }
-    throw new Error(`${(error as Error).message}: leftover pids ${pids.join(', ')}`)
+    throw new Error(`${(error as Error).message}: leftover pids ${described.join(', ')}`)
+  }
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ')
+  } catch {
+    return 'gone'
   }
 }
