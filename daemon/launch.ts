@@ -2,6 +2,7 @@ import { constants as fsConstants } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import type { Task } from '../protocol/index.js'
 import type { DaemonConfig } from './config.js'
+import { checkCwd } from './cwd-check.js'
 import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities } from './sandbox/index.js'
 import type { SpawnExit, Spawner } from './spawner.js'
 
@@ -27,8 +28,7 @@ export type LaunchOutcome =
 export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome> {
   const { task } = request
   const env = { ...request.config.baseEnv, ...request.envAdditions }
-  const cwdProblem = await checkCwd(task.cwd)
-  if (cwdProblem) return { started: false, reason: cwdProblem }
+  // A missing cwd is the spawner's to report (its chdir fails, with the reason).
   const program = await resolveProgram(task, env)
   if ('problem' in program) return { started: false, reason: program.problem }
   const plan = await planLaunch({ task, programPath: program.path, outputFile: request.outputFile, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
@@ -40,16 +40,6 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   return { started: true, pid: outcome.pid, exited: outcome.exited, plan }
 }
 
-async function checkCwd(cwd: string): Promise<string | null> {
-  try {
-    const info = await stat(cwd)
-    return info.isDirectory() ? null : `cwd is not a directory: ${cwd}`
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    return code === 'ENOENT' ? `cwd does not exist: ${cwd}` : `cwd is not usable: ${cwd} (${code})`
-  }
-}
-
 /** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
 async function resolveProgram(task: Task, env: Record<string, string>): Promise<{ path: string } | { problem: string }> {
   const program = task.command[0]!
@@ -59,7 +49,8 @@ async function resolveProgram(task: Task, env: Record<string, string>): Promise<
       await access(path, fsConstants.X_OK)
       return (await stat(path)).isDirectory() ? { problem: `program is a directory: ${program}` } : { path }
     } catch (error) {
-      return { problem: (error as NodeJS.ErrnoException).code === 'ENOENT' ? `no such program: ${program}` : `program is not executable: ${program}` }
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return { problem: `program is not executable: ${program}` }
+      return { problem: (!program.startsWith('/') && (await checkCwd(task.cwd))) || `no such program: ${program}` }
     }
   }
   const path = findOnPath(program, env.PATH)

@@ -1,5 +1,6 @@
 import { closeSync, openSync } from 'node:fs'
 import { execa } from 'execa'
+import { checkCwd } from './cwd-check.js'
 import type { SpawnExit, SpawnOutcome, SpawnRequest, Spawner } from './spawner.js'
 
 /**
@@ -12,6 +13,8 @@ export class NodeSpawner implements Spawner {
   readonly kind = 'node'
 
   async spawn(request: SpawnRequest): Promise<SpawnOutcome> {
+    const cwdProblem = await checkCwd(request.cwd)
+    if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
     const joins = request.cgroupProcs.map((file) => `echo $$ > ${shellQuote(file)}`).join(' && ')
     const prelude = `ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}; ${joins ? `${joins} || exit 125; ` : ''}exec "$@"`

@@ -13,7 +13,7 @@ import {
   type StartTaskBody,
   type Task,
 } from '../protocol/index.js'
-import { outputPath, outputSize, taskDir } from '../spool/index.js'
+import { outputPath, outputSize, outputSizeSync, taskDir } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from './kill-tree.js'
 import { launchTask } from './launch.js'
@@ -193,6 +193,8 @@ export class Supervisor {
       resolveFinished = resolve
       rejectFinished = reject
     })
+    // kill() and shutdown() await it; a supervision failure is logged below either way.
+    finished.catch(() => undefined)
     const cgroups = outcome.plan.cgroups
     const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
     this.running.set(id, entry)
@@ -202,38 +204,49 @@ export class Supervisor {
         this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
       }, timeoutMs)
     }
+    // The running record is written while the task runs: neither the task nor its slot waits for it.
+    const startedSave = this.store.save(markStarted(current, outcome.pid, new Date()))
+    startedSave.catch(() => undefined)
+    this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
+    let endedSave: Promise<Task>
     try {
-      await this.store.save(markStarted(current, outcome.pid, new Date()))
-      this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
       const result = await outcome.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
       clearTimeout(entry.timeoutTimer)
       if (result instanceof Error) {
-        resolveFinished(await this.spawnerLost(id, entry, outcome.plan, result))
-        return
+        endedSave = this.spawnerLost(id, entry, outcome.plan, result)
+      } else {
+        // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
+        if (entry.stopped) await entry.stopped
+        // In a sandbox the task has its own pid namespace, which the kernel empties when it ends.
+        // Without one, its cgroup lists what is left exactly; without cgroups, the marker finds it.
+        else if (current.sandbox === 'off') {
+          const cgroups = outcome.plan.cgroups
+          if (cgroups) await killMembers(() => cgroups.members())
+          else await killLeftovers([id], [outcome.pid])
+        }
+        const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
+        await outcome.plan.release()
+        const ending = this.endingOf(entry, result, limits)
+        const outputBytes = await this.settleOutput(this.store.get(id))
+        endedSave = this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))
       }
-      // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
-      if (entry.stopped) await entry.stopped
-      // In a sandbox the task has its own pid namespace, which the kernel empties when it ends.
-      // Without one, its cgroup lists what is left exactly; without cgroups, the marker finds it.
-      else if (current.sandbox === 'off') {
-        const cgroups = outcome.plan.cgroups
-        if (cgroups) await killMembers(() => cgroups.members())
-        else await killLeftovers([id], [outcome.pid])
-      }
-      const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
-      await outcome.plan.release()
-      const ending = this.endingOf(entry, result, limits)
-      const outputBytes = await this.settleOutput(this.store.get(id))
-      const ended = await this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))
-      this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
-      this.running.delete(id)
-      this.finishTask(ended)
-      resolveFinished(ended)
     } catch (error) {
-      this.running.delete(id)
-      this.log.error({ taskId: id, err: error }, 'task supervision failed')
-      rejectFinished(error)
+      endedSave = Promise.reject(error)
     }
+    // No process of the task is left: its slot frees now, and its final record lands on its own.
+    void Promise.all([startedSave, endedSave]).then(
+      ([, ended]) => {
+        this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
+        this.running.delete(id)
+        this.finishTask(ended)
+        resolveFinished(ended)
+      },
+      (error: unknown) => {
+        this.running.delete(id)
+        this.log.error({ taskId: id, err: error }, 'task supervision failed')
+        rejectFinished(error)
+      },
+    )
   }
 
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
@@ -245,10 +258,7 @@ export class Supervisor {
     if (entry.stopped) await entry.stopped
     await plan.release()
     const outputBytes = await this.settleOutput(this.store.get(id))
-    const lost = await this.store.save(markLost(this.store.get(id), `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
-    this.running.delete(id)
-    this.finishTask(lost)
-    return lost
+    return this.store.save(markLost(this.store.get(id), `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
   }
 
   private stop(id: string, entry: RunningEntry, stopping: NonNullable<RunningEntry['stopping']>): void {
@@ -284,7 +294,7 @@ export class Supervisor {
   /** Final output size; output past the cap (written between two checks) is cut off. */
   private async settleOutput(task: Task): Promise<number> {
     const file = outputPath(this.config.layout.spool, task.id)
-    const size = await outputSize(file)
+    const size = outputSizeSync(file)
     if (size <= task.maxOutputBytes) return size
     await truncate(file, task.maxOutputBytes)
     return task.maxOutputBytes

@@ -1,9 +1,20 @@
+import { statSync } from 'node:fs'
 import { open, stat } from 'node:fs/promises'
 
 /** Size of a task's output.log, 0 when it does not exist yet. */
 export async function outputSize(path: string): Promise<number> {
   try {
     return (await stat(path)).size
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0
+    throw error
+  }
+}
+
+/** The same, without a trip through the thread pool (a stat of a cached inode does not block). */
+export function outputSizeSync(path: string): number {
+  try {
+    return statSync(path).size
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0
     throw error

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads'
 import { SCHEMA_VERSION, type Task, type TaskRecord } from '../protocol/index.js'
 import { outputPath, recordPath, taskDir } from './layout.js'
 
-/** One task.json write, as the worker gets it. */
+/** One task.json write, as a worker gets it. */
 export interface RecordJob {
   seq: number
   /** Create the task's folder (0700) and an empty output.log first. */
@@ -18,46 +18,68 @@ export interface RecordJobResult {
   error?: { message: string; code?: string }
 }
 
+/** Writer threads; a task always goes to the same one, so its records land in order. */
+const THREADS = 2
+
+interface Waiter {
+  resolve: () => void
+  reject: (error: Error) => void
+}
+
+/** A task's writes: at most one in flight, and the newest version waiting behind it. */
+interface TaskWrites {
+  inFlight: Waiter[]
+  next: { job: RecordJob; waiters: Waiter[] } | null
+}
+
 /**
- * Writes task.json files on a worker thread: each whole (temporary file, fsync, rename), in the
- * order they were asked for. The daemon's thread only posts the record and gets a promise; the
- * blocking calls and the fsync wait happen on the worker.
+ * Writes task.json files on worker threads: each whole (temporary file, fsync, rename). The
+ * daemon's thread only posts the record and gets a promise; the blocking calls and the fsync wait
+ * happen on the workers. A task has at most one write in flight; versions made meanwhile are
+ * coalesced into the newest, so a busy disk writes fewer intermediate records, never an older
+ * record over a newer one. A write's promise resolves once its version, or a newer one, is on disk.
  */
 export class RecordWriter {
-  private worker: Worker | null = null
+  private readonly workers: (Worker | null)[] = Array.from({ length: THREADS }, () => null)
   private seq = 0
-  private readonly pending = new Map<number, { resolve: () => void; reject: (error: Error) => void }>()
+  private readonly tasks = new Map<string, TaskWrites>()
+  /** Jobs posted to a worker and not answered yet: which task, and its worker. */
+  private readonly posted = new Map<number, { id: string; shard: number }>()
+  private readonly postedPerShard = Array.from({ length: THREADS }, () => 0)
   private idle: Promise<void> = Promise.resolve()
   private markIdle: () => void = () => {}
 
   constructor(private readonly spoolRoot: string) {}
 
+  /** Starts the threads now, so the first writes do not wait for them to boot. */
+  start(): void {
+    for (let shard = 0; shard < THREADS; shard++) this.worker(shard)
+  }
+
   /** Writes the task's record; with createDir, makes its folder and empty output.log first. */
   write(task: Task, options: { createDir?: boolean } = {}): Promise<void> {
     const record: TaskRecord = { schemaVersion: SCHEMA_VERSION, ...task }
-    const seq = ++this.seq
     const job: RecordJob = {
-      seq,
+      seq: ++this.seq,
       createDir: options.createDir === true,
       dir: taskDir(this.spoolRoot, task.id),
       outputFile: outputPath(this.spoolRoot, task.id),
       target: recordPath(this.spoolRoot, task.id),
       text: `${JSON.stringify(record, null, 2)}\n`,
     }
-    const worker = this.ensureWorker()
-    if (this.pending.size === 0) {
-      worker.ref()
-      this.idle = new Promise((resolve) => (this.markIdle = resolve))
-    }
+    if (this.tasks.size === 0) this.idle = new Promise((resolve) => (this.markIdle = resolve))
     return new Promise((resolve, reject) => {
-      this.pending.set(seq, { resolve, reject })
-      worker.postMessage(job)
+      const waiter = { resolve, reject }
+      const writes = this.tasks.get(task.id)
+      if (!writes) {
+        this.tasks.set(task.id, { inFlight: [waiter], next: null })
+        this.post(task.id, job)
+        return
+      }
+      // A folder still to be made must be made by whichever write goes first.
+      if (writes.next) writes.next = { job: { ...job, createDir: job.createDir || writes.next.job.createDir }, waiters: [...writes.next.waiters, waiter] }
+      else writes.next = { job, waiters: [waiter] }
     })
-  }
-
-  /** Starts the thread now, so the first write does not wait for it to boot. */
-  start(): void {
-    this.ensureWorker()
   }
 
   /** Resolves once every write asked for so far has landed (or failed). */
@@ -67,36 +89,64 @@ export class RecordWriter {
 
   async close(): Promise<void> {
     await this.flush()
-    const worker = this.worker
-    this.worker = null
-    await worker?.terminate()
+    const workers = this.workers.splice(0, THREADS, ...Array.from({ length: THREADS }, () => null))
+    await Promise.all(workers.map((worker) => worker?.terminate()))
   }
 
-  private ensureWorker(): Worker {
-    if (this.worker) return this.worker
+  private post(id: string, job: RecordJob): void {
+    const shard = shardOf(id)
+    this.posted.set(job.seq, { id, shard })
+    const worker = this.worker(shard)
+    // Referenced while it has work, so a pending write keeps the process alive until it lands.
+    if (this.postedPerShard[shard]++ === 0) worker.ref()
+    worker.postMessage(job)
+  }
+
+  private worker(shard: number): Worker {
+    const existing = this.workers[shard]
+    if (existing) return existing
     const worker = new Worker(new URL('./record-writer-worker.js', import.meta.url))
     worker.on('message', (result: RecordJobResult) => this.settle(result))
     // A dead worker fails what it had, and the next write starts a new one.
     const fail = (error: Error) => {
-      if (this.worker === worker) this.worker = null
-      for (const seq of [...this.pending.keys()]) this.settle({ seq, error: { message: `record writer stopped: ${error.message}` } })
+      if (this.workers[shard] === worker) this.workers[shard] = null
+      for (const [seq, { shard: owner }] of [...this.posted]) {
+        if (owner === shard) this.settle({ seq, error: { message: `record writer stopped: ${error.message}` } })
+      }
     }
     worker.on('error', fail)
     worker.on('exit', (code) => fail(new Error(`exit code ${code}`)))
     worker.unref()
-    this.worker = worker
+    this.workers[shard] = worker
     return worker
   }
 
   private settle(result: RecordJobResult): void {
-    const waiter = this.pending.get(result.seq)
-    if (!waiter) return
-    this.pending.delete(result.seq)
-    if (result.error) waiter.reject(Object.assign(new Error(result.error.message), { code: result.error.code }))
-    else waiter.resolve()
-    if (this.pending.size === 0) {
-      this.worker?.unref()
-      this.markIdle()
+    const posted = this.posted.get(result.seq)
+    if (!posted) return
+    this.posted.delete(result.seq)
+    if (--this.postedPerShard[posted.shard]! === 0) this.workers[posted.shard]?.unref()
+    const writes = this.tasks.get(posted.id)
+    if (!writes) return
+    const error = result.error ? Object.assign(new Error(result.error.message), { code: result.error.code }) : null
+    for (const waiter of writes.inFlight) {
+      if (error) waiter.reject(error)
+      else waiter.resolve()
     }
+    if (writes.next) {
+      writes.inFlight = writes.next.waiters
+      const { job } = writes.next
+      writes.next = null
+      this.post(posted.id, job)
+    } else {
+      this.tasks.delete(posted.id)
+    }
+    if (this.tasks.size === 0) this.markIdle()
   }
+}
+
+function shardOf(id: string): number {
+  let hash = 0
+  for (let index = 0; index < id.length; index++) hash = (hash * 31 + id.charCodeAt(index)) >>> 0
+  return hash % THREADS
 }
