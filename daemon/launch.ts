@@ -29,7 +29,10 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const { task } = request
   const env = { ...request.config.baseEnv, ...request.envAdditions }
   // A missing cwd is the spawner's to report (its chdir fails, with the reason).
-  const program = await resolveProgram(task, env)
+  // The native spawner execs the command itself and reports a program it cannot run (searching the
+  // task's PATH); behind a shell prelude or bubblewrap that would be a bare 127, so it is checked first.
+  const checkFirst = task.sandbox !== 'off' || request.spawner.kind !== 'native'
+  const program = checkFirst ? await resolveProgram(task, env) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
   const plan = await planLaunch({ task, programPath: program.path, outputFile: request.outputFile, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
   const outcome = await request.spawner.spawn(plan.request)

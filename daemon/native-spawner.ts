@@ -346,7 +346,8 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
       return `cwd is not usable: ${request.cwd} (${code})`
     case 'exec':
       if (code === 'ENOENT') {
-        // The program exists but its interpreter (#!) or loader does not.
+        // A bare name was searched on PATH; a path that exists has a missing interpreter (#!) or loader.
+        if (!request.file.includes('/')) return `no such program: ${request.file}`
         return existsSync(resolvePath(request.cwd, request.file)) ? `the interpreter of ${request.file} is missing (ENOENT)` : `no such program: ${request.file}`
       }
       if (code === 'EACCES') return `program is not executable: ${request.file}`

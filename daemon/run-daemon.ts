@@ -12,6 +12,7 @@ import { createServer, type TendApp } from './server.js'
 import { SpoolCleanup } from './spool-cleanup.js'
 import { Supervisor } from './supervisor.js'
 import { createSpawner } from './create-spawner.js'
+import { markSpoolTopDirectory } from './spool-topdir.js'
 import { detectSandbox } from './sandbox/index.js'
 import { TaskStore } from './task-store.js'
 import { readVersion } from './version.js'
@@ -78,6 +79,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     closing: closingController.signal,
   }
 
+  await markSpoolTopDirectory(layout.spool, log)
   const recovered = await recoverSpool(layout.spool, store, log, sandbox.cgroups)
   await cleanup.enforceQuota()
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)

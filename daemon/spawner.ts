@@ -5,7 +5,7 @@
  */
 
 export interface SpawnRequest {
-  /** Absolute path of the program to exec (already resolved on the task's PATH). */
+  /** The program: a path (absolute, or relative to cwd), or a bare name searched on env.PATH. */
   file: string
   /** The whole argv, argv[0] included. */
   argv: string[]

@@ -27,6 +27,7 @@ import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markS
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
+
 interface RunningEntry {
   pid: number
   /** Resolves when the leader has exited; rejects if the spawner that watched it died. */
@@ -204,9 +205,10 @@ export class Supervisor {
         this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
       }, timeoutMs)
     }
-    // The running record is written while the task runs: neither the task nor its slot waits for it.
+    // The running record is written while the task runs: neither the task nor its slot waits for it
+    // (a later record of the same task always lands after it, or replaces it if it has not started).
     const startedSave = this.store.save(markStarted(current, outcome.pid, new Date()))
-    startedSave.catch(() => undefined)
+    startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
     this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
     let endedSave: Promise<Task>
     try {
@@ -234,8 +236,8 @@ export class Supervisor {
       endedSave = Promise.reject(error)
     }
     // No process of the task is left: its slot frees now, and its final record lands on its own.
-    void Promise.all([startedSave, endedSave]).then(
-      ([, ended]) => {
+    void endedSave.then(
+      (ended) => {
         this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
         this.running.delete(id)
         this.finishTask(ended)

@@ -19,7 +19,7 @@ export interface RecordJobResult {
 }
 
 /** Writer threads; a task always goes to the same one, so its records land in order. */
-const THREADS = 2
+const THREADS = 4
 
 interface Waiter {
   resolve: () => void
@@ -46,6 +46,9 @@ export class RecordWriter {
   /** Jobs posted to a worker and not answered yet: which task, and its worker. */
   private readonly posted = new Map<number, { id: string; shard: number }>()
   private readonly postedPerShard = Array.from({ length: THREADS }, () => 0)
+  /** Jobs made in this turn of the event loop, per thread; posted together (one wake-up, one group). */
+  private readonly batches: RecordJob[][] = Array.from({ length: THREADS }, () => [])
+  private batchScheduled = false
   private idle: Promise<void> = Promise.resolve()
   private markIdle: () => void = () => {}
 
@@ -99,14 +102,27 @@ export class RecordWriter {
     const worker = this.worker(shard)
     // Referenced while it has work, so a pending write keeps the process alive until it lands.
     if (this.postedPerShard[shard]++ === 0) worker.ref()
-    worker.postMessage(job)
+    this.batches[shard]!.push(job)
+    if (this.batchScheduled) return
+    this.batchScheduled = true
+    setImmediate(() => {
+      this.batchScheduled = false
+      for (let index = 0; index < THREADS; index++) {
+        const batch = this.batches[index]!
+        if (batch.length === 0) continue
+        this.batches[index] = []
+        this.worker(index).postMessage(batch)
+      }
+    })
   }
 
   private worker(shard: number): Worker {
     const existing = this.workers[shard]
     if (existing) return existing
     const worker = new Worker(new URL('./record-writer-worker.js', import.meta.url))
-    worker.on('message', (result: RecordJobResult) => this.settle(result))
+    worker.on('message', (results: RecordJobResult[]) => {
+      for (const result of results) this.settle(result)
+    })
     // A dead worker fails what it had, and the next write starts a new one.
     const fail = (error: Error) => {
       if (this.workers[shard] === worker) this.workers[shard] = null

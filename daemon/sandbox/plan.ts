@@ -20,7 +20,7 @@ export interface LaunchPlan {
 
 export interface PlanRequest {
   task: Task
-  /** The program, resolved on the task's PATH. */
+  /** The program as the spawner gets it: resolved on the task's PATH, or the bare name (see SpawnRequest.file). */
   programPath: string
   outputFile: string
   envAdditions: Record<string, string>

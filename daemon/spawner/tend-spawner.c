@@ -36,7 +36,7 @@
  * (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); the pid written to
  * each cgroupProcs file; stdin /dev/null, stdout and stderr one O_APPEND description of outputFile
  * (created 0600), extra files read-only on fd 3, 4, ...; every other descriptor closed; chdir(cwd);
- * execve(file, argv, env) without a PATH search. A failing step writes "<stage> <errno>[ <index>]"
+ * execve(file, argv, env); a file without a slash is searched on the PATH of env (execvpe). A failing step writes "<stage> <errno>[ <index>]"
  * to an O_CLOEXEC pipe and _exits; EOF with no data on that pipe means the exec succeeded.
  */
 #define _GNU_SOURCE
@@ -57,6 +57,8 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define MAX_PAYLOAD (64u * 1024u * 1024u)
 #define READ_CHUNK (64u * 1024u)
@@ -428,8 +430,13 @@ __attribute__((noreturn)) static void run_child(struct request *r, int highest_k
   /* 6. cwd. */
   if (chdir(r->cwd) != 0) child_fail("chdir", errno, -1);
 
-  /* 7. exec, no PATH search. */
-  execve(r->file, r->argv, r->envp);
+  /* 7. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
+  if (strchr(r->file, '/') == NULL) {
+    environ = r->envp;
+    execvpe(r->file, r->argv, r->envp);
+  } else {
+    execve(r->file, r->argv, r->envp);
+  }
   child_fail("exec", errno, -1);
 }
 

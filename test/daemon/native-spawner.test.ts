@@ -138,6 +138,15 @@ describe('native spawner', () => {
     expect(result).toMatchObject({ exitCode: 0, output: 'hello from ./hello.sh\n' })
   })
 
+  test('a bare name is searched on the PATH of the given env, not the helper\'s', async () => {
+    const bin = freshDir()
+    writeFileSync(join(bin, 'tend-only-here'), '#!/bin/sh\necho found on the task PATH\n', { mode: 0o755 })
+    const found = await run(request({ file: 'tend-only-here', argv: ['tend-only-here'], env: { PATH: `/nonexistent:${bin}` } }))
+    expect(found).toMatchObject({ exitCode: 0, output: 'found on the task PATH\n' })
+    const missing = await spawner.spawn(request({ file: 'sh', argv: ['sh'], env: { PATH: bin } }))
+    expect(missing).toMatchObject({ started: false, stage: 'exec', code: 'ENOENT', message: 'no such program: sh' })
+  })
+
   test('stdout and stderr share one append-mode file: interleaved in order, created 0600', async () => {
     const req = request({ file: '/bin/sh', argv: ['sh', '-c', 'echo out1; echo err1 >&2; echo out2; echo err2 >&2; printf tail'] })
     expect(existsSync(req.outputFile)).toBe(false)
