@@ -227,10 +227,12 @@ export class Supervisor {
           else await killLeftovers([id], [outcome.pid])
         }
         const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
-        await outcome.plan.release()
+        // Removing the task's cgroups can wait a moment for the kernel to let go of its last
+        // process; the slot need not, the final answer does.
+        const released = outcome.plan.release()
         const ending = this.endingOf(entry, result, limits)
         const outputBytes = await this.settleOutput(this.store.get(id))
-        endedSave = this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))
+        endedSave = Promise.all([this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date())), released]).then(([ended]) => ended)
       }
     } catch (error) {
       endedSave = Promise.reject(error)
