@@ -13,7 +13,7 @@ export const MiB = 1024 ** 2
 export const GiB = 1024 ** 3
 
 /** Runs of each side in the alternating benches; BENCH_RUNS overrides. */
-export const RUNS = Number(process.env.BENCH_RUNS ?? 5)
+export const RUNS = Number(process.env.BENCH_RUNS ?? 7)
 
 export function tempDir(label) {
   return mkdtempSync(join(tmpdir(), `tend-bench-${label}-`))
