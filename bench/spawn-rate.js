@@ -34,7 +34,7 @@ async function plainOnce() {
   return elapsedMs(start)
 }
 
-export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 3), log = console.log } = {}) {
+export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 5), log = console.log } = {}) {
   // Sandbox off: this measures tend's own spawn path against a plain spawn; bench/sandbox-start.js measures the sandbox.
   const daemon = await startDaemon('spawn', { TEND_CONCURRENCY: String(CONCURRENCY), TEND_PER_OWNER_CONCURRENCY: String(CONCURRENCY), TEND_SANDBOX: 'off' })
   const tend = []
