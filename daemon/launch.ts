@@ -3,6 +3,7 @@ import { access, stat } from 'node:fs/promises'
 import type { Task } from '../protocol/index.js'
 import type { DaemonConfig } from './config.js'
 import { checkCwd } from './cwd-check.js'
+import { killLeftovers, killMembers } from './kill-tree.js'
 import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities } from './sandbox/index.js'
 import type { SpawnExit, Spawner } from './spawner.js'
 
@@ -37,6 +38,13 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const plan = await planLaunch({ task, programPath: program.path, outputFile: request.outputFile, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
   const outcome = await request.spawner.spawn(plan.request)
   if (!outcome.started) {
+    // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
+    // cgroup or marker, so nothing of a task recorded `failed` is left running.
+    if (outcome.stage === 'spawner') {
+      const cgroups = plan.cgroups
+      if (cgroups) await killMembers(() => cgroups.members())
+      else await killLeftovers([task.id])
+    }
     await plan.release()
     return { started: false, reason: outcome.message }
   }

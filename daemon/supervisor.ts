@@ -54,6 +54,8 @@ export interface KillRequest {
 export class Supervisor {
   private readonly scheduler: Scheduler
   private readonly running = new Map<string, RunningEntry>()
+  /** Tasks whose process is being started: settles once it is tracked, failed, or killed. */
+  private readonly launching = new Map<string, Promise<void>>()
   /** Env values of tasks not started yet; never persisted. */
   private readonly pendingEnv = new Map<string, Record<string, string>>()
   private readonly checkTimer: NodeJS.Timeout
@@ -133,6 +135,8 @@ export class Supervisor {
       this.pendingEnv.delete(id)
       const cancelled = await this.store.save(markCancelled(task, withNote('killed before it started', request.note), new Date()))
       this.finishTask(cancelled)
+      // If it was being launched, its process is killed as soon as the launch answers.
+      await this.launching.get(id)
       return cancelled
     }
     const entry = this.running.get(id)
@@ -175,17 +179,31 @@ export class Supervisor {
     const envAdditions = this.pendingEnv.get(id) ?? {}
     this.pendingEnv.delete(id)
     const file = outputPath(this.config.layout.spool, id)
-    const outcome = await launchTask({ task, outputFile: file, envAdditions, config: this.config, capabilities: this.capabilities, spawner: this.spawner })
-    if (!outcome.started) {
-      this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
-      this.finishTask(await this.store.save(markFailed(task, outcome.reason, new Date())))
-      return
+    // A kill that comes while the task is being launched waits for this (see kill()).
+    let launchSettled!: () => void
+    this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
+    const settleLaunch = () => {
+      this.launching.delete(id)
+      launchSettled()
     }
+    const outcome = await launchTask({ task, outputFile: file, envAdditions, config: this.config, capabilities: this.capabilities, spawner: this.spawner })
     const current = this.store.get(id)
     if (current.state !== 'queued') {
-      // Killed while it was being launched: the kill already recorded it, so only the tree goes.
-      await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) })
-      await outcome.plan.release()
+      // Killed (or the daemon stopped) while it was being launched: that is recorded already, so
+      // only its tree goes.
+      if (outcome.started) {
+        await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
+          (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
+        )
+        await outcome.plan.release()
+      }
+      settleLaunch()
+      return
+    }
+    if (!outcome.started) {
+      this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
+      settleLaunch()
+      this.finishTask(await this.store.save(markFailed(current, outcome.reason, new Date())))
       return
     }
     let resolveFinished!: (task: Task) => void
@@ -199,6 +217,7 @@ export class Supervisor {
     const cgroups = outcome.plan.cgroups
     const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
     this.running.set(id, entry)
+    settleLaunch()
     if (task.timeoutMs !== null) {
       const timeoutMs = task.timeoutMs
       entry.timeoutTimer = setTimeout(() => {
@@ -228,11 +247,11 @@ export class Supervisor {
         }
         const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
         // Removing the task's cgroups can wait a moment for the kernel to let go of its last
-        // process; the slot need not, the final answer does.
+        // process; the slot need not, the final record does (no group outlives it).
         const released = outcome.plan.release()
         const ending = this.endingOf(entry, result, limits)
         const outputBytes = await this.settleOutput(this.store.get(id))
-        endedSave = Promise.all([this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date())), released]).then(([ended]) => ended)
+        endedSave = released.then(() => this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date())))
       }
     } catch (error) {
       endedSave = Promise.reject(error)

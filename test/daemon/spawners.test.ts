@@ -53,6 +53,18 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     for (const task of started) expect(processesWithEnv(`TEND_TASK_ID=${task.id}`).filter(isAlive)).toEqual([])
   })
 
+  test('kills right after starts (some land while the task is being launched) answer only once no process of it is left', async () => {
+    const daemon = await daemonWith()
+    for (let round = 0; round < 5; round++) {
+      const tasks = await Promise.all(Array.from({ length: 8 }, () => daemon.client.start({ command: ['sleep', '1000'] })))
+      const killed = await Promise.all(tasks.map((task) => daemon.client.kill(task.id)))
+      for (const task of killed) {
+        expect(task.state).toBe('killed')
+        expect(processesWithEnv(`TEND_TASK_ID=${task.id}`).filter(isAlive)).toEqual([])
+      }
+    }
+  })
+
   test('stdout and stderr land in output.log interleaved exactly as written', async () => {
     const daemon = await daemonWith()
     const task = await daemon.client.start({ command: ['sh', join(FIXTURES, 'interleave.sh'), '30'] })
