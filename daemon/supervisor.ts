@@ -16,7 +16,7 @@ import {
 import { outputPath, outputSize, outputSizeSync, taskDir } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from './kill-tree.js'
-import { launchTask } from './launch.js'
+import { launchTask, type LaunchOutcome } from './launch.js'
 import type { LaunchPlan } from './sandbox/index.js'
 import type { SpawnExit, Spawner } from './spawner.js'
 import type { OutputWatch } from './output-watch.js'
@@ -173,39 +173,11 @@ export class Supervisor {
     await this.spawner.close()
   }
 
+  /** One task from its slot to its end: launch, watch, clean up; the slot frees when no process of it is left. */
   private async run(id: string): Promise<void> {
-    const task = this.store.find(id)
-    if (!task || task.state !== 'queued') return
-    const envAdditions = this.pendingEnv.get(id) ?? {}
-    this.pendingEnv.delete(id)
-    const file = outputPath(this.config.layout.spool, id)
-    // A kill that comes while the task is being launched waits for this (see kill()).
-    let launchSettled!: () => void
-    this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
-    const settleLaunch = () => {
-      this.launching.delete(id)
-      launchSettled()
-    }
-    const outcome = await launchTask({ task, outputFile: file, envAdditions, config: this.config, capabilities: this.capabilities, spawner: this.spawner })
-    const current = this.store.get(id)
-    if (current.state !== 'queued') {
-      // Killed (or the daemon stopped) while it was being launched: that is recorded already, so
-      // only its tree goes.
-      if (outcome.started) {
-        await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
-          (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
-        )
-        await outcome.plan.release()
-      }
-      settleLaunch()
-      return
-    }
-    if (!outcome.started) {
-      this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
-      settleLaunch()
-      this.finishTask(await this.store.save(markFailed(current, outcome.reason, new Date())))
-      return
-    }
+    const launched = await this.launch(id)
+    if (!launched) return
+    const { current, outcome } = launched
     let resolveFinished!: (task: Task) => void
     let rejectFinished!: (error: unknown) => void
     const finished = new Promise<Task>((resolve, reject) => {
@@ -217,9 +189,9 @@ export class Supervisor {
     const cgroups = outcome.plan.cgroups
     const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
     this.running.set(id, entry)
-    settleLaunch()
-    if (task.timeoutMs !== null) {
-      const timeoutMs = task.timeoutMs
+    launched.settle()
+    if (current.timeoutMs !== null) {
+      const timeoutMs = current.timeoutMs
       entry.timeoutTimer = setTimeout(() => {
         this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
       }, timeoutMs)
@@ -233,26 +205,7 @@ export class Supervisor {
     try {
       const result = await outcome.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
       clearTimeout(entry.timeoutTimer)
-      if (result instanceof Error) {
-        endedSave = this.spawnerLost(id, entry, outcome.plan, result)
-      } else {
-        // The leader is gone; whatever it left behind (background jobs, setsid escapees) goes too.
-        if (entry.stopped) await entry.stopped
-        // In a sandbox the task has its own pid namespace, which the kernel empties when it ends.
-        // Without one, its cgroup lists what is left exactly; without cgroups, the marker finds it.
-        else if (current.sandbox === 'off') {
-          const cgroups = outcome.plan.cgroups
-          if (cgroups) await killMembers(() => cgroups.members())
-          else await killLeftovers([id], [outcome.pid])
-        }
-        const limits = (await outcome.plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
-        // Removing the task's cgroups can wait a moment for the kernel to let go of its last
-        // process; the slot need not, the final record does (no group outlives it).
-        const released = outcome.plan.release()
-        const ending = this.endingOf(entry, result, limits)
-        const outputBytes = await this.settleOutput(this.store.get(id))
-        endedSave = released.then(() => this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date())))
-      }
+      endedSave = result instanceof Error ? this.spawnerLost(id, entry, outcome.plan, result) : (await this.afterExit(id, entry, current, outcome.plan, result)).saved
     } catch (error) {
       endedSave = Promise.reject(error)
     }
@@ -270,6 +223,69 @@ export class Supervisor {
         rejectFinished(error)
       },
     )
+  }
+
+  /**
+   * Starts a queued task's process. Answers null when there is nothing to watch: the task failed
+   * to start (recorded here), or was killed or the daemon stopped meanwhile (recorded by them; its
+   * tree is killed here). Otherwise `settle()` must be called once the task is tracked: a kill that
+   * comes while the task is being launched waits for it (see kill()).
+   */
+  private async launch(id: string): Promise<{ current: Task; outcome: Extract<LaunchOutcome, { started: true }>; settle: () => void } | null> {
+    const task = this.store.find(id)
+    if (!task || task.state !== 'queued') return null
+    const envAdditions = this.pendingEnv.get(id) ?? {}
+    this.pendingEnv.delete(id)
+    let launchSettled!: () => void
+    this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
+    const settle = () => {
+      this.launching.delete(id)
+      launchSettled()
+    }
+    const outputFile = outputPath(this.config.layout.spool, id)
+    const outcome = await launchTask({ task, outputFile, envAdditions, config: this.config, capabilities: this.capabilities, spawner: this.spawner })
+    const current = this.store.get(id)
+    if (current.state !== 'queued') {
+      if (outcome.started) {
+        await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
+          (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
+        )
+        await outcome.plan.release()
+      }
+      settle()
+      return null
+    }
+    if (!outcome.started) {
+      this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
+      settle()
+      this.finishTask(await this.store.save(markFailed(current, outcome.reason, new Date())))
+      return null
+    }
+    return { current, outcome, settle }
+  }
+
+  /**
+   * The leader has exited: whatever it left behind goes, its limits are read and its output size
+   * settled. Answers the final record's save (not awaited: the slot frees first), which lands
+   * after the task's cgroups are removed.
+   */
+  private async afterExit(id: string, entry: RunningEntry, current: Task, plan: LaunchPlan, result: SpawnExit): Promise<{ saved: Promise<Task> }> {
+    // Background jobs, setsid escapees: a stop has waited for them already. In a sandbox the pid
+    // namespace is emptied by the kernel; without one, the cgroup lists what is left exactly, and
+    // without cgroups the marker finds it.
+    if (entry.stopped) await entry.stopped
+    else if (current.sandbox === 'off') {
+      const cgroups = plan.cgroups
+      if (cgroups) await killMembers(() => cgroups.members())
+      else await killLeftovers([id], [entry.pid])
+    }
+    const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
+    // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
+    // slot need not, the final record does (no group outlives it).
+    const released = plan.release()
+    const ending = this.endingOf(entry, result, limits)
+    const outputBytes = await this.settleOutput(this.store.get(id))
+    return { saved: released.then(() => this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))) }
   }
 
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
