@@ -78,20 +78,14 @@ export async function killTree(options: KillTreeOptions): Promise<{ escalated: b
 /**
  * Kills every leftover process of the given tasks at once (used at exit and on restart), and the
  * process groups in `groups` (leaders that just exited: their group id cannot be reused while
- * members remain).
+ * members remain). Answers the processes it found, per task.
  */
-export async function killLeftovers(taskIds: string[], groups: number[] = [], waitMs = 5000): Promise<number> {
+export async function killLeftovers(taskIds: string[], groups: number[] = [], waitMs = 5000): Promise<Map<string, number[]>> {
   for (const group of groups) trySignal(-group, 'SIGKILL')
   const found = findTaskProcesses(taskIds)
-  let count = 0
-  for (const pids of found.values()) {
-    for (const member of pids) {
-      trySignal(member, 'SIGKILL')
-      count += 1
-    }
-  }
-  if (count > 0) await waitUntil(() => findTaskProcesses(taskIds).size === 0, waitMs)
-  return count
+  for (const pids of found.values()) for (const member of pids) trySignal(member, 'SIGKILL')
+  if ([...found.values()].some((pids) => pids.length > 0)) await waitUntil(() => findTaskProcesses(taskIds).size === 0, waitMs)
+  return found
 }
 
 /** Kills every process listed by `members` (a task's cgroup) until none is left. */

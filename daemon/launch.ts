@@ -28,12 +28,11 @@ export type LaunchOutcome =
  */
 export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome> {
   const { task } = request
-  const env = { ...request.config.baseEnv, ...request.envAdditions }
   // A missing cwd is the spawner's to report (its chdir fails, with the reason).
   // The native spawner execs the command itself and reports a program it cannot run (searching the
   // task's PATH); behind a shell prelude or bubblewrap that would be a bare 127, so it is checked first.
   const checkFirst = task.sandbox !== 'off' || request.spawner.kind !== 'native'
-  const program = checkFirst ? await resolveProgram(task, env) : { path: task.command[0]! }
+  const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
   const plan = await planLaunch({ task, programPath: program.path, outputFile: request.outputFile, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
   const outcome = await request.spawner.spawn(plan.request)
@@ -52,7 +51,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
 }
 
 /** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
-async function resolveProgram(task: Task, env: Record<string, string>): Promise<{ path: string } | { problem: string }> {
+async function resolveProgram(task: Task, searchPath: string | undefined): Promise<{ path: string } | { problem: string }> {
   const program = task.command[0]!
   if (program.includes('/')) {
     const path = program.startsWith('/') ? program : `${task.cwd}/${program}`
@@ -64,6 +63,6 @@ async function resolveProgram(task: Task, env: Record<string, string>): Promise<
       return { problem: (!program.startsWith('/') && (await checkCwd(task.cwd))) || `no such program: ${program}` }
     }
   }
-  const path = findOnPath(program, env.PATH)
+  const path = findOnPath(program, searchPath)
   return path ? { path } : { problem: `no such program: ${program}` }
 }

@@ -233,76 +233,40 @@ function spawnerFailure(message: string): SpawnOutcome {
 
 // ---------------------------------------------------------------------------------- requests
 
-// The request is written in two passes over its fields (sizing, then writing) into one Buffer.
-let sizing = true
-let size = 0
-let out: Buffer = Buffer.alloc(0)
-let offset = 0
-let problem: string | null = null
-
-function field(value: string, what: string): void {
-  if (sizing) {
-    if (value.indexOf('\0') !== -1) problem ??= `${what} contains a NUL byte`
-    size += Buffer.byteLength(value) + 1
-  } else {
-    offset += out.write(value, offset)
-    out[offset++] = 0
-  }
+/** The request's fields in wire order (see the C file): counts before each list. */
+function fields(id: number, request: SpawnRequest): string[] {
+  const env = Object.entries(request.env).map(([key, value]) => `${key}=${value}`)
+  const { argv, extraFiles, cgroupProcs } = request
+  return [
+    String(id), request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
+    String(argv.length), ...argv,
+    String(env.length), ...env,
+    String(extraFiles.length), ...extraFiles,
+    String(cgroupProcs.length), ...cgroupProcs,
+  ]
 }
 
-function envField(key: string, value: string): void {
-  if (sizing) {
-    if (key.indexOf('\0') !== -1 || value.indexOf('\0') !== -1) problem ??= `environment variable ${JSON.stringify(key)} contains a NUL byte`
-    else if (key === '' || key.includes('=')) problem ??= `environment variable name ${JSON.stringify(key)} is empty or contains "="`
-    size += Buffer.byteLength(key) + Buffer.byteLength(value) + 2
-  } else {
-    offset += out.write(key, offset)
-    out[offset++] = 61 // '='
-    offset += out.write(value, offset)
-    out[offset++] = 0
-  }
-}
-
-function fields(id: number, request: SpawnRequest): void {
-  field(String(id), 'request id')
-  field(request.file, 'file')
-  field(request.cwd, 'cwd')
-  field(request.outputFile, 'outputFile')
-  field(String(request.limits.openFiles), 'openFiles')
-  field(String(request.limits.fileSizeBytes), 'fileSizeBytes')
-  field(String(request.argv.length), 'argc')
-  for (const arg of request.argv) field(arg, 'an argument')
-  let envc = 0
-  for (const _key in request.env) envc++
-  field(String(envc), 'envc')
-  for (const key in request.env) envField(key, request.env[key]!)
-  field(String(request.extraFiles.length), 'extrac')
-  for (const file of request.extraFiles) field(file, 'an extra file')
-  field(String(request.cgroupProcs.length), 'cgc')
-  for (const file of request.cgroupProcs) field(file, 'a cgroup.procs path')
-}
-
-/** The framed request, or what is wrong with it. */
+/** The framed request (length, then NUL-terminated fields), or what is wrong with it. */
 function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   if (!request.file) return 'the program path is empty'
   if (request.argv.length === 0) return 'argv is empty (it must hold argv[0])'
   const { openFiles, fileSizeBytes } = request.limits
   if (!Number.isSafeInteger(openFiles) || openFiles < 0) return `invalid open files limit: ${openFiles}`
   if (!Number.isSafeInteger(fileSizeBytes) || fileSizeBytes < 0) return `invalid file size limit: ${fileSizeBytes}`
-  sizing = true
-  size = 0
-  problem = null
-  fields(id, request)
-  if (problem !== null) return problem
+  for (const key of Object.keys(request.env)) {
+    if (key === '' || key.includes('=')) return `environment variable name ${JSON.stringify(key)} is empty or contains "="`
+  }
+  const all = fields(id, request)
+  // NUL ends a field on the wire: a value holding one cannot be carried.
+  const carrier = all.find((field) => field.includes('\0'))
+  if (carrier !== undefined) return `a field contains a NUL byte: ${JSON.stringify(carrier.slice(0, 80))}`
+  const payload = `${all.join('\0')}\0`
+  const size = Buffer.byteLength(payload)
   if (size > 64 * 1024 * 1024) return `the request is too large (${size} bytes)`
-  out = Buffer.allocUnsafe(4 + size)
-  out.writeUInt32LE(size, 0)
-  offset = 4
-  sizing = false
-  fields(id, request)
-  const encoded = out
-  out = Buffer.alloc(0)
-  return encoded
+  const framed = Buffer.allocUnsafe(4 + size)
+  framed.writeUInt32LE(size, 0)
+  framed.write(payload, 4)
+  return framed
 }
 
 // ------------------------------------------------------------------------------------ replies

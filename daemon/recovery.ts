@@ -3,7 +3,6 @@ import type { Logger } from 'pino'
 import { listTaskIds, outputPath, outputSize, readTaskRecord } from '../spool/index.js'
 import type { Task } from '../protocol/index.js'
 import { killLeftovers, killMembers } from './kill-tree.js'
-import { findTaskProcesses } from './process-scan.js'
 import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
 import { markFailed, markLost } from './transitions.js'
@@ -36,8 +35,8 @@ export async function recoverSpool(
     if (task.state === 'running' || task.state === 'queued') interrupted.push(task as Task)
   }
   // Queued ones too: a task can have started in the moment before its running record landed.
-  const found = findTaskProcesses(interrupted.map((task) => task.id))
-  let killed = await killLeftovers(interrupted.map((task) => task.id))
+  const found = await killLeftovers(interrupted.map((task) => task.id))
+  let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
   const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(task.id)?.length ?? 0) > 0).map((task) => task.id))
