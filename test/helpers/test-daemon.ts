@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { TendClient } from '../../client/index.js'
@@ -18,6 +18,10 @@ export function createTempHome(): string {
 
 export interface TestDaemon {
   home: string
+  /** The uid the daemon runs as (the test's own uid unless `user: 'unprivileged'`). */
+  uid: number
+  /** The gid the daemon runs as. */
+  gid: number
   client: TendClient
   process: ChildProcess
   env: Record<string, string>
@@ -33,6 +37,23 @@ export interface TestDaemonOptions {
   /** Extra TEND_* settings for the daemon. */
   env?: Record<string, string>
   home?: string
+  /**
+   * `'unprivileged'`: run the daemon as the dedicated non-root user UNPRIVILEGED_USER (its own
+   * uid and gid, no supplementary groups, no capabilities), with TEND_HOME and HOME in temp
+   * folders that user owns. Needs root; fails (never skips) when the user is missing, cannot
+   * read the repository or run node, or cannot run bubblewrap. Default: the test's own user.
+   */
+  user?: 'unprivileged'
+}
+
+/** The dedicated non-root user for tests (`bash .ci/run` creates it). */
+export const UNPRIVILEGED_USER = 'tend-test'
+const CREATE_USER_HINT = `create it as root with \`useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ${UNPRIVILEGED_USER}\` (bash .ci/run does this)`
+
+export interface UnprivilegedUser {
+  name: string
+  uid: number
+  gid: number
 }
 
 /**
@@ -49,16 +70,41 @@ export function daemonEnv(home: string, extra: Record<string, string> = {}): Rec
 
 /** Starts `tend daemon` in the foreground on a temp home and waits for its socket. */
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
+  const user = options.user === 'unprivileged' ? checkUnprivilegedUser() : undefined
   const home = options.home ?? createTempHome()
-  const env = daemonEnv(home, options.env)
-  const child = spawn(process.execPath, [TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  let env = daemonEnv(home, options.env)
+  let child: ChildProcess
+  let userHome: string | undefined
+  if (user) {
+    chownSync(home, user.uid, user.gid)
+    chmodSync(home, 0o700)
+    userHome = mkdtempSync(join(tmpdir(), 'tend-test-userhome-'))
+    chownSync(userHome, user.uid, user.gid)
+    chmodSync(userHome, 0o700)
+    env = unprivilegedEnv(env, user, userHome)
+    child = spawn('setpriv', [...setprivArgs(user), '--', process.execPath, TEND_BIN, 'daemon'], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
+  } else {
+    child = spawn(process.execPath, [TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  }
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
   const socket = join(home, 'tend.sock')
-  await waitFor(`daemon socket ${socket} (daemon stderr: ${stderr})`, async () => {
-    if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}: ${stderr}`)
-    return socketAnswers(socket)
-  })
+  try {
+    await waitFor(`daemon socket ${socket} (daemon stderr: ${stderr})`, async () => {
+      if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}: ${stderr}`)
+      return socketAnswers(socket)
+    })
+  } catch (error) {
+    if (user) {
+      // Leave nothing behind when the non-root daemon did not come up.
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      await assertNothingLeft(home).catch(() => {})
+      rmSync(home, { recursive: true, force: true })
+      rmSync(userHome!, { recursive: true, force: true })
+      throw new Error(`the daemon as ${user.name} (uid ${user.uid}) did not start: ${(error as Error).message}; its stderr: ${stderr}`)
+    }
+    throw error
+  }
   const clients: TendClient[] = []
   const newClient = () => {
     const client = new TendClient({ home, autoStart: false })
@@ -71,9 +117,12 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     for (const each of clients) each.close()
     await assertNothingLeft(home)
     rmSync(home, { recursive: true, force: true })
+    if (userHome) rmSync(userHome, { recursive: true, force: true })
   }
   return {
     home,
+    uid: user?.uid ?? process.getuid!(),
+    gid: user?.gid ?? process.getgid!(),
     client,
     process: child,
     env,
@@ -90,6 +139,104 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
       await exited
     },
   }
+}
+
+/** setpriv's arguments that switch to `user`: its uid and gid, no supplementary groups, no inheritable capabilities. */
+export function setprivArgs(user: UnprivilegedUser): string[] {
+  return ['--reuid', String(user.uid), '--regid', String(user.gid), '--clear-groups', '--inh-caps=-all']
+}
+
+/** `env` (from daemonEnv) adjusted for `user`: its HOME, USER and LOGNAME; none of root's XDG_* folders. */
+export function unprivilegedEnv(env: Record<string, string>, user: UnprivilegedUser, userHome: string): Record<string, string> {
+  const adjusted: Record<string, string> = {}
+  for (const [key, value] of Object.entries(env)) if (!key.startsWith('XDG_')) adjusted[key] = value
+  return { ...adjusted, HOME: userHome, USER: user.name, LOGNAME: user.name }
+}
+
+let checkedUser: UnprivilegedUser | undefined
+
+/**
+ * Resolves UNPRIVILEGED_USER and proves, once per test file, that a daemon can run as it: we are
+ * root, setpriv exists, the user exists, it can run node and read the repository (the built
+ * daemon, its dependencies, the spawner), and it can run bubblewrap (unprivileged user
+ * namespaces). Throws a message naming what to install or configure otherwise.
+ */
+export function checkUnprivilegedUser(): UnprivilegedUser {
+  if (checkedUser) return checkedUser
+  const fail = (what: string): never => {
+    throw new Error(`startTestDaemon({ user: 'unprivileged' }): ${what}`)
+  }
+  if (process.getuid?.() !== 0) fail(`needs root to switch to the user ${UNPRIVILEGED_USER} (running as uid ${process.getuid?.()})`)
+  if (spawnSync('setpriv', ['--version']).error) fail('setpriv is not installed: install util-linux (`apt-get install util-linux`)')
+  const entry = readFileSync('/etc/passwd', 'utf8').split('\n').find((line) => line.startsWith(`${UNPRIVILEGED_USER}:`))
+  const passwd = entry ? entry : lookUpUser()
+  if (!passwd) fail(`the user ${UNPRIVILEGED_USER} does not exist: ${CREATE_USER_HINT}`)
+  const [, , uidText, gidText] = passwd!.split(':')
+  const user: UnprivilegedUser = { name: UNPRIVILEGED_USER, uid: Number(uidText), gid: Number(gidText) }
+  if (!(user.uid > 0) || !(user.gid > 0)) fail(`the user ${UNPRIVILEGED_USER} has uid ${uidText} and gid ${gidText}; it must be a non-root user with a non-root group: ${CREATE_USER_HINT}`)
+
+  const asUser = (command: string[]) => spawnSync('setpriv', [...setprivArgs(user), '--', ...command], { cwd: '/', encoding: 'utf8', timeout: 30_000 })
+
+  // What the daemon needs to read or run. The shell prints each path the user cannot use, and the
+  // first folder on its way that the user cannot enter.
+  const needed = [
+    `x ${process.execPath}`,
+    `r ${TEND_BIN}`,
+    `r ${join(REPO_ROOT, 'package.json')}`,
+    `r ${join(REPO_ROOT, 'dist', 'daemon')}`,
+    `r ${join(REPO_ROOT, 'dist', 'daemon', 'index.js')}`,
+    `x ${join(REPO_ROOT, 'dist', 'daemon', 'spawner', 'tend-spawner')}`,
+    `r ${join(REPO_ROOT, 'node_modules')}`,
+    `r ${join(REPO_ROOT, 'node_modules', 'fastify', 'package.json')}`,
+    // The temp folder that holds TEND_HOME and HOME (only entered, so 'x').
+    `x ${tmpdir()}`,
+  ].filter((line) => existsSync(line.slice(line.indexOf(' ') + 1)))
+  const script = `
+    for item in "$@"; do
+      mode=\${item%% *}; path=\${item#* }
+      if ! [ -e "$path" ]; then ok=0; what="reach"
+      elif [ -d "$path" ] && [ "$mode" = x ]; then ok=1; [ -x "$path" ] || ok=0; what="enter"
+      elif [ -d "$path" ]; then ok=1; [ -r "$path" ] && [ -x "$path" ] || ok=0; what="list and enter"
+      elif [ "$mode" = x ]; then ok=1; [ -x "$path" ] || ok=0; what="execute"
+      else ok=1; [ -r "$path" ] || ok=0; what="read"
+      fi
+      if [ $ok = 0 ]; then
+        blocked=""; dir=$(dirname "$path")
+        while :; do [ -x "$dir" ] || blocked="$dir"; [ "$dir" = / ] && break; dir=$(dirname "$dir"); done
+        if [ -n "$blocked" ]; then echo "cannot $what $path: cannot enter the folder $blocked"; else echo "cannot $what $path"; fi
+      fi
+    done`
+  const access = asUser(['/bin/sh', '-c', script, 'sh', ...needed])
+  if (access.error) fail(`setpriv could not run /bin/sh as ${UNPRIVILEGED_USER}: ${access.error.message}`)
+  if (access.status !== 0 || access.stdout.trim()) {
+    fail(
+      `the user ${UNPRIVILEGED_USER} (uid ${user.uid}) cannot use the repository or node:\n  ${access.stdout.trim().split('\n').join('\n  ')}${access.stderr ? `\n  ${access.stderr.trim()}` : ''}\n` +
+        `  Make the checkout and node world-readable (files o+r, folders and node o+rx, e.g. \`chmod -R o+rX ${REPO_ROOT}\` and o+x on every parent folder), or clone into a folder such as /var/tmp.`,
+    )
+  }
+
+  // bubblewrap as that user: needs unprivileged user namespaces.
+  const reasons: string[] = []
+  const sysctl = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8').trim() : undefined)
+  const clone = sysctl('/proc/sys/kernel/unprivileged_userns_clone')
+  if (clone !== undefined && clone !== '1') reasons.push(`/proc/sys/kernel/unprivileged_userns_clone is ${clone}: enable with \`sysctl -w kernel.unprivileged_userns_clone=1\``)
+  const maxNamespaces = sysctl('/proc/sys/user/max_user_namespaces')
+  if (maxNamespaces !== undefined && Number(maxNamespaces) <= 0) reasons.push(`/proc/sys/user/max_user_namespaces is ${maxNamespaces}: raise it with \`sysctl -w user.max_user_namespaces=15000\``)
+  const apparmor = sysctl('/proc/sys/kernel/apparmor_restrict_unprivileged_userns')
+  if (apparmor !== undefined && apparmor !== '0') reasons.push(`/proc/sys/kernel/apparmor_restrict_unprivileged_userns is ${apparmor}: set it to 0 (\`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0\`) or give bwrap an AppArmor profile that allows userns`)
+  const bwrap = asUser(['bwrap', '--unshare-all', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '/bin/true'])
+  if (bwrap.error || bwrap.status !== 0) {
+    const notInstalled = /cannot execute|No such file/.test(bwrap.stderr ?? '') && spawnSync('bwrap', ['--version']).error !== undefined
+    const why = notInstalled ? 'bwrap is not installed (install bubblewrap: `apt-get install bubblewrap`)' : bwrap.error ? bwrap.error.message : `bwrap exited with ${bwrap.status}: ${bwrap.stderr.trim()}`
+    fail(`the user ${UNPRIVILEGED_USER} cannot run bubblewrap: ${why}${reasons.length ? `\n  ${reasons.join('\n  ')}` : ''}`)
+  }
+  checkedUser = user
+  return user
+}
+
+function lookUpUser(): string | undefined {
+  const result = spawnSync('getent', ['passwd', UNPRIVILEGED_USER], { encoding: 'utf8' })
+  return result.status === 0 ? result.stdout.trim() : undefined
 }
 
 /** Fails when any process that belongs to this home (daemon or task) is still running. */
