@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { SpawnExit, SpawnOutcome, SpawnRequest, Spawner } from './spawner.js'
+import { cwdChangedFailure, dataFileFailure, descriptorLayout, pinnedDirFailure, spawnRequestProblem, userFailure, type SpawnExit, type SpawnOutcome, type SpawnRequest, type Spawner } from './spawner.js'
 
 /** Where the helper's complaints go (a pino logger fits). */
 export interface SpawnerLog {
@@ -15,10 +15,19 @@ export interface SpawnerLog {
 /** How long close() waits for the helper to exit on its own before it is killed. */
 const CLOSE_GRACE_MS = 2000
 
+/** The helper's own environment: fixed, never the daemon's (its children get exactly their request's). */
+const HELPER_ENV = Object.freeze({ PATH: '/usr/sbin:/usr/bin:/sbin:/bin' })
+
+/** The wire's limit on one request (MAX_PAYLOAD in the C file). */
+const MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+/** The wire's limit on extra files, in-memory files and pinned folders together. */
+const MAX_DESCRIPTORS = 1024
+
 /**
  * The native spawner: a small C helper (daemon/spawner/tend-spawner.c, built at install) that the
  * daemon starts once and sends spawn requests to over a pipe. It forks from its own tiny address
- * space, sets the child up (session, limits, cgroups, descriptors, cwd), execs it, reaps it and
+ * space, sets the child up (session, limits, cgroups, descriptors, cwd, user), execs it, reaps it and
  * reports its exit, so the daemon's thread only writes one request and parses a few short lines
  * per task. The wire protocol is described at the top of the C file.
  *
@@ -133,7 +142,7 @@ class Helper {
     private readonly onGone: (helper: Helper) => void,
   ) {
     this.gone = new Promise((resolve) => (this.markGone = resolve))
-    this.child = spawn(binary, [String(process.pid)], { stdio: ['pipe', 'pipe', 'pipe'], env: {} })
+    this.child = spawn(binary, [String(process.pid)], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...HELPER_ENV } })
     const stdout = this.child.stdout as Socket
     const stderr = this.child.stderr as Socket
     this.stdin = this.child.stdin as Socket
@@ -233,20 +242,24 @@ function spawnerFailure(message: string): SpawnOutcome {
 
 // ---------------------------------------------------------------------------------- requests
 
-/** The request's fields in wire order (see the C file): counts before each list. */
+/** The request's string fields in wire order (see the C file): counts before each list; the blobs follow. */
 function fields(id: number, request: SpawnRequest): string[] {
   const env = Object.entries(request.env).map(([key, value]) => `${key}=${value}`)
-  const { argv, extraFiles, cgroupProcs } = request
+  const { argv, extraFiles, cgroupProcs, cwdIdentity, user } = request
+  const pinnedDirs = request.pinnedDirs ?? []
   return [
     String(id), request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
+    cwdIdentity?.dev ?? '', cwdIdentity?.ino ?? '', user ? String(user.uid) : '', user ? String(user.gid) : '',
     String(argv.length), ...argv,
     String(env.length), ...env,
     String(extraFiles.length), ...extraFiles,
     String(cgroupProcs.length), ...cgroupProcs,
+    String(pinnedDirs.length), ...pinnedDirs.flatMap((pinned) => [pinned.path, pinned.dev, pinned.ino]),
+    String(request.dataFiles?.length ?? 0),
   ]
 }
 
-/** The framed request (length, then NUL-terminated fields), or what is wrong with it. */
+/** The framed request (length, then NUL-terminated fields, then each blob as its length and raw bytes), or what is wrong with it. */
 function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   if (!request.file) return 'the program path is empty'
   if (request.argv.length === 0) return 'argv is empty (it must hold argv[0])'
@@ -256,16 +269,28 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   for (const key of Object.keys(request.env)) {
     if (key === '' || key.includes('=')) return `environment variable name ${JSON.stringify(key)} is empty or contains "="`
   }
+  const problem = spawnRequestProblem(request)
+  if (problem) return problem
+  // The helper takes a request it cannot parse for a broken daemon and exits: refuse it here.
+  const layout = descriptorLayout(request)
+  const descriptors = layout.extra.length + layout.data.length + layout.pinned.length
+  if (descriptors > MAX_DESCRIPTORS) return `too many extra files, in-memory files and pinned folders: ${descriptors} (at most ${MAX_DESCRIPTORS})`
   const all = fields(id, request)
   // NUL ends a field on the wire: a value holding one cannot be carried.
   const carrier = all.find((field) => field.includes('\0'))
   if (carrier !== undefined) return `a field contains a NUL byte: ${JSON.stringify(carrier.slice(0, 80))}`
-  const payload = `${all.join('\0')}\0`
-  const size = Buffer.byteLength(payload)
-  if (size > 64 * 1024 * 1024) return `the request is too large (${size} bytes)`
+  const text = `${all.join('\0')}\0`
+  const blobs = request.dataFiles ?? []
+  const blobLengths = blobs.map((data) => `${data.length}\0`)
+  const size = Buffer.byteLength(text) + blobs.reduce((sum, data, index) => sum + blobLengths[index]!.length + data.length, 0)
+  if (size > MAX_REQUEST_BYTES) return `the request is too large (${size} bytes)`
   const framed = Buffer.allocUnsafe(4 + size)
   framed.writeUInt32LE(size, 0)
-  framed.write(payload, 4)
+  let at = 4 + framed.write(text, 4)
+  for (const [index, data] of blobs.entries()) {
+    at += framed.write(blobLengths[index]!, at, 'latin1')
+    at += data.copy(framed, at)
+  }
   return framed
 }
 
@@ -296,6 +321,14 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
       const file = index === undefined ? request.extraFiles.join(', ') : request.extraFiles[index]
       return `could not open ${file}: ${code}`
     }
+    case 'data':
+      return dataFileFailure(index ?? 0, code)
+    case 'pinned': {
+      const pinned = index === undefined ? undefined : request.pinnedDirs?.[index]
+      return pinnedDirFailure(pinned?.path ?? (request.pinnedDirs ?? []).map((dir) => dir.path).join(', '), code)
+    }
+    case 'user':
+      return request.user ? userFailure(request.user, code) : `could not switch user: ${code}`
     case 'cgroup': {
       const file = index === undefined ? request.cgroupProcs.join(', ') : request.cgroupProcs[index]
       return `could not join cgroup ${file}: ${code}`
@@ -305,6 +338,7 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
     case 'setsid':
       return `could not start a new session: ${code}`
     case 'chdir':
+      if (code === 'ESTALE') return cwdChangedFailure(request.cwd)
       if (code === 'ENOENT') return `cwd does not exist: ${request.cwd}`
       if (code === 'ENOTDIR') return `cwd is not a directory: ${request.cwd}`
       return `cwd is not usable: ${request.cwd} (${code})`

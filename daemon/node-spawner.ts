@@ -1,38 +1,66 @@
-import { closeSync, openSync } from 'node:fs'
+import { closeSync, constants as fsConstants, existsSync, fstatSync, lstatSync, openSync, readlinkSync } from 'node:fs'
+import type { Readable } from 'node:stream'
 import { execa } from 'execa'
 import { checkCwd } from './cwd-check.js'
-import type { SpawnExit, SpawnOutcome, SpawnRequest, Spawner } from './spawner.js'
+import {
+  cwdChangedFailure,
+  descriptorLayout,
+  pinnedDirFailure,
+  spawnRequestProblem,
+  userFailure,
+  type PinnedDir,
+  type SpawnExit,
+  type SpawnOutcome,
+  type SpawnRequest,
+  type Spawner,
+} from './spawner.js'
+
+/** O_PATH (Linux; node's fs.constants lacks it) | O_DIRECTORY | O_NOFOLLOW. */
+const PINNED_DIR_FLAGS = 0o10000000 | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW
+
+/** Where the prelude finds its helpers: fixed, never the task's PATH (which the task's owner chose). */
+const STAT = firstExisting(['/usr/bin/stat', '/bin/stat'])
+const SETPRIV = firstExisting(['/usr/bin/setpriv', '/bin/setpriv', '/usr/sbin/setpriv', '/sbin/setpriv'])
+
+type Failure = Extract<SpawnOutcome, { started: false }>
 
 /**
  * The fallback spawner, where the native helper could not be built: child_process (through execa)
- * from the daemon's own thread, with a small shell prelude that sets the limits and joins the
- * cgroups before it execs the program. Slower (the daemon forks itself for every task) but the
- * child ends up set up the same way.
+ * from the daemon's own thread, with a small shell prelude that sets the limits, joins the cgroups,
+ * checks cwd and drops to the task's user before it execs the program. Slower (the daemon forks
+ * itself for every task) but the child ends up set up the same way, on the same descriptors.
+ *
+ * The prelude reports a failing check on its stdout, a pipe to the daemon; right before the exec it
+ * points stdout at the output file, so the pipe's end (with nothing said) means the program is
+ * being exec'd. Pinned folders are opened and checked here in the daemon and handed down; each
+ * in-memory file reaches the child as a socket that execa writes whole and ends (the daemon never
+ * reads from it). Another user is set by util-linux's setpriv, exec'd by the prelude after the
+ * cgroups are joined (which takes the daemon's privileges).
  */
 export class NodeSpawner implements Spawner {
   readonly kind = 'node'
 
   async spawn(request: SpawnRequest): Promise<SpawnOutcome> {
+    const problem = spawnRequestProblem(request)
+    if (problem) return { started: false, stage: 'request', code: 'EINVAL', message: problem }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
-    const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
-    const joins = request.cgroupProcs.map((file) => `echo $$ > ${shellQuote(file)}`).join(' && ')
-    const prelude = `ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}; ${joins ? `${joins} || exit 125; ` : ''}exec "$@"`
+    const userProblem = request.user && checkUser(request.user)
+    if (userProblem) return userProblem
+    if (request.cwdIdentity && !STAT) return { started: false, stage: 'chdir', code: 'ENOENT', message: `cannot check that cwd is still the folder the task was accepted with: ${request.cwd} (stat, from coreutils, is not installed)` }
     const descriptors: number[] = []
     try {
-      const output = openSync(request.outputFile, 'a', 0o600)
-      descriptors.push(output)
-      for (const file of request.extraFiles) descriptors.push(openSync(file, 'r'))
-      // execa passes any numeric descriptor through to the child; its types only list 3..9.
-      const [outputFd, ...extraFds] = descriptors as 3[]
-      const subprocess = execa('/bin/sh', ['-c', prelude, 'tend-task', request.file, ...request.argv.slice(1)], {
+      const opened = openDescriptors(request, descriptors)
+      if ('stage' in opened) return opened
+      const subprocess = execa('/bin/sh', ['-c', prelude(request), 'tend-task', request.file, ...request.argv.slice(1)], {
         cwd: request.cwd,
         env: request.env,
         extendEnv: false,
-        stdio: ['ignore', outputFd!, outputFd!, ...extraFds],
+        stdio: opened.stdio as unknown as ExecaStdio,
         detached: true,
         reject: false,
         cleanup: false,
+        buffer: false,
         stripFinalNewline: false,
       })
       const pid = subprocess.pid
@@ -41,16 +69,145 @@ export class NodeSpawner implements Spawner {
         return { started: false, stage: 'exec', code: String(result.code ?? 'UNKNOWN'), message: `could not start ${request.file}: ${result.originalMessage ?? result.shortMessage}` }
       }
       const exited: Promise<SpawnExit> = subprocess.then((result) => ({ exitCode: result.exitCode ?? null, signal: (result.signal as NodeJS.Signals | undefined) ?? null }))
+      const said = await readToEnd(subprocess.stdout)
+      if (said) {
+        // The prelude exits right after saying why: nothing of it is left once exited settles.
+        await exited
+        return preludeFailure(said, request)
+      }
       return { started: true, pid, exited }
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code ?? 'UNKNOWN'
-      return { started: false, stage: 'output', code, message: `could not open the task's files: ${(error as Error).message}` }
     } finally {
       for (const fd of descriptors) closeSync(fd)
     }
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * fd 0 ignored (/dev/null), fd 1 the prelude's report pipe (the output file once it execs), fd 2
+ * the output file, then the layout: extra files, data (written by execa and ended), pinned folders.
+ * Every descriptor opened here is pushed to `opened`, for the caller to close after the spawn.
+ */
+function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[] } | Failure {
+  const open = (path: string, flags: string | number): number => {
+    const fd = openSync(path, flags, 0o600)
+    opened.push(fd)
+    return fd
+  }
+  const layout = descriptorLayout(request)
+  const stdio: StdioEntry[] = ['ignore', 'pipe']
+  try {
+    stdio[2] = open(request.outputFile, 'a')
+  } catch (error) {
+    const code = errorCode(error)
+    return { started: false, stage: 'output', code, message: `could not open the output file ${request.outputFile}: ${code}` }
+  }
+  for (const [index, file] of request.extraFiles.entries()) {
+    try {
+      stdio[layout.extra[index]!] = open(file, 'r')
+    } catch (error) {
+      const code = errorCode(error)
+      return { started: false, stage: 'extra', code, message: `could not open ${file}: ${code}` }
+    }
+  }
+  for (const [index, data] of (request.dataFiles ?? []).entries()) stdio[layout.data[index]!] = new Uint8Array(data.buffer, data.byteOffset, data.length)
+  for (const [index, pinned] of (request.pinnedDirs ?? []).entries()) {
+    const fd = openPinned(pinned, opened)
+    if (typeof fd === 'string') return { started: false, stage: 'pinned', code: fd, message: pinnedDirFailure(pinned.path, fd) }
+    stdio[layout.pinned[index]!] = fd
+  }
+  return { stdio }
+}
+
+type StdioEntry = 'ignore' | 'pipe' | number | Uint8Array
+// execa passes any numeric descriptor through to the child; its types only list 3..9.
+type ExecaStdio = ['ignore', 'pipe', 3, ...(3 | Uint8Array)[]]
+
+/**
+ * The pinned folder opened O_PATH without following its last component, or the errno name: ELOOP
+ * when a symbolic link is anywhere in its path (the kernel's name for it must be the path itself),
+ * ESTALE when it is another directory.
+ */
+function openPinned(pinned: PinnedDir, opened: number[]): number | string {
+  let fd: number
+  try {
+    fd = openSync(pinned.path, PINNED_DIR_FLAGS)
+  } catch (error) {
+    const code = errorCode(error)
+    // O_PATH|O_NOFOLLOW opens a symbolic link itself, which O_DIRECTORY then refuses.
+    if (code === 'ENOTDIR' && isSymbolicLink(pinned.path)) return 'ELOOP'
+    return code
+  }
+  opened.push(fd)
+  try {
+    if (readlinkSync(`/proc/self/fd/${fd}`) !== pinned.path) return 'ELOOP'
+    const info = fstatSync(fd, { bigint: true })
+    return String(info.dev) === pinned.dev && String(info.ino) === pinned.ino ? fd : 'ESTALE'
+  } catch (error) {
+    return errorCode(error)
+  }
+}
+
+/** The shell prelude: limits, cgroups, the cwd check, then the exec (through setpriv for another user). */
+function prelude(request: SpawnRequest): string {
+  const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
+  const steps = [`ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}`]
+  const joins = request.cgroupProcs.map((file) => `echo $$ > ${shellQuote(file)}`).join(' && ')
+  if (joins) steps.push(`${joins} || exit 125`)
+  if (request.cwdIdentity) {
+    const { dev, ino } = request.cwdIdentity
+    steps.push(`[ "$(${shellQuote(STAT!)} -c %d:%i .)" = ${dev}:${ino} ] || { echo chdir ESTALE; exit 125; }`)
+  }
+  const { user } = request
+  const drop = user ? `${shellQuote(SETPRIV!)} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- ` : ''
+  // `1>&2`: stdout joins stderr on the output file, which ends the report pipe.
+  steps.push(`exec ${drop}"$@" 1>&2`)
+  return steps.join('; ')
+}
+
+/** A switch of user this daemon cannot make, or null. */
+function checkUser(user: { uid: number; gid: number }): Failure | null {
+  if (!SETPRIV) return { started: false, stage: 'user', code: 'ENOENT', message: userFailure(user, 'setpriv (util-linux) is not installed, and the node spawner needs it') }
+  const same = process.getuid?.() === user.uid && process.getgid?.() === user.gid
+  // setpriv would fail only after the prelude has stopped reporting: refuse what cannot work.
+  if (process.getuid?.() !== 0 && !same) return { started: false, stage: 'user', code: 'EPERM', message: userFailure(user, 'EPERM (the daemon is not root)') }
+  return null
+}
+
+/** What the prelude said on its report pipe ('' when it exec'd without a word). */
+async function readToEnd(stream: Readable | null): Promise<string> {
+  if (!stream) return ''
+  let said = ''
+  stream.setEncoding('utf8')
+  try {
+    for await (const chunk of stream) said += chunk as string
+  } catch {
+    // A broken pipe ends the report like EOF: whatever came before it still counts.
+  }
+  return said.trim()
+}
+
+function preludeFailure(said: string, request: SpawnRequest): Failure {
+  const [stage = 'exec', code = 'UNKNOWN'] = said.split(/\s+/)
+  if (stage === 'chdir' && code === 'ESTALE') return { started: false, stage, code, message: cwdChangedFailure(request.cwd) }
+  return { started: false, stage, code, message: `could not start ${request.file} (${stage}): ${code}` }
+}
+
+function errorCode(error: unknown): string {
+  return (error as NodeJS.ErrnoException).code ?? 'UNKNOWN'
+}
+
+function isSymbolicLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink()
+  } catch {
+    return false
+  }
+}
+
+function firstExisting(paths: string[]): string | undefined {
+  return paths.find((path) => existsSync(path))
 }
 
 function shellQuote(value: string): string {

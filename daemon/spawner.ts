@@ -20,6 +20,120 @@ export interface SpawnRequest {
   cgroupProcs: string[]
   /** Resource limits set (soft and hard) in the child; core dumps are always off. */
   limits: { openFiles: number; fileSizeBytes: number }
+  /**
+   * Contents handed to the child as read-only descriptors, in order after the extra files (see
+   * descriptorLayout), each readable from its start to its end whatever its size. Never written to
+   * disk: they carry secrets (bubblewrap's `--args FD`). Default: none.
+   */
+  dataFiles?: Buffer[]
+  /**
+   * Folders pinned when the task was accepted, opened O_PATH in the child on the descriptors after
+   * the data files. Each must still resolve without any symbolic link and be the same directory
+   * (device and inode), or the spawn fails at stage `pinned`. Default: none.
+   */
+  pinnedDirs?: PinnedDir[]
+  /**
+   * The device and inode cwd had when the task was accepted: after the chdir, `.` must still be
+   * that directory, or the spawn fails at stage `chdir` with ESTALE. Default: not checked.
+   */
+  cwdIdentity?: FileIdentity
+  /**
+   * Run the child as this user, with no supplementary groups (and so, from root, no capabilities):
+   * dropped after every descriptor is open and every cgroup joined, right before the exec; a
+   * failure is stage `user`. Default: the daemon's own user.
+   */
+  user?: { uid: number; gid: number }
+}
+
+/** A file's identity as `statSync(path, { bigint: true })` gives it, in decimal. */
+export interface FileIdentity {
+  dev: string
+  ino: string
+}
+
+/** A directory pinned by identity; `path` is a real path (no symbolic link in any component). */
+export interface PinnedDir extends FileIdentity {
+  path: string
+}
+
+/** The child's descriptor numbers: 0 /dev/null, 1 and 2 the output file, then these, in this order. */
+export interface DescriptorLayout {
+  extra: number[]
+  data: number[]
+  pinned: number[]
+}
+
+/** Where each extra file, data file and pinned folder lands in the child (callers build bubblewrap's fd arguments from it). */
+export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dataFiles' | 'pinnedDirs'>): DescriptorLayout {
+  let next = 3
+  const take = (count: number) => Array.from({ length: count }, () => next++)
+  const extra = take(request.extraFiles.length)
+  const data = take(request.dataFiles?.length ?? 0)
+  const pinned = take(request.pinnedDirs?.length ?? 0)
+  return { extra, data, pinned }
+}
+
+/** What is wrong with the optional fields of a request (dataFiles, pinnedDirs, cwdIdentity, user), or null. */
+export function spawnRequestProblem(request: SpawnRequest): string | null {
+  for (const [index, data] of (request.dataFiles ?? []).entries()) {
+    if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
+  }
+  for (const [index, pinned] of (request.pinnedDirs ?? []).entries()) {
+    if (!pinned.path.startsWith('/') || pinned.path.includes('\0')) return `pinnedDirs[${index}].path must be an absolute path, got ${JSON.stringify(pinned.path)}`
+    const problem = identityProblem(`pinnedDirs[${index}]`, pinned)
+    if (problem) return problem
+  }
+  if (request.cwdIdentity) {
+    const problem = identityProblem('cwdIdentity', request.cwdIdentity)
+    if (problem) return problem
+  }
+  if (request.user) {
+    for (const key of ['uid', 'gid'] as const) {
+      const id = request.user[key]
+      // (uid_t)-1 means "unchanged" to the kernel: never a user to run as.
+      if (!Number.isSafeInteger(id) || id < 0 || id >= 0xffffffff) return `user.${key} must be an integer from 0 to 4294967294, got ${id}`
+    }
+  }
+  return null
+}
+
+function identityProblem(field: string, identity: FileIdentity): string | null {
+  for (const key of ['dev', 'ino'] as const) {
+    const value = identity[key]
+    if (typeof value !== 'string' || !/^\d{1,20}$/.test(value) || BigInt(value) > 0xffffffffffffffffn) return `${field}.${key} must be a decimal string (a 64-bit unsigned number), got ${JSON.stringify(value)}`
+  }
+  return null
+}
+
+// Failure messages both spawners give, so that a task reads the same whichever started it.
+
+/** A pinned folder that could not be opened as it was (code: ESTALE for another directory, else the errno). */
+export function pinnedDirFailure(path: string, code: string): string {
+  const changed = `folder changed since the task was accepted: ${path}`
+  switch (code) {
+    case 'ESTALE':
+      return `${changed} (it is no longer the same directory)`
+    case 'ELOOP':
+      return `${changed} (a symbolic link is now in its path)`
+    case 'ENOENT':
+      return `${changed} (it no longer exists)`
+    case 'ENOTDIR':
+      return `${changed} (it, or a folder above it, is no longer a directory)`
+    default:
+      return `could not open the folder the task was accepted with: ${path} (${code})`
+  }
+}
+
+export function cwdChangedFailure(cwd: string): string {
+  return `cwd changed since the task was accepted: ${cwd} (it is no longer the same directory)`
+}
+
+export function userFailure(user: { uid: number; gid: number }, reason: string): string {
+  return `could not run the task as uid ${user.uid} gid ${user.gid}: ${reason}`
+}
+
+export function dataFileFailure(index: number, code: string): string {
+  return `could not hand the task its in-memory file ${index}: ${code}`
 }
 
 export interface SpawnExit {
@@ -30,7 +144,10 @@ export interface SpawnExit {
 
 export type SpawnOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit> }
-  /** Nothing is left running. `stage` says which step failed (chdir, exec, output, cgroup, …). */
+  /**
+   * Nothing is left running. `stage` says which step failed: request, output, stdin, extra, data,
+   * pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
+   */
   | { started: false; stage: string; code: string; message: string }
 
 export interface Spawner {

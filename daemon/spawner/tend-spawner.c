@@ -13,18 +13,24 @@
  * -------------
  * Requests (stdin): a 4-byte little-endian payload length, then the payload, a sequence of
  * NUL-terminated strings:
- *   reqid, file, cwd, outputFile, openFiles, fileSizeBytes, argc, argv[0..argc-1],
- *   envc, env[...] ("K=V"), extrac, extraFiles[...], cgc, cgroupProcs[...]
- * (numbers in decimal; reqid is 1..63 printable characters without spaces).
+ *   reqid, file, cwd, outputFile, openFiles, fileSizeBytes, cwdDev, cwdIno, uid, gid,
+ *   argc, argv[0..argc-1], envc, env[...] ("K=V"), extrac, extraFiles[...], cgc, cgroupProcs[...],
+ *   pinc, then pinc triples (path, dev, ino),
+ *   datac, then datac blobs, each a length string and then exactly that many raw bytes (no NUL).
+ * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
+ * given; uid and gid likewise (empty: keep the helper's user). reqid is 1..63 printable
+ * characters without spaces. At most 1024 extra files, blobs and pinned folders together.
  *
  * Replies (stdout), one line each, space-separated:
  *   started <reqid> <pid>                    the child has exec'd
  *   failed <reqid> <stage> <errno> [<index>] nothing is left running; stage is one of output,
- *                                            stdin, extra, cgroup, limits, setsid, chdir, exec,
- *                                            fork. EXTENSION to the original protocol: for the
- *                                            stages `extra` and `cgroup` a 5th field gives the
- *                                            0-based index of the file that failed (in extraFiles
- *                                            or cgroupProcs), so the daemon can name the path.
+ *                                            stdin, extra, data, pinned, cgroup, limits, setsid,
+ *                                            chdir, user, exec, fork. For the stages extra, data,
+ *                                            pinned and cgroup a 5th field gives the 0-based index
+ *                                            of the entry that failed (in extraFiles, the blobs,
+ *                                            the pinned folders or cgroupProcs), so the daemon can
+ *                                            name it. A pinned folder that is no longer the same
+ *                                            directory, or a cwd that is not, reads ESTALE.
  *   exited <pid> <code> <signal>             code is -1 when a signal ended it, signal 0 when it
  *                                            exited. Always after the `started` of that pid; the
  *                                            exits of children that failed are never reported.
@@ -34,15 +40,22 @@
  *
  * Child setup, in order: signal dispositions to SIG_DFL and an empty mask; setsid(); limits
  * (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); the pid written to
- * each cgroupProcs file; stdin /dev/null, stdout and stderr one O_APPEND description of outputFile
- * (created 0600), extra files read-only on fd 3, 4, ...; every other descriptor closed; chdir(cwd);
- * execve(file, argv, env); a file without a slash is searched on the PATH of env (execvpe). A failing step writes "<stage> <errno>[ <index>]"
- * to an O_CLOEXEC pipe and _exits; EOF with no data on that pipe means the exec succeeded.
+ * each cgroupProcs file; descriptors: stdin /dev/null, stdout and stderr one O_APPEND description
+ * of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs (each a
+ * sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by openat2
+ * with RESOLVE_NO_SYMLINKS and checked against their device and inode), every other descriptor
+ * closed; chdir(cwd) (fchdir through the pinned descriptor when cwd is a pinned folder), then `.`
+ * checked against cwdDev/cwdIno; for another user keep-caps off, setgroups(0), setgid(gid),
+ * setuid(uid), and setuid(0) must then fail; execve(file, argv, env); a file without a slash is
+ * searched on the PATH of env (execvpe). openat2 needs Linux 5.6. A failing step writes
+ * "<stage> <errno>[ <index>]" to an O_CLOEXEC pipe and _exits; EOF with no data on that pipe means
+ * the exec succeeded.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -50,9 +63,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -223,12 +239,27 @@ static void reap(void) {
 
 /* ---------------------------------------------------------------- requests */
 
+/* A blob points into the request's payload: raw bytes, NULs allowed. */
+struct blob {
+  const char *bytes;
+  size_t length;
+};
+
+struct pin {
+  const char *path;
+  unsigned long long dev, ino;
+};
+
 struct request {
   const char *reqid, *file, *cwd, *output;
   unsigned long long open_files, file_size;
-  size_t argc, envc, extrac, cgc;
+  int check_cwd, set_user;
+  unsigned long long cwd_dev, cwd_ino, uid, gid;
+  size_t argc, envc, extrac, cgc, pinc, datac;
   char **argv, **envp, **extra, **cgroups;
-  int *extra_fds;
+  struct pin *pins;
+  struct blob *data;
+  int *fds; /* the child's descriptors for extra, data, pinned, before they move to fd 3... */
 };
 
 struct cursor {
@@ -244,8 +275,7 @@ static char *next_string(struct cursor *cursor, const char *what) {
   return start;
 }
 
-static unsigned long long next_number(struct cursor *cursor, const char *what, unsigned long long max) {
-  const char *text = next_string(cursor, what);
+static unsigned long long parse_number(const char *text, const char *what, unsigned long long max) {
   if (!*text) malformed("%s is empty", what);
   unsigned long long value = 0;
   for (const char *c = text; *c; c++) {
@@ -257,9 +287,30 @@ static unsigned long long next_number(struct cursor *cursor, const char *what, u
   return value;
 }
 
+static unsigned long long next_number(struct cursor *cursor, const char *what, unsigned long long max) {
+  return parse_number(next_string(cursor, what), what, max);
+}
+
+/* Two numbers that are both empty (returns 0) or both given (returns 1). */
+static int next_optional_pair(struct cursor *cursor, const char *what, unsigned long long max, unsigned long long *first, unsigned long long *second) {
+  const char *a = next_string(cursor, what), *b = next_string(cursor, what);
+  if (!*a && !*b) return 0;
+  *first = parse_number(a, what, max);
+  *second = parse_number(b, what, max);
+  return 1;
+}
+
 /* A count of strings: each takes at least one byte, so it cannot exceed what is left. */
 static size_t next_count(struct cursor *cursor, const char *what) {
   return (size_t)next_number(cursor, what, (unsigned long long)(cursor->end - cursor->at));
+}
+
+static struct blob next_blob(struct cursor *cursor) {
+  size_t length = (size_t)next_number(cursor, "data length", MAX_PAYLOAD);
+  if (length > (size_t)(cursor->end - cursor->at)) malformed("truncated request: a blob is shorter than its length");
+  struct blob blob = {cursor->at, length};
+  cursor->at += length;
+  return blob;
 }
 
 static void parse_request(char *payload, size_t length, struct request *request, void **allocation) {
@@ -274,8 +325,11 @@ static void parse_request(char *payload, size_t length, struct request *request,
   request->output = next_string(&cursor, "outputFile");
   request->open_files = next_number(&cursor, "openFiles", RLIM_INFINITY);
   request->file_size = next_number(&cursor, "fileSizeBytes", RLIM_INFINITY);
+  request->check_cwd = next_optional_pair(&cursor, "cwd identity", ~0ULL, &request->cwd_dev, &request->cwd_ino);
+  /* (uid_t)-1 means "unchanged" to setuid: never a user to run as. */
+  request->set_user = next_optional_pair(&cursor, "user", 0xfffffffeULL, &request->uid, &request->gid);
 
-  /* The counts come before their strings: parse in two passes into one allocation. */
+  /* The counts come before their entries: parse in two passes into one allocation. */
   struct cursor scan = cursor;
   size_t argc = next_count(&scan, "argc");
   for (size_t i = 0; i < argc; i++) next_string(&scan, "argv");
@@ -285,21 +339,31 @@ static void parse_request(char *payload, size_t length, struct request *request,
   for (size_t i = 0; i < extrac; i++) next_string(&scan, "extraFiles");
   size_t cgc = next_count(&scan, "cgc");
   for (size_t i = 0; i < cgc; i++) next_string(&scan, "cgroupProcs");
+  size_t pinc = next_count(&scan, "pinc");
+  for (size_t i = 0; i < 3 * pinc; i++) next_string(&scan, "pinned folder");
+  size_t datac = next_count(&scan, "datac");
+  for (size_t i = 0; i < datac; i++) next_blob(&scan);
   if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
-  if (extrac > 1024) malformed("too many extra files");
+  if (extrac + pinc + datac > 1024) malformed("too many extra files, blobs and pinned folders");
 
+  /* Pointers first, then the structs, then the ints: each part stays aligned. */
   size_t pointers = (argc + 1) + (envc + 1) + extrac + cgc;
-  char **table = xrealloc(NULL, pointers * sizeof(char *) + extrac * sizeof(int) + 1);
+  size_t slots = extrac + datac + pinc;
+  char **table = xrealloc(NULL, pointers * sizeof(char *) + pinc * sizeof(struct pin) + datac * sizeof(struct blob) + slots * sizeof(int) + 1);
   *allocation = table;
   request->argc = argc;
   request->envc = envc;
   request->extrac = extrac;
   request->cgc = cgc;
+  request->pinc = pinc;
+  request->datac = datac;
   request->argv = table;
   request->envp = request->argv + argc + 1;
   request->extra = request->envp + envc + 1;
   request->cgroups = request->extra + extrac;
-  request->extra_fds = (int *)(void *)(request->cgroups + cgc);
+  request->pins = (struct pin *)(void *)(request->cgroups + cgc);
+  request->data = (struct blob *)(void *)(request->pins + pinc);
+  request->fds = (int *)(void *)(request->data + datac);
 
   next_string(&cursor, "argc");
   for (size_t i = 0; i < argc; i++) request->argv[i] = next_string(&cursor, "argv");
@@ -311,6 +375,15 @@ static void parse_request(char *payload, size_t length, struct request *request,
   for (size_t i = 0; i < extrac; i++) request->extra[i] = next_string(&cursor, "extraFiles");
   next_string(&cursor, "cgc");
   for (size_t i = 0; i < cgc; i++) request->cgroups[i] = next_string(&cursor, "cgroupProcs");
+  next_string(&cursor, "pinc");
+  for (size_t i = 0; i < pinc; i++) {
+    request->pins[i].path = next_string(&cursor, "pinned path");
+    if (request->pins[i].path[0] != '/') malformed("pinned path is not absolute");
+    request->pins[i].dev = next_number(&cursor, "pinned dev", ~0ULL);
+    request->pins[i].ino = next_number(&cursor, "pinned ino", ~0ULL);
+  }
+  next_string(&cursor, "datac");
+  for (size_t i = 0; i < datac; i++) request->data[i] = next_blob(&cursor);
 }
 
 /* ------------------------------------------------------------------ child */
@@ -345,11 +418,60 @@ static void close_from(int low, int keep, int highest_known) {
 
 /* Moves fd to the lowest free descriptor >= low (O_CLOEXEC), so the dup2s cannot collide. */
 static int move_above(int fd, int low) {
-  if (fd >= low) return fd;
+  if (fd < 0 || fd >= low) return fd;
   int moved = fcntl(fd, F_DUPFD_CLOEXEC, low);
-  if (moved < 0) return -1;
+  int error = errno;
   close(fd);
+  errno = error;
   return moved;
+}
+
+static int open_retrying(const char *path, int flags, mode_t mode) {
+  int fd;
+  do fd = open(path, flags | O_CLOEXEC | O_NOCTTY, mode);
+  while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+/* A blob as a sealed memory file, reopened read-only through /proc (a new description, at offset 0). */
+static int open_blob(const struct blob *blob) {
+  int memfd = memfd_create("tend-data", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (memfd < 0) return -1;
+  int error = 0;
+  for (size_t done = 0; done < blob->length && !error;) {
+    ssize_t n = write(memfd, blob->bytes + done, blob->length - done);
+    if (n > 0) done += (size_t)n;
+    else if (n == 0) error = EIO;
+    else if (errno != EINTR) error = errno;
+  }
+  if (!error && fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) error = errno;
+  int readonly = -1;
+  if (!error) {
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", memfd);
+    readonly = open_retrying(path, O_RDONLY, 0);
+    if (readonly < 0) error = errno;
+  }
+  close(memfd);
+  errno = error;
+  return readonly;
+}
+
+/* A pinned folder, opened without following any symbolic link; ESTALE when it is another one. */
+static int open_pinned(const struct pin *pin) {
+  struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+  int fd;
+  do fd = (int)syscall(SYS_openat2, AT_FDCWD, pin->path, &how, sizeof how);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  struct stat info;
+  int error = 0;
+  if (fstat(fd, &info) != 0) error = errno;
+  else if ((unsigned long long)info.st_dev != pin->dev || (unsigned long long)info.st_ino != pin->ino) error = ESTALE;
+  if (!error) return fd;
+  close(fd);
+  errno = error;
+  return -1;
 }
 
 __attribute__((noreturn)) static void run_child(struct request *r, int highest_known) {
@@ -382,9 +504,7 @@ __attribute__((noreturn)) static void run_child(struct request *r, int highest_k
   char pid_text[24];
   int pid_length = snprintf(pid_text, sizeof pid_text, "%d\n", (int)getpid());
   for (size_t i = 0; i < r->cgc; i++) {
-    int fd;
-    do fd = open(r->cgroups[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    while (fd < 0 && errno == EINTR);
+    int fd = open_retrying(r->cgroups[i], O_WRONLY, 0);
     if (fd < 0) child_fail("cgroup", errno, (long)i);
     ssize_t written;
     do written = write(fd, pid_text, (size_t)pid_length);
@@ -394,43 +514,62 @@ __attribute__((noreturn)) static void run_child(struct request *r, int highest_k
     close(fd);
   }
 
-  /* 5. Descriptors: open everything above the target range 0 .. 3+extrac-1, then dup2 down. */
-  int low = 3 + (int)r->extrac;
+  /* 5. Descriptors: open everything above the target range 0 .. 3+slots-1, then dup2 down. The
+   * slots are the extra files, then the blobs, then the pinned folders. */
+  size_t slots = r->extrac + r->datac + r->pinc;
+  int low = 3 + (int)slots;
   int moved = move_above(error_fd, low);
   if (moved < 0) child_fail("extra", errno, -1);
   error_fd = moved;
 
-  int null_fd;
-  do null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  while (null_fd < 0 && errno == EINTR);
-  if (null_fd < 0 || (null_fd = move_above(null_fd, low)) < 0) child_fail("stdin", errno, -1);
+  int null_fd = move_above(open_retrying("/dev/null", O_RDONLY, 0), low);
+  if (null_fd < 0) child_fail("stdin", errno, -1);
+  int output_fd = move_above(open_retrying(r->output, O_WRONLY | O_APPEND | O_CREAT, 0600), low);
+  if (output_fd < 0) child_fail("output", errno, -1);
 
-  int output_fd;
-  do output_fd = open(r->output, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-  while (output_fd < 0 && errno == EINTR);
-  if (output_fd < 0 || (output_fd = move_above(output_fd, low)) < 0) child_fail("output", errno, -1);
-
-  for (size_t i = 0; i < r->extrac; i++) {
-    int fd;
-    do fd = open(r->extra[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0 || (fd = move_above(fd, low)) < 0) child_fail("extra", errno, (long)i);
-    r->extra_fds[i] = fd;
-  }
+  int *fds = r->fds;
+  for (size_t i = 0; i < r->extrac; i++)
+    if ((*fds++ = move_above(open_retrying(r->extra[i], O_RDONLY, 0), low)) < 0) child_fail("extra", errno, (long)i);
+  for (size_t i = 0; i < r->datac; i++)
+    if ((*fds++ = move_above(open_blob(&r->data[i]), low)) < 0) child_fail("data", errno, (long)i);
+  for (size_t i = 0; i < r->pinc; i++)
+    if ((*fds++ = move_above(open_pinned(&r->pins[i]), low)) < 0) child_fail("pinned", errno, (long)i);
 
   /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
   if (dup2(null_fd, 0) < 0) child_fail("stdin", errno, -1);
   if (dup2(output_fd, 1) < 0 || dup2(output_fd, 2) < 0) child_fail("output", errno, -1);
-  for (size_t i = 0; i < r->extrac; i++)
-    if (dup2(r->extra_fds[i], 3 + (int)i) < 0) child_fail("extra", errno, (long)i);
+  for (size_t slot = 0; slot < slots; slot++) {
+    if (dup2(r->fds[slot], 3 + (int)slot) >= 0) continue;
+    if (slot < r->extrac) child_fail("extra", errno, (long)slot);
+    if (slot < r->extrac + r->datac) child_fail("data", errno, (long)(slot - r->extrac));
+    child_fail("pinned", errno, (long)(slot - r->extrac - r->datac));
+  }
   close(null_fd);
   close(output_fd);
-  for (size_t i = 0; i < r->extrac; i++) close(r->extra_fds[i]);
+  for (size_t slot = 0; slot < slots; slot++) close(r->fds[slot]);
 
-  /* 6. cwd. */
-  if (chdir(r->cwd) != 0) child_fail("chdir", errno, -1);
+  /* 6. cwd, through its pinned descriptor when it is a pinned folder (no path walk to race). */
+  int pinned_cwd = -1;
+  for (size_t i = 0; i < r->pinc && pinned_cwd < 0; i++)
+    if (strcmp(r->pins[i].path, r->cwd) == 0) pinned_cwd = 3 + (int)(r->extrac + r->datac + i);
+  if ((pinned_cwd >= 0 ? fchdir(pinned_cwd) : chdir(r->cwd)) != 0) child_fail("chdir", errno, -1);
+  if (r->check_cwd) {
+    struct stat here;
+    if (stat(".", &here) != 0) child_fail("chdir", errno, -1);
+    if ((unsigned long long)here.st_dev != r->cwd_dev || (unsigned long long)here.st_ino != r->cwd_ino) child_fail("chdir", ESTALE, -1);
+  }
 
-  /* 7. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
+  /* 7. The user, last. From root to another uid the kernel clears every capability (unless
+   * keep-caps is set: it is cleared first); a drop that could be undone fails the spawn. */
+  if (r->set_user) {
+    if (prctl(PR_SET_KEEPCAPS, 0L, 0L, 0L, 0L) != 0) child_fail("user", errno, -1);
+    if (setgroups(0, NULL) != 0) child_fail("user", errno, -1);
+    if (setgid((gid_t)r->gid) != 0) child_fail("user", errno, -1);
+    if (setuid((uid_t)r->uid) != 0) child_fail("user", errno, -1);
+    if (r->uid != 0 && setuid(0) == 0) child_fail("user", EPERM, -1);
+  }
+
+  /* 8. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
   if (strchr(r->file, '/') == NULL) {
     environ = r->envp;
     execvpe(r->file, r->argv, r->envp);

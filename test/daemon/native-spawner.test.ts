@@ -27,7 +27,7 @@ const extraSpawners: NativeSpawner[] = []
 beforeAll(async () => {
   if (!binary) throw new Error('dist/daemon/spawner/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
   spawner = await NativeSpawner.start(binary)
-  scratch = mkdtempSync(join(tmpdir(), 'tend-native-spawner-'))
+  scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tend-native-spawner-')))
 })
 
 afterEach(async () => {
@@ -403,3 +403,67 @@ describe('native spawner', () => {
     await waitFor(`helper ${helper} to die with its owner`, () => !isAlive(helper), 5000)
   })
 })
+
+describe('native spawner: descriptors for bubblewrap, and its own environment', () => {
+  test('the helper runs with a fixed minimal environment, not the daemon\'s', async () => {
+    const own = await NativeSpawner.start(binary!)
+    extraSpawners.push(own)
+    const environ = readFileSync(`/proc/${own.helperPid}/environ`, 'latin1')
+    expect(environ).toBe('PATH=/usr/sbin:/usr/bin:/sbin:/bin\0')
+  })
+
+  test('in-memory files are read-only, sealed memory files; pinned folders are O_PATH descriptors; nothing else is open', async () => {
+    const dir = freshDir()
+    const child = await startSleeper({ cwd: dir, dataFiles: [Buffer.from('one'), Buffer.alloc(0)], pinnedDirs: [pinOf(dir)] })
+    expect(readdirSync(`/proc/${child.pid}/fd`).sort()).toEqual(['0', '1', '2', '3', '4', '5'])
+    for (const fd of [3, 4]) {
+      expect(readlinkSync(`/proc/${child.pid}/fd/${fd}`)).toMatch(/^\/memfd:tend-data \(deleted\)$/)
+      const flags = Number.parseInt(/flags:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/fdinfo/${fd}`, 'utf8'))![1]!, 8)
+      expect(flags & 0o3).toBe(0) // O_RDONLY
+    }
+    expect(readlinkSync(`/proc/${child.pid}/fd/5`)).toBe(dir)
+    const pinnedFlags = Number.parseInt(/flags:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/fdinfo/5`, 'utf8'))![1]!, 8)
+    expect(pinnedFlags & 0o10000000).toBe(0o10000000) // O_PATH
+
+    // Reopened for writing through /proc, the memory file still refuses writes: it is sealed.
+    const result = await run(request({ file: '/bin/sh', argv: ['sh', '-c', 'cat <&3; echo x >&3 2>/dev/null || echo read-only; echo x >>/proc/self/fd/3 2>/dev/null || echo sealed'], dataFiles: [Buffer.from('data\n')] }))
+    expect(result).toMatchObject({ exitCode: 0, output: 'data\nread-only\nsealed\n' })
+  })
+
+  test('the failing pinned folder is named among several; earlier ones are not blamed', async () => {
+    const first = freshDir()
+    const second = freshDir()
+    const pins = [pinOf(first), pinOf(second)]
+    rmSync(second, { recursive: true })
+    const outcome = await spawner.spawn(request({ file: '/bin/true', pinnedDirs: pins }))
+    expect(outcome).toEqual({ started: false, stage: 'pinned', code: 'ENOENT', message: `folder changed since the task was accepted: ${second} (it no longer exists)` })
+  })
+  test('a blob that runs past the end of its request is malformed: the helper says so and exits 2', async () => {
+    const helper = spawn(binary!, [String(process.pid)], { stdio: ['pipe', 'pipe', 'pipe'] })
+    let stdout = ''
+    helper.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    const exited = new Promise<number | null>((resolve) => helper.once('close', (code) => resolve(code)))
+    helper.stdin.on('error', () => {})
+    // No cwd identity, no user, argv [true], no env, extra files, cgroups or pins, one blob of 100 bytes holding 3.
+    const fields = ['1', '/bin/true', '/tmp', '/tmp/x', '64', '1000', '', '', '', '', '1', 'true', '0', '0', '0', '0', '1', '100']
+    const payload = Buffer.concat([Buffer.from(fields.map((field) => `${field}\0`).join('')), Buffer.from('abc')])
+    const header = Buffer.alloc(4)
+    header.writeUInt32LE(payload.length)
+    helper.stdin.end(Buffer.concat([header, payload]))
+    expect(await exited).toBe(2)
+    expect(stdout).toBe('error truncated request: a blob is shorter than its length\n')
+  })
+
+  test('more descriptors than the wire carries are refused as a bad request without disturbing the helper', async () => {
+    const helper = spawner.helperPid
+    const outcome = await spawner.spawn(request({ file: '/bin/true', dataFiles: Array.from({ length: 1025 }, () => Buffer.alloc(0)) }))
+    expect(outcome).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
+    expect((await run(request({ file: '/bin/true' }))).exitCode).toBe(0)
+    expect(spawner.helperPid).toBe(helper)
+  })
+})
+
+function pinOf(path: string): { path: string; dev: string; ino: string } {
+  const info = statSync(path, { bigint: true })
+  return { path, dev: String(info.dev), ino: String(info.ino) }
+}

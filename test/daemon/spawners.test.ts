@@ -1,9 +1,16 @@
-import { afterEach, describe, expect, test } from 'vitest'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
+import { randomBytes } from 'node:crypto'
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+// The built modules: the native helper is found next to its module, in dist/daemon/spawner/.
+import { NativeSpawner } from '../../dist/daemon/native-spawner.js'
+import { NodeSpawner } from '../../dist/daemon/node-spawner.js'
+import { descriptorLayout } from '../../dist/daemon/spawner.js'
+import type { PinnedDir, SpawnExit, SpawnRequest, Spawner } from '../../daemon/spawner.js'
 import { FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 // Both spawners must start a task the same way: the native helper (the default where it was built)
 // and the child_process fallback (TEND_SPAWNER=node).
@@ -73,3 +80,186 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     expect((await daemon.client.read(task.id)).data).toBe(expected)
   })
 })
+
+// The same abilities straight on each spawner (no daemon): what bubblewrap is driven with.
+describe.each([
+  ['native', async (): Promise<Spawner> => NativeSpawner.start(NativeSpawner.binaryPath() ?? missingHelper())],
+  ['node', async (): Promise<Spawner> => new NodeSpawner()],
+] as const)('the %s spawner on its own', (_kind, create) => {
+  let spawner: Spawner
+  let scratch: string
+  /** Set in every child's environment, so the test can prove none is left running. */
+  let marker: string
+  let count = 0
+
+  beforeAll(async () => {
+    spawner = await create()
+    scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tend-spawner-abilities-')))
+  })
+  afterAll(async () => {
+    await spawner.close()
+    rmSync(scratch, { recursive: true, force: true })
+  })
+  beforeEach(() => {
+    marker = `TEND_SPAWNER_TEST=${process.pid}-${count++}`
+  })
+  afterEach(async () => {
+    await waitFor(`no child with ${marker} left running`, () => processesWithEnv(marker).filter(isAlive).length === 0, 5000)
+  })
+
+  function freshDir(): string {
+    const dir = mkdtempSync(join(scratch, 'd-'))
+    // Children that run as another user still reach their cwd.
+    chmodSync(dir, 0o755)
+    return dir
+  }
+
+  function shell(script: string, overrides: Partial<SpawnRequest> = {}): SpawnRequest {
+    const cwd = overrides.cwd ?? freshDir()
+    const [key, value] = marker.split('=') as [string, string]
+    return {
+      file: '/bin/sh',
+      argv: ['sh', '-c', script],
+      env: { PATH: '/usr/bin:/bin', [key]: value },
+      cwd,
+      outputFile: join(cwd, 'output.log'),
+      extraFiles: [],
+      cgroupProcs: [],
+      limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
+      ...overrides,
+    }
+  }
+
+  async function run(request: SpawnRequest): Promise<SpawnExit & { output: Buffer }> {
+    const outcome = await spawner.spawn(request)
+    if (!outcome.started) throw new Error(`expected the child to start, got ${JSON.stringify(outcome)}`)
+    const exit = await outcome.exited
+    return { ...exit, output: readFileSync(request.outputFile) }
+  }
+
+  function pin(path: string): PinnedDir {
+    const info = statSync(path, { bigint: true })
+    return { path, dev: String(info.dev), ino: String(info.ino) }
+  }
+
+  test('an in-memory file of 200 KiB is read back byte for byte from its descriptor, after the extra files', async () => {
+    const dir = freshDir()
+    const extra = join(dir, 'extra')
+    writeFileSync(extra, 'extra\n')
+    const big = randomBytes(200 * 1024)
+    const small = Buffer.from('second\0file')
+    const request = shell('cat <&3; cat <&4; cat <&5', { cwd: dir, extraFiles: [extra], dataFiles: [big, small] })
+    expect(descriptorLayout(request)).toEqual({ extra: [3], data: [4, 5], pinned: [] })
+    const result = await run(request)
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    expect(result.output.equals(Buffer.concat([Buffer.from('extra\n'), big, small]))).toBe(true)
+  })
+
+  test('pinned folders are open on the descriptors after the extra and in-memory files, and readable through them', async () => {
+    const dir = freshDir()
+    const extra = join(dir, 'extra')
+    writeFileSync(extra, '')
+    const first = freshDir()
+    const second = freshDir()
+    writeFileSync(join(first, 'in-first'), '')
+    writeFileSync(join(second, 'in-second'), '')
+    const request = shell('ls /proc/self/fd/5/; ls /proc/self/fd/6/; readlink /proc/self/fd/5 /proc/self/fd/6', {
+      cwd: dir,
+      extraFiles: [extra],
+      dataFiles: [Buffer.from('args')],
+      pinnedDirs: [pin(first), pin(second)],
+    })
+    expect(descriptorLayout(request)).toEqual({ extra: [3], data: [4], pinned: [5, 6] })
+    const result = await run(request)
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    expect(result.output.toString()).toBe(`in-first\nin-second\n${first}\n${second}\n`)
+  })
+
+  test('a pinned folder whose path now runs through a symbolic link fails at stage pinned, naming the path', async () => {
+    // The link leads back to the very same folder: only refusing symbolic links can catch it.
+    const parent = freshDir()
+    const pinned = join(parent, 'pinned')
+    mkdirSync(join(parent, 'pinned'))
+    const inner = join(pinned, 'inner')
+    mkdirSync(inner)
+    const pins = [pin(pinned), pin(inner)]
+    renameSync(pinned, `${pinned}.moved`)
+    symlinkSync(`${pinned}.moved`, pinned)
+
+    const last = await spawner.spawn(shell('true', { pinnedDirs: [pins[0]!] }))
+    expect(last).toEqual({ started: false, stage: 'pinned', code: 'ELOOP', message: `folder changed since the task was accepted: ${pinned} (a symbolic link is now in its path)` })
+    const above = await spawner.spawn(shell('true', { pinnedDirs: [pin(freshDir()), pins[1]!] }))
+    expect(above).toEqual({ started: false, stage: 'pinned', code: 'ELOOP', message: `folder changed since the task was accepted: ${inner} (a symbolic link is now in its path)` })
+  })
+
+  test('a pinned folder replaced by another real folder fails at stage pinned, naming the path', async () => {
+    const parent = freshDir()
+    const pinned = join(parent, 'pinned')
+    mkdirSync(pinned)
+    const pinnedDir = pin(pinned)
+    renameSync(pinned, `${pinned}.old`)
+    mkdirSync(pinned)
+    const outcome = await spawner.spawn(shell('true', { pinnedDirs: [pinnedDir] }))
+    expect(outcome).toEqual({ started: false, stage: 'pinned', code: 'ESTALE', message: `folder changed since the task was accepted: ${pinned} (it is no longer the same directory)` })
+    rmdirSync(pinned)
+    const gone = await spawner.spawn(shell('true', { pinnedDirs: [pinnedDir] }))
+    expect(gone).toEqual({ started: false, stage: 'pinned', code: 'ENOENT', message: `folder changed since the task was accepted: ${pinned} (it no longer exists)` })
+  })
+
+  test('a cwd that is no longer the folder it was when the task was accepted fails at stage chdir', async () => {
+    const cwd = freshDir()
+    const same = await run(shell('pwd', { cwd, cwdIdentity: identity(cwd) }))
+    expect(same).toMatchObject({ exitCode: 0, output: Buffer.from(`${cwd}\n`) })
+    const other = freshDir()
+    const outcome = await spawner.spawn(shell('true', { cwd, cwdIdentity: identity(other) }))
+    expect(outcome).toEqual({ started: false, stage: 'chdir', code: 'ESTALE', message: `cwd changed since the task was accepted: ${cwd} (it is no longer the same directory)` })
+  })
+
+  test('a pinned cwd is entered and checked like any other', async () => {
+    const cwd = freshDir()
+    const result = await run(shell('pwd; ls /proc/self/fd/3/', { cwd, pinnedDirs: [pin(cwd)], cwdIdentity: identity(cwd) }))
+    expect(result).toMatchObject({ exitCode: 0, output: Buffer.from(`${cwd}\noutput.log\n`) })
+  })
+
+  test('a child run as 65534 has that uid and gid, no supplementary groups and no capabilities, and still writes its output', async () => {
+    const dir = freshDir()
+    writeFileSync(join(dir, 'data-check'), '')
+    const request = shell('cat /proc/self/status; cat <&3', { cwd: dir, user: { uid: 65534, gid: 65534 }, dataFiles: [Buffer.from('secret-for-bwrap\n')], pinnedDirs: [pin(dir)] })
+    const result = await run(request)
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    const status = result.output.toString()
+    const field = (name: string) => new RegExp(`^${name}:[ \\t]*(.*)$`, 'm').exec(status)?.[1]?.trim()
+    expect(field('Uid')?.split(/\s+/)).toEqual(['65534', '65534', '65534', '65534'])
+    expect(field('Gid')?.split(/\s+/)).toEqual(['65534', '65534', '65534', '65534'])
+    expect(field('Groups')).toBe('')
+    expect(field('CapEff')).toBe('0000000000000000')
+    expect(field('CapPrm')).toBe('0000000000000000')
+    expect(field('CapAmb')).toBe('0000000000000000')
+    expect(status.endsWith('secret-for-bwrap\n')).toBe(true)
+    // The output file was opened by the spawner, as root: it stays the daemon's.
+    expect(statSync(request.outputFile).uid).toBe(process.getuid!())
+  })
+
+  test('invalid pins, identities and users are refused as a bad request', async () => {
+    const dir = freshDir()
+    const bad: Partial<SpawnRequest>[] = [
+      { pinnedDirs: [{ path: 'relative/dir', dev: '1', ino: '2' }] },
+      { pinnedDirs: [{ path: dir, dev: '-1', ino: '2' }] },
+      { cwdIdentity: { dev: '1', ino: 'x' } },
+      { user: { uid: -1, gid: 0 } },
+      { user: { uid: 0, gid: 1.5 } },
+    ]
+    for (const overrides of bad) {
+      expect(await spawner.spawn(shell('true', { cwd: dir, ...overrides }))).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
+    }
+  })
+})
+
+function identity(path: string): { dev: string; ino: string } {
+  const info = statSync(path, { bigint: true })
+  return { dev: String(info.dev), ino: String(info.ino) }
+}
+
+function missingHelper(): never {
+  throw new Error('dist/daemon/spawner/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
+}
