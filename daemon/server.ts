@@ -2,6 +2,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import swagger from '@fastify/swagger'
 import { TendError, TaskSchema } from '../protocol/index.js'
 import type { DaemonContext } from './context.js'
+import { registerHome } from './home-registry.js'
+import { createPeerCheck, peerCheckedServerFactory } from './peer/index.js'
 import { validatorCompiler } from './request-validation.js'
 import { registerEventsRoute } from './routes/events.js'
 import { registerGcRoute } from './routes/gc.js'
@@ -20,8 +22,12 @@ export type TendApp = FastifyInstance
 
 /** Builds the HTTP API (`/v1/...`): every route defined by its schema, one error shape. */
 export async function createServer(context: DaemonContext): Promise<TendApp> {
+  const peerCheck = createPeerCheck()
+  if (!peerCheck.status.enforced) context.log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
   const app = Fastify({
     loggerInstance: context.log as FastifyBaseLogger,
+    // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
+    serverFactory: peerCheckedServerFactory(peerCheck, context.log),
     forceCloseConnections: true,
     bodyLimit: 1024 * 1024,
     // The router rejects an undecodable or over-long path segment before any handler runs; without
@@ -59,12 +65,28 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   registerKillTaskRoute(app, context)
   registerRemoveTaskRoute(app, context)
   registerGcRoute(app, context)
-  registerStatusRoute(app, context)
+  registerStatusRoute(app, context, peerCheck.status)
   registerStopRoute(app, context)
   registerEventsRoute(app, context)
   registerOpenApiRoute(app)
+  announceHome(app, context)
   await app.ready()
   return app
+}
+
+/** While the socket listens, the home is in the per-user registry, so that every sandbox hides it. */
+function announceHome(app: TendApp, context: DaemonContext): void {
+  let unregister: (() => Promise<void>) | undefined
+  app.addHook('onListen', async () => {
+    try {
+      unregister = await registerHome(context.config.layout.home, context.config.baseEnv)
+    } catch (error) {
+      context.log.warn({ err: error }, 'home not registered: sandboxes of other daemons will not hide it')
+    }
+  })
+  app.addHook('onClose', async () => {
+    await unregister?.().catch((error: unknown) => context.log.warn({ err: error }, 'home registry entry not removed'))
+  })
 }
 
 /** The only path parameter is a task id, so a rejected segment under /v1/tasks/ is a bad id. */

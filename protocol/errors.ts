@@ -16,6 +16,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_VALIDATION: { statusCode: 400, message: 'invalid request: {detail}', blame: 'caller', retryable: false },
   TEND_ERR_INVALID_TASK_ID: { statusCode: 400, message: 'invalid task id: expected 12 lowercase letters or digits, got {id}', blame: 'caller', retryable: false },
   TEND_ERR_INVALID_SIGNAL: { statusCode: 400, message: 'invalid signal: expected a signal name such as SIGTERM or a number, got {signal}', blame: 'caller', retryable: false },
+  TEND_ERR_SANDBOXED_CALLER: { statusCode: 403, message: 'request refused: the caller runs inside a sandbox ({detail}); tasks cannot drive tend', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
   TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_FINISHED: { statusCode: 409, message: 'task is still {state}: {id} (kill it first, or wait for it)', blame: 'caller', retryable: true },
@@ -95,6 +96,7 @@ function fillTemplate(template: string, params: Record<string, unknown>): string
 
 const HTTP_REASONS: Record<number, string> = {
   400: 'Bad Request',
+  403: 'Forbidden',
   404: 'Not Found',
   409: 'Conflict',
   500: 'Internal Server Error',

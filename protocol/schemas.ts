@@ -129,6 +129,13 @@ export const StatusSchema = Type.Object({
   events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
   spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
   spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
+  peerCheck: Type.Object(
+    {
+      enforced: Type.Boolean({ description: 'requests from processes in another user, pid or mount namespace (any sandbox) are refused with TEND_ERR_SANDBOXED_CALLER' }),
+      reason: Type.Optional(Type.String({ description: 'why the check is off (the addon was not built), or what weakens it' })),
+    },
+    { description: 'the check on who calls the socket (SO_PEERCRED and the caller namespaces)' },
+  ),
   sandbox: Type.Object({
     default: Type.Enum(SANDBOX_PROFILES),
     profiles: Type.Array(Type.Enum(SANDBOX_PROFILES), { description: 'profiles this machine can enforce' }),

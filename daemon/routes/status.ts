@@ -2,9 +2,10 @@ import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { StatusSchema, type DaemonStatus } from '../../protocol/index.js'
 import { seccompSupported } from '../sandbox/index.js'
+import type { PeerCheckStatus } from '../peer/index.js'
 
 /** GET /v1/status — the daemon, its limits, its spool use and what it can enforce. */
-export function registerStatusRoute(app: TendApp, context: DaemonContext): void {
+export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCheck: PeerCheckStatus): void {
   app.get('/v1/status', { schema: { summary: 'Daemon status', response: { 200: StatusSchema } } }, async (): Promise<DaemonStatus> => {
     const tasks = context.store.list({ all: true })
     const count = (state: string) => tasks.filter((task) => task.state === state).length
@@ -20,6 +21,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext): void 
       events: { daemonId: context.events.daemonId, lastSeq: context.events.lastSeq },
       spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes },
       spawner: context.supervisor.spawnerKind,
+      peerCheck,
       sandbox: {
         default: context.config.sandbox,
         profiles: context.sandbox.profiles,

@@ -21,6 +21,7 @@ export function registerStatusCommand(program: Command): void {
           `limits:      ${status.concurrency} at once, ${status.perOwnerConcurrency} per owner`,
           `spool:       ${status.spool.path}, ${formatBytes(status.spool.usedBytes)} of ${formatBytes(status.spool.quotaBytes)}`,
           `spawner:     ${status.spawner === 'native' ? 'native helper' : 'node child_process (the native helper was not built or does not work here, see daemon.log: slower starts)'}`,
+          `callers:     ${status.peerCheck.enforced ? 'requests from sandboxed tasks are refused' : 'NOT checked: sandboxed tasks can drive this daemon'}${status.peerCheck.reason ? ` (${status.peerCheck.reason})` : ''}`,
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
             (status.sandbox.bubblewrap ? ` (bubblewrap ${status.sandbox.bubblewrap.version} at ${status.sandbox.bubblewrap.path})` : ''),
           ...Object.entries(status.sandbox.missing).map(([profile, why]) => `             ${profile} unavailable: ${why}`),

@@ -1,0 +1,75 @@
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+/** The namespaces the check compares: a bubblewrap sandbox has its own of each. */
+export const CHECKED_NAMESPACES = ['user', 'pid', 'mnt'] as const
+export type NamespaceName = (typeof CHECKED_NAMESPACES)[number]
+
+/** Each namespace's identity as `st_dev:st_ino` of /proc/<pid>/ns/<name>; null where it could not be read. */
+export type Namespaces = Record<NamespaceName, string | null>
+
+/**
+ * What any process may read about another, for when /proc/<pid>/ns is closed to the daemon (it is
+ * not root and the caller is): each stands for one namespace.
+ */
+export interface VisibleFacts {
+  /** pid: how many pid namespaces deep the process is (the entries of NSpid in /proc/<pid>/status). */
+  pidDepth: number
+  /** mnt: the id of the first mount in /proc/<pid>/mountinfo (a new mount namespace renumbers every mount). */
+  mountId: number
+  /** user: /proc/<pid>/uid_map as the daemon reads it. */
+  uidMap: string
+}
+
+/** What the kernel recorded about a unix socket's peer at connect(). */
+export interface PeerInspection {
+  /** 0 when the peer's pid does not exist in the daemon's pid namespace (e.g. an outer one). */
+  pid: number
+  uid: number
+  gid: number
+  /** Null when the pid is 0 or the peer was gone before its namespaces were read. */
+  namespaces: Namespaces | null
+  /** Read only when its namespaces were closed to the daemon (EACCES), else null. */
+  visible: VisibleFacts | null
+  /** How the process was held while its namespaces were read: SO_PEERPIDFD is race-free. */
+  pinning: 'SO_PEERPIDFD' | 'pidfd_open' | 'none'
+  /** The same process still existed after its namespaces were read. */
+  alive: boolean
+  /** The first thing that could not be read, with its errno text. */
+  unreadable: string | null
+}
+
+/** The C addon (daemon/peer/peer-credentials.c). Every function is synchronous and takes microseconds. */
+export interface PeerCredentialsAddon {
+  /** SO_PEERCRED of a connected unix socket; throws on a socket that is not one. */
+  credentials(fd: number): { pid: number; uid: number; gid: number }
+  /** Credentials and namespaces of the peer; throws when SO_PEERCRED fails. */
+  inspect(fd: number): PeerInspection
+  /** The daemon's own namespaces; throws when /proc/self/ns cannot be read. */
+  ownNamespaces(): Record<NamespaceName, string>
+  /** The daemon's own visible facts; throws when /proc/self cannot be read. */
+  ownVisible(): VisibleFacts
+  /** Whether this kernel has SO_PEERPIDFD (Linux 6.5+). */
+  peerPidfdSupported(): boolean
+}
+
+export type AddonLoad = { addon: PeerCredentialsAddon; reason?: undefined } | { addon: null; reason: string }
+
+/** dist/daemon/peer/peer-credentials.node, built by daemon/peer/build.mjs. */
+export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./peer-credentials.node', import.meta.url))
+
+/** Loads the addon; a missing or broken build is a reason, not a throw (the daemon runs without the check). */
+export function loadPeerAddon(path: string = DEFAULT_ADDON_PATH): AddonLoad {
+  if (process.platform !== 'linux') return { addon: null, reason: `peer credentials need Linux, this is ${process.platform}` }
+  try {
+    const addon = createRequire(import.meta.url)(path) as PeerCredentialsAddon
+    if (typeof addon.inspect !== 'function' || typeof addon.ownNamespaces !== 'function') return { addon: null, reason: `${path} is not the peer-credentials addon` }
+    return { addon }
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'MODULE_NOT_FOUND' || (code === 'ERR_DLOPEN_FAILED' && /No such file/.test((error as Error).message))) {
+      return { addon: null, reason: `the peer-credentials addon was not built (${path} is missing: building it needs a C compiler and Node's headers, see daemon/peer/build.mjs)` }
+    }
+    return { addon: null, reason: `the peer-credentials addon could not be loaded from ${path}: ${(error as Error).message}` }
+  }
+}

@@ -1,0 +1,320 @@
+// Who is on the other end of a unix socket, as the kernel recorded it at connect(): the daemon's
+// sandbox check (daemon/peer/peer-check.ts) refuses callers whose namespaces differ from its own.
+// Node cannot read SO_PEERCRED, hence this addon. It uses node_api.h only (N-API 8), so one build
+// loads in every Node release from 20 on. Built by daemon/peer/build.mjs.
+//
+// inspect(fd) answers the credentials and, for a known pid, the identity (st_dev:st_ino) of the
+// peer's user, pid and mount namespaces, read race-free: the process is pinned by a pidfd taken
+// from the socket itself (SO_PEERPIDFD, Linux 6.5+) before /proc/<pid>/ns/* is read, and the same
+// pidfd proves afterwards that it is still alive, so the pid cannot have been reused in between.
+// On older kernels the pidfd comes from pidfd_open(pid) (the gap between connect() and that call
+// stays open: `pinning` says which one was used). Where /proc/<pid>/ns is closed to the daemon (a
+// daemon that is not root, called by root), inspect() reads what every process may read instead:
+// the pid-namespace depth, the id of the first visible mount and the uid_map (visible_facts()).
+#define _GNU_SOURCE
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+// The same numbers on every architecture (syscalls added after the tables were unified).
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+static const char *const NAMESPACES[] = {"user", "pid", "mnt"};
+#define NAMESPACE_COUNT 3
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    if ((call) != napi_ok) return NULL;                                                            \
+  } while (0)
+
+static napi_value throw_errno(napi_env env, const char *what, int error) {
+  char message[160];
+  snprintf(message, sizeof message, "%s: %s", what, strerror(error));
+  napi_throw_error(env, NULL, message);
+  return NULL;
+}
+
+static int set_int(napi_env env, napi_value object, const char *name, int64_t value) {
+  napi_value number;
+  if (napi_create_int64(env, value, &number) != napi_ok) return -1;
+  return napi_set_named_property(env, object, name, number) == napi_ok ? 0 : -1;
+}
+
+static int set_string(napi_env env, napi_value object, const char *name, const char *value) {
+  napi_value string;
+  if (value == NULL) {
+    if (napi_get_null(env, &string) != napi_ok) return -1;
+  } else if (napi_create_string_utf8(env, value, NAPI_AUTO_LENGTH, &string) != napi_ok) {
+    return -1;
+  }
+  return napi_set_named_property(env, object, name, string) == napi_ok ? 0 : -1;
+}
+
+static int set_bool(napi_env env, napi_value object, const char *name, int value) {
+  napi_value boolean;
+  if (napi_get_boolean(env, value != 0, &boolean) != napi_ok) return -1;
+  return napi_set_named_property(env, object, name, boolean) == napi_ok ? 0 : -1;
+}
+
+static int read_fd_argument(napi_env env, napi_callback_info info, int *fd) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_valuetype type;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return -1;
+  if (argc < 1 || napi_typeof(env, argv[0], &type) != napi_ok || type != napi_number) {
+    napi_throw_type_error(env, NULL, "expected a file descriptor (a number)");
+    return -1;
+  }
+  return napi_get_value_int32(env, argv[0], fd) == napi_ok ? 0 : -1;
+}
+
+/**
+ * {user, pid, mnt} of /proc/<which>/ns: "dev:ino" strings, null where stat failed. A namespace this
+ * process may not inspect (EACCES, EPERM: the other process is more privileged) sets *denied; any
+ * other failure fills `unreadable` ("/proc/42/ns/mnt: No such file or directory").
+ */
+static napi_value namespaces_of(napi_env env, const char *which, int *denied, char *unreadable, size_t unreadable_size) {
+  napi_value object;
+  CHECK(napi_create_object(env, &object));
+  for (int index = 0; index < NAMESPACE_COUNT; index++) {
+    char path[64];
+    char identity[64];
+    struct stat info;
+    snprintf(path, sizeof path, "/proc/%s/ns/%s", which, NAMESPACES[index]);
+    if (stat(path, &info) == 0) {
+      snprintf(identity, sizeof identity, "%llu:%llu", (unsigned long long)info.st_dev, (unsigned long long)info.st_ino);
+      if (set_string(env, object, NAMESPACES[index], identity) != 0) return NULL;
+      continue;
+    }
+    if ((errno == EACCES || errno == EPERM) && denied != NULL) *denied = 1;
+    else if (unreadable[0] == '\0') snprintf(unreadable, unreadable_size, "%s: %s", path, strerror(errno));
+    if (set_string(env, object, NAMESPACES[index], NULL) != 0) return NULL;
+  }
+  return object;
+}
+
+/** Reads at most size-1 bytes of a small file and ends them with a NUL; -1 (errno set) on failure. */
+static ssize_t read_small(const char *path, char *buffer, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t total = 0;
+  while ((size_t)total < size - 1) {
+    ssize_t got = read(fd, buffer + total, size - 1 - (size_t)total);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int saved = errno;
+      close(fd);
+      errno = saved;
+      return -1;
+    }
+    if (got == 0) break;
+    total += got;
+  }
+  close(fd);
+  buffer[total] = '\0';
+  return total;
+}
+
+/**
+ * What any process may read about another when /proc/<pid>/ns is closed to it (a daemon that is
+ * not root, a root caller): {pidDepth, mountId, uidMap}. pidDepth is how many pid namespaces deep
+ * the process is (NSpid's entries), mountId the id of the first mount it sees (a new mount
+ * namespace copies every mount under new ids), uidMap its uid_map as this process reads it.
+ */
+static napi_value visible_facts(napi_env env, const char *which, char *unreadable, size_t unreadable_size) {
+  char path[64];
+  char buffer[4096];
+  const char *line;
+  int64_t depth = 0;
+  char *end = NULL;
+  long long mount_id;
+  napi_value object;
+  CHECK(napi_create_object(env, &object));
+
+  snprintf(path, sizeof path, "/proc/%s/status", which);
+  if (read_small(path, buffer, sizeof buffer) < 0) goto failed;
+  line = strstr(buffer, "\nNSpid:");
+  if (line != NULL) {
+    for (const char *cursor = line + 7; *cursor != '\0' && *cursor != '\n';) {
+      while (*cursor == ' ' || *cursor == '\t') cursor++;
+      if (*cursor >= '0' && *cursor <= '9') depth++;
+      while (*cursor != '\0' && *cursor != '\n' && *cursor != ' ' && *cursor != '\t') cursor++;
+    }
+  }
+  if (depth == 0) {
+    errno = ENOTSUP;
+    goto failed;
+  }
+  if (set_int(env, object, "pidDepth", depth) != 0) return NULL;
+
+  snprintf(path, sizeof path, "/proc/%s/mountinfo", which);
+  if (read_small(path, buffer, 64) < 0) goto failed;
+  mount_id = strtoll(buffer, &end, 10);
+  if (end == buffer) {
+    errno = ENOTSUP;
+    goto failed;
+  }
+  if (set_int(env, object, "mountId", mount_id) != 0) return NULL;
+
+  snprintf(path, sizeof path, "/proc/%s/uid_map", which);
+  if (read_small(path, buffer, sizeof buffer) < 0) goto failed;
+  if (set_string(env, object, "uidMap", buffer) != 0) return NULL;
+  return object;
+
+failed:
+  snprintf(unreadable, unreadable_size, "%s: %s", path, strerror(errno));
+  napi_get_null(env, &object);
+  return object;
+}
+
+/** credentials(fd) -> {pid, uid, gid}: SO_PEERCRED of a connected unix socket. Throws on failure. */
+static napi_value credentials(napi_env env, napi_callback_info info) {
+  int fd;
+  if (read_fd_argument(env, info, &fd) != 0) return NULL;
+  struct ucred peer;
+  socklen_t length = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return throw_errno(env, "getsockopt(SO_PEERCRED)", errno);
+  napi_value result;
+  CHECK(napi_create_object(env, &result));
+  if (set_int(env, result, "pid", peer.pid) || set_int(env, result, "uid", peer.uid) || set_int(env, result, "gid", peer.gid)) return NULL;
+  return result;
+}
+
+/**
+ * inspect(fd) -> {pid, uid, gid, pinning, alive, namespaces, visible, unreadable}
+ * pinning: "SO_PEERPIDFD" | "pidfd_open" | "none"; alive: the pinned process still existed after
+ * everything about it was read. namespaces: {user, pid, mnt} or null (pid 0, or gone first);
+ * visible: the facts of visible_facts(), read only when its namespaces were closed to this
+ * process, else null. unreadable: what could not be read. Throws when SO_PEERCRED fails.
+ */
+static napi_value inspect(napi_env env, napi_callback_info info) {
+  int fd;
+  if (read_fd_argument(env, info, &fd) != 0) return NULL;
+  struct ucred peer;
+  socklen_t length = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return throw_errno(env, "getsockopt(SO_PEERCRED)", errno);
+
+  napi_value result;
+  CHECK(napi_create_object(env, &result));
+  if (set_int(env, result, "pid", peer.pid) || set_int(env, result, "uid", peer.uid) || set_int(env, result, "gid", peer.gid)) return NULL;
+
+  const char *pinning = "none";
+  int alive = 0;
+  napi_value namespaces = NULL;
+  napi_value visible = NULL;
+  char unreadable[160] = "";
+  if (peer.pid > 0) {
+    int pidfd = -1;
+    length = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0) {
+      pinning = "SO_PEERPIDFD";
+    } else if (errno == ENOPROTOOPT) {
+      // A kernel before 6.5. Any other failure means the peer is gone (EINVAL: it has no task).
+      pidfd = (int)syscall(SYS_pidfd_open, peer.pid, 0);
+      if (pidfd >= 0) pinning = "pidfd_open";
+      else if (errno != ENOSYS) snprintf(unreadable, sizeof unreadable, "pidfd_open: %s", strerror(errno));
+    } else {
+      pidfd = -1;
+      snprintf(unreadable, sizeof unreadable, "getsockopt(SO_PEERPIDFD): %s", strerror(errno));
+    }
+    if (unreadable[0] == '\0') {
+      char which[24];
+      int denied = 0;
+      snprintf(which, sizeof which, "%d", (int)peer.pid);
+      namespaces = namespaces_of(env, which, &denied, unreadable, sizeof unreadable);
+      if (namespaces != NULL && denied && unreadable[0] == '\0') visible = visible_facts(env, which, unreadable, sizeof unreadable);
+      if (namespaces == NULL || (denied && visible == NULL)) {
+        if (pidfd >= 0) close(pidfd);
+        return NULL;
+      }
+      // Signal 0 only asks whether the process exists; EPERM still says it does.
+      if (pidfd >= 0) alive = syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM;
+      else alive = kill(peer.pid, 0) == 0 || errno == EPERM;
+    }
+    if (pidfd >= 0) close(pidfd);
+  }
+  if (namespaces == NULL) CHECK(napi_get_null(env, &namespaces));
+  if (visible == NULL) CHECK(napi_get_null(env, &visible));
+  CHECK(napi_set_named_property(env, result, "namespaces", namespaces));
+  CHECK(napi_set_named_property(env, result, "visible", visible));
+  if (set_string(env, result, "pinning", pinning) || set_bool(env, result, "alive", alive)) return NULL;
+  if (set_string(env, result, "unreadable", unreadable[0] ? unreadable : NULL)) return NULL;
+  return result;
+}
+
+/** ownNamespaces() -> {user, pid, mnt}: the daemon's own, as inspect() answers a peer's. Throws if unreadable. */
+static napi_value own_namespaces(napi_env env, napi_callback_info info) {
+  (void)info;
+  char unreadable[160] = "";
+  napi_value namespaces = namespaces_of(env, "self", NULL, unreadable, sizeof unreadable);
+  if (namespaces == NULL) return NULL;
+  if (unreadable[0] != '\0') {
+    napi_throw_error(env, NULL, unreadable);
+    return NULL;
+  }
+  return namespaces;
+}
+
+/** ownVisible() -> {pidDepth, mountId, uidMap}: the daemon's own, as inspect() answers a peer's. Throws if unreadable. */
+static napi_value own_visible(napi_env env, napi_callback_info info) {
+  (void)info;
+  char unreadable[160] = "";
+  napi_value facts = visible_facts(env, "self", unreadable, sizeof unreadable);
+  if (facts == NULL) return NULL;
+  if (unreadable[0] != '\0') {
+    napi_throw_error(env, NULL, unreadable);
+    return NULL;
+  }
+  return facts;
+}
+
+/** peerPidfdSupported() -> whether this kernel has SO_PEERPIDFD (it answers ENOPROTOOPT when not). */
+static napi_value peer_pidfd_supported(napi_env env, napi_callback_info info) {
+  (void)info;
+  int pair[2];
+  int supported = 0;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0) {
+    int pidfd = -1;
+    socklen_t length = sizeof pidfd;
+    if (getsockopt(pair[0], SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0) {
+      supported = 1;
+      close(pidfd);
+    }
+    close(pair[0]);
+    close(pair[1]);
+  }
+  napi_value result;
+  CHECK(napi_get_boolean(env, supported, &result));
+  return result;
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor properties[] = {
+      {"credentials", NULL, credentials, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"inspect", NULL, inspect, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"ownNamespaces", NULL, own_namespaces, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"ownVisible", NULL, own_visible, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"peerPidfdSupported", NULL, peer_pidfd_supported, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
+  return exports;
+}

@@ -1,0 +1,228 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { request } from 'node:http'
+import { join } from 'node:path'
+import { execa } from 'execa'
+import { homeRegistryDir, liveDaemonHomes } from '../../daemon/home-registry.js'
+import { createPeerCheck, decidePeer, loadPeerAddon, type OwnIdentity, type PeerInspection } from '../../daemon/peer/index.js'
+import { runCli } from '../helpers/cli.js'
+import { assertNothingLeft, createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+interface Answer {
+  status: number
+  body: string
+}
+
+/** One POST /v1/tasks over a unix socket; the script runs as is inside the sandboxes below (argv: socket, body). */
+const POST_SCRIPT = `
+const [socketPath, body] = process.argv.slice(-2)
+const req = require('node:http').request({ socketPath, method: 'POST', path: '/v1/tasks', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+  let text = ''
+  res.on('data', (chunk) => (text += chunk))
+  res.on('end', () => console.log(JSON.stringify({ status: res.statusCode, body: text })))
+})
+req.on('error', (error) => console.log(JSON.stringify({ status: 0, body: error.code || error.message })))
+req.end(body)
+`
+
+/** The same request from this (unsandboxed) process. */
+function postFromHere(socketPath: string, body: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath, method: 'POST', path: '/v1/tasks', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = ''
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+/** The registry's entries, as files: which homes are announced. */
+function registeredHomes(env: Record<string, string>): string[] {
+  const dir = homeRegistryDir(env)
+  if (!existsSync(dir)) return []
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.json'))
+    .map((name) => (JSON.parse(readFileSync(join(dir, name), 'utf8')) as { home: string }).home)
+}
+
+let stateDir: string
+let registryEnv: Record<string, string>
+let daemonA: TestDaemon
+let daemonB: TestDaemon
+let socketB: string
+/** Where the tasks that must never run would write. */
+let canary: string
+let scratch: string
+
+beforeAll(async () => {
+  // The registry lives beside the default home: its own XDG_STATE_HOME keeps the user's out of it.
+  stateDir = mkdtempSync('/var/tmp/tend-peer-state-')
+  registryEnv = { XDG_STATE_HOME: stateDir, HOME: process.env.HOME ?? '/root' }
+  daemonA = await startTestDaemon({ env: { XDG_STATE_HOME: stateDir } })
+  // Under /var/tmp, B's home stays visible inside bubblewrap (a sandbox gets its own /tmp).
+  daemonB = await startTestDaemon({ home: mkdtempSync('/var/tmp/tend-peer-b-'), env: { XDG_STATE_HOME: stateDir } })
+  socketB = join(daemonB.home, 'tend.sock')
+  scratch = mkdtempSync('/var/tmp/tend-peer-scratch-')
+  canary = join(scratch, 'unsandboxed-task-ran')
+})
+
+afterAll(async () => {
+  await daemonA?.stop()
+  await daemonB?.stop()
+  if (scratch) rmSync(scratch, { recursive: true, force: true })
+  if (stateDir) rmSync(stateDir, { recursive: true, force: true })
+})
+
+const evilBody = () => JSON.stringify({ command: ['sh', '-c', `echo ran > ${canary}`], cwd: scratch, sandbox: 'off' })
+
+describe('requests from inside a sandbox', () => {
+  test('a process in a bubblewrap sandbox is refused by another daemon with 403 TEND_ERR_SANDBOXED_CALLER, and no task is created', async () => {
+    const before = await daemonB.client.list({ all: true })
+    const sandboxed = await execa(
+      'bwrap',
+      ['--unshare-user', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--', process.execPath, '-e', POST_SCRIPT, socketB, evilBody()],
+      { reject: false, timeout: 30_000 },
+    )
+    expect(sandboxed.exitCode, `bwrap failed: ${sandboxed.stderr}`).toBe(0)
+    const answer = JSON.parse(sandboxed.stdout) as Answer
+    expect(answer.status, answer.body).toBe(403)
+    const wire = JSON.parse(answer.body) as Record<string, unknown>
+    expect(wire).toMatchObject({ statusCode: 403, code: 'TEND_ERR_SANDBOXED_CALLER', error: 'Forbidden', blame: 'caller', retryable: false })
+    expect(wire.message).toMatch(/^request refused: the caller runs inside a sandbox \(pid [1-9]\d* in another user\/pid\/mount namespace\); tasks cannot drive tend$/)
+    expect(await daemonB.client.list({ all: true })).toEqual(before)
+    expect(existsSync(canary)).toBe(false)
+  })
+
+  test('the same request from an unsandboxed process is served (control)', async () => {
+    const answer = await postFromHere(socketB, JSON.stringify({ command: ['true'], cwd: scratch, sandbox: 'off' }))
+    expect(answer.status, answer.body).toBe(201)
+    const task = JSON.parse(answer.body) as { id: string }
+    expect((await daemonB.client.wait(task.id, { timeoutMs: 30_000 })).state).toBe('exited')
+  })
+
+  test("a workspace task of daemon A cannot drive daemon B through B's socket, under its own path or a hard link", async () => {
+    const workspace = mkdtempSync('/var/tmp/tend-peer-ws-')
+    try {
+      // A hard link reaches the socket even where B's home is hidden from the sandbox.
+      const linked = join(workspace, 'b.sock')
+      linkSync(socketB, linked)
+      const before = await daemonB.client.list({ all: true })
+      const attempts = [socketB, linked].map((path) => `${shellQuote(process.execPath)} -e ${shellQuote(POST_SCRIPT)} ${shellQuote(path)} ${shellQuote(evilBody())}`)
+      const started = await daemonA.client.start({ command: attempts.join('; '), shell: true, sandbox: 'workspace', cwd: workspace, writablePaths: [] })
+      const task = await daemonA.client.wait(started.id, { timeoutMs: 30_000 })
+      const output = (await daemonA.client.read(task.id)).data
+      expect(task.state, `task ${task.state} (${task.reason ?? ''}): ${output}`).toBe('exited')
+      const answers = output.trim().split('\n').map((line) => JSON.parse(line) as Answer)
+      expect(answers, output).toHaveLength(2)
+      // Through its own path B's socket is refused, or hidden by the sandbox (no socket to reach).
+      for (const answer of answers) expect([0, 403], JSON.stringify(answer)).toContain(answer.status)
+      const throughLink = answers[1]!
+      expect(throughLink.status, throughLink.body).toBe(403)
+      expect(JSON.parse(throughLink.body)).toMatchObject({ code: 'TEND_ERR_SANDBOXED_CALLER' })
+      expect(await daemonB.client.list({ all: true })).toEqual(before)
+      expect(existsSync(canary)).toBe(false)
+    } finally {
+      rmSync(workspace, { recursive: true, force: true })
+    }
+  })
+
+  test('a refused connection is closed after its answer', async () => {
+    const sandboxed = await execa(
+      'bwrap',
+      [
+        '--unshare-user', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--',
+        process.execPath, '-e',
+        // Keep-alive asked for: a second request on the same connection must find it closed.
+        `const s = require('node:net').connect(process.argv[1]); let text = ''; s.on('data', (c) => (text += c)); s.on('close', () => console.log(JSON.stringify(text))); s.write('GET /v1/status HTTP/1.1\\r\\nhost: x\\r\\nconnection: keep-alive\\r\\n\\r\\nGET /v1/status HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n')`,
+        socketB,
+      ],
+      { reject: false, timeout: 30_000 },
+    )
+    expect(sandboxed.exitCode, sandboxed.stderr).toBe(0)
+    const raw = JSON.parse(sandboxed.stdout) as string
+    expect(raw).toMatch(/^HTTP\/1\.1 403 /)
+    expect(raw.toLowerCase()).toContain('connection: close')
+    expect(raw.match(/HTTP\/1\.1 /g)).toHaveLength(1)
+  })
+})
+
+describe('the peer check in status', () => {
+  test('`tend status --json` reports the peer check enforced', async () => {
+    const result = await runCli(['status', '--json'], daemonA.env)
+    expect(result.exitCode, result.stderr).toBe(0)
+    expect(JSON.parse(result.stdout).peerCheck).toEqual({ enforced: true })
+    const text = await runCli(['status'], daemonA.env)
+    expect(text.stdout).toMatch(/^callers: +requests from sandboxed tasks are refused$/m)
+  })
+
+  test('without the addon the check is off and says why', () => {
+    const check = createPeerCheck(loadPeerAddon('/nonexistent/peer-credentials.node'))
+    expect(check.status.enforced).toBe(false)
+    expect(check.status.reason).toMatch(/peer-credentials addon was not built/)
+    expect(check.check(0)).toMatchObject({ allowed: true })
+  })
+})
+
+describe('the decision', () => {
+  const own: OwnIdentity = {
+    namespaces: { user: '4:1', pid: '4:2', mnt: '4:3' },
+    visible: { pidDepth: 1, mountId: 22, uidMap: '0 0 4294967295\n' },
+  }
+  const peer = (overrides: Partial<PeerInspection>): PeerInspection => ({
+    pid: 42, uid: 1000, gid: 1000, namespaces: { ...own.namespaces }, visible: null, pinning: 'SO_PEERPIDFD', alive: true, unreadable: null, ...overrides,
+  })
+
+  test.each([
+    { what: 'the same namespaces', inspection: peer({}), allowed: true },
+    { what: 'another mount namespace', inspection: peer({ namespaces: { ...own.namespaces, mnt: '4:9' } }), allowed: false },
+    { what: 'pid 0 (an outer pid namespace)', inspection: peer({ pid: 0, namespaces: null }), allowed: false },
+    { what: 'a process gone before the check ended', inspection: peer({ alive: false }), allowed: false },
+    { what: 'unreadable namespaces', inspection: peer({ namespaces: { ...own.namespaces, user: null }, unreadable: '/proc/42/ns/user: No such file or directory' }), allowed: false },
+    { what: 'closed namespaces and the same visible facts', inspection: peer({ namespaces: { user: null, pid: null, mnt: null }, visible: { ...own.visible! } }), allowed: true },
+    { what: 'closed namespaces, one pid namespace deeper', inspection: peer({ namespaces: { user: null, pid: null, mnt: null }, visible: { ...own.visible!, pidDepth: 2 } }), allowed: false },
+    { what: 'closed namespaces and another first mount', inspection: peer({ namespaces: { user: null, pid: null, mnt: null }, visible: { ...own.visible!, mountId: 65 } }), allowed: false },
+    { what: 'closed namespaces and no visible facts', inspection: peer({ namespaces: { user: null, pid: null, mnt: null } }), allowed: false },
+  ])('a caller with $what is allowed: $allowed', ({ inspection, allowed }) => {
+    expect(decidePeer(own, inspection).allowed).toBe(allowed)
+  })
+})
+
+describe('the home registry', () => {
+  test('lists every running daemon home and the default home', async () => {
+    const homes = await waitFor('both homes registered', () => {
+      const live = liveDaemonHomes(registryEnv)
+      return live.includes(realpathSync(daemonA.home)) && live.includes(realpathSync(daemonB.home)) && live
+    })
+    expect(homes).toContain(join(stateDir, 'tend'))
+    expect(homeRegistryDir(registryEnv)).toBe(join(stateDir, 'tend-homes'))
+  })
+
+  test('drops a home when its daemon stops, and prunes the entry of one that died', async () => {
+    const stopped = await startTestDaemon({ env: { XDG_STATE_HOME: stateDir } })
+    const crashedHome = createTempHome()
+    const crashed = await startTestDaemon({ home: crashedHome, env: { XDG_STATE_HOME: stateDir } })
+    try {
+      const stoppedHome = realpathSync(stopped.home)
+      await waitFor('both homes registered', () => registeredHomes(registryEnv).includes(stoppedHome) && registeredHomes(registryEnv).includes(realpathSync(crashedHome)))
+      await stopped.stop()
+      expect(registeredHomes(registryEnv)).not.toContain(stoppedHome)
+
+      await crashed.crash()
+      // A crash leaves its entry (and its home) behind: the dead pid keeps it out of the list.
+      expect(registeredHomes(registryEnv)).toContain(realpathSync(crashedHome))
+      expect(liveDaemonHomes(registryEnv)).not.toContain(realpathSync(crashedHome))
+      expect(registeredHomes(registryEnv)).not.toContain(realpathSync(crashedHome))
+      expect(liveDaemonHomes(registryEnv)).toContain(realpathSync(daemonA.home))
+    } finally {
+      await assertNothingLeft(crashedHome)
+      rmSync(crashedHome, { recursive: true, force: true })
+    }
+  })
+})
+
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`
+}
