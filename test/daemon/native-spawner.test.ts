@@ -91,6 +91,22 @@ async function startSleeper(req: Partial<SpawnRequest> = {}, using: NativeSpawne
   return { ...child, req: full }
 }
 
+/**
+ * The child's descriptors settle at `expected`. Right after the exec its program is still starting
+ * (the loader briefly opens libraries on the next free descriptors), so this waits; a descriptor
+ * the helper leaked never goes away and fails the wait.
+ */
+async function expectOpenDescriptors(pid: number, expected: string[]): Promise<void> {
+  let last: string[] = []
+  const settled = () => {
+    last = readdirSync(`/proc/${pid}/fd`).sort()
+    return JSON.stringify(last) === JSON.stringify(expected)
+  }
+  await waitFor(`the descriptors of ${pid} to be exactly ${expected.join(', ')}`, settled, 5000).catch((error: Error) => {
+    throw new Error(`${error.message}; open: ${last.join(', ')}`)
+  })
+}
+
 /** Fields of /proc/<pid>/stat after the command name: [state, ppid, pgrp, session, ...]. */
 function procStat(pid: number): string[] {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
@@ -178,8 +194,7 @@ describe('native spawner', () => {
 
   test('the child has only 0, 1, 2 open: /dev/null and the output file, nothing of the helper', async () => {
     const child = await startSleeper()
-    const fds = readdirSync(`/proc/${child.pid}/fd`).sort()
-    expect(fds).toEqual(['0', '1', '2'])
+    await expectOpenDescriptors(child.pid, ['0', '1', '2'])
     expect(readlinkSync(`/proc/${child.pid}/fd/0`)).toBe('/dev/null')
     expect(readlinkSync(`/proc/${child.pid}/fd/1`)).toBe(realpathSync(child.req.outputFile))
     expect(readlinkSync(`/proc/${child.pid}/fd/2`)).toBe(realpathSync(child.req.outputFile))
@@ -196,7 +211,7 @@ describe('native spawner', () => {
     writeFileSync(first, 'one\n')
     writeFileSync(second, 'two\n')
     const child = await startSleeper({ cwd: dir, extraFiles: [first, second] })
-    expect(readdirSync(`/proc/${child.pid}/fd`).sort()).toEqual(['0', '1', '2', '3', '4'])
+    await expectOpenDescriptors(child.pid, ['0', '1', '2', '3', '4'])
     expect(readlinkSync(`/proc/${child.pid}/fd/3`)).toBe(realpathSync(first))
     expect(readlinkSync(`/proc/${child.pid}/fd/4`)).toBe(realpathSync(second))
 
@@ -415,7 +430,7 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
   test('in-memory files are read-only, sealed memory files; pinned folders are O_PATH descriptors; nothing else is open', async () => {
     const dir = freshDir()
     const child = await startSleeper({ cwd: dir, dataFiles: [Buffer.from('one'), Buffer.alloc(0)], pinnedDirs: [pinOf(dir)] })
-    expect(readdirSync(`/proc/${child.pid}/fd`).sort()).toEqual(['0', '1', '2', '3', '4', '5'])
+    await expectOpenDescriptors(child.pid, ['0', '1', '2', '3', '4', '5'])
     for (const fd of [3, 4]) {
       expect(readlinkSync(`/proc/${child.pid}/fd/${fd}`)).toMatch(/^\/memfd:tend-data \(deleted\)$/)
       const flags = Number.parseInt(/flags:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/fdinfo/${fd}`, 'utf8'))![1]!, 8)
