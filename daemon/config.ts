@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
 import { Value } from 'typebox/value'
@@ -39,6 +40,11 @@ export const DaemonSettingsSchema = Type.Object(
      * daemon's own thread) or auto (native when the helper was built at install). Default auto.
      */
     spawner: Type.Union([Type.Literal('auto'), Type.Literal('native'), Type.Literal('node')], { default: 'auto' }),
+    /**
+     * Run every task as this user (a name or a numeric uid) instead of the daemon's: for a root
+     * daemon that wants its tasks unprivileged outside the sandbox too. Default null (the daemon's).
+     */
+    taskUser: Type.Union([Type.Null(), Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._][A-Za-z0-9._-]*$' })], { default: null }),
     /** pino log level. Default info. */
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   },
@@ -50,6 +56,8 @@ export interface DaemonConfig extends DaemonSettings {
   layout: HomeLayout
   /** The environment tasks start from (the daemon's own, captured once). */
   baseEnv: Readonly<Record<string, string>>
+  /** taskUser resolved to ids (null: tasks run as the daemon's user). */
+  taskIdentity: { uid: number; gid: number } | null
 }
 
 const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: string) => unknown }> = {
@@ -62,6 +70,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_LOG_LEVEL: { key: 'logLevel', parse: String },
   TEND_SANDBOX: { key: 'sandbox', parse: String },
   TEND_SPAWNER: { key: 'spawner', parse: String },
+  TEND_TASK_USER: { key: 'taskUser', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
 }
 
@@ -98,9 +107,24 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
     seen.add(key)
     problems.push(`${sources.get(key) ?? key}: ${key} ${error.message}`)
   }
+  const taskUser = (settings as DaemonSettings).taskUser
+  const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
   const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined))
-  return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv) })
+  return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv), taskIdentity: taskIdentity && Object.freeze(taskIdentity) })
+}
+
+/** A user name or uid as the system's user database knows it (id(1) asks NSS, not just /etc/passwd). */
+function resolveUser(user: string, source: string, problems: string[]): { uid: number; gid: number } | null {
+  try {
+    const uid = Number(execFileSync('id', ['-u', user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 }).trim())
+    const gid = Number(execFileSync('id', ['-g', user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 }).trim())
+    if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error('id printed no number')
+    return { uid, gid }
+  } catch (error) {
+    problems.push(`${source}: taskUser ${JSON.stringify(user)} is not a user of this machine (${((error as { stderr?: string }).stderr ?? (error as Error).message).trim()})`)
+    return null
+  }
 }
 
 function readConfigFile(path: string): Record<string, unknown> {

@@ -4,7 +4,7 @@ import type { Task } from '../protocol/index.js'
 import type { DaemonConfig } from './config.js'
 import { checkCwd } from './cwd-check.js'
 import { killLeftovers, killMembers } from './kill-tree.js'
-import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities } from './sandbox/index.js'
+import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities, type TaskPaths } from './sandbox/index.js'
 import type { SpawnExit, Spawner } from './spawner.js'
 
 export interface LaunchRequest {
@@ -12,6 +12,8 @@ export interface LaunchRequest {
   outputFile: string
   /** Values for the task's envKeys (kept in memory only, never written to the spool). */
   envAdditions: Record<string, string>
+  paths: TaskPaths
+  masks: readonly string[]
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
   spawner: Spawner
@@ -28,13 +30,23 @@ export type LaunchOutcome =
  */
 export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome> {
   const { task } = request
+  if (request.paths.cwdProblem) return { started: false, reason: request.paths.cwdProblem }
   // A missing cwd is the spawner's to report (its chdir fails, with the reason).
   // The native spawner execs the command itself and reports a program it cannot run (searching the
   // task's PATH); behind a shell prelude or bubblewrap that would be a bare 127, so it is checked first.
   const checkFirst = task.sandbox !== 'off' || request.spawner.kind !== 'native'
   const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
-  const plan = await planLaunch({ task, programPath: program.path, outputFile: request.outputFile, envAdditions: request.envAdditions, config: request.config, capabilities: request.capabilities })
+  const plan = await planLaunch({
+    task,
+    programPath: program.path,
+    outputFile: request.outputFile,
+    envAdditions: request.envAdditions,
+    paths: request.paths,
+    masks: request.masks,
+    config: request.config,
+    capabilities: request.capabilities,
+  })
   const outcome = await request.spawner.spawn(plan.request)
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its

@@ -74,10 +74,11 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   return app
 }
 
-/** While the socket listens, the home is in the per-user registry, so that every sandbox hides it. */
+/** While the daemon runs, its home is in the per-user registry, so that every sandbox hides it. */
 function announceHome(app: TendApp, context: DaemonContext): void {
   let unregister: (() => Promise<void>) | undefined
-  app.addHook('onListen', async () => {
+  // onReady runs before the socket listens: a daemon that answers is always registered.
+  app.addHook('onReady', async () => {
     try {
       unregister = await registerHome(context.config.layout.home, context.config.baseEnv)
     } catch (error) {

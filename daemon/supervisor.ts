@@ -22,7 +22,7 @@ import type { SpawnExit, Spawner } from './spawner.js'
 import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
 import type { TaskStore } from './task-store.js'
-import { validateWritablePaths, type SandboxCapabilities } from './sandbox/index.js'
+import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from './sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, type Ending } from './transitions.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
@@ -56,8 +56,8 @@ export class Supervisor {
   private readonly running = new Map<string, RunningEntry>()
   /** Tasks whose process is being started: settles once it is tracked, failed, or killed. */
   private readonly launching = new Map<string, Promise<void>>()
-  /** Env values of tasks not started yet; never persisted. */
-  private readonly pendingEnv = new Map<string, Record<string, string>>()
+  /** What tasks not started yet need at launch: env values (never persisted) and the folders pinned at acceptance. */
+  private readonly pending = new Map<string, { env: Record<string, string>; paths: TaskPaths }>()
   private readonly checkTimer: NodeJS.Timeout
   private accepting = true
 
@@ -69,6 +69,7 @@ export class Supervisor {
     private readonly capabilities: SandboxCapabilities,
     private readonly spawner: Spawner,
     private readonly onTaskFinished: (task: Task) => void = () => {},
+    private readonly daemonHomes: DaemonHomes = { homes: () => [], registry: '' },
   ) {
     this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency)
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
@@ -94,7 +95,14 @@ export class Supervisor {
     if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
     }
-    await validateWritablePaths(sandbox, request.cwd, request.writablePaths ?? [])
+    // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
+    const paths = await resolveTaskPaths({
+      profile: sandbox,
+      cwd: request.cwd,
+      writablePaths: request.writablePaths ?? [],
+      configWritablePaths: this.config.writablePaths,
+      protectedPlaces: protectedView(this.config, this.daemonHomes).places,
+    })
     const id = createTaskId()
     const spool = taskDir(this.config.layout.spool, id)
     const env = request.env ?? {}
@@ -104,7 +112,7 @@ export class Supervisor {
       owner: request.owner ?? DEFAULT_OWNER,
       command: request.shell ? ['sh', '-c', request.command[0]!] : request.command,
       shell: request.shell ?? false,
-      cwd: request.cwd,
+      cwd: paths.cwd.path,
       envKeys: Object.keys(env),
       timeoutMs: request.timeoutMs ?? null,
       maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
@@ -112,12 +120,13 @@ export class Supervisor {
       sandbox,
       network: sandbox === 'off' ? true : (request.network ?? false),
       writablePaths: request.writablePaths ?? [],
+      sandboxWritable: paths.writable.map((entry) => entry.path),
       memoryBytes: sandbox === 'strict' ? (request.memoryBytes ?? this.config.strictMemoryBytes) : null,
       pidsMax: sandbox === 'strict' ? (request.pidsMax ?? this.config.strictPidsMax) : null,
       createdAt: new Date().toISOString(),
       spool,
     })
-    this.pendingEnv.set(id, env)
+    this.pending.set(id, { env, paths })
     await this.store.save(task, { createDir: true })
     this.log.info({ taskId: id, owner: task.owner }, 'task queued')
     this.scheduler.submit(task.owner, () => this.run(id))
@@ -132,7 +141,7 @@ export class Supervisor {
   async kill(id: string, request: KillRequest = {}): Promise<Task> {
     const task = this.store.get(id)
     if (task.state === 'queued') {
-      this.pendingEnv.delete(id)
+      this.pending.delete(id)
       const cancelled = await this.store.save(markCancelled(task, withNote('killed before it started', request.note), new Date()))
       this.finishTask(cancelled)
       // If it was being launched, its process is killed as soon as the launch answers.
@@ -156,7 +165,7 @@ export class Supervisor {
     clearInterval(this.checkTimer)
     for (const task of this.store.list()) {
       if (task.state === 'queued') {
-        this.pendingEnv.delete(task.id)
+        this.pending.delete(task.id)
         this.finishTask(await this.store.save(markFailed(task, `${reason} before the task started`, new Date())))
       }
     }
@@ -234,8 +243,12 @@ export class Supervisor {
   private async launch(id: string): Promise<{ current: Task; outcome: Extract<LaunchOutcome, { started: true }>; settle: () => void } | null> {
     const task = this.store.find(id)
     if (!task || task.state !== 'queued') return null
-    const envAdditions = this.pendingEnv.get(id) ?? {}
-    this.pendingEnv.delete(id)
+    const pending = this.pending.get(id)
+    this.pending.delete(id)
+    if (!pending) {
+      this.finishTask(await this.store.save(markFailed(task, 'the task was accepted by an earlier daemon and never started', new Date())))
+      return null
+    }
     let launchSettled!: () => void
     this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
     const settle = () => {
@@ -243,7 +256,16 @@ export class Supervisor {
       launchSettled()
     }
     const outputFile = outputPath(this.config.layout.spool, id)
-    const outcome = await launchTask({ task, outputFile, envAdditions, config: this.config, capabilities: this.capabilities, spawner: this.spawner })
+    const outcome = await launchTask({
+      task,
+      outputFile,
+      envAdditions: pending.env,
+      paths: pending.paths,
+      masks: task.sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).masks,
+      config: this.config,
+      capabilities: this.capabilities,
+      spawner: this.spawner,
+    })
     const current = this.store.get(id)
     if (current.state !== 'queued') {
       if (outcome.started) {

@@ -23,6 +23,7 @@ export const TaskSchema = Type.Object(
     sandbox: Type.Enum(SANDBOX_PROFILES),
     network: Type.Boolean(),
     writablePaths: Type.Array(Type.String()),
+    sandboxWritable: Type.Optional(Type.Array(Type.String())),
     memoryBytes: Nullable(Type.Integer()),
     pidsMax: Nullable(Type.Integer()),
     state: Type.Enum(TASK_STATES),

@@ -32,6 +32,11 @@ export interface TaskBase {
   network: boolean
   /** Paths writable inside the sandbox besides cwd (and those the daemon's config declares). */
   writablePaths: string[]
+  /**
+   * Every folder the task could write, as real paths: its cwd (or its git work tree's root), the
+   * daemon's and its own writable paths. Empty with sandbox `off`; absent in records of older tends.
+   */
+  sandboxWritable?: string[]
   /** Memory limit in bytes (strict), else null. */
   memoryBytes: number | null
   /** Process-count limit (strict), else null. */

@@ -15,7 +15,7 @@ export interface SandboxCapabilities {
   missing: Partial<Record<'workspace' | 'strict', string>>
 }
 
-const NEEDED_BWRAP_FLAGS = ['--unshare-pid', '--die-with-parent', '--new-session', '--cap-drop', '--disable-userns', '--clearenv', '--size', '--seccomp', '--json-status-fd']
+const NEEDED_BWRAP_FLAGS = ['--unshare-pid', '--die-with-parent', '--new-session', '--cap-drop', '--disable-userns', '--clearenv', '--size', '--seccomp', '--json-status-fd', '--args', '--bind-fd', '--ro-bind-try', '--remount-ro', '--perms']
 const INSTALL_HINT = 'install it (Debian/Ubuntu: apt-get install bubblewrap), or run the task with --sandbox off'
 
 export function findOnPath(program: string, path: string | undefined): string | null {
@@ -44,7 +44,7 @@ export function detectSandbox(path: string | undefined): SandboxCapabilities {
     else if (!userNamespaces) missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
   }
   if (missing.workspace) missing.strict = missing.workspace
-  else if (!cgroups.memory || !cgroups.pids) missing.strict = `per-task cgroups are not available (${[!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter(Boolean).join(' and ')} controller not writable under /sys/fs/cgroup)`
+  else if (!cgroups.memory || !cgroups.pids) missing.strict = strictHint([!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter((each): each is 'memory' | 'pids' => Boolean(each)))
   const profiles: SandboxCapabilities['profiles'] = ['off']
   if (!missing.workspace) profiles.push('workspace')
   if (!missing.strict) profiles.push('strict')
@@ -71,6 +71,22 @@ function probe(file: string, args: string[]): boolean {
   } catch {
     return false
   }
+}
+
+/**
+ * Why strict cannot run, and what would make it run on this machine: strict's limits are cgroup v1
+ * memory and pids groups that the daemon creates per task.
+ */
+function strictHint(lacking: Array<'memory' | 'pids'>): string {
+  const named = lacking.join(' and ')
+  const unmounted = lacking.filter((controller) => !existsSync(`/sys/fs/cgroup/${controller}/cgroup.procs`))
+  if (unmounted.length > 0) {
+    const mounts = unmounted.map((controller) => `mkdir -p /sys/fs/cgroup/${controller} && mount -t cgroup -o ${controller} cgroup /sys/fs/cgroup/${controller}`).join('; ')
+    const unified = existsSync('/sys/fs/cgroup/cgroup.controllers') ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
+    return `strict needs the cgroup v1 ${named} controller${lacking.length > 1 ? 's' : ''}, and ${unmounted.join(' and ')} ${unmounted.length > 1 ? 'are' : 'is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
+  }
+  const folders = lacking.map((controller) => `/sys/fs/cgroup/${controller}/tend`).join(' ')
+  return `strict needs per-task cgroups, and the daemon cannot create them under ${folders}: run the daemon as root, or as root create those folders and give them to the daemon's user (mkdir -p ${folders} && chown -R ${process.getuid?.() ?? 'USER'} ${folders}); then restart the daemon`
 }
 
 /** A folder under which tend may create per-task cgroups of one v1 controller. */

@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs'
+import { readdirSync, readlinkSync, statSync, type Dirent } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Task } from '../../protocol/index.js'
@@ -8,7 +8,7 @@ import { TASK_MARKER_VARIABLE } from '../process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
-import { secretPaths } from './secret-paths.js'
+import { isWithin, type TaskPaths } from './path-policy.js'
 import { strictSeccompProgram } from './seccomp.js'
 
 /** How to start one task (what the spawner gets), and what to release after it. */
@@ -24,9 +24,27 @@ export interface PlanRequest {
   programPath: string
   outputFile: string
   envAdditions: Record<string, string>
+  /** The task's cwd and writable folders as pinned when it was accepted. */
+  paths: TaskPaths
+  /** Real paths hidden from the task: tend homes (empty tmpfs) and secrets (empty folder or file). */
+  masks: readonly string[]
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
 }
+
+/**
+ * bubblewrap runs on the host side with this environment and nothing else: the task's variables
+ * (LD_PRELOAD, LD_AUDIT, GCONV_PATH, …) would otherwise act on bubblewrap itself, outside the
+ * sandbox. They reach the task through `--args` on a descriptor, never a command line.
+ */
+const BWRAP_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
+
+/**
+ * The kernel's knobs under /proc that a fresh proc mount leaves writable to a uid-0 task even
+ * without capabilities (core_pattern alone runs a program as root on the host). Bound read-only
+ * from the host's /proc: the same global settings, none of them writable.
+ */
+const PROC_READ_ONLY = ['sys', 'sysrq-trigger', 'mtrr', 'pressure', 'fs', 'acpi', 'scsi', 'driver', 'tty', 'asound', 'irq', 'bus']
 
 /**
  * Every task starts with its limits set (no core dumps, open files, file size) and, where it has
@@ -34,7 +52,7 @@ export interface PlanRequest {
  * (`workspace`, `strict`).
  */
 export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
-  const { task, config, capabilities } = request
+  const { task, config, capabilities, paths } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
   let cgroups: TaskCgroups | null = null
   const release = async () => {
@@ -55,24 +73,53 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     extraFiles.push(programFile)
   }
   const common = {
-    cwd: task.cwd,
+    cwd: paths.cwd.path,
+    cwdIdentity: { dev: paths.cwd.dev, ino: paths.cwd.ino },
     outputFile: request.outputFile,
     extraFiles,
     cgroupProcs: cgroups?.procsFiles() ?? [],
     limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },
+    ...(config.taskIdentity ? { user: config.taskIdentity } : {}),
   }
   if (task.sandbox === 'off') {
     const env = { ...config.baseEnv, ...request.envAdditions, ...marker }
     return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, release }
   }
-  const env = sandboxEnvironment(config.baseEnv, request.envAdditions, marker)
+  // Descriptors after stdio: the seccomp program (extraFiles), the environment (dataFiles), then the
+  // pinned folders, in the spawner's fixed order.
+  const argsFd = 3 + extraFiles.length
+  const firstPinnedFd = argsFd + 1
+  const environment = sandboxEnvironment(config.baseEnv, request.envAdditions, marker)
   const bwrap = capabilities.bwrap!.path
-  const argv = [bwrap, ...bubblewrapArgs(task, config, extraFiles.length > 0 ? 3 : null), '--', ...task.command]
-  return { request: { ...common, file: bwrap, argv, env }, cgroups, release }
+  const argv = [
+    bwrap,
+    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd: extraFiles.length > 0 ? 3 : null, argsFd, firstPinnedFd }),
+    '--',
+    ...task.command,
+  ]
+  return {
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles: [environmentArgs(environment)], pinnedDirs: paths.writable },
+    cgroups,
+    release,
+  }
+}
+
+export interface BubblewrapOptions {
+  task: Task
+  config: Readonly<DaemonConfig>
+  paths: TaskPaths
+  masks: readonly string[]
+  seccompFd: number | null
+  /** Descriptor holding `--clearenv --setenv K V …` (NUL-separated). */
+  argsFd: number
+  /** Descriptor of paths.writable[0]; the others follow. */
+  firstPinnedFd: number
 }
 
 /** The bubblewrap command line of the workspace profile (strict adds a seccomp program). */
-export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, seccompFd: number | null): string[] {
+export function bubblewrapArgs(options: BubblewrapOptions): string[] {
+  const { task, config, paths } = options
+  const tmpSize = String(config.tmpSizeBytes)
   const args = [
     // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
     '--unshare-user', '--disable-userns',
@@ -80,15 +127,20 @@ export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, secco
     ...(task.network ? [] : ['--unshare-net']),
     '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
     '--ro-bind', '/', '/',
+    // /dev: memory-backed like /tmp, so /dev/shm gets /tmp's cap and the rest of /dev is read-only.
     '--dev', '/dev',
+    '--perms', '1777', '--size', tmpSize, '--tmpfs', '/dev/shm',
+    '--remount-ro', '/dev',
     '--proc', '/proc',
-    '--perms', '1777', '--size', String(config.tmpSizeBytes), '--tmpfs', '/tmp',
   ]
-  for (const path of [task.cwd, ...config.writablePaths, ...task.writablePaths]) args.push('--bind-try', path, path)
+  for (const entry of PROC_READ_ONLY) args.push('--ro-bind-try', `/proc/${entry}`, `/proc/${entry}`)
+  args.push('--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp')
+  args.push(...privateCache(config.baseEnv.HOME, paths, tmpSize))
+  // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
+  paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
   // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
-  args.push('--tmpfs', config.layout.home, '--remount-ro', config.layout.home)
-  for (const path of secretPaths(config.baseEnv.HOME)) {
+  for (const path of options.masks) {
     const kind = pathKind(path)
     if (kind === 'directory') args.push('--tmpfs', path, '--remount-ro', path)
     else if (kind === 'file') args.push('--ro-bind', '/dev/null', path)
@@ -97,11 +149,53 @@ export function bubblewrapArgs(task: Task, config: Readonly<DaemonConfig>, secco
   // connect(), an empty /run does. With network access, DNS keeps its resolver folder.
   args.push('--tmpfs', '/run', '--remount-ro', '/run')
   if (task.network) args.push('--ro-bind-try', '/run/systemd/resolve', '/run/systemd/resolve')
-  // The environment reaches the task through bubblewrap's own (the plan's env, nothing else):
-  // --setenv arguments would show every value in `ps`.
-  args.push('--chdir', task.cwd)
-  if (seccompFd !== null) args.push('--seccomp', String(seccompFd))
+  args.push('--chdir', paths.cwd.path, '--args', String(options.argsFd))
+  if (options.seccompFd !== null) args.push('--seccomp', String(options.seccompFd))
   return args
+}
+
+/**
+ * Tools that cache (go, pip, npm's helpers) need a writable ~/.cache; the host's must stay as it
+ * is (a poisoned cache would run later outside the sandbox). So the task gets a private, capped
+ * ~/.cache with the host's entries visible read-only in it, unless it was given ~/.cache (or a
+ * folder around it) to write.
+ */
+function privateCache(home: string | undefined, paths: TaskPaths, size: string): string[] {
+  if (!home) return []
+  const cache = join(home, '.cache')
+  let entries: Dirent[]
+  try {
+    if (!statSync(cache).isDirectory()) return []
+    entries = readdirSync(cache, { withFileTypes: true })
+  } catch {
+    return []
+  }
+  if (paths.writable.some((entry) => isWithin(cache, entry.path))) return []
+  const args = ['--perms', '0755', '--size', size, '--tmpfs', cache]
+  for (const entry of entries) {
+    const path = join(cache, entry.name)
+    // A link is recreated, not bound: bound, it would be followed on the host, past the masks.
+    if (entry.isSymbolicLink()) {
+      const target = readLink(path)
+      if (target !== null) args.push('--symlink', target, path)
+    } else args.push('--ro-bind-try', path, path)
+  }
+  return args
+}
+
+/** The task's environment as bubblewrap arguments, NUL-separated, for `--args FD`. */
+function environmentArgs(environment: Record<string, string>): Buffer {
+  const parts = ['--clearenv']
+  for (const [key, value] of Object.entries(environment)) parts.push('--setenv', key, value)
+  return Buffer.from(`${parts.join('\0')}\0`)
+}
+
+function readLink(path: string): string | null {
+  try {
+    return readlinkSync(path)
+  } catch {
+    return null
+  }
 }
 
 function pathKind(path: string): 'directory' | 'file' | null {

@@ -81,7 +81,8 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     userHome = mkdtempSync(join(tmpdir(), 'tend-test-userhome-'))
     chownSync(userHome, user.uid, user.gid)
     chmodSync(userHome, 0o700)
-    env = unprivilegedEnv(env, user, userHome)
+    // A HOME the test gives (a planted one) wins over the temp one.
+    env = { ...unprivilegedEnv(env, user, userHome), ...(options.env?.HOME ? { HOME: options.env.HOME } : {}) }
     child = spawn('setpriv', [...setprivArgs(user), '--', process.execPath, TEND_BIN, 'daemon'], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
   } else {
     child = spawn(process.execPath, [TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })

@@ -1,9 +1,15 @@
-import { formatBytes, formatDuration, taskLabel, type Task } from '../../client/index.js'
+import { formatBytes, formatDuration, sandboxHint, taskLabel, type Task } from '../../client/index.js'
 import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
 
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
+/** How the task ended, and for a sandboxed task that failed, what its sandbox allowed. */
 export function endingText(task: Task): string {
+  const hint = sandboxHint(task)
+  return hint ? `${endingLine(task)}\n[${hint.replace(/^tend: /, '')}]` : endingLine(task)
+}
+
+function endingLine(task: Task): string {
   switch (task.state) {
     case 'exited':
       return `[exit code: ${task.exitCode}]`

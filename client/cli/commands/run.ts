@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander'
-import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, TendError, type SandboxProfile } from '../../../protocol/index.js'
+import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, type SandboxProfile } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { countOption, durationOption, envOption, sizeOption } from '../option-parsers.js'
@@ -75,6 +75,8 @@ export function registerRunCommand(program: Command): void {
         const finished = await client.wait(task.id)
         if (io.json) printJson(io, finished)
         else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}: ${finished.reason ?? ''}`.trimEnd())
+        const hint = sandboxHint(finished)
+        if (hint) io.err(hint)
         return exitStatusOf(finished) ?? EXIT.waitFailed
       },
       (error, _argv, flags) => {

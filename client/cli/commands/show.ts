@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { formatBytes, taskLabel, type Task } from '../../../protocol/index.js'
+import { formatBytes, sandboxHint, taskLabel, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { paintState, printJson, type CliIo } from '../output.js'
@@ -10,7 +10,11 @@ export function registerShowCommand(program: Command): void {
     action(command, async ({ client, io }, id: string) => {
       const task = await client.get(id)
       if (io.json) printJson(io, task)
-      else io.out(describeTask(io, task))
+      else {
+        io.out(describeTask(io, task))
+        const hint = sandboxHint(task)
+        if (hint) io.err(hint)
+      }
       return EXIT.ok
     }),
   )
@@ -29,6 +33,7 @@ function describeTask(io: CliIo, task: Task): string {
     ['cwd', task.cwd],
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
     ['sandbox', `${task.sandbox}${task.sandbox === 'off' ? '' : `, network ${task.network ? 'on' : 'off'}`}${task.writablePaths.length ? `, writable ${task.writablePaths.join(' ')}` : ''}`],
+    ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
     ['limits', task.memoryBytes === null && task.pidsMax === null ? null : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`],
     ['pid', task.pid === null ? null : String(task.pid)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { exitStatusOf, isFinished } from '../../../protocol/index.js'
+import { exitStatusOf, isFinished, sandboxHint } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { durationOption } from '../option-parsers.js'
@@ -22,6 +22,8 @@ export function registerWaitCommand(program: Command): void {
           return EXIT.waitTimedOut
         }
         if (!io.json && task.state !== 'exited') io.err(`tend: task ${id} ${task.state}: ${task.reason ?? ''}`.trimEnd())
+        const hint = sandboxHint(task)
+        if (hint) io.err(hint)
         return exitStatusOf(task) ?? EXIT.waitFailed
       },
       (error) => {

@@ -1,0 +1,165 @@
+import { lstat, readFile, realpath, stat } from 'node:fs/promises'
+import { dirname, resolve, sep } from 'node:path'
+import { TendError, type SandboxProfile } from '../../protocol/index.js'
+import { checkCwd } from '../cwd-check.js'
+
+/**
+ * Which folders a sandboxed task may be given to write, decided on real paths: every symlink is
+ * resolved first, then every refusal applies to what the path really is. A path is refused when it
+ * is, contains or lies inside a protected place, so that neither a link the task made itself nor
+ * a folder around a protected one can hand it over.
+ */
+
+/** A folder as it was when the task was accepted: its real path and its identity. */
+export interface PinnedPath {
+  path: string
+  dev: string
+  ino: string
+}
+
+/** A place no sandboxed task may write, with what it is (for the refusal's message). */
+export interface ProtectedPlace {
+  path: string
+  what: string
+}
+
+/**
+ * The system folders: the whole file system's programs, configuration, kernel and service state.
+ * Binding one writable would replace the sandbox's own (/proc, /sys, /dev) or change the host.
+ */
+const SYSTEM_FOLDERS = ['/proc', '/sys', '/dev', '/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/run', '/var/run', '/var/lib', '/var/log']
+
+export interface TaskPaths {
+  /** The cwd the task runs in: its real path under a sandbox, the path as given with `off`. */
+  cwd: PinnedPath
+  /** Every folder the task may write (cwd, or its git work tree's root, first), real and pinned; empty with `off`. */
+  writable: PinnedPath[]
+  /**
+   * Why the task cannot start: its cwd is missing or not a folder. Such a task is accepted and
+   * ends `failed` with this reason without running (no folder to pin, nothing to check).
+   */
+  cwdProblem?: string
+}
+
+export interface PathRequest {
+  profile: SandboxProfile
+  cwd: string
+  /** The task's own writable paths. */
+  writablePaths: readonly string[]
+  /** The daemon's configured writable paths (operator's, but checked the same way). */
+  configWritablePaths: readonly string[]
+  protectedPlaces: readonly ProtectedPlace[]
+}
+
+/** Resolves, checks and pins a task's cwd and writable paths; throws TEND_ERR_VALIDATION naming the field. */
+export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths> {
+  const { profile } = request
+  const cwdProblem = await checkCwd(request.cwd)
+  if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0' }, writable: [], cwdProblem }
+  if (profile === 'off') return { cwd: await pin(request.cwd, request.cwd, 'cwd'), writable: [] }
+  const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...request.protectedPlaces]
+  const cwd = await pin(await realPath(request.cwd, 'cwd'), request.cwd, 'cwd')
+  refuseProtected(profile, 'cwd', request.cwd, cwd.path, places)
+  const writable: PinnedPath[] = []
+  const add = (entry: PinnedPath) => {
+    if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
+  }
+  for (const extra of await gitFolders(cwd.path)) {
+    // Widening to the work tree is a convenience: a root that may not be written is just not added.
+    if (findProtected(extra, places)) continue
+    const pinned = await pin(extra, extra, 'cwd').catch(() => null)
+    if (pinned) add(pinned)
+  }
+  add(cwd)
+  for (const [field, paths] of [['writablePaths', request.writablePaths], ['writablePaths (daemon setting)', request.configWritablePaths]] as const) {
+    for (const path of paths) {
+      // A writable path that does not exist yet is skipped, as bubblewrap's --bind-try did.
+      const real = await realpath(path).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') return null
+        throw invalid(field, `${path} cannot be used (${error.code})`)
+      })
+      if (real === null) continue
+      refuseProtected(profile, field, path, real, places)
+      add(await pin(real, path, field))
+    }
+  }
+  // Ancestors first: a folder bound inside another must be mounted after it.
+  writable.sort((a, b) => a.path.length - b.path.length)
+  return { cwd, writable }
+}
+
+/** Is `inner` the same path as `outer`, or inside it? Both real, absolute, without a trailing slash. */
+export function isWithin(inner: string, outer: string): boolean {
+  return inner === outer || outer === '/' || inner.startsWith(`${outer}${sep}`)
+}
+
+function findProtected(real: string, places: readonly ProtectedPlace[]): { place: ProtectedPlace; relation: string } | null {
+  if (real === '/') return { place: { path: '/', what: 'the whole file system' }, relation: 'is' }
+  for (const place of places) {
+    if (real === place.path) return { place, relation: 'is' }
+    if (isWithin(real, place.path)) return { place, relation: 'lies inside' }
+    if (isWithin(place.path, real)) return { place, relation: 'contains' }
+  }
+  return null
+}
+
+function refuseProtected(profile: SandboxProfile, field: string, given: string, real: string, places: readonly ProtectedPlace[]): void {
+  const hit = findProtected(real, places)
+  if (!hit) return
+  const alias = real !== resolve(given) ? ` (it is ${real})` : ''
+  const target = hit.relation === 'is' ? `is ${hit.place.what}` : `${hit.relation} ${hit.place.path}, ${hit.place.what}`
+  throw invalid(field, `under sandbox ${profile} ${given} would become writable${alias}, and it ${target}: choose a project folder, or sandbox off`)
+}
+
+async function realPath(path: string, field: string): Promise<string> {
+  try {
+    return await realpath(path)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    throw invalid(field, code === 'ENOENT' ? `${path} does not exist` : `${path} cannot be used (${code})`)
+  }
+}
+
+async function pin(path: string, given: string, field: string): Promise<PinnedPath> {
+  let info
+  try {
+    info = await stat(path, { bigint: true })
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    throw invalid(field, code === 'ENOENT' ? `${given} does not exist` : `${given} cannot be used (${code})`)
+  }
+  if (!info.isDirectory()) throw invalid(field, `${given} is not a directory`)
+  return { path, dev: String(info.dev), ino: String(info.ino) }
+}
+
+/**
+ * The git folders a task working in `cwd` writes to: the work tree's root (index.lock lives there)
+ * and, when `.git` is a file (worktrees, submodules), the git directory it points to and that
+ * directory's common folder. Nothing when cwd is not inside a work tree.
+ */
+async function gitFolders(cwd: string): Promise<string[]> {
+  for (let dir = cwd; ; dir = dirname(dir)) {
+    const dotGit = `${dir === '/' ? '' : dir}/.git`
+    const info = await lstat(dotGit).catch(() => null)
+    if (info?.isDirectory() || info?.isFile()) {
+      // A work tree rooted in a folder anyone may write (/var/tmp, /tmp) is not widened to.
+      const worldWritable = (((await stat(dir).catch(() => null))?.mode ?? 0o002) & 0o002) !== 0
+      const folders = dir !== cwd && !worldWritable ? [dir] : []
+      if (info.isDirectory()) return folders
+      const gitDir = /^gitdir:\s*(.+)$/m.exec(await readFile(dotGit, 'utf8').catch(() => ''))?.[1]
+      const realGitDir = gitDir ? await realpath(resolve(dir, gitDir.trim())).catch(() => null) : null
+      if (realGitDir) {
+        folders.push(realGitDir)
+        const common = (await readFile(`${realGitDir}/commondir`, 'utf8').catch(() => '')).trim()
+        const realCommon = common ? await realpath(resolve(realGitDir, common)).catch(() => null) : null
+        if (realCommon) folders.push(realCommon)
+      }
+      return folders
+    }
+    if (dir === '/') return []
+  }
+}
+
+function invalid(field: string, detail: string): TendError {
+  return new TendError('TEND_ERR_VALIDATION', { detail: `body/${field}: ${detail}` })
+}

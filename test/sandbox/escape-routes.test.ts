@@ -1,0 +1,391 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { execFileSync } from 'node:child_process'
+import { chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { StartOptions, Task } from '../../client/index.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * The five escape routes of the sandbox-hardening issue, each tried as an attacker would, with a
+ * marker on the host that a successful attempt leaves behind. Companion to escape.test.ts (which
+ * covers the read-only root, masks, network, processes and strict's limits).
+ *
+ * Everything lives under /var/tmp: a sandboxed task has a private /tmp.
+ */
+
+const SSH_SECRET = 'PLANTED-ROUTES-SSH-KEY-0b7d13'
+const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+const PYTHON = '/usr/bin/python3'
+const TMP_SIZE = 8 * 1024 * 1024
+
+/** The whole suite, against a daemon as root and as the unprivileged test user. */
+function defineRoutes(who: 'root' | 'non-root'): void {
+describe(`escape routes, daemon as ${who}`, () => {
+  const base = mkdtempSync(`/var/tmp/tend-routes-${who}-`)
+  const userHome = join(base, 'user')
+  const tendHome = join(base, 'tend-home')
+  const otherHome = join(base, 'other-home')
+  const outside = join(base, 'outside')
+  const corePatternBefore = readFileSync('/proc/sys/kernel/core_pattern', 'utf8')
+
+  mkdirSync(join(userHome, '.ssh'), { recursive: true, mode: 0o700 })
+  writeFileSync(join(userHome, '.ssh', 'id_rsa'), `${SSH_SECRET}\n`, { mode: 0o600 })
+  writeFileSync(join(userHome, '.bashrc'), '# planted\n')
+  mkdirSync(join(userHome, '.cache', 'host-tool'), { recursive: true })
+  writeFileSync(join(userHome, '.cache', 'host-tool', 'entry'), 'host cache\n')
+  mkdirSync(outside)
+  mkdirSync(tendHome)
+  mkdirSync(otherHome)
+  writeFileSync(join(tendHome, 'config.json'), JSON.stringify({ tmpSizeBytes: TMP_SIZE }))
+  const owner = who === 'root' ? { uid: 0, gid: 0 } : checkUnprivilegedUser()
+  const daemonUser: TestDaemonOptions['user'] = who === 'root' ? undefined : 'unprivileged'
+  chownTree(base)
+
+  /** Everything the suite plants belongs to the daemon's user, as a user's own project and home would. */
+  function chownTree(path: string): void {
+    lchownSync(path, owner.uid, owner.gid)
+    let entries: string[] = []
+    try {
+      entries = readdirSync(path)
+    } catch {
+      return
+    }
+    for (const name of entries) chownTree(join(path, name))
+  }
+
+  let daemon: TestDaemon
+  let other: TestDaemon
+  const taskIds: string[] = []
+
+  beforeAll(async () => {
+    daemon = await startTestDaemon({
+      user: daemonUser,
+      home: tendHome,
+      env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_KILL_GRACE: '500ms', TEND_PER_OWNER_CONCURRENCY: '1' },
+    })
+    // Another daemon of the same user, unsandboxed by default: the prize of route 5.
+    other = await startTestDaemon({ user: daemonUser, home: otherHome, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'off' } })
+  })
+
+  afterAll(async () => {
+    try {
+      await waitFor('no process of any route-suite task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+    } finally {
+      if (readFileSync('/proc/sys/kernel/core_pattern', 'utf8') !== corePatternBefore) writeFileSync('/proc/sys/kernel/core_pattern', corePatternBefore)
+      await other?.stop()
+      await daemon?.stop()
+      rmSync(base, { recursive: true, force: true })
+    }
+  })
+
+  /** One test per sandbox profile; strict is skipped, with the daemon's reason, where it cannot be enforced. */
+  function eachProfile(title: string, body: (sandbox: 'workspace' | 'strict') => Promise<void>): void {
+    for (const sandbox of ['workspace', 'strict'] as const) {
+      test(`${sandbox}: ${title}`, async (context) => {
+        const status = await daemon.client.status()
+        if (!status.sandbox.profiles.includes(sandbox)) context.skip(`${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`)
+        await body(sandbox)
+      })
+    }
+  }
+
+  function workspace(): string {
+    const dir = mkdtempSync(join(base, 'ws-'))
+    chownSync(dir, owner.uid, owner.gid)
+    return dir
+  }
+
+  function q(value: string): string {
+    return `'${value.replace(/'/g, `'\\''`)}'`
+  }
+
+  async function attempt(line: string, options: Partial<StartOptions> = {}): Promise<{ task: Task; output: string }> {
+    const started = await daemon.client.start({ command: line, shell: true, cwd: options.cwd ?? workspace(), timeoutMs: 20_000, sandbox: 'workspace', ...options })
+    taskIds.push(started.id)
+    const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
+    return { task, output: (await daemon.client.read(started.id)).data }
+  }
+
+  /** A Python line that POSTs a task to a daemon's socket: the escape of routes 2 and 5. */
+  function postTaskLine(socket: string, markerFile: string): string {
+    const body = JSON.stringify({ command: [`echo escaped > ${markerFile}`], shell: true, cwd: '/', sandbox: 'off' })
+    const program = [
+      'import socket, sys',
+      's = socket.socket(socket.AF_UNIX)',
+      `s.connect(${JSON.stringify(socket)})`,
+      `body = ${JSON.stringify(body)}.encode()`,
+      "s.sendall(b'POST /v1/tasks HTTP/1.1\\r\\nHost: tend\\r\\nContent-Type: application/json\\r\\nContent-Length: ' + str(len(body)).encode() + b'\\r\\nConnection: close\\r\\n\\r\\n' + body)",
+      "print('answer:', s.recv(4096).decode(errors='replace').split('\\r\\n')[0], flush=True)",
+    ].join('\n')
+    return `${PYTHON} -c ${q(program)}`
+  }
+
+  describe('route 1: the kernel knobs under /proc, and capabilities', () => {
+    eachProfile('/proc/sys and /proc/sysrq-trigger are read-only (rewriting a knob with its own value fails)', async (sandbox) => {
+      const knobs = ['kernel/core_pattern', 'kernel/printk', 'vm/overcommit_memory', 'kernel/hostname', 'net/ipv4/ip_forward']
+      const { output } = await attempt(
+        [...knobs.map((knob) => `cat /proc/sys/${knob} > /proc/sys/${knob} && echo ESCAPED-${knob}`), "sh -c ': > /proc/sysrq-trigger' 2>/dev/null && echo ESCAPED-sysrq", 'echo done'].join('; '),
+        { sandbox },
+      )
+      expect(output).not.toContain('ESCAPED')
+      expect(output).toContain('done\n')
+    })
+
+    eachProfile("nothing under /proc is writable but the task's own processes' files", async (sandbox) => {
+      const { output } = await attempt(`find /proc \\( -path '/proc/[0-9]*' -o -path /proc/self -o -path /proc/thread-self \\) -prune -o -writable -print 2>/dev/null | sed 's/^/writable: /'; echo done`, { sandbox })
+      expect(output).toBe('done\n')
+    })
+
+    test('core_pattern cannot be pointed at a script in the workspace (the full escape: a crash runs it on the host)', async () => {
+      const cwd = workspace()
+      const marker = join(outside, 'core-pattern-escaped')
+      writeFileSync(join(cwd, 'handler.sh'), `#!/bin/sh\necho escaped > ${marker}\n`, { mode: 0o755 })
+      chownTree(cwd)
+      const { output } = await attempt(`echo "|${join(cwd, 'handler.sh')}" > /proc/sys/kernel/core_pattern && echo ESCAPED; sh -c 'kill -SEGV $$'; echo done`, { cwd })
+      // The knob is global: unchanged on the host means the escape cannot have happened.
+      expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(corePatternBefore)
+      expect(output).not.toContain('ESCAPED')
+      expect(existsSync(marker)).toBe(false)
+    })
+
+    eachProfile('the task holds no capabilities (effective, permitted, bounding, ambient)', async (sandbox) => {
+      const { output } = await attempt("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status", { sandbox })
+      const caps = Object.fromEntries(output.trim().split('\n').map((line) => line.split(/:\s+/)))
+      expect(caps).toEqual({ CapInh: '0000000000000000', CapPrm: '0000000000000000', CapEff: '0000000000000000', CapBnd: '0000000000000000', CapAmb: '0000000000000000' })
+    })
+  })
+
+  describe('route 2: path aliases (cwd and writable paths are decided on their real paths)', () => {
+    test('a cwd symlinked to TEND_HOME is refused, and nothing reaches the socket', async () => {
+      const cwd = workspace()
+      symlinkSync(tendHome, join(cwd, 'home-link'))
+      const marker = join(outside, 'via-home-link')
+      await expect(attempt(postTaskLine(join(cwd, 'home-link', 'tend.sock'), marker), { cwd: join(cwd, 'home-link') })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', statusCode: 400 })
+      expect(existsSync(marker)).toBe(false)
+    })
+
+    test("a link the task made itself is refused as the next task's cwd (the agent's next call)", async () => {
+      const cwd = workspace()
+      const first = await attempt(`ln -s ${q(tendHome)} made-link && ln -s ${q(join(userHome, '.ssh'))} ssh-link && ln -s ${q(userHome)} home-link && echo linked`, { cwd })
+      expect(first.output).toBe('linked\n')
+      for (const link of ['made-link', 'ssh-link', 'home-link']) {
+        const refused = attempt(`cat id_rsa; ${postTaskLine('tend.sock', join(outside, `via-${link}`))}`, { cwd: join(cwd, link) })
+        await expect(refused, link).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining(link) })
+        expect(existsSync(join(outside, `via-${link}`))).toBe(false)
+      }
+    })
+
+    test('writable paths symlinked to a secret folder, the home, TEND_HOME or a system folder are refused', async () => {
+      const cwd = workspace()
+      const links: Record<string, string> = { ssh: join(userHome, '.ssh'), home: userHome, tend: tendHome, spool: join(tendHome, 'spool'), etc: '/etc', other: otherHome }
+      for (const [name, target] of Object.entries(links)) symlinkSync(target, join(cwd, name))
+      for (const name of Object.keys(links)) {
+        await expect(attempt('echo pwned > marker', { cwd, writablePaths: [join(cwd, name)] }), name).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('writablePaths') })
+      }
+      // Through a symlinked parent, and with dots.
+      await expect(attempt('true', { cwd, writablePaths: [join(cwd, 'home', '.ssh')] })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION' })
+      await expect(attempt('true', { cwd, writablePaths: [`${cwd}/../tend-home/spool`] })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION' })
+      expect(readFileSync(join(userHome, '.ssh', 'id_rsa'), 'utf8')).toBe(`${SSH_SECRET}\n`)
+    })
+
+    test('a cwd that contains TEND_HOME, or lies inside its spool, is refused with tend\'s own error', async () => {
+      await expect(attempt('true', { cwd: base })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('cwd') })
+      const spoolDir = join(tendHome, 'spool', taskIds[0] ?? 'x')
+      mkdirSync(spoolDir, { recursive: true })
+      await expect(attempt('true', { cwd: spoolDir })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('cwd') })
+      await expect(attempt('true', { cwd: otherHome })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION' })
+    })
+
+    test('masks follow real paths: a ~/.ssh that is a symlink to a folder elsewhere is masked there too', async () => {
+      const home = join(base, 'linked-home')
+      const keys = join(base, 'keys-real')
+      mkdirSync(home)
+      mkdirSync(keys)
+      writeFileSync(join(keys, 'id_rsa'), `${SSH_SECRET}-linked\n`)
+      symlinkSync(keys, join(home, '.ssh'))
+      chownTree(home)
+      chownTree(keys)
+      const linked = await startTestDaemon({ user: daemonUser, env: { HOME: home, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } })
+      try {
+        const started = await linked.client.start({ command: `cat ~/.ssh/id_rsa ${q(join(keys, 'id_rsa'))}; echo done`, shell: true, cwd: workspace() })
+        await linked.client.wait(started.id, { timeoutMs: 20_000 })
+        const output = (await linked.client.read(started.id)).data
+        expect(output).toContain('done')
+        expect(output).not.toContain(SSH_SECRET)
+      } finally {
+        await linked.stop()
+      }
+    })
+  })
+
+  describe('route 3: the folder a task was accepted with is the folder it runs in', () => {
+    async function queueBehindBlocker(cwd: string, options: Partial<StartOptions> = {}): Promise<{ queued: Task; release: () => void }> {
+      const gate = workspace()
+      const blocker = await daemon.client.start({ command: 'while [ ! -e release ]; do sleep 0.02; done', shell: true, cwd: gate, owner: 'toctou', sandbox: 'workspace' })
+      taskIds.push(blocker.id)
+      await waitFor('the blocker to run', async () => (await daemon.client.get(blocker.id)).state === 'running')
+      const queued = await daemon.client.start({ command: 'echo pwned > marker; echo ran', shell: true, cwd, owner: 'toctou', sandbox: 'workspace', ...options })
+      taskIds.push(queued.id)
+      expect(queued.state).toBe('queued')
+      return { queued, release: () => writeFileSync(join(gate, 'release'), '') }
+    }
+
+    test('a queued cwd swapped for a symlink before launch: the task fails, saying the folder changed', async () => {
+      const parent = workspace()
+      mkdirSync(join(parent, 'project'))
+      const { queued, release } = await queueBehindBlocker(join(parent, 'project'))
+      renameSync(join(parent, 'project'), join(parent, 'project-old'))
+      symlinkSync(outside, join(parent, 'project'))
+      release()
+      const task = await daemon.client.wait(queued.id, { timeoutMs: 20_000 })
+      expect(existsSync(join(outside, 'marker'))).toBe(false)
+      expect(task.state).toBe('failed')
+      expect(task.reason).toMatch(/changed since the task was accepted/)
+    })
+
+    test('a queued cwd replaced by another real folder at the same path: the task fails too', async () => {
+      const parent = workspace()
+      mkdirSync(join(parent, 'project'))
+      const { queued, release } = await queueBehindBlocker(join(parent, 'project'))
+      renameSync(join(parent, 'project'), join(parent, 'project-old'))
+      mkdirSync(join(parent, 'project'))
+      release()
+      const task = await daemon.client.wait(queued.id, { timeoutMs: 20_000 })
+      expect(task.state).toBe('failed')
+      expect(task.reason).toMatch(/changed since the task was accepted/)
+      expect(existsSync(join(parent, 'project', 'marker'))).toBe(false)
+    })
+
+    test('a queued writable path swapped for a symlink: the task fails', async () => {
+      const cwd = workspace()
+      const parent = workspace()
+      mkdirSync(join(parent, 'extra'))
+      const { queued, release } = await queueBehindBlocker(cwd, { writablePaths: [join(parent, 'extra')], command: `echo pwned > ${q(join(parent, 'extra', 'marker'))}`, shell: true })
+      renameSync(join(parent, 'extra'), join(parent, 'extra-old'))
+      symlinkSync(outside, join(parent, 'extra'))
+      release()
+      const task = await daemon.client.wait(queued.id, { timeoutMs: 20_000 })
+      expect(task.state).toBe('failed')
+      expect(existsSync(join(outside, 'marker'))).toBe(false)
+    })
+  })
+
+  describe("route 4: the task's environment stays inside the sandbox", () => {
+    let library: string
+    const marker = join(outside, 'ran-outside')
+
+    beforeAll(() => {
+      // Runs at load (LD_PRELOAD) and at audit start (LD_AUDIT): writing the marker only works outside the sandbox.
+      const dir = workspace()
+      writeFileSync(
+        join(dir, 'evil.c'),
+        `#include <fcntl.h>\n#include <unistd.h>\nstatic void mark(void){int fd=open("${marker}",O_WRONLY|O_CREAT|O_APPEND,0644);if(fd>=0){write(fd,"x\\n",2);close(fd);}}\n__attribute__((constructor)) static void init(void){mark();}\nunsigned int la_version(unsigned int v){mark();return v;}\n`,
+      )
+      library = join(dir, 'evil.so')
+      execFileSync('cc', ['-shared', '-fPIC', '-o', library, join(dir, 'evil.c')])
+      chownTree(dir)
+    })
+
+    test.each(['LD_PRELOAD', 'LD_AUDIT'])('--env %s=./evil.so runs nothing outside the sandbox', async (variable) => {
+      const { task } = await attempt('echo inside', { env: { [variable]: library } })
+      expect(task.state).toBe('exited')
+      expect(existsSync(marker)).toBe(false)
+    })
+
+    test("bubblewrap's own environment and command line hold none of the task's variables", async () => {
+      const cwd = workspace()
+      const started = await daemon.client.start({ command: 'echo "inside: $ROUTE4_SECRET"; while [ ! -e release ]; do sleep 0.02; done', shell: true, cwd, sandbox: 'workspace', env: { ROUTE4_SECRET: 'route4-value-5e1', GCONV_PATH: cwd } })
+      taskIds.push(started.id)
+      const running = await waitFor('the task to run', async () => {
+        const task = await daemon.client.get(started.id)
+        return task.state === 'running' && task.pid ? task : null
+      })
+      const environ = readFileSync(`/proc/${running.pid}/environ`, 'utf8')
+      const cmdline = readFileSync(`/proc/${running.pid}/cmdline`, 'utf8')
+      writeFileSync(join(cwd, 'release'), '')
+      await daemon.client.wait(started.id, { timeoutMs: 20_000 })
+      expect(environ).not.toContain('route4-value-5e1')
+      expect(environ).not.toContain('GCONV_PATH')
+      expect(environ).not.toContain('ROUTE4_SECRET')
+      expect(cmdline).not.toContain('route4-value-5e1')
+      expect((await daemon.client.read(started.id)).data).toBe('inside: route4-value-5e1\n')
+    })
+  })
+
+  describe('route 5: other tend daemons', () => {
+    test("a workspace task cannot start a task on another daemon of the same user", async () => {
+      const marker = join(outside, 'via-other-daemon')
+      const { output } = await attempt(`${postTaskLine(join(otherHome, 'tend.sock'), marker)}; echo done`)
+      expect(output).toContain('done')
+      expect(await other.client.list({ all: true })).toEqual([])
+      expect(existsSync(marker)).toBe(false)
+    })
+
+    test("the default home and every running daemon's home are masked", async () => {
+      const defaultHome = join(userHome, '.local', 'state', 'tend')
+      mkdirSync(defaultHome, { recursive: true })
+      writeFileSync(join(defaultHome, 'planted'), 'x')
+      chownTree(join(userHome, '.local'))
+      const { output } = await attempt(`ls -A ${q(otherHome)} ${q(defaultHome)} | sed 's/^/listed: /'; echo done`)
+      expect(output).toContain('done')
+      expect(output).not.toMatch(/listed: (tend\.sock|planted|spool|daemon\.log)/)
+    })
+  })
+
+  describe('what is merely unbounded', () => {
+    test('/dev/shm is capped like /tmp, and /dev itself is not scratch space', async () => {
+      const { output } = await attempt(
+        ['head -c 16M /dev/zero > /dev/shm/fill; echo "shm rc=$?"', 'head -c 1M /dev/zero > /dev/fill && echo ESCAPED-dev', 'echo done'].join('; '),
+      )
+      expect(output).toContain('shm rc=1')
+      expect(output).not.toContain('ESCAPED')
+      expect(output).toContain('done\n')
+    })
+
+    test('a task that ptrace-stops its sandbox init still times out, and can still be killed', async () => {
+      const program = [
+        'import ctypes, os, sys, time',
+        'libc = ctypes.CDLL(None, use_errno=True)',
+        "print('attach init:', libc.ptrace(16, 1, 0, 0), flush=True)",
+        'time.sleep(600)',
+      ].join('\n')
+      const timedOut = await attempt(`${PYTHON} -c ${q(program)}`, { timeoutMs: 1500 })
+      expect(timedOut.task.state).toBe('timed_out')
+      const started = await daemon.client.start({ command: `${PYTHON} -c ${q(program)}`, shell: true, cwd: workspace(), sandbox: 'workspace' })
+      taskIds.push(started.id)
+      await waitFor('the init to be attached', async () => (await daemon.client.read(started.id)).data.includes('attach init'))
+      const killed = await daemon.client.kill(started.id)
+      expect(killed.state).toBe('killed')
+      expect(processesWithEnv(`TEND_TASK_ID=${started.id}`).filter(isAlive)).toEqual([])
+    })
+  })
+
+  describe('everyday work', () => {
+    test('from a subfolder of a git work tree, git add works (the work tree root is writable)', async () => {
+      const repo = workspace()
+      execFileSync('git', ['init', '-q', repo])
+      mkdirSync(join(repo, 'sub'))
+      chownTree(repo)
+      const { task, output } = await attempt('echo hi > file && git add file && git -c user.email=a@b -c user.name=a commit -qm one && echo committed', { cwd: join(repo, 'sub') })
+      expect(output).toContain('committed')
+      expect(task.exitCode).toBe(0)
+      expect(execFileSync('git', ['-c', 'safe.directory=*', '-C', repo, 'log', '--oneline']).toString()).toContain('one')
+    })
+
+    test('tools that cache can write ~/.cache, and the host cache is unchanged', async () => {
+      const { output } = await attempt('mkdir -p ~/.cache/tool && echo cached > ~/.cache/tool/x && cat ~/.cache/tool/x ~/.cache/host-tool/entry; echo new > ~/.cache/host-tool/entry; echo done')
+      expect(output).toContain('cached\n')
+      expect(output).toContain('host cache\n')
+      expect(existsSync(join(userHome, '.cache', 'tool'))).toBe(false)
+      expect(readFileSync(join(userHome, '.cache', 'host-tool', 'entry'), 'utf8')).toBe('host cache\n')
+      expect(readdirSync(join(userHome, '.cache'))).toEqual(['host-tool'])
+    })
+  })
+
+})
+}
+
+defineRoutes('root')
+defineRoutes('non-root')
