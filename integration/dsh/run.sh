@@ -5,7 +5,8 @@
 #
 #   bash integration/dsh/run.sh [JSON_REPORT]
 #
-# With JSON_REPORT, vitest also writes its JSON report there (for a caller that adds up counts).
+# With JSON_REPORT, vitest also writes its JSON report there (for a caller that adds up counts);
+# with SKIP_REPORT_FILE in the environment, the reasons of skipped tests go there.
 # Exits with vitest's status; 1 when the install or the build fails.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,4 +24,6 @@ node22="$here/node_modules/.bin/node"
 
 reporters=(--reporter=default)
 if [ "$#" -ge 1 ]; then reporters+=(--reporter=json --outputFile="$1"); fi
+# With SKIP_REPORT_FILE set (as .ci/run does), skipped tests are recorded with their reasons.
+if [ -n "${SKIP_REPORT_FILE:-}" ]; then reporters+=(--reporter="$root/test/support/skip-reporter.ts"); fi
 "$node22" "$here/node_modules/vitest/vitest.mjs" run --root "$here" "${reporters[@]}"

@@ -173,7 +173,13 @@ daemon = await startTestDaemon({
 })
 const status = await daemon.client.status()
 const hasStrict = status.sandbox.profiles.includes('strict')
-const noStrict = hasStrict ? '' : ` [skipped: strict is not available here: ${status.sandbox.missing.strict}]`
+/** A test of strict: skipped, with the daemon's reason, where strict cannot be enforced. */
+function strictTest(title: string, body: () => Promise<void>): void {
+  test(title, async (context) => {
+    if (!hasStrict) context.skip(`strict is not available here: ${status.sandbox.missing.strict}`)
+    await body()
+  })
+}
 const daemonPid = daemon.process.pid!
 
 beforeAll(() => {
@@ -398,7 +404,7 @@ describe('file system', () => {
     expect(existsSync('/sys/fs/cgroup/pids/tend/escape-probe')).toBe(false)
   })
 
-  test.skipIf(!hasStrict)(`strict confines the file system the same way${noStrict}`, async () => {
+  strictTest(`strict confines the file system the same way`, async () => {
     const { task, output } = await attempt(
       [
         `echo pwned > ${q(join(outside, 'strict.txt'))} && echo ESCAPED-1`,
@@ -488,7 +494,7 @@ describe('network', () => {
     expect(connections).toBe(0)
   })
 
-  test.skipIf(!hasStrict)(`TCP to the host loopback fails under strict too${noStrict}`, async () => {
+  strictTest(`TCP to the host loopback fails under strict too`, async () => {
     const { output } = await attempt(`${PYTHON} ${q(join(probes, 'tcp.py'))} ${port}`, { sandbox: 'strict' })
     expect(output).toMatch(/^blocked: /)
     expect(connections).toBe(0)
@@ -536,7 +542,7 @@ describe('network', () => {
       await new Promise((resolveClose) => unixServer.close(resolveClose))
     })
 
-    test.skipIf(!hasStrict)(`strict: cannot be connected to (no AF_UNIX sockets)${noStrict}`, async () => {
+    strictTest(`strict: cannot be connected to (no AF_UNIX sockets)`, async () => {
       const { output } = await attempt(`${PYTHON} ${q(join(probes, 'unix.py'))} ${q(path)}`, { sandbox: 'strict' })
       expect(output).toMatch(/blocked socket\(AF_UNIX\)/)
       expect(unixConnections).toBe(0)
@@ -553,7 +559,7 @@ describe('network', () => {
     })
   })
 
-  test.skipIf(!hasStrict)(`strict denies new Unix-domain sockets outright${noStrict}`, async () => {
+  strictTest(`strict denies new Unix-domain sockets outright`, async () => {
     const { output } = await attempt(`${PYTHON} ${q(join(probes, 'unix.py'))} ${q(join(tendHome, 'tend.sock'))}`, { sandbox: 'strict' })
     expect(output).toMatch(/blocked socket\(AF_UNIX\): .*Address family not supported/)
   })
@@ -675,7 +681,7 @@ describe('processes', () => {
 })
 
 describe('strict limits', () => {
-  test.skipIf(!hasStrict)(`a fork bomb with pidsMax 32 is contained, and the reason records the process limit${noStrict}`, async () => {
+  strictTest(`a fork bomb with pidsMax 32 is contained, and the reason records the process limit`, async () => {
     const started = await daemon.client.start({
       command: `${PYTHON} ${q(join(probes, 'bomb.py'))}`,
       shell: true,
@@ -710,14 +716,14 @@ describe('strict limits', () => {
     expect(existsSync(`/sys/fs/cgroup/pids/tend/${started.id}`)).toBe(false)
   })
 
-  test.skipIf(!hasStrict)(`a memory hog with memoryBytes 64M is killed, and the reason records the memory limit${noStrict}`, async () => {
+  strictTest(`a memory hog with memoryBytes 64M is killed, and the reason records the memory limit`, async () => {
     const { task } = await attempt(`${PYTHON} ${q(join(probes, 'hog.py'))}`, { sandbox: 'strict', memoryBytes: 64 * 1024 * 1024 })
     expect(task).toMatchObject({ state: 'killed', signal: 'SIGKILL', reason: 'memory limit of 64M reached', memoryBytes: 64 * 1024 * 1024 })
     expect(existsSync(`/sys/fs/cgroup/memory/tend/${task.id}`)).toBe(false)
     expect((await daemon.client.status()).pid).toBe(daemonPid)
   })
 
-  test.skipIf(!hasStrict)(`strict tasks record the default limits when they give none${noStrict}`, async () => {
+  strictTest(`strict tasks record the default limits when they give none`, async () => {
     const { task } = await attempt('true', { sandbox: 'strict' })
     expect(task).toMatchObject({ state: 'exited', sandbox: 'strict', memoryBytes: 2 * 1024 ** 3, pidsMax: 512 })
   })
