@@ -56,8 +56,7 @@ async function tendCommandLine(client, cwd) {
       if (current.pid !== null) {
         const argv = readFileSync(`/proc/${current.pid}/cmdline`, 'utf8').split('\0').slice(0, -1)
         if (argv[0].endsWith('bwrap')) {
-          const command = argv.slice(0, argv.lastIndexOf('--') + 1).concat('true').map((arg) => (arg === task.id ? 'benchbenchbe' : arg))
-          return command
+          return replayable(argv.slice(0, argv.lastIndexOf('--') + 1).concat('true').map((arg) => (arg === task.id ? 'benchbenchbe' : arg)))
         }
       }
       if (Date.now() > deadline) throw new Error('the sleep task did not reach bubblewrap within 10 s')
@@ -67,6 +66,23 @@ async function tendCommandLine(client, cwd) {
     await client.kill(task.id, { graceMs: 0 })
     await client.remove(task.id)
   }
+}
+
+/**
+ * The same command line without the descriptors only tend's spawner hands bubblewrap: a pinned
+ * folder bound by path instead of by descriptor (the same mount), and the environment (`--args`,
+ * a few `--setenv`) left out.
+ */
+function replayable(argv) {
+  const out = []
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--bind-fd') {
+      out.push('--bind', argv[i + 2], argv[i + 2])
+      i += 2
+    } else if (argv[i] === '--args') i += 1
+    else out.push(argv[i])
+  }
+  return out
 }
 
 export async function sandboxStart({ tasks = TASKS, log = console.log } = {}) {

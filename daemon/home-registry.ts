@@ -58,6 +58,7 @@ export async function registerHome(home: string, env: Env, pid: number = process
 export function liveDaemonHomes(env: Env): string[] {
   const homes = new Set<string>([realPathOrSelf(defaultHome(env))])
   const dir = homeRegistryDir(env)
+  if (!existsSync(dir)) return [...homes]
   let names: string[]
   try {
     names = readdirSync(dir)
@@ -116,8 +117,10 @@ function homeHash(realHome: string): string {
 }
 
 function realPathOrSelf(path: string): string {
+  // Called for every sandboxed task: no exception for the usual missing default home.
+  if (!existsSync(path)) return path
   try {
-    return realpathSync(path)
+    return realpathSync.native(path)
   } catch {
     return path
   }

@@ -1,4 +1,4 @@
-import { lstat, readFile, realpath, stat } from 'node:fs/promises'
+import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs'
 import { dirname, resolve, sep } from 'node:path'
 import { TendError, type SandboxProfile } from '../../protocol/index.js'
 import { checkCwd } from '../cwd-check.js'
@@ -56,31 +56,40 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   const { profile } = request
   const cwdProblem = await checkCwd(request.cwd)
   if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0' }, writable: [], cwdProblem }
-  if (profile === 'off') return { cwd: await pin(request.cwd, request.cwd, 'cwd'), writable: [] }
+  if (profile === 'off') return { cwd: pin(request.cwd, request.cwd, 'cwd'), writable: [] }
   const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...request.protectedPlaces]
-  const cwd = await pin(await realPath(request.cwd, 'cwd'), request.cwd, 'cwd')
+  const cwd = pin(realPath(request.cwd, 'cwd'), request.cwd, 'cwd')
   refuseProtected(profile, 'cwd', request.cwd, cwd.path, places)
   const writable: PinnedPath[] = []
   const add = (entry: PinnedPath) => {
     if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
   }
-  for (const extra of await gitFolders(cwd.path)) {
+  for (const extra of gitFolders(cwd.path)) {
     // Widening to the work tree is a convenience: a root that may not be written is just not added.
     if (findProtected(extra, places)) continue
-    const pinned = await pin(extra, extra, 'cwd').catch(() => null)
+    let pinned: PinnedPath | null = null
+    try {
+      pinned = pin(extra, extra, 'cwd')
+    } catch {
+      // gone since it was found: nothing to widen to
+    }
     if (pinned) add(pinned)
   }
   add(cwd)
   for (const [field, paths] of [['writablePaths', request.writablePaths], ['writablePaths (daemon setting)', request.configWritablePaths]] as const) {
     for (const path of paths) {
       // A writable path that does not exist yet is skipped, as bubblewrap's --bind-try did.
-      const real = await realpath(path).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === 'ENOENT') return null
-        throw invalid(field, `${path} cannot be used (${error.code})`)
-      })
+      let real: string | null
+      try {
+        real = realpathSync.native(path)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code !== 'ENOENT') throw invalid(field, `${path} cannot be used (${code})`)
+        real = null
+      }
       if (real === null) continue
       refuseProtected(profile, field, path, real, places)
-      add(await pin(real, path, field))
+      add(pin(real, path, field))
     }
   }
   // Ancestors first: a folder bound inside another must be mounted after it.
@@ -111,19 +120,19 @@ function refuseProtected(profile: SandboxProfile, field: string, given: string, 
   throw invalid(field, `under sandbox ${profile} ${given} would become writable${alias}, and it ${target}: choose a project folder, or sandbox off`)
 }
 
-async function realPath(path: string, field: string): Promise<string> {
+function realPath(path: string, field: string): string {
   try {
-    return await realpath(path)
+    return realpathSync.native(path)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     throw invalid(field, code === 'ENOENT' ? `${path} does not exist` : `${path} cannot be used (${code})`)
   }
 }
 
-async function pin(path: string, given: string, field: string): Promise<PinnedPath> {
+function pin(path: string, given: string, field: string): PinnedPath {
   let info
   try {
-    info = await stat(path, { bigint: true })
+    info = statSync(path, { bigint: true })
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     throw invalid(field, code === 'ENOENT' ? `${given} does not exist` : `${given} cannot be used (${code})`)
@@ -137,26 +146,42 @@ async function pin(path: string, given: string, field: string): Promise<PinnedPa
  * and, when `.git` is a file (worktrees, submodules), the git directory it points to and that
  * directory's common folder. Nothing when cwd is not inside a work tree.
  */
-async function gitFolders(cwd: string): Promise<string[]> {
+function gitFolders(cwd: string): string[] {
   for (let dir = cwd; ; dir = dirname(dir)) {
     const dotGit = `${dir === '/' ? '' : dir}/.git`
-    const info = await lstat(dotGit).catch(() => null)
+    const info = lstatSync(dotGit, { throwIfNoEntry: false })
     if (info?.isDirectory() || info?.isFile()) {
       // A work tree rooted in a folder anyone may write (/var/tmp, /tmp) is not widened to.
-      const worldWritable = (((await stat(dir).catch(() => null))?.mode ?? 0o002) & 0o002) !== 0
+      const worldWritable = ((statSync(dir, { throwIfNoEntry: false })?.mode ?? 0o002) & 0o002) !== 0
       const folders = dir !== cwd && !worldWritable ? [dir] : []
       if (info.isDirectory()) return folders
-      const gitDir = /^gitdir:\s*(.+)$/m.exec(await readFile(dotGit, 'utf8').catch(() => ''))?.[1]
-      const realGitDir = gitDir ? await realpath(resolve(dir, gitDir.trim())).catch(() => null) : null
+      const gitDir = /^gitdir:\s*(.+)$/m.exec(readOrEmpty(dotGit))?.[1]
+      const realGitDir = gitDir ? realOrNull(resolve(dir, gitDir.trim())) : null
       if (realGitDir) {
         folders.push(realGitDir)
-        const common = (await readFile(`${realGitDir}/commondir`, 'utf8').catch(() => '')).trim()
-        const realCommon = common ? await realpath(resolve(realGitDir, common)).catch(() => null) : null
+        const common = readOrEmpty(`${realGitDir}/commondir`).trim()
+        const realCommon = common ? realOrNull(resolve(realGitDir, common)) : null
         if (realCommon) folders.push(realCommon)
       }
       return folders
     }
     if (dir === '/') return []
+  }
+}
+
+function readOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+function realOrNull(path: string): string | null {
+  try {
+    return realpathSync.native(path)
+  } catch {
+    return null
   }
 }
 

@@ -9,6 +9,7 @@ import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { isWithin, type TaskPaths } from './path-policy.js'
+import { writableProcEntries } from './proc-knobs.js'
 import { strictSeccompProgram } from './seccomp.js'
 
 /** How to start one task (what the spawner gets), and what to release after it. */
@@ -39,12 +40,6 @@ export interface PlanRequest {
  */
 const BWRAP_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
 
-/**
- * The kernel's knobs under /proc that a fresh proc mount leaves writable to a uid-0 task even
- * without capabilities (core_pattern alone runs a program as root on the host). Bound read-only
- * from the host's /proc: the same global settings, none of them writable.
- */
-const PROC_READ_ONLY = ['sys', 'sysrq-trigger', 'mtrr', 'pressure', 'fs', 'acpi', 'scsi', 'driver', 'tty', 'asound', 'irq', 'bus']
 
 /**
  * Every task starts with its limits set (no core dumps, open files, file size) and, where it has
@@ -133,7 +128,10 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     '--remount-ro', '/dev',
     '--proc', '/proc',
   ]
-  for (const entry of PROC_READ_ONLY) args.push('--ro-bind-try', `/proc/${entry}`, `/proc/${entry}`)
+  // A fresh proc mount leaves the kernel's knobs writable to a uid-0 task without capabilities
+  // (core_pattern alone runs a program as root on the host): each is bound read-only from the
+  // host's /proc (the same global settings).
+  for (const entry of writableProcEntries()) args.push('--ro-bind-try', `/proc/${entry}`, `/proc/${entry}`)
   args.push('--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp')
   args.push(...privateCache(config.baseEnv.HOME, paths, tmpSize))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.

@@ -1,4 +1,4 @@
-import { realpathSync } from 'node:fs'
+import { existsSync, realpathSync } from 'node:fs'
 import { resolveHome } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { ProtectedPlace } from './path-policy.js'
@@ -46,8 +46,10 @@ export function protectedView(config: Readonly<DaemonConfig>, daemons: DaemonHom
 }
 
 function realOrNull(path: string): string | null {
+  // Most secret paths do not exist: asking first spares an exception per path per task.
+  if (!existsSync(path)) return null
   try {
-    return realpathSync(path)
+    return realpathSync.native(path)
   } catch {
     return null
   }
