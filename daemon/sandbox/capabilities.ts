@@ -77,15 +77,15 @@ function probe(file: string, args: string[]): boolean {
  * Why strict cannot run, and what would make it run on this machine: strict's limits are cgroup v1
  * memory and pids groups that the daemon creates per task.
  */
-function strictHint(lacking: Array<'memory' | 'pids'>): string {
+export function strictHint(lacking: Array<'memory' | 'pids'>, cgroupBase = '/sys/fs/cgroup'): string {
   const named = lacking.join(' and ')
-  const unmounted = lacking.filter((controller) => !existsSync(`/sys/fs/cgroup/${controller}/cgroup.procs`))
+  const unmounted = lacking.filter((controller) => !existsSync(`${cgroupBase}/${controller}/cgroup.procs`))
   if (unmounted.length > 0) {
-    const mounts = unmounted.map((controller) => `mkdir -p /sys/fs/cgroup/${controller} && mount -t cgroup -o ${controller} cgroup /sys/fs/cgroup/${controller}`).join('; ')
-    const unified = existsSync('/sys/fs/cgroup/cgroup.controllers') ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
+    const mounts = unmounted.map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`).join('; ')
+    const unified = existsSync(`${cgroupBase}/cgroup.controllers`) ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
     return `strict needs the cgroup v1 ${named} controller${lacking.length > 1 ? 's' : ''}, and ${unmounted.join(' and ')} ${unmounted.length > 1 ? 'are' : 'is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
   }
-  const folders = lacking.map((controller) => `/sys/fs/cgroup/${controller}/tend`).join(' ')
+  const folders = lacking.map((controller) => `${cgroupBase}/${controller}/tend`).join(' ')
   return `strict needs per-task cgroups, and the daemon cannot create them under ${folders}: run the daemon as root, or as root create those folders and give them to the daemon's user (mkdir -p ${folders} && chown -R ${process.getuid?.() ?? 'USER'} ${folders}); then restart the daemon`
 }
 

@@ -1,4 +1,4 @@
-export { detectSandbox, findOnPath, type SandboxCapabilities } from './capabilities.js'
+export { detectSandbox, findOnPath, strictHint, type SandboxCapabilities } from './capabilities.js'
 export { resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
 export { planLaunch, type LaunchPlan } from './plan.js'
 export { protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'

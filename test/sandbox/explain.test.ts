@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { strictHint } from '../../daemon/sandbox/index.js'
 import { endingText } from '../../tools/core/render.js'
 import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -71,18 +72,21 @@ describe('a failing sandboxed task explains its sandbox', () => {
 })
 
 describe('where strict cannot run, status says how to make it run', () => {
-  test('a daemon that cannot create cgroups names the folders and the commands', async () => {
-    const unprivileged = await startTestDaemon({ user: 'unprivileged' })
-    try {
-      const status = await unprivileged.client.status()
-      expect(status.sandbox.profiles).not.toContain('strict')
-      expect(status.sandbox.missing.strict).toMatch(/\/sys\/fs\/cgroup\/(memory|pids)\/tend/)
-      expect(status.sandbox.missing.strict).toMatch(/run the daemon as root, or .*chown/)
-      const cli = await runCli(['status'], { ...unprivileged.env, HOME: base })
-      expect(cli.stdout).toMatch(/strict unavailable: .*chown/)
-    } finally {
-      await unprivileged.stop()
-    }
+  test('controllers that are not mounted: the mount commands, and the unified hierarchy named', () => {
+    const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
+    writeFileSync(join(cgroupBase, 'cgroup.controllers'), 'cpu memory pids\n')
+    const hint = strictHint(['memory', 'pids'], cgroupBase)
+    expect(hint).toContain(`mount -t cgroup -o memory cgroup ${cgroupBase}/memory`)
+    expect(hint).toContain(`mount -t cgroup -o pids cgroup ${cgroupBase}/pids`)
+    expect(hint).toContain('systemd.unified_cgroup_hierarchy=0')
+  })
+
+  test('mounted but not writable by the daemon: the folders to create and give to its user', () => {
+    const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
+    mkdirSync(join(cgroupBase, 'pids'))
+    writeFileSync(join(cgroupBase, 'pids', 'cgroup.procs'), '')
+    const hint = strictHint(['pids'], cgroupBase)
+    expect(hint).toContain(`mkdir -p ${cgroupBase}/pids/tend && chown -R`)
+    expect(hint).toContain('run the daemon as root')
   })
 })
-
