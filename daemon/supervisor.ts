@@ -102,6 +102,7 @@ export class Supervisor {
       writablePaths: request.writablePaths ?? [],
       configWritablePaths: this.config.writablePaths,
       protectedPlaces: protectedView(this.config, this.daemonHomes).places,
+      user: this.config.taskIdentity,
     })
     const id = createTaskId()
     const spool = taskDir(this.config.layout.spool, id)

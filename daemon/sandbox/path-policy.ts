@@ -49,6 +49,8 @@ export interface PathRequest {
   /** The daemon's configured writable paths (operator's, but checked the same way). */
   configWritablePaths: readonly string[]
   protectedPlaces: readonly ProtectedPlace[]
+  /** The taskUser tasks run as, if any: every folder must be reachable by it. */
+  user?: { uid: number; gid: number } | null
 }
 
 /** Resolves, checks and pins a task's cwd and writable paths; throws TEND_ERR_VALIDATION naming the field. */
@@ -60,6 +62,7 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...request.protectedPlaces]
   const cwd = pin(realPath(request.cwd, 'cwd'), request.cwd, 'cwd')
   refuseProtected(profile, 'cwd', request.cwd, cwd.path, places)
+  refuseUnreachable('cwd', request.cwd, cwd.path, request.user)
   const writable: PinnedPath[] = []
   const add = (entry: PinnedPath) => {
     if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
@@ -89,6 +92,7 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
       }
       if (real === null) continue
       refuseProtected(profile, field, path, real, places)
+      refuseUnreachable(field, path, real, request.user)
       add(pin(real, path, field))
     }
   }
@@ -118,6 +122,11 @@ function refuseProtected(profile: SandboxProfile, field: string, given: string, 
   const alias = real !== resolve(given) ? ` (it is ${real})` : ''
   const target = hit.relation === 'is' ? `is ${hit.place.what}` : `${hit.relation} ${hit.place.path}, ${hit.place.what}`
   throw invalid(field, `under sandbox ${profile} ${given} would become writable${alias}, and it ${target}: choose a project folder, or sandbox off`)
+}
+
+function refuseUnreachable(field: string, given: string, real: string, user: PathRequest['user']): void {
+  if (!user || reachableBy(`${real}/.`, user)) return
+  throw invalid(field, `${given} cannot be reached by the tasks' user (taskUser, uid ${user.uid}): a folder on its way lacks the search permission for it`)
 }
 
 function realPath(path: string, field: string): string {
@@ -166,6 +175,24 @@ function gitFolders(cwd: string): string[] {
       return folders
     }
     if (dir === '/') return []
+  }
+}
+
+/**
+ * Whether a user (with no supplementary groups) can reach `path` through its folders' modes: the
+ * search bit of owner, group or others on every folder on the way.
+ */
+export function reachableBy(path: string, user: { uid: number; gid: number }): boolean {
+  for (let dir = dirname(path); ; dir = dirname(dir)) {
+    let info
+    try {
+      info = statSync(dir)
+    } catch {
+      return false
+    }
+    const bit = info.uid === user.uid ? 0o100 : info.gid === user.gid ? 0o010 : 0o001
+    if ((info.mode & bit) === 0) return false
+    if (dir === '/') return true
   }
 }
 

@@ -8,7 +8,7 @@ import { TASK_MARKER_VARIABLE } from '../process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
-import { isWithin, type TaskPaths } from './path-policy.js'
+import { isWithin, reachableBy, type TaskPaths } from './path-policy.js'
 import { writableProcEntries } from './proc-knobs.js'
 import { strictSeccompProgram } from './seccomp.js'
 
@@ -133,12 +133,17 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   // host's /proc (the same global settings).
   for (const entry of writableProcEntries()) args.push('--ro-bind-try', `/proc/${entry}`, `/proc/${entry}`)
   args.push('--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp')
-  args.push(...privateCache(config.baseEnv.HOME, paths, tmpSize))
+  // Run as taskUser, bubblewrap sees only what that user can reach: the rest is protected by file
+  // modes, and a mount on it would fail.
+  const reachable = (path: string) => config.taskIdentity === null || reachableBy(path, config.taskIdentity)
+  const home = config.baseEnv.HOME
+  if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, tmpSize))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
   paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
   // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
   for (const path of options.masks) {
+    if (!reachable(path)) continue
     const kind = pathKind(path)
     if (kind === 'directory') args.push('--tmpfs', path, '--remount-ro', path)
     else if (kind === 'file') args.push('--ro-bind', '/dev/null', path)
@@ -158,8 +163,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
  * ~/.cache with the host's entries visible read-only in it, unless it was given ~/.cache (or a
  * folder around it) to write.
  */
-function privateCache(home: string | undefined, paths: TaskPaths, size: string): string[] {
-  if (!home) return []
+function privateCache(home: string, paths: TaskPaths, size: string): string[] {
   const cache = join(home, '.cache')
   let entries: Dirent[]
   try {

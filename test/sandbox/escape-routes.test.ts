@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { execFileSync } from 'node:child_process'
-import { chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
+import { runCli } from '../helpers/cli.js'
+import { checkUnprivilegedUser, daemonEnv, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -154,6 +155,42 @@ describe(`escape routes, daemon as ${who}`, () => {
       const { output } = await attempt("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status", { sandbox })
       const caps = Object.fromEntries(output.trim().split('\n').map((line) => line.split(/:\s+/)))
       expect(caps).toEqual({ CapInh: '0000000000000000', CapPrm: '0000000000000000', CapEff: '0000000000000000', CapBnd: '0000000000000000', CapAmb: '0000000000000000' })
+    })
+  })
+
+  describe.runIf(who === 'root')('route 1, for operators who want more: taskUser', () => {
+    test('a root daemon with taskUser runs every task as that user: uid, gid, no groups, no capabilities, in every profile', async () => {
+      const user = checkUnprivilegedUser()
+      const runAs = await startTestDaemon({ env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_TASK_USER: user.name } })
+      // A project folder the user can reach (the suite's own base is root's, 0700).
+      const projects = mkdtempSync('/var/tmp/tend-as-user-')
+      chmodSync(projects, 0o755)
+      try {
+        const unreachable = mkdtempSync(join(base, 'as-user-'))
+        chownSync(unreachable, user.uid, user.gid)
+        await expect(runAs.client.start({ command: 'true', shell: true, cwd: unreachable, sandbox: 'workspace' })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('cannot be reached by the tasks\' user') })
+        for (const sandbox of ['off', 'workspace', 'strict'] as const) {
+          const cwd = mkdtempSync(join(projects, 'as-user-'))
+          chownSync(cwd, user.uid, user.gid)
+          const started = await runAs.client.start({ command: "id -u; id -g; id -G; grep -E '^Cap(Prm|Eff|Amb):' /proc/self/status; echo written > file", shell: true, cwd, sandbox })
+          taskIds.push(started.id)
+          const task = await runAs.client.wait(started.id, { timeoutMs: 20_000 })
+          const output = (await runAs.client.read(started.id)).data
+          expect(task.state, `${sandbox}: ${output}`).toBe('exited')
+          expect(output.split('\n').slice(0, 3)).toEqual([String(user.uid), String(user.gid), String(user.gid)])
+          expect(output).toMatch(/CapPrm:\s+0+\nCapEff:\s+0+\nCapAmb:\s+0+\n/)
+          expect(readFileSync(join(cwd, 'file'), 'utf8')).toBe('written\n')
+        }
+      } finally {
+        await runAs.stop()
+        rmSync(projects, { recursive: true, force: true })
+      }
+    })
+
+    test('an unknown taskUser keeps the daemon from starting, naming the setting', async () => {
+      const result = await runCli(['daemon'], daemonEnv(mkdtempSync(join(base, 'bad-user-home-')), { TEND_TASK_USER: 'no-such-user-tend' }))
+      expect(result.exitCode).toBe(2)
+      expect(result.stderr).toMatch(/TEND_TASK_USER=no-such-user-tend: taskUser "no-such-user-tend" is not a user of this machine/)
     })
   })
 
