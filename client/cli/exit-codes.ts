@@ -24,6 +24,7 @@ export function exitCodeForError(error: unknown): number {
     case 'TEND_ERR_INVALID_SIGNAL':
       return EXIT.usage
     case 'TEND_ERR_DAEMON_UNAVAILABLE':
+    case 'TEND_ERR_DAEMON_TIMEOUT':
     case 'TEND_ERR_DAEMON_START_FAILED':
     case 'TEND_ERR_DAEMON_RUNNING':
       return EXIT.unavailable
