@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { DaemonConfig } from './config.js'
+import type { CorruptEntries } from './corrupt-entries.js'
 import type { SandboxCapabilities } from './sandbox/index.js'
 import type { EventLog } from './event-log.js'
 import type { OutputWatch } from './output-watch.js'
@@ -15,6 +16,8 @@ export interface DaemonContext {
   version: string
   startedAt: string
   store: TaskStore
+  /** Spool entries that could not be loaded as tasks: listed, shown and removable, nothing else. */
+  corrupt: CorruptEntries
   supervisor: Supervisor
   cleanup: SpoolCleanup
   events: EventLog

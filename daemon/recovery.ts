@@ -1,7 +1,8 @@
 import { truncate } from 'node:fs/promises'
 import type { Logger } from 'pino'
-import { listTaskIds, outputPath, outputSize, readTaskRecord } from '../spool/index.js'
-import type { Task } from '../protocol/index.js'
+import { listTaskIds, outputPath, outputSize, readSpoolEntry, type SpoolEntry } from '../spool/index.js'
+import type { RecordedTask } from '../protocol/index.js'
+import type { CorruptEntries } from './corrupt-entries.js'
 import { killLeftovers, killMembers } from './kill-tree.js'
 import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
@@ -11,28 +12,37 @@ import { markFailed, markLost } from './transitions.js'
  * Reloads the spool into the store after a start. Tasks that were running when the last daemon
  * died become `lost`, and every process still carrying their marker is killed (the marker holds
  * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`.
+ * An entry that is not a valid record goes to `corrupt` (never into the store), with its reason:
+ * one bad entry never keeps the daemon from starting.
  */
 export async function recoverSpool(
   spoolRoot: string,
   store: TaskStore,
+  corrupt: CorruptEntries,
   log: Logger,
   cgroupRoots: { memory: string | null; pids: string | null } = { memory: null, pids: null },
-): Promise<{ loaded: number; lost: number; killed: number }> {
+): Promise<{ loaded: number; corrupt: number; lost: number; killed: number }> {
   const ids = await listTaskIds(spoolRoot)
-  const interrupted: Task[] = []
+  const interrupted: RecordedTask[] = []
   let loaded = 0
   for (const id of ids) {
-    let record
+    let entry: SpoolEntry
     try {
-      record = await readTaskRecord(spoolRoot, id)
+      entry = await readSpoolEntry(spoolRoot, id)
     } catch (error) {
-      log.warn({ taskId: id, err: error }, 'unreadable task record skipped')
+      // Gone between the listing and the read: nothing is left to load.
+      log.warn({ taskId: id, err: error }, 'spool entry vanished while loading')
       continue
     }
-    const { schemaVersion: _schemaVersion, ...task } = record
-    store.adopt(task as Task)
+    if (entry.corrupt) {
+      corrupt.add(entry.corrupt)
+      log.warn({ taskId: id, reason: entry.corrupt.reason }, 'corrupt spool entry quarantined')
+      continue
+    }
+    const { task } = entry
+    store.adopt(task)
     loaded += 1
-    if (task.state === 'running' || task.state === 'queued') interrupted.push(task as Task)
+    if (task.state === 'running' || task.state === 'queued') interrupted.push(task)
   }
   // Queued ones too: a task can have started in the moment before its running record landed.
   const found = await killLeftovers(interrupted.map((task) => task.id))
@@ -64,5 +74,5 @@ export async function recoverSpool(
     }
   }
   if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length, killed }, 'interrupted tasks recovered')
-  return { loaded, lost: interrupted.length, killed }
+  return { loaded, corrupt: corrupt.size, lost: interrupted.length, killed }
 }

@@ -4,6 +4,7 @@ import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
 import type { DaemonConfig } from './config.js'
 import type { DaemonContext } from './context.js'
+import { CorruptEntries } from './corrupt-entries.js'
 import { EventLog } from './event-log.js'
 import { acquireInstanceLock } from './instance-lock.js'
 import { OutputWatch } from './output-watch.js'
@@ -55,7 +56,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const events = new EventLog(nanoid(10))
   const store = new TaskStore(layout.spool, events)
   const outputWatch = new OutputWatch()
-  const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, log)
+  const corrupt = new CorruptEntries()
+  const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log)
   const closingController = new AbortController()
   let requestStop: () => void = () => {}
   const sandbox = detectSandbox(config.baseEnv.PATH)
@@ -73,6 +75,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     version: readVersion(),
     startedAt: new Date().toISOString(),
     store,
+    corrupt,
     supervisor,
     cleanup,
     events,
@@ -83,7 +86,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
 
   await markSpoolTopDirectory(layout.spool, log)
-  const recovered = await recoverSpool(layout.spool, store, log, sandbox.cgroups)
+  const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups)
   await cleanup.enforceQuota()
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()

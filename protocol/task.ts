@@ -1,8 +1,13 @@
 import { constants } from 'node:os'
 
-export const TASK_STATES = ['queued', 'running', 'exited', 'killed', 'timed_out', 'failed', 'lost'] as const
+/** Every state a task can be listed in; `corrupt` is a spool entry that could not be read, never a record's state. */
+export const TASK_STATES = ['queued', 'running', 'exited', 'killed', 'timed_out', 'failed', 'lost', 'corrupt'] as const
 export type TaskState = (typeof TASK_STATES)[number]
-export const FINISHED_STATES: readonly TaskState[] = ['exited', 'killed', 'timed_out', 'failed', 'lost']
+/** The states a task.json can hold. */
+export const RECORDED_STATES = ['queued', 'running', 'exited', 'killed', 'timed_out', 'failed', 'lost'] as const satisfies readonly TaskState[]
+export type RecordedState = (typeof RECORDED_STATES)[number]
+/** States in which nothing will change a task any more, so it can be removed (`corrupt` included). */
+export const FINISHED_STATES: readonly TaskState[] = ['exited', 'killed', 'timed_out', 'failed', 'lost', 'corrupt']
 export const SCHEMA_VERSION = 1
 
 /** How a task is confined: `off` (process group and limits), `workspace` (bubblewrap), `strict` (+ cgroups, seccomp). */
@@ -61,12 +66,24 @@ export type FailedTask = TaskBase & NotStarted & { state: 'failed'; endedAt: str
 /** The daemon died while it ran; its leftovers were killed by the next daemon. */
 export type LostTask = TaskBase & Started & { state: 'lost'; endedAt: string; exitCode: null; signal: null; reason: string }
 
-export type Task = QueuedTask | RunningTask | ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask
+/**
+ * A spool entry whose task.json cannot be read or breaks the record's schema (docs/spool.md). It
+ * never runs and never changes; `tend rm` and `tend gc` delete it. `reason` says what is wrong.
+ * The other fields hold what could be salvaged from the record when it has the right type (owner,
+ * name, command, createdAt, ...), else empty values: owner `unknown`, command `[]`, createdAt the
+ * folder's last change. `outputBytes` is the size of the output.log found in the folder.
+ */
+export type CorruptTask = TaskBase & NotStarted & { state: 'corrupt'; endedAt: null; exitCode: null; signal: null; reason: string }
+
+export type Task = QueuedTask | RunningTask | ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask | CorruptTask
 export type FinishedTask = ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask
+/** A task a record can describe: every state but `corrupt`. */
+export type RecordedTask = Exclude<Task, CorruptTask>
 
 /** What task.json holds. */
-export type TaskRecord = Task & { schemaVersion: number }
+export type TaskRecord = RecordedTask & { schemaVersion: number }
 
+/** Neither queued nor running: nothing will change it, and it can be removed (a corrupt entry too). */
 export function isFinished(task: Pick<Task, 'state'>): boolean {
   return FINISHED_STATES.includes(task.state)
 }
@@ -78,7 +95,8 @@ export function taskLabel(task: Pick<Task, 'name' | 'command' | 'shell'>): strin
 
 /**
  * The exit status a shell would report for a finished task: its exit code, 128+N when signal N
- * ended it, 124 when its timeout did, 127 when it failed to start, 125 when it was lost.
+ * ended it, 124 when its timeout did, 127 when it failed to start, 125 when it was lost; null
+ * while it has not ended, and for a corrupt entry (nothing is known of how it ended).
  */
 export function exitStatusOf(task: Task): number | null {
   switch (task.state) {
@@ -95,7 +113,16 @@ export function exitStatusOf(task: Task): number | null {
       return 127
     case 'lost':
       return 125
-    default:
+    case 'queued':
+    case 'running':
+    case 'corrupt':
       return null
+    default:
+      return unknownState(task)
   }
+}
+
+/** Every state is handled above (checked when compiling); a state of a newer daemon ends nothing known. */
+function unknownState(_task: never): null {
+  return null
 }

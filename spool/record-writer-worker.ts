@@ -1,7 +1,8 @@
-// The record writer's thread: writes each task.json whole (temporary file, fsync, rename). The
-// quick calls are plain blocking ones; the fsync, the slow part, goes to libuv's thread pool, so
-// the fsyncs of different tasks overlap while this thread, not the daemon's, does the rest.
-import { closeSync, fsync, mkdirSync, openSync, renameSync, writeFileSync, writeSync } from 'node:fs'
+// The record writer's thread: writes each task.json whole (a temporary file written to its last
+// byte, fsynced, renamed; on any failure the temporary file is removed). The quick calls are plain
+// blocking ones; the fsync, the slow part, goes to libuv's thread pool, so the fsyncs of different
+// tasks overlap while this thread, not the daemon's, does the rest.
+import { closeSync, fsync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { parentPort } from 'node:worker_threads'
 import type { RecordJob, RecordJobResult } from './record-writer.js'
 
@@ -28,8 +29,15 @@ function failed(job: RecordJob, error: unknown): void {
 }
 
 function write(job: RecordJob): void {
-  let fd: number
-  let temporary: string
+  let fd: number | undefined
+  let temporary: string | undefined
+  // Whatever failed, the temporary file goes and the task.json already there stays as it was.
+  const fail = (error: unknown) => {
+    if (fd !== undefined) closeQuietly(fd)
+    fd = undefined
+    if (temporary !== undefined) unlinkQuietly(temporary)
+    failed(job, error)
+  }
   try {
     if (job.createDir) {
       mkdirSync(job.dir, { recursive: true, mode: 0o700 })
@@ -39,27 +47,49 @@ function write(job: RecordJob): void {
     counter += 1
     temporary = `${job.target}.${process.pid}-${counter}.tmp`
     fd = openSync(temporary, 'w', 0o600)
+    writeAll(fd, Buffer.from(job.text))
   } catch (error) {
-    failed(job, error)
-    return
-  }
-  try {
-    writeSync(fd, job.text)
-  } catch (error) {
-    closeSync(fd)
-    failed(job, error)
+    fail(error)
     return
   }
   fsync(fd, (syncError) => {
     try {
-      closeSync(fd)
       if (syncError) throw syncError
-      renameSync(temporary, job.target)
+      const synced = fd!
+      fd = undefined
+      closeSync(synced)
+      renameSync(temporary!, job.target)
       answer({ seq: job.seq })
     } catch (error) {
-      failed(job, error)
+      fail(error)
     }
   })
+}
+
+/** write(2) may write less than asked (a disk filling up): go on until every byte is written or a write fails. */
+function writeAll(fd: number, bytes: Buffer): void {
+  let offset = 0
+  while (offset < bytes.length) {
+    const written = writeSync(fd, bytes, offset, bytes.length - offset)
+    if (written <= 0) throw Object.assign(new Error(`EIO: the write stopped at byte ${offset} of ${bytes.length}`), { code: 'EIO' })
+    offset += written
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd)
+  } catch {
+    // The write has failed already; that error is the one to report.
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path)
+  } catch {
+    // Never created (the open failed), or gone already.
+  }
 }
 
 parentPort!.on('message', (jobs: RecordJob[]) => {

@@ -59,8 +59,14 @@ export class RecordWriter {
     this.ensureWorker()
   }
 
-  /** Writes the task's record; with createDir, makes its folder and empty output.log first. */
+  /**
+   * Writes the task's record; with createDir, makes its folder and empty output.log first. A
+   * failed write rejects with the file system's error and its `code` (ENOSPC when the disk is
+   * full), leaving the task.json that was there untouched and no temporary file behind.
+   */
   write(task: Task, options: { createDir?: boolean } = {}): Promise<void> {
+    // A corrupt entry is never written: its record stays as it was found.
+    if (task.state === 'corrupt') return Promise.reject(new Error(`task ${task.id} is a corrupt spool entry: it has no record to write`))
     const record: TaskRecord = { schemaVersion: SCHEMA_VERSION, ...task }
     const job: RecordJob = {
       seq: ++this.seq,

@@ -1,38 +1,170 @@
-import { readFile, readdir, rm, stat } from 'node:fs/promises'
+import { constants, type Stats } from 'node:fs'
+import { chmod, lstat, open, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { isTaskId, type TaskRecord } from '../protocol/index.js'
-import { recordPath, taskDir } from './layout.js'
+import { isTaskId, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
+import { OUTPUT_FILE, recordPath, taskDir } from './layout.js'
+import { recordProblem, salvageRecordFields } from './record-schema.js'
 
-export async function readTaskRecord(spoolRoot: string, id: string): Promise<TaskRecord> {
-  const record = JSON.parse(await readFile(recordPath(spoolRoot, id), 'utf8')) as TaskRecord
-  if (record.id !== id) throw new Error(`task record ${id} names another id: ${record.id}`)
-  return record
+/** A record is a few KiB; one past this is not a record (and is not read into memory). */
+const MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+/** A spool entry as the daemon loads it: a valid task, or a corrupt entry that says why not. */
+export type SpoolEntry = { task: RecordedTask; corrupt?: undefined } | { corrupt: CorruptTask; task?: undefined }
+
+/**
+ * Reads spool/<id>: its task.json, checked against the record's schema (every field of its state,
+ * ISO dates, a known state and schemaVersion, the folder's own id). Whatever the folder holds, the
+ * answer is an entry, never an exception; only an entry that vanished meanwhile throws (ENOENT).
+ */
+export async function readSpoolEntry(spoolRoot: string, id: string): Promise<SpoolEntry> {
+  const dir = taskDir(spoolRoot, id)
+  let info: Stats
+  try {
+    info = await lstat(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw error
+    return { corrupt: await corruptEntry(spoolRoot, id, `the spool entry cannot be read: ${summary(error)}`, undefined, undefined) }
+  }
+  if (!info.isDirectory()) return { corrupt: await corruptEntry(spoolRoot, id, `the spool entry is ${kindOf(info)}, not a folder`, info, undefined) }
+  let text: string
+  try {
+    text = await readRecordText(recordPath(spoolRoot, id))
+  } catch (error) {
+    return { corrupt: await corruptEntry(spoolRoot, id, unreadableReason(error), info, undefined) }
+  }
+  if (text.trim() === '') return { corrupt: await corruptEntry(spoolRoot, id, 'task.json is empty', info, undefined) }
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    return { corrupt: await corruptEntry(spoolRoot, id, `task.json is not valid JSON: ${withoutQuote((error as Error).message)}`, info, undefined) }
+  }
+  const problem = recordProblem(value, id)
+  if (problem !== null) return { corrupt: await corruptEntry(spoolRoot, id, problem, info, value) }
+  const { schemaVersion: _schemaVersion, ...task } = value as TaskRecord
+  return { task: task as RecordedTask }
 }
 
-/** Ids of the folders in the spool that look like tasks. */
+/**
+ * task.json's text. Only a regular file is read: a symbolic link is not followed (the daemon may
+ * run as root) and a FIFO does not block the start (O_NONBLOCK).
+ */
+async function readRecordText(path: string): Promise<string> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  try {
+    const info = await handle.stat()
+    if (!info.isFile()) throw Object.assign(new Error(kindOf(info)), { code: 'ENOTFILE' })
+    if (info.size > MAX_RECORD_BYTES) throw Object.assign(new Error(`${info.size} bytes, more than a record's ${MAX_RECORD_BYTES}`), { code: 'EFBIG' })
+    return await handle.readFile('utf8')
+  } finally {
+    await handle.close()
+  }
+}
+
+function unreadableReason(error: unknown): string {
+  const { code, message } = error as NodeJS.ErrnoException
+  if (code === 'ENOENT') return 'task.json is missing'
+  if (code === 'ELOOP') return 'task.json is a symbolic link, not a regular file'
+  if (code === 'ENOTFILE') return `task.json is ${message}, not a regular file`
+  if (code === 'EFBIG') return `task.json is too large: ${message}`
+  return `task.json cannot be read: ${summary(error)}`
+}
+
+/** JSON.parse's message without the quote of the text it names (the record's content stays out of reasons and logs). */
+function withoutQuote(message: string): string {
+  return message.replace(/, ".*" is not valid JSON$/s, '').replace(/, ".*"\.\.\. is not valid JSON$/s, '')
+}
+
+/**
+ * A corrupt entry in the shape of a task: what the record still says where it has the right type,
+ * else empty values; createdAt falls back to the folder's last change (now, when even that is unknown).
+ */
+async function corruptEntry(spoolRoot: string, id: string, reason: string, info: Stats | undefined, record: unknown): Promise<CorruptTask> {
+  const salvaged = salvageRecordFields(record) as Partial<RecordedTask>
+  const output = info?.isDirectory() ? await lstat(join(taskDir(spoolRoot, id), OUTPUT_FILE)).catch(() => undefined) : undefined
+  return {
+    id,
+    name: salvaged.name ?? null,
+    owner: salvaged.owner ?? 'unknown',
+    command: salvaged.command ?? [],
+    shell: salvaged.shell ?? false,
+    cwd: salvaged.cwd ?? '',
+    envKeys: salvaged.envKeys ?? [],
+    timeoutMs: salvaged.timeoutMs ?? null,
+    maxOutputBytes: salvaged.maxOutputBytes ?? 0,
+    outputBytes: output?.isFile() ? output.size : 0,
+    sandbox: salvaged.sandbox ?? 'off',
+    network: salvaged.network ?? false,
+    writablePaths: salvaged.writablePaths ?? [],
+    memoryBytes: salvaged.memoryBytes ?? null,
+    pidsMax: salvaged.pidsMax ?? null,
+    createdAt: salvaged.createdAt ?? (info ?? { mtime: new Date() }).mtime.toISOString(),
+    spool: taskDir(spoolRoot, id),
+    state: 'corrupt',
+    reason: printable(reason),
+    startedAt: null,
+    pid: null,
+    endedAt: null,
+    exitCode: null,
+    signal: null,
+  }
+}
+
+/** Control characters escaped: a reason is printed on terminals (`tend ps`). */
+function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+function kindOf(info: Stats): string {
+  if (info.isFile()) return 'a file'
+  if (info.isDirectory()) return 'a folder'
+  if (info.isSymbolicLink()) return 'a symbolic link'
+  if (info.isFIFO()) return 'a FIFO'
+  if (info.isSocket()) return 'a socket'
+  return 'a device'
+}
+
+/** `EACCES: permission denied` from `EACCES: permission denied, open '/…/task.json'`. */
+function summary(error: unknown): string {
+  const { code, message } = error as NodeJS.ErrnoException
+  const text = message.split(', ')[0] ?? message
+  return code && !text.startsWith(code) ? `${code}: ${text}` : text
+}
+
+/** Ids of the entries in the spool named like tasks: folders, and anything else in a task's place. */
 export async function listTaskIds(spoolRoot: string): Promise<string[]> {
   const entries = await readdir(spoolRoot, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return []
     throw error
   })
-  return entries.filter((entry) => entry.isDirectory() && isTaskId(entry.name)).map((entry) => entry.name)
+  return entries.filter((entry) => isTaskId(entry.name)).map((entry) => entry.name)
 }
 
-/** Deletes a task's spool folder; answers how many bytes it held. */
+/** Deletes a task's spool entry (its folder, or whatever is in its place); answers how many bytes it held. */
 export async function removeTaskDir(spoolRoot: string, id: string): Promise<number> {
   const dir = taskDir(spoolRoot, id)
-  const bytes = await directoryBytes(dir)
-  await rm(dir, { recursive: true, force: true })
+  const bytes = await entryBytes(dir)
+  try {
+    await rm(dir, { recursive: true, force: true })
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EACCES') throw error
+    // A folder whose mode was taken away (chmod 000) is still the daemon's: give it back, then remove it.
+    await chmod(dir, 0o700)
+    await rm(dir, { recursive: true, force: true })
+  }
   return bytes
 }
 
-async function directoryBytes(dir: string): Promise<number> {
+async function entryBytes(dir: string): Promise<number> {
+  const info = await lstat(dir).catch(() => undefined)
+  if (!info) return 0
+  if (!info.isDirectory()) return info.isFile() ? info.size : 0
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
   let total = 0
   for (const entry of entries) {
     if (!entry.isFile()) continue
-    const info = await stat(join(dir, entry.name)).catch(() => undefined)
-    total += info?.size ?? 0
+    const file = await stat(join(dir, entry.name)).catch(() => undefined)
+    total += file?.size ?? 0
   }
   return total
 }

@@ -1,4 +1,4 @@
-import { formatBytes, formatDuration, TendError, type Task } from '../../protocol/index.js'
+import { formatBytes, formatDuration, TendError, type Task, type TaskState } from '../../protocol/index.js'
 
 /** Where a command prints: stdout for results, stderr for messages; colour only on a TTY. */
 export interface CliIo {
@@ -23,7 +23,7 @@ export function printJson(io: CliIo, value: unknown): void {
   io.out(JSON.stringify(value, null, 2))
 }
 
-const STATE_COLOURS: Record<string, number> = { queued: 33, running: 36, exited: 32, killed: 35, timed_out: 35, failed: 31, lost: 31 }
+const STATE_COLOURS: Record<TaskState, number> = { queued: 33, running: 36, exited: 32, killed: 35, timed_out: 35, failed: 31, lost: 31, corrupt: 31 }
 
 export function paintState(io: CliIo, task: Task): string {
   const text = task.state === 'exited' && task.exitCode !== 0 ? `exited(${task.exitCode})` : task.state

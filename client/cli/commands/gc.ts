@@ -8,7 +8,7 @@ import { printJson } from '../output.js'
 export function registerGcCommand(program: Command): void {
   const command = program
     .command('gc')
-    .summary("delete finished tasks' spool by age")
+    .summary("delete finished tasks' spool by age, and every corrupt spool entry")
     .option('--older-than <duration>', 'only tasks that ended longer ago than this (default 1d; 0s for all)', durationOption)
   command.action(
     action(command, async ({ client, io }, flags: { olderThan?: number }) => {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { taskLabel } from '../../../protocol/index.js'
+import { taskLabel, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, paintState, printJson } from '../output.js'
@@ -22,9 +22,16 @@ export function registerPsCommand(program: Command): void {
         return EXIT.ok
       }
       const now = Date.now()
-      const rows = tasks.map((task) => [task.id, paintState(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, taskLabel(task)])
+      const rows = tasks.map((task) => [task.id, paintState(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, commandText(task)])
       io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
       return EXIT.ok
     }),
   )
+}
+
+/** The command column: a corrupt entry's says what is wrong with it, after what is left of its command. */
+function commandText(task: Task): string {
+  if (task.state !== 'corrupt') return taskLabel(task)
+  const label = taskLabel(task)
+  return `${label ? `${label} ` : ''}[corrupt: ${task.reason}]`
 }

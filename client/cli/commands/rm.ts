@@ -5,7 +5,7 @@ import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
 
 export function registerRmCommand(program: Command): void {
-  const command = program.command('rm').summary('forget finished tasks and delete their spool').argument('<id...>', 'task ids')
+  const command = program.command('rm').summary('forget finished tasks (or corrupt spool entries) and delete their spool').argument('<id...>', 'task ids')
   command.action(
     action(command, async ({ client, io }, ids: string[]) => {
       const removed: Array<{ removed: string; freedBytes: number }> = []

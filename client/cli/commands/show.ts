@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { formatBytes, sandboxHint, taskLabel, type Task } from '../../../protocol/index.js'
+import { formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { paintState, printJson, type CliIo } from '../output.js'
@@ -10,7 +10,10 @@ export function registerShowCommand(program: Command): void {
     action(command, async ({ client, io }, id: string) => {
       const task = await client.get(id)
       if (io.json) printJson(io, task)
-      else {
+      else if (task.state === 'corrupt') {
+        io.out(describeCorrupt(io, task))
+        io.err(`tend: ${task.id} is a corrupt spool entry (docs/spool.md): any output it has is in ${task.spool}/output.log; remove it with \`tend rm ${task.id}\` (\`tend gc\` removes every corrupt entry)`)
+      } else {
         io.out(describeTask(io, task))
         const hint = sandboxHint(task)
         if (hint) io.err(hint)
@@ -43,6 +46,24 @@ function describeTask(io: CliIo, task: Task): string {
     ['ended', task.endedAt],
     ['spool', task.spool],
   ]
+  return formatFields(fields)
+}
+
+/** A corrupt spool entry: what is wrong, and what could be salvaged from it. */
+function describeCorrupt(io: CliIo, task: CorruptTask): string {
+  return formatFields([
+    ['id', task.id],
+    ['state', paintState(io, task)],
+    ['reason', task.reason],
+    ['owner', task.owner],
+    ['label', taskLabel(task) || null],
+    ['created', task.createdAt],
+    ['output', formatBytes(task.outputBytes)],
+    ['spool', task.spool],
+  ])
+}
+
+function formatFields(fields: Array<[string, string | null]>): string {
   return fields
     .filter((field): field is [string, string] => field[1] !== null)
     .map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`)
