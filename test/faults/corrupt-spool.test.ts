@@ -81,13 +81,14 @@ function createPlanter(home: string, template: Task) {
 }
 
 describe('a spool with corrupt entries beside good tasks', () => {
-  const home = createTempHome()
+  let home = ''
   let good: GoodTask[] = []
   let daemon: TestDaemon | undefined
   /** What was planted, and what the reason must name. */
   let planted: Array<{ id: string; reason: RegExp }> = []
 
   beforeAll(async () => {
+    home = createTempHome()
     good = await runGoodTasks(home)
     const plant = createPlanter(home, good[0]!.task)
     const spool = join(home, 'spool')
@@ -130,7 +131,7 @@ describe('a spool with corrupt entries beside good tasks', () => {
     try {
       await daemon?.stop()
     } finally {
-      removeHome(home)
+      if (home) removeHome(home)
     }
   })
 
@@ -230,18 +231,19 @@ describe('a spool with corrupt entries beside good tasks', () => {
 })
 
 describe('a record without outputBytes and the spool quota', () => {
-  const home = createTempHome()
+  let home = ''
   let daemon: TestDaemon | undefined
 
   afterAll(async () => {
     try {
       await daemon?.stop()
     } finally {
-      removeHome(home)
+      if (home) removeHome(home)
     }
   })
 
   test('the quota never deletes the finished tasks because one size is missing', async () => {
+    home = createTempHome()
     const good = await runGoodTasks(home)
     const plant = createPlanter(home, good[0]!.task)
     plant.copy('nooutputbyt1', plant.record('nooutputbyt1', {}, ['outputBytes']))
@@ -281,7 +283,10 @@ function plantFinished(spool: string, id: string, second: number, bytes: number)
 }
 
 describe('quota arithmetic', () => {
-  const spool = join(createTempHome(), 'spool')
+  let spool = ''
+  beforeAll(() => {
+    spool = join(createTempHome(), 'spool')
+  })
   afterAll(() => rmSync(dirname(spool), { recursive: true, force: true }))
 
   test('a size that is not a finite number never makes the quota enforcer delete the finished tasks', async () => {

@@ -92,7 +92,10 @@ describe('record writes on a full disk', () => {
 })
 
 describe('record writes that fail', () => {
-  const spoolRoot = mkdtempSync(join(tmpdir(), 'tend-record-fail-'))
+  let spoolRoot = ''
+  beforeAll(() => {
+    spoolRoot = mkdtempSync(join(tmpdir(), 'tend-record-fail-'))
+  })
   afterAll(() => rmSync(spoolRoot, { recursive: true, force: true }))
 
   test('a rename that fails answers its error code and leaves no temporary file', async () => {

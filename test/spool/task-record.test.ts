@@ -1,11 +1,14 @@
-import { afterAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { readSpoolEntry } from '../../spool/index.js'
 
-const spoolRoot = mkdtempSync(join(tmpdir(), 'tend-record-read-'))
+let spoolRoot = ''
+beforeAll(() => {
+  spoolRoot = mkdtempSync(join(tmpdir(), 'tend-record-read-'))
+})
 afterAll(() => rmSync(spoolRoot, { recursive: true, force: true }))
 
 /** A folder `id` whose task.json holds `text`; answers the reason it is corrupt. */
