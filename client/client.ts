@@ -74,7 +74,7 @@ export class TendClient {
 
   constructor(options: TendClientOptions = {}) {
     this.options = normalizeClientOptions(options)
-    this.http = new SocketHttp(this.options.layout.socket, this.headers())
+    this.http = new SocketHttp(this.options.layout.socket, this.headers(), this.options.requestTimeoutMs)
   }
 
   start(options: StartOptions): Promise<Task> {
@@ -112,6 +112,7 @@ export class TendClient {
     return this.call<ReadResult>('GET', `/v1/tasks/${encodeURIComponent(id)}/output`, {
       query: { from: options.from, tail: options.tail, maxBytes: options.maxBytes, waitMs, encoding: options.encoding },
       signal: options.signal,
+      waitMs,
     })
   }
 
@@ -132,14 +133,18 @@ export class TendClient {
     for (;;) {
       const remaining = deadline - Date.now()
       const chunk = Math.max(0, Math.min(WAIT_MS_LIMIT, remaining))
-      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, { query: { timeoutMs: chunk }, signal: options.signal })
+      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, { query: { timeoutMs: chunk }, signal: options.signal, waitMs: chunk })
       if (isFinished(task) || Date.now() >= deadline) return task
     }
   }
 
   /** Stops the task's whole tree; resolves with its final record once no process of it is left. */
   kill(id: string, options: KillOptions = {}): Promise<Task> {
-    return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/kill`, { body: dropUndefined({ signal: options.signal, graceMs: options.graceMs, reason: options.reason }) })
+    // The daemon answers once the tree is gone, which can take the grace period.
+    return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/kill`, {
+      body: dropUndefined({ signal: options.signal, graceMs: options.graceMs, reason: options.reason }),
+      waitMs: options.graceMs,
+    })
   }
 
   remove(id: string): Promise<RemoveResult> {

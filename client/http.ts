@@ -1,19 +1,28 @@
 import { Agent, request as httpRequest } from 'node:http'
-import { TendError, type WireError } from '../protocol/index.js'
+import { formatDuration, TendError, type WireError } from '../protocol/index.js'
+import { DEFAULT_REQUEST_TIMEOUT_MS } from './options.js'
 
 export interface RequestOptions {
   body?: unknown
   query?: Record<string, string | number | boolean | undefined>
   signal?: AbortSignal
+  /** How long the daemon may hold this answer on purpose (a long-poll), in milliseconds; added to the request timeout. Default 0. */
+  waitMs?: number
 }
 
-/** JSON over HTTP over the daemon's Unix socket, with kept-alive connections. */
+/**
+ * JSON over HTTP over the daemon's Unix socket, with kept-alive connections. Every request has a
+ * deadline for connecting and the whole answer: a daemon that accepts and never answers fails it
+ * with TEND_ERR_DAEMON_TIMEOUT instead of hanging the caller.
+ */
 export class SocketHttp {
   private readonly agent: Agent
 
   constructor(
     readonly socketPath: string,
     private readonly extraHeaders: Record<string, string> = {},
+    /** Deadline of a request that does not long-poll, in milliseconds. */
+    private readonly requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   ) {
     this.agent = new Agent({ keepAlive: true, maxSockets: 64 })
   }
@@ -25,7 +34,22 @@ export class SocketHttp {
   request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const url = withQuery(path, options.query)
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body)
-    return new Promise<T>((resolve, reject) => {
+    const timeoutMs = this.requestTimeoutMs + Math.max(0, options.waitMs ?? 0)
+    return new Promise<T>((resolvePromise, rejectPromise) => {
+      let connected = false
+      const timer = setTimeout(() => {
+        // Rejected first: the destroy below makes the request emit an error of its own.
+        reject(this.timeoutError(method, path, timeoutMs, connected))
+        req.destroy()
+      }, timeoutMs)
+      const resolve = (value: T) => {
+        clearTimeout(timer)
+        resolvePromise(value)
+      }
+      const reject = (error: unknown) => {
+        clearTimeout(timer)
+        rejectPromise(error)
+      }
       const req = httpRequest(
         {
           socketPath: this.socketPath,
@@ -54,8 +78,21 @@ export class SocketHttp {
         },
       )
       req.on('error', (error: NodeJS.ErrnoException) => reject(connectionError(error)))
+      req.on('socket', (socket) => {
+        // A kept-alive socket is connected already; a new one says so when it is.
+        if (!socket.connecting) connected = true
+        else socket.once('connect', () => (connected = true))
+      })
       if (payload !== undefined) req.write(payload)
       req.end()
+    })
+  }
+
+  private timeoutError(method: string, path: string, timeoutMs: number, connected: boolean): TendError {
+    const what = connected ? 'it accepted the connection but sent no answer' : 'it did not accept the connection'
+    return new TendError('TEND_ERR_DAEMON_TIMEOUT', {
+      timeout: formatDuration(timeoutMs),
+      detail: `${method} ${path} on ${this.socketPath}: ${what} (it may be wedged or overloaded; TEND_REQUEST_TIMEOUT or requestTimeoutMs sets how long to wait)`,
     })
   }
 }

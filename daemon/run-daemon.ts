@@ -7,6 +7,7 @@ import type { DaemonContext } from './context.js'
 import { CorruptEntries } from './corrupt-entries.js'
 import { EventLog } from './event-log.js'
 import { acquireInstanceLock } from './instance-lock.js'
+import { createLogDestination } from './log-destination.js'
 import { OutputWatch } from './output-watch.js'
 import { recoverSpool } from './recovery.js'
 import { createServer, type TendApp } from './server.js'
@@ -27,7 +28,10 @@ export interface RunningDaemon {
   stop: () => Promise<void>
 }
 
-/** Logs go to a file; task output, environments and tokens never do. */
+/**
+ * Logs go to daemon.log, or to stderr once that file fails (disk full): a log that cannot be
+ * written never stops the daemon. Task output, environments and tokens are never logged.
+ */
 export function createDaemonLogger(config: Readonly<DaemonConfig>): Logger {
   return pino(
     {
@@ -35,7 +39,7 @@ export function createDaemonLogger(config: Readonly<DaemonConfig>): Logger {
       base: { pid: process.pid },
       redact: { paths: ['env', '*.env', 'req.headers.authorization', 'body.env', 'baseEnv', 'data'], censor: '[redacted]' },
     },
-    pino.destination({ dest: config.layout.log, mkdir: true, sync: false }),
+    createLogDestination(config.layout.log),
   )
 }
 

@@ -59,6 +59,7 @@ export async function main(argv: string[]): Promise<void> {
       return
     }
     process.stderr.write(`tend: ${(error as Error).message}\n`)
-    process.exitCode = error instanceof TendError && error.code === 'TEND_ERR_USAGE' ? EXIT.usage : EXIT.failed
+    // A bad TEND_REQUEST_TIMEOUT is refused as the client is built, before any command runs.
+    process.exitCode = error instanceof TendError && (error.code === 'TEND_ERR_USAGE' || error.code === 'TEND_ERR_CONFIG_INVALID') ? EXIT.usage : EXIT.failed
   }
 }
