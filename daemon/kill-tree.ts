@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs'
 import { setTimeout as delay } from 'node:timers/promises'
-import { findTaskProcesses } from './process-scan.js'
+import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, processState } from './process-scan.js'
 
 export interface KillTreeOptions {
   taskId: string
@@ -16,13 +15,16 @@ export interface KillTreeOptions {
   /** The task's exact process list (its cgroup), when it has one; else processes are found by marker. */
   members?: () => number[]
   /**
-   * The leader is a sandbox wrapper (bubblewrap): the first signal spares it and its pid-namespace
-   * init, which end by themselves once the command has, so that the command gets its grace period.
+   * The leader is bubblewrap's monitor around a pid namespace (workspace, strict): the signal goes
+   * to every process in the namespace but bubblewrap's init, and the sandbox is held open until
+   * they have all exited or the grace period is over (see stopSandbox). Default false.
    */
   wrapped?: boolean
 }
 
 const POLL_MS = 25
+/** How long a sandbox's monitor may take to stop on SIGSTOP before the stop goes on without holding it, in milliseconds. */
+const HOLD_TIMEOUT_MS = 1000
 
 /**
  * Resolves once a task's leader has exited: when the spawner reports it, or (if that spawner died
@@ -39,40 +41,117 @@ export function leaderGone(pid: number, exited: Promise<unknown>): Promise<void>
 }
 
 function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z'
-  } catch {
-    return false
-  }
+  const state = processState(pid)
+  return state !== null && state !== 'Z'
 }
 
 /**
- * Stops a task's whole tree: `signal` to its process group and to every process that carries its
- * marker (escapees included), then KILL to whatever is left after the grace period. Resolves once
- * no process of the task is left, answering whether KILL was needed.
+ * Stops a task's whole tree: `signal` to every process of it (escapees included), then KILL to
+ * whatever is left after the grace period. Resolves once no process of the task is left,
+ * answering whether KILL was needed.
  */
 export async function killTree(options: KillTreeOptions): Promise<{ escalated: boolean }> {
-  const { taskId, pid, signal } = options
-  let leaderGone = false
+  const leader = { gone: false }
   void options.leaderExited.then(() => {
-    leaderGone = true
+    leader.gone = true
   })
-  const processes = () => options.members?.() ?? findTaskProcesses([taskId]).get(taskId) ?? []
-  const signalAll = (which: NodeJS.Signals | number) => {
-    const spareWrapper = options.wrapped === true && which !== 'SIGKILL' && which !== 9
-    if (pid !== null && !spareWrapper) trySignal(-pid, which)
-    if (pid !== null && !leaderGone && !spareWrapper) trySignal(pid, which)
-    for (const member of processes()) if (!(spareWrapper && isSandboxWrapper(member))) trySignal(member, which)
-  }
-  const treeGone = () => leaderGone && processes().length === 0
+  const escalated = options.wrapped === true && options.pid !== null ? await stopSandbox(options, options.pid, leader) : await stopPlain(options, leader)
+  return { escalated }
+}
 
-  signalAll(signal)
-  if (await waitUntil(treeGone, options.graceMs)) return { escalated: false }
-  signalAll('SIGKILL')
+/** A task without a pid namespace (`off`): its process group, leader and cgroup members or marked processes. */
+async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): Promise<boolean> {
+  const { pid } = options
+  const processes = async () => options.members?.() ?? (await markedProcesses(options.taskId))
+  const signalAll = async (signal: NodeJS.Signals | number) => {
+    if (pid !== null) {
+      trySignal(-pid, signal)
+      if (!leader.gone) trySignal(pid, signal)
+    }
+    for (const member of await processes()) trySignal(member, signal)
+  }
+  if (!isKill(options.signal)) {
+    await signalAll(options.signal)
+    if (await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)) return false
+  }
+  await signalAll('SIGKILL')
+  // KILL again at every look: a process forked between a look and its KILL is caught at the next.
+  await killUntilGone(options, async () => {
+    const left = await processes()
+    for (const member of left) trySignal(member, 'SIGKILL')
+    return leader.gone && left.length === 0
+  })
+  return true
+}
+
+/**
+ * A sandboxed task. bubblewrap's monitor (the leader, on the host side) exits as soon as the
+ * command (pid 2 inside) has, and the kernel then KILLs whatever is left in the namespace: a child
+ * cleaning up after TERM would get no grace. So the monitor is stopped (SIGSTOP) first, while
+ * bubblewrap's init goes on reaping inside and exits by itself once the namespace is otherwise
+ * empty. The signal goes to every process in the namespace but init. Once init has exited, the
+ * monitor is continued and reports the command's status (e.g. 143 after TERM); when the grace
+ * period is over first, init and the monitor are KILLed. A task that ends by itself is never held,
+ * so its leftovers still die with its namespace at once; and a held monitor still dies with its
+ * parent (SIGKILL ends a stopped process), its sandbox with it.
+ */
+async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { gone: boolean }): Promise<boolean> {
+  const held = !isKill(options.signal) && (await hold(monitor, leader))
+  const resume = () => {
+    if (!leader.gone) trySignal(monitor, 'SIGCONT')
+  }
+  try {
+    // Found while the monitor is held: it cannot clone a sandbox after this look.
+    const sandbox = await findSandboxProcesses(monitor)
+    const members = () => options.members?.().filter((member) => member !== monitor) ?? []
+    if (!isKill(options.signal) && sandbox) {
+      let signalled = 0
+      for (const member of sandbox.processes) {
+        // Checked right before the signal: a pid that left the namespace may be reused already.
+        if (isInNamespace(member, sandbox.namespace) && trySignal(member, options.signal)) signalled += 1
+      }
+      // With nothing of the command running in it (not started yet, or gone already) there is
+      // nothing to wait for: KILL below.
+      if (signalled > 0 && (await waitUntil(() => leader.gone || !isAliveIdentity(sandbox.init), options.graceMs))) {
+        resume()
+        const ended = () => leader.gone && !isAliveIdentity(sandbox.init) && members().length === 0
+        if (await waitUntil(ended, options.killWaitMs ?? 5000)) return false
+      }
+    }
+    // KILL to init ends the whole namespace. Init first: bubblewrap sets up the sandbox before it
+    // binds its init's life to the monitor's, so a monitor killed first could leave it behind.
+    if (sandbox && isAliveIdentity(sandbox.init)) trySignal(sandbox.init.pid, 'SIGKILL')
+    if (!leader.gone) trySignal(monitor, 'SIGKILL')
+    trySignal(-monitor, 'SIGKILL')
+    await killUntilGone(options, async () => {
+      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.taskId))]
+      for (const member of left) trySignal(member, 'SIGKILL')
+      if (sandbox && isAliveIdentity(sandbox.init)) {
+        trySignal(sandbox.init.pid, 'SIGKILL')
+        return false
+      }
+      return leader.gone && left.length === 0
+    })
+    return true
+  } finally {
+    if (held) resume()
+  }
+}
+
+/** Stops the monitor and answers once it is stopped (false if it is gone, or did not stop in time). */
+async function hold(monitor: number, leader: { gone: boolean }): Promise<boolean> {
+  if (leader.gone || !trySignal(monitor, 'SIGSTOP')) return false
+  const stopped = () => processState(monitor) === 'T'
+  return (await waitUntil(() => leader.gone || stopped(), HOLD_TIMEOUT_MS, 1)) && !leader.gone && stopped()
+}
+
+async function markedProcesses(taskId: string): Promise<number[]> {
+  return (await findTaskProcesses([taskId])).get(taskId) ?? []
+}
+
+async function killUntilGone(options: KillTreeOptions, gone: () => Promise<boolean>): Promise<void> {
   const killWaitMs = options.killWaitMs ?? 5000
-  if (await waitUntil(treeGone, killWaitMs)) return { escalated: true }
-  throw new Error(`task ${taskId}: processes still alive ${killWaitMs}ms after SIGKILL`)
+  if (!(await waitUntil(gone, killWaitMs))) throw new Error(`task ${options.taskId}: processes still alive ${killWaitMs}ms after SIGKILL`)
 }
 
 /**
@@ -82,9 +161,15 @@ export async function killTree(options: KillTreeOptions): Promise<{ escalated: b
  */
 export async function killLeftovers(taskIds: string[], groups: number[] = [], waitMs = 5000): Promise<Map<string, number[]>> {
   for (const group of groups) trySignal(-group, 'SIGKILL')
-  const found = findTaskProcesses(taskIds)
+  const found = await findTaskProcesses(taskIds)
   for (const pids of found.values()) for (const member of pids) trySignal(member, 'SIGKILL')
-  if ([...found.values()].some((pids) => pids.length > 0)) await waitUntil(() => findTaskProcesses(taskIds).size === 0, waitMs)
+  if (found.size > 0) {
+    await waitUntil(async () => {
+      const left = await findTaskProcesses(taskIds)
+      for (const pids of left.values()) for (const member of pids) trySignal(member, 'SIGKILL')
+      return left.size === 0
+    }, waitMs)
+  }
   return found
 }
 
@@ -101,27 +186,26 @@ export async function killMembers(members: () => number[], waitMs = 5000): Promi
   return first.length
 }
 
-function isSandboxWrapper(pid: number): boolean {
+function isKill(signal: NodeJS.Signals | number): boolean {
+  return signal === 'SIGKILL' || signal === 9
+}
+
+/** Answers whether the signal was sent. */
+function trySignal(pid: number, signal: NodeJS.Signals | number): boolean {
   try {
-    return readFileSync(`/proc/${pid}/comm`, 'utf8') === 'bwrap\n'
+    process.kill(pid, signal)
+    return true
   } catch {
+    // ESRCH: already gone; EPERM cannot happen for our own children.
     return false
   }
 }
 
-function trySignal(pid: number, signal: NodeJS.Signals | number): void {
-  try {
-    process.kill(pid, signal)
-  } catch {
-    // ESRCH: already gone; EPERM cannot happen for our own children.
-  }
-}
-
-async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, pollMs = POLL_MS): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    if (condition()) return true
+    if (await condition()) return true
     if (Date.now() >= deadline) return false
-    await delay(Math.min(POLL_MS, Math.max(1, deadline - Date.now())))
+    await delay(Math.min(pollMs, Math.max(1, deadline - Date.now())))
   }
 }

@@ -1,7 +1,23 @@
 import { watch, type FSWatcher } from 'node:fs'
+import { stat } from 'node:fs/promises'
 
 interface Waiter {
-  wake: () => void
+  wake: (reason: WakeReason) => void
+}
+
+/** Why a wait ended: the file changed, the task's state changed (wakeAll), the time was up, or the reader left. */
+export type WakeReason = 'changed' | 'woken' | 'timeout' | 'aborted'
+
+export interface WaitForChangeOptions {
+  /**
+   * The size of output.log the caller saw before it decided to wait, in bytes. Bytes written
+   * between that look and the watch being armed raise no event: the size is looked at again once
+   * the watch is armed, and another size ends the wait at once.
+   */
+  sizeSeen: number
+  /** The longest wait, in milliseconds. */
+  timeoutMs: number
+  signal?: AbortSignal
 }
 
 /**
@@ -15,34 +31,49 @@ export class OutputWatch {
 
   /**
    * Resolves after the output file changes, `wakeAll(taskId)` is called (the task ended), the
-   * signal aborts, or timeoutMs passes — whichever comes first. Callers re-check the file after.
+   * signal aborts, or timeoutMs passes — whichever comes first — answering which. Callers
+   * re-check the file after.
    */
-  waitForChange(taskId: string, file: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  waitForChange(taskId: string, file: string, options: WaitForChangeOptions): Promise<WakeReason> {
+    const { signal } = options
     return new Promise((resolve) => {
-      const waiter: Waiter = { wake: () => finish() }
-      const finish = () => {
+      let done = false
+      const finish = (reason: WakeReason) => {
+        if (done) return
+        done = true
         clearTimeout(timer)
-        signal?.removeEventListener('abort', finish)
+        signal?.removeEventListener('abort', onAbort)
         const set = this.waiters.get(taskId)
         set?.delete(waiter)
         if (set && set.size === 0) {
           this.waiters.delete(taskId)
           this.disarm(taskId)
         }
-        resolve()
+        resolve(reason)
       }
-      const timer = setTimeout(finish, timeoutMs)
-      signal?.addEventListener('abort', finish, { once: true })
+      const waiter: Waiter = { wake: finish }
+      const onAbort = () => finish('aborted')
+      const timer = setTimeout(() => finish('timeout'), options.timeoutMs)
+      if (signal?.aborted) return finish('aborted')
+      signal?.addEventListener('abort', onAbort, { once: true })
       const set = this.waiters.get(taskId) ?? new Set<Waiter>()
       set.add(waiter)
       this.waiters.set(taskId, set)
       this.arm(taskId, file)
+      // Armed first, looked at second: a write before this look shows in the size, one after it
+      // raises an event. A file that is gone wakes the reader too, to find that out.
+      stat(file).then(
+        (now) => {
+          if (now.size !== options.sizeSeen) finish('changed')
+        },
+        () => finish('changed'),
+      )
     })
   }
 
   /** Wakes every reader waiting on the task (its state changed). */
   wakeAll(taskId: string): void {
-    for (const waiter of [...(this.waiters.get(taskId) ?? [])]) waiter.wake()
+    for (const waiter of [...(this.waiters.get(taskId) ?? [])]) waiter.wake('woken')
   }
 
   close(): void {
@@ -53,19 +84,18 @@ export class OutputWatch {
     if (this.watchers.has(taskId)) return
     let watcher: FSWatcher
     try {
-      watcher = watch(file, { persistent: false }, () => {
-        this.disarm(taskId)
-        this.wakeAll(taskId)
-      })
+      watcher = watch(file, { persistent: false }, () => this.fire(taskId))
     } catch {
-      // No output.log yet (queued task): the state change wakes the readers instead.
+      // No output.log (it was deleted): the look that follows the arming wakes the reader.
       return
     }
-    watcher.on('error', () => {
-      this.disarm(taskId)
-      this.wakeAll(taskId)
-    })
+    watcher.on('error', () => this.fire(taskId))
     this.watchers.set(taskId, watcher)
+  }
+
+  private fire(taskId: string): void {
+    this.disarm(taskId)
+    for (const waiter of [...(this.waiters.get(taskId) ?? [])]) waiter.wake('changed')
   }
 
   private disarm(taskId: string): void {

@@ -1,51 +1,198 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises'
 
 /** Every task's processes carry this variable; descendants inherit it even after setsid or a double fork. */
 export const TASK_MARKER_VARIABLE = 'TEND_TASK_ID'
+
+/** Entries of /proc read between two turns of the event loop, so that a scan never holds it long. */
+const ENTRIES_PER_TURN = 32
+/** Scans start at most this often; every request made meanwhile shares the next one. */
+const SCAN_INTERVAL_MS = 25
+
+/** A sandbox as the host sees it: bubblewrap's init (pid 1 inside) and the processes beside it. */
+export interface SandboxProcesses {
+  /** The pid namespace, as /proc/<pid>/ns/pid reads (`pid:[inode]`). */
+  namespace: string
+  init: ProcessIdentity
+  /** Every other process in the namespace (host pids): the command and all it started. */
+  processes: number[]
+}
+
+/** A pid with its start time (clock ticks since boot): a reused pid has another. */
+export interface ProcessIdentity {
+  pid: number
+  startTime: string
+}
 
 /**
  * Finds live processes whose environment carries the marker of one of `taskIds`. The marker is
  * unique per task, so a reused pid can never be mistaken for a task's process. Answers a map
  * from task id to pids. Zombies and the daemon itself never match.
  */
-export function findTaskProcesses(taskIds: Iterable<string>): Map<string, number[]> {
-  // The marker either opens the environment block or follows another variable's NUL.
-  const wanted = new Map<string, { first: Buffer; later: Buffer }>()
-  for (const id of taskIds) {
-    wanted.set(id, { first: Buffer.from(`${TASK_MARKER_VARIABLE}=${id}\0`), later: Buffer.from(`\0${TASK_MARKER_VARIABLE}=${id}\0`) })
-  }
+export async function findTaskProcesses(taskIds: Iterable<string>): Promise<Map<string, number[]>> {
+  const ids = [...taskIds]
+  if (ids.length === 0) return new Map()
+  const scan = await sharedScan({ markers: ids, monitors: [] })
   const found = new Map<string, number[]>()
-  if (wanted.size === 0) return found
-  const prefix = Buffer.from(`${TASK_MARKER_VARIABLE}=`)
-  // Most entries are kernel threads whose environ cannot be read; without stack traces those
-  // failed reads cost a fifth as much (docs/benchmarks.md).
-  const stackTraceLimit = Error.stackTraceLimit
-  Error.stackTraceLimit = 0
-  try {
-    scan(prefix, wanted, found)
-  } finally {
-    Error.stackTraceLimit = stackTraceLimit
+  for (const id of ids) {
+    const pids = scan.marked.get(id)
+    if (pids) found.set(id, pids)
   }
   return found
 }
 
-function scan(prefix: Buffer, wanted: Map<string, { first: Buffer; later: Buffer }>, found: Map<string, number[]>): void {
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry)
-    if (!Number.isInteger(pid) || pid === process.pid) continue
-    let environ: Buffer
+/**
+ * The sandbox that a bubblewrap monitor (a sandboxed task's leader, on the host side) holds: its
+ * child in another pid namespace is the sandbox's init, and the sandbox's processes are exactly
+ * those in that namespace, whatever they did to their environment, session or parents. Null when
+ * it has none: not cloned yet, or its init has exited.
+ */
+export async function findSandboxProcesses(monitor: number): Promise<SandboxProcesses | null> {
+  return (await sharedScan({ markers: [], monitors: [monitor] })).sandboxes.get(monitor) ?? null
+}
+
+/** The process's state letter (`R`, `S`, `T`, `Z`, …), or null when there is no such process. */
+export function processState(pid: number): string | null {
+  return readStat(pid)?.state ?? null
+}
+
+/** Whether this very process (not a reuse of its pid) is alive: present and not a zombie. */
+export function isAliveIdentity(identity: ProcessIdentity): boolean {
+  const stat = readStat(identity.pid)
+  return stat !== null && stat.startTime === identity.startTime && stat.state !== 'Z' && stat.state !== 'X'
+}
+
+/** Whether `pid` still lives in `namespace` (checked right before a signal, against pid reuse). */
+export function isInNamespace(pid: number, namespace: string): boolean {
+  return readLink(`/proc/${pid}/ns/pid`) === namespace
+}
+
+interface ScanRequest {
+  markers: readonly string[]
+  monitors: readonly number[]
+}
+
+interface ScanResult {
+  marked: Map<string, number[]>
+  sandboxes: Map<number, SandboxProcesses>
+}
+
+interface Batch {
+  markers: string[]
+  monitors: number[]
+  result: Promise<ScanResult>
+}
+
+let nextBatch: Batch | null = null
+let lastScan: { startedAt: number; done: Promise<unknown> } = { startedAt: -Infinity, done: Promise.resolve() }
+
+/**
+ * One pass over /proc answers every request made while it waits for its turn: tasks being killed
+ * at the same time share their scans, and scans start at most every SCAN_INTERVAL_MS.
+ */
+function sharedScan(request: ScanRequest): Promise<ScanResult> {
+  nextBatch ??= createBatch()
+  nextBatch.markers.push(...request.markers)
+  nextBatch.monitors.push(...request.monitors)
+  return nextBatch.result
+}
+
+function createBatch(): Batch {
+  const batch: Batch = { markers: [], monitors: [], result: Promise.resolve({ marked: new Map(), sandboxes: new Map() }) }
+  batch.result = (async () => {
+    await lastScan.done
+    const waitMs = lastScan.startedAt + SCAN_INTERVAL_MS - Date.now()
+    if (waitMs > 0) await delay(waitMs)
+    // From here on, new requests wait for the next batch.
+    nextBatch = null
+    const done = scanProc(new Set(batch.markers), new Set(batch.monitors))
+    lastScan = { startedAt: Date.now(), done: done.catch(() => undefined) }
+    return done
+  })()
+  return batch
+}
+
+async function scanProc(markerIds: Set<string>, monitors: Set<number>): Promise<ScanResult> {
+  // The marker either opens the environment block or follows another variable's NUL.
+  const wanted = new Map<string, { first: Buffer; later: Buffer }>()
+  for (const id of markerIds) {
+    wanted.set(id, { first: Buffer.from(`${TASK_MARKER_VARIABLE}=${id}\0`), later: Buffer.from(`\0${TASK_MARKER_VARIABLE}=${id}\0`) })
+  }
+  const prefix = Buffer.from(`${TASK_MARKER_VARIABLE}=`)
+  const hostNamespace = monitors.size > 0 ? readLink('/proc/self/ns/pid') : null
+  const marked = new Map<string, number[]>()
+  const namespaced: Array<{ pid: number; namespace: string }> = []
+  const pids = readdirSync('/proc')
+    .map(Number)
+    .filter((pid) => Number.isInteger(pid) && pid !== process.pid)
+  await inTurns(pids, (pid) => {
+    if (hostNamespace !== null) {
+      // A link, not the process's memory: cheap, and never waits on a busy process's mm lock.
+      const namespace = readLink(`/proc/${pid}/ns/pid`)
+      if (namespace !== null && namespace !== hostNamespace) namespaced.push({ pid, namespace })
+    }
+    if (wanted.size > 0) matchMarkers(pid, prefix, wanted, marked)
+  })
+  const sandboxes = new Map<number, SandboxProcesses>()
+  // Only the init of a namespace has its parent outside it; the monitor is that parent.
+  await inTurns(namespaced, ({ pid, namespace }) => {
+    const stat = readStat(pid)
+    if (stat === null || !monitors.has(stat.parent) || stat.state === 'Z') return
+    const processes = namespaced.filter((entry) => entry.namespace === namespace && entry.pid !== pid).map((entry) => entry.pid)
+    sandboxes.set(stat.parent, { namespace, init: { pid, startTime: stat.startTime }, processes })
+  })
+  return { marked, sandboxes }
+}
+
+function matchMarkers(pid: number, prefix: Buffer, wanted: Map<string, { first: Buffer; later: Buffer }>, found: Map<string, number[]>): void {
+  let environ: Buffer
+  try {
+    environ = readFileSync(`/proc/${pid}/environ`)
+  } catch {
+    return
+  }
+  if (environ.indexOf(prefix) === -1) return
+  for (const [id, marker] of wanted) {
+    if (environ.indexOf(marker.first) === 0 || environ.indexOf(marker.later) !== -1) {
+      const pids = found.get(id) ?? []
+      pids.push(pid)
+      found.set(id, pids)
+    }
+  }
+}
+
+/** Runs `each` over `items`, giving the event loop a turn every ENTRIES_PER_TURN items. */
+async function inTurns<T>(items: readonly T[], each: (item: T) => void): Promise<void> {
+  for (let start = 0; start < items.length; start += ENTRIES_PER_TURN) {
+    if (start > 0) await nextTurn()
+    // Most entries are kernel threads whose environ cannot be read; without stack traces those
+    // failed reads cost a fifth as much (docs/benchmarks.md). Restored before every yield.
+    const stackTraceLimit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     try {
-      environ = readFileSync(`/proc/${pid}/environ`)
-    } catch {
-      continue
+      for (const item of items.slice(start, start + ENTRIES_PER_TURN)) each(item)
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit
     }
-    if (environ.indexOf(prefix) === -1) continue
-    for (const [id, marker] of wanted) {
-      if (environ.indexOf(marker.first) === 0 || environ.indexOf(marker.later) !== -1) {
-        const pids = found.get(id) ?? []
-        pids.push(pid)
-        found.set(id, pids)
-      }
-    }
+  }
+}
+
+function readStat(pid: number): { state: string; parent: number; startTime: string } | null {
+  let stat: string
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return null
+  }
+  // The command name (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return { state: fields[0] ?? '', parent: Number(fields[1]), startTime: fields[19] ?? '' }
+}
+
+function readLink(path: string): string | null {
+  try {
+    return readlinkSync(path)
+  } catch {
+    return null
   }
 }

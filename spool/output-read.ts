@@ -1,7 +1,12 @@
 import { statSync } from 'node:fs'
 import { open, stat } from 'node:fs/promises'
+import { basename, dirname } from 'node:path'
+import { TendError } from '../protocol/index.js'
 
-/** Size of a task's output.log, 0 when it does not exist yet. */
+/**
+ * Size of a task's output.log, 0 when it does not exist. For bookkeeping (cap checks, recovery);
+ * a reader uses readableOutputSize, for which a missing log is an error.
+ */
 export async function outputSize(path: string): Promise<number> {
   try {
     return (await stat(path)).size
@@ -22,16 +27,28 @@ export function outputSizeSync(path: string): number {
 }
 
 /**
+ * Size of output.log for a reader. The file exists from the task's admission on, so a missing one
+ * was deleted: TEND_ERR_OUTPUT_MISSING, never an empty output.
+ */
+export async function readableOutputSize(path: string): Promise<number> {
+  try {
+    return (await stat(path)).size
+  } catch (error) {
+    throw asOutputError(path, error)
+  }
+}
+
+/**
  * Reads up to maxBytes of output.log from byte offset `from`. Reads never consume: the file is
- * the only state, so any number of readers keep their own cursors.
+ * the only state, so any number of readers keep their own cursors. A missing file is
+ * TEND_ERR_OUTPUT_MISSING.
  */
 export async function readOutputRange(path: string, from: number, maxBytes: number): Promise<Buffer> {
   let handle
   try {
     handle = await open(path, 'r')
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0)
-    throw error
+    throw asOutputError(path, error)
   }
   try {
     const buffer = Buffer.allocUnsafe(maxBytes)
@@ -45,6 +62,13 @@ export async function readOutputRange(path: string, from: number, maxBytes: numb
   } finally {
     await handle.close()
   }
+}
+
+/** A task's output.log that is gone, as the coded error (other failures pass through unchanged). */
+function asOutputError(path: string, error: unknown): unknown {
+  if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return error
+  // The layout is <spool>/<id>/output.log.
+  return new TendError('TEND_ERR_OUTPUT_MISSING', { id: basename(dirname(path)), detail: `${path} does not exist (deleted outside tend?)` }, { cause: error })
 }
 
 /**
@@ -66,7 +90,7 @@ export function incompleteUtf8Tail(chunk: Buffer): number {
 
 /** Byte offset where the last `lines` lines of output.log start (a final unterminated line counts). */
 export async function tailOffset(path: string, lines: number): Promise<number> {
-  const size = await outputSize(path)
+  const size = await readableOutputSize(path)
   if (lines === 0) return size
   const blockBytes = 64 * 1024
   let end = size

@@ -2,18 +2,19 @@ import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
 import { ErrorSchema, isFinished, ReadOutputQuery, ReadResultSchema, TaskIdParams, type ReadResult } from '../../protocol/index.js'
 import { visibleTask } from '../owner-scope.js'
-import { incompleteUtf8Tail, outputPath, outputSize, readOutputRange, tailOffset } from '../../spool/index.js'
+import { incompleteUtf8Tail, outputPath, readableOutputSize, readOutputRange, tailOffset } from '../../spool/index.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
 
 /**
  * GET /v1/tasks/:id/output — reads output.log from a byte offset without consuming it. With
- * waitMs, answers as soon as there is output past `from` or the task has ended.
+ * waitMs, answers as soon as there is output past `from` or the task has ended. An output.log that
+ * is gone is TEND_ERR_OUTPUT_MISSING (410), never an empty output.
  */
 export function registerReadOutputRoute(app: TendApp, context: DaemonContext): void {
   app.get(
     '/v1/tasks/:id/output',
-    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema } } },
+    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema } } },
     async (request): Promise<ReadResult> => {
       const { id } = request.params as TaskIdParams
       const query = request.query as ReadOutputQuery
@@ -29,7 +30,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         // State first, size second: once a finished state is seen, the size read after it is final.
         const task = context.store.get(id)
         const finished = isFinished(task)
-        const size = await outputSize(file)
+        const size = await readableOutputSize(file)
         const remainingMs = deadline - Date.now()
         if (size > from || finished || remainingMs <= 0 || abort.signal.aborted) {
           const available = Math.max(0, size - from)
@@ -47,7 +48,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
             state: task.state,
           }
         }
-        await context.outputWatch.waitForChange(id, file, remainingMs, abort.signal)
+        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, timeoutMs: remainingMs, signal: abort.signal })
       }
     },
   )

@@ -112,6 +112,27 @@ describe('kill', () => {
     expect(isAlive(Number(readFileSync(join(dir, 'exits.pid'), 'utf8')))).toBe(false)
   })
 
+  test('twenty tasks killed at once, each with a TERM-ignoring escapee, all end and leave nothing', async () => {
+    const many = await startTestDaemon({ env: { TEND_CONCURRENCY: '20', TEND_PER_OWNER_CONCURRENCY: '20', TEND_KILL_GRACE: '500ms' } })
+    try {
+      const { sandbox } = await many.client.status()
+      const profiles = (['off', 'workspace', 'strict'] as const).filter((profile) => sandbox.profiles.includes(profile))
+      const dir = mkdtempSync('/var/tmp/tend-kill-many-')
+      try {
+        const line = `setsid sh -c 'trap "" TERM; echo up > $0; exec sleep 1000' started-$$ & while [ ! -s started-$$ ]; do sleep 0.01; done; echo ready; sleep 1000`
+        const started = await Promise.all(Array.from({ length: 20 }, (_, index) => many.client.start({ command: line, shell: true, cwd: dir, sandbox: profiles[index % profiles.length] })))
+        for (const task of started) await waitFor(`task ${task.id} to print ready`, async () => (await many.client.read(task.id)).data.includes('ready'))
+        const killed = await Promise.all(started.map((task) => many.client.kill(task.id)))
+        expect(killed.map((task) => task.state)).toEqual(started.map(() => 'killed'))
+        expect(started.flatMap((task) => processesWithEnv(`TEND_TASK_ID=${task.id}`).filter(isAlive))).toEqual([])
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    } finally {
+      await many.stop()
+    }
+  })
+
   test('an unknown signal name is refused with a clear error', async () => {
     const started = await daemon.client.start({ command: ['sleep', '1000'] })
     await expect(daemon.client.kill(started.id, { signal: 'SIGBOGUS' })).rejects.toMatchObject({ code: 'TEND_ERR_INVALID_SIGNAL' })

@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Fastify from 'fastify'
+import type { Task } from '../../protocol/index.js'
+import type { DaemonContext } from '../../daemon/context.js'
+import { OutputWatch, type WakeReason } from '../../daemon/output-watch.js'
+import { registerReadOutputRoute } from '../../daemon/routes/read-output.js'
+import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+
+// The seam: whatever is set here runs inside fs.watch, right before the watch is armed, that is
+// after the reader has looked at the file's size. Writing there is the race, every time.
+const seam = vi.hoisted(() => ({ beforeWatch: undefined as ((file: string) => void) | undefined }))
+vi.mock('node:fs', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('node:fs')>()
+  const watch = ((...args: Parameters<typeof actual.watch>) => {
+    const hook = seam.beforeWatch
+    seam.beforeWatch = undefined
+    hook?.(String(args[0]))
+    return actual.watch(...args)
+  }) as typeof actual.watch
+  return { ...actual, watch, default: { ...actual, watch } }
+})
+
+/** Resolves with `promise`, or fails naming `what` after timeoutMs: a bound, not a fixed sleep. */
+async function within<T>(what: string, promise: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs}ms waiting for ${what}`)), timeoutMs)
+  })
+  try {
+    return await Promise.race([promise, expired])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+describe('long-poll wake-ups', () => {
+  const spool = mkdtempSync(join(tmpdir(), 'tend-long-poll-'))
+  afterAll(() => rmSync(spool, { recursive: true, force: true }))
+
+  test('bytes written after the reader looked at the file but before its watch was armed wake the long-poll at once', async () => {
+    const id = 'racewrite001'
+    mkdirSync(join(spool, id))
+    const file = join(spool, id, 'output.log')
+    writeFileSync(file, '')
+    const task = { id, owner: 'default', state: 'running', maxOutputBytes: 1024 } as unknown as Task
+    const outputWatch = new OutputWatch()
+    const reasons: WakeReason[] = []
+    const wait = outputWatch.waitForChange.bind(outputWatch)
+    outputWatch.waitForChange = async (...args) => {
+      const reason = await wait(...args)
+      reasons.push(reason)
+      return reason
+    }
+    const context = { config: { layout: { spool } }, store: { get: () => task }, outputWatch } as unknown as DaemonContext
+    const app = Fastify()
+    registerReadOutputRoute(app, context)
+    await app.ready()
+    try {
+      seam.beforeWatch = (watched) => appendFileSync(watched, 'late bytes\n')
+      // Without the wake-up it would wait out its 20 s.
+      const answer = await within('the long-poll to wake for bytes written while its watch was being armed', app.inject({ url: `/v1/tasks/${id}/output?waitMs=20000` }), 5000)
+      expect(answer.statusCode).toBe(200)
+      expect(answer.json()).toMatchObject({ data: 'late bytes\n', from: 0, next: 11, done: false })
+      expect(reasons).toEqual(['changed'])
+    } finally {
+      seam.beforeWatch = undefined
+      outputWatch.close()
+      await app.close()
+    }
+  })
+})
+
+describe('a deleted output.log', () => {
+  let daemon: TestDaemon
+  beforeAll(async () => {
+    daemon = await startTestDaemon()
+  })
+  afterAll(async () => {
+    await daemon.stop()
+  })
+
+  test('reading a finished task whose output.log was deleted answers 410 TEND_ERR_OUTPUT_MISSING, not an empty output', async () => {
+    const started = await daemon.client.start({ command: ['echo', 'hello'] })
+    const task = await daemon.client.wait(started.id)
+    expect((await daemon.client.read(started.id)).data).toBe('hello\n')
+    rmSync(join(task.spool, 'output.log'))
+    await expect(daemon.client.read(started.id)).rejects.toMatchObject({ code: 'TEND_ERR_OUTPUT_MISSING', statusCode: 410 })
+    await expect(daemon.client.read(started.id, { tail: 3 })).rejects.toMatchObject({ code: 'TEND_ERR_OUTPUT_MISSING', statusCode: 410 })
+    // The task itself is still there to show and list.
+    expect(await daemon.client.get(started.id)).toMatchObject({ state: 'exited', outputBytes: 6 })
+  })
+
+  test('a long-poll on a running task whose output.log is deleted answers 410 instead of waiting', async () => {
+    const started = await daemon.client.start({ command: ['sleep', '1000'] })
+    const spool = (await daemon.client.get(started.id)).spool
+    try {
+      const read = daemon.client.read(started.id, { waitMs: 20_000 })
+      rmSync(join(spool, 'output.log'))
+      await expect(within('the long-poll to answer once output.log is gone', read, 10_000)).rejects.toMatchObject({ code: 'TEND_ERR_OUTPUT_MISSING', statusCode: 410 })
+      expect((await daemon.client.get(started.id)).state).toBe('running')
+    } finally {
+      await daemon.client.kill(started.id)
+    }
+  })
+})
