@@ -1,3 +1,4 @@
+import type { Logger } from 'pino'
 import { isTendError } from '../protocol/index.js'
 import { loadDaemonConfig } from './config.js'
 import { startDaemon } from './run-daemon.js'
@@ -7,10 +8,13 @@ import { startDaemon } from './run-daemon.js'
  * tasks, records them and exits 0. Answers the exit code for the CLI.
  */
 export async function runDaemonForeground(env: Record<string, string | undefined>, print: (line: string) => void): Promise<number> {
+  // From before the socket listens: a daemon that answers is never one that can die of a stray error.
+  const strayErrors = catchStrayErrors(print)
   let daemon
   try {
     daemon = await startDaemon(loadDaemonConfig(env))
   } catch (error) {
+    strayErrors.stop()
     if (isTendError(error, 'TEND_ERR_DAEMON_RUNNING')) {
       print(`tend: ${error.message}`)
       return 3
@@ -21,11 +25,38 @@ export async function runDaemonForeground(env: Record<string, string | undefined
     }
     throw error
   }
+  strayErrors.logTo(daemon.context.log)
   const onSignal = () => void daemon.stop()
   process.once('SIGTERM', onSignal)
   process.once('SIGINT', onSignal)
   await daemon.stopped
   process.off('SIGTERM', onSignal)
   process.off('SIGINT', onSignal)
+  strayErrors.stop()
   return 0
+}
+
+/**
+ * The last resort, never the fix: an error that escaped every handler is logged and the daemon
+ * keeps serving. Node's default (exit) would be worse: the tasks of every owner would lose their
+ * supervisor, their timeouts and their completion notices, and new requests would find no daemon.
+ * Each entry in the log is a bug to fix where the error was thrown. Until the daemon's log exists
+ * (while it starts), the error goes to stderr.
+ */
+function catchStrayErrors(print: (line: string) => void): { logTo: (log: Logger) => void; stop: () => void } {
+  let log: Logger | undefined
+  const onException = (error: unknown, origin: string) => {
+    if (log) log.error({ err: error, origin }, 'stray error caught by the last-resort handler; the daemon keeps serving')
+    else print(`tend: stray error (${origin}) caught by the last-resort handler: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+  }
+  const onRejection = (reason: unknown) => onException(reason, 'unhandledRejection')
+  process.on('uncaughtException', onException)
+  process.on('unhandledRejection', onRejection)
+  return {
+    logTo: (daemonLog) => (log = daemonLog),
+    stop: () => {
+      process.off('uncaughtException', onException)
+      process.off('unhandledRejection', onRejection)
+    },
+  }
 }

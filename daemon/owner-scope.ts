@@ -4,15 +4,27 @@ import type { TaskStore } from './task-store.js'
 
 const OWNER_REGEXP = new RegExp(OWNER_PATTERN)
 
+/** What OWNER_PATTERN admits, in words, for error messages. */
+export const OWNER_SHAPE = 'letters, digits and ._:@- (up to 128)'
+
 /** The owner a request acts for, or null for the operator (no owner header). */
 export function requestOwner(request: FastifyRequest): string | null {
   const header = request.headers[OWNER_HEADER]
   if (header === undefined) return null
   const owner = Array.isArray(header) ? header[0] : header
   if (!owner || !OWNER_REGEXP.test(owner)) {
-    throw new TendError('TEND_ERR_VALIDATION', { detail: `headers/${OWNER_HEADER}: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(owner)}` })
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `headers/${OWNER_HEADER}: expected ${OWNER_SHAPE}, got ${JSON.stringify(owner)}` })
   }
   return owner
+}
+
+/**
+ * Refuses a request made for an owner: owners are labels that keep agents apart, and what touches
+ * the whole daemon (stopping it) is the operator's alone.
+ */
+export function requireOperator(request: FastifyRequest, action: string): void {
+  const owner = requestOwner(request)
+  if (owner !== null) throw new TendError('TEND_ERR_OPERATOR_ONLY', { action, owner })
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler, FastifySchemaValidationError } from 'fastify'
-import { TendError } from '../protocol/index.js'
+import { ABSOLUTE_PATH_PATTERN, NO_NUL_PATTERN, OWNER_PATTERN, TendError } from '../protocol/index.js'
+import { OWNER_SHAPE } from './owner-scope.js'
 
 const common = { allErrors: true, verbose: true, removeAdditional: false, useDefaults: false, strict: false } as const
 // Bodies are JSON and must arrive with the right types; query strings and path parameters are
@@ -39,12 +40,30 @@ function describeProblem(part: string, error: ErrorObject): string {
       return `${path}: missing required property ${JSON.stringify(params.missingProperty)}`
     case 'type':
       return `${path}: expected ${String(params.type)}, got ${describeValue(error.data)}`
+    case 'maximum':
+    case 'minimum':
+      return `${path}: expected ${describeNumber(error)} ${String(params.comparison)} ${String(params.limit)}, got ${describeValue(error.data)}`
+    case 'maxItems':
+      return `${path}: expected at most ${String(params.limit)} items, got ${Array.isArray(error.data) ? error.data.length : describeValue(error.data)}`
+    case 'pattern':
+      if (params.pattern === NO_NUL_PATTERN) return `${path}: expected text without NUL bytes, got ${describeValue(error.data)}`
+      if (params.pattern === OWNER_PATTERN) return `${path}: expected ${OWNER_SHAPE}, got ${describeValue(error.data)}`
+      if (params.pattern === ABSOLUTE_PATH_PATTERN) return `${path}: expected an absolute path without NUL bytes, got ${describeValue(error.data)}`
+      return defaultProblem(path, error)
     case 'anyOf':
     case 'oneOf':
       return `${path}: expected ${describeAlternatives(error)}, got ${describeValue(error.data)}`
     default:
-      return `${path}: ${error.message ?? error.keyword}${error.data === undefined ? '' : `, got ${describeValue(error.data)}`}`
+      return defaultProblem(path, error)
   }
+}
+
+function defaultProblem(path: string, error: ErrorObject): string {
+  return `${path}: ${error.message ?? error.keyword}${error.data === undefined ? '' : `, got ${describeValue(error.data)}`}`
+}
+
+function describeNumber(error: ErrorObject): string {
+  return (error.parentSchema as { type?: string } | undefined)?.type === 'integer' ? 'an integer' : 'a number'
 }
 
 function describeAlternatives(error: ErrorObject): string {
@@ -54,7 +73,13 @@ function describeAlternatives(error: ErrorObject): string {
 }
 
 function describeValue(value: unknown): string {
-  const text = JSON.stringify(value)
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value)
+  } catch {
+    // Nested deeper than the stack allows (the body parser takes what JSON.stringify cannot give back).
+    return Array.isArray(value) ? 'an array nested too deep to show' : 'a value nested too deep to show'
+  }
   if (text === undefined) return String(value)
   return text.length > 60 ? `${text.slice(0, 57)}...` : text
 }

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
+import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
 import { SANDBOX_PROFILES, TASK_STATES } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
@@ -39,23 +39,57 @@ export const TaskSchema = Type.Object(
   { $id: 'Task' },
 )
 
+/**
+ * Bounds of the numbers a request can carry. Each is the most the field can honestly mean, so that
+ * no value out of range reaches a syscall (a cgroup file, a read offset) or a timer; the schemas
+ * below enforce them and a value outside answers 400 naming the field.
+ */
+export const REQUEST_LIMITS = {
+  /** A task's time limit: one year, in milliseconds. */
+  timeoutMs: 365 * 24 * 3_600_000,
+  /** A task's output cap: 16 TiB. */
+  maxOutputBytes: 16 * 2 ** 40,
+  /** A strict task's memory limit: 1 MiB to 1 TiB. */
+  memoryBytesMin: 2 ** 20,
+  memoryBytes: 2 ** 40,
+  /** A strict task's process limit: the kernel's ceiling for pid_max (PID_MAX_LIMIT on 64-bit). */
+  pidsMax: 4_194_304,
+  /** Time between the first signal and SIGKILL: one hour, in milliseconds. */
+  graceMs: 3_600_000,
+  /** Age of tasks gc removes: a century, in milliseconds (older than anything tend wrote). */
+  olderThanMs: 100 * 365 * 24 * 3_600_000,
+  /** Byte offsets, line counts and event sequence numbers: what a JavaScript number holds exactly. */
+  counter: Number.MAX_SAFE_INTEGER,
+  /** Writable paths of one task (each becomes a mount). */
+  writablePaths: 256,
+} as const
+
+/** Text that reaches a path, an argv or an environment: a NUL byte would cut it short there. */
+export const NO_NUL_PATTERN = '^[^\\u0000]*$'
+export const ABSOLUTE_PATH_PATTERN = '^/[^\\u0000]*$'
+const Text = (options: Parameters<typeof Type.String>[0] = {}) => Type.String({ pattern: NO_NUL_PATTERN, ...options })
+
 export const StartTaskBody = Type.Object(
   {
-    command: Type.Array(Type.String(), { minItems: 1, description: 'argv to run; with shell: true, exactly one shell line' }),
+    command: Type.Array(Text(), { minItems: 1, description: 'argv to run; with shell: true, exactly one shell line' }),
     shell: Type.Optional(Type.Boolean({ description: 'run command[0] with sh -c' })),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })),
-    cwd: Type.String({ minLength: 1, description: 'absolute working directory' }),
+    cwd: Text({ minLength: 1, description: 'absolute working directory' }),
     env: Type.Optional(
-      Type.Record(Type.String(), Type.String(), { propertyNames: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }, description: 'variables to add; names are shell-style' }),
+      Type.Record(Type.String(), Text(), { propertyNames: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }, description: 'variables to add; names are shell-style' }),
     ),
-    timeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
-    maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.timeoutMs, description: 'time limit in milliseconds (at most one year)' })),
+    maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.maxOutputBytes, description: 'output cap in bytes (at most 16 TiB)' })),
     sandbox: Type.Optional(Type.Enum(SANDBOX_PROFILES, { description: 'confinement profile (default from the daemon config: workspace)' })),
     network: Type.Optional(Type.Boolean({ description: 'allow network access inside the sandbox' })),
-    writablePaths: Type.Optional(Type.Array(Type.String({ pattern: '^/' }), { description: 'absolute paths writable inside the sandbox besides cwd' })),
-    memoryBytes: Type.Optional(Type.Integer({ minimum: 1024 * 1024, description: 'memory limit (strict profile)' })),
-    pidsMax: Type.Optional(Type.Integer({ minimum: 1, description: 'process-count limit (strict profile)' })),
+    writablePaths: Type.Optional(
+      Type.Array(Text({ pattern: ABSOLUTE_PATH_PATTERN }), { maxItems: REQUEST_LIMITS.writablePaths, description: 'absolute paths writable inside the sandbox besides cwd' }),
+    ),
+    memoryBytes: Type.Optional(
+      Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (strict profile)' }),
+    ),
+    pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (strict profile)' })),
   },
   strict,
 )
@@ -72,8 +106,8 @@ export const WAIT_MS_LIMIT = 60_000
 
 export const ReadOutputQuery = Type.Object(
   {
-    from: Type.Optional(Type.Integer({ minimum: 0, description: 'byte offset to read from (default 0)' })),
-    tail: Type.Optional(Type.Integer({ minimum: 0, description: 'start at the last N lines instead of at from' })),
+    from: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'byte offset to read from (default 0)' })),
+    tail: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'start at the last N lines instead of at from' })),
     maxBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: READ_MAX_BYTES_LIMIT, description: 'bytes per read (default 1 MiB)' })),
     waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT, description: 'long-poll: wait up to this long for new output or the end' })),
     encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')])),
@@ -101,15 +135,18 @@ export const WaitResultSchema = Type.Object({ done: Type.Boolean(), task: Type.R
 
 export const KillTaskBody = Type.Object(
   {
-    signal: Type.Optional(Type.Union([Type.String({ pattern: '^(SIG)?[A-Z0-9]+$' }), Type.Integer({ minimum: 1, maximum: 64 })])),
-    graceMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    signal: Type.Optional(Type.Union([Type.String({ pattern: '^(SIG)?[A-Z0-9]+$', maxLength: 32 }), Type.Integer({ minimum: 1, maximum: 64 })])),
+    graceMs: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.graceMs, description: 'milliseconds before SIGKILL (at most one hour)' })),
     reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why, recorded in the task reason' })),
   },
   strict,
 )
 export type KillTaskBody = Static<typeof KillTaskBody>
 
-export const GcBody = Type.Object({ olderThanMs: Type.Optional(Type.Integer({ minimum: 0 })) }, strict)
+export const GcBody = Type.Object(
+  { olderThanMs: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.olderThanMs, description: 'remove tasks that ended at least this long ago, in milliseconds' })) },
+  strict,
+)
 export type GcBody = Static<typeof GcBody>
 
 export const GcResultSchema = Type.Object({ removed: Type.Array(Type.String()), freedBytes: Type.Integer() })
@@ -126,7 +163,10 @@ export const StatusSchema = Type.Object({
   startedAt: Type.String(),
   concurrency: Type.Integer(),
   perOwnerConcurrency: Type.Integer(),
-  tasks: Type.Object({ queued: Type.Integer(), running: Type.Integer(), finished: Type.Integer() }),
+  tasks: Type.Object(
+    { queued: Type.Integer(), running: Type.Integer(), finished: Type.Integer() },
+    { description: "the requester's tasks: every task for the operator, only its own for an owner" },
+  ),
   events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
   spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
   spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
@@ -149,8 +189,21 @@ export const StatusSchema = Type.Object({
 })
 export type DaemonStatus = Static<typeof StatusSchema>
 
-export const EventsQuery = Type.Object({ since: Type.Optional(Type.Integer({ minimum: 0 })) }, strict)
+export const EventsQuery = Type.Object(
+  { since: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'replay the kept events after this sequence number' })) },
+  strict,
+)
 export type EventsQuery = Static<typeof EventsQuery>
+
+/**
+ * Headers of the event stream, checked before it opens. Other headers pass (a headers schema is
+ * never strict: clients send many).
+ */
+export const EventsHeaders = Type.Object({
+  'last-event-id': Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'what an EventSource sends when it reconnects: the last seq it saw' })),
+  [OWNER_HEADER]: Type.Optional(Type.String({ pattern: OWNER_PATTERN, description: 'act for this owner: only its events' })),
+})
+export type EventsHeaders = Static<typeof EventsHeaders>
 
 export const ErrorSchema = Type.Object({
   statusCode: Type.Integer(),

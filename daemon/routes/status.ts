@@ -1,13 +1,18 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
-import { StatusSchema, type DaemonStatus } from '../../protocol/index.js'
+import { ErrorSchema, StatusSchema, type DaemonStatus } from '../../protocol/index.js'
+import { requestOwner } from '../owner-scope.js'
 import { seccompSupported } from '../sandbox/index.js'
 import type { PeerCheckStatus } from '../peer/index.js'
 
-/** GET /v1/status — the daemon, its limits, its spool use and what it can enforce. */
+/**
+ * GET /v1/status — the daemon, its limits, its spool use and what it can enforce. Task counts are
+ * the requester's: an owner counts only its own tasks, the operator every task.
+ */
 export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCheck: PeerCheckStatus): void {
-  app.get('/v1/status', { schema: { summary: 'Daemon status', response: { 200: StatusSchema } } }, async (): Promise<DaemonStatus> => {
-    const tasks = context.store.list({ all: true })
+  app.get('/v1/status', { schema: { summary: 'Daemon status', response: { 200: StatusSchema, 400: ErrorSchema } } }, async (request): Promise<DaemonStatus> => {
+    const owner = requestOwner(request)
+    const tasks = context.store.list({ all: true, owner: owner ?? undefined })
     const count = (state: string) => tasks.filter((task) => task.state === state).length
     return {
       pid: process.pid,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { Scheduler } from '../../daemon/scheduler.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -40,5 +41,57 @@ describe('scheduling', () => {
     await daemon.client.kill(ids[0]!)
     await waitFor("greedy's third task to start", async () => (await daemon.client.get(ids[2]!)).state === 'running')
     for (const id of [...ids, other.id]) await daemon.client.kill(id)
+  })
+})
+
+describe('the scheduler alone', () => {
+  /** Runs `body` while counting the unhandled rejections of this process. */
+  async function countingUnhandled(body: () => Promise<void>): Promise<unknown[]> {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      await body()
+      // Unhandled rejections are reported once the microtask queue drains; a turn of the loop passes that.
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    return unhandled
+  }
+
+  test('a job that rejects or throws does not escape: it is reported, its slot is freed and later jobs run', async () => {
+    const failures: string[] = []
+    const ran: string[] = []
+    const unhandled = await countingUnhandled(async () => {
+      const scheduler = new Scheduler(1, 1, (error, owner) => failures.push(`${owner}: ${(error as Error).message}`))
+      scheduler.submit('a', async () => {
+        throw new Error('cgroup write failed')
+      })
+      scheduler.submit('a', async () => void ran.push('a2'))
+      scheduler.submit('b', () => Promise.reject(new Error('rejected')))
+      scheduler.submit('b', () => {
+        throw new Error('thrown before any promise')
+      })
+      scheduler.submit('c', async () => void ran.push('c'))
+      await scheduler.idle()
+    })
+    expect(unhandled).toEqual([])
+    expect(failures).toEqual(['a: cgroup write failed', 'b: rejected', 'b: thrown before any promise'])
+    expect(ran.sort()).toEqual(['a2', 'c'])
+  })
+
+  test('a reporter that throws is contained too', async () => {
+    const ran: string[] = []
+    const unhandled = await countingUnhandled(async () => {
+      const scheduler = new Scheduler(2, 1, () => {
+        throw new Error('the reporter failed')
+      })
+      scheduler.submit('a', () => Promise.reject(new Error('job failed')))
+      scheduler.submit('a', async () => void ran.push('after'))
+      await scheduler.idle()
+    })
+    expect(unhandled).toEqual([])
+    expect(ran).toEqual(['after'])
   })
 })
