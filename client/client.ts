@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import {
+  IDEMPOTENCY_HEADER,
   isFinished,
   OWNER_HEADER,
   WAIT_MS_LIMIT,
@@ -39,6 +41,12 @@ export interface StartOptions {
   memoryBytes?: number
   /** Process-count limit (strict). */
   pidsMax?: number
+  /**
+   * Identifies this submission across retries (1–128 of letters, digits and `._:-`). Default: a
+   * fresh random key per start() call, used for its own automatic retry. Pass your own to make
+   * retries of your own (after your process restarted) answer the first task.
+   */
+  idempotencyKey?: string
 }
 
 export interface ReadOptions {
@@ -95,7 +103,10 @@ export class TendClient {
       memoryBytes: options.memoryBytes,
       pidsMax: options.pidsMax,
     }
-    return this.call<Task>('POST', '/v1/tasks', { body: dropUndefined(body) })
+    // One key for every try of this submission (a retry after a reset connection or a daemon
+    // restart): the daemon answers the first task again instead of running the command twice.
+    const idempotencyKey = options.idempotencyKey ?? randomUUID()
+    return this.call<Task>('POST', '/v1/tasks', { body: dropUndefined(body), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
   }
 
   get(id: string): Promise<Task> {
@@ -196,17 +207,26 @@ export class TendClient {
     return this.withDaemon(() => this.http.request<T>(method, path, options))
   }
 
+  /**
+   * Sends; when no daemon answers, starts one and sends again. A daemon that is going away (a
+   * crash the socket still shows for a moment) can reset the retry too: a few rounds, then the
+   * error. Every try of a submission carries the same idempotency key, so it never runs twice.
+   */
   private async withDaemon<T>(send: () => Promise<T>): Promise<T> {
-    try {
-      return await send()
-    } catch (error) {
-      if (!this.options.autoStart || !isUnreachable(error)) throw error
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await send()
+      } catch (error) {
+        if (!this.options.autoStart || !isUnreachable(error) || attempt >= UNREACHABLE_ATTEMPTS) throw error
+      }
+      this.starting ??= ensureDaemon(this.options).finally(() => (this.starting = undefined))
+      await this.starting
     }
-    this.starting ??= ensureDaemon(this.options).finally(() => (this.starting = undefined))
-    await this.starting
-    return send()
   }
 }
+
+/** Tries of one request while the daemon is unreachable (each after starting one). */
+const UNREACHABLE_ATTEMPTS = 4
 
 function processAlive(pid: number): boolean {
   try {

@@ -6,6 +6,8 @@ export interface RequestOptions {
   body?: unknown
   query?: Record<string, string | number | boolean | undefined>
   signal?: AbortSignal
+  /** Headers of this request only (e.g. Idempotency-Key). */
+  headers?: Record<string, string>
   /** How long the daemon may hold this answer on purpose (a long-poll), in milliseconds; added to the request timeout. Default 0. */
   waitMs?: number
 }
@@ -57,7 +59,11 @@ export class SocketHttp {
           method,
           path: url,
           signal: options.signal,
-          headers: payload === undefined ? this.extraHeaders : { ...this.extraHeaders, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+          headers: {
+            ...this.extraHeaders,
+            ...options.headers,
+            ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+          },
         },
         (res) => {
           const chunks: Buffer[] = []

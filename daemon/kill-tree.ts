@@ -45,24 +45,34 @@ function isRunning(pid: number): boolean {
   return state !== null && state !== 'Z'
 }
 
+export interface KillTreeResult {
+  /** KILL was needed. */
+  escalated: boolean
+  /**
+   * The first signal reached a live process of the task. False when everything had already
+   * exited: the task ended by itself, and is to be recorded so, not as stopped.
+   */
+  signalled: boolean
+}
+
 /**
  * Stops a task's whole tree: `signal` to every process of it (escapees included), then KILL to
- * whatever is left after the grace period. Resolves once no process of the task is left,
- * answering whether KILL was needed.
+ * whatever is left after the grace period. Resolves once no process of the task is left.
  */
-export async function killTree(options: KillTreeOptions): Promise<{ escalated: boolean }> {
+export async function killTree(options: KillTreeOptions): Promise<KillTreeResult> {
   const leader = { gone: false }
   void options.leaderExited.then(() => {
     leader.gone = true
   })
-  const escalated = options.wrapped === true && options.pid !== null ? await stopSandbox(options, options.pid, leader) : await stopPlain(options, leader)
-  return { escalated }
+  return options.wrapped === true && options.pid !== null ? stopSandbox(options, options.pid, leader) : stopPlain(options, leader)
 }
 
 /** A task without a pid namespace (`off`): its process group, leader and cgroup members or marked processes. */
-async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): Promise<boolean> {
+async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): Promise<KillTreeResult> {
   const { pid } = options
   const processes = async () => options.members?.() ?? (await markedProcesses(options.taskId))
+  // Whether anything of the task still ran when the first signal went out (a zombie does not count).
+  const signalled = (pid !== null && !leader.gone && isRunning(pid)) || (await processes()).some(isRunning)
   const signalAll = async (signal: NodeJS.Signals | number) => {
     if (pid !== null) {
       trySignal(-pid, signal)
@@ -72,7 +82,7 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
   }
   if (!isKill(options.signal)) {
     await signalAll(options.signal)
-    if (await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)) return false
+    if (await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)) return { escalated: false, signalled }
   }
   await signalAll('SIGKILL')
   // KILL again at every look: a process forked between a look and its KILL is caught at the next.
@@ -81,7 +91,7 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
     for (const member of left) trySignal(member, 'SIGKILL')
     return leader.gone && left.length === 0
   })
-  return true
+  return { escalated: true, signalled }
 }
 
 /**
@@ -95,7 +105,7 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
  * so its leftovers still die with its namespace at once; and a held monitor still dies with its
  * parent (SIGKILL ends a stopped process), its sandbox with it.
  */
-async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { gone: boolean }): Promise<boolean> {
+async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { gone: boolean }): Promise<KillTreeResult> {
   const held = !isKill(options.signal) && (await hold(monitor, leader))
   const resume = () => {
     if (!leader.gone) trySignal(monitor, 'SIGCONT')
@@ -104,18 +114,22 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
     // Found while the monitor is held: it cannot clone a sandbox after this look.
     const sandbox = await findSandboxProcesses(monitor)
     const members = () => options.members?.().filter((member) => member !== monitor) ?? []
+    // A sandbox still being set up (no init yet) is stopped as it is; one whose command is gone
+    // already was not.
+    let signalled = !sandbox ? !leader.gone : sandbox.processes.some(isRunning)
     if (!isKill(options.signal) && sandbox) {
-      let signalled = 0
+      let reached = 0
       for (const member of sandbox.processes) {
         // Checked right before the signal: a pid that left the namespace may be reused already.
-        if (isInNamespace(member, sandbox.namespace) && trySignal(member, options.signal)) signalled += 1
+        if (isInNamespace(member, sandbox.namespace) && trySignal(member, options.signal)) reached += 1
       }
+      signalled = reached > 0
       // With nothing of the command running in it (not started yet, or gone already) there is
       // nothing to wait for: KILL below.
-      if (signalled > 0 && (await waitUntil(() => leader.gone || !isAliveIdentity(sandbox.init), options.graceMs))) {
+      if (reached > 0 && (await waitUntil(() => leader.gone || !isAliveIdentity(sandbox.init), options.graceMs))) {
         resume()
         const ended = () => leader.gone && !isAliveIdentity(sandbox.init) && members().length === 0
-        if (await waitUntil(ended, options.killWaitMs ?? 5000)) return false
+        if (await waitUntil(ended, options.killWaitMs ?? 5000)) return { escalated: false, signalled }
       }
     }
     // KILL to init ends the whole namespace. Init first: bubblewrap sets up the sandbox before it
@@ -132,7 +146,7 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
       }
       return leader.gone && left.length === 0
     })
-    return true
+    return { escalated: true, signalled }
   } finally {
     if (held) resume()
   }

@@ -1,6 +1,7 @@
-import { truncate } from 'node:fs/promises'
+import { readdir, truncate } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import type { Logger } from 'pino'
-import { listTaskIds, outputPath, outputSize, readSpoolEntry, type SpoolEntry } from '../spool/index.js'
+import { listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, type SpoolEntry } from '../spool/index.js'
 import type { RecordedTask } from '../protocol/index.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import { killLeftovers, killMembers } from './kill-tree.js'
@@ -35,6 +36,13 @@ export async function recoverSpool(
       continue
     }
     if (entry.corrupt) {
+      // A daemon that died while it made a task's folder leaves one with an empty output.log and no
+      // record: that submission was never answered (its retry made another task). Not a task.
+      if (await isUnfinishedCreation(spoolRoot, id)) {
+        await removeTaskDir(spoolRoot, id)
+        log.info({ taskId: id }, 'removed the folder of a submission the last daemon never recorded')
+        continue
+      }
       corrupt.add(entry.corrupt)
       log.warn({ taskId: id, reason: entry.corrupt.reason }, 'corrupt spool entry quarantined')
       continue
@@ -75,4 +83,12 @@ export async function recoverSpool(
   }
   if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length, killed }, 'interrupted tasks recovered')
   return { loaded, corrupt: corrupt.size, lost: interrupted.length, killed }
+}
+
+/** A folder holding nothing but an empty output.log (or nothing at all), and no task.json. */
+async function isUnfinishedCreation(spoolRoot: string, id: string): Promise<boolean> {
+  const dir = dirname(recordPath(spoolRoot, id))
+  const names = await readdir(dir).catch(() => null)
+  if (names === null || names.some((name) => name !== 'output.log')) return false
+  return names.length === 0 || (await outputSize(outputPath(spoolRoot, id))) === 0
 }

@@ -58,7 +58,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
 
   const log = createDaemonLogger(config)
   const events = new EventLog(nanoid(10))
-  const store = new TaskStore(layout.spool, events)
+  const store = new TaskStore(layout.spool, events, log)
   const outputWatch = new OutputWatch()
   const corrupt = new CorruptEntries()
   const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log)
@@ -91,6 +91,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
 
   await markSpoolTopDirectory(layout.spool, log)
   const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups)
+  supervisor.rememberSubmissions(store.list({ all: true }))
   await cleanup.enforceQuota()
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()

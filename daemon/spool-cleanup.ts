@@ -108,7 +108,11 @@ export class SpoolCleanup {
   private async removeEntry(entry: Task): Promise<number> {
     // A task is forgotten first, so that nothing reads it while its files go; a corrupt entry
     // stays listed until its files are gone, so that a failed removal can be retried.
-    if (entry.state !== 'corrupt') this.store.forget(entry.id)
+    if (entry.state !== 'corrupt') {
+      // Its last record may still be on its way to disk: removing the folder under it would fail.
+      await this.store.settled(entry.id)
+      this.store.forget(entry.id)
+    }
     let freedBytes: number
     try {
       freedBytes = await removeTaskDir(this.spoolRoot, entry.id)

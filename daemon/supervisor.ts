@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { truncate } from 'node:fs/promises'
 import { customAlphabet } from 'nanoid'
 import type { Logger } from 'pino'
@@ -21,6 +22,8 @@ import type { LaunchPlan } from './sandbox/index.js'
 import type { SpawnExit, Spawner } from './spawner.js'
 import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
+import { setLongTimeout, type LongTimeout } from './long-timeout.js'
+import { Submissions } from './submissions.js'
 import type { TaskStore } from './task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from './sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, type Ending } from './transitions.js'
@@ -39,8 +42,14 @@ interface RunningEntry {
   members?: () => number[]
   /** The leader is bubblewrap around the command. */
   wrapped: boolean
-  timeoutTimer?: NodeJS.Timeout
+  timeoutTimer?: LongTimeout
   finished: Promise<Task>
+  /** The spawner has reported the leader's exit. */
+  exitKnown: boolean
+  /** After a stop: whether its first signal reached a live process of the task (else it had ended by itself). */
+  signalled?: boolean
+  /** When the stop began: whether the leader caught or ignored its signal (else that signal would have ended it). */
+  leaderHandles?: boolean
 }
 
 export interface KillRequest {
@@ -59,6 +68,7 @@ export class Supervisor {
   /** What tasks not started yet need at launch: env values (never persisted) and the folders pinned at acceptance. */
   private readonly pending = new Map<string, { env: Record<string, string>; paths: TaskPaths }>()
   private readonly checkTimer: NodeJS.Timeout
+  private readonly submissions = new Submissions()
   private accepting = true
 
   constructor(
@@ -71,13 +81,25 @@ export class Supervisor {
     private readonly onTaskFinished: (task: Task) => void = () => {},
     private readonly daemonHomes: DaemonHomes = { homes: () => [], registry: '' },
   ) {
-    this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency)
+    this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency, (error, owner) => this.log.error({ err: error, owner }, 'a task job failed'))
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
     this.checkTimer.unref()
   }
 
-  /** Admits a task: its spool folder and record exist when this resolves. */
-  async start(request: StartTaskBody): Promise<Task> {
+  /**
+   * Admits a task: its spool folder and record exist when this resolves. With an idempotency key,
+   * a retry of the same submission answers the first task instead of starting another.
+   */
+  start(request: StartTaskBody, options: { idempotencyKey?: string } = {}): Promise<Task> {
+    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission))
+  }
+
+  /** Relearns the idempotency keys of tasks loaded from the spool. */
+  rememberSubmissions(tasks: readonly Task[]): void {
+    this.submissions.remember(tasks)
+  }
+
+  private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null): Promise<Task> {
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
     if (request.shell && request.command.length !== 1) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
@@ -126,9 +148,11 @@ export class Supervisor {
       pidsMax: sandbox === 'strict' ? (request.pidsMax ?? this.config.strictPidsMax) : null,
       createdAt: new Date().toISOString(),
       spool,
+      ...(submission ?? {}),
     })
+    // Recorded first: a task that cannot be written (disk full) is refused and leaves nothing.
+    await this.store.create(task)
     this.pending.set(id, { env, paths })
-    await this.store.save(task, { createDir: true })
     this.log.info({ taskId: id, owner: task.owner }, 'task queued')
     this.scheduler.submit(task.owner, () => this.run(id))
     return task
@@ -140,13 +164,15 @@ export class Supervisor {
 
   /** Stops a task and resolves with its final record once no process of it is left. */
   async kill(id: string, request: KillRequest = {}): Promise<Task> {
+    // A task being launched is stopped as the running task it is about to be: recording it as
+    // killed before it started would rewrite what it did meanwhile.
+    for (let launching = this.launching.get(id); launching; launching = this.launching.get(id)) await launching
     const task = this.store.get(id)
     if (task.state === 'queued') {
+      // The same synchronous step finds it queued and records it cancelled: a launch can no longer begin.
       this.pending.delete(id)
-      const cancelled = await this.store.save(markCancelled(task, withNote('killed before it started', request.note), new Date()))
+      const cancelled = await this.store.transition(id, (current) => (current.state === 'queued' ? markCancelled(current, withNote('killed before it started', request.note), new Date()) : null))
       this.finishTask(cancelled)
-      // If it was being launched, its process is killed as soon as the launch answers.
-      await this.launching.get(id)
       return cancelled
     }
     const entry = this.running.get(id)
@@ -164,20 +190,25 @@ export class Supervisor {
   async shutdown(reason = 'daemon stopped'): Promise<void> {
     this.accepting = false
     clearInterval(this.checkTimer)
+    // Queued tasks that are not being launched never start: recorded failed in one synchronous
+    // pass, so no launch can begin after it. Tasks being launched are stopped once they run.
+    const now = new Date()
+    const cancelled: Array<Promise<void>> = []
     for (const task of this.store.list()) {
-      if (task.state === 'queued') {
-        this.pending.delete(task.id)
-        this.finishTask(await this.store.save(markFailed(task, `${reason} before the task started`, new Date())))
-      }
+      if (task.state !== 'queued' || this.launching.has(task.id)) continue
+      this.pending.delete(task.id)
+      const failed = this.store.transition(task.id, (current) => (current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now) : null))
+      cancelled.push(failed.then((ended) => this.finishTask(ended)))
     }
+    await Promise.all([...this.launching.values()])
     await Promise.all(
       [...this.running.entries()].map(([id, entry]) => {
         this.stop(id, entry, { state: 'killed', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
         return entry.finished.catch(() => undefined)
       }),
     )
-    // Tasks still being launched (recorded failed above) are killed by run() as soon as their
-    // launch answers; the spawner must outlive them, so it closes once every job is done.
+    await Promise.allSettled(cancelled)
+    // The spawner must outlive every job, so it closes once they are all done.
     await this.scheduler.idle()
     await this.store.flush()
     await this.spawner.close()
@@ -197,24 +228,28 @@ export class Supervisor {
     // kill() and shutdown() await it; a supervision failure is logged below either way.
     finished.catch(() => undefined)
     const cgroups = outcome.plan.cgroups
-    const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off' }
+    const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off', exitKnown: false }
+    void outcome.exited.then(
+      () => (entry.exitKnown = true),
+      () => undefined,
+    )
     this.running.set(id, entry)
+    // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
+    // the record is written while the task runs: neither the task nor its slot waits for it.
+    const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date()))
+    startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
     launched.settle()
     if (current.timeoutMs !== null) {
       const timeoutMs = current.timeoutMs
-      entry.timeoutTimer = setTimeout(() => {
+      entry.timeoutTimer = setLongTimeout(() => {
         this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
       }, timeoutMs)
     }
-    // The running record is written while the task runs: neither the task nor its slot waits for it
-    // (a later record of the same task always lands after it, or replaces it if it has not started).
-    const startedSave = this.store.save(markStarted(current, outcome.pid, new Date()))
-    startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
     this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
     let endedSave: Promise<Task>
     try {
       const result = await outcome.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
-      clearTimeout(entry.timeoutTimer)
+      entry.timeoutTimer?.clear()
       endedSave = result instanceof Error ? this.spawnerLost(id, entry, outcome.plan, result) : (await this.afterExit(id, entry, current, outcome.plan, result)).saved
     } catch (error) {
       endedSave = Promise.reject(error)
@@ -247,7 +282,7 @@ export class Supervisor {
     const pending = this.pending.get(id)
     this.pending.delete(id)
     if (!pending) {
-      this.finishTask(await this.store.save(markFailed(task, 'the task was accepted by an earlier daemon and never started', new Date())))
+      this.finishTask(await this.store.transition(id, (current) => markFailed(current, 'the task was accepted by an earlier daemon and never started', new Date())))
       return null
     }
     let launchSettled!: () => void
@@ -257,6 +292,7 @@ export class Supervisor {
       launchSettled()
     }
     const outputFile = outputPath(this.config.layout.spool, id)
+    // Whatever goes wrong on the way to a process is this task's failure, never the daemon's.
     const outcome = await launchTask({
       task,
       outputFile,
@@ -266,6 +302,9 @@ export class Supervisor {
       config: this.config,
       capabilities: this.capabilities,
       spawner: this.spawner,
+    }).catch((error: unknown): LaunchOutcome => {
+      this.log.error({ taskId: id, err: error }, 'launching the task failed')
+      return { started: false, reason: `could not start the task: ${(error as Error).message}` }
     })
     const current = this.store.get(id)
     if (current.state !== 'queued') {
@@ -281,7 +320,7 @@ export class Supervisor {
     if (!outcome.started) {
       this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
       settle()
-      this.finishTask(await this.store.save(markFailed(current, outcome.reason, new Date())))
+      this.finishTask(await this.store.transition(id, (latest) => markFailed(latest, outcome.reason, new Date())))
       return null
     }
     return { current, outcome, settle }
@@ -308,7 +347,7 @@ export class Supervisor {
     const released = plan.release()
     const ending = this.endingOf(entry, result, limits)
     const outputBytes = await this.settleOutput(this.store.get(id))
-    return { saved: released.then(() => this.store.save(markEnded(this.store.get(id), ending, outputBytes, new Date()))) }
+    return { saved: released.then(() => this.store.transition(id, (task) => markEnded(task, ending, outputBytes, new Date()))) }
   }
 
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
@@ -320,13 +359,17 @@ export class Supervisor {
     if (entry.stopped) await entry.stopped
     await plan.release()
     const outputBytes = await this.settleOutput(this.store.get(id))
-    return this.store.save(markLost(this.store.get(id), `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
+    return this.store.transition(id, (task) => markLost(task, `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
   }
 
   private stop(id: string, entry: RunningEntry, stopping: NonNullable<RunningEntry['stopping']>): void {
     if (entry.stopping) return
+    // It has already exited (reported, or a zombie not yet reaped): it ended by itself, and is
+    // recorded as it ended, not as stopped by tend.
+    if (entry.exitKnown || !isProcessRunning(entry.pid)) return
     entry.stopping = stopping
-    clearTimeout(entry.timeoutTimer)
+    entry.leaderHandles = handlesSignal(entry.pid, stopping.signal)
+    entry.timeoutTimer?.clear()
     this.log.info({ taskId: id, reason: stopping.reason }, 'task stopping')
     entry.stopped = killTree({
       taskId: id,
@@ -337,7 +380,9 @@ export class Supervisor {
       members: entry.members,
       wrapped: entry.wrapped,
     }).then(
-      () => undefined,
+      (result) => {
+        entry.signalled = result.signalled
+      },
       (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
     )
   }
@@ -347,6 +392,10 @@ export class Supervisor {
     // Behind bubblewrap a signal death arrives as 128+N, like a shell reports it.
     const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (entry.stopping || limits.memory) ? signalName(exitCode - 128) : null)
     const pidsNote = limits.pids ? `; ${limits.pids}` : ''
+    // A stop that raced the task's own exit: nothing was left to signal, or the leader (which would
+    // have died of the signal, not catching it) exited with a code of its own. It exited.
+    const ownExit = result.signal === null && !limits.memory && (entry.signalled === false || (!entry.wrapped && entry.leaderHandles === false))
+    if (entry.stopping && ownExit) return { state: 'exited', exitCode: exitCode ?? 0 }
     if (entry.stopping) return { state: entry.stopping.state, exitCode, signal, reason: `${entry.stopping.reason}${pidsNote}` }
     if (limits.memory) return { state: 'killed', exitCode, signal: signal ?? 'SIGKILL', reason: `${limits.memory}${pidsNote}` }
     if (signal !== null) return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend${pidsNote}` }
@@ -383,6 +432,30 @@ export class Supervisor {
     if (!isFinished(task)) return
     this.outputWatch.wakeAll(task.id)
     this.onTaskFinished(task)
+  }
+}
+
+/** Whether a process catches or ignores a signal (/proc/<pid>/status SigCgt, SigIgn); true when unknown. */
+function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
+  const number = typeof signal === 'number' ? signal : (constants.signals as Record<string, number>)[signal]
+  if (!number) return true
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const mask = (name: string) => BigInt(`0x${new RegExp(`^${name}:\\s*([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? 'ffffffffffffffff'}`)
+    const bit = 1n << BigInt(number - 1)
+    return ((mask('SigCgt') | mask('SigIgn')) & bit) !== 0n
+  } catch {
+    return true
+  }
+}
+
+/** A live process, not a zombie waiting to be reaped. */
+function isProcessRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat[stat.lastIndexOf(')') + 2] !== 'Z'
+  } catch {
+    return false
   }
 }
 

@@ -1,6 +1,9 @@
+import { rm } from 'node:fs/promises'
+import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../protocol/index.js'
-import { RecordWriter } from '../spool/index.js'
+import { RecordWriter, taskDir } from '../spool/index.js'
 import type { EventLog } from './event-log.js'
+import { spoolWriteError } from './spool-errors.js'
 
 export interface ListFilter {
   /** Include finished tasks. */
@@ -8,19 +11,37 @@ export interface ListFilter {
   owner?: string
 }
 
+/** A change of one task, computed from its current version; null when there is nothing to change. */
+export type Transition = (current: Task) => Task | null
+
+/** How long a record that could not be written (disk full) waits before the next try, at most. */
+const RETRY_MAX_MS = 5000
+
 /**
- * The daemon's tasks: held in memory, each change written to its task.json (one write at a time
- * per task, in order) and announced on the event log when the state changed.
+ * The daemon's tasks: held in memory, each change written to its task.json and announced on the
+ * event log once it is on disk.
+ *
+ * Every change is a compare-and-set on the task's current version: `transition()` computes the
+ * next version from the one in memory and installs it in the same synchronous step, so no change
+ * is ever made from a stale copy. Versions reach the disk in order (the record writer never
+ * writes an older one over a newer one), and each is announced, in order, only once it is there.
+ * A record that cannot be written for lack of space is retried until it lands (the newest
+ * version of the task, never an older one); its event waits for it.
  */
 export class TaskStore {
   private readonly tasks = new Map<string, Task>()
+  private readonly versions = new Map<string, number>()
+  /** The version and state last announced per task: each version at most once, in order. */
+  private readonly announced = new Map<string, { version: number; state: Task['state'] }>()
+  /** Per task, the write of its newest version: answers once that version is on disk. */
+  private readonly landing = new Map<string, Promise<Task>>()
   private readonly finishWaiters = new Map<string, Set<(task: Task) => void>>()
-
   private readonly writer: RecordWriter
 
   constructor(
-    spoolRoot: string,
+    private readonly spoolRoot: string,
     private readonly events: EventLog,
+    private readonly log?: Logger,
   ) {
     this.writer = new RecordWriter(spoolRoot)
     this.writer.start()
@@ -29,22 +50,56 @@ export class TaskStore {
   /** Loads a task from the spool without announcing it. */
   adopt(task: Task): void {
     this.tasks.set(task.id, task)
+    this.versions.set(task.id, 0)
+    this.announced.set(task.id, { version: 0, state: task.state })
   }
 
   /**
-   * Records a new version of a task: persists it, and publishes an event if its state changed.
-   * `createDir` (a new task) makes its spool folder and empty output.log first.
+   * Records a new task: its spool folder, empty output.log and task.json are made first, and only
+   * then does the task exist for anyone else. A failure (disk full) leaves nothing behind.
    */
-  async save(task: Task, options: { createDir?: boolean } = {}): Promise<Task> {
-    const previous = this.tasks.get(task.id)
-    this.tasks.set(task.id, task)
-    await this.persist(task, options.createDir === true)
-    if (previous?.state !== task.state) this.events.publishState(task)
-    if (isFinished(task)) {
-      for (const waiter of this.finishWaiters.get(task.id) ?? []) waiter(task)
-      this.finishWaiters.delete(task.id)
+  async create(task: Task): Promise<Task> {
+    if (this.tasks.has(task.id)) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} exists already` })
+    try {
+      await this.writer.write(task, { createDir: true })
+    } catch (error) {
+      await rm(taskDir(this.spoolRoot, task.id), { recursive: true, force: true }).catch(() => undefined)
+      throw spoolWriteError(error, `recording the new task ${task.id}`)
     }
+    this.tasks.set(task.id, task)
+    this.versions.set(task.id, 1)
+    this.announce(task, 1)
     return task
+  }
+
+  /**
+   * Changes a task from its current version (compare-and-set): `change` sees the version in
+   * memory and answers the next one (or null). Answers the task as it then is, once that version
+   * is on disk and announced. A transition that does not apply to the current state throws
+   * (TEND_ERR_ILLEGAL_TRANSITION), with nothing changed.
+   */
+  transition(id: string, change: Transition): Promise<Task> {
+    const current = this.get(id)
+    const next = change(current)
+    if (next === null || next === current) return this.landing.get(id) ?? Promise.resolve(current)
+    const version = (this.versions.get(id) ?? 0) + 1
+    this.tasks.set(id, next)
+    this.versions.set(id, version)
+    const landed = this.persist(id, version)
+    this.landing.set(id, landed)
+    void landed.then(
+      () => this.landing.get(id) === landed && this.landing.delete(id),
+      () => this.landing.get(id) === landed && this.landing.delete(id),
+    )
+    return landed
+  }
+
+  /**
+   * Records a version made elsewhere (recovery, before the daemon serves): like transition(), but
+   * from a task the caller read itself.
+   */
+  save(task: Task): Promise<Task> {
+    return this.transition(task.id, () => task)
   }
 
   /** Updates fields that are not a state change (live output size) without writing or announcing. */
@@ -74,13 +129,16 @@ export class TaskStore {
     const task = this.tasks.get(id)
     if (!task) return
     this.tasks.delete(id)
+    this.versions.delete(id)
+    this.announced.delete(id)
+    this.landing.delete(id)
     this.events.publish('task.removed', task)
   }
 
-  /** Resolves with the task once it has finished, or with its current version after timeoutMs. */
+  /** Resolves with the task once it has finished (on disk), or with its current version after timeoutMs. */
   whenFinished(id: string, timeoutMs: number): Promise<Task> {
     const task = this.get(id)
-    if (isFinished(task) || timeoutMs <= 0) return Promise.resolve(task)
+    if ((isFinished(task) && this.announced.get(id)?.state === task.state) || timeoutMs <= 0) return Promise.resolve(task)
     return new Promise((resolve) => {
       const waiters = this.finishWaiters.get(id) ?? new Set()
       this.finishWaiters.set(id, waiters)
@@ -96,6 +154,12 @@ export class TaskStore {
     })
   }
 
+  /** Resolves once the task's newest version is on disk (or its write failed). */
+  settled(id: string): Promise<void> {
+    const landing = this.landing.get(id)
+    return landing ? landing.then(() => undefined, () => undefined) : Promise.resolve()
+  }
+
   /** Resolves once every record write asked for so far has landed. */
   flush(): Promise<void> {
     return this.writer.flush()
@@ -106,12 +170,44 @@ export class TaskStore {
     return this.writer.close()
   }
 
-  private async persist(task: Task, createDir: boolean): Promise<void> {
-    // One writer thread takes the writes in order, so a task's records land in the order they were made.
-    try {
-      await this.writer.write(task, { createDir })
-    } catch (error) {
-      throw new TendError('TEND_ERR_SPOOL_IO', { detail: `writing task.json of ${task.id}: ${(error as Error).message}` }, { cause: error })
+  /**
+   * Writes the task's newest version (at least `version`) and announces what landed. A disk-full
+   * failure is retried, always with the newest version, until it lands; other failures reject.
+   */
+  private async persist(id: string, version: number): Promise<Task> {
+    let delayMs = 100
+    let warned = false
+    for (;;) {
+      const latest = this.tasks.get(id)
+      const latestVersion = this.versions.get(id) ?? version
+      // Forgotten meanwhile (rm): nothing more to record.
+      if (!latest) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+      try {
+        await this.writer.write(latest)
+        if (warned) this.log?.info({ taskId: id }, 'task record written after the disk had space again')
+        this.announce(latest, latestVersion)
+        return latest
+      } catch (error) {
+        const failure = spoolWriteError(error, `writing task.json of ${id}`)
+        if (failure.code !== 'TEND_ERR_SPOOL_FULL') throw failure
+        if (!warned) this.log?.error({ taskId: id, err: error }, 'no space for a task record; retrying until there is')
+        warned = true
+        await new Promise((resolve) => setTimeout(resolve, delayMs).unref())
+        delayMs = Math.min(delayMs * 2, RETRY_MAX_MS)
+      }
+    }
+  }
+
+  /** Publishes a version that is on disk: each at most once and in order, each state once. */
+  private announce(task: Task, version: number): void {
+    const last = this.announced.get(task.id)
+    if (last && last.version >= version) return
+    this.announced.set(task.id, { version, state: task.state })
+    if (last?.state === task.state) return
+    this.events.publishState(task)
+    if (isFinished(task)) {
+      for (const waiter of this.finishWaiters.get(task.id) ?? []) waiter(task)
+      this.finishWaiters.delete(task.id)
     }
   }
 }

@@ -17,3 +17,10 @@ export const DEFAULT_OWNER = 'operator'
  * that owner's tasks, and start tasks only for it. Requests without it are the operator's.
  */
 export const OWNER_HEADER = 'x-tend-owner'
+
+/**
+ * `POST /v1/tasks` with this header is idempotent: every try with the same key (and body) answers
+ * the first task. The client sends a fresh one per start() and reuses it when it retries.
+ */
+export const IDEMPOTENCY_HEADER = 'idempotency-key'
+export const IDEMPOTENCY_KEY_PATTERN = '^[A-Za-z0-9._:-]{1,128}$'

@@ -24,6 +24,8 @@ export const TaskSchema = Type.Object(
     network: Type.Boolean(),
     writablePaths: Type.Array(Type.String()),
     sandboxWritable: Type.Optional(Type.Array(Type.String())),
+    idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
+    requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
     memoryBytes: Nullable(Type.Integer()),
     pidsMax: Nullable(Type.Integer()),
     state: Type.Enum(TASK_STATES, { description: 'corrupt: a spool entry that cannot be read (reason says why; the other fields hold what could be salvaged)' }),

@@ -49,6 +49,10 @@ export interface TaskBase {
   createdAt: string
   /** The task's spool folder: task.json and output.log live here. */
   spool: string
+  /** The key its submission was made with (`Idempotency-Key`), if any: a retry answers this task. */
+  idempotencyKey?: string
+  /** A hash of that submission's request, to tell a retry from another request with the same key. */
+  requestHash?: string
 }
 
 interface NotStarted { startedAt: null; pid: null }

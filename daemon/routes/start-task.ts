@@ -1,6 +1,6 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
-import { ErrorSchema, StartTaskBody, TendError } from '../../protocol/index.js'
+import { ErrorSchema, IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, StartTaskBody, TendError } from '../../protocol/index.js'
 import { requestOwner } from '../owner-scope.js'
 import { Type } from 'typebox'
 
@@ -21,8 +21,19 @@ export function registerStartTaskRoute(app: TendApp, context: DaemonContext): vo
       if (owner !== null && body.owner !== undefined && body.owner !== owner) {
         throw new TendError('TEND_ERR_VALIDATION', { detail: `body/owner: a request acting for ${owner} cannot start a task for ${body.owner}` })
       }
-      const task = await context.supervisor.start({ ...body, owner: owner ?? body.owner })
+      const task = await context.supervisor.start({ ...body, owner: owner ?? body.owner }, { idempotencyKey: idempotencyKey(request.headers[IDEMPOTENCY_HEADER]) })
       return reply.status(201).send(task)
     },
   )
+}
+
+const KEY = new RegExp(IDEMPOTENCY_KEY_PATTERN)
+
+function idempotencyKey(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined
+  const key = Array.isArray(header) ? header[0] : header
+  if (key === undefined || !KEY.test(key)) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `headers/${IDEMPOTENCY_HEADER}: expected 1 to 128 letters, digits or ._:-, got ${JSON.stringify(key?.slice(0, 140))}` })
+  }
+  return key
 }

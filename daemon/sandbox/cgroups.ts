@@ -22,18 +22,25 @@ export class TaskCgroups {
     private readonly limits: CgroupLimits | null,
   ) {}
 
+  /** Makes the task's groups and sets their limits; on any failure removes what it made, then throws. */
   static async create(roots: { memory: string | null; pids: string }, taskId: string, limits: CgroupLimits | null): Promise<TaskCgroups> {
     const pidsDir = join(roots.pids, taskId)
     // cgroupfs lives in memory: a plain mkdir costs less than a trip through the thread pool.
     mkdirSync(pidsDir, { recursive: true })
     if (!limits || !roots.memory) return new TaskCgroups(null, pidsDir, null)
     const memoryDir = join(roots.memory, taskId)
-    await mkdir(memoryDir, { recursive: true })
-    await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
-    // Without this the limit only moves the excess to swap.
-    await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
-    await writeFile(join(pidsDir, 'pids.max'), String(limits.pidsMax))
-    return new TaskCgroups(memoryDir, pidsDir, limits)
+    const groups = new TaskCgroups(memoryDir, pidsDir, limits)
+    try {
+      await mkdir(memoryDir, { recursive: true })
+      await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
+      // Without this the limit only moves the excess to swap.
+      await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
+      await writeFile(join(pidsDir, 'pids.max'), String(limits.pidsMax))
+    } catch (error) {
+      await groups.remove()
+      throw new Error(`setting the task's cgroup limits (memory ${limits.memoryBytes} bytes, ${limits.pidsMax} processes) failed: ${(error as Error).message}`, { cause: error })
+    }
+    return groups
   }
 
   /** The cgroup.procs files the task's first process writes its pid to before it execs. */

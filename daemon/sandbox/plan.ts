@@ -64,7 +64,11 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const extraFiles: string[] = []
   if (task.sandbox === 'strict') {
     const programFile = join(task.spool, 'seccomp.bpf')
-    await writeFile(programFile, strictSeccompProgram(), { mode: 0o600 })
+    // A program that cannot be written (disk full) fails the task, and leaves no group behind.
+    await writeFile(programFile, strictSeccompProgram(), { mode: 0o600 }).catch(async (error: unknown) => {
+      await release()
+      throw error
+    })
     extraFiles.push(programFile)
   }
   const common = {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
+import { waitFor } from '../helpers/wait-for.js'
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -95,7 +96,10 @@ describe('a deleted output.log', () => {
 
   test('a long-poll on a running task whose output.log is deleted answers 410 instead of waiting', async () => {
     const started = await daemon.client.start({ command: ['sleep', '1000'] })
-    const spool = (await daemon.client.get(started.id)).spool
+    const spool = (await waitFor('the task to run', async () => {
+      const task = await daemon.client.get(started.id)
+      return task.state === 'running' ? task : null
+    })).spool
     try {
       const read = daemon.client.read(started.id, { waitMs: 20_000 })
       rmSync(join(spool, 'output.log'))

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { isFinished, TendClient, type Task, type TendClientOptions } from '../../client/index.js'
+import { isFinished, isTendError, TendClient, type Task, type TendClientOptions } from '../../client/index.js'
 import { noticeText } from './notice.js'
 
 /** Hands a completion notice to the agent; answers false when it could not be delivered. */
@@ -21,6 +21,9 @@ export class OwnerSession {
   private readonly watching = new Map<string, number>()
   private readonly endedWhileWatched = new Map<string, Task>()
   private readonly pending: string[] = []
+  /** Tasks last known queued or running, and when that was last known: what a resync after an events gap compares with. */
+  private readonly live = new Set<string>()
+  private syncedAt = Date.now()
   private readonly stopping = new AbortController()
   private subscription: Promise<void> | undefined
 
@@ -36,6 +39,8 @@ export class OwnerSession {
   async open(): Promise<void> {
     if (this.subscription) return
     const { events } = await this.client.status()
+    this.syncedAt = Date.now()
+    for (const task of await this.client.list()) this.live.add(task.id)
     this.subscription = this.follow(events.daemonId, events.lastSeq)
   }
 
@@ -111,6 +116,21 @@ export class OwnerSession {
     if (!delivered) this.pending.push(text)
   }
 
+  /**
+   * After an events gap: every task that ended meanwhile — one known to be running, or one made
+   * since the last event seen — is announced (once, as always). Answers the seq to follow from.
+   */
+  private async resync(): Promise<number> {
+    const { events } = await this.client.status()
+    const since = this.syncedAt
+    this.syncedAt = Date.now()
+    for (const task of await this.client.list({ all: true })) {
+      if (!isFinished(task)) this.live.add(task.id)
+      else if (this.live.delete(task.id) || Date.parse(task.createdAt) >= since) this.announce(task)
+    }
+    return events.lastSeq
+  }
+
   private async follow(daemonId: string, since: number): Promise<void> {
     let currentDaemon = daemonId
     let lastSeq = since
@@ -119,10 +139,25 @@ export class OwnerSession {
         for await (const event of this.client.events({ since: lastSeq, signal: this.stopping.signal })) {
           currentDaemon = event.daemonId
           lastSeq = event.seq
-          if (event.type !== 'task.removed' && isFinished(event.task)) this.announce(event.task)
+          this.syncedAt = Date.now()
+          if (event.type === 'task.removed') this.live.delete(event.task.id)
+          else if (!isFinished(event.task)) this.live.add(event.task.id)
+          else {
+            this.live.delete(event.task.id)
+            this.announce(event.task)
+          }
         }
-      } catch {
-        // The stream broke (daemon restarting): pick up where it left off.
+      } catch (error) {
+        // Events were lost to this reader (it fell behind the daemon's window): resync from the
+        // task list, then follow from the newest event. Otherwise the stream broke (the daemon
+        // restarting): pick up where it left off.
+        if (isTendError(error, 'TEND_ERR_EVENTS_GAP')) {
+          const resynced = await this.resync().catch(() => undefined)
+          if (resynced !== undefined) {
+            lastSeq = resynced
+            continue
+          }
+        }
       }
       if (this.stopping.signal.aborted) return
       await delay(RESUBSCRIBE_DELAY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined)
