@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -24,25 +25,30 @@ const TMP_SIZE = 8 * 1024 * 1024
 /** The whole suite, against a daemon as root and as the unprivileged test user. */
 function defineRoutes(who: 'root' | 'non-root'): void {
 describe(`escape routes, daemon as ${who}`, () => {
-  const base = mkdtempSync(`/var/tmp/tend-routes-${who}-`)
+  // Named now, made when the suite runs (beforeAll): a filtered run that skips it leaves nothing behind.
+  const base = join('/var/tmp', `tend-routes-${who}-${process.pid}-${randomBytes(4).toString('hex')}`)
   const userHome = join(base, 'user')
   const tendHome = join(base, 'tend-home')
   const otherHome = join(base, 'other-home')
   const outside = join(base, 'outside')
   const corePatternBefore = readFileSync('/proc/sys/kernel/core_pattern', 'utf8')
 
-  mkdirSync(join(userHome, '.ssh'), { recursive: true, mode: 0o700 })
-  writeFileSync(join(userHome, '.ssh', 'id_rsa'), `${SSH_SECRET}\n`, { mode: 0o600 })
-  writeFileSync(join(userHome, '.bashrc'), '# planted\n')
-  mkdirSync(join(userHome, '.cache', 'host-tool'), { recursive: true })
-  writeFileSync(join(userHome, '.cache', 'host-tool', 'entry'), 'host cache\n')
-  mkdirSync(outside)
-  mkdirSync(tendHome)
-  mkdirSync(otherHome)
-  writeFileSync(join(tendHome, 'config.json'), JSON.stringify({ tmpSizeBytes: TMP_SIZE }))
   const owner = who === 'root' ? { uid: 0, gid: 0 } : checkUnprivilegedUser()
   const daemonUser: TestDaemonOptions['user'] = who === 'root' ? undefined : 'unprivileged'
-  chownTree(base)
+
+  function plantHost(): void {
+    mkdirSync(base, { mode: 0o700 })
+    mkdirSync(join(userHome, '.ssh'), { recursive: true, mode: 0o700 })
+    writeFileSync(join(userHome, '.ssh', 'id_rsa'), `${SSH_SECRET}\n`, { mode: 0o600 })
+    writeFileSync(join(userHome, '.bashrc'), '# planted\n')
+    mkdirSync(join(userHome, '.cache', 'host-tool'), { recursive: true })
+    writeFileSync(join(userHome, '.cache', 'host-tool', 'entry'), 'host cache\n')
+    mkdirSync(outside)
+    mkdirSync(tendHome)
+    mkdirSync(otherHome)
+    writeFileSync(join(tendHome, 'config.json'), JSON.stringify({ tmpSizeBytes: TMP_SIZE }))
+    chownTree(base)
+  }
 
   /** Everything the suite plants belongs to the daemon's user, as a user's own project and home would. */
   function chownTree(path: string): void {
@@ -61,6 +67,7 @@ describe(`escape routes, daemon as ${who}`, () => {
   const taskIds: string[] = []
 
   beforeAll(async () => {
+    plantHost()
     daemon = await startTestDaemon({
       user: daemonUser,
       home: tendHome,
