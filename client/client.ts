@@ -4,6 +4,8 @@ import { resolve } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import {
   IDEMPOTENCY_HEADER,
+  isTendError,
+  TendError,
   isFinished,
   OWNER_HEADER,
   WAIT_MS_LIMIT,
@@ -170,11 +172,15 @@ export class TendClient {
     return this.call<DaemonStatus>('GET', '/v1/status')
   }
 
-  /** Asks the daemon to stop and resolves once its socket no longer answers. */
-  async stopDaemon(options: { timeoutMs?: number } = {}): Promise<{ stopped: boolean; pid: number | null }> {
+  /**
+   * Asks the daemon to stop and resolves once it has exited. With keepTasks its running tasks go
+   * on under their keepers, for the next daemon to supervise.
+   */
+  async stopDaemon(options: { timeoutMs?: number; keepTasks?: boolean } = {}): Promise<{ stopped: boolean; pid: number | null }> {
     let pid: number | null = null
     try {
-      pid = (await this.http.request<{ pid: number }>('POST', '/v1/stop')).pid
+      const body = options.keepTasks ? { keepTasks: true } : undefined
+      pid = (await this.http.request<{ pid: number }>('POST', '/v1/stop', { body })).pid
     } catch (error) {
       if (isUnreachable(error)) return { stopped: false, pid: null }
       throw error
@@ -186,6 +192,19 @@ export class TendClient {
       await delay(20)
     }
     return { stopped: false, pid }
+  }
+
+  /**
+   * Replaces the daemon with a new one of the installed version (an upgrade) without stopping a
+   * task: the old one lets go of its tasks, the new one supervises them again. Starts one if none
+   * ran.
+   */
+  async restartDaemon(options: { timeoutMs?: number } = {}): Promise<{ previousPid: number | null; pid: number }> {
+    const stopped = await this.stopDaemon({ ...options, keepTasks: true })
+    if (stopped.pid !== null && !stopped.stopped) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${stopped.pid}) is still stopping` })
+    await ensureDaemon(this.options)
+    const { pid } = await this.status()
+    return { previousPid: stopped.pid, pid }
   }
 
   /** Lifecycle events; reconnects by sequence number when the stream drops. */
@@ -213,20 +232,32 @@ export class TendClient {
    * error. Every try of a submission carries the same idempotency key, so it never runs twice.
    */
   private async withDaemon<T>(send: () => Promise<T>): Promise<T> {
+    const shutdownDeadline = Date.now() + SHUTDOWN_WAIT_MS
     for (let attempt = 1; ; attempt++) {
       try {
         return await send()
       } catch (error) {
+        // A daemon that is being replaced (tend restart) refuses new work for a moment: wait for
+        // its successor rather than fail.
+        if (this.options.autoStart && isTendError(error, 'TEND_ERR_SHUTTING_DOWN') && Date.now() < shutdownDeadline) {
+          await delay(50)
+          continue
+        }
         if (!this.options.autoStart || !isUnreachable(error) || attempt >= UNREACHABLE_ATTEMPTS) throw error
       }
+      // A daemon that was just killed can still accept a connection or two: back off a little.
+      if (attempt > 1) await delay(Math.min(50 * 2 ** (attempt - 2), 1000))
       this.starting ??= ensureDaemon(this.options).finally(() => (this.starting = undefined))
       await this.starting
     }
   }
 }
 
+/** How long a request waits for a daemon that is shutting down to be replaced. */
+const SHUTDOWN_WAIT_MS = 30_000
+
 /** Tries of one request while the daemon is unreachable (each after starting one). */
-const UNREACHABLE_ATTEMPTS = 4
+const UNREACHABLE_ATTEMPTS = 8
 
 function processAlive(pid: number): boolean {
   try {
