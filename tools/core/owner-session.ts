@@ -160,11 +160,18 @@ export class OwnerSession {
         }
       }
       if (this.stopping.signal.aborted) return
-      await delay(RESUBSCRIBE_DELAY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined)
-      const status = await this.client.status().catch(() => undefined)
-      if (status && status.events.daemonId !== currentDaemon) {
-        currentDaemon = status.events.daemonId
-        lastSeq = 0
+      // Follow again only once a daemon answers, and from the start of its events if it is a new
+      // one: its first events (the endings it found when it started) are this session's too.
+      for (;;) {
+        await delay(RESUBSCRIBE_DELAY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined)
+        if (this.stopping.signal.aborted) return
+        const status = await this.client.status().catch(() => undefined)
+        if (!status) continue
+        if (status.events.daemonId !== currentDaemon) {
+          currentDaemon = status.events.daemonId
+          lastSeq = 0
+        }
+        break
       }
     }
   }
