@@ -17,6 +17,7 @@ import {
 import { outputPath, outputSize, outputSizeSync, taskDir } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from './kill-tree.js'
+import { processState } from './process-scan.js'
 import { launchTask, type LaunchOutcome } from './launch.js'
 import type { LaunchPlan } from './sandbox/index.js'
 import type { SpawnExit, Spawner } from './spawner.js'
@@ -451,12 +452,8 @@ function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
 
 /** A live process, not a zombie waiting to be reaped. */
 function isProcessRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat[stat.lastIndexOf(')') + 2] !== 'Z'
-  } catch {
-    return false
-  }
+  const state = processState(pid)
+  return state !== null && state !== 'Z' && state !== 'X'
 }
 
 function signalName(signal: NodeJS.Signals | number): string {
