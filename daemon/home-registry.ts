@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { mkdir, open, rename, rm } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { resolveHome } from '../protocol/index.js'
@@ -77,6 +77,36 @@ export function liveDaemonHomes(env: Env): string[] {
     if (existsSync(entry.home)) homes.add(realPathOrSelf(entry.home))
   }
   return [...homes]
+}
+
+/** A registry unchanged for this long is trusted to stay as read: its folder's mtime ticks coarsely. */
+const SETTLED_MS = 1000
+
+/**
+ * liveDaemonHomes() for a caller that asks per task: the registry is read again only when its
+ * folder has changed (a daemon registered or left). A daemon that died without leaving stays
+ * masked until then, which hides nothing that should be seen. A folder changed within the last
+ * second is read every time: a change in the same tick of its mtime would otherwise be missed.
+ */
+export function cachedLiveDaemonHomes(env: Env): () => string[] {
+  const dir = homeRegistryDir(env)
+  let cached: { stamp: string; registered: string[] } | null = null
+  return () => {
+    let stamp: string | null = null
+    try {
+      const info = statSync(dir, { bigint: true })
+      if (Date.now() - Number(info.mtimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.mtimeNs}`
+    } catch {
+      // No registry yet: nothing registered.
+    }
+    if (stamp === null || cached?.stamp !== stamp) {
+      const registered = liveDaemonHomes(env)
+      cached = stamp === null ? null : { stamp, registered }
+      return registered
+    }
+    // The default home may have been made since: its real path is asked each time.
+    return [...new Set([realPathOrSelf(defaultHome(env)), ...cached.registered])]
+  }
 }
 
 function readEntry(file: string): RegistryEntry | null {

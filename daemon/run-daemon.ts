@@ -16,7 +16,7 @@ import { Supervisor } from './supervisor.js'
 import { createSpawner } from './create-spawner.js'
 import { markSpoolTopDirectory } from './spool-topdir.js'
 import { detectSandbox } from './sandbox/index.js'
-import { homeRegistryDir, liveDaemonHomes } from './home-registry.js'
+import { cachedLiveDaemonHomes, homeRegistryDir } from './home-registry.js'
 import { TaskStore } from './task-store.js'
 import { readVersion } from './version.js'
 
@@ -71,7 +71,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // The quota is enforced on a timer (below), not after every task: it walks every task.
   const spawner = await createSpawner(config.spawner, log)
   // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
-  const daemonHomes = { homes: () => liveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
+  const daemonHomes = { homes: cachedLiveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   const context: DaemonContext = {
     config,

@@ -9,7 +9,6 @@ import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { isWithin, reachableBy, type TaskPaths } from './path-policy.js'
-import { writableProcEntries } from './proc-knobs.js'
 import { strictSeccompProgram } from './seccomp.js'
 
 /** How to start one task (what the spawner gets), and what to release after it. */
@@ -130,13 +129,12 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     '--dev', '/dev',
     '--perms', '1777', '--size', tmpSize, '--tmpfs', '/dev/shm',
     '--remount-ro', '/dev',
-    '--proc', '/proc',
+    // A fresh proc mount leaves the kernel's knobs writable to a uid-0 task without capabilities
+    // (core_pattern alone runs a program as root on the host). The whole mount is read-only: every
+    // knob this kernel has or will add, in one remount (binding each knob costs a mount apiece).
+    '--proc', '/proc', '--remount-ro', '/proc',
+    '--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp',
   ]
-  // A fresh proc mount leaves the kernel's knobs writable to a uid-0 task without capabilities
-  // (core_pattern alone runs a program as root on the host): each is bound read-only from the
-  // host's /proc (the same global settings).
-  for (const entry of writableProcEntries()) args.push('--ro-bind-try', `/proc/${entry}`, `/proc/${entry}`)
-  args.push('--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp')
   // Run as taskUser, bubblewrap sees only what that user can reach: the rest is protected by file
   // modes, and a mount on it would fail.
   const reachable = (path: string) => config.taskIdentity === null || reachableBy(path, config.taskIdentity)

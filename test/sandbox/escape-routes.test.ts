@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -376,6 +376,31 @@ describe(`escape routes, daemon as ${who}`, () => {
       const { output } = await attempt(`ls -A ${q(otherHome)} ${q(defaultHome)} | sed 's/^/listed: /'; echo done`)
       expect(output).toContain('done')
       expect(output).not.toMatch(/listed: (tend\.sock|planted|spool|daemon\.log)/)
+    })
+
+    test('a daemon started after this one has run tasks is masked from its very next task', async () => {
+      // The daemon keeps what it read of a registry that has settled (unchanged for a second): let it
+      // settle, have a task read it, register a newcomer, let the registry settle again. The
+      // newcomer's home must be masked all the same.
+      // The daemons' HOME is userHome (the registry is beside their default home).
+      const registry = join(userHome, '.local', 'state', 'tend-homes')
+      const settled = () => waitFor('the registry of daemon homes unchanged for over a second', () => Date.now() - statSync(registry).mtimeMs > 1500)
+      await settled()
+      await attempt('true')
+      const lateHome = join(base, 'late-home')
+      mkdirSync(lateHome)
+      const late = await startTestDaemon({ user: daemonUser, home: lateHome, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'off' } })
+      try {
+        await settled()
+        const marker = join(outside, 'via-late-daemon')
+        const { output } = await attempt(`ls -A ${q(lateHome)} | sed 's/^/listed: /'; ${postTaskLine(join(lateHome, 'tend.sock'), marker)}; echo done`)
+        expect(output).toContain('done')
+        expect(output).not.toMatch(/listed: (tend\.sock|spool|daemon\.log)/)
+        expect(await late.client.list({ all: true })).toEqual([])
+        expect(existsSync(marker)).toBe(false)
+      } finally {
+        await late.stop()
+      }
     })
   })
 
