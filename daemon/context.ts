@@ -24,7 +24,7 @@ export interface DaemonContext {
   outputWatch: OutputWatch
   log: Logger
   /** Asks the daemon to stop (answers at once; the stop happens after the reply is sent). */
-  requestStop: () => void
+  requestStop: (options?: { keepTasks?: boolean }) => void
   /** Closes live streams (event subscribers) so the server can close. */
   readonly closing: AbortSignal
 }

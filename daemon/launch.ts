@@ -10,6 +10,8 @@ import type { SpawnExit, Spawner } from './spawner.js'
 export interface LaunchRequest {
   task: Task
   outputFile: string
+  /** Where the task's keeper records how it ended. */
+  exitFile: string
   /** Values for the task's envKeys (kept in memory only, never written to the spool). */
   envAdditions: Record<string, string>
   paths: TaskPaths
@@ -20,7 +22,7 @@ export interface LaunchRequest {
 }
 
 export type LaunchOutcome =
-  | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan }
+  | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
   | { started: false; reason: string }
 
 /**
@@ -41,6 +43,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
     task,
     programPath: program.path,
     outputFile: request.outputFile,
+    exitFile: request.exitFile,
     envAdditions: request.envAdditions,
     paths: request.paths,
     masks: request.masks,
@@ -59,7 +62,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
     await plan.release()
     return { started: false, reason: outcome.message }
   }
-  return { started: true, pid: outcome.pid, exited: outcome.exited, plan }
+  return { started: true, pid: outcome.pid, exited: outcome.exited, plan, keeper: outcome.keeper ?? null }
 }
 
 /** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */

@@ -4,7 +4,22 @@ import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { cwdChangedFailure, dataFileFailure, descriptorLayout, pinnedDirFailure, spawnRequestProblem, userFailure, type SpawnExit, type SpawnOutcome, type SpawnRequest, type Spawner } from './spawner.js'
+import { readExitFile, signalName } from './exit-file.js'
+import {
+  cwdChangedFailure,
+  dataFileFailure,
+  descriptorLayout,
+  pinnedDirFailure,
+  spawnRequestProblem,
+  userFailure,
+  type AttachOutcome,
+  type AttachRequest,
+  type KeeperRef,
+  type SpawnExit,
+  type SpawnOutcome,
+  type SpawnRequest,
+  type Spawner,
+} from './spawner.js'
 
 /** Where the helper's complaints go (a pino logger fits). */
 export interface SpawnerLog {
@@ -24,15 +39,26 @@ const MAX_REQUEST_BYTES = 64 * 1024 * 1024
 /** The wire's limit on extra files, in-memory files and pinned folders together. */
 const MAX_DESCRIPTORS = 1024
 
+/** The wire's limits on an exit file's path and on its last component (MAX_EXIT_PATH, NAME_MAX). */
+const MAX_EXIT_PATH_BYTES = 4000
+const MAX_EXIT_NAME_BYTES = 255
+
+/** How many times one task's keeper is attached to again after helpers that died one after another. */
+const MAX_REATTACH = 3
+
 /**
  * The native spawner: a small C helper (daemon/spawner/tend-spawner.c, built at install) that the
- * daemon starts once and sends spawn requests to over a pipe. It forks from its own tiny address
- * space, sets the child up (session, limits, cgroups, descriptors, cwd, user), execs it, reaps it and
- * reports its exit, so the daemon's thread only writes one request and parses a few short lines
- * per task. The wire protocol is described at the top of the C file.
+ * daemon starts once and sends spawn requests to over a pipe. For every task it forks a keeper from
+ * its own tiny address space; the keeper sets the child up (session, limits, cgroups, descriptors,
+ * cwd, user), execs it, becomes its parent, and outlives the helper and the daemon: when the task
+ * ends it writes the exit file and tells the helper, which reports the exit. The daemon's thread
+ * only writes one request and parses a few short lines per task. The wire protocol is described at
+ * the top of the C file.
  *
- * If the helper dies, pending spawns fail with stage `spawner` and the `exited` promise of every
- * child it was watching rejects (their exit status is lost); the next spawn starts a new helper.
+ * If the helper dies (the daemon living on), pending spawns fail with stage `spawner`, and the next
+ * request starts a new helper, which attaches to the keepers of the running children: their
+ * `exited` promises still settle with the real exit (at most MAX_REATTACH times in a row; after that,
+ * and when the spawner is closed, they reject: their exit is then unknown to this daemon).
  */
 export class NativeSpawner implements Spawner {
   readonly kind = 'native'
@@ -81,6 +107,42 @@ export class NativeSpawner implements Spawner {
     })
   }
 
+  attach(request: AttachRequest): Promise<AttachOutcome> {
+    return this.sendAttach(request, 0)
+  }
+
+  private sendAttach(request: AttachRequest, generation: number): Promise<AttachOutcome> {
+    if (this.closed) return Promise.resolve({ attached: false, code: 'ESPAWNER', message: 'the native spawner is closed' })
+    const problem = attachProblem(request)
+    if (problem) return Promise.resolve({ attached: false, code: 'EINVAL', message: problem })
+    const id = this.nextId++
+    const { keeper, taskPid, exitFile } = request
+    const helper = this.helper ?? this.launch()
+    return new Promise<AttachOutcome>((resolve) => {
+      helper.pendingAttaches.set(id, { resolve, request, generation })
+      helper.stdin.write(frame(['attach', String(id), String(keeper.pid), String(keeper.startTicks), String(taskPid), exitFile]))
+    })
+  }
+
+  /** A dead helper's running children: each keeper is attached to again, through a new helper. */
+  private reattach(orphans: RunningChild[]): void {
+    for (const orphan of orphans) {
+      const { taskPid, keeper, exitFile, generation } = orphan
+      if (!keeper || generation >= MAX_REATTACH) {
+        orphan.reject(new Error(`the native spawner died ${generation + 1} times in a row: the exit of pid ${taskPid} is unknown`))
+        continue
+      }
+      void this.sendAttach({ keeper, taskPid, exitFile }, generation + 1).then((outcome) => {
+        if (outcome.attached) return outcome.exited.then(orphan.resolve, orphan.reject)
+        if (outcome.code !== 'ESRCH') return orphan.reject(new Error(`the native spawner died, and the keeper of pid ${taskPid} could not be watched again: ${outcome.message}`))
+        // The keeper is gone already: its exit file says how the task ended.
+        const recorded = exitFile ? readExitFile(exitFile) : null
+        if (recorded && recorded.pid === taskPid) return orphan.resolve({ exitCode: recorded.exitCode, signal: recorded.signal })
+        return orphan.resolve(UNKNOWN_EXIT)
+      })
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true
     const helper = this.helper
@@ -102,8 +164,9 @@ export class NativeSpawner implements Spawner {
   }
 
   private launch(): Helper {
-    const helper = new Helper(this.binary, this.log, (gone) => {
+    const helper = new Helper(this.binary, this.log, (gone, orphans) => {
       if (this.helper === gone) this.helper = null
+      this.reattach(orphans)
     })
     this.helper = helper
     return helper
@@ -115,17 +178,35 @@ interface PendingSpawn {
   request: SpawnRequest
 }
 
+interface PendingAttach {
+  resolve: (outcome: AttachOutcome) => void
+  request: AttachRequest
+  generation: number
+}
+
 interface RunningChild {
   resolve: (exit: SpawnExit) => void
   reject: (error: Error) => void
+  taskPid: number
+  keeper: KeeperRef | null
+  exitFile: string
+  /** How many helpers died under it before this one. */
+  generation: number
 }
+
+const UNKNOWN_EXIT: SpawnExit = Object.freeze({ exitCode: null, signal: null, unknown: true as const })
 
 /** One helper process and what it is doing for us. */
 class Helper {
   readonly child: ChildProcess
   readonly stdin: Socket
   readonly pending = new Map<number, PendingSpawn>()
-  readonly running = new Map<number, RunningChild>()
+  readonly pendingAttaches = new Map<number, PendingAttach>()
+  /**
+   * By task pid; each watcher gets one `exited` line (a task this helper both started and was asked
+   * to attach to has two watchers, and two lines).
+   */
+  readonly running = new Map<number, RunningChild[]>()
   /** Resolves once the helper has been started (rejects if it could not be). */
   readonly ready: Promise<void>
   /** Resolves once the helper is gone and everything waiting on it has been settled. */
@@ -139,7 +220,8 @@ class Helper {
   constructor(
     binary: string,
     private readonly log: SpawnerLog | undefined,
-    private readonly onGone: (helper: Helper) => void,
+    /** Called once, when the helper is gone, with the running children whose keepers live on (none when closing). */
+    private readonly onGone: (helper: Helper, orphans: RunningChild[]) => void,
   ) {
     this.gone = new Promise((resolve) => (this.markGone = resolve))
     this.child = spawn(binary, [String(process.pid)], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...HELPER_ENV } })
@@ -193,25 +275,48 @@ class Helper {
         const waiting = this.pending.get(id)
         if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
         this.pending.delete(id)
-        const exited = new Promise<SpawnExit>((resolve, reject) => this.running.set(pid, { resolve, reject }))
-        return waiting.resolve({ started: true, pid, exited })
+        const keeper = parts[3] === undefined ? null : { pid: Number(parts[3]), startTicks: Number(parts[4]) }
+        const exitFile = waiting.request.exitFile ?? ''
+        const exited = new Promise<SpawnExit>((resolve, reject) => this.watch({ resolve, reject, taskPid: pid, keeper, exitFile, generation: 0 }))
+        return waiting.resolve({ started: true, pid, keeper, exited })
+      }
+      case 'attached': {
+        const id = Number(parts[1])
+        const waiting = this.pendingAttaches.get(id)
+        if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
+        this.pendingAttaches.delete(id)
+        const { keeper, taskPid, exitFile } = waiting.request
+        const exited = new Promise<SpawnExit>((resolve, reject) => this.watch({ resolve, reject, taskPid, keeper, exitFile, generation: waiting.generation }))
+        return waiting.resolve({ attached: true, exited })
       }
       case 'exited': {
         const pid = Number(parts[1])
         const code = Number(parts[2])
-        const running = this.running.get(pid)
+        const watchers = this.running.get(pid)
+        const running = watchers?.shift()
         if (!running) return this.log?.warn({ line }, 'native spawner: exit of an unknown child')
-        this.running.delete(pid)
+        if (watchers!.length === 0) this.running.delete(pid)
+        if (code === -2) return running.resolve(UNKNOWN_EXIT)
         return running.resolve(code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null })
       }
       case 'failed': {
         const id = Number(parts[1])
+        if (parts[2] === 'attach') {
+          const attaching = this.pendingAttaches.get(id)
+          if (!attaching) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
+          this.pendingAttaches.delete(id)
+          const code = errnoName(Number(parts[3]))
+          return attaching.resolve({ attached: false, code, message: attachFailure(attaching.request, code) })
+        }
         const waiting = this.pending.get(id)
         if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
         this.pending.delete(id)
         const stage = parts[2] ?? 'exec'
         const code = errnoName(Number(parts[3]))
         const index = parts[4] === undefined ? undefined : Number(parts[4])
+        // A keeper killed before it reported may have started its task: as for a helper that died
+        // mid-spawn, the daemon looks for what is left of it.
+        if (stage === 'keeper') return waiting.resolve({ started: false, stage: 'spawner', code, message: `the task's keeper was killed before it reported the start of ${waiting.request.file}` })
         return waiting.resolve({ started: false, stage, code, message: failureMessage(stage, code, index, waiting.request) })
       }
       case 'error':
@@ -222,22 +327,79 @@ class Helper {
     }
   }
 
+  private watch(running: RunningChild): void {
+    const watchers = this.running.get(running.taskPid)
+    if (watchers) watchers.push(running)
+    else this.running.set(running.taskPid, [running])
+  }
+
   private die(reason: string): void {
     if (this.dead) return
     this.dead = true
-    this.onGone(this)
     const what = this.closing ? `the native spawner was closed` : `the native spawner died (${reason})`
     if (!this.closing) this.log?.error({ pid: this.child.pid, pending: this.pending.size, running: this.running.size }, what)
     for (const waiting of this.pending.values()) waiting.resolve(spawnerFailure(`${what} before the task started`))
     this.pending.clear()
-    for (const [pid, running] of this.running) running.reject(new Error(`${what}: the exit of pid ${pid} is unknown`))
+    for (const waiting of this.pendingAttaches.values()) waiting.resolve({ attached: false, code: 'ESPAWNER', message: `${what} before it answered` })
+    this.pendingAttaches.clear()
+    // Keepers outlive their helper: unless the spawner is being closed, a new helper watches them.
+    const orphans: RunningChild[] = []
+    for (const [pid, watchers] of this.running) {
+      for (const running of watchers) {
+        if (!this.closing && running.keeper) orphans.push(running)
+        else running.reject(new Error(`${what}: the exit of pid ${pid} is unknown`))
+      }
+    }
     this.running.clear()
+    this.onGone(this, orphans)
     this.markGone()
   }
 }
 
 function spawnerFailure(message: string): SpawnOutcome {
   return { started: false, stage: 'spawner', code: 'ESPAWNER', message }
+}
+
+/** What the wire cannot carry in an exit file's path ('' allowed for none when optional), or null. */
+function exitFileProblem(path: unknown, optional: boolean): string | null {
+  if (typeof path !== 'string') return `exitFile must be a string, got ${typeof path}`
+  if (path === '' && optional) return null
+  if (!path.startsWith('/')) return `exitFile must be an absolute path, got ${JSON.stringify(path)}`
+  if (path.includes('\0')) return 'exitFile contains a NUL byte'
+  const name = path.slice(path.lastIndexOf('/') + 1)
+  if (name === '' || name === '.' || name === '..') return `exitFile must name a file, got ${JSON.stringify(path)}`
+  if (Buffer.byteLength(path) > MAX_EXIT_PATH_BYTES || Buffer.byteLength(name) > MAX_EXIT_NAME_BYTES) return `exitFile is too long: ${JSON.stringify(path.slice(0, 80))}...`
+  return null
+}
+
+function attachProblem(request: AttachRequest): string | null {
+  const { keeper, taskPid } = request
+  if (!keeper || !isPid(keeper.pid)) return `keeper.pid must be a positive integer, got ${keeper?.pid}`
+  if (!Number.isSafeInteger(keeper.startTicks) || keeper.startTicks < 0) return `keeper.startTicks must be a non-negative integer, got ${keeper.startTicks}`
+  if (!isPid(taskPid)) return `taskPid must be a positive integer, got ${taskPid}`
+  // '' is allowed (a task spawned without an exit file): its keeper is watched, its exit unknown.
+  return exitFileProblem(request.exitFile, true)
+}
+
+function isPid(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 && value <= 0x7fffffff
+}
+
+function attachFailure(request: AttachRequest, code: string): string {
+  const keeper = `the keeper ${request.keeper.pid} of pid ${request.taskPid}`
+  if (code === 'ESRCH') return `${keeper} is gone (no such process, or another one has its pid now)`
+  if (code === 'ENOSYS') return `cannot watch ${keeper}: pidfd_open is missing (Linux 5.3 or later is needed)`
+  return `cannot watch ${keeper}: ${code}`
+}
+
+/** One framed request of plain string fields. */
+function frame(all: string[]): Buffer {
+  const text = `${all.join('\0')}\0`
+  const size = Buffer.byteLength(text)
+  const framed = Buffer.allocUnsafe(4 + size)
+  framed.writeUInt32LE(size, 0)
+  framed.write(text, 4)
+  return framed
 }
 
 // ---------------------------------------------------------------------------------- requests
@@ -248,7 +410,7 @@ function fields(id: number, request: SpawnRequest): string[] {
   const { argv, extraFiles, cgroupProcs, cwdIdentity, user } = request
   const pinnedDirs = request.pinnedDirs ?? []
   return [
-    String(id), request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
+    'spawn', String(id), request.exitFile ?? '', request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
     cwdIdentity?.dev ?? '', cwdIdentity?.ino ?? '', user ? String(user.uid) : '', user ? String(user.gid) : '',
     String(argv.length), ...argv,
     String(env.length), ...env,
@@ -269,7 +431,7 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   for (const key of Object.keys(request.env)) {
     if (key === '' || key.includes('=')) return `environment variable name ${JSON.stringify(key)} is empty or contains "="`
   }
-  const problem = spawnRequestProblem(request)
+  const problem = spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true)
   if (problem) return problem
   // The helper takes a request it cannot parse for a broken daemon and exits: refuse it here.
   const layout = descriptorLayout(request)
@@ -299,16 +461,8 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
 const ERRNO_NAMES = new Map<number, string>()
 for (const [name, value] of Object.entries(osConstants.errno)) if (!ERRNO_NAMES.has(value)) ERRNO_NAMES.set(value, name)
 
-const SIGNAL_NAMES = new Map<number, NodeJS.Signals>()
-for (const [name, value] of Object.entries(osConstants.signals)) if (!SIGNAL_NAMES.has(value)) SIGNAL_NAMES.set(value, name as NodeJS.Signals)
-
 function errnoName(value: number): string {
   return ERRNO_NAMES.get(value) ?? `errno ${value}`
-}
-
-function signalName(value: number): NodeJS.Signals {
-  // Real-time signals have no name in os.constants.
-  return SIGNAL_NAMES.get(value) ?? (`SIG${value}` as NodeJS.Signals)
 }
 
 function failureMessage(stage: string, code: string, index: number | undefined, request: SpawnRequest): string {

@@ -8,6 +8,7 @@ import {
   pinnedDirFailure,
   spawnRequestProblem,
   userFailure,
+  type AttachOutcome,
   type PinnedDir,
   type SpawnExit,
   type SpawnOutcome,
@@ -36,6 +37,13 @@ type Failure = Extract<SpawnOutcome, { started: false }>
  * in-memory file reaches the child as a socket that execa writes whole and ends (the daemon never
  * reads from it). Another user is set by util-linux's setpriv, exec'd by the prelude after the
  * cgroups are joined (which takes the daemon's privileges).
+ *
+ * No keeper: the task is the daemon's child and its exit is known only to the daemon (`keeper: null`,
+ * exitFile ignored, attach answers ENOTSUP); a daemon that dies loses it, and the next one records
+ * the task `lost`. A shell keeper (the prelude running the command in the background and `wait`ing
+ * for it) cannot be exact: `wait` gives 128+N for a signal, the same as an exit with 128+N; a
+ * non-interactive shell starts a background command with SIGINT and SIGQUIT ignored (POSIX), which
+ * the task would inherit; and a prelude that ignores HUP and TERM hands those dispositions down too.
  */
 export class NodeSpawner implements Spawner {
   readonly kind = 'node'
@@ -75,10 +83,15 @@ export class NodeSpawner implements Spawner {
         await exited
         return preludeFailure(said, request)
       }
-      return { started: true, pid, exited }
+      return { started: true, pid, keeper: null, exited }
     } finally {
       for (const fd of descriptors) closeSync(fd)
     }
+  }
+
+  /** No keepers here (see the class comment): nothing to attach to. */
+  async attach(): Promise<AttachOutcome> {
+    return { attached: false, code: 'ENOTSUP', message: 'the node spawner has no keepers: a task it started cannot be watched by another daemon' }
   }
 
   async close(): Promise<void> {}

@@ -1,13 +1,24 @@
 import { readdir, truncate } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Logger } from 'pino'
-import { listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, type SpoolEntry } from '../spool/index.js'
-import type { RecordedTask } from '../protocol/index.js'
+import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, type SpoolEntry } from '../spool/index.js'
+import type { RecordedTask, RunningTask } from '../protocol/index.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import { killLeftovers, killMembers } from './kill-tree.js'
 import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
-import { markFailed, markLost } from './transitions.js'
+import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
+import { readExitFile } from './exit-file.js'
+
+type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
+
+/** How tasks outlive their daemon: what recovery needs to supervise them again. */
+export interface Survivors {
+  /** This boot's id: a task that started in another boot is lost. */
+  bootId: string
+  /** Supervises a task of an earlier daemon that still runs under its keeper; false when it cannot. */
+  resume: (task: RunningTask) => Promise<boolean>
+}
 
 /**
  * Reloads the spool into the store after a start. Tasks that were running when the last daemon
@@ -22,9 +33,10 @@ export async function recoverSpool(
   corrupt: CorruptEntries,
   log: Logger,
   cgroupRoots: { memory: string | null; pids: string | null } = { memory: null, pids: null },
+  survivors?: Survivors,
 ): Promise<{ loaded: number; corrupt: number; lost: number; killed: number }> {
   const ids = await listTaskIds(spoolRoot)
-  const interrupted: RecordedTask[] = []
+  let interrupted: RecordedTask[] = []
   let loaded = 0
   for (const id of ids) {
     let entry: SpoolEntry
@@ -52,6 +64,30 @@ export async function recoverSpool(
     loaded += 1
     if (task.state === 'running' || task.state === 'queued') interrupted.push(task)
   }
+  // Tasks still running under their keepers are supervised again; those that ended while no
+  // daemon ran are recorded as they ended. Only the rest were interrupted.
+  const endedMeanwhile = new Map<string, ExitRecord>()
+  const rebooted = new Set<string>()
+  if (survivors) {
+    const resumed = new Set<string>()
+    for (const task of interrupted) {
+      if (task.state !== 'running') continue
+      if (task.bootId !== undefined && task.bootId !== survivors.bootId) {
+        rebooted.add(task.id)
+        continue
+      }
+      const exit = readExitFile(exitPath(spoolRoot, task.id))
+      if (exit) endedMeanwhile.set(task.id, exit)
+      else if (task.keeper && (await survivors.resume(task))) resumed.add(task.id)
+      else {
+        // Its keeper may have recorded the end between the two looks.
+        const late = readExitFile(exitPath(spoolRoot, task.id))
+        if (late) endedMeanwhile.set(task.id, late)
+      }
+    }
+    interrupted = interrupted.filter((task) => !resumed.has(task.id))
+    if (resumed.size > 0) log.info({ resumed: resumed.size }, 'running tasks of an earlier daemon supervised again')
+  }
   // Queued ones too: a task can have started in the moment before its running record landed.
   const found = await killLeftovers(interrupted.map((task) => task.id))
   let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
@@ -73,7 +109,11 @@ export async function recoverSpool(
       const bytes = await outputSize(file)
       // Nobody enforced the cap while no daemon ran: cut the output back to it now.
       if (bytes > task.maxOutputBytes) await truncate(file, task.maxOutputBytes)
-      await store.save(markLost(task, 'the daemon stopped while the task ran; its processes were killed by the next daemon', Math.min(bytes, task.maxOutputBytes), now))
+      const outputBytes = Math.min(bytes, task.maxOutputBytes)
+      const exit = endedMeanwhile.get(task.id)
+      if (exit) await store.save(markEnded(task, endingFromExit(exit), outputBytes, new Date(exit.endedAt)))
+      else if (rebooted.has(task.id)) await store.save(markLost(task, 'the machine restarted while the task ran', outputBytes, now))
+      else await store.save(markLost(task, exit === undefined && task.keeper ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed' : 'the daemon stopped while the task ran; its processes were killed by the next daemon', outputBytes, now))
     } else {
       const reason = startedUnrecorded.has(task.id)
         ? 'the daemon stopped while the task was starting; its processes were killed by the next daemon'
@@ -81,8 +121,14 @@ export async function recoverSpool(
       await store.save(markFailed(task, reason, now))
     }
   }
-  if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length, killed }, 'interrupted tasks recovered')
-  return { loaded, corrupt: corrupt.size, lost: interrupted.length, killed }
+  if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length - endedMeanwhile.size, ended: endedMeanwhile.size, killed }, 'interrupted tasks recovered')
+  return { loaded, corrupt: corrupt.size, lost: interrupted.length - endedMeanwhile.size, killed }
+}
+
+/** A task that ended while no daemon ran, as its keeper recorded it: nobody stopped it. */
+function endingFromExit(exit: ExitRecord): Ending {
+  if (exit.signal) return { state: 'killed', exitCode: null, signal: exit.signal, reason: `killed by ${exit.signal} from outside tend, while no daemon ran` }
+  return { state: 'exited', exitCode: exit.exitCode ?? 0 }
 }
 
 /** A folder holding nothing but an empty output.log (or nothing at all), and no task.json. */

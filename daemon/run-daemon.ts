@@ -12,13 +12,18 @@ import { OutputWatch } from './output-watch.js'
 import { recoverSpool } from './recovery.js'
 import { createServer, type TendApp } from './server.js'
 import { SpoolCleanup } from './spool-cleanup.js'
-import { Supervisor } from './supervisor.js'
+import { readBootId, Supervisor } from './supervisor.js'
 import { createSpawner } from './create-spawner.js'
 import { markSpoolTopDirectory } from './spool-topdir.js'
 import { detectSandbox } from './sandbox/index.js'
 import { cachedLiveDaemonHomes, homeRegistryDir } from './home-registry.js'
 import { TaskStore } from './task-store.js'
 import { readVersion } from './version.js'
+
+export interface StopOptions {
+  /** Leave running tasks to their keepers, for the next daemon (stop --keep-tasks, restart). */
+  keepTasks?: boolean
+}
 
 export interface RunningDaemon {
   app: TendApp
@@ -63,7 +68,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const corrupt = new CorruptEntries()
   const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log)
   const closingController = new AbortController()
-  let requestStop: () => void = () => {}
+  let requestStop: (options?: StopOptions) => void = () => {}
   const sandbox = detectSandbox(config.baseEnv.PATH)
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
@@ -85,12 +90,16 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     events,
     outputWatch,
     log,
-    requestStop: () => requestStop(),
+    requestStop: (options) => requestStop(options),
     closing: closingController.signal,
   }
 
   await markSpoolTopDirectory(layout.spool, log)
-  const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups)
+  // Tasks of an earlier daemon that still run under their keepers are supervised again. The
+  // spawner's pipes are unref'd: until the socket listens, this timer keeps the process alive
+  // while recovery waits on them.
+  const startingUp = setInterval(() => {}, 60_000)
+  const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, { bootId: readBootId(), resume: (task) => supervisor.resume(task) })
   supervisor.rememberSubmissions(store.list({ all: true }))
   await cleanup.enforceQuota()
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
@@ -104,16 +113,17 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   } finally {
     process.umask(previousMask)
   }
+  clearInterval(startingUp)
   await chmod(layout.socket, 0o600)
   await writePidFile(layout.home)
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
 
   let stopping: Promise<void> | undefined
-  const stop = () => {
+  const stop = (options: StopOptions = {}) => {
     stopping ??= (async () => {
-      log.info('daemon stopping')
+      log.info({ keepTasks: options.keepTasks === true }, 'daemon stopping')
       clearInterval(quotaTimer)
-      await supervisor.shutdown()
+      await supervisor.shutdown({ keepTasks: options.keepTasks })
       closingController.abort()
       outputWatch.close()
       await app.close()
@@ -128,7 +138,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
   let markStopped!: () => void
   const stopped = new Promise<void>((resolve) => (markStopped = resolve))
-  requestStop = () => void stop().then(markStopped, markStopped)
+  requestStop = (options) => void stop(options).then(markStopped, markStopped)
   return {
     app,
     context,

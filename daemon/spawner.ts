@@ -14,6 +14,17 @@ export interface SpawnRequest {
   cwd: string
   /** Opened append-only (created 0600 if missing) as the child's stdout and stderr; stdin is /dev/null. */
   outputFile: string
+  /**
+   * Where the task's keeper writes how the task ended (`<spool>/<id>/exit.json`), so that a later
+   * daemon learns it even when no spawner was left to hear it: an absolute path whose folder exists
+   * (see readExitFile, daemon/exit-file.ts). Written atomically (an unnamed temporary file in that
+   * folder, fsync, linked in as the exit file, folder fsync; 0600) once the task has ended, right
+   * after the spawner was told (so it may not
+   * be there yet when `exited` settles; the keeper exits only once it is); never written when the
+   * task did not start. '' for none (the exit is then known only to a listening spawner). The node
+   * spawner has no keeper and ignores it.
+   */
+  exitFile: string
   /** Files opened read-only as the child's fd 3, 4, … (the seccomp program). */
   extraFiles: string[]
   /** cgroup.procs files the child writes its own pid to before it execs. */
@@ -137,13 +148,49 @@ export function dataFileFailure(index: number, code: string): string {
 }
 
 export interface SpawnExit {
-  /** Exit code, or null when a signal ended it. */
+  /** Exit code, or null when a signal ended it (or when the ending is unknown). */
   exitCode: number | null
   signal: NodeJS.Signals | null
+  /**
+   * Set when nobody knows how the task ended (exitCode and signal are then null): its keeper was
+   * killed (SIGKILL) before it could record the exit, or its exit file is missing or invalid. The
+   * daemon records such a task `lost`.
+   */
+  unknown?: true
 }
 
+/**
+ * The process that is a task's parent instead of the spawner (native spawner only): it outlives the
+ * spawner and the daemon, records the task's exit in its exit file, and can be attached to by a
+ * later spawner. startTicks is field 22 of /proc/<pid>/stat (start time in clock ticks after boot):
+ * with the pid, it names the keeper without mistaking a later process that got the same pid.
+ */
+export interface KeeperRef {
+  pid: number
+  startTicks: number
+}
+
+export interface AttachRequest {
+  keeper: KeeperRef
+  /** The task's pid, as `started` gave it (its exit file must name it). */
+  taskPid: number
+  /** The task's exit file, as it was given to spawn() (absolute). */
+  exitFile: string
+}
+
+export type AttachOutcome =
+  /** The keeper is watched; `exited` settles when it has exited (unknown when it left no exit file). */
+  | { attached: true; exited: Promise<SpawnExit> }
+  /**
+   * ESRCH: no such keeper (gone, or its pid belongs to another process now): the exit file, if any,
+   * says how the task ended (readExitFile). ENOTSUP: this spawner has no keepers (node). EINVAL:
+   * a bad request. ESPAWNER: the helper died or was closed. Otherwise the errno of pidfd_open.
+   */
+  | { attached: false; code: string; message: string }
+
 export type SpawnOutcome =
-  | { started: true; pid: number; exited: Promise<SpawnExit> }
+  /** keeper: null when the spawner has none (node): the task's exit is then lost with the daemon. */
+  | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
   /**
    * Nothing is left running. `stage` says which step failed: request, output, stdin, extra, data,
    * pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
@@ -154,6 +201,11 @@ export interface Spawner {
   readonly kind: 'native' | 'node'
   /** Starts the child in a new session (its own process group). Never throws for a child that fails to start. */
   spawn(request: SpawnRequest): Promise<SpawnOutcome>
-  /** Stops the helper (if any); running children are not touched. */
+  /**
+   * Watches a keeper this spawner did not start (one of an earlier daemon's tasks). Never throws.
+   * A keeper whose exit file is already there is reported at once.
+   */
+  attach(request: AttachRequest): Promise<AttachOutcome>
+  /** Stops the helper (if any); running children (and their keepers) are not touched. */
   close(): Promise<void>
 }

@@ -11,10 +11,11 @@ import {
   TASK_ID_ALPHABET,
   TASK_ID_LENGTH,
   TendError,
+  type RunningTask,
   type StartTaskBody,
   type Task,
 } from '../protocol/index.js'
-import { outputPath, outputSize, outputSizeSync, taskDir } from '../spool/index.js'
+import { exitPath, outputPath, outputSize, outputSizeSync, taskDir } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from './kill-tree.js'
 import { processState } from './process-scan.js'
@@ -25,6 +26,8 @@ import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
+import { readExitFile } from './exit-file.js'
+import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from './sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, type Ending } from './transitions.js'
@@ -45,6 +48,8 @@ interface RunningEntry {
   wrapped: boolean
   timeoutTimer?: LongTimeout
   finished: Promise<Task>
+  resolveFinished: (task: Task) => void
+  rejectFinished: (error: unknown) => void
   /** The spawner has reported the leader's exit. */
   exitKnown: boolean
   /** After a stop: whether its first signal reached a live process of the task (else it had ended by itself). */
@@ -52,6 +57,9 @@ interface RunningEntry {
   /** When the stop began: whether the leader caught or ignored its signal (else that signal would have ended it). */
   leaderHandles?: boolean
 }
+
+/** What a running task holds besides its processes: its cgroups, released once it has ended. */
+type TaskResources = Pick<LaunchPlan, 'cgroups' | 'release'>
 
 export interface KillRequest {
   signal?: NodeJS.Signals | number
@@ -70,7 +78,10 @@ export class Supervisor {
   private readonly pending = new Map<string, { env: Record<string, string>; paths: TaskPaths }>()
   private readonly checkTimer: NodeJS.Timeout
   private readonly submissions = new Submissions()
+  private readonly bootId = readBootId()
   private accepting = true
+  /** Set while the daemon leaves its running tasks to the next one. */
+  private keepingTasks = false
 
   constructor(
     private readonly config: Readonly<DaemonConfig>,
@@ -187,8 +198,12 @@ export class Supervisor {
     return entry.finished
   }
 
-  /** Refuses new tasks, fails queued ones and stops running ones; resolves when all are recorded. */
-  async shutdown(reason = 'daemon stopped'): Promise<void> {
+  /**
+   * Refuses new tasks, fails queued ones and stops running ones; resolves when all are recorded.
+   * With keepTasks, running tasks are left to their keepers for the next daemon to supervise.
+   */
+  async shutdown(options: { reason?: string; keepTasks?: boolean } = {}): Promise<void> {
+    const reason = options.reason ?? 'daemon stopped'
     this.accepting = false
     clearInterval(this.checkTimer)
     // Queued tasks that are not being launched never start: recorded failed in one synchronous
@@ -202,6 +217,16 @@ export class Supervisor {
       cancelled.push(failed.then((ended) => this.finishTask(ended)))
     }
     await Promise.all([...this.launching.values()])
+    if (options.keepTasks) {
+      // The tasks run on under their keepers; this daemon only lets go of them.
+      this.keepingTasks = true
+      for (const entry of this.running.values()) entry.timeoutTimer?.clear()
+      await Promise.allSettled(cancelled)
+      await this.spawner.close()
+      await this.scheduler.idle()
+      await this.store.flush()
+      return
+    }
     await Promise.all(
       [...this.running.entries()].map(([id, entry]) => {
         this.stop(id, entry, { state: 'killed', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
@@ -215,43 +240,101 @@ export class Supervisor {
     await this.spawner.close()
   }
 
+  /** Whether this daemon's tasks can outlive it (each has a keeper): what stop --keep-tasks needs. */
+  get tasksOutliveDaemon(): boolean {
+    return this.spawner.kind === 'native'
+  }
+
   /** One task from its slot to its end: launch, watch, clean up; the slot frees when no process of it is left. */
   private async run(id: string): Promise<void> {
     const launched = await this.launch(id)
     if (!launched) return
     const { current, outcome } = launched
+    const entry = this.track(id, current, outcome.pid, outcome.exited, outcome.plan)
+    // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
+    // the record is written while the task runs: neither the task nor its slot waits for it.
+    const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.bootId))
+    startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
+    launched.settle()
+    this.armTimeout(id, entry, current.timeoutMs, Date.now())
+    this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
+    await this.watch(id, entry, outcome.plan)
+  }
+
+  /**
+   * A task an earlier daemon started, still running under its keeper: supervised again as if
+   * nothing had happened (kill, timeout, output cap, events, wait), through the same tracking as a
+   * launch. A timeout that came due meanwhile stops it now. Answers false when its keeper cannot
+   * be attached to (then it is not this daemon's to watch).
+   */
+  async resume(task: RunningTask): Promise<boolean> {
+    if (!task.keeper) return false
+    const attached = await this.spawner.attach({ keeper: task.keeper, taskPid: task.pid, exitFile: exitPath(this.config.layout.spool, task.id) })
+    if (!attached.attached) {
+      this.log.warn({ taskId: task.id, code: attached.code, reason: attached.message }, 'the keeper of a running task could not be attached to')
+      return false
+    }
+    const plan = await resumedPlan(task, this.capabilities)
+    const entry = this.track(task.id, task, task.pid, attached.exited, plan)
+    this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
+    this.log.info({ taskId: task.id, pid: task.pid, keeper: task.keeper.pid }, 'task supervised again')
+    void this.watch(task.id, entry, plan)
+    // It holds a slot like any running task, once one is free (it runs either way).
+    this.scheduler.submit(task.owner, () => entry.finished.then(
+      () => undefined,
+      () => undefined,
+    ))
+    return true
+  }
+
+  /** Tracks a running task: kills, stops and output checks find it from now on. */
+  private track(id: string, current: Task, pid: number, exited: Promise<SpawnExit>, plan: TaskResources): RunningEntry {
     let resolveFinished!: (task: Task) => void
     let rejectFinished!: (error: unknown) => void
     const finished = new Promise<Task>((resolve, reject) => {
       resolveFinished = resolve
       rejectFinished = reject
     })
-    // kill() and shutdown() await it; a supervision failure is logged below either way.
+    // kill() and shutdown() await it; a supervision failure is logged in watch() either way.
     finished.catch(() => undefined)
-    const cgroups = outcome.plan.cgroups
-    const entry: RunningEntry = { pid: outcome.pid, exited: outcome.exited, finished, members: cgroups ? () => cgroups.members() : undefined, wrapped: current.sandbox !== 'off', exitKnown: false }
-    void outcome.exited.then(
+    const cgroups = plan.cgroups
+    const entry: RunningEntry = {
+      pid,
+      exited,
+      finished,
+      resolveFinished,
+      rejectFinished,
+      members: cgroups ? () => cgroups.members() : undefined,
+      wrapped: current.sandbox !== 'off',
+      exitKnown: false,
+    }
+    void exited.then(
       () => (entry.exitKnown = true),
       () => undefined,
     )
     this.running.set(id, entry)
-    // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
-    // the record is written while the task runs: neither the task nor its slot waits for it.
-    const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date()))
-    startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
-    launched.settle()
-    if (current.timeoutMs !== null) {
-      const timeoutMs = current.timeoutMs
-      entry.timeoutTimer = setLongTimeout(() => {
-        this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
-      }, timeoutMs)
-    }
-    this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
+    return entry
+  }
+
+  /** Stops the task at its deadline (counted from when it started); one already past stops it now. */
+  private armTimeout(id: string, entry: RunningEntry, timeoutMs: number | null, startedAtMs: number): void {
+    if (timeoutMs === null) return
+    const stop = () => this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+    entry.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
+  }
+
+  /** Waits for the task's end, then records it; the slot frees when no process of it is left. */
+  private async watch(id: string, entry: RunningEntry, plan: TaskResources): Promise<void> {
     let endedSave: Promise<Task>
     try {
-      const result = await outcome.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
+      const result = await this.exitOf(id, entry)
+      // The daemon is leaving its tasks to the next one (stop --keep-tasks, restart): not ended.
+      if (result === 'kept') {
+        entry.resolveFinished(this.store.get(id))
+        return
+      }
       entry.timeoutTimer?.clear()
-      endedSave = result instanceof Error ? this.spawnerLost(id, entry, outcome.plan, result) : (await this.afterExit(id, entry, current, outcome.plan, result)).saved
+      endedSave = result instanceof Error ? this.spawnerLost(id, entry, plan, result) : (await this.afterExit(id, entry, this.store.get(id), plan, result)).saved
     } catch (error) {
       endedSave = Promise.reject(error)
     }
@@ -261,14 +344,37 @@ export class Supervisor {
         this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
         this.running.delete(id)
         this.finishTask(ended)
-        resolveFinished(ended)
+        entry.resolveFinished(ended)
       },
       (error: unknown) => {
         this.running.delete(id)
         this.log.error({ taskId: id, err: error }, 'task supervision failed')
-        rejectFinished(error)
+        entry.rejectFinished(error)
       },
     )
+  }
+
+  /**
+   * How the task ended. The spawner watching it may die (or be closed, when the daemon leaves its
+   * tasks running): its keeper still runs the task, so it is attached to again through a new
+   * spawner, or its exit read from what the keeper recorded. An Error only when neither works.
+   */
+  private async exitOf(id: string, entry: RunningEntry): Promise<SpawnExit | Error | 'kept'> {
+    for (;;) {
+      const result = await entry.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
+      if (!(result instanceof Error)) return result
+      if (this.keepingTasks) return 'kept'
+      const task = this.store.get(id)
+      const exitFile = exitPath(this.config.layout.spool, id)
+      if (task.state !== 'running' || !task.keeper) return result
+      const attached = await this.spawner.attach({ keeper: task.keeper, taskPid: task.pid, exitFile })
+      if (attached.attached) {
+        this.log.warn({ taskId: id, err: result }, 'the spawner watching a task died; its keeper was attached to again')
+        entry.exited = attached.exited
+        continue
+      }
+      return readExitFile(exitFile) ?? result
+    }
   }
 
   /**
@@ -297,6 +403,7 @@ export class Supervisor {
     const outcome = await launchTask({
       task,
       outputFile,
+      exitFile: exitPath(this.config.layout.spool, id),
       envAdditions: pending.env,
       paths: pending.paths,
       masks: task.sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).masks,
@@ -332,7 +439,7 @@ export class Supervisor {
    * settled. Answers the final record's save (not awaited: the slot frees first), which lands
    * after the task's cgroups are removed.
    */
-  private async afterExit(id: string, entry: RunningEntry, current: Task, plan: LaunchPlan, result: SpawnExit): Promise<{ saved: Promise<Task> }> {
+  private async afterExit(id: string, entry: RunningEntry, current: Task, plan: TaskResources, result: SpawnExit): Promise<{ saved: Promise<Task> }> {
     // Background jobs, setsid escapees: a stop has waited for them already. In a sandbox the pid
     // namespace is emptied by the kernel; without one, the cgroup lists what is left exactly, and
     // without cgroups the marker finds it.
@@ -341,6 +448,11 @@ export class Supervisor {
       const cgroups = plan.cgroups
       if (cgroups) await killMembers(() => cgroups.members())
       else await killLeftovers([id], [entry.pid])
+    }
+    if (result.unknown) {
+      await plan.release()
+      const outputBytes = await this.settleOutput(this.store.get(id))
+      return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper ended without recording how the task ended', outputBytes, new Date())) }
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
@@ -352,7 +464,7 @@ export class Supervisor {
   }
 
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
-  private async spawnerLost(id: string, entry: RunningEntry, plan: LaunchPlan, error: Error): Promise<Task> {
+  private async spawnerLost(id: string, entry: RunningEntry, plan: TaskResources, error: Error): Promise<Task> {
     this.log.error({ taskId: id, err: error }, 'the spawner died while the task ran; stopping it')
     await killTree({ taskId: id, pid: entry.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
       (killError: unknown) => this.log.error({ taskId: id, err: killError }, 'task tree did not die'),
@@ -433,6 +545,22 @@ export class Supervisor {
     if (!isFinished(task)) return
     this.outputWatch.wakeAll(task.id)
     this.onTaskFinished(task)
+  }
+}
+
+/** What a launch would have planned for a task that an earlier daemon started: its cgroups, to watch and release. */
+async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities): Promise<TaskResources> {
+  const limits = task.memoryBytes !== null && task.pidsMax !== null ? { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax } : null
+  const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, limits)
+  return { cgroups, release: async () => cgroups?.remove() }
+}
+
+/** This boot's id: a task recorded in another boot cannot still be running. */
+export function readBootId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+  } catch {
+    return 'unknown'
   }
 }
 

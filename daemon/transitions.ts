@@ -13,9 +13,9 @@ export function createQueuedTask(base: TaskBase): QueuedTask {
   return { ...base, state: 'queued', startedAt: null, pid: null, endedAt: null, exitCode: null, signal: null, reason: null }
 }
 
-export function markStarted(task: Task, pid: number, at: Date): RunningTask {
+export function markStarted(task: Task, pid: number, at: Date, keeper: RunningTask['keeper'] = null, bootId?: string): RunningTask {
   if (task.state !== 'queued') throw illegal(task, 'running')
-  return { ...task, state: 'running', pid, startedAt: at.toISOString() }
+  return { ...task, state: 'running', pid, startedAt: at.toISOString(), keeper, ...(bootId ? { bootId } : {}) }
 }
 
 export function markEnded(task: Task, ending: Ending, outputBytes: number, at: Date): FinishedTask {

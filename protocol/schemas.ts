@@ -24,6 +24,8 @@ export const TaskSchema = Type.Object(
     network: Type.Boolean(),
     writablePaths: Type.Array(Type.String()),
     sandboxWritable: Type.Optional(Type.Array(Type.String())),
+    keeper: Type.Optional(Type.Union([Type.Null(), Type.Object({ pid: Type.Integer(), startTicks: Type.Integer() })], { description: "the task's keeper process (its parent, which records its exit): it outlives the daemon" })),
+    bootId: Type.Optional(Type.String({ description: 'the boot the task started in' })),
     idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
     requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
     memoryBytes: Nullable(Type.Integer()),
@@ -215,3 +217,9 @@ export const ErrorSchema = Type.Object({
   blame: Type.Optional(Type.String()),
   retryable: Type.Optional(Type.Boolean()),
 })
+
+export const StopBody = Type.Object(
+  { keepTasks: Type.Optional(Type.Boolean({ description: 'leave running tasks running, for the next daemon to supervise (default false: they are stopped)' })) },
+  strict,
+)
+export type StopBody = Static<typeof StopBody>

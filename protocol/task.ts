@@ -56,7 +56,18 @@ export interface TaskBase {
 }
 
 interface NotStarted { startedAt: null; pid: null }
-interface Started { startedAt: string; pid: number }
+interface Started {
+  startedAt: string
+  pid: number
+  /**
+   * The task's keeper: the small process that is its parent instead of the daemon, collects its
+   * exit status and records it in exit.json, so that the task outlives the daemon (start time in
+   * clock ticks since boot, to tell it from a reused pid). Absent where tasks have no keeper.
+   */
+  keeper?: { pid: number; startTicks: number } | null
+  /** The boot the task started in (/proc/sys/kernel/random/boot_id): after a reboot it is lost. */
+  bootId?: string
+}
 interface NotEnded { endedAt: null; exitCode: null; signal: null; reason: null }
 
 export type QueuedTask = TaskBase & NotStarted & NotEnded & { state: 'queued' }

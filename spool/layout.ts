@@ -14,3 +14,10 @@ export function recordPath(spoolRoot: string, id: string): string {
 export function outputPath(spoolRoot: string, id: string): string {
   return join(spoolRoot, id, OUTPUT_FILE)
 }
+
+/** Written by the task's keeper when the task ends: its exit status, even when no daemon runs. */
+export const EXIT_FILE = 'exit.json'
+
+export function exitPath(spoolRoot: string, id: string): string {
+  return join(spoolRoot, id, EXIT_FILE)
+}

@@ -12,6 +12,7 @@ import { registerRmCommand } from './commands/rm.js'
 import { registerRunCommand } from './commands/run.js'
 import { registerShowCommand } from './commands/show.js'
 import { registerStatusCommand } from './commands/status.js'
+import { registerRestartCommand } from './commands/restart.js'
 import { registerStopCommand } from './commands/stop.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
@@ -29,6 +30,7 @@ export function createProgram(): Command {
   registerDaemonCommand(program)
   registerStatusCommand(program)
   registerStopCommand(program)
+  registerRestartCommand(program)
   registerRunCommand(program)
   registerPsCommand(program)
   registerShowCommand(program)

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -41,6 +41,16 @@ export class TaskCgroups {
       throw new Error(`setting the task's cgroup limits (memory ${limits.memoryBytes} bytes, ${limits.pidsMax} processes) failed: ${(error as Error).message}`, { cause: error })
     }
     return groups
+  }
+
+  /**
+   * The groups an earlier daemon made for a task that still runs (a restart): null when it has
+   * none (workspace tasks, or no cgroups on this machine).
+   */
+  static existing(roots: { memory: string | null; pids: string | null }, taskId: string, limits: CgroupLimits | null): TaskCgroups | null {
+    if (!roots.pids || !existsSync(join(roots.pids, taskId))) return null
+    const memoryDir = limits && roots.memory && existsSync(join(roots.memory, taskId)) ? join(roots.memory, taskId) : null
+    return new TaskCgroups(memoryDir, join(roots.pids, taskId), memoryDir ? limits : null)
   }
 
   /** The cgroup.procs files the task's first process writes its pid to before it execs. */

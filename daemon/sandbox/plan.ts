@@ -23,6 +23,8 @@ export interface PlanRequest {
   /** The program as the spawner gets it: resolved on the task's PATH, or the bare name (see SpawnRequest.file). */
   programPath: string
   outputFile: string
+  /** Where the task's keeper records how it ended (exit.json in its spool folder). */
+  exitFile: string
   envAdditions: Record<string, string>
   /** The task's cwd and writable folders as pinned when it was accepted. */
   paths: TaskPaths
@@ -74,6 +76,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     cwd: paths.cwd.path,
     cwdIdentity: { dev: paths.cwd.dev, ino: paths.cwd.ino },
     outputFile: request.outputFile,
+    exitFile: request.exitFile,
     extraFiles,
     cgroupProcs: cgroups?.procsFiles() ?? [],
     limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },

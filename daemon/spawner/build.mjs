@@ -1,15 +1,16 @@
 #!/usr/bin/env node
-// Compiles the native spawner (tend-spawner.c) to dist/daemon/spawner/tend-spawner. Run after tsc
+// Compiles the native spawner (every .c file here: tend-spawner.c and its parts) to
+// dist/daemon/spawner/tend-spawner. Run after tsc
 // by the build and prepare scripts. Never fails the install: without a C compiler (or when the
 // compile fails) it prints one warning line and the daemon starts tasks through child_process.
 import { spawnSync } from 'node:child_process'
-import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
-const source = join(here, 'tend-spawner.c')
+const main = join(here, 'tend-spawner.c')
 const target = join(root, 'dist', 'daemon', 'spawner', 'tend-spawner')
 const compiler = process.env.CC?.trim() || 'cc'
 
@@ -27,8 +28,12 @@ function mtime(path) {
 
 function build() {
   if (process.platform !== 'linux') return warn(`it needs Linux, this is ${process.platform}`)
-  const sourceTime = mtime(source)
-  if (sourceTime === null) return warn(`${relative(root, source)} is missing`)
+  if (mtime(main) === null) return warn(`${relative(root, main)} is missing`)
+  const names = readdirSync(here)
+  const sources = names.filter((name) => name.endsWith('.c')).sort().map((name) => join(here, name))
+  // Rebuilt when any source or header (or this script) is newer than the helper.
+  const inputs = [...sources, ...names.filter((name) => name.endsWith('.h')).map((name) => join(here, name)), fileURLToPath(import.meta.url)]
+  const sourceTime = Math.max(...inputs.map((path) => mtime(path) ?? 0))
   const targetTime = mtime(target)
   if (targetTime !== null && targetTime > sourceTime) return
 
@@ -39,7 +44,7 @@ function build() {
   const temporary = `${target}.${process.pid}.tmp`
   // CC may carry flags (CC="ccache gcc"), as make allows.
   const [program, ...compilerArgs] = compiler.split(/\s+/)
-  const result = spawnSync(program, [...compilerArgs, '-std=gnu11', '-O2', '-Wall', '-Wextra', '-o', temporary, source], { encoding: 'utf8' })
+  const result = spawnSync(program, [...compilerArgs, '-std=gnu11', '-O2', '-Wall', '-Wextra', '-o', temporary, ...sources], { encoding: 'utf8' })
   if (result.error) {
     rmSync(temporary, { force: true })
     const code = /** @type {NodeJS.ErrnoException} */ (result.error).code

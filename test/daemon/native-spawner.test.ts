@@ -1,12 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { spawn } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { execFileSync, spawn } from 'node:child_process'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { constants, tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { readExitFile } from '../../dist/daemon/exit-file.js'
 // The built module: the helper binary is found next to it, in dist/daemon/spawner/.
 import { NativeSpawner } from '../../dist/daemon/native-spawner.js'
-import type { SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawner.js'
-import { isAlive } from '../helpers/processes.js'
+import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawner.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { REPO_ROOT } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -61,6 +62,7 @@ function request(overrides: Partial<SpawnRequest> & { file: string }): SpawnRequ
     env: {},
     cwd: dir,
     outputFile: join(dir, 'output.log'),
+    exitFile: join(dir, 'exit.json'),
     extraFiles: [],
     cgroupProcs: [],
     limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
@@ -68,7 +70,7 @@ function request(overrides: Partial<SpawnRequest> & { file: string }): SpawnRequ
   }
 }
 
-function started(outcome: SpawnOutcome): { pid: number; exited: Promise<SpawnExit> } {
+function started(outcome: SpawnOutcome): { pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> } {
   if (!outcome.started) throw new Error(`expected the child to start, got ${JSON.stringify(outcome)}`)
   return outcome
 }
@@ -82,7 +84,7 @@ async function run(req: SpawnRequest, using: NativeSpawner = spawner): Promise<S
 }
 
 /** Starts a child that stays (sleep) and registers it for clean-up. */
-async function startSleeper(req: Partial<SpawnRequest> = {}, using: NativeSpawner = spawner): Promise<{ pid: number; exited: Promise<SpawnExit>; req: SpawnRequest }> {
+async function startSleeper(req: Partial<SpawnRequest> = {}, using: NativeSpawner = spawner): Promise<{ pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit>; req: SpawnRequest }> {
   const full = request({ file: '/bin/sleep', argv: ['sleep', '600'], ...req })
   const child = started(await using.spawn(full))
   leftovers.push(child.pid)
@@ -184,12 +186,13 @@ describe('native spawner', () => {
     expect(result).toMatchObject({ exitCode: 0, signal: null, output: '' })
   })
 
-  test('the child leads a new session and process group', async () => {
+  test('the child leads a new session and process group; its parent is its keeper, the helper\'s child', async () => {
     const child = await startSleeper()
     const [, ppid, pgrp, session] = procStat(child.pid)
     expect(Number(pgrp)).toBe(child.pid)
     expect(Number(session)).toBe(child.pid)
-    expect(Number(ppid)).toBe(spawner.helperPid)
+    expect(Number(ppid)).toBe(child.keeper!.pid)
+    expect(Number(procStat(child.keeper!.pid)[1])).toBe(spawner.helperPid)
   })
 
   test('the child has only 0, 1, 2 open: /dev/null and the output file, nothing of the helper', async () => {
@@ -356,14 +359,14 @@ describe('native spawner', () => {
     expect(stdout).toMatch(/^error openFiles is not a decimal number\n$/)
   })
 
-  test('when the helper is killed, pending spawns fail, running children\'s exits reject, and the next spawn restarts it', async () => {
+  test('when the helper is killed, pending spawns fail, a new helper watches the running children\'s keepers (their exits still arrive), and serves the next spawn', async () => {
     const own = await NativeSpawner.start(binary!)
     extraSpawners.push(own)
-    const child = await startSleeper({}, own)
-    const exitError = child.exited.then(
-      () => null,
-      (error: Error) => error,
-    )
+    const dir = freshDir()
+    const gate = fifo(dir)
+    // Ends with 3 once the test writes to its fifo.
+    const child = started(await own.spawn(request({ file: '/bin/sh', argv: ['sh', '-c', 'read line < ./gate; exit 3'], cwd: dir })))
+    leftovers.push(child.pid)
     const firstHelper = own.helperPid!
     // Stopped first, so the request below is certainly still unanswered when the helper dies.
     process.kill(firstHelper, 'SIGSTOP')
@@ -371,20 +374,22 @@ describe('native spawner', () => {
     process.kill(firstHelper, 'SIGKILL')
 
     expect(await pending).toMatchObject({ started: false, stage: 'spawner', code: 'ESPAWNER' })
-    const error = await exitError
-    expect(error).toBeInstanceOf(Error)
-    expect(error!.message).toMatch(/spawner died/)
     await waitFor('the killed helper to be gone', () => !isAlive(firstHelper), 5000)
-    // The child itself is untouched (the daemon decides what to do with it).
+    // The child and its keeper are untouched; a new helper is watching the keeper.
     expect(isAlive(child.pid)).toBe(true)
+    expect(isAlive(child.keeper!.pid)).toBe(true)
+    const secondHelper = await waitFor('a new helper', () => own.helperPid !== firstHelper && own.helperPid)
+    writeFileSync(gate, 'go\n')
+    expect(await child.exited).toEqual({ exitCode: 3, signal: null })
+    await keeperGone(child.keeper!)
+    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: child.pid, exitCode: 3, signal: null })
 
     const result = await run(request({ file: '/bin/sh', argv: ['sh', '-c', 'exit 7'] }), own)
     expect(result.exitCode).toBe(7)
-    expect(own.helperPid).toBeDefined()
-    expect(own.helperPid).not.toBe(firstHelper)
+    expect(own.helperPid).toBe(secondHelper)
   })
 
-  test('close() stops the helper, leaves running children alone, and refuses later spawns', async () => {
+  test('close() stops the helper, leaves running children and their keepers alone, and refuses later spawns and attaches', async () => {
     const own = await NativeSpawner.start(binary!)
     const helper = own.helperPid!
     const child = await startSleeper({}, own)
@@ -395,27 +400,49 @@ describe('native spawner', () => {
     await own.close()
     expect(isAlive(helper)).toBe(false)
     expect(isAlive(child.pid)).toBe(true)
+    expect(isAlive(child.keeper!.pid)).toBe(true)
     expect((await exitError)?.message).toMatch(/spawner was closed/)
     expect(await own.spawn(request({ file: '/bin/true' }))).toMatchObject({ started: false, stage: 'spawner', code: 'ESPAWNER' })
+    expect(await own.attach({ keeper: child.keeper!, taskPid: child.pid, exitFile: child.req.exitFile })).toMatchObject({ attached: false, code: 'ESPAWNER' })
     expect(own.helperPid).toBeUndefined()
+    // The keeper still records the end.
+    process.kill(child.pid, 'SIGTERM')
+    await waitFor('the exit file', () => exitRecord(child.req.exitFile))
+    expect(exitRecord(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 15 })
+    await waitFor('the keeper to be gone', () => !isAlive(child.keeper!.pid), 5000)
   })
 
-  test('the helper dies with the process that started it', async () => {
+  test('the helper dies with the process that started it; its keepers and their tasks do not, and another helper attaches to them', async () => {
+    const dir = freshDir()
+    const req = request({ file: '/bin/sleep', argv: ['sleep', '600'], cwd: dir })
     const script = [
       `import { NativeSpawner } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'daemon', 'native-spawner.js'))}`,
-      'const spawner = await NativeSpawner.start(NativeSpawner.binaryPath())',
-      'console.log(spawner.helperPid)',
+      // The helper's pipes never hold the event loop open: this does, through the spawn.
       'setInterval(() => {}, 1000)',
+      'const spawner = await NativeSpawner.start(NativeSpawner.binaryPath())',
+      `const child = await spawner.spawn(${JSON.stringify(req)})`,
+      'console.log(JSON.stringify({ helper: spawner.helperPid, child }))',
     ].join('\n')
     const owner = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
     let stdout = ''
     owner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
     const ownerGone = new Promise((resolve) => owner.once('close', resolve))
-    const helper = await waitFor('the owner to print its helper pid', () => Number(stdout.split('\n')[0]) || undefined)
+    const said = await waitFor('the owner to print its helper and child', () => (stdout.includes('\n') ? (JSON.parse(stdout.split('\n')[0]!) as { helper: number; child: { pid: number; keeper: KeeperRef } }) : undefined))
+    const { helper, child } = said
+    leftovers.push(child.pid)
     expect(isAlive(helper)).toBe(true)
     owner.kill('SIGKILL')
     await ownerGone
     await waitFor(`helper ${helper} to die with its owner`, () => !isAlive(helper), 5000)
+    expect(isAlive(child.keeper.pid)).toBe(true)
+    expect(isAlive(child.pid)).toBe(true)
+
+    const watching = await spawner.attach({ keeper: child.keeper, taskPid: child.pid, exitFile: req.exitFile })
+    if (!watching.attached) throw new Error(`expected to attach, got ${JSON.stringify(watching)}`)
+    process.kill(child.pid, 'SIGTERM')
+    // The exit is heard once the keeper has exited, so its exit file is there.
+    expect(await watching.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    expect(exitRecord(req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 15 })
   })
 })
 
@@ -478,7 +505,318 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
   })
 })
 
+/** Waits for a keeper to exit: its exit file, if it could write one, is there by then. */
+async function keeperGone(keeper: KeeperRef): Promise<void> {
+  await waitFor(`keeper ${keeper.pid} to exit`, () => !isAlive(keeper.pid), 5000)
+}
+
+/** A named pipe: a task that reads it waits until the test writes a line. */
+function fifo(dir: string): string {
+  const path = join(dir, 'gate')
+  execFileSync('mkfifo', ['-m', '600', path])
+  return path
+}
+
+/** The parsed exit file, or undefined while there is none. */
+function exitRecord(path: string): Record<string, unknown> | undefined {
+  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>) : undefined
+}
+
 function pinOf(path: string): { path: string; dev: string; ino: string } {
   const info = statSync(path, { bigint: true })
   return { path, dev: String(info.dev), ino: String(info.ino) }
+}
+
+describe('native spawner: keepers', () => {
+  test('started names the keeper: the task\'s parent, the leader of its own session (not the helper\'s), with its start time', async () => {
+    const child = await startSleeper()
+    const keeper = child.keeper!
+    const stat = procStat(keeper.pid)
+    expect(Number(stat[1])).toBe(spawner.helperPid) // ppid
+    expect(Number(stat[2])).toBe(keeper.pid) // process group
+    expect(Number(stat[3])).toBe(keeper.pid) // session
+    expect(Number(stat[19])).toBe(keeper.startTicks) // field 22: start time
+    expect(Number(procStat(spawner.helperPid!)[3])).not.toBe(keeper.pid)
+    expect(Number(procStat(child.pid)[1])).toBe(keeper.pid)
+    expect(readFileSync(`/proc/${keeper.pid}/comm`, 'utf8')).toBe('tend-keeper\n')
+  })
+
+  test('the keeper ignores HUP, INT, QUIT, TERM, PIPE and the terminal stops, survives them, and still records the exit', async () => {
+    const child = await startSleeper()
+    const keeper = child.keeper!.pid
+    const ignoredMask = BigInt(`0x${/^SigIgn:\s+([0-9a-f]+)$/m.exec(readFileSync(`/proc/${keeper}/status`, 'utf8'))![1]}`)
+    const ignored = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGPIPE', 'SIGTSTP', 'SIGTTIN', 'SIGTTOU', 'SIGUSR1', 'SIGUSR2', 'SIGALRM'] as const
+    for (const name of ignored) expect(ignoredMask & (1n << BigInt(constants.signals[name] - 1)), name).not.toBe(0n)
+    for (const name of ignored) process.kill(keeper, name)
+    // Had any of them ended the keeper, the exit below would read unknown, with no exit file.
+    process.kill(child.pid, 'SIGTERM')
+    expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    await keeperGone(child.keeper!)
+    expect(exitRecord(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 15 })
+  })
+
+  test('the keeper keeps nothing of the helper\'s: /dev/null on 0-2, its report pipe and the exit file\'s folder; its cwd is /', async () => {
+    const child = await startSleeper()
+    const keeper = child.keeper!.pid
+    const fds = readdirSync(`/proc/${keeper}/fd`).sort((a, b) => Number(a) - Number(b))
+    const targets = fds.map((fd) => readlinkSync(`/proc/${keeper}/fd/${fd}`))
+    expect(targets.slice(0, 3)).toEqual(['/dev/null', '/dev/null', '/dev/null'])
+    expect(targets.slice(3).sort()).toEqual([dirname(child.req.exitFile), expect.stringMatching(/^pipe:\[\d+\]$/)].sort())
+    const pipe = targets.find((target) => target.startsWith('pipe:'))!
+    // That pipe is one the helper reads, and none of the daemon's: not the helper's stdin, stdout or stderr.
+    const helperFds = readdirSync(`/proc/${spawner.helperPid}/fd`).map((fd) => ({ fd, target: readlinkSync(`/proc/${spawner.helperPid}/fd/${fd}`) }))
+    expect(helperFds.filter((entry) => entry.target === pipe).map((entry) => Number(entry.fd))).toEqual([expect.any(Number)])
+    expect(helperFds.filter((entry) => entry.target === pipe && Number(entry.fd) < 3)).toEqual([])
+    expect(readlinkSync(`/proc/${keeper}/cwd`)).toBe('/')
+  })
+
+  test('exit 3 is recorded in the exit file: one whole JSON line, 0600, with the task\'s pid and the time it ended; no temporary file is left', async () => {
+    const dir = freshDir()
+    const req = request({ file: '/bin/sh', argv: ['sh', '-c', 'exit 3'], cwd: dir })
+    const before = Date.now()
+    const child = started(await spawner.spawn(req))
+    const result = { ...(await child.exited), pid: child.pid }
+    const after = Date.now()
+    expect(result).toMatchObject({ exitCode: 3, signal: null })
+    // Written right after the exit is reported, and before the keeper exits.
+    await keeperGone(child.keeper!)
+    const text = readFileSync(req.exitFile, 'utf8')
+    expect(text).toMatch(/^\{[^\n]*\}\n$/)
+    const record = JSON.parse(text) as { endedAtMs: number }
+    expect(record).toEqual({ pid: result.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number) })
+    expect(record.endedAtMs).toBeGreaterThanOrEqual(before)
+    expect(record.endedAtMs).toBeLessThanOrEqual(after)
+    expect(statSync(req.exitFile).mode & 0o777).toBe(0o600)
+    expect(readdirSync(dir).sort()).toEqual(['exit.json', 'output.log'])
+    expect(readExitFile(req.exitFile)).toEqual({ pid: result.pid, exitCode: 3, signal: null, endedAt: new Date(record.endedAtMs).toISOString() })
+  })
+
+  test('a task killed by SIGTERM is recorded with signal 15', async () => {
+    const child = await startSleeper()
+    process.kill(child.pid, 'SIGTERM')
+    expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    await keeperGone(child.keeper!)
+    expect(exitRecord(child.req.exitFile)).toEqual({ pid: child.pid, exitCode: null, signal: 15, endedAtMs: expect.any(Number) })
+    expect(readExitFile(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 'SIGTERM' })
+  })
+
+  test('a start that fails leaves no keeper, no task and no exit file', async () => {
+    const dir = freshDir()
+    const before = childrenOf(spawner.helperPid!)
+    const outcome = await spawner.spawn(request({ file: join(dir, 'missing'), cwd: dir }))
+    expect(outcome).toMatchObject({ started: false, stage: 'exec', code: 'ENOENT' })
+    await waitFor('the failed keeper to be reaped', () => childrenOf(spawner.helperPid!).filter((pid) => !before.includes(pid)).length === 0, 5000)
+    expect(existsSync(join(dir, 'exit.json'))).toBe(false)
+  })
+
+  test('a second helper attaches to a live keeper and reports the exit when the task ends', async () => {
+    const child = await startSleeper()
+    const other = await NativeSpawner.start(binary!)
+    extraSpawners.push(other)
+    const watching = await other.attach({ keeper: child.keeper!, taskPid: child.pid, exitFile: child.req.exitFile })
+    if (!watching.attached) throw new Error(`expected to attach, got ${JSON.stringify(watching)}`)
+    // Both helpers hear of the end: the keeper's own over its pipe, the other by its pidfd and the exit file.
+    process.kill(child.pid, 'SIGTERM')
+    expect(await watching.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+  })
+
+  test('the helper that started a task can be asked to attach to it too: each watcher hears the exit once', async () => {
+    const child = await startSleeper()
+    const watching = await spawner.attach({ keeper: child.keeper!, taskPid: child.pid, exitFile: child.req.exitFile })
+    if (!watching.attached) throw new Error(`expected to attach, got ${JSON.stringify(watching)}`)
+    process.kill(child.pid, 'SIGTERM')
+    expect(await Promise.all([child.exited, watching.exited])).toEqual([
+      { exitCode: null, signal: 'SIGTERM' },
+      { exitCode: null, signal: 'SIGTERM' },
+    ])
+  })
+
+  test('attach fails with ESRCH when the pid is not that keeper (another start time, or no such process), and refuses bad requests', async () => {
+    const child = await startSleeper()
+    const keeper = child.keeper!
+    const noFile = join(freshDir(), 'exit.json')
+    expect(await spawner.attach({ keeper: { pid: keeper.pid, startTicks: keeper.startTicks + 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'ESRCH' })
+    // A live process that is not a keeper of this start time: this test runner.
+    expect(await spawner.attach({ keeper: { pid: process.pid, startTicks: 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'ESRCH' })
+    // A pid nobody has: the kernel's largest plus... the largest possible pid is never handed out here.
+    const unused = await unusedPid()
+    expect(await spawner.attach({ keeper: { pid: unused, startTicks: 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'ESRCH' })
+    expect(await spawner.attach({ keeper: { pid: keeper.pid, startTicks: -1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'EINVAL' })
+    expect(await spawner.attach({ keeper, taskPid: child.pid, exitFile: 'relative/exit.json' })).toMatchObject({ attached: false, code: 'EINVAL' })
+    // The helper is still there, and the keeper still watched by it.
+    process.kill(child.pid, 'SIGKILL')
+    expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGKILL' })
+  })
+
+  test('attach to a keeper whose exit file is already there reports the exit at once', async () => {
+    const dir = freshDir()
+    const req = request({ file: '/bin/sh', argv: ['sh', '-c', 'exit 5'], cwd: dir })
+    const child = started(await spawner.spawn(req))
+    await child.exited
+    await waitFor('the keeper to be gone', () => !isAlive(child.keeper!.pid), 5000)
+    const watching = await spawner.attach({ keeper: child.keeper!, taskPid: child.pid, exitFile: req.exitFile })
+    if (!watching.attached) throw new Error(`expected to attach, got ${JSON.stringify(watching)}`)
+    expect(await watching.exited).toEqual({ exitCode: 5, signal: null })
+    // An exit file that names another task is not this one's.
+    const other = await spawner.attach({ keeper: child.keeper!, taskPid: child.pid + 1, exitFile: req.exitFile })
+    expect(other).toMatchObject({ attached: false, code: 'ESRCH' })
+  })
+
+  test('a SIGKILLed keeper: its exit is reported unknown (-2), no exit file is left; the task itself is the daemon\'s to kill', async () => {
+    const child = await startSleeper()
+    process.kill(child.keeper!.pid, 'SIGKILL')
+    expect(await child.exited).toEqual({ exitCode: null, signal: null, unknown: true })
+    expect(existsSync(child.req.exitFile)).toBe(false)
+    expect(isAlive(child.pid)).toBe(true)
+  })
+
+  test('an exit file whose folder was removed while the task ran: the exit is still reported, the keeper gives up at once', async () => {
+    const dir = freshDir()
+    const folder = join(dir, 'spool-entry')
+    mkdirSync(folder)
+    const child = await startSleeper({ cwd: dir, outputFile: join(dir, 'output.log'), exitFile: join(folder, 'exit.json') })
+    rmSync(folder, { recursive: true })
+    process.kill(child.pid, 'SIGTERM')
+    expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    await waitFor('the keeper to be gone', () => !isAlive(child.keeper!.pid), 5000)
+    expect(existsSync(folder)).toBe(false)
+  })
+
+  test('a full disk delays only the exit file: the exit is reported at once, and the keeper retries until the file lands', async (context) => {
+    const mountPoint = freshDir()
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k,mode=0700', 'tend-test-full', mountPoint], { stdio: 'ignore' })
+    } catch {
+      context.skip() // needs root and mount(2)
+    }
+    try {
+      const filler = join(mountPoint, 'filler')
+      try {
+        writeFileSync(filler, Buffer.alloc(1024 * 1024))
+      } catch (error) {
+        expect((error as NodeJS.ErrnoException).code).toBe('ENOSPC')
+      }
+      const dir = freshDir()
+      const exitFile = join(mountPoint, 'exit.json')
+      const child = started(await spawner.spawn(request({ file: '/bin/sh', argv: ['sh', '-c', 'exit 4'], cwd: dir, exitFile })))
+      expect(await child.exited).toEqual({ exitCode: 4, signal: null })
+      expect(existsSync(exitFile)).toBe(false)
+      expect(isAlive(child.keeper!.pid)).toBe(true)
+      rmSync(filler)
+      await waitFor('the exit file to land once there is room', () => exitRecord(exitFile), 10_000)
+      expect(exitRecord(exitFile)).toMatchObject({ pid: child.pid, exitCode: 4, signal: null })
+      await waitFor('the keeper to be gone', () => !isAlive(child.keeper!.pid), 5000)
+      expect(readdirSync(mountPoint)).toEqual(['exit.json'])
+    } finally {
+      execFileSync('umount', [mountPoint])
+    }
+  })
+
+  test('a sandboxed task (bubblewrap --die-with-parent) survives the helper\'s death and dies with its keeper', async () => {
+    const own = await NativeSpawner.start(binary!)
+    extraSpawners.push(own)
+    const marker = `TEND_KEEPER_TEST=${process.pid}-${Date.now()}`
+    const [key, value] = marker.split('=') as [string, string]
+    const bwrap = ['/usr/bin/bwrap', '--die-with-parent', '--unshare-pid', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '/bin/sleep', '600']
+    const child = started(await own.spawn(request({ file: bwrap[0]!, argv: bwrap, env: { [key]: value } })))
+    child.exited.catch(() => {})
+    leftovers.push(child.pid)
+    // bubblewrap, its init in the new pid namespace, and sleep.
+    const sandbox = await waitFor('the sandbox to be up', () => {
+      const pids = processesWithEnv(marker).filter(isAlive)
+      return pids.length >= 3 ? pids : undefined
+    })
+    const helper = own.helperPid!
+    process.kill(helper, 'SIGKILL')
+    await waitFor('the helper to be gone', () => !isAlive(helper), 5000)
+    // Nothing of the sandbox went with the helper (each would be gone by the time its parent's
+    // death was delivered: bubblewrap's parent is the keeper, alive).
+    expect(sandbox.filter(isAlive)).toEqual(sandbox)
+    expect(isAlive(child.keeper!.pid)).toBe(true)
+
+    process.kill(child.keeper!.pid, 'SIGKILL')
+    await waitFor('the whole sandbox to die with its keeper', () => processesWithEnv(marker).filter(isAlive).length === 0, 5000)
+    // The new helper, watching the keeper since the first one died, finds no exit file.
+    expect(await child.exited).toEqual({ exitCode: null, signal: null, unknown: true })
+  })
+
+  test('a request in the first format (no kind, no exit file) still starts a keeper and reports the exit; a malformed attach is an error', async () => {
+    const helper = spawn(binary!, [String(process.pid)], { stdio: ['pipe', 'pipe', 'pipe'] })
+    let stdout = ''
+    helper.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    const exited = new Promise<number | null>((resolve) => helper.once('close', (code) => resolve(code)))
+    helper.stdin.on('error', () => {})
+    const frame = (fields: string[]) => {
+      const payload = Buffer.from(fields.map((field) => `${field}\0`).join(''))
+      const header = Buffer.alloc(4)
+      header.writeUInt32LE(payload.length)
+      return Buffer.concat([header, payload])
+    }
+    helper.stdin.write(frame(['7', '/bin/sh', '/', '/dev/null', '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0']))
+    const lines = await waitFor('started and exited', () => {
+      const said = stdout.split('\n')
+      return said.length >= 3 ? said : undefined
+    })
+    const [, , taskPid, keeperPid, keeperStart] = lines[0]!.split(' ')
+    expect(lines[0]).toMatch(/^started 7 \d+ \d+ \d+$/)
+    expect(lines[1]).toBe(`exited ${taskPid} 6 0`)
+    expect(Number(keeperPid)).toBeGreaterThan(0)
+    expect(Number(keeperStart)).toBeGreaterThan(0)
+    helper.stdin.end(frame(['attach', '8', 'not-a-pid', '1', '2', '']))
+    expect(await exited).toBe(2)
+    expect(stdout.split('\n').slice(2)).toEqual(['error keeperPid is not a decimal number', ''])
+  })
+})
+
+describe('readExitFile', () => {
+  test('reads an exit and a signal death; anything else is null', () => {
+    const dir = freshDir()
+    const write = (text: string) => {
+      const path = join(dir, `exit-${dirCount++}.json`)
+      writeFileSync(path, text)
+      return path
+    }
+    expect(readExitFile(write('{"pid":12,"exitCode":0,"signal":null,"endedAtMs":1700000000000}\n'))).toEqual({ pid: 12, exitCode: 0, signal: null, endedAt: '2023-11-14T22:13:20.000Z' })
+    expect(readExitFile(write('{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1700000000000}'))).toEqual({ pid: 12, exitCode: null, signal: 'SIGKILL', endedAt: '2023-11-14T22:13:20.000Z' })
+    expect(readExitFile(write('{"pid":12,"exitCode":null,"signal":40,"endedAtMs":1}'))).toMatchObject({ signal: 'SIG40' })
+    for (const bad of [
+      '',
+      '{"pid":12,"exitCode":0,"signal":null',
+      '{"pid":12,"exitCode":null,"signal":null,"endedAtMs":1}',
+      '{"pid":12,"exitCode":1,"signal":9,"endedAtMs":1}',
+      '{"pid":12,"exitCode":256,"signal":null,"endedAtMs":1}',
+      '{"pid":12,"exitCode":null,"signal":0,"endedAtMs":1}',
+      '{"pid":0,"exitCode":0,"signal":null,"endedAtMs":1}',
+      '{"pid":12,"exitCode":0,"signal":null}',
+      '{"pid":"12","exitCode":0,"signal":null,"endedAtMs":1}',
+      '[12,0,null,1]',
+      'null',
+    ]) {
+      expect(readExitFile(write(bad)), bad).toBeNull()
+    }
+    expect(readExitFile(join(dir, 'missing.json'))).toBeNull()
+    expect(readExitFile(dir)).toBeNull()
+  })
+})
+
+/** Pids whose parent is `pid`. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      if (Number(procStat(Number(entry))[1]) === pid) children.push(Number(entry))
+    } catch {
+      // gone
+    }
+  }
+  return children
+}
+
+/** A pid no process has: the top of the kernel's range, checked. */
+async function unusedPid(): Promise<number> {
+  const max = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'))
+  for (let pid = max - 1; pid > 1; pid--) if (!existsSync(`/proc/${pid}`)) return pid
+  throw new Error('no unused pid')
 }

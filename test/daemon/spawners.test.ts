@@ -1,12 +1,13 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 // The built modules: the native helper is found next to its module, in dist/daemon/spawner/.
 import { NativeSpawner } from '../../dist/daemon/native-spawner.js'
 import { NodeSpawner } from '../../dist/daemon/node-spawner.js'
 import { descriptorLayout } from '../../dist/daemon/spawner.js'
+import { readExitFile } from '../../dist/daemon/exit-file.js'
 import type { PinnedDir, SpawnExit, SpawnRequest, Spawner } from '../../daemon/spawner.js'
 import { FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -85,7 +86,7 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
 describe.each([
   ['native', async (): Promise<Spawner> => NativeSpawner.start(NativeSpawner.binaryPath() ?? missingHelper())],
   ['node', async (): Promise<Spawner> => new NodeSpawner()],
-] as const)('the %s spawner on its own', (_kind, create) => {
+] as const)('the %s spawner on its own', (kind, create) => {
   let spawner: Spawner
   let scratch: string
   /** Set in every child's environment, so the test can prove none is left running. */
@@ -123,6 +124,7 @@ describe.each([
       env: { PATH: '/usr/bin:/bin', [key]: value },
       cwd,
       outputFile: join(cwd, 'output.log'),
+      exitFile: join(cwd, 'exit.json'),
       extraFiles: [],
       cgroupProcs: [],
       limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
@@ -238,6 +240,29 @@ describe.each([
     expect(status.endsWith('secret-for-bwrap\n')).toBe(true)
     // The output file was opened by the spawner, as root: it stays the daemon's.
     expect(statSync(request.outputFile).uid).toBe(process.getuid!())
+  })
+
+  test('a started task names its keeper (native: its exit file is written, and attach watches it) or none (node: attach is not supported)', async () => {
+    const request = shell('exit 5')
+    const outcome = await spawner.spawn(request)
+    if (!outcome.started) throw new Error(`expected the child to start, got ${JSON.stringify(outcome)}`)
+    expect(await outcome.exited).toEqual({ exitCode: 5, signal: null })
+    const attach = { keeper: outcome.keeper ?? { pid: outcome.pid, startTicks: 1 }, taskPid: outcome.pid, exitFile: request.exitFile }
+    if (kind === 'node') {
+      expect(outcome.keeper).toBeNull()
+      expect(existsSync(request.exitFile)).toBe(false)
+      expect(await spawner.attach(attach)).toMatchObject({ attached: false, code: 'ENOTSUP' })
+      return
+    }
+    expect(outcome.keeper).toEqual({ pid: expect.any(Number), startTicks: expect.any(Number) })
+    expect(outcome.keeper!.pid).not.toBe(outcome.pid)
+    // The keeper writes the exit file right after it reported the exit, then exits.
+    await waitFor('the keeper to exit', () => !isAlive(outcome.keeper!.pid), 5000)
+    expect(readExitFile(request.exitFile)).toMatchObject({ pid: outcome.pid, exitCode: 5, signal: null })
+    // The task has ended and its exit file is there: an attach reports it at once.
+    const watching = await spawner.attach(attach)
+    if (!watching.attached) throw new Error(`expected to attach, got ${JSON.stringify(watching)}`)
+    expect(await watching.exited).toEqual({ exitCode: 5, signal: null })
   })
 
   test('invalid pins, identities and users are refused as a bad request', async () => {

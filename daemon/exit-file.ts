@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs'
+import { constants as osConstants } from 'node:os'
+import type { SpawnExit } from './spawner.js'
+
+/**
+ * A task's exit file, as its keeper wrote it when the task ended (daemon/spawner/keeper.c): one
+ * JSON object on one line, `{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}`, where
+ * exactly one of exitCode (0..255) and signal (a signal number) is a number and endedAtMs is the
+ * wall-clock time of the end. The keeper writes it whole (temporary file, fsync, rename), so a file
+ * that is there is complete; it is missing when the task has not ended yet, when it never started,
+ * when its keeper was SIGKILLed, or when the disk refused it for a minute.
+ *
+ * Returns the exit (signal as its name, endedAt as an ISO time, pid the task's) or null when the
+ * file is missing, unreadable or not a valid exit record. Synchronous: for recovery at start.
+ */
+export function readExitFile(path: string): (SpawnExit & { endedAt: string; pid: number }) | null {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch {
+    return null
+  }
+  return parseExitRecord(text)
+}
+
+/** The exit in an exit file's text, or null when it is not a valid exit record. */
+export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; pid: number }) | null {
+  let record: unknown
+  try {
+    record = JSON.parse(text)
+  } catch {
+    return null
+  }
+  if (typeof record !== 'object' || record === null || Array.isArray(record)) return null
+  const { pid, exitCode, signal, endedAtMs } = record as Record<string, unknown>
+  if (!isInteger(pid) || pid <= 0) return null
+  if (!isInteger(endedAtMs) || endedAtMs < 0) return null
+  const endedAt = new Date(endedAtMs)
+  if (Number.isNaN(endedAt.getTime())) return null
+  if (exitCode === null && isInteger(signal) && signal >= 1 && signal <= 64) {
+    return { pid, exitCode: null, signal: signalName(signal), endedAt: endedAt.toISOString() }
+  }
+  if (signal === null && isInteger(exitCode) && exitCode >= 0 && exitCode <= 255) {
+    return { pid, exitCode, signal: null, endedAt: endedAt.toISOString() }
+  }
+  return null
+}
+
+function isInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value)
+}
+
+const SIGNAL_NAMES = new Map<number, NodeJS.Signals>()
+for (const [name, value] of Object.entries(osConstants.signals)) if (!SIGNAL_NAMES.has(value)) SIGNAL_NAMES.set(value, name as NodeJS.Signals)
+
+/** A signal's name (SIGTERM); real-time signals, which have none in os.constants, read SIG<n>. */
+export function signalName(value: number): NodeJS.Signals {
+  return SIGNAL_NAMES.get(value) ?? (`SIG${value}` as NodeJS.Signals)
+}

@@ -1,0 +1,215 @@
+/*
+ * tend-spawner: the task child, forked by its keeper. Its setup, from signals to exec, as the
+ * comment at the top of tend-spawner.c lists it; a failing step writes "<stage> <errno>[ <index>]"
+ * to the O_CLOEXEC error pipe and _exits, so EOF with no data means the exec succeeded.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <linux/openat2.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include "spawner.h"
+
+extern char **environ;
+
+static int error_fd;
+
+__attribute__((noreturn)) static void child_fail(const char *stage, int error, long index) {
+  char message[64];
+  int n = index >= 0 ? snprintf(message, sizeof message, "%s %d %ld", stage, error, index)
+                     : snprintf(message, sizeof message, "%s %d", stage, error);
+  while (write(error_fd, message, (size_t)n) < 0 && errno == EINTR) {
+  }
+  _exit(127);
+}
+
+void close_from(int low, int keep, int highest_known) {
+#ifdef SYS_close_range
+  int ok = 1;
+  if (keep >= low) {
+    if (keep > low && syscall(SYS_close_range, (unsigned)low, (unsigned)keep - 1, 0u) != 0) ok = 0;
+    if (ok && syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) != 0) ok = 0;
+  } else if (syscall(SYS_close_range, (unsigned)low, ~0u, 0u) != 0) {
+    ok = 0;
+  }
+  if (ok) return;
+#endif
+  /* No close_range (kernel < 5.9): every descriptor the helper opens is below highest_known
+   * and O_CLOEXEC anyway. */
+  for (int fd = low; fd <= highest_known; fd++)
+    if (fd != keep) close(fd);
+}
+
+/* Moves fd to the lowest free descriptor >= low (O_CLOEXEC), so the dup2s cannot collide. */
+static int move_above(int fd, int low) {
+  if (fd < 0 || fd >= low) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, low);
+  int error = errno;
+  close(fd);
+  errno = error;
+  return moved;
+}
+
+static int open_retrying(const char *path, int flags, mode_t mode) {
+  int fd;
+  do fd = open(path, flags | O_CLOEXEC | O_NOCTTY, mode);
+  while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+/* A blob as a sealed memory file, reopened read-only through /proc (a new description, at offset 0). */
+static int open_blob(const struct blob *blob) {
+  int memfd = memfd_create("tend-data", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (memfd < 0) return -1;
+  int error = 0;
+  for (size_t done = 0; done < blob->length && !error;) {
+    ssize_t n = write(memfd, blob->bytes + done, blob->length - done);
+    if (n > 0) done += (size_t)n;
+    else if (n == 0) error = EIO;
+    else if (errno != EINTR) error = errno;
+  }
+  if (!error && fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) error = errno;
+  int readonly = -1;
+  if (!error) {
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", memfd);
+    readonly = open_retrying(path, O_RDONLY, 0);
+    if (readonly < 0) error = errno;
+  }
+  close(memfd);
+  errno = error;
+  return readonly;
+}
+
+/* A pinned folder, opened without following any symbolic link; ESTALE when it is another one. */
+static int open_pinned(const struct pin *pin) {
+  struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+  int fd;
+  do fd = (int)syscall(SYS_openat2, AT_FDCWD, pin->path, &how, sizeof how);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  struct stat info;
+  int error = 0;
+  if (fstat(fd, &info) != 0) error = errno;
+  else if ((unsigned long long)info.st_dev != pin->dev || (unsigned long long)info.st_ino != pin->ino) error = ESTALE;
+  if (!error) return fd;
+  close(fd);
+  errno = error;
+  return -1;
+}
+
+__attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int highest_known) {
+  error_fd = error_pipe;
+  /* Hygiene first: drop everything of the helper's but stdio and the error pipe, so the opens
+   * below get low descriptors (the task's RLIMIT_NOFILE may be smaller than the helper's table). */
+  close_from(3, error_fd, highest_known);
+
+  /* 1. Default signal dispositions, empty mask (the helper blocks SIGCHLD and ignores SIGPIPE). */
+  struct sigaction default_action;
+  memset(&default_action, 0, sizeof default_action);
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &default_action, NULL); /* EINVAL for KILL, STOP, glibc's own: fine */
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, NULL);
+
+  /* 2. A new session (and process group). */
+  if (setsid() < 0) child_fail("setsid", errno, -1);
+
+  /* 3. Limits. */
+  struct rlimit core = {0, 0};
+  struct rlimit files = {(rlim_t)r->open_files, (rlim_t)r->open_files};
+  struct rlimit fsize = {(rlim_t)r->file_size, (rlim_t)r->file_size};
+  if (setrlimit(RLIMIT_CORE, &core) != 0) child_fail("limits", errno, -1);
+  if (setrlimit(RLIMIT_NOFILE, &files) != 0) child_fail("limits", errno, -1);
+  if (setrlimit(RLIMIT_FSIZE, &fsize) != 0) child_fail("limits", errno, -1);
+
+  /* 4. Join the cgroups: our pid into each cgroup.procs. */
+  char pid_text[24];
+  int pid_length = snprintf(pid_text, sizeof pid_text, "%d\n", (int)getpid());
+  for (size_t i = 0; i < r->cgc; i++) {
+    int fd = open_retrying(r->cgroups[i], O_WRONLY, 0);
+    if (fd < 0) child_fail("cgroup", errno, (long)i);
+    ssize_t written;
+    do written = write(fd, pid_text, (size_t)pid_length);
+    while (written < 0 && errno == EINTR);
+    if (written < 0) child_fail("cgroup", errno, (long)i);
+    if (written != pid_length) child_fail("cgroup", EIO, (long)i);
+    close(fd);
+  }
+
+  /* 5. Descriptors: open everything above the target range 0 .. 3+slots-1, then dup2 down. The
+   * slots are the extra files, then the blobs, then the pinned folders. */
+  size_t slots = r->extrac + r->datac + r->pinc;
+  int low = 3 + (int)slots;
+  int moved = move_above(error_fd, low);
+  if (moved < 0) child_fail("extra", errno, -1);
+  error_fd = moved;
+
+  int null_fd = move_above(open_retrying("/dev/null", O_RDONLY, 0), low);
+  if (null_fd < 0) child_fail("stdin", errno, -1);
+  int output_fd = move_above(open_retrying(r->output, O_WRONLY | O_APPEND | O_CREAT, 0600), low);
+  if (output_fd < 0) child_fail("output", errno, -1);
+
+  int *fds = r->fds;
+  for (size_t i = 0; i < r->extrac; i++)
+    if ((*fds++ = move_above(open_retrying(r->extra[i], O_RDONLY, 0), low)) < 0) child_fail("extra", errno, (long)i);
+  for (size_t i = 0; i < r->datac; i++)
+    if ((*fds++ = move_above(open_blob(&r->data[i]), low)) < 0) child_fail("data", errno, (long)i);
+  for (size_t i = 0; i < r->pinc; i++)
+    if ((*fds++ = move_above(open_pinned(&r->pins[i]), low)) < 0) child_fail("pinned", errno, (long)i);
+
+  /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
+  if (dup2(null_fd, 0) < 0) child_fail("stdin", errno, -1);
+  if (dup2(output_fd, 1) < 0 || dup2(output_fd, 2) < 0) child_fail("output", errno, -1);
+  for (size_t slot = 0; slot < slots; slot++) {
+    if (dup2(r->fds[slot], 3 + (int)slot) >= 0) continue;
+    if (slot < r->extrac) child_fail("extra", errno, (long)slot);
+    if (slot < r->extrac + r->datac) child_fail("data", errno, (long)(slot - r->extrac));
+    child_fail("pinned", errno, (long)(slot - r->extrac - r->datac));
+  }
+  close(null_fd);
+  close(output_fd);
+  for (size_t slot = 0; slot < slots; slot++) close(r->fds[slot]);
+
+  /* 6. cwd, through its pinned descriptor when it is a pinned folder (no path walk to race). */
+  int pinned_cwd = -1;
+  for (size_t i = 0; i < r->pinc && pinned_cwd < 0; i++)
+    if (strcmp(r->pins[i].path, r->cwd) == 0) pinned_cwd = 3 + (int)(r->extrac + r->datac + i);
+  if ((pinned_cwd >= 0 ? fchdir(pinned_cwd) : chdir(r->cwd)) != 0) child_fail("chdir", errno, -1);
+  if (r->check_cwd) {
+    struct stat here;
+    if (stat(".", &here) != 0) child_fail("chdir", errno, -1);
+    if ((unsigned long long)here.st_dev != r->cwd_dev || (unsigned long long)here.st_ino != r->cwd_ino) child_fail("chdir", ESTALE, -1);
+  }
+
+  /* 7. The user, last. From root to another uid the kernel clears every capability (unless
+   * keep-caps is set: it is cleared first); a drop that could be undone fails the spawn. */
+  if (r->set_user) {
+    if (prctl(PR_SET_KEEPCAPS, 0L, 0L, 0L, 0L) != 0) child_fail("user", errno, -1);
+    if (setgroups(0, NULL) != 0) child_fail("user", errno, -1);
+    if (setgid((gid_t)r->gid) != 0) child_fail("user", errno, -1);
+    if (setuid((uid_t)r->uid) != 0) child_fail("user", errno, -1);
+    if (r->uid != 0 && setuid(0) == 0) child_fail("user", EPERM, -1);
+  }
+
+  /* 8. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
+  if (strchr(r->file, '/') == NULL) {
+    environ = r->envp;
+    execvpe(r->file, r->argv, r->envp);
+  } else {
+    execve(r->file, r->argv, r->envp);
+  }
+  child_fail("exec", errno, -1);
+}

@@ -1,0 +1,382 @@
+/*
+ * tend-spawner: the keeper. One per task, forked by the helper for every spawn request: it leaves
+ * the daemon's session, ignores every signal that could end it but SIGKILL, keeps no descriptor of
+ * the helper's but its report pipe, forks the task child (child.c), tells the helper how the start
+ * went, waits for the task, tells the helper (if one still listens) how it ended, writes that
+ * atomically into the exit file and exits. Nothing ties it to the daemon or the helper: a task
+ * outlives them, and a later daemon learns how it ended from the exit file (a keeper that is gone
+ * has written it, unless it was SIGKILLed; one that is alive will have when it exits). A sandboxed
+ * task's bubblewrap runs with --die-with-parent: its parent is the keeper, so a SIGKILLed keeper
+ * takes its sandbox along.
+ *
+ * Report pipe (keeper -> helper), one line per write (each shorter than PIPE_BUF, so atomic):
+ *   s <taskpid> <keeperstart>   the child has exec'd; keeperstart is field 22 of /proc/<keeper>/stat
+ *   f <stage> <errno>[ <index>] the child failed (or the keeper could not set itself up); the keeper
+ *                               has reaped it and exits: nothing is left running
+ *   x <code> <signal>           the task ended (code -1 for a signal, signal 0 for an exit); said as
+ *                               soon as the task is reaped: the exit file is written after it, and
+ *                               the keeper exits only once the file is written (or given up: its
+ *                               folder is gone, or the disk refused it for about a minute)
+ * A write to a helper that is gone fails with EPIPE (SIGPIPE is ignored) and changes nothing.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "spawner.h"
+
+extern char **environ;
+
+/* Seconds between attempts at an exit file the disk refused; about a minute in all. */
+static const unsigned retry_delays[] = {1, 2, 4, 8, 15, 15, 15};
+
+/* Writes one line to the helper; 1 when it went into the pipe (a helper is there to read it). */
+static int say(int fd, const char *text, int length) {
+  if (length <= 0) return 0;
+  ssize_t n;
+  do n = write(fd, text, (size_t)length);
+  while (n < 0 && errno == EINTR);
+  return n == length;
+}
+
+/* Every signal whose default would end the keeper, but the faults (SEGV, BUS, ...) and SIGKILL. */
+static void ignore_signals(void) {
+  static const int ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT};
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) sigaction(ignored[i], &ignore, NULL);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++) sigaction(sig, &ignore, NULL);
+}
+
+int proc_start_time(pid_t pid, unsigned long long *start) {
+  char path[40], stat_text[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd;
+  do fd = open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return errno;
+  ssize_t n;
+  do n = read(fd, stat_text, sizeof stat_text - 1);
+  while (n < 0 && errno == EINTR);
+  int error = n < 0 ? errno : EIO;
+  close(fd);
+  if (n <= 0) return error;
+  stat_text[n] = 0;
+  /* The command name (field 2) may hold spaces and parentheses: count from the last ')'. Field 3
+   * starts after the first space that follows it, field 22 after the 20th. */
+  const char *at = strrchr(stat_text, ')');
+  if (!at) return EIO;
+  for (unsigned spaces = 0; *at && spaces < 20; at++)
+    if (*at == ' ') spaces++;
+  if (*at < '0' || *at > '9') return EIO;
+  unsigned long long value = 0;
+  for (; *at >= '0' && *at <= '9'; at++) value = value * 10 + (unsigned long long)(*at - '0');
+  *start = value;
+  return 0;
+}
+
+/* ------------------------------------------------------------ exit file */
+
+static int retryable(int error) {
+  return error == ENOSPC || error == EDQUOT || error == EIO || error == ENOMEM || error == EAGAIN || error == EINTR || error == EMFILE || error == ENFILE;
+}
+
+static int write_all(int fd, const char *text, size_t length, int durable) {
+  for (size_t done = 0; done < length;) {
+    ssize_t n = write(fd, text + done, length - done);
+    if (n > 0) done += (size_t)n;
+    else if (n == 0) return EIO;
+    else if (errno != EINTR) return errno;
+  }
+  while (durable && fsync(fd) != 0)
+    if (errno != EINTR) return errno;
+  return 0;
+}
+
+/* Where the filesystem has no O_TMPFILE: a temporary file beside it (O_EXCL, 0600), written
+ * whole, fsynced and renamed over the exit file. */
+static int write_renamed(int dir_fd, const char *name, const char *text, size_t length, int durable) {
+  char temporary[300];
+  snprintf(temporary, sizeof temporary, "%s.%d.tmp", name, (int)getpid());
+  int fd;
+  do fd = openat(dir_fd, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == EEXIST) {
+    /* Left by a keeper that was killed with this pid, long ago: ours to replace. */
+    unlinkat(dir_fd, temporary, 0);
+    fd = openat(dir_fd, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  }
+  if (fd < 0) return errno;
+  int error = write_all(fd, text, length, durable);
+  if (close(fd) != 0 && !error && errno != EINTR) error = errno;
+  if (!error && renameat(dir_fd, temporary, dir_fd, name) != 0) error = errno;
+  if (error) unlinkat(dir_fd, temporary, 0);
+  return error;
+}
+
+/*
+ * One attempt; 0 or the errno, and no temporary file left behind. The file is written whole (and
+ * fsynced, when durable) before it has a name: an unnamed file in the folder (O_TMPFILE, 0600),
+ * then linked in as the exit file, so a reader never sees part of it, and a folder being removed
+ * meanwhile (the task ended, was reported, and removed in the same millisecond) never shows a
+ * temporary file and gets no exit file (the link fails: ENOENT). Then, when durable, the folder is
+ * fsynced.
+ */
+static int write_exit_file_once(int dir_fd, const char *name, const char *text, size_t length, int durable) {
+  int fd;
+  do fd = openat(dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  while (fd < 0 && errno == EINTR);
+  int error = 0;
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    error = write_renamed(dir_fd, name, text, length, durable);
+  } else if (fd < 0) {
+    return errno;
+  } else {
+    error = write_all(fd, text, length, durable);
+    if (!error) {
+      char path[40];
+      snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+      if (linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) != 0) {
+        error = errno;
+        /* Left by a keeper of this very task that was killed? Never: one keeper per task. Still,
+         * whatever is there is older than this exit. */
+        if (error == EEXIST && unlinkat(dir_fd, name, 0) == 0) error = linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) != 0 ? errno : 0;
+      }
+    }
+    close(fd);
+  }
+  if (error) return error;
+  while (durable && fsync(dir_fd) != 0)
+    if (errno != EINTR) return errno; /* the next attempt writes it again */
+  return 0;
+}
+
+static void sleep_seconds(unsigned seconds) {
+  struct timespec left = {(time_t)seconds, 0};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+/* ----------------------------------------------------------- the keeper */
+
+/*
+ * The task child, by vfork: copying even the keeper's small page tables costs ~0.2 ms on this kind
+ * of machine, and the keeper has nothing to do until the child has exec'd anyway. Until its exec
+ * (or _exit) the child runs on the keeper's memory, below this frame: run_child never returns,
+ * writes nothing of the keeper's that the keeper still uses (its own locals, the request's fd table,
+ * child.c's error_fd, environ), allocates nothing, and handles no signal (it resets them all to
+ * SIG_DFL; the keeper's are SIG_IGN). Credentials, limits, session, cwd and descriptors are its
+ * own: vfork shares only the memory.
+ */
+__attribute__((noinline)) static pid_t start_child(struct request *r, int error_pipe, int highest) {
+  char **own_environ = environ;
+  pid_t pid = vfork();
+  if (pid == 0) run_child(r, error_pipe, highest);
+  int error = errno;
+  environ = own_environ; /* the child pointed it at the task's (execvpe reads it) */
+  errno = error;
+  return pid;
+}
+
+__attribute__((noreturn)) static void keeper_fail(int report_fd, const char *stage, int error) {
+  char message[64];
+  say(report_fd, message, snprintf(message, sizeof message, "f %s %d\n", stage, error));
+  _exit(0);
+}
+
+__attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known) {
+  /* Nothing of the helper's but the report pipe (not the daemon's pipes, not the signalfd, not the
+   * pipes of the other keepers); stdio on /dev/null. */
+  if (report_fd < 3) {
+    int moved = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
+    if (moved >= 0) report_fd = moved;
+  }
+  close_from(0, report_fd, highest_known);
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd >= 0) {
+    for (int fd = 0; fd < 3; fd++)
+      if (fd != null_fd) dup2(null_fd, fd);
+    if (null_fd > 2) close(null_fd);
+  }
+
+  /* Out of the daemon's session and process group: no terminal hangup, no group kill reaches it. */
+  if (setsid() < 0) keeper_fail(report_fd, "setsid", errno);
+  ignore_signals();
+  prctl(PR_SET_NAME, "tend-keeper", 0L, 0L, 0L);
+
+  /* The exit file's folder (held open: a folder removed meanwhile is never made again) and our
+   * start time, while the request is at hand. */
+  char name[256] = "";
+  int dir_fd = -1;
+  if (*r->exit_file) {
+    char *path = (char *)r->exit_file; /* points into the payload, which is ours to write */
+    char *slash = strrchr(path, '/');
+    size_t name_length = slash ? strlen(slash + 1) : 0;
+    if (name_length > 0 && name_length < sizeof name) {
+      memcpy(name, slash + 1, name_length + 1);
+      *slash = 0;
+      do dir_fd = open(slash == path ? "/" : path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      while (dir_fd < 0 && errno == EINTR);
+      *slash = '/';
+    }
+  }
+  unsigned long long start = 0;
+  proc_start_time(getpid(), &start);
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) keeper_fail(report_fd, "fork", errno);
+  int highest = highest_known;
+  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd};
+  for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+    if (ours[i] > highest) highest = ours[i];
+  pid_t task = start_child(r, pipe_fds[1], highest);
+  int fork_error = errno;
+  close(pipe_fds[1]);
+  if (task < 0) keeper_fail(report_fd, "fork", fork_error);
+
+  /* The child has exec'd or failed: the request (in the helper's buffers) is no longer needed. */
+  r = NULL;
+  release_helper_memory();
+  if (chdir("/") != 0) {
+    /* Only holds the helper's cwd busy: nothing to report. */
+  }
+
+  /* The child's verdict: EOF with nothing said means it exec'd. */
+  char said[64];
+  ssize_t total = 0;
+  for (;;) {
+    ssize_t n = read(pipe_fds[0], said + total, sizeof said - 1 - (size_t)total);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += n;
+    if (total == (ssize_t)sizeof said - 1) break;
+  }
+  close(pipe_fds[0]);
+  char line[96];
+  if (total > 0) {
+    /* "<stage> <errno>[ <index>]": passed on, minus anything odd. */
+    size_t used = 0;
+    for (ssize_t i = 0; i < total && used < sizeof said - 1; i++) {
+      char c = said[i];
+      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == ' ') said[used++] = c;
+    }
+    said[used] = 0;
+    while (waitpid(task, NULL, 0) < 0 && errno == EINTR) {
+    }
+    say(report_fd, line, snprintf(line, sizeof line, "f %s\n", used ? said : "exec 5"));
+    _exit(0);
+  }
+  say(report_fd, line, snprintf(line, sizeof line, "s %d %llu\n", (int)task, start));
+
+  int status;
+  while (waitpid(task, &status, 0) < 0)
+    if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  long long ended_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+
+  char text[160], code_text[16], signal_text[16];
+  if (code >= 0) snprintf(code_text, sizeof code_text, "%d", code);
+  else strcpy(code_text, "null");
+  if (signal_number > 0) snprintf(signal_text, sizeof signal_text, "%d", signal_number);
+  else strcpy(signal_text, "null");
+  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld}\n", (int)task, code_text, signal_text, ended_ms);
+  int exited_length = snprintf(line, sizeof line, "x %d %d\n", code, signal_number);
+
+  if (dir_fd < 0) {
+    say(report_fd, line, exited_length);
+    _exit(0);
+  }
+  /* The helper hears of the exit first: writing the file (~1 ms here with its fsyncs) or a full
+   * disk never delays the report. Whoever comes later (a new helper, by attach) waits for this
+   * keeper's exit, which comes only once the file is written (or given up), and then reads it.
+   *
+   * The file is fsynced (and its folder) when no helper took the line: it is then the only record
+   * of the exit, and must survive a power loss. When one did, the daemon records the exit itself
+   * (durably) within milliseconds, and the file, written all the same, is its stand-in only should
+   * the daemon die before that: a file in the page cache survives a process's death, and the
+   * fsyncs, ~0.4 ms of CPU per task on this kind of machine, would cost every task for a window of
+   * a few milliseconds that only a power loss could hit (the task would then read `lost`). */
+  int heard = say(report_fd, line, exited_length);
+  int durable = !heard;
+  int error = write_exit_file_once(dir_fd, name, text, (size_t)length, durable);
+  for (size_t attempt = 0; error && retryable(error) && attempt < sizeof retry_delays / sizeof retry_delays[0]; attempt++) {
+    sleep_seconds(retry_delays[attempt]);
+    error = write_exit_file_once(dir_fd, name, text, (size_t)length, durable);
+  }
+  _exit(error ? 1 : 0);
+}
+
+/* ------------------------------------------------------ reading it back */
+
+static const char *expect(const char *at, const char *literal) {
+  size_t length = strlen(literal);
+  return at && strncmp(at, literal, length) == 0 ? at + length : NULL;
+}
+
+/* A decimal integer (optionally negative) or null; NULL when neither. */
+static const char *integer_or_null(const char *at, long long *value, int *is_null) {
+  if (!at) return NULL;
+  if (strncmp(at, "null", 4) == 0) {
+    *is_null = 1;
+    return at + 4;
+  }
+  *is_null = 0;
+  int negative = *at == '-';
+  if (negative) at++;
+  if (*at < '0' || *at > '9') return NULL;
+  long long result = 0;
+  for (; *at >= '0' && *at <= '9'; at++) {
+    if (result > 100000000000000000LL) return NULL;
+    result = result * 10 + (*at - '0');
+  }
+  *value = negative ? -result : result;
+  return at;
+}
+
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number) {
+  if (!path || !*path) return 0;
+  int fd;
+  do fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return 0;
+  char text[256];
+  ssize_t total = 0;
+  for (;;) {
+    ssize_t n = read(fd, text + total, sizeof text - 1 - (size_t)total);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += n;
+    if (total == (ssize_t)sizeof text - 1) break;
+  }
+  close(fd);
+  text[total] = 0;
+  /* Exactly what a keeper writes: {"pid":N,"exitCode":N|null,"signal":N|null,"endedAtMs":N} */
+  long long pid = 0, exit_code = 0, signal_value = 0, ended = 0;
+  int pid_null = 1, code_null = 1, signal_null = 1, ended_null = 1;
+  const char *at = integer_or_null(expect(text, "{\"pid\":"), &pid, &pid_null);
+  at = integer_or_null(expect(at, ",\"exitCode\":"), &exit_code, &code_null);
+  at = integer_or_null(expect(at, ",\"signal\":"), &signal_value, &signal_null);
+  at = integer_or_null(expect(at, ",\"endedAtMs\":"), &ended, &ended_null);
+  at = expect(at, "}");
+  if (!at || (*at && strcmp(at, "\n") != 0)) return 0;
+  if (pid_null || pid != (long long)task || ended_null) return 0;
+  if (code_null == signal_null) return 0;
+  if (!code_null && (exit_code < 0 || exit_code > 255)) return 0;
+  if (!signal_null && (signal_value < 1 || signal_value > 64)) return 0;
+  *code = code_null ? -1 : (int)exit_code;
+  *signal_number = signal_null ? 0 : (int)signal_value;
+  return 1;
+}

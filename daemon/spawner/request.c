@@ -1,0 +1,174 @@
+/* tend-spawner: parsing a framed request (the formats are described in tend-spawner.c). */
+#define _GNU_SOURCE
+#include <string.h>
+#include <sys/resource.h>
+#include "spawner.h"
+
+struct cursor {
+  char *at, *end;
+};
+
+static char *next_string(struct cursor *cursor, const char *what) {
+  if (cursor->at >= cursor->end) malformed("truncated request: %s is missing", what);
+  char *start = cursor->at;
+  char *nul = memchr(start, 0, (size_t)(cursor->end - start));
+  if (!nul) malformed("truncated request: %s is not NUL-terminated", what);
+  cursor->at = nul + 1;
+  return start;
+}
+
+static unsigned long long parse_number(const char *text, const char *what, unsigned long long max) {
+  if (!*text) malformed("%s is empty", what);
+  unsigned long long value = 0;
+  for (const char *c = text; *c; c++) {
+    if (*c < '0' || *c > '9') malformed("%s is not a decimal number", what);
+    unsigned digit = (unsigned)(*c - '0');
+    if (value > (max - digit) / 10) malformed("%s is too large", what);
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+static unsigned long long next_number(struct cursor *cursor, const char *what, unsigned long long max) {
+  return parse_number(next_string(cursor, what), what, max);
+}
+
+/* Two numbers that are both empty (returns 0) or both given (returns 1). */
+static int next_optional_pair(struct cursor *cursor, const char *what, unsigned long long max, unsigned long long *first, unsigned long long *second) {
+  const char *a = next_string(cursor, what), *b = next_string(cursor, what);
+  if (!*a && !*b) return 0;
+  *first = parse_number(a, what, max);
+  *second = parse_number(b, what, max);
+  return 1;
+}
+
+/* A count of strings: each takes at least one byte, so it cannot exceed what is left. */
+static size_t next_count(struct cursor *cursor, const char *what) {
+  return (size_t)next_number(cursor, what, (unsigned long long)(cursor->end - cursor->at));
+}
+
+static struct blob next_blob(struct cursor *cursor) {
+  size_t length = (size_t)next_number(cursor, "data length", MAX_PAYLOAD);
+  if (length > (size_t)(cursor->end - cursor->at)) malformed("truncated request: a blob is shorter than its length");
+  struct blob blob = {cursor->at, length};
+  cursor->at += length;
+  return blob;
+}
+
+static void check_reqid(const char *reqid) {
+  size_t reqid_length = strlen(reqid);
+  if (reqid_length == 0 || reqid_length > MAX_REQID) malformed("reqid must be 1 to %d characters", MAX_REQID);
+  for (const char *c = reqid; *c; c++)
+    if (*c <= ' ' || *c > '~') malformed("reqid has a space or a control character");
+}
+
+/* "" or an absolute path short enough for the temporary file's name beside it. */
+static const char *next_exit_file(struct cursor *cursor) {
+  const char *path = next_string(cursor, "exitFile");
+  if (*path && path[0] != '/') malformed("exitFile is not absolute");
+  if (strlen(path) > MAX_EXIT_PATH) malformed("exitFile is longer than %d bytes", MAX_EXIT_PATH);
+  return path;
+}
+
+/* The fields of a spawn from `file` on (reqid and exitFile are already in *request). */
+static void parse_spawn(struct cursor cursor, struct request *request, void **allocation) {
+  request->file = next_string(&cursor, "file");
+  request->cwd = next_string(&cursor, "cwd");
+  request->output = next_string(&cursor, "outputFile");
+  request->open_files = next_number(&cursor, "openFiles", RLIM_INFINITY);
+  request->file_size = next_number(&cursor, "fileSizeBytes", RLIM_INFINITY);
+  request->check_cwd = next_optional_pair(&cursor, "cwd identity", ~0ULL, &request->cwd_dev, &request->cwd_ino);
+  /* (uid_t)-1 means "unchanged" to setuid: never a user to run as. */
+  request->set_user = next_optional_pair(&cursor, "user", 0xfffffffeULL, &request->uid, &request->gid);
+
+  /* The counts come before their entries: parse in two passes into one allocation. */
+  struct cursor scan = cursor;
+  size_t argc = next_count(&scan, "argc");
+  for (size_t i = 0; i < argc; i++) next_string(&scan, "argv");
+  size_t envc = next_count(&scan, "envc");
+  for (size_t i = 0; i < envc; i++) next_string(&scan, "env");
+  size_t extrac = next_count(&scan, "extrac");
+  for (size_t i = 0; i < extrac; i++) next_string(&scan, "extraFiles");
+  size_t cgc = next_count(&scan, "cgc");
+  for (size_t i = 0; i < cgc; i++) next_string(&scan, "cgroupProcs");
+  size_t pinc = next_count(&scan, "pinc");
+  for (size_t i = 0; i < 3 * pinc; i++) next_string(&scan, "pinned folder");
+  size_t datac = next_count(&scan, "datac");
+  for (size_t i = 0; i < datac; i++) next_blob(&scan);
+  if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
+  if (extrac + pinc + datac > 1024) malformed("too many extra files, blobs and pinned folders");
+
+  /* Pointers first, then the structs, then the ints: each part stays aligned. */
+  size_t pointers = (argc + 1) + (envc + 1) + extrac + cgc;
+  size_t slots = extrac + datac + pinc;
+  char **table = xrealloc(NULL, pointers * sizeof(char *) + pinc * sizeof(struct pin) + datac * sizeof(struct blob) + slots * sizeof(int) + 1);
+  *allocation = table;
+  request->argc = argc;
+  request->envc = envc;
+  request->extrac = extrac;
+  request->cgc = cgc;
+  request->pinc = pinc;
+  request->datac = datac;
+  request->argv = table;
+  request->envp = request->argv + argc + 1;
+  request->extra = request->envp + envc + 1;
+  request->cgroups = request->extra + extrac;
+  request->pins = (struct pin *)(void *)(request->cgroups + cgc);
+  request->data = (struct blob *)(void *)(request->pins + pinc);
+  request->fds = (int *)(void *)(request->data + datac);
+
+  next_string(&cursor, "argc");
+  for (size_t i = 0; i < argc; i++) request->argv[i] = next_string(&cursor, "argv");
+  request->argv[argc] = NULL;
+  next_string(&cursor, "envc");
+  for (size_t i = 0; i < envc; i++) request->envp[i] = next_string(&cursor, "env");
+  request->envp[envc] = NULL;
+  next_string(&cursor, "extrac");
+  for (size_t i = 0; i < extrac; i++) request->extra[i] = next_string(&cursor, "extraFiles");
+  next_string(&cursor, "cgc");
+  for (size_t i = 0; i < cgc; i++) request->cgroups[i] = next_string(&cursor, "cgroupProcs");
+  next_string(&cursor, "pinc");
+  for (size_t i = 0; i < pinc; i++) {
+    request->pins[i].path = next_string(&cursor, "pinned path");
+    if (request->pins[i].path[0] != '/') malformed("pinned path is not absolute");
+    request->pins[i].dev = next_number(&cursor, "pinned dev", ~0ULL);
+    request->pins[i].ino = next_number(&cursor, "pinned ino", ~0ULL);
+  }
+  next_string(&cursor, "datac");
+  for (size_t i = 0; i < datac; i++) request->data[i] = next_blob(&cursor);
+}
+
+
+static void parse_attach(struct cursor cursor, struct attach *attach) {
+  attach->reqid = next_string(&cursor, "reqid");
+  check_reqid(attach->reqid);
+  /* pid_t is an int: pids run from 1 to 2^22 on Linux, any positive int is carried. */
+  attach->keeper = (pid_t)next_number(&cursor, "keeperPid", 0x7fffffffULL);
+  attach->keeper_start = next_number(&cursor, "keeperStart", ~0ULL);
+  attach->task = (pid_t)next_number(&cursor, "taskPid", 0x7fffffffULL);
+  attach->exit_file = next_exit_file(&cursor);
+  if (attach->keeper == 0 || attach->task == 0) malformed("a pid of 0 in an attach request");
+  if (cursor.at != cursor.end) malformed("attach request has %zu trailing bytes", (size_t)(cursor.end - cursor.at));
+}
+
+enum request_kind parse_request(char *payload, size_t length, struct request *spawn, struct attach *attach, void **allocation) {
+  struct cursor cursor = {payload, payload + length};
+  const char *first = next_string(&cursor, "request kind or reqid");
+  *allocation = NULL;
+  if (strcmp(first, "attach") == 0) {
+    parse_attach(cursor, attach);
+    return REQUEST_ATTACH;
+  }
+  if (strcmp(first, "spawn") == 0) {
+    spawn->reqid = next_string(&cursor, "reqid");
+    check_reqid(spawn->reqid);
+    spawn->exit_file = next_exit_file(&cursor);
+  } else {
+    /* The first format: no kind, the reqid first, no exit file. */
+    spawn->reqid = first;
+    check_reqid(spawn->reqid);
+    spawn->exit_file = "";
+  }
+  parse_spawn(cursor, spawn, allocation);
+  return REQUEST_SPAWN;
+}

@@ -1,0 +1,82 @@
+/*
+ * tend-spawner's parts (see tend-spawner.c for the wire protocol):
+ *   tend-spawner.c  the helper: its loop, its replies, the keepers it forked or attached to
+ *   request.c       parsing a framed request
+ *   keeper.c        the keeper: one per task, the task's parent, writes its exit file
+ *   child.c         the task child's setup, from signals to exec
+ */
+#ifndef TEND_SPAWNER_H
+#define TEND_SPAWNER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define MAX_PAYLOAD (64u * 1024u * 1024u)
+#define MAX_REQID 63
+/* An exit file's path: room is left under PATH_MAX for the temporary file's suffix. */
+#define MAX_EXIT_PATH 4000
+
+/* ------------------------------------------------------- tend-spawner.c */
+
+void *xrealloc(void *pointer, size_t size);
+__attribute__((format(printf, 1, 2))) void out_printf(const char *format, ...);
+__attribute__((noreturn, format(printf, 1, 2))) void malformed(const char *format, ...);
+/* In a keeper, once it has forked its task: gives back the pages of the helper's buffers (they
+ * would otherwise become the keeper's own, one by one, as the helper keeps writing them). */
+void release_helper_memory(void);
+
+/* ------------------------------------------------------------ request.c */
+
+/* A blob points into the request's payload: raw bytes, NULs allowed. */
+struct blob {
+  const char *bytes;
+  size_t length;
+};
+
+struct pin {
+  const char *path;
+  unsigned long long dev, ino;
+};
+
+struct request {
+  const char *reqid, *file, *cwd, *output;
+  const char *exit_file; /* "" when the request names none (a request in the first format) */
+  unsigned long long open_files, file_size;
+  int check_cwd, set_user;
+  unsigned long long cwd_dev, cwd_ino, uid, gid;
+  size_t argc, envc, extrac, cgc, pinc, datac;
+  char **argv, **envp, **extra, **cgroups;
+  struct pin *pins;
+  struct blob *data;
+  int *fds; /* the child's descriptors for extra, data, pinned, before they move to fd 3... */
+};
+
+struct attach {
+  const char *reqid, *exit_file;
+  pid_t keeper, task;
+  unsigned long long keeper_start;
+};
+
+enum request_kind { REQUEST_SPAWN, REQUEST_ATTACH };
+
+/* Parses one payload (malformed() on any error). A spawn's tables go into one allocation that
+ * *allocation owns (NULL for an attach). */
+enum request_kind parse_request(char *payload, size_t length, struct request *spawn, struct attach *attach, void **allocation);
+
+/* -------------------------------------------------------------- child.c */
+
+/* Closes every descriptor from low up but keep (-1: none); highest_known bounds the fallback loop. */
+void close_from(int low, int keep, int highest_known);
+/* Sets the task up and execs it; a failing step writes "<stage> <errno>[ <index>]" to error_fd. */
+__attribute__((noreturn)) void run_child(struct request *r, int error_fd, int highest_known);
+
+/* ------------------------------------------------------------- keeper.c */
+
+/* The keeper's life: forks and watches the task, reports on report_fd, writes the exit file. */
+__attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known);
+/* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
+int proc_start_time(pid_t pid, unsigned long long *start);
+/* An exit file for this task: 1 with its code (-1 for a signal) and signal (0 for an exit), else 0. */
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number);
+
+#endif
