@@ -274,6 +274,16 @@ export class Supervisor {
       this.log.warn({ taskId: task.id, code: attached.code, reason: attached.message }, 'the keeper of a running task could not be attached to')
       return false
     }
+    // A kill under way when the last daemon died may have left a sandbox's monitor held (SIGSTOP,
+    // see kill-tree.ts); nothing else stops it (the task cannot reach it): it goes on now.
+    if (task.sandbox !== 'off' && processState(task.pid) === 'T') {
+      this.log.warn({ taskId: task.id, pid: task.pid }, 'the sandbox monitor of a resumed task was held by an interrupted kill; continuing it')
+      try {
+        process.kill(task.pid, 'SIGCONT')
+      } catch {
+        // Gone meanwhile: its keeper reports how it ended.
+      }
+    }
     const plan = await resumedPlan(task, this.capabilities)
     const entry = this.track(task.id, task, task.pid, attached.exited, plan)
     this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
@@ -355,26 +365,17 @@ export class Supervisor {
   }
 
   /**
-   * How the task ended. The spawner watching it may die (or be closed, when the daemon leaves its
-   * tasks running): its keeper still runs the task, so it is attached to again through a new
-   * spawner, or its exit read from what the keeper recorded. An Error only when neither works.
+   * How the task ended. A spawner whose helper dies attaches to the task's keeper again by itself;
+   * when it gives up (or is closed because the daemon leaves its tasks running), the keeper may
+   * still have recorded the exit. An Error only when nobody knows.
    */
   private async exitOf(id: string, entry: RunningEntry): Promise<SpawnExit | Error | 'kept'> {
-    for (;;) {
-      const result = await entry.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
-      if (!(result instanceof Error)) return result
-      if (this.keepingTasks) return 'kept'
-      const task = this.store.get(id)
-      const exitFile = exitPath(this.config.layout.spool, id)
-      if (task.state !== 'running' || !task.keeper) return result
-      const attached = await this.spawner.attach({ keeper: task.keeper, taskPid: task.pid, exitFile })
-      if (attached.attached) {
-        this.log.warn({ taskId: id, err: result }, 'the spawner watching a task died; its keeper was attached to again')
-        entry.exited = attached.exited
-        continue
-      }
-      return readExitFile(exitFile) ?? result
-    }
+    const result = await entry.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
+    if (!(result instanceof Error)) return result
+    if (this.keepingTasks) return 'kept'
+    const task = this.store.get(id)
+    const recorded = task.state === 'running' && task.keeper ? readExitFile(exitPath(this.config.layout.spool, id)) : null
+    return recorded && recorded.pid === entry.pid ? { exitCode: recorded.exitCode, signal: recorded.signal } : result
   }
 
   /**

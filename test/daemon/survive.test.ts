@@ -145,6 +145,34 @@ async function readTask(home: string, id: string): Promise<Task> {
   return JSON.parse(readFileSync(join(home, 'spool', id, 'task.json'), 'utf8')) as Task
 }
 
+describe('a daemon that dies in the middle of a kill', () => {
+  test("a sandbox monitor held (SIGSTOP) by the interrupted kill goes on under the next daemon, whose kill then works", async (context) => {
+    const home = createTempHome()
+    const workspace = mkdtempSync('/var/tmp/tend-held-')
+    removeHomeAfterwards(home, workspace)
+    let daemon = await startTestDaemon({ home, env: { TEND_KILL_GRACE: '500ms' } })
+    const status = await daemon.client.status()
+    if (!status.sandbox.profiles.includes('workspace')) context.skip(`workspace is not available: ${status.sandbox.missing.workspace}`)
+    const task = await daemon.client.start({ command: 'i=0; while :; do echo $i; i=$((i+1)); sleep 0.01; done', shell: true, cwd: workspace, sandbox: 'workspace' })
+    const running = await waitFor('the task to run', async () => {
+      const current = await daemon.client.get(task.id)
+      return current.state === 'running' && current.pid !== null ? current : null
+    })
+    // What a kill does first to a sandbox (kill-tree.ts): it holds bubblewrap's monitor. The daemon dies right then.
+    process.kill(running.pid!, 'SIGSTOP')
+    await waitFor('the monitor to be stopped', () => readFileSync(`/proc/${running.pid}/stat`, 'utf8').split(') ')[1]!.startsWith('T'))
+    await daemon.crash()
+    daemon.client.close()
+    daemon = await startTestDaemon({ home, env: { TEND_KILL_GRACE: '500ms' } })
+    expect(await daemon.client.get(task.id)).toMatchObject({ state: 'running', pid: running.pid })
+    await waitFor('the monitor to go on', () => !readFileSync(`/proc/${running.pid}/stat`, 'utf8').split(') ')[1]!.startsWith('T'))
+    const killed = await daemon.client.kill(task.id)
+    expect(killed.state).toBe('killed')
+    expect(taskProcesses(task.id)).toEqual([])
+    await daemon.stop()
+  })
+})
+
 describe('tend restart', () => {
   test('under load (50 running tasks): no task stops, and reads and waits in flight carry on', async () => {
     const home = createTempHome()

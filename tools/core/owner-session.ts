@@ -118,9 +118,10 @@ export class OwnerSession {
 
   /**
    * After an events gap: every task that ended meanwhile — one known to be running, or one made
-   * since the last event seen — is announced (once, as always). Answers the seq to follow from.
+   * since the last event seen — is announced (once, as always). Answers the daemon and the seq to
+   * follow from.
    */
-  private async resync(): Promise<number> {
+  private async resync(): Promise<{ daemonId: string; lastSeq: number }> {
     const { events } = await this.client.status()
     const since = this.syncedAt
     this.syncedAt = Date.now()
@@ -128,7 +129,7 @@ export class OwnerSession {
       if (!isFinished(task)) this.live.add(task.id)
       else if (this.live.delete(task.id) || Date.parse(task.createdAt) >= since) this.announce(task)
     }
-    return events.lastSeq
+    return events
   }
 
   private async follow(daemonId: string, since: number): Promise<void> {
@@ -137,6 +138,8 @@ export class OwnerSession {
     while (!this.stopping.signal.aborted) {
       try {
         for await (const event of this.client.events({ since: lastSeq, signal: this.stopping.signal })) {
+          // The stream went on at a new daemon: one may have come and gone unseen in between.
+          if (event.daemonId !== currentDaemon) await this.resync()
           currentDaemon = event.daemonId
           lastSeq = event.seq
           this.syncedAt = Date.now()
@@ -154,22 +157,25 @@ export class OwnerSession {
         if (isTendError(error, 'TEND_ERR_EVENTS_GAP')) {
           const resynced = await this.resync().catch(() => undefined)
           if (resynced !== undefined) {
-            lastSeq = resynced
+            currentDaemon = resynced.daemonId
+            lastSeq = resynced.lastSeq
             continue
           }
         }
       }
       if (this.stopping.signal.aborted) return
-      // Follow again only once a daemon answers, and from the start of its events if it is a new
-      // one: its first events (the endings it found when it started) are this session's too.
+      // Follow again only once a daemon answers. A new one (or several, each gone before this
+      // session saw it) recorded endings this session has no event of: the task list has them.
       for (;;) {
         await delay(RESUBSCRIBE_DELAY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined)
         if (this.stopping.signal.aborted) return
         const status = await this.client.status().catch(() => undefined)
         if (!status) continue
         if (status.events.daemonId !== currentDaemon) {
-          currentDaemon = status.events.daemonId
-          lastSeq = 0
+          const resynced = await this.resync().catch(() => undefined)
+          if (resynced === undefined) continue
+          currentDaemon = resynced.daemonId
+          lastSeq = resynced.lastSeq
         }
         break
       }
