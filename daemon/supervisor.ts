@@ -286,7 +286,9 @@ export class Supervisor {
     }
     const plan = await resumedPlan(task, this.capabilities)
     const entry = this.track(task.id, task, task.pid, attached.exited, plan)
+    // A deadline or an output cap passed while no daemon ran is enforced now.
     this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
+    await this.checkOutput(task.id, entry)
     this.log.info({ taskId: task.id, pid: task.pid, keeper: task.keeper.pid }, 'task supervised again')
     void this.watch(task.id, entry, plan)
     // It holds a slot like any running task, once one is free (it runs either way).
@@ -526,21 +528,25 @@ export class Supervisor {
   }
 
   private async checkOutputs(): Promise<void> {
-    for (const [id, entry] of this.running) {
-      const task = this.store.find(id)
-      if (!task) continue
-      const size = await outputSize(outputPath(this.config.layout.spool, id)).catch(() => task.outputBytes)
-      this.store.patch(id, { outputBytes: Math.min(size, task.maxOutputBytes) })
-      if (size > task.maxOutputBytes && !entry.stopping) {
-        this.stop(id, entry, {
-          state: 'killed',
-          reason: `output cap of ${formatBytes(task.maxOutputBytes)} reached`,
-          signal: 'SIGTERM',
-          graceMs: this.config.killGraceMs,
-        })
-      }
+    for (const [id, entry] of this.running) await this.checkOutput(id, entry)
+  }
+
+  /** Stops a task whose output has passed its cap. */
+  private async checkOutput(id: string, entry: RunningEntry): Promise<void> {
+    const task = this.store.find(id)
+    if (!task) return
+    const size = await outputSize(outputPath(this.config.layout.spool, id)).catch(() => task.outputBytes)
+    this.store.patch(id, { outputBytes: Math.min(size, task.maxOutputBytes) })
+    if (size > task.maxOutputBytes && !entry.stopping) {
+      this.stop(id, entry, {
+        state: 'killed',
+        reason: `output cap of ${formatBytes(task.maxOutputBytes)} reached`,
+        signal: 'SIGTERM',
+        graceMs: this.config.killGraceMs,
+      })
     }
   }
+
 
   private finishTask(task: Task): void {
     if (!isFinished(task)) return

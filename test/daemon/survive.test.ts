@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { TendClient, type SandboxProfile, type Task } from '../../client/index.js'
 import { OwnerSession } from '../../tools/core/owner-session.js'
@@ -144,6 +144,30 @@ describe('a daemon killed with SIGKILL, 20 times', () => {
 async function readTask(home: string, id: string): Promise<Task> {
   return JSON.parse(readFileSync(join(home, 'spool', id, 'task.json'), 'utf8')) as Task
 }
+
+describe('limits that came due while no daemon ran', () => {
+  test('an output cap passed meanwhile stops the task as soon as the next daemon starts, and output.log is cut back to it', async () => {
+    const home = createTempHome()
+    const workspace = mkdtempSync('/var/tmp/tend-cap-')
+    removeHomeAfterwards(home, workspace)
+    // The periodic check would catch it in a minute: only the start-up check can pass this test.
+    const env = { TEND_KILL_GRACE: '500ms', TEND_OUTPUT_CHECK_INTERVAL: '60s' }
+    let daemon = await startTestDaemon({ home, env })
+    const task = await daemon.client.start({ command: `while [ ! -e go ]; do sleep 0.01; done; head -c 100000 /dev/zero; exec sleep 1000`, shell: true, cwd: workspace, maxOutputBytes: 10_000 })
+    await waitFor('the task recorded running', async () => (await readTask(home, task.id)).state === 'running')
+    await daemon.crash()
+    daemon.client.close()
+    writeFileSync(join(workspace, 'go'), '')
+    await waitFor('the output to pass its cap while no daemon runs', () => statSync(join(task.spool, 'output.log')).size >= 100_000)
+    daemon = await startTestDaemon({ home, env })
+    const ended = await daemon.client.wait(task.id, { timeoutMs: 10_000 })
+    expect(ended).toMatchObject({ state: 'killed', outputBytes: 10_000 })
+    expect(ended.reason).toContain('output cap')
+    expect(statSync(join(task.spool, 'output.log')).size).toBe(10_000)
+    expect(taskProcesses(task.id)).toEqual([])
+    await daemon.stop()
+  })
+})
 
 describe('a daemon that dies in the middle of a kill', () => {
   test("a sandbox monitor held (SIGSTOP) by the interrupted kill goes on under the next daemon, whose kill then works", async (context) => {
