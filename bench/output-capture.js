@@ -1,7 +1,7 @@
 // Bench 1: capture 1 GiB of task output through tend vs a shell redirect into a file.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { elapsedMs, GiB, median, row, run, RUNS, runIfMain, startDaemon, warmUp } from './lib.js'
+import { elapsedMs, GiB, median, row, run, RUNS, runIfMain, startDaemon, tempDir, warmUp } from './lib.js'
 
 const COMMAND = ['head', '-c', '1G', '/dev/zero']
 
@@ -48,17 +48,20 @@ async function settleDisk() {
 
 export async function outputCapture({ runs = RUNS, log = console.log } = {}) {
   const daemon = await startDaemon('capture', { TEND_MAX_OUTPUT: '2G' })
+  // The tasks' cwd: a folder of their own (a sandboxed task may not run in a tend home).
+  const workspace = tempDir('capture-ws')
   const tend = []
   const shell = []
   try {
-    await warmUp(daemon.client, daemon.home)
+    await warmUp(daemon.client, workspace)
     for (let i = 0; i < runs; i++) {
       shell.push(await shellOnce(daemon.home))
-      tend.push(await tendOnce(daemon.client, daemon.home))
+      tend.push(await tendOnce(daemon.client, workspace))
       log(`  capture run ${i + 1}/${runs}: shell ${shell.at(-1).toFixed(0)} ms, tend ${tend.at(-1).toFixed(0)} ms`)
     }
   } finally {
     await daemon.stop()
+    rmSync(workspace, { recursive: true, force: true })
   }
   const rate = (ms) => 1024 / (ms / 1000)
   const value = rate(median(tend))

@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
 import type { DaemonSettings } from './config.js'
@@ -48,17 +45,12 @@ async function probe(binary: string, log: Logger): Promise<NativeSpawner | strin
 
   async function run(): Promise<NativeSpawner> {
     spawner = await NativeSpawner.start(binary, log)
-    // Its keeper records the exit in a folder of its own, gone afterwards.
-    const folder = mkdtempSync(join(tmpdir(), 'tend-spawner-probe-'))
-    try {
-      const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: '/dev/null', exitFile: join(folder, 'exit.json'), extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
-      if (!outcome.started) throw new Error(outcome.message)
-      const exit = await outcome.exited
-      if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)
-      return spawner
-    } finally {
-      rmSync(folder, { recursive: true, force: true })
-    }
+    // No exit file: the probe's end is heard by this spawner, nobody else needs it.
+    const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: '/dev/null', exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
+    if (!outcome.started) throw new Error(outcome.message)
+    const exit = await outcome.exited
+    if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)
+    return spawner
   }
 }
 
