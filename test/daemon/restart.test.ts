@@ -30,7 +30,7 @@ function cleanUpHome(home: string, first: TestDaemon): void {
 }
 
 describe('restart', () => {
-  test('a new daemon reloads the spool, marks running tasks lost and kills their leftovers', async () => {
+  test('a task whose keeper died with the daemon is recorded lost, and the next daemon kills its leftovers', async () => {
     const home = createTempHome()
     const scratch = mkdtempSync(join(tmpdir(), 'tend-restart-'))
     cleanups.push(() => rmSync(scratch, { recursive: true, force: true }))
@@ -46,9 +46,17 @@ describe('restart', () => {
         return undefined
       }
     })
+    // The task runs on under its keeper when the daemon dies; killed with the daemon (an OOM kill
+    // of both, say), the keeper takes the task's exit status with it: nobody can supervise it.
+    const keeper = await waitFor('the running record, with its keeper, on disk', () => {
+      const record = JSON.parse(readFileSync(join(home, 'spool', running.id, 'task.json'), 'utf8')) as { state: string; keeper?: { pid: number } }
+      return record.state === 'running' ? record.keeper : undefined
+    })
     await first.crash()
+    process.kill(keeper.pid, 'SIGKILL')
+    await waitFor('the keeper to be gone', () => !isAlive(keeper.pid))
     for (const client of [first.client]) client.close()
-    // The daemon died; its task's processes are still there until a new daemon cleans up.
+    // Its task's processes are still there until a new daemon cleans up.
     expect(pids.some(isAlive)).toBe(true)
 
     const second = await startTestDaemon({ home })
@@ -58,7 +66,7 @@ describe('restart', () => {
     expect(tasks.find((task) => task.id === done.id)).toMatchObject({ state: 'exited', exitCode: 0 })
     const lost = tasks.find((task) => task.id === running.id)!
     expect(lost.state).toBe('lost')
-    expect(lost.reason).toContain('daemon stopped while the task ran')
+    expect(lost.reason).toContain('its keeper is gone without recording how it ended')
     expect(pids.filter(isAlive)).toEqual([])
     expect((await second.client.read(done.id)).data).toBe('earlier\n')
   })
@@ -99,6 +107,8 @@ describe('restart', () => {
     const second = await startTestDaemon({ home })
     cleanups.push(() => second.stop())
     expect(await second.client.get(queued.id)).toMatchObject({ state: 'failed', reason: 'the daemon stopped before the task started' })
-    expect((await second.client.get(blocker.id)).state).toBe('lost')
+    // The running one outlived the daemon under its keeper, and is supervised again.
+    expect(await second.client.get(blocker.id)).toMatchObject({ state: 'running' })
+    expect((await second.client.kill(blocker.id, { graceMs: 0 })).state).toBe('killed')
   })
 })

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { execFileSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { parseExitRecord } from '../../daemon/exit-file.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 let daemon: TestDaemon
 
@@ -38,7 +40,10 @@ describe('spool files', () => {
       const folder = join(daemon.home, 'spool', task.id)
       // The record on disk is the final one (a running record never lands after it).
       expect(JSON.parse(readFileSync(join(folder, 'task.json'), 'utf8'))).toMatchObject({ schemaVersion: 1, id: task.id, state: 'exited', exitCode: index % 5 })
-      expect(readdirSync(folder).sort()).toEqual(['output.log', 'task.json'])
+      // And the keeper's exit file, written whole right after it reported the exit.
+      const exit = await waitFor(`exit.json of ${task.id}`, () => (existsSync(join(folder, 'exit.json')) ? parseExitRecord(readFileSync(join(folder, 'exit.json'), 'utf8')) : null))
+      expect(exit).toMatchObject({ pid: task.pid, exitCode: index % 5, signal: null })
+      expect(readdirSync(folder).sort()).toEqual(['exit.json', 'output.log', 'task.json'])
     }
   })
 })
