@@ -34,6 +34,10 @@ export class SocketHttp {
   }
 
   request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    return this.send<T>(method, path, options, true)
+  }
+
+  private send<T>(method: string, path: string, options: RequestOptions, mayResend: boolean): Promise<T> {
     const url = withQuery(path, options.query)
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body)
     const timeoutMs = this.requestTimeoutMs + Math.max(0, options.waitMs ?? 0)
@@ -83,7 +87,16 @@ export class SocketHttp {
           })
         },
       )
-      req.on('error', (error: NodeJS.ErrnoException) => reject(connectionError(error)))
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        // A kept-alive connection the daemon had just closed (idle, or it restarted): the request
+        // never reached it. Sent once more on a fresh connection; a submission keeps its key.
+        if (mayResend && req.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE') && !options.signal?.aborted) {
+          clearTimeout(timer)
+          this.send<T>(method, path, options, false).then(resolvePromise, rejectPromise)
+          return
+        }
+        reject(connectionError(error))
+      })
       req.on('socket', (socket) => {
         // A kept-alive socket is connected already; a new one says so when it is.
         if (!socket.connecting) connected = true
