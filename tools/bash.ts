@@ -1,42 +1,53 @@
 import { defineTool } from './harness/index.js'
-import { renderBash, runBash } from './core/index.js'
+import { renderBash, runBash, type BashOutcome } from './core/index.js'
 import { sessionOf, withPendingNotices, type ToolDeps } from './tool-context.js'
 
-interface BashMeta {
+/** The bash result's card data (every host's presenter reads it). */
+export interface BashMeta {
   taskId: string
   background: boolean
+  /** The call returned before the command ended; the task went on in the background. */
+  yielded: boolean
   output: string
   exitCode: number | null
   signal: string | null
 }
 
+export function bashMeta(outcome: BashOutcome): BashMeta {
+  return {
+    taskId: outcome.task.id,
+    background: outcome.kind === 'background',
+    yielded: outcome.kind === 'yielded',
+    output: outcome.kind === 'background' ? '' : outcome.output.text,
+    exitCode: outcome.task.exitCode,
+    signal: outcome.task.signal,
+  }
+}
+
 export function createBashTool(deps: ToolDeps) {
+  const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
   return defineTool({
     name: 'bash',
     description: [
       'Run a shell command (sh -c) in the working directory and return its output with [exit code: N].',
       'Output longer than the budget keeps its head and tail and says where the full output is.',
+      `A command still running after yield_ms (default ${defaultYieldMs}) is not stopped: the call returns its output so far,`,
+      'its task id and "still running", and the command goes on as a background task.',
       'Set run_in_background for long-running commands: it returns a task id at once; read the output with task_output,',
       'stop it with task_kill; a notice arrives when it finishes. stdin is /dev/null.',
     ].join(' '),
     parameters: {
       command: { type: 'string', required: true, description: 'The shell command to run' },
       description: { type: 'string', description: 'What the command does, in a few words (used as the task label)' },
-      timeout: { type: 'number', description: `Time limit in milliseconds (foreground default ${deps.settings.defaultTimeoutMs}, at most ${deps.settings.maxTimeoutMs}; background: none unless given)` },
+      timeout: { type: 'number', description: `Time limit in milliseconds; the command is stopped when it passes, also after a yield (foreground default ${defaultTimeoutMs}, at most ${maxTimeoutMs}; background: none unless given)` },
       run_in_background: { type: 'boolean', description: 'Return at once with a task id instead of waiting' },
       cwd: { type: 'string', description: 'Working directory (default: the agent process working directory)' },
+      yield_ms: { type: 'number', description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)` },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)
       const outcome = await runBash(session, args, deps.settings, exec.signal)
-      const meta: BashMeta = {
-        taskId: outcome.task.id,
-        background: outcome.kind === 'background',
-        output: outcome.kind === 'foreground' ? outcome.output.text : '',
-        exitCode: outcome.task.exitCode,
-        signal: outcome.task.signal,
-      }
-      return { content: withPendingNotices(session, renderBash(outcome)), meta }
+      return { content: withPendingNotices(session, renderBash(outcome)), meta: bashMeta(outcome) }
     },
     presentCall: (args) => ({ card: 'terminal', title: args.command, ...(args.description ? { description: args.description } : {}), ...(args.cwd ? { cwd: args.cwd } : {}) }),
     presentResult: (args, result) => {
@@ -44,8 +55,9 @@ export function createBashTool(deps: ToolDeps) {
       if (!meta) return { card: 'terminal', title: args.command, output: result.content.map((block) => block.text).join('\n') }
       // A background start has no output or exit yet: its task_output calls show those.
       if (meta.background) return { card: 'terminal', title: args.command }
+      // A yielded call has the output so far and no exit yet.
+      if (meta.yielded) return { card: 'terminal', title: args.command, output: meta.output }
       return { card: 'terminal', title: args.command, output: meta.output, exitCode: meta.exitCode, signal: meta.signal }
     },
   })
 }
-

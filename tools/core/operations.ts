@@ -1,7 +1,10 @@
-import { join } from 'node:path'
 import { isFinished, taskLabel, type Task } from '../../client/index.js'
+import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
-import { readBytes, readForModel, shapeText, type ModelOutput } from './output-shaping.js'
+import { outputPathOf, readBytes, readForModel, shapeText, type ModelOutput } from './output-shaping.js'
+import { ToolFailure } from './tool-failure.js'
+
+export { ToolFailure }
 
 export interface ToolSettings {
   /** Bytes of output handed to the model per result. Default 30000. */
@@ -12,6 +15,10 @@ export interface ToolSettings {
   maxTimeoutMs: number
   /** Longest task_output wait_ms, in ms. Default 300000. */
   maxWaitMs: number
+  /** How long a foreground bash runs before the call returns and leaves it running (yields) when the call gives no yield_ms, in ms. Default 10000. */
+  defaultYieldMs: number
+  /** Largest yield_ms a call may ask for, in ms (larger ones are cut to this). Default 600000. */
+  maxYieldMs: number
 }
 
 export const DEFAULT_TOOL_SETTINGS: Readonly<ToolSettings> = Object.freeze({
@@ -19,6 +26,8 @@ export const DEFAULT_TOOL_SETTINGS: Readonly<ToolSettings> = Object.freeze({
   defaultTimeoutMs: 120_000,
   maxTimeoutMs: 600_000,
   maxWaitMs: 300_000,
+  defaultYieldMs: 10_000,
+  maxYieldMs: 600_000,
 })
 
 /** Most output a filtered read scans in one call; the cursor says where the next call goes on. */
@@ -30,23 +39,17 @@ export interface BashArgs {
   timeout?: number
   run_in_background?: boolean
   cwd?: string
+  /** Foreground only: return after this many ms with the command still running. */
+  yield_ms?: number
 }
 
-export type BashOutcome = { kind: 'background'; task: Task } | { kind: 'foreground'; task: Task; output: ModelOutput; outputPath: string }
-
-/** Thrown for what the model cannot fix by reading a result: the command never ran, the call was aborted. */
-export class ToolFailure extends Error {
-  override readonly name = 'ToolFailure'
-}
-
-export function outputPathOf(task: Task): string {
-  return join(task.spool, 'output.log')
-}
+export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
 
 /** bash: one path for both modes — every command is a tend task. */
 export async function runBash(session: OwnerSession, args: BashArgs, settings: ToolSettings, signal?: AbortSignal): Promise<BashOutcome> {
   if (args.command.trim() === '') throw new ToolFailure('command is empty')
   if (args.timeout !== undefined && (!Number.isInteger(args.timeout) || args.timeout <= 0)) throw new ToolFailure(`timeout must be a positive whole number of milliseconds, got ${args.timeout}`)
+  if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0)) throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
   if (signal?.aborted) throw new ToolFailure('aborted before the task was started; nothing was run')
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
@@ -59,21 +62,8 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
     throw new ToolFailure('aborted before the task was started; nothing was run')
   }
   if (background) return { kind: 'background', task: started }
-  session.markSeen(started.id)
-  let task: Task
-  try {
-    task = await session.client.wait(started.id, { signal })
-  } catch (error) {
-    if (signal?.aborted) {
-      await session.client.kill(started.id, { reason: 'the tool call was aborted' }).catch(() => undefined)
-      throw new ToolFailure(`aborted; foreground task ${started.id} was stopped`)
-    }
-    throw error
-  }
-  if (task.state === 'failed') throw new ToolFailure(`the command could not be started: ${task.reason}`)
-  const output = await readForModel(session.client, task.id, 0, task.outputBytes, settings.outputBudgetBytes, outputPathOf(task))
-  session.advance(task.id, output.next)
-  return { kind: 'foreground', task, output, outputPath: outputPathOf(task) }
+  const yieldMs = Math.min(args.yield_ms ?? settings.defaultYieldMs, settings.maxYieldMs)
+  return awaitForeground(session, started, yieldMs, settings.outputBudgetBytes, signal)
 }
 
 export interface TaskOutputArgs {

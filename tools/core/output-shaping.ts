@@ -1,4 +1,5 @@
-import type { TendClient } from '../../client/index.js'
+import { join } from 'node:path'
+import type { Task, TendClient } from '../../client/index.js'
 
 /** Default byte budget for output handed to the model. */
 export const DEFAULT_OUTPUT_BUDGET_BYTES = 30_000
@@ -12,6 +13,11 @@ export interface ModelOutput {
   next: number
   /** Bytes left out of the middle (0 when everything fit). */
   omittedBytes: number
+}
+
+/** Where a task's whole output is, for the model to be told when a result leaves some out. */
+export function outputPathOf(task: Pick<Task, 'spool'>): string {
+  return join(task.spool, 'output.log')
 }
 
 /**

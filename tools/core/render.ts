@@ -30,9 +30,20 @@ export function renderBash(outcome: BashOutcome): string {
       `Read its output with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`,
     ].join('\n')
   }
-  const body = outcome.output.text === '' ? '(no output)\n' : outcome.output.text
-  return `${body}${body.endsWith('\n') ? '' : '\n'}${endingText(task)}`
+  if (outcome.kind === 'yielded') return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
+  return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task)}`
 }
+
+/** What a yielded call tells the model: the task goes on, and how to follow or stop it. */
+export function stillRunningText(task: Task, yieldMs: number): string {
+  const limit = task.timeoutMs === null ? '' : ` (at the latest when its time limit of ${task.timeoutMs}ms stops it)`
+  return [
+    `[still running after ${yieldMs}ms; it goes on as background task ${task.id} (${taskLabel(task)}).`,
+    `Read more with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes${limit}.]`,
+  ].join(' ')
+}
+
+const withNewline = (text: string): string => (text.endsWith('\n') ? text : `${text}\n`)
 
 export function renderTaskOutput(result: TaskOutputResult): string {
   const { task, output } = result

@@ -24,6 +24,10 @@ export const DshPluginConfigSchema = Type.Object(
     maxTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
     /** Longest task_output wait_ms, in ms. Default 300000. */
     maxWaitMs: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** How long a foreground bash runs before the call returns and leaves it running, when the call gives no yield_ms, in ms. Default 10000. */
+    defaultYieldMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Largest yield_ms a call may ask for, in ms. Default 600000. */
+    maxYieldMs: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
 )

@@ -1,6 +1,7 @@
 import { killTask, listTasks, readTaskOutput, renderBash, renderTaskKill, renderTaskList, renderTaskOutput, runBash } from '../core/index.js'
 import type { BashArgs, OwnerSession, SessionRegistry, TaskKillArgs, TaskOutputArgs, ToolSettings } from '../core/index.js'
 import { validateArgs, type Tool } from '../harness/index.js'
+import { bashMeta } from '../bash.js'
 import { createTendTools } from '../plugin.js'
 import type { DshAgent, DshRunContext, DshToolDefinition, DshValueSchema, HarnessHelpers, TextBlock } from './host-types.js'
 import { toDshParameters } from './parameters.js'
@@ -64,13 +65,7 @@ export function createDshTools(deps: DshToolDeps, harness: HarnessHelpers): DshT
       BASH_VALUE_SCHEMA,
       run((session, args, exec) => runBash(session, args, deps.settings, exec.signal)),
       renderBash,
-      (value) => ({
-        taskId: value.task.id,
-        background: value.kind === 'background',
-        output: value.kind === 'foreground' ? value.output.text : '',
-        exitCode: value.task.exitCode,
-        signal: value.task.signal,
-      }),
+      bashMeta,
     ),
     define<TaskOutputArgs, TaskOutputValue>(
       seedTool('task_output'),

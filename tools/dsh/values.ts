@@ -59,10 +59,11 @@ export const BASH_VALUE_SCHEMA: DshValueSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    kind: required({ type: 'string', enum: ['background', 'foreground'] }),
+    kind: required({ type: 'string', enum: ['background', 'foreground', 'yielded'] }),
     task: required(TASK),
     output: MODEL_OUTPUT,
     outputPath: string,
+    yieldMs: { ...integer, description: 'yielded: how long the call waited before it returned with the task still running' },
     notices: required(NOTICES),
   },
 }
