@@ -129,6 +129,7 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
       timeout: { type: 'number' },
       run_in_background: { type: 'boolean' },
       cwd: { type: 'string' },
+      yield_ms: { type: 'number' },
     })
     expect(byName.task_output!.inputSchema.required).toEqual(['task_id'])
     expect(Object.keys(byName.task_output!.inputSchema.properties ?? {}).sort()).toEqual(['filter', 'from', 'max_bytes', 'task_id', 'wait_ms'])
@@ -157,6 +158,31 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(result.isError).toBe(false)
     expect(result.text).toContain('hi')
     expect(result.text).toContain('[exit code: 3]')
+  })
+
+  test('a foreground bash that outlives yield_ms returns "still running" with its task id; task_output reads on; one notice when it ends', async () => {
+    const session = await connect()
+    await session.client.setLoggingLevel('info')
+    const more = join(scratch, 'yield-more')
+    const stop = join(scratch, 'yield-stop')
+    const result = await session.call('bash', { command: `echo ready; ${gate(more)}; echo serving; ${gate(stop)}`, description: 'dev server', yield_ms: 1500 })
+    expect(result.isError, result.text).toBe(false)
+    const match = /^ready\n\[still running after 1500ms; it goes on as background task ([a-z0-9]{12}) \(dev server\)\. Read more with task_output \(task_id: "\1"\); stop it with task_kill\./.exec(result.text)
+    if (!match) throw new Error(`not a yielded result: ${result.text}`)
+    const id = match[1]!
+    expect((await daemon.client.get(id)).state).toBe('running')
+
+    writeFileSync(more, '')
+    const read = await session.call('task_output', { task_id: id, wait_ms: 10_000 })
+    expect(read.text).toBe(`task ${id} (dev server): running; bytes 6–14 of 14\nserving\n[still running: call task_output again later, or with wait_ms to wait for more]`)
+
+    writeFileSync(stop, '')
+    const expected = noticeFor(id, 'dev server')
+    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () => session.logs.includes(expected))
+    const listed = await session.call('task_list')
+    expect(listed.blocks.slice(1)).toEqual([expected])
+    expect((await session.call('task_list')).blocks).toHaveLength(1)
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([expected])
   })
 
   test('a background task is read incrementally with a per-session cursor; from: 0 re-reads without moving it', async () => {
