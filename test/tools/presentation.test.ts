@@ -17,6 +17,9 @@ describe('editor cards', () => {
     expect(tool('bash').presentResult({ command: 'make' }, result)).toEqual({ card: 'terminal', title: 'make', output: 'out\n', exitCode: 2, signal: null })
     const background = { ...result, meta: { ...result.meta, background: true, output: '', exitCode: null } }
     expect(tool('bash').presentResult({ command: 'make' }, background)).toEqual({ card: 'terminal', title: 'make' })
+    // A yielded call: the output so far, no exit yet.
+    const yielded = { ...result, meta: { ...result.meta, yielded: true, output: 'ready\n', exitCode: null } }
+    expect(tool('bash').presentResult({ command: 'make' }, yielded)).toEqual({ card: 'terminal', title: 'make', output: 'ready\n' })
   })
 
   test('task_output and task_kill show terminal result cards for their task; task_list a generic card', () => {
