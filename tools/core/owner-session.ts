@@ -21,9 +21,10 @@ export class OwnerSession {
   private readonly watching = new Map<string, number>()
   private readonly endedWhileWatched = new Map<string, Task>()
   private readonly pending: string[] = []
-  /** Tasks last known queued or running, and when that was last known: what a resync after an events gap compares with. */
+  /** Tasks last known queued or running: what a resync after an events gap compares with. */
   private readonly live = new Set<string>()
-  private syncedAt = Date.now()
+  /** Endings from this time on are this session's to announce. */
+  private openedAt = Date.now()
   private readonly stopping = new AbortController()
   private subscription: Promise<void> | undefined
 
@@ -39,7 +40,7 @@ export class OwnerSession {
   async open(): Promise<void> {
     if (this.subscription) return
     const { events } = await this.client.status()
-    this.syncedAt = Date.now()
+    this.openedAt = Date.now()
     for (const task of await this.client.list()) this.live.add(task.id)
     this.subscription = this.follow(events.daemonId, events.lastSeq)
   }
@@ -117,17 +118,16 @@ export class OwnerSession {
   }
 
   /**
-   * After an events gap: every task that ended meanwhile — one known to be running, or one made
-   * since the last event seen — is announced (once, as always). Answers the daemon and the seq to
-   * follow from.
+   * After an events gap or at a new daemon: every task that ended meanwhile — one known to be
+   * running, or any that ended since the session opened, even one this session never had an event
+   * of (its daemon died before streaming it) — is announced (once, as always). Answers the daemon
+   * and the seq to follow from.
    */
   private async resync(): Promise<{ daemonId: string; lastSeq: number }> {
     const { events } = await this.client.status()
-    const since = this.syncedAt
-    this.syncedAt = Date.now()
     for (const task of await this.client.list({ all: true })) {
       if (!isFinished(task)) this.live.add(task.id)
-      else if (this.live.delete(task.id) || Date.parse(task.createdAt) >= since) this.announce(task)
+      else if (this.live.delete(task.id) || (task.endedAt !== null && Date.parse(task.endedAt) >= this.openedAt)) this.announce(task)
     }
     return events
   }
@@ -142,7 +142,6 @@ export class OwnerSession {
           if (event.daemonId !== currentDaemon) await this.resync()
           currentDaemon = event.daemonId
           lastSeq = event.seq
-          this.syncedAt = Date.now()
           if (event.type === 'task.removed') this.live.delete(event.task.id)
           else if (!isFinished(event.task)) this.live.add(event.task.id)
           else {
