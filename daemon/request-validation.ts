@@ -50,6 +50,10 @@ function describeProblem(part: string, error: ErrorObject): string {
       if (params.pattern === OWNER_PATTERN) return `${path}: expected ${OWNER_SHAPE}, got ${describeValue(error.data)}`
       if (params.pattern === ABSOLUTE_PATH_PATTERN) return `${path}: expected an absolute path without NUL bytes, got ${describeValue(error.data)}`
       return defaultProblem(path, error)
+    case 'const':
+      return `${path}: expected ${JSON.stringify(params.allowedValue)}, got ${describeValue(error.data)}`
+    case 'enum':
+      return `${path}: expected one of ${(params.allowedValues as unknown[]).map((value) => JSON.stringify(value)).join(', ')}, got ${describeValue(error.data)}`
     case 'anyOf':
     case 'oneOf':
       return `${path}: expected ${describeAlternatives(error)}, got ${describeValue(error.data)}`

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
-import { SANDBOX_PROFILES, TASK_STATES } from './task.js'
+import { LIFETIMES, SANDBOX_PROFILES, STOPPED_BY, TASK_STATES } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 const strict = { additionalProperties: false } as const
@@ -20,6 +20,7 @@ export const TaskSchema = Type.Object(
     timeoutMs: Nullable(Type.Integer()),
     maxOutputBytes: Type.Integer(),
     outputBytes: Type.Integer(),
+    lifetime: Type.Enum(LIFETIMES, { description: 'owner: stopped when its agent session ends; persistent: outlives it' }),
     sandbox: Type.Enum(SANDBOX_PROFILES),
     network: Type.Boolean(),
     writablePaths: Type.Array(Type.String()),
@@ -34,6 +35,12 @@ export const TaskSchema = Type.Object(
     exitCode: Nullable(Type.Integer()),
     signal: Nullable(Type.String()),
     reason: Nullable(Type.String({ description: 'why it ended, when not a plain exit; for a corrupt entry, what is wrong with it' })),
+    stoppedBy: Nullable(
+      Type.Enum(STOPPED_BY, {
+        description:
+          'who or what stopped it: owner (a kill by its agent), operator (a kill from an unscoped client), timeout, output-cap, memory-limit, session-end (its agent session ended), daemon-stop, outside-signal (a signal tend did not send); null when it ended by itself, failed to start or was lost',
+      }),
+    ),
     pid: Nullable(Type.Integer()),
     createdAt: Type.String(),
     startedAt: Nullable(Type.String()),
@@ -94,6 +101,7 @@ export const StartTaskBody = Type.Object(
       Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (strict profile)' }),
     ),
     pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (strict profile)' })),
+    lifetime: Type.Optional(Type.Enum(LIFETIMES, { description: 'owner (default): stopped when its agent session ends; persistent: outlives the session' })),
   },
   strict,
 )
@@ -142,6 +150,9 @@ export const KillTaskBody = Type.Object(
     signal: Type.Optional(Type.Union([Type.String({ pattern: '^(SIG)?[A-Z0-9]+$', maxLength: 32 }), Type.Integer({ minimum: 1, maximum: 64 })])),
     graceMs: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.graceMs, description: 'milliseconds before SIGKILL (at most one hour)' })),
     reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why, recorded in the task reason' })),
+    stoppedBy: Type.Optional(
+      Type.Literal('session-end', { description: "the kill is the disposal of the task's agent session (recorded as stoppedBy session-end; otherwise owner or operator, from who asks)" }),
+    ),
   },
   strict,
 )

@@ -14,6 +14,24 @@ export const SCHEMA_VERSION = 1
 export const SANDBOX_PROFILES = ['off', 'workspace', 'strict'] as const
 export type SandboxProfile = (typeof SANDBOX_PROFILES)[number]
 
+/**
+ * How long a task may live: `owner` tasks stop when their agent session is disposed,
+ * `persistent` ones outlive it (the operator, and the agent when it returns with the same owner id,
+ * still see them).
+ */
+export const LIFETIMES = ['owner', 'persistent'] as const
+export type Lifetime = (typeof LIFETIMES)[number]
+export const DEFAULT_LIFETIME: Lifetime = 'owner'
+
+/**
+ * Who or what stopped a task, next to its reason: `owner` (a kill by the agent that owns it),
+ * `operator` (a kill from an unscoped client: the CLI), `timeout`, `output-cap`, `memory-limit`,
+ * `session-end` (its agent session was disposed), `daemon-stop`, `outside-signal` (a signal tend
+ * did not send). Null for a task that ended by itself, failed to start, or was lost.
+ */
+export const STOPPED_BY = ['owner', 'operator', 'timeout', 'output-cap', 'memory-limit', 'session-end', 'daemon-stop', 'outside-signal'] as const
+export type StoppedBy = (typeof STOPPED_BY)[number]
+
 /** Fields every task has, whatever its state. */
 export interface TaskBase {
   id: string
@@ -31,6 +49,8 @@ export interface TaskBase {
   maxOutputBytes: number
   /** Bytes in output.log (live while running). */
   outputBytes: number
+  /** `owner` (stops with its agent session) or `persistent`; records of older tends read `owner`. */
+  lifetime: Lifetime
   /** The sandbox profile the task runs under (never less than asked for). */
   sandbox: SandboxProfile
   /** Network access inside the sandbox (always true with sandbox `off`). */
@@ -68,18 +88,21 @@ interface Started {
   /** The boot the task started in (/proc/sys/kernel/random/boot_id): after a reboot it is lost. */
   bootId?: string
 }
-interface NotEnded { endedAt: null; exitCode: null; signal: null; reason: null }
+interface NotEnded { endedAt: null; exitCode: null; signal: null; reason: null; stoppedBy: null }
 
 export type QueuedTask = TaskBase & NotStarted & NotEnded & { state: 'queued' }
 export type RunningTask = TaskBase & Started & NotEnded & { state: 'running' }
-export type ExitedTask = TaskBase & Started & { state: 'exited'; endedAt: string; exitCode: number; signal: null; reason: null }
-/** Stopped on request (kill, output cap, daemon stop); a queued task can be killed before it starts. */
-export type KilledTask = TaskBase & (Started | NotStarted) & { state: 'killed'; endedAt: string; exitCode: number | null; signal: string | null; reason: string }
-export type TimedOutTask = TaskBase & Started & { state: 'timed_out'; endedAt: string; exitCode: number | null; signal: string | null; reason: string }
-/** Never ran: bad cwd, no such program, daemon stopped while it was queued. */
-export type FailedTask = TaskBase & NotStarted & { state: 'failed'; endedAt: string; exitCode: null; signal: null; reason: string }
+export type ExitedTask = TaskBase & Started & { state: 'exited'; endedAt: string; exitCode: number; signal: null; reason: null; stoppedBy: null }
+/**
+ * Stopped on request (kill, output cap, daemon stop, memory limit) or by a signal from outside
+ * tend; a queued task can be killed before it starts. stoppedBy is null only in older records.
+ */
+export type KilledTask = TaskBase & (Started | NotStarted) & { state: 'killed'; endedAt: string; exitCode: number | null; signal: string | null; reason: string; stoppedBy: StoppedBy | null }
+export type TimedOutTask = TaskBase & Started & { state: 'timed_out'; endedAt: string; exitCode: number | null; signal: string | null; reason: string; stoppedBy: 'timeout' | null }
+/** Never ran: bad cwd, no such program (stoppedBy null), daemon stopped while it was queued (`daemon-stop`). */
+export type FailedTask = TaskBase & NotStarted & { state: 'failed'; endedAt: string; exitCode: null; signal: null; reason: string; stoppedBy: 'daemon-stop' | null }
 /** The daemon died while it ran; its leftovers were killed by the next daemon. */
-export type LostTask = TaskBase & Started & { state: 'lost'; endedAt: string; exitCode: null; signal: null; reason: string }
+export type LostTask = TaskBase & Started & { state: 'lost'; endedAt: string; exitCode: null; signal: null; reason: string; stoppedBy: null }
 
 /**
  * A spool entry whose task.json cannot be read or breaks the record's schema (docs/spool.md). It
@@ -88,7 +111,7 @@ export type LostTask = TaskBase & Started & { state: 'lost'; endedAt: string; ex
  * name, command, createdAt, ...), else empty values: owner `unknown`, command `[]`, createdAt the
  * folder's last change. `outputBytes` is the size of the output.log found in the folder.
  */
-export type CorruptTask = TaskBase & NotStarted & { state: 'corrupt'; endedAt: null; exitCode: null; signal: null; reason: string }
+export type CorruptTask = TaskBase & NotStarted & { state: 'corrupt'; endedAt: null; exitCode: null; signal: null; reason: string; stoppedBy: null }
 
 export type Task = QueuedTask | RunningTask | ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask | CorruptTask
 export type FinishedTask = ExitedTask | KilledTask | TimedOutTask | FailedTask | LostTask

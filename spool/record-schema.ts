@@ -1,6 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { Value } from 'typebox/value'
-import { isTaskId, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, TASK_ID_PATTERN, type RecordedState } from '../protocol/index.js'
+import { isTaskId, LIFETIMES, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -23,6 +23,8 @@ export const RECORD_BASE_FIELDS = {
   timeoutMs: Nullable(Count),
   maxOutputBytes: Count,
   outputBytes: Count,
+  // Absent in records of tends before lifetimes: read as `owner`.
+  lifetime: Type.Optional(Type.Enum(LIFETIMES)),
   sandbox: Type.Enum(SANDBOX_PROFILES),
   network: Type.Boolean(),
   writablePaths: Type.Array(Type.String()),
@@ -37,18 +39,21 @@ export const RECORD_BASE_FIELDS = {
 
 const notStarted = { startedAt: Type.Null(), pid: Type.Null() }
 const started = { startedAt: IsoDate, pid: Pid }
-const notEnded = { endedAt: Type.Null(), exitCode: Type.Null(), signal: Type.Null(), reason: Type.Null() }
+// stoppedBy is absent in records of tends before it: read as null.
+const notStopped = { stoppedBy: Type.Optional(Type.Null()) }
+const stoppedBy = (values: readonly string[]) => ({ stoppedBy: Type.Optional(Nullable(Type.Enum(values))) })
+const notEnded = { endedAt: Type.Null(), exitCode: Type.Null(), signal: Type.Null(), reason: Type.Null(), ...notStopped }
 
 /** Each state's own fields, exactly as the Task union in protocol/task.ts has them. */
 const STATE_FIELDS: Record<RecordedState, Record<string, TSchema>> = {
   queued: { ...notStarted, ...notEnded },
   running: { ...started, ...notEnded },
-  exited: { ...started, endedAt: IsoDate, exitCode: Type.Integer(), signal: Type.Null(), reason: Type.Null() },
+  exited: { ...started, endedAt: IsoDate, exitCode: Type.Integer(), signal: Type.Null(), reason: Type.Null(), ...notStopped },
   // A queued task can be killed before it starts (startedAt and pid both null; checked below).
-  killed: { startedAt: Nullable(IsoDate), pid: Nullable(Pid), endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String() },
-  timed_out: { ...started, endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String() },
-  failed: { ...notStarted, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String() },
-  lost: { ...started, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String() },
+  killed: { startedAt: Nullable(IsoDate), pid: Nullable(Pid), endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(STOPPED_BY) },
+  timed_out: { ...started, endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(['timeout']) },
+  failed: { ...notStarted, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...stoppedBy(['daemon-stop']) },
+  lost: { ...started, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...notStopped },
 }
 
 const RECORD_SCHEMAS = new Map<unknown, TSchema>(RECORDED_STATES.map((state) => [state, Type.Object({ ...RECORD_BASE_FIELDS, state: Type.Literal(state), ...STATE_FIELDS[state] })]))

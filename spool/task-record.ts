@@ -1,7 +1,7 @@
 import { constants, type Stats } from 'node:fs'
 import { chmod, lstat, open, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { isTaskId, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
+import { DEFAULT_LIFETIME, isTaskId, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
 import { OUTPUT_FILE, recordPath, taskDir } from './layout.js'
 import { recordProblem, salvageRecordFields } from './record-schema.js'
 
@@ -42,7 +42,12 @@ export async function readSpoolEntry(spoolRoot: string, id: string): Promise<Spo
   const problem = recordProblem(value, id)
   if (problem !== null) return { corrupt: await corruptEntry(spoolRoot, id, problem, info, value) }
   const { schemaVersion: _schemaVersion, ...task } = value as TaskRecord
-  return { task: task as RecordedTask }
+  return { task: withCurrentFields(task as RecordedTask) }
+}
+
+/** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null. */
+function withCurrentFields(task: RecordedTask): RecordedTask {
+  return { ...task, lifetime: task.lifetime ?? DEFAULT_LIFETIME, stoppedBy: task.stoppedBy ?? null } as RecordedTask
 }
 
 /**
@@ -93,6 +98,7 @@ async function corruptEntry(spoolRoot: string, id: string, reason: string, info:
     timeoutMs: salvaged.timeoutMs ?? null,
     maxOutputBytes: salvaged.maxOutputBytes ?? 0,
     outputBytes: output?.isFile() ? output.size : 0,
+    lifetime: salvaged.lifetime ?? DEFAULT_LIFETIME,
     sandbox: salvaged.sandbox ?? 'off',
     network: salvaged.network ?? false,
     writablePaths: salvaged.writablePaths ?? [],
@@ -107,6 +113,7 @@ async function corruptEntry(spoolRoot: string, id: string, reason: string, info:
     endedAt: null,
     exitCode: null,
     signal: null,
+    stoppedBy: null,
   }
 }
 

@@ -8,7 +8,7 @@ const at = new Date(Date.UTC(2026, 0, 1))
 
 const base: TaskBase = {
   id: ID, name: 'build', owner: 'agent-7', command: ['sh', '-c', 'make'], shell: true, cwd: '/work', envKeys: ['CI'], timeoutMs: 60_000,
-  maxOutputBytes: 1024, outputBytes: 0, sandbox: 'workspace', network: false, writablePaths: ['/tmp/out'], sandboxWritable: ['/work', '/tmp/out'],
+  maxOutputBytes: 1024, outputBytes: 0, lifetime: 'owner', sandbox: 'workspace', network: false, writablePaths: ['/tmp/out'], sandboxWritable: ['/work', '/tmp/out'],
   memoryBytes: null, pidsMax: null, createdAt: at.toISOString(), spool: `/spool/${ID}`,
 }
 
@@ -20,9 +20,9 @@ function everyState(): Task[] {
     queued,
     running,
     markEnded(running, { state: 'exited', exitCode: 3 }, 17, at),
-    markEnded(running, { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by the operator' }, 17, at),
-    markCancelled(queued, 'killed before it started', at),
-    markEnded(running, { state: 'timed_out', exitCode: 143, signal: null, reason: 'timed out after 1s' }, 17, at),
+    markEnded(running, { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by the operator', stoppedBy: 'operator' }, 17, at),
+    markCancelled(queued, 'killed before it started', at, 'owner'),
+    markEnded(running, { state: 'timed_out', exitCode: 143, signal: null, reason: 'timed out after 1s', stoppedBy: 'timeout' }, 17, at),
     markFailed(queued, 'no such program: make', at),
     markLost(running, 'the daemon stopped while the task ran', 17, at),
   ]
