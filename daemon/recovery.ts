@@ -9,6 +9,7 @@ import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
 import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
 import { readExitFile } from './exit-file.js'
+import { outsideSignal } from './ending.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
 
@@ -125,9 +126,9 @@ export async function recoverSpool(
   return { loaded, corrupt: corrupt.size, lost: interrupted.length - endedMeanwhile.size, killed }
 }
 
-/** A task that ended while no daemon ran, as its keeper recorded it: nobody stopped it. */
+/** A task that ended while no daemon ran, as its keeper recorded it: tend stopped nothing meanwhile. */
 function endingFromExit(exit: ExitRecord): Ending {
-  if (exit.signal) return { state: 'killed', exitCode: null, signal: exit.signal, reason: `killed by ${exit.signal} from outside tend, while no daemon ran` }
+  if (exit.signal) return outsideSignal(exit.signal, null, ', while no daemon ran')
   return { state: 'exited', exitCode: exit.exitCode ?? 0 }
 }
 

@@ -4,6 +4,7 @@ import { customAlphabet } from 'nanoid'
 import type { Logger } from 'pino'
 import { constants } from 'node:os'
 import {
+  DEFAULT_LIFETIME,
   DEFAULT_OWNER,
   formatBytes,
   formatDuration,
@@ -13,6 +14,7 @@ import {
   TendError,
   type RunningTask,
   type StartTaskBody,
+  type StoppedBy,
   type Task,
 } from '../protocol/index.js'
 import { exitPath, outputPath, outputSize, outputSizeSync, taskDir } from '../spool/index.js'
@@ -30,7 +32,8 @@ import { readExitFile } from './exit-file.js'
 import { TaskCgroups } from './sandbox/cgroups.js'
 import type { TaskStore } from './task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from './sandbox/index.js'
-import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, type Ending } from './transitions.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
+import { decideEnding, signalName, type Stopping } from './ending.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
@@ -39,8 +42,8 @@ interface RunningEntry {
   pid: number
   /** Resolves when the leader has exited; rejects if the spawner that watched it died. */
   exited: Promise<SpawnExit>
-  /** Set when tend itself stops the task: how the ending is to be recorded. */
-  stopping?: { state: 'killed' | 'timed_out'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
+  /** Set when tend itself stops the task: how the ending is to be recorded, and who asked. */
+  stopping?: Stopping
   stopped?: Promise<void>
   /** The task's exact process list, when it has a cgroup. */
   members?: () => number[]
@@ -66,6 +69,8 @@ export interface KillRequest {
   graceMs?: number
   /** The caller's words, appended to the recorded reason. */
   note?: string
+  /** Who asks: an agent (`owner`), its session's disposal (`session-end`), else the operator. */
+  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end'>
 }
 
 /** Starts, watches and stops tasks; the only module that touches task processes. */
@@ -149,6 +154,7 @@ export class Supervisor {
       shell: request.shell ?? false,
       cwd: paths.cwd.path,
       envKeys: Object.keys(env),
+      lifetime: request.lifetime ?? DEFAULT_LIFETIME,
       timeoutMs: request.timeoutMs ?? null,
       maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
       outputBytes: 0,
@@ -180,10 +186,11 @@ export class Supervisor {
     // killed before it started would rewrite what it did meanwhile.
     for (let launching = this.launching.get(id); launching; launching = this.launching.get(id)) await launching
     const task = this.store.get(id)
+    const stoppedBy = request.stoppedBy ?? 'operator'
     if (task.state === 'queued') {
       // The same synchronous step finds it queued and records it cancelled: a launch can no longer begin.
       this.pending.delete(id)
-      const cancelled = await this.store.transition(id, (current) => (current.state === 'queued' ? markCancelled(current, withNote('killed before it started', request.note), new Date()) : null))
+      const cancelled = await this.store.transition(id, (current) => (current.state === 'queued' ? markCancelled(current, withNote('killed before it started', request.note), new Date(), stoppedBy) : null))
       this.finishTask(cancelled)
       return cancelled
     }
@@ -191,6 +198,7 @@ export class Supervisor {
     if (!entry) return task
     this.stop(id, entry, {
       state: 'killed',
+      stoppedBy,
       reason: withNote(`killed by request (${signalName(request.signal ?? 'SIGTERM')})`, request.note),
       signal: request.signal ?? 'SIGTERM',
       graceMs: request.graceMs ?? this.config.killGraceMs,
@@ -213,7 +221,7 @@ export class Supervisor {
     for (const task of this.store.list()) {
       if (task.state !== 'queued' || this.launching.has(task.id)) continue
       this.pending.delete(task.id)
-      const failed = this.store.transition(task.id, (current) => (current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now) : null))
+      const failed = this.store.transition(task.id, (current) => (current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now, 'daemon-stop') : null))
       cancelled.push(failed.then((ended) => this.finishTask(ended)))
     }
     await Promise.all([...this.launching.values()])
@@ -229,7 +237,7 @@ export class Supervisor {
     }
     await Promise.all(
       [...this.running.entries()].map(([id, entry]) => {
-        this.stop(id, entry, { state: 'killed', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+        this.stop(id, entry, { state: 'killed', stoppedBy: 'daemon-stop', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
         return entry.finished.catch(() => undefined)
       }),
     )
@@ -331,7 +339,7 @@ export class Supervisor {
   /** Stops the task at its deadline (counted from when it started); one already past stops it now. */
   private armTimeout(id: string, entry: RunningEntry, timeoutMs: number | null, startedAtMs: number): void {
     if (timeoutMs === null) return
-    const stop = () => this.stop(id, entry, { state: 'timed_out', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+    const stop = () => this.stop(id, entry, { state: 'timed_out', stoppedBy: 'timeout', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
     entry.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
   }
 
@@ -461,7 +469,7 @@ export class Supervisor {
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
     // slot need not, the final record does (no group outlives it).
     const released = plan.release()
-    const ending = this.endingOf(entry, result, limits)
+    const ending = decideEnding(entry, result, limits)
     const outputBytes = await this.settleOutput(this.store.get(id))
     return { saved: released.then(() => this.store.transition(id, (task) => markEnded(task, ending, outputBytes, new Date()))) }
   }
@@ -478,7 +486,7 @@ export class Supervisor {
     return this.store.transition(id, (task) => markLost(task, `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
   }
 
-  private stop(id: string, entry: RunningEntry, stopping: NonNullable<RunningEntry['stopping']>): void {
+  private stop(id: string, entry: RunningEntry, stopping: Stopping): void {
     if (entry.stopping) return
     // It has already exited (reported, or a zombie not yet reaped): it ended by itself, and is
     // recorded as it ended, not as stopped by tend.
@@ -503,21 +511,6 @@ export class Supervisor {
     )
   }
 
-  private endingOf(entry: RunningEntry, result: SpawnExit, limits: { memory: string | null; pids: string | null }): Ending {
-    const exitCode = result.exitCode ?? null
-    // Behind bubblewrap a signal death arrives as 128+N, like a shell reports it.
-    const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (entry.stopping || limits.memory) ? signalName(exitCode - 128) : null)
-    const pidsNote = limits.pids ? `; ${limits.pids}` : ''
-    // A stop that raced the task's own exit: nothing was left to signal, or the leader (which would
-    // have died of the signal, not catching it) exited with a code of its own. It exited.
-    const ownExit = result.signal === null && !limits.memory && (entry.signalled === false || (!entry.wrapped && entry.leaderHandles === false))
-    if (entry.stopping && ownExit) return { state: 'exited', exitCode: exitCode ?? 0 }
-    if (entry.stopping) return { state: entry.stopping.state, exitCode, signal, reason: `${entry.stopping.reason}${pidsNote}` }
-    if (limits.memory) return { state: 'killed', exitCode, signal: signal ?? 'SIGKILL', reason: `${limits.memory}${pidsNote}` }
-    if (signal !== null) return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend${pidsNote}` }
-    return { state: 'exited', exitCode: exitCode ?? 0 }
-  }
-
   /** Final output size; output past the cap (written between two checks) is cut off. */
   private async settleOutput(task: Task): Promise<number> {
     const file = outputPath(this.config.layout.spool, task.id)
@@ -540,6 +533,7 @@ export class Supervisor {
     if (size > task.maxOutputBytes && !entry.stopping) {
       this.stop(id, entry, {
         state: 'killed',
+        stoppedBy: 'output-cap',
         reason: `output cap of ${formatBytes(task.maxOutputBytes)} reached`,
         signal: 'SIGTERM',
         graceMs: this.config.killGraceMs,
@@ -589,12 +583,6 @@ function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
 function isProcessRunning(pid: number): boolean {
   const state = processState(pid)
   return state !== null && state !== 'Z' && state !== 'X'
-}
-
-function signalName(signal: NodeJS.Signals | number): string {
-  if (typeof signal === 'string') return signal
-  const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
-  return entry ? entry[0] : String(signal)
 }
 
 function withNote(reason: string, note: string | undefined): string {

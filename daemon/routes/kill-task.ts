@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 import { constants } from 'node:os'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../context.js'
-import { visibleTask } from '../owner-scope.js'
+import { requestOwner, visibleTask } from '../owner-scope.js'
 import { ErrorSchema, KillTaskBody, TaskIdParams, TendError } from '../../protocol/index.js'
 
 /** POST /v1/tasks/:id/kill — stops the whole tree; answers once no process of it is left. */
@@ -14,7 +14,9 @@ export function registerKillTaskRoute(app: TendApp, context: DaemonContext): voi
       const { id } = request.params as TaskIdParams
       const body = (request.body ?? {}) as KillTaskBody
       visibleTask(context.store, request, id)
-      return context.supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs, note: body.reason })
+      // Who stops it is known from who asks: an agent's client acts for its owner, the CLI for nobody.
+      const stoppedBy = body.stoppedBy ?? (requestOwner(request) === null ? 'operator' : 'owner')
+      return context.supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs, note: body.reason, stoppedBy })
     },
   )
 }

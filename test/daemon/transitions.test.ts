@@ -13,6 +13,7 @@ const base: TaskBase = {
   timeoutMs: null,
   maxOutputBytes: 1024,
   outputBytes: 0,
+  lifetime: 'owner',
   sandbox: 'off',
   network: true,
   writablePaths: [],
@@ -29,13 +30,13 @@ describe('task transitions', () => {
     expect(running).toMatchObject({ state: 'running', pid: 42, startedAt: at.toISOString(), endedAt: null, exitCode: null })
     const exited = markEnded(running, { state: 'exited', exitCode: 3 }, 10, at)
     expect(exited).toMatchObject({ state: 'exited', exitCode: 3, signal: null, reason: null, outputBytes: 10 })
-    const killed = markEnded(running, { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by request (SIGTERM)' }, 0, at)
+    const killed = markEnded(running, { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by request (SIGTERM)', stoppedBy: 'operator' }, 0, at)
     expect(killed).toMatchObject({ state: 'killed', signal: 'SIGTERM', reason: 'killed by request (SIGTERM)' })
   })
 
   test('queued tasks can fail or be cancelled; running ones can be lost', () => {
     expect(markFailed(createQueuedTask(base), 'no such program: x', at)).toMatchObject({ state: 'failed', reason: 'no such program: x', startedAt: null })
-    expect(markCancelled(createQueuedTask(base), 'killed before it started', at)).toMatchObject({ state: 'killed', startedAt: null, signal: null })
+    expect(markCancelled(createQueuedTask(base), 'killed before it started', at, 'owner')).toMatchObject({ state: 'killed', startedAt: null, signal: null })
     expect(markLost(markStarted(createQueuedTask(base), 7, at), 'daemon died', 5, at)).toMatchObject({ state: 'lost', pid: 7, outputBytes: 5 })
   })
 
