@@ -11,6 +11,7 @@ import {
   WAIT_MS_LIMIT,
   type DaemonStatus,
   type GcResult,
+  type Lifetime,
   type ReadResult,
   type RemoveResult,
   type SandboxProfile,
@@ -44,6 +45,11 @@ export interface StartOptions {
   /** Process-count limit (strict). */
   pidsMax?: number
   /**
+   * `owner` (default): the task stops when its agent session ends (OwnerSession.stopTasks);
+   * `persistent`: it outlives the session.
+   */
+  lifetime?: Lifetime
+  /**
    * Identifies this submission across retries (1–128 of letters, digits and `._:-`). Default: a
    * fresh random key per start() call, used for its own automatic retry. Pass your own to make
    * retries of your own (after your process restarted) answer the first task.
@@ -74,6 +80,11 @@ export interface KillOptions {
   graceMs?: number
   /** Why, recorded in the task's reason. */
   reason?: string
+  /**
+   * `session-end`: this kill is the end of the task's agent session (recorded as its stoppedBy).
+   * Default: the daemon records `owner` for an owner-scoped client, `operator` otherwise.
+   */
+  stoppedBy?: 'session-end'
 }
 
 /** The typed, promise-based way to talk to the tend daemon. The CLI and the tools use only this. */
@@ -104,6 +115,7 @@ export class TendClient {
       writablePaths: options.writablePaths?.map((path) => resolve(path)),
       memoryBytes: options.memoryBytes,
       pidsMax: options.pidsMax,
+      lifetime: options.lifetime,
     }
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
@@ -155,7 +167,7 @@ export class TendClient {
   kill(id: string, options: KillOptions = {}): Promise<Task> {
     // The daemon answers once the tree is gone, which can take the grace period.
     return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/kill`, {
-      body: dropUndefined({ signal: options.signal, graceMs: options.graceMs, reason: options.reason }),
+      body: dropUndefined({ signal: options.signal, graceMs: options.graceMs, reason: options.reason, stoppedBy: options.stoppedBy }),
       waitMs: options.graceMs,
     })
   }

@@ -32,6 +32,17 @@ export function paintState(io: CliIo, task: Task): string {
   return `\u001b[${colour}m${text}\u001b[0m`
 }
 
+/** ` (stopped by: timeout)`, or nothing for a task nobody stopped (records of older tends have no stoppedBy). */
+export function stoppedByText(task: Task): string {
+  return task.stoppedBy ? ` (stopped by: ${task.stoppedBy})` : ''
+}
+
+/** The state column of `tend ps`: the state, and who stopped the task (`killed(operator)`), as `exited(N)` adds the code. */
+export function stateCell(io: CliIo, task: Task): string {
+  const state = paintState(io, task)
+  return task.stoppedBy ? `${state}(${task.stoppedBy})` : state
+}
+
 export function ageOf(task: Task, now = Date.now()): string {
   return formatDuration(now - Date.parse(task.createdAt))
 }

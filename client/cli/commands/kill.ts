@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { durationOption } from '../option-parsers.js'
-import { printJson } from '../output.js'
+import { printJson, stoppedByText } from '../output.js'
 
 export function registerKillCommand(program: Command): void {
   const command = program
@@ -16,7 +16,7 @@ export function registerKillCommand(program: Command): void {
       const signal = flags.signal !== undefined && /^\d+$/.test(flags.signal) ? Number(flags.signal) : flags.signal?.toUpperCase()
       const task = await client.kill(id, { signal, graceMs: flags.grace })
       if (io.json) printJson(io, task)
-      else io.out(`${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${task.reason ? `: ${task.reason}` : ''}`)
+      else io.out(`${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${stoppedByText(task)}${task.reason ? `: ${task.reason}` : ''}`)
       return EXIT.ok
     }),
   )

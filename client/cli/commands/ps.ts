@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { taskLabel, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
-import { ageOf, exitText, formatTable, outputText, paintState, printJson } from '../output.js'
+import { ageOf, exitText, formatTable, outputText, printJson, stateCell } from '../output.js'
 
 export function registerPsCommand(program: Command): void {
   const command = program
@@ -22,7 +22,7 @@ export function registerPsCommand(program: Command): void {
         return EXIT.ok
       }
       const now = Date.now()
-      const rows = tasks.map((task) => [task.id, paintState(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, commandText(task)])
+      const rows = tasks.map((task) => [task.id, stateCell(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, commandText(task)])
       io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
       return EXIT.ok
     }),

@@ -3,7 +3,7 @@ import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, 
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { countOption, durationOption, envOption, sizeOption } from '../option-parsers.js'
-import { printJson } from '../output.js'
+import { printJson, stoppedByText } from '../output.js'
 import { streamOutput } from './logs.js'
 
 interface RunFlags {
@@ -20,6 +20,7 @@ interface RunFlags {
   writable?: string[]
   memory?: number
   pids?: number
+  persistent?: boolean
 }
 
 export function registerRunCommand(program: Command): void {
@@ -41,6 +42,7 @@ export function registerRunCommand(program: Command): void {
     .option('--writable <path>', 'another path the task may write (repeatable)', (path: string, previous: string[] = []) => [...previous, path])
     .option('--memory <size>', 'memory limit (needs --sandbox strict)', sizeOption)
     .option('--pids <count>', 'process-count limit (needs --sandbox strict)', countOption)
+    .option('--persistent', "lifetime persistent: the task outlives its owner's agent session (default: owner)")
   command.action(
     action(
       command,
@@ -65,6 +67,7 @@ export function registerRunCommand(program: Command): void {
           writablePaths: flags.writable,
           memoryBytes: flags.memory,
           pidsMax: flags.pids,
+          lifetime: flags.persistent ? 'persistent' : undefined,
         })
         if (!flags.wait) {
           if (io.json) printJson(io, task)
@@ -74,7 +77,7 @@ export function registerRunCommand(program: Command): void {
         if (!io.json) await streamOutput(client, io, task.id, { from: 0 })
         const finished = await client.wait(task.id)
         if (io.json) printJson(io, finished)
-        else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}: ${finished.reason ?? ''}`.trimEnd())
+        else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}${stoppedByText(finished)}: ${finished.reason ?? ''}`.trimEnd())
         const hint = sandboxHint(finished)
         if (hint) io.err(hint)
         return exitStatusOf(finished) ?? EXIT.waitFailed

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../../protocol/index.js'
+import { describeStoppedBy, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { paintState, printJson, type CliIo } from '../output.js'
@@ -31,7 +31,9 @@ function describeTask(io: CliIo, task: Task): string {
     ['exit code', task.exitCode === null ? null : String(task.exitCode)],
     ['signal', task.signal],
     ['reason', task.reason],
+    ['stopped by', task.stoppedBy ? describeStoppedBy(task.stoppedBy) : null],
     ['owner', task.owner],
+    ['lifetime', task.lifetime ?? 'owner'],
     ['command', task.shell ? `sh -c ${JSON.stringify(task.command[2])}` : JSON.stringify(task.command)],
     ['cwd', task.cwd],
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
