@@ -1,7 +1,11 @@
 import { taskLabel, type Task } from '../../client/index.js'
 
-/** The completion notice of DESIGN.md, word for word. */
+/**
+ * The completion notice of DESIGN.md; a stopped task's adds who stopped it
+ * (`[status: timed_out, exit code: none, stopped by: timeout]`).
+ */
 export function noticeText(task: Task): string {
   const exitCode = task.exitCode === null ? 'none' : String(task.exitCode)
-  return `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}]. Read its output with task_output.`
+  const stoppedBy = task.stoppedBy ? `, stopped by: ${task.stoppedBy}` : ''
+  return `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}]. Read its output with task_output.`
 }

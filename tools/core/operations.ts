@@ -160,6 +160,10 @@ export interface TaskListEntry {
   ageMs: number
   exitCode: number | null
   signal: string | null
+  /** Who or what stopped it (null: it ended by itself, or runs). */
+  stoppedBy: Task['stoppedBy']
+  /** `persistent` tasks outlive the agent's session. */
+  lifetime: Task['lifetime']
   outputBytes: number
 }
 
@@ -173,6 +177,9 @@ export async function listTasks(session: OwnerSession, now = Date.now()): Promis
     ageMs: now - Date.parse(task.createdAt),
     exitCode: task.exitCode,
     signal: task.signal,
+    // A daemon older than lifetimes sends neither field.
+    stoppedBy: task.stoppedBy ?? null,
+    lifetime: task.lifetime ?? 'owner',
     outputBytes: task.outputBytes,
   }))
 }

@@ -83,14 +83,21 @@ export class OwnerSession {
     return this.pending.splice(0, this.pending.length)
   }
 
-  /** Stops every running or queued task of this owner (agent disposed). */
+  /**
+   * The agent session ends (agent disposed): stops every running or queued task of this owner whose
+   * lifetime is `owner`, recorded as stopped by `session-end`. `persistent` tasks run on, visible to
+   * the operator and to a later session of the same owner, which gets their notices.
+   */
   async stopTasks(): Promise<void> {
     const tasks = await this.client.list()
     await Promise.all(
-      tasks.map((task) => {
-        this.markSeen(task.id)
-        return this.client.kill(task.id, { reason: 'its agent was disposed' }).catch(() => undefined)
-      }),
+      tasks
+        // A daemon older than lifetimes sends no lifetime: every task is the owner's then.
+        .filter((task) => (task.lifetime ?? 'owner') === 'owner')
+        .map((task) => {
+          this.markSeen(task.id)
+          return this.client.kill(task.id, { reason: 'its agent was disposed', stoppedBy: 'session-end' }).catch(() => undefined)
+        }),
     )
   }
 

@@ -10,15 +10,16 @@ export function endingText(task: Task): string {
 }
 
 function endingLine(task: Task): string {
+  const stoppedBy = task.stoppedBy ? `; stopped by: ${task.stoppedBy}` : ''
   switch (task.state) {
     case 'exited':
       return `[exit code: ${task.exitCode}]`
     case 'timed_out':
-      return `[${task.reason}; the task was stopped${task.signal ? ` with ${task.signal}` : ''}]`
+      return `[${task.reason}; the task was stopped${task.signal ? ` with ${task.signal}` : ''}${stoppedBy}]`
     case 'killed':
-      return `[killed: ${task.reason}${task.signal ? `; signal: ${task.signal}` : ''}]`
+      return `[killed: ${task.reason}${task.signal ? `; signal: ${task.signal}` : ''}${stoppedBy}]`
     default:
-      return `[${task.state}: ${task.reason ?? 'no reason recorded'}]`
+      return `[${task.state}: ${task.reason ?? 'no reason recorded'}${stoppedBy}]`
   }
 }
 
@@ -58,15 +59,17 @@ export function renderTaskOutput(result: TaskOutputResult): string {
 }
 
 export function renderTaskKill(task: Task): string {
-  const signal = task.signal ? ` (signal: ${task.signal})` : ''
-  return `task ${task.id} (${taskLabel(task)}) is ${task.state}${signal}; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
+  const details = [task.signal ? `signal: ${task.signal}` : '', task.stoppedBy ? `stopped by: ${task.stoppedBy}` : ''].filter(Boolean).join(', ')
+  return `task ${task.id} (${taskLabel(task)}) is ${task.state}${details ? ` (${details})` : ''}; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
 }
 
 export function renderTaskList(entries: TaskListEntry[]): string {
   if (entries.length === 0) return 'no tasks'
   const rows = entries.map((entry) => {
     const exit = entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-')
-    return `${entry.id}  ${entry.state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}`
+    const state = entry.stoppedBy ? `${entry.state}(${entry.stoppedBy})` : entry.state
+    const persistent = entry.lifetime === 'persistent' ? '  [persistent]' : ''
+    return `${entry.id}  ${state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}`
   })
   return rows.join('\n')
 }

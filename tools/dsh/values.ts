@@ -1,4 +1,4 @@
-import { TASK_STATES, type Task } from '../../protocol/index.js'
+import { LIFETIMES, STOPPED_BY, TASK_STATES, type Task } from '../../protocol/index.js'
 import type { BashOutcome, TaskListEntry, TaskOutputResult } from '../core/index.js'
 import type { DshValueSchema } from './host-types.js'
 
@@ -40,6 +40,8 @@ const TASK: DshValueSchema = {
     exitCode: required(nullable(integer)),
     signal: required(nullable(string)),
     reason: required(nullable(string)),
+    stoppedBy: nullable({ type: 'string', enum: STOPPED_BY, description: 'who or what stopped it (absent from daemons before lifetimes)' }),
+    lifetime: { type: 'string', enum: LIFETIMES, description: 'owner: stops with the agent session; persistent: outlives it' },
     outputBytes: required(integer),
     createdAt: required(string),
     startedAt: required(nullable(string)),
@@ -97,6 +99,8 @@ const TASK_LIST_ENTRY: DshValueSchema = {
     ageMs: required(integer),
     exitCode: required(nullable(integer)),
     signal: required(nullable(string)),
+    stoppedBy: required(nullable({ type: 'string', enum: STOPPED_BY })),
+    lifetime: required({ type: 'string', enum: LIFETIMES }),
     outputBytes: required(integer),
   },
 }
