@@ -66,7 +66,7 @@ describe('bash results', () => {
   test('a timeout stops the task and says so', async () => {
     const result = await callTool(host, new TestAgent('bash-3'), { name: 'bash', arguments: { command: 'echo start; sleep 30', timeout: 300 } })
     expect(result.isError).toBe(false)
-    expect(textOf(result)).toBe('start\n[timed out after 300ms; the task was stopped with SIGTERM]')
+    expect(textOf(result)).toBe('start\n[timed out after 300ms; the task was stopped with SIGTERM; stopped by: timeout]')
   })
 
   test('a foreground task killed from outside says it was killed', async () => {
@@ -77,7 +77,7 @@ describe('bash results', () => {
       return tasks.length === 1 && tasks[0]!.state === 'running' ? tasks : undefined
     })
     await daemon.client.kill(task!.id, { reason: 'operator' })
-    expect(textOf(await call)).toBe('waiting\n[killed: killed by request (SIGTERM): operator; signal: SIGTERM]')
+    expect(textOf(await call)).toBe('waiting\n[killed: killed by request (SIGTERM): operator; signal: SIGTERM; stopped by: operator]')
   })
 
   test('a command that cannot start is an error naming why', async () => {
@@ -102,7 +102,7 @@ describe('bash results', () => {
     expect(textOf(result)).toBe(`Started background task ${id} (long sleep).\nRead its output with task_output (task_id: "${id}"); stop it with task_kill. A notice arrives when it finishes.`)
     await waitFor('the background task to run', async () => (await daemon.client.get(id)).state === 'running')
     const killed = await callTool(host, agent, { name: 'task_kill', arguments: { task_id: id, reason: 'done with it' } })
-    expect(textOf(killed)).toBe(`task ${id} (long sleep) is killed (signal: SIGTERM); no process of it is left. Reason: killed by request (SIGTERM): done with it.`)
+    expect(textOf(killed)).toBe(`task ${id} (long sleep) is killed (signal: SIGTERM, stopped by: owner); no process of it is left. Reason: killed by request (SIGTERM): done with it.`)
   })
 })
 
