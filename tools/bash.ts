@@ -43,6 +43,7 @@ export function createBashTool(deps: ToolDeps) {
       run_in_background: { type: 'boolean', description: 'Return at once with a task id instead of waiting' },
       cwd: { type: 'string', description: 'Working directory (default: the agent process working directory)' },
       yield_ms: { type: 'number', description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)` },
+      persistent: { type: 'boolean', description: 'Keep the task running after this agent session ends (a server meant to outlive you); by default your tasks stop with the session' },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)

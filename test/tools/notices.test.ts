@@ -114,6 +114,26 @@ describe('agent disposal and aborts', () => {
     expect(task.reason).toBe('killed by request (SIGTERM): its agent was disposed')
   })
 
+  test('a task started with bash persistent: true outlives its agent; its owner task does not (stopped by session-end)', async () => {
+    const agent = new TestAgent('dispose-persistent')
+    const kept = idIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, persistent: true } })))
+    const stopped = idIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
+    await waitFor('both tasks to run', async () => (await daemon.client.get(kept)).state === 'running' && (await daemon.client.get(stopped)).state === 'running')
+    expect((await daemon.client.get(kept)).lifetime).toBe('persistent')
+    agent.dispose()
+    const ended = await waitFor('the owner task to be stopped', async () => {
+      const current = await daemon.client.get(stopped)
+      return current.state === 'killed' ? current : undefined
+    })
+    expect(ended.stoppedBy).toBe('session-end')
+    expect((await daemon.client.get(kept)).state).toBe('running')
+    // The agent comes back with the same owner id: its persistent task is there, and it can stop it.
+    const back = new TestAgent('dispose-persistent')
+    expect(textOf(await callTool(host, back, { name: 'task_list', arguments: {} }))).toContain(kept)
+    const killed = await callTool(host, back, { name: 'task_kill', arguments: { task_id: kept } })
+    expect(textOf(killed)).toContain('stopped by: owner')
+  })
+
   test('with stopTasksOnDispose: false the tasks keep running', async () => {
     const keepHost = createHost()
     const keepFork = keepHost.plugin(tendPlugin, { home: daemon.home, stopTasksOnDispose: false })

@@ -72,7 +72,7 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
     await waitFor(`the notice of task ${id}, stopped by its time limit`, () => noticesFor(agent, id).length > 0, 20_000)
     expect(await daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
     await settleWithMarker(agent)
-    expect(noticesFor(agent, id)).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none]. Read its output with task_output.`])
+    expect(noticesFor(agent, id)).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`])
     expect(liveProcessesOf(id)).toEqual([])
   })
 

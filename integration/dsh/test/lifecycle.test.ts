@@ -44,6 +44,38 @@ describe('agent disposal', () => {
     await harness.dispose()
   })
 
+  test('a task the agent started with persistent: true outlives it; its other task is stopped by session-end', async () => {
+    const gate = join(scratch, 'persistent-gate')
+    const harness = await createHarness()
+    await harness.loadTend({ home: daemon.home })
+    const job = `while [ ! -e ${gate} ]; do sleep 0.01; done`
+    const handle = await harness.createOwnedAgent('dispose-persistent', (last: Message): ModelReply =>
+      last.source.kind === 'user'
+        ? {
+            calls: [
+              { name: 'bash', args: { command: job, description: 'server', run_in_background: true, persistent: true } },
+              { name: 'bash', args: { command: job, description: 'scratch job', run_in_background: true } },
+            ],
+          }
+        : { text: 'started' },
+    )
+    say(handle.agent, 'start')
+    await handle.agent.whenIdle()
+    const [kept, owned] = toolCalls(handle.agent).map((call) => startedTaskId(call.text))
+    await waitFor('both tasks to run', async () => (await daemon.client.get(kept!)).state === 'running' && (await daemon.client.get(owned!)).state === 'running')
+
+    await handle.dispose()
+    const stopped = await waitFor('the owner-lifetime task to be stopped', async () => {
+      const task = await daemon.client.get(owned!)
+      return task.state === 'running' ? undefined : task
+    })
+    expect(stopped).toMatchObject({ state: 'killed', stoppedBy: 'session-end' })
+    expect(await daemon.client.get(kept!)).toMatchObject({ state: 'running', lifetime: 'persistent' })
+    writeFileSync(gate, '')
+    expect((await daemon.client.wait(kept!)).state).toBe('exited')
+    await harness.dispose()
+  })
+
   test('keeps them with stopTasksOnDispose: false', async () => {
     const gate = join(scratch, 'kept-gate')
     const harness = await createHarness()

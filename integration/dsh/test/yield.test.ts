@@ -84,7 +84,7 @@ describe('yield on the published harness', () => {
     await agent.whenIdle()
     expect(await daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
     await settleWithMarker('yield-dev')
-    expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none]. Read its output with task_output.`])
+    expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`])
   })
 
   test('a yielded command the agent stops with task_kill gets no notice; one that ends before yield_ms returns as before', async () => {
