@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createTempHome, FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, FIXTURES, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -15,13 +15,7 @@ afterEach(async () => {
 /** However a test ends, the crashed daemon and everything of its home are gone afterwards. */
 function cleanUpHome(home: string, first: TestDaemon): void {
   cleanups.push(async () => {
-    for (const pid of processesWithEnv(`TEND_HOME=${home}`)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // already gone
-      }
-    }
+    await killEverythingOf(home)
     rmSync(home, { recursive: true, force: true })
   })
   cleanups.push(async () => {

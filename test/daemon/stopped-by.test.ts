@@ -7,7 +7,7 @@ import { TendClient, type StartOptions, type Task } from '../../client/index.js'
 import { OWNER_HEADER } from '../../protocol/index.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -182,8 +182,7 @@ describe('stoppedBy for tasks that ended while no daemon ran', () => {
     await first.crash()
     first.client.close()
     cleanups.push(async () => {
-      for (const pid of processesWithEnv(`TEND_HOME=${home}`)) process.kill(pid, 'SIGKILL')
-      await waitFor(`no process of ${home} left`, () => processesWithEnv(`TEND_HOME=${home}`).filter(isAlive).length === 0)
+      await killEverythingOf(home)
       rmSync(home, { recursive: true, force: true })
     })
     expect(status.spawner).toBe('native')

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { TendClient, type SandboxProfile, type Task } from '../../client/index.js'
 import { OwnerSession } from '../../tools/core/owner-session.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { createTempHome, daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -18,16 +18,10 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!()
 })
 
+/** However a test ends, every process of the home (keepers' tasks too) and its folders are gone afterwards. */
 function removeHomeAfterwards(home: string, ...more: string[]): void {
   cleanups.push(async () => {
-    for (const pid of processesWithEnv(`TEND_HOME=${home}`)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // gone
-      }
-    }
-    await waitFor(`no process of ${home} left`, () => processesWithEnv(`TEND_HOME=${home}`).filter(isAlive).length === 0)
+    await killEverythingOf(home)
     rmSync(home, { recursive: true, force: true })
     for (const dir of more) rmSync(dir, { recursive: true, force: true })
   })

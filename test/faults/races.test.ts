@@ -3,7 +3,7 @@ import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs
 import { join } from 'node:path'
 import { TendClient, type Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { createTempHome, daemonEnv, FIXTURES, startTestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, FIXTURES, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -19,14 +19,7 @@ afterEach(async () => {
 /** Kills whatever is left of a home (a crashed daemon, its tasks) and deletes it. */
 function removeHomeAfterwards(home: string): void {
   cleanups.push(async () => {
-    for (const pid of processesWithEnv(`TEND_HOME=${home}`)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // gone
-      }
-    }
-    await waitFor(`no process of ${home} left`, () => processesWithEnv(`TEND_HOME=${home}`).filter(isAlive).length === 0)
+    await killEverythingOf(home)
     rmSync(home, { recursive: true, force: true })
   })
 }

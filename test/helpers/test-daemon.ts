@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { TendClient } from '../../client/index.js'
@@ -68,6 +68,9 @@ export function daemonEnv(home: string, extra: Record<string, string> = {}): Rec
   return { ...env, TEND_HOME: home, TEND_KILL_GRACE: '1s', TEND_LOG_LEVEL: 'debug', TEND_SANDBOX: 'off', ...extra }
 }
 
+/** How long a test waits for a daemon's socket to answer. */
+const DAEMON_START_TIMEOUT_MS = 30_000
+
 /** Starts `tend daemon` in the foreground on a temp home and waits for its socket. */
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
   const user = options.user === 'unprivileged' ? checkUnprivilegedUser() : undefined
@@ -91,14 +94,23 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
   const socket = join(home, 'tend.sock')
   try {
-    await waitFor(`daemon socket ${socket} (daemon stderr: ${stderr})`, async () => {
-      if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}: ${stderr}`)
-      return socketAnswers(socket)
-    })
+    // A daemon starts in about a second; a machine busy with other suites can make it many more.
+    await waitFor(
+      `daemon socket ${socket} (daemon stderr: ${stderr})`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`daemon exited with ${child.exitCode}: ${stderr}`)
+        return socketAnswers(socket)
+      },
+      DAEMON_START_TIMEOUT_MS,
+    )
   } catch (error) {
+    // A daemon that did not come up in time must not come up later and stay.
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL')
+      await new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()))
+    }
     if (user) {
       // Leave nothing behind when the non-root daemon did not come up.
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       await assertNothingLeft(home).catch(() => {})
       rmSync(home, { recursive: true, force: true })
       rmSync(userHome!, { recursive: true, force: true })
@@ -240,9 +252,32 @@ function lookUpUser(): string | undefined {
   return result.status === 0 ? result.stdout.trim() : undefined
 }
 
-/** Fails when any process that belongs to this home (daemon or task) is still running. */
+/**
+ * Every process of a home: its daemon and anything else run with its TEND_HOME, and every
+ * process marked with one of its tasks' ids (a sandboxed task does not carry TEND_HOME, and it
+ * runs on under its keeper when its daemon dies).
+ */
+export function processesOfHome(home: string): number[] {
+  const marked = taskIdsOf(home).flatMap((id) => processesWithEnv(`TEND_TASK_ID=${id}`))
+  return [...new Set([...processesWithEnv(`TEND_HOME=${home}`), ...marked])].filter(isAlive)
+}
+
+/** Kills every process of a home (see processesOfHome) and removes its tasks' cgroups; for cleanups after a test that crashed daemons. */
+export async function killEverythingOf(home: string): Promise<void> {
+  for (const pid of processesOfHome(home)) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+  await waitFor(`no process of ${home} left`, () => processesOfHome(home).length === 0)
+  removeTaskCgroups(home)
+}
+
+/** Fails when any process that belongs to this home (daemon or task) is still running; its tasks' cgroups go either way. */
 export async function assertNothingLeft(home: string): Promise<void> {
-  const leftovers = () => processesWithEnv(`TEND_HOME=${home}`).filter(isAlive)
+  const leftovers = () => processesOfHome(home)
   try {
     await waitFor(`no process of ${home} left running`, () => leftovers().length === 0, 5000)
   } catch (error) {
@@ -256,6 +291,29 @@ export async function assertNothingLeft(home: string): Promise<void> {
       }
     }
     throw new Error(`${(error as Error).message}: leftover pids ${described.join(', ')}`)
+  } finally {
+    removeTaskCgroups(home)
+  }
+}
+
+function taskIdsOf(home: string): string[] {
+  try {
+    return readdirSync(join(home, 'spool')).filter((name) => /^[0-9a-z]{12}$/.test(name))
+  } catch {
+    return []
+  }
+}
+
+/** A task's cgroups outlive a daemon that died before it could remove them. */
+function removeTaskCgroups(home: string): void {
+  for (const id of taskIdsOf(home)) {
+    for (const controller of ['pids', 'memory']) {
+      try {
+        rmdirSync(join('/sys/fs/cgroup', controller, 'tend', id))
+      } catch {
+        // none, or not empty (its processes are reported above)
+      }
+    }
   }
 }
 
