@@ -2,12 +2,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Message } from '@deepseek-ai/dsh-llm'
 import { createTendTools, DEFAULT_TOOL_SETTINGS, SessionRegistry } from '../../../dist/tools/index.js'
 import { ownerOfSession } from '../../../dist/tools/dsh/index.js'
-import { createHarness, say, type Harness, type ModelReply } from './support/harness.js'
+import { createHarness, say, type Harness } from './support/harness.js'
 import { FIXTURES, isAlive, startTestDaemon, waitFor, type TestDaemon } from './support/daemon.js'
-import { startedTaskId, textOf, toolCalls } from './support/session.js'
+import { obedientModel, runCalls, type ToolCallSpec } from './support/obedient.js'
+import { startedTaskId, toolCalls } from './support/session.js'
 
 let daemon: TestDaemon
 let harness: Harness
@@ -25,19 +25,7 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true })
 })
 
-/** A model that makes the calls the user's message names (as JSON), then says it is done. */
-const obedientModel = (last: Message): ModelReply => {
-  if (last.source.kind !== 'user') return { text: 'done' }
-  return { calls: JSON.parse(textOf(last.content)) as Array<{ name: string; args: Record<string, unknown> }> }
-}
-
-async function run(agentId: string, calls: Array<{ name: string; args: Record<string, unknown> }>) {
-  const agent = harness.root.agents.get(agentId as never) ?? harness.createAgent(agentId, obedientModel)
-  const before = toolCalls(agent).length
-  say(agent, JSON.stringify(calls))
-  await agent.whenIdle()
-  return { agent, results: toolCalls(agent).slice(before) }
-}
+const run = (agentId: string, calls: ToolCallSpec[]) => runCalls(harness, agentId, calls)
 
 describe('the tools on the published harness', () => {
   test('they register with the seed tools’ names, descriptions and parameters, and declare output schemas', () => {

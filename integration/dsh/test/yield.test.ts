@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Message } from '@deepseek-ai/dsh-llm'
-import { createHarness, say, type Harness, type ModelReply } from './support/harness.js'
+import { createHarness, type Harness } from './support/harness.js'
 import { startTestDaemon, waitFor, type TestDaemon } from './support/daemon.js'
-import { noticeTexts, startedTaskId, textOf, toolCalls } from './support/session.js'
+import { runCalls, type ToolCallSpec } from './support/obedient.js'
+import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
  * Yield in the published harness's agent loop: a foreground bash that outlives its yield time
@@ -29,19 +29,7 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true })
 })
 
-/** A model that makes the calls the user's message names (as JSON), then says it is done; a notice it only acknowledges. */
-const obedientModel = (last: Message): ModelReply => {
-  if (last.source.kind !== 'user') return { text: 'done' }
-  return { calls: JSON.parse(textOf(last.content)) as Array<{ name: string; args: Record<string, unknown> }> }
-}
-
-async function run(agentId: string, calls: Array<{ name: string; args: Record<string, unknown> }>) {
-  const agent = harness.root.agents.get(agentId as never) ?? harness.createAgent(agentId, obedientModel)
-  const before = toolCalls(agent).length
-  say(agent, JSON.stringify(calls))
-  await agent.whenIdle()
-  return { agent, results: toolCalls(agent).slice(before) }
-}
+const run = (agentId: string, calls: ToolCallSpec[]) => runCalls(harness, agentId, calls)
 
 function yieldedId(text: string): string {
   const match = /\[still running after \d+ms; it goes on as background task ([0-9a-z]{12}) /.exec(text)
