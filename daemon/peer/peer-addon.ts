@@ -41,8 +41,6 @@ export interface PeerInspection {
 
 /** The C addon (daemon/peer/peer-credentials.c). Every function is synchronous and takes microseconds. */
 export interface PeerCredentialsAddon {
-  /** SO_PEERCRED of a connected unix socket; throws on a socket that is not one. */
-  credentials(fd: number): { pid: number; uid: number; gid: number }
   /** Credentials and namespaces of the peer; throws when SO_PEERCRED fails. */
   inspect(fd: number): PeerInspection
   /** The daemon's own namespaces; throws when /proc/self/ns cannot be read. */

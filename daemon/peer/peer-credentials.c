@@ -186,19 +186,6 @@ failed:
   return object;
 }
 
-/** credentials(fd) -> {pid, uid, gid}: SO_PEERCRED of a connected unix socket. Throws on failure. */
-static napi_value credentials(napi_env env, napi_callback_info info) {
-  int fd;
-  if (read_fd_argument(env, info, &fd) != 0) return NULL;
-  struct ucred peer;
-  socklen_t length = sizeof peer;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return throw_errno(env, "getsockopt(SO_PEERCRED)", errno);
-  napi_value result;
-  CHECK(napi_create_object(env, &result));
-  if (set_int(env, result, "pid", peer.pid) || set_int(env, result, "uid", peer.uid) || set_int(env, result, "gid", peer.gid)) return NULL;
-  return result;
-}
-
 /**
  * inspect(fd) -> {pid, uid, gid, pinning, alive, namespaces, visible, unreadable}
  * pinning: "SO_PEERPIDFD" | "pidfd_open" | "none"; alive: the pinned process still existed after
@@ -309,7 +296,6 @@ static napi_value peer_pidfd_supported(napi_env env, napi_callback_info info) {
 
 NAPI_MODULE_INIT() {
   napi_property_descriptor properties[] = {
-      {"credentials", NULL, credentials, NULL, NULL, NULL, napi_enumerable, NULL},
       {"inspect", NULL, inspect, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownNamespaces", NULL, own_namespaces, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownVisible", NULL, own_visible, NULL, NULL, NULL, napi_enumerable, NULL},
