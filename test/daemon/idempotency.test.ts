@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { request } from 'node:http'
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { rawRequest } from '../helpers/raw-http.js'
 import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 const daemons: TestDaemon[] = []
@@ -10,20 +10,9 @@ afterEach(async () => {
 })
 
 /** A raw POST /v1/tasks with an Idempotency-Key, as a client that resends would make it. */
-function post(daemon: TestDaemon, key: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  const payload = JSON.stringify(body)
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { socketPath: join(daemon.home, 'tend.sock'), method: 'POST', path: '/v1/tasks', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'idempotency-key': key } },
-      (res) => {
-        let text = ''
-        res.on('data', (chunk: Buffer) => (text += chunk))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as Record<string, unknown> }))
-      },
-    )
-    req.on('error', reject)
-    req.end(payload)
-  })
+async function post(daemon: TestDaemon, key: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const answer = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'POST', path: '/v1/tasks', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify(body) })
+  return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> }
 }
 
 describe('idempotent submissions', () => {

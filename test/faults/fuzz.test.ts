@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { Agent, request as httpRequest } from 'node:http'
+import { Agent } from 'node:http'
 import { join } from 'node:path'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive } from '../helpers/processes.js'
+import { rawRequest, type RawAnswer } from '../helpers/raw-http.js'
 
 /**
  * A seeded fuzz of the HTTP API, generated from the daemon's own OpenAPI document: wrong types,
@@ -208,41 +209,10 @@ function mutateBody(random: Random, schema: JsonSchema, value: Record<string, un
   }
 }
 
-interface Answer {
-  status: number
-  contentType: string
-  text: string
-}
+type Answer = RawAnswer
 
 function send(socketPath: string, agent: Agent, request: FuzzRequest): Promise<Answer> {
-  return new Promise<Answer>((resolve, reject) => {
-    const headers = { ...request.headers, ...(request.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(request.body)) }) }
-    const req = httpRequest({ socketPath, agent, method: request.method, path: request.path, headers }, (res) => {
-      const contentType = String(res.headers['content-type'] ?? '')
-      if (contentType.startsWith('text/event-stream')) {
-        clearTimeout(timer)
-        req.destroy()
-        resolve({ status: res.statusCode ?? 0, contentType, text: '' })
-        return
-      }
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => (text += chunk))
-      res.on('end', () => {
-        clearTimeout(timer)
-        resolve({ status: res.statusCode ?? 0, contentType, text })
-      })
-    })
-    const timer = setTimeout(() => {
-      req.destroy()
-      reject(new Error(`no answer within ${ANSWER_TIMEOUT_MS}ms`))
-    }, ANSWER_TIMEOUT_MS)
-    req.on('error', (error) => {
-      clearTimeout(timer)
-      reject(error)
-    })
-    req.end(request.body)
-  })
+  return rawRequest(socketPath, { method: request.method, path: request.path, headers: request.headers, body: request.body, agent, timeoutMs: ANSWER_TIMEOUT_MS })
 }
 
 /** What is wrong with an answer, or undefined when it is as the contract says. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
+import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
@@ -16,62 +16,18 @@ import { validatorCompiler } from '../../daemon/request-validation.js'
 import { registerEventsRoute } from '../../daemon/routes/events.js'
 import { assertNothingLeft, createTempHome, daemonEnv, REPO_ROOT, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive } from '../helpers/processes.js'
+import { rawRequest, type RawAnswer } from '../helpers/raw-http.js'
 import { waitFor } from '../helpers/wait-for.js'
-
-interface Answer {
-  status: number
-  headers: IncomingHttpHeaders
-  text: string
-}
 
 const ANSWER_TIMEOUT_MS = 5000
 
-/**
- * One raw request over a Unix socket, so that bodies, headers and methods can be anything. An
- * event stream answers as soon as its head arrives (then it is closed). Fails, naming the request,
- * when no answer comes within ANSWER_TIMEOUT_MS.
- */
-function send(socketPath: string, method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const payload = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body)
-  const what = `${method} ${path}${options.headers ? ` ${JSON.stringify(options.headers)}` : ''}${payload === undefined ? '' : ` ${payload.slice(0, 200)}`}`
-  return new Promise<Answer>((resolve, reject) => {
-    const req = httpRequest(
-      {
-        socketPath,
-        method,
-        path,
-        agent: false,
-        headers: { ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }), ...options.headers },
-      },
-      (res) => {
-        if (String(res.headers['content-type']).startsWith('text/event-stream')) {
-          clearTimeout(timer)
-          req.destroy()
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text: '' })
-          return
-        }
-        let text = ''
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => (text += chunk))
-        res.on('end', () => {
-          clearTimeout(timer)
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text })
-        })
-      },
-    )
-    const timer = setTimeout(() => {
-      req.destroy()
-      reject(new Error(`no answer within ${ANSWER_TIMEOUT_MS}ms to ${what}`))
-    }, ANSWER_TIMEOUT_MS)
-    req.on('error', (error) => {
-      clearTimeout(timer)
-      reject(new Error(`${what} failed: ${error.message}`))
-    })
-    req.end(payload)
-  })
+/** One raw request (see rawRequest): bodies, headers and methods can be anything. */
+function send(socketPath: string, method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<RawAnswer> {
+  const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body)
+  return rawRequest(socketPath, { method, path, body, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers } })
 }
 
-const wire = (answer: Answer) => JSON.parse(answer.text) as WireError
+const wire = (answer: RawAnswer) => JSON.parse(answer.text) as WireError
 
 describe('requests against a running daemon', () => {
   let daemon: TestDaemon
