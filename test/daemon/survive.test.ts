@@ -132,7 +132,7 @@ describe('a daemon killed with SIGKILL, 20 times', () => {
     await waitFor(`a notice for every task that ended (missing: ${endedIds.filter((id) => !notices.some((text) => text.includes(id))).join(' ')}; got ${notices.length})`, () => endedIds.every((id) => notices.some((text) => text.includes(id))), 20_000)
     for (const id of [...expected.keys(), ...writers.map((writer) => writer.id)]) expect(notices.filter((text) => text.includes(id)), id).toHaveLength(1)
     await daemon.stop()
-  }, 300_000)
+  }, 600_000)
 })
 
 async function readTask(home: string, id: string): Promise<Task> {
