@@ -372,6 +372,13 @@ function exitFileProblem(path: unknown, optional: boolean): string | null {
   return null
 }
 
+/** What the wire cannot carry in a stdin FIFO's path (undefined: none), or null. */
+function stdinFifoProblem(path: string | undefined): string | null {
+  if (path === undefined) return null
+  const problem = exitFileProblem(path, false)
+  return problem && problem.replace(/^exitFile/, 'stdinFifo')
+}
+
 function attachProblem(request: AttachRequest): string | null {
   const { keeper, taskPid } = request
   if (!keeper || !isPid(keeper.pid)) return `keeper.pid must be a positive integer, got ${keeper?.pid}`
@@ -409,8 +416,10 @@ function fields(id: number, request: SpawnRequest): string[] {
   const env = Object.entries(request.env).map(([key, value]) => `${key}=${value}`)
   const { argv, extraFiles, cgroupProcs, cwdIdentity, user } = request
   const pinnedDirs = request.pinnedDirs ?? []
+  // A task with a stdin FIFO is a request of its own kind; the plain one stays as it was.
+  const kind = request.stdinFifo !== undefined ? ['spawn-stdin', String(id), request.exitFile ?? '', request.stdinFifo] : ['spawn', String(id), request.exitFile ?? '']
   return [
-    'spawn', String(id), request.exitFile ?? '', request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
+    ...kind, request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
     cwdIdentity?.dev ?? '', cwdIdentity?.ino ?? '', user ? String(user.uid) : '', user ? String(user.gid) : '',
     String(argv.length), ...argv,
     String(env.length), ...env,
@@ -431,7 +440,7 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   for (const key of Object.keys(request.env)) {
     if (key === '' || key.includes('=')) return `environment variable name ${JSON.stringify(key)} is empty or contains "="`
   }
-  const problem = spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true)
+  const problem = spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true) ?? stdinFifoProblem(request.stdinFifo)
   if (problem) return problem
   // The helper takes a request it cannot parse for a broken daemon and exits: refuse it here.
   const layout = descriptorLayout(request)
@@ -470,7 +479,9 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
     case 'output':
       return `could not open the output file ${request.outputFile}: ${code}`
     case 'stdin':
-      return `could not open /dev/null as stdin: ${code}`
+      if (!request.stdinFifo) return `could not open /dev/null as stdin: ${code}`
+      if (code === 'ENXIO') return `the task's stdin pipe is not a FIFO: ${request.stdinFifo}`
+      return `could not make or open the task's stdin pipe ${request.stdinFifo}: ${code}`
     case 'extra': {
       const file = index === undefined ? request.extraFiles.join(', ') : request.extraFiles[index]
       return `could not open ${file}: ${code}`

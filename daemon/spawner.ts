@@ -12,8 +12,15 @@ export interface SpawnRequest {
   /** The complete environment (nothing is inherited). */
   env: Record<string, string>
   cwd: string
-  /** Opened append-only (created 0600 if missing) as the child's stdout and stderr; stdin is /dev/null. */
+  /** Opened append-only (created 0600 if missing) as the child's stdout and stderr. */
   outputFile: string
+  /**
+   * The task's stdin: a FIFO at this absolute path (`<spool>/<id>/input.fifo`), made (0600) and held
+   * open for reading and writing by the task's keeper until the task ends or the keeper gets
+   * SIGUSR1 (end of input), opened read-only as the child's fd 0. Native spawner only (the node
+   * spawner refuses it at stage `stdin`). Default: stdin from /dev/null.
+   */
+  stdinFifo?: string
   /**
    * Where the task's keeper writes how the task ended (`<spool>/<id>/exit.json`), so that a later
    * daemon learns it even when no spawner was left to hear it: an absolute path whose folder exists
@@ -67,7 +74,7 @@ export interface PinnedDir extends FileIdentity {
   path: string
 }
 
-/** The child's descriptor numbers: 0 /dev/null, 1 and 2 the output file, then these, in this order. */
+/** The child's descriptor numbers: 0 stdin, 1 and 2 the output file, then these, in this order. */
 export interface DescriptorLayout {
   extra: number[]
   data: number[]

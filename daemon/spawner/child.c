@@ -108,6 +108,29 @@ static int open_pinned(const struct pin *pin) {
   return -1;
 }
 
+/*
+ * The read end of the task's stdin FIFO. Its keeper holds the FIFO open for reading and writing, so
+ * this open never waits for a writer; O_NONBLOCK makes sure of it, and is cleared again so that
+ * the task reads as from any pipe (blocking). A path that is not a FIFO (swapped meanwhile) is
+ * refused (ENXIO): the task never reads from a file it was not given.
+ */
+static int open_stdin_fifo(const char *path) {
+  int fd = open_retrying(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
+  if (fd < 0) return -1;
+  struct stat info;
+  int error = 0;
+  if (fstat(fd, &info) != 0) error = errno;
+  else if (!S_ISFIFO(info.st_mode)) error = ENXIO;
+  else {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) error = errno;
+  }
+  if (!error) return fd;
+  close(fd);
+  errno = error;
+  return -1;
+}
+
 __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int highest_known) {
   error_fd = error_pipe;
   /* Hygiene first: drop everything of the helper's but stdio and the error pipe, so the opens
@@ -157,8 +180,8 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
   if (moved < 0) child_fail("extra", errno, -1);
   error_fd = moved;
 
-  int null_fd = move_above(open_retrying("/dev/null", O_RDONLY, 0), low);
-  if (null_fd < 0) child_fail("stdin", errno, -1);
+  int stdin_fd = move_above(*r->stdin_fifo ? open_stdin_fifo(r->stdin_fifo) : open_retrying("/dev/null", O_RDONLY, 0), low);
+  if (stdin_fd < 0) child_fail("stdin", errno, -1);
   int output_fd = move_above(open_retrying(r->output, O_WRONLY | O_APPEND | O_CREAT, 0600), low);
   if (output_fd < 0) child_fail("output", errno, -1);
 
@@ -171,7 +194,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if ((*fds++ = move_above(open_pinned(&r->pins[i]), low)) < 0) child_fail("pinned", errno, (long)i);
 
   /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
-  if (dup2(null_fd, 0) < 0) child_fail("stdin", errno, -1);
+  if (dup2(stdin_fd, 0) < 0) child_fail("stdin", errno, -1);
   if (dup2(output_fd, 1) < 0 || dup2(output_fd, 2) < 0) child_fail("output", errno, -1);
   for (size_t slot = 0; slot < slots; slot++) {
     if (dup2(r->fds[slot], 3 + (int)slot) >= 0) continue;
@@ -179,7 +202,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if (slot < r->extrac + r->datac) child_fail("data", errno, (long)(slot - r->extrac));
     child_fail("pinned", errno, (long)(slot - r->extrac - r->datac));
   }
-  close(null_fd);
+  close(stdin_fd);
   close(output_fd);
   for (size_t slot = 0; slot < slots; slot++) close(r->fds[slot]);
 

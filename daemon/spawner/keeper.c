@@ -9,6 +9,13 @@
  * task's bubblewrap runs with --die-with-parent: its parent is the keeper, so a SIGKILLed keeper
  * takes its sandbox along.
  *
+ * stdin (a request that names a FIFO): the keeper makes the FIFO (0600) and holds it open for
+ * reading and writing, so the task's own open never waits and the task never reads EOF merely
+ * because no daemon is writing at the moment: writers (the daemon, any daemon after it) come and
+ * go. SIGUSR1 is "end of input": the keeper closes its descriptor, and the task reads EOF once
+ * the pipe is drained and no writer is left. The handler is installed only once the child has
+ * exec'd (a vfork child must never run a handler of the keeper's), before the keeper says so.
+ *
  * Report pipe (keeper -> helper), one line per write (each shorter than PIPE_BUF, so atomic):
  *   s <taskpid> <keeperstart>   the child has exec'd; keeperstart is field 22 of /proc/<keeper>/stat
  *   f <stage> <errno>[ <index>] the child failed (or the keeper could not set itself up); the keeper
@@ -56,6 +63,44 @@ static void ignore_signals(void) {
   sigemptyset(&ignore.sa_mask);
   for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) sigaction(ignored[i], &ignore, NULL);
   for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++) sigaction(sig, &ignore, NULL);
+}
+
+/* The keeper's descriptor of the stdin FIFO (-1: none, or closed by SIGUSR1). */
+static volatile sig_atomic_t stdin_holder = -1;
+
+static void end_stdin(int signal_number) {
+  (void)signal_number;
+  int saved = errno;
+  if (stdin_holder >= 0) close(stdin_holder);
+  stdin_holder = -1;
+  errno = saved;
+}
+
+static void handle_end_of_input(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = end_stdin;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGUSR1, &action, NULL);
+}
+
+/* The FIFO, made if missing and opened O_RDWR (which never waits on Linux); a path that is not a
+ * FIFO is refused (ENXIO). -1 with errno set on failure. */
+static int hold_stdin_fifo(const char *path) {
+  if (mkfifo(path, 0600) != 0 && errno != EEXIST) return -1;
+  int fd;
+  do fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  struct stat info;
+  int error = 0;
+  if (fstat(fd, &info) != 0) error = errno;
+  else if (!S_ISFIFO(info.st_mode)) error = ENXIO;
+  if (!error) return fd;
+  close(fd);
+  errno = error;
+  return -1;
 }
 
 int proc_start_time(pid_t pid, unsigned long long *start) {
@@ -233,10 +278,14 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   unsigned long long start = 0;
   proc_start_time(getpid(), &start);
 
+  int holder = -1;
+  if (*r->stdin_fifo && (holder = hold_stdin_fifo(r->stdin_fifo)) < 0) keeper_fail(report_fd, "stdin", errno);
+  stdin_holder = holder;
+
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) keeper_fail(report_fd, "fork", errno);
   int highest = highest_known;
-  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd};
+  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
     if (ours[i] > highest) highest = ours[i];
   pid_t task = start_child(r, pipe_fds[1], highest);
@@ -276,6 +325,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
     say(report_fd, line, snprintf(line, sizeof line, "f %s\n", used ? said : "exec 5"));
     _exit(0);
   }
+  if (holder >= 0) handle_end_of_input();
   say(report_fd, line, snprintf(line, sizeof line, "s %d %llu\n", (int)task, start));
 
   int status;

@@ -63,11 +63,15 @@ static void check_reqid(const char *reqid) {
 }
 
 /* "" or an absolute path short enough for the temporary file's name beside it. */
-static const char *next_exit_file(struct cursor *cursor) {
-  const char *path = next_string(cursor, "exitFile");
-  if (*path && path[0] != '/') malformed("exitFile is not absolute");
-  if (strlen(path) > MAX_EXIT_PATH) malformed("exitFile is longer than %d bytes", MAX_EXIT_PATH);
+static const char *next_spool_path(struct cursor *cursor, const char *what) {
+  const char *path = next_string(cursor, what);
+  if (*path && path[0] != '/') malformed("%s is not absolute", what);
+  if (strlen(path) > MAX_EXIT_PATH) malformed("%s is longer than %d bytes", what, MAX_EXIT_PATH);
   return path;
+}
+
+static const char *next_exit_file(struct cursor *cursor) {
+  return next_spool_path(cursor, "exitFile");
 }
 
 /* The fields of a spawn from `file` on (reqid and exitFile are already in *request). */
@@ -159,10 +163,15 @@ enum request_kind parse_request(char *payload, size_t length, struct request *sp
     parse_attach(cursor, attach);
     return REQUEST_ATTACH;
   }
-  if (strcmp(first, "spawn") == 0) {
+  spawn->stdin_fifo = "";
+  if (strcmp(first, "spawn") == 0 || strcmp(first, "spawn-stdin") == 0) {
     spawn->reqid = next_string(&cursor, "reqid");
     check_reqid(spawn->reqid);
     spawn->exit_file = next_exit_file(&cursor);
+    if (first[5] == '-') {
+      spawn->stdin_fifo = next_spool_path(&cursor, "stdinFifo");
+      if (!*spawn->stdin_fifo) malformed("stdinFifo is empty");
+    }
   } else {
     /* The first format: no kind, the reqid first, no exit file. */
     spawn->reqid = first;

@@ -41,6 +41,7 @@ struct pin {
 struct request {
   const char *reqid, *file, *cwd, *output;
   const char *exit_file; /* "" when the request names none (a request in the first format) */
+  const char *stdin_fifo; /* "" for stdin from /dev/null; else the FIFO the keeper makes and holds */
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
@@ -72,7 +73,8 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_fd, int hi
 
 /* ------------------------------------------------------------- keeper.c */
 
-/* The keeper's life: forks and watches the task, reports on report_fd, writes the exit file. */
+/* The keeper's life: makes and holds the task's stdin FIFO (if any), forks and watches the task,
+ * reports on report_fd, writes the exit file. */
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known);
 /* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
 int proc_start_time(pid_t pid, unsigned long long *start);

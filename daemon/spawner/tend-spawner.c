@@ -20,13 +20,14 @@
  *     gid, argc, argv[0..argc-1], envc, env[...] ("K=V"), extrac, extraFiles[...], cgc,
  *     cgroupProcs[...], pinc, then pinc triples (path, dev, ino), datac, then datac blobs, each a
  *     length string and then exactly that many raw bytes (no NUL).
+ *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
  *   attach, reqid, keeperPid, keeperStart, taskPid, exitFile
  *   anything else: a spawn in the first format, without the kind and without exitFile (the first
  *     string is then the reqid: reqid, file, cwd, ...); its keeper writes no exit file.
  * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
  * given; uid and gid likewise (empty: keep the helper's user). reqid is 1..63 printable
  * characters without spaces. exitFile is empty (none) or an absolute path of at most 4000 bytes
- * whose last component is at most 255. At most 1024 extra files, blobs and pinned folders together.
+ * whose last component is at most 255; stdinFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together.
  *
  * Replies (stdout), one line each, space-separated:
  *   started <reqid> <taskpid> <keeperpid> <keeperstart>
@@ -60,7 +61,9 @@
  * keepers or their tasks.
  *
  * Keeper (keeper.c): setsid(); every signal that would end it ignored but SIGKILL (and the
- * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It forks the child,
+ * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. With a stdinFifo it
+ * makes that FIFO (mkfifo 0600; one already there is used) and holds it open O_RDWR until the task
+ * ends or SIGUSR1 asks it to let go (end of input; a failure here is stage stdin). It forks the child,
  * reads the child's error pipe, reports on its own pipe, waits for the task, reports its end, then
  * writes the exit file (`{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}` and a
  * newline, written whole and fsynced as an unnamed O_TMPFILE in its folder (mode 0600), then
@@ -71,7 +74,8 @@
  *
  * Child setup (child.c), in order: signal dispositions to SIG_DFL and an empty mask; setsid();
  * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); the pid
- * written to each cgroupProcs file; descriptors: stdin /dev/null, stdout and stderr one O_APPEND
+ * written to each cgroupProcs file; descriptors: stdin /dev/null (or stdinFifo opened read-only,
+ * O_NOFOLLOW, checked to be a FIFO, blocking), stdout and stderr one O_APPEND
  * description of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs
  * (each a sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by
  * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode), every other
