@@ -15,6 +15,8 @@ import {
   type ReadResult,
   type RemoveResult,
   type SandboxProfile,
+  type StdinMode,
+  type TaskInputResult,
   type Task,
   type TaskEvent,
 } from '../protocol/index.js'
@@ -49,6 +51,11 @@ export interface StartOptions {
    * `persistent`: it outlives the session.
    */
   lifetime?: Lifetime
+  /**
+   * `null` (default): stdin is /dev/null; `pipe`: a pipe that input() writes to (the daemon must
+   * run the native spawner, else TEND_ERR_STDIN_UNAVAILABLE).
+   */
+  stdin?: StdinMode
   /**
    * Identifies this submission across retries (1–128 of letters, digits and `._:-`). Default: a
    * fresh random key per start() call, used for its own automatic retry. Pass your own to make
@@ -116,6 +123,7 @@ export class TendClient {
       memoryBytes: options.memoryBytes,
       pidsMax: options.pidsMax,
       lifetime: options.lifetime,
+      stdin: options.stdin,
     }
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
@@ -170,6 +178,18 @@ export class TendClient {
       body: dropUndefined({ signal: options.signal, graceMs: options.graceMs, reason: options.reason, stoppedBy: options.stoppedBy }),
       waitMs: options.graceMs,
     })
+  }
+
+  /**
+   * Writes to the stdin of a task started with `stdin: 'pipe'`: a string as UTF-8, exactly as given
+   * (no newline is added), a Buffer as raw bytes; with `eof` the stdin is closed afterwards (the
+   * task reads end-of-file once it has read everything). Resolves once every byte is in the pipe;
+   * a pipe the task does not drain rejects with TEND_ERR_STDIN_FULL, whose message says how many
+   * bytes were written (those are in input.log too). At most 1 MiB per call.
+   */
+  input(id: string, data: string | Buffer, options: { eof?: boolean } = {}): Promise<TaskInputResult> {
+    const body = typeof data === 'string' ? { text: data } : { base64: data.toString('base64') }
+    return this.call<TaskInputResult>('POST', `/v1/tasks/${encodeURIComponent(id)}/input`, { body: { ...body, ...(options.eof ? { eof: true } : {}) } })
   }
 
   remove(id: string): Promise<RemoveResult> {

@@ -6,6 +6,7 @@ import type { EventLog } from './event-log.js'
 import type { OutputWatch } from './output-watch.js'
 import type { SpoolCleanup } from './spool-cleanup.js'
 import type { Supervisor } from './supervisor.js'
+import type { TaskInput } from './task-input.js'
 import type { TaskStore } from './task-store.js'
 
 /** What route handlers reach: one object built at daemon start. */
@@ -19,6 +20,8 @@ export interface DaemonContext {
   /** Spool entries that could not be loaded as tasks: listed, shown and removable, nothing else. */
   corrupt: CorruptEntries
   supervisor: Supervisor
+  /** Writes to tasks' stdin pipes. */
+  input: TaskInput
   cleanup: SpoolCleanup
   events: EventLog
   outputWatch: OutputWatch

@@ -13,6 +13,7 @@ import { recoverSpool } from './recovery.js'
 import { createServer, type TendApp } from './server.js'
 import { SpoolCleanup } from './spool-cleanup.js'
 import { readBootId, Supervisor } from './supervisor.js'
+import { TaskInput } from './task-input.js'
 import { createSpawner } from './create-spawner.js'
 import { markSpoolTopDirectory } from './spool-topdir.js'
 import { detectSandbox } from './sandbox/index.js'
@@ -86,6 +87,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     store,
     corrupt,
     supervisor,
+    input: new TaskInput(store, layout.spool, log),
     cleanup,
     events,
     outputWatch,

@@ -16,6 +16,7 @@ import { registerRemoveTaskRoute } from './routes/remove-task.js'
 import { registerStartTaskRoute } from './routes/start-task.js'
 import { registerStatusRoute } from './routes/status.js'
 import { registerStopRoute } from './routes/stop.js'
+import { registerTaskInputRoute } from './routes/task-input.js'
 import { registerWaitTaskRoute } from './routes/wait-task.js'
 
 export type TendApp = FastifyInstance
@@ -63,6 +64,7 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   registerReadOutputRoute(app, context)
   registerWaitTaskRoute(app, context)
   registerKillTaskRoute(app, context)
+  registerTaskInputRoute(app, context)
   registerRemoveTaskRoute(app, context)
   registerGcRoute(app, context)
   registerStatusRoute(app, context, peerCheck.status)

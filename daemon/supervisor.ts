@@ -34,6 +34,7 @@ import type { TaskStore } from './task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from './sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { decideEnding, signalName, type Stopping } from './ending.js'
+import { STDIN_PIPE_UNSUPPORTED } from './node-spawner.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
@@ -131,6 +132,9 @@ export class Supervisor {
     if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
     }
+    if (request.stdin === 'pipe' && this.spawner.kind !== 'native') {
+      throw new TendError('TEND_ERR_STDIN_UNAVAILABLE', { detail: STDIN_PIPE_UNSUPPORTED })
+    }
     if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
     }
@@ -155,6 +159,7 @@ export class Supervisor {
       cwd: paths.cwd.path,
       envKeys: Object.keys(env),
       lifetime: request.lifetime ?? DEFAULT_LIFETIME,
+      stdin: request.stdin ?? 'null',
       timeoutMs: request.timeoutMs ?? null,
       maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
       outputBytes: 0,

@@ -47,3 +47,9 @@ export function markLost(task: Task, reason: string, outputBytes: number, at: Da
   if (task.state !== 'running') throw illegal(task, 'lost')
   return { ...task, state: 'lost', exitCode: null, signal: null, reason, stoppedBy: null, outputBytes, endedAt: at.toISOString() }
 }
+
+/** A running task's stdin pipe after its end of input was sent; nothing else changes. */
+export function markStdinClosed(task: Task): Task {
+  if (task.state !== 'running' || task.stdin !== 'pipe') return task
+  return { ...task, stdin: 'closed' }
+}

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
-import { LIFETIMES, SANDBOX_PROFILES, STOPPED_BY, TASK_STATES } from './task.js'
+import { LIFETIMES, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, type Task } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 const strict = { additionalProperties: false } as const
@@ -21,6 +21,7 @@ export const TaskSchema = Type.Object(
     maxOutputBytes: Type.Integer(),
     outputBytes: Type.Integer(),
     lifetime: Type.Enum(LIFETIMES, { description: 'owner: stopped when its agent session ends; persistent: outlives it' }),
+    stdin: Type.Optional(Type.Enum(TASK_STDIN, { description: 'null: /dev/null; pipe: POST /v1/tasks/:id/input writes to it; closed: a pipe whose end of input was sent (absent from older records: null)' })),
     sandbox: Type.Enum(SANDBOX_PROFILES),
     network: Type.Boolean(),
     writablePaths: Type.Array(Type.String()),
@@ -102,10 +103,32 @@ export const StartTaskBody = Type.Object(
     ),
     pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (strict profile)' })),
     lifetime: Type.Optional(Type.Enum(LIFETIMES, { description: 'owner (default): stopped when its agent session ends; persistent: outlives the session' })),
+    stdin: Type.Optional(Type.Enum(STDIN_MODES, { description: 'null (default): stdin is /dev/null; pipe: a pipe that POST /v1/tasks/:id/input writes to (native spawner only)' })),
   },
   strict,
 )
 export type StartTaskBody = Static<typeof StartTaskBody>
+
+/** Most bytes one input request carries (after base64 decoding): 1 MiB. */
+export const INPUT_MAX_BYTES = 1024 * 1024
+
+export const TaskInputBody = Type.Object(
+  {
+    text: Type.Optional(Type.String({ maxLength: INPUT_MAX_BYTES, description: "text to write to the task's stdin, as UTF-8, exactly as given (no newline is added)" })),
+    base64: Type.Optional(Type.String({ maxLength: Math.ceil(INPUT_MAX_BYTES / 3) * 4, pattern: '^[A-Za-z0-9+/]*={0,2}$', description: 'raw bytes to write, base64-encoded (instead of text)' })),
+    eof: Type.Optional(Type.Boolean({ description: 'after writing, close the stdin: the task reads end-of-file once it has read everything' })),
+  },
+  strict,
+)
+export type TaskInputBody = Static<typeof TaskInputBody>
+
+export const TaskInputResultSchema = Type.Object({
+  acceptedBytes: Type.Integer({ description: "bytes written to the task's stdin (and appended to input.log): all of them" }),
+  eof: Type.Boolean({ description: 'the stdin is closed now' }),
+  inputBytes: Type.Integer({ description: 'size of input.log: every byte sent to this task so far' }),
+  task: Type.Ref('Task'),
+})
+export type TaskInputResult = Omit<Static<typeof TaskInputResultSchema>, 'task'> & { task: Task }
 
 export const ListTasksQuery = Type.Object(
   { all: Type.Optional(Type.Boolean()), owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })) },

@@ -32,6 +32,13 @@ export const DEFAULT_LIFETIME: Lifetime = 'owner'
 export const STOPPED_BY = ['owner', 'operator', 'timeout', 'output-cap', 'memory-limit', 'session-end', 'daemon-stop', 'outside-signal'] as const
 export type StoppedBy = (typeof STOPPED_BY)[number]
 
+/** What a task's stdin can be asked to be: `null` (/dev/null, the default) or `pipe` (`tend send` writes to it). */
+export const STDIN_MODES = ['null', 'pipe'] as const
+export type StdinMode = (typeof STDIN_MODES)[number]
+/** What a task's stdin is: as asked, or `closed`, a pipe whose end of input was sent (`tend send --eof`). */
+export const TASK_STDIN = ['null', 'pipe', 'closed'] as const
+export type TaskStdin = (typeof TASK_STDIN)[number]
+
 /** Fields every task has, whatever its state. */
 export interface TaskBase {
   id: string
@@ -51,6 +58,12 @@ export interface TaskBase {
   outputBytes: number
   /** `owner` (stops with its agent session) or `persistent`; records of older tends read `owner`. */
   lifetime: Lifetime
+  /**
+   * `null`: stdin is /dev/null; `pipe`: a FIFO in the spool folder that `POST /v1/tasks/:id/input`
+   * writes to; `closed`: that pipe after its end of input was sent. Absent in records of older
+   * tends (read as `null`).
+   */
+  stdin?: TaskStdin
   /** The sandbox profile the task runs under (never less than asked for). */
   sandbox: SandboxProfile
   /** Network access inside the sandbox (always true with sandbox `off`). */

@@ -21,3 +21,16 @@ export const EXIT_FILE = 'exit.json'
 export function exitPath(spoolRoot: string, id: string): string {
   return join(spoolRoot, id, EXIT_FILE)
 }
+
+/** The task's stdin when it was started with a pipe: a FIFO made and held by its keeper. */
+export const INPUT_FIFO = 'input.fifo'
+/** Every byte written to the task's stdin, in order (what was typed, for operators). */
+export const INPUT_LOG = 'input.log'
+
+export function inputFifoPath(spoolRoot: string, id: string): string {
+  return join(spoolRoot, id, INPUT_FIFO)
+}
+
+export function inputLogPath(spoolRoot: string, id: string): string {
+  return join(spoolRoot, id, INPUT_LOG)
+}

@@ -1,6 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { Value } from 'typebox/value'
-import { isTaskId, LIFETIMES, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, type RecordedState } from '../protocol/index.js'
+import { isTaskId, LIFETIMES, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -25,6 +25,8 @@ export const RECORD_BASE_FIELDS = {
   outputBytes: Count,
   // Absent in records of tends before lifetimes: read as `owner`.
   lifetime: Type.Optional(Type.Enum(LIFETIMES)),
+  // Absent in records of tends before stdin pipes: read as `null`.
+  stdin: Type.Optional(Type.Enum(TASK_STDIN)),
   sandbox: Type.Enum(SANDBOX_PROFILES),
   network: Type.Boolean(),
   writablePaths: Type.Array(Type.String()),

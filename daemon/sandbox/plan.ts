@@ -10,6 +10,7 @@ import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { isWithin, reachableBy, type TaskPaths } from './path-policy.js'
 import { strictSeccompProgram } from './seccomp.js'
+import { INPUT_FIFO } from '../../spool/layout.js'
 
 /** How to start one task (what the spawner gets), and what to release after it. */
 export interface LaunchPlan {
@@ -77,6 +78,8 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     cwdIdentity: { dev: paths.cwd.dev, ino: paths.cwd.ino },
     outputFile: request.outputFile,
     exitFile: request.exitFile,
+    // The FIFO is the task's fd 0 before bubblewrap starts: the sandboxed command inherits it.
+    ...(task.stdin === 'pipe' ? { stdinFifo: join(task.spool, INPUT_FIFO) } : {}),
     extraFiles,
     cgroupProcs: cgroups?.procsFiles() ?? [],
     limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },

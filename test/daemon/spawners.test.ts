@@ -42,6 +42,24 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     expect(lines[5]).toBe(lines[6])
   })
 
+  test(spawner === 'native' ? 'a task with a stdin pipe reads what is sent' : 'a task with a stdin pipe is refused, saying that it needs the native spawner', async () => {
+    const daemon = await daemonWith()
+    const cwd = mkdtempSync(join(tmpdir(), 'tend-spawner-stdin-'))
+    cleanups.push(() => rmSync(cwd, { recursive: true, force: true }))
+    const starting = daemon.client.start({ command: ['cat'], cwd, stdin: 'pipe' })
+    if (spawner === 'node') {
+      await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_STDIN_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
+      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo') })
+      expect(direct).toMatchObject({ started: false, stage: 'stdin', code: 'ENOTSUP' })
+      return
+    }
+    const task = await starting
+    await waitFor(`task ${task.id} running`, async () => (await daemon.client.get(task.id)).state === 'running')
+    await daemon.client.input(task.id, 'piped\n', { eof: true })
+    expect(await daemon.client.wait(task.id)).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect((await daemon.client.read(task.id)).data).toBe('piped\n')
+  })
+
   test('a missing program and a missing cwd fail with the reason; exit codes and signals are recorded', async () => {
     const daemon = await daemonWith()
     const missing = await daemon.client.wait((await daemon.client.start({ command: ['/no/such/program'] })).id)
