@@ -10,6 +10,7 @@ import { registerLogsCommand } from './commands/logs.js'
 import { registerPsCommand } from './commands/ps.js'
 import { registerRmCommand } from './commands/rm.js'
 import { registerRunCommand } from './commands/run.js'
+import { registerSendCommand } from './commands/send.js'
 import { registerShowCommand } from './commands/show.js'
 import { registerStatusCommand } from './commands/status.js'
 import { registerRestartCommand } from './commands/restart.js'
@@ -37,6 +38,7 @@ export function createProgram(): Command {
   registerLogsCommand(program)
   registerWaitCommand(program)
   registerKillCommand(program)
+  registerSendCommand(program)
   registerRmCommand(program)
   registerGcCommand(program)
   registerMcpCommand(program)

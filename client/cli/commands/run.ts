@@ -21,6 +21,7 @@ interface RunFlags {
   memory?: number
   pids?: number
   persistent?: boolean
+  stdin?: boolean
 }
 
 export function registerRunCommand(program: Command): void {
@@ -43,6 +44,7 @@ export function registerRunCommand(program: Command): void {
     .option('--memory <size>', 'memory limit (needs --sandbox strict)', sizeOption)
     .option('--pids <count>', 'process-count limit (needs --sandbox strict)', countOption)
     .option('--persistent', "lifetime persistent: the task outlives its owner's agent session (default: owner)")
+    .option('--stdin', 'stdin is a pipe that tend send writes to (default: /dev/null)')
   command.action(
     action(
       command,
@@ -68,6 +70,7 @@ export function registerRunCommand(program: Command): void {
           memoryBytes: flags.memory,
           pidsMax: flags.pids,
           lifetime: flags.persistent ? 'persistent' : undefined,
+          stdin: flags.stdin ? 'pipe' : undefined,
         })
         if (!flags.wait) {
           if (io.json) printJson(io, task)

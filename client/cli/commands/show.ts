@@ -34,6 +34,7 @@ function describeTask(io: CliIo, task: Task): string {
     ['stopped by', task.stoppedBy ? describeStoppedBy(task.stoppedBy) : null],
     ['owner', task.owner],
     ['lifetime', task.lifetime ?? 'owner'],
+    ['stdin', stdinText(task.stdin)],
     ['command', task.shell ? `sh -c ${JSON.stringify(task.command[2])}` : JSON.stringify(task.command)],
     ['cwd', task.cwd],
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
@@ -70,4 +71,11 @@ function formatFields(fields: Array<[string, string | null]>): string {
     .filter((field): field is [string, string] => field[1] !== null)
     .map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`)
     .join('\n')
+}
+
+/** Nothing for the usual /dev/null; a pipe says how to write to it. */
+function stdinText(stdin: Task['stdin']): string | null {
+  if (stdin === 'pipe') return 'pipe (tend send ID TEXT writes to it)'
+  if (stdin === 'closed') return 'pipe, closed (end of input sent)'
+  return null
 }
