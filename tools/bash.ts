@@ -24,6 +24,9 @@ export function bashMeta(outcome: BashOutcome): BashMeta {
   }
 }
 
+/** The bash parameter that gives the command a stdin pipe (every host shows the same words). */
+export const BASH_STDIN_DESCRIPTION = 'Give the command a stdin pipe that task_input writes to (with run_in_background, or a yield_ms after which it runs on); default /dev/null'
+
 export function createBashTool(deps: ToolDeps) {
   const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
   return defineTool({
@@ -34,7 +37,8 @@ export function createBashTool(deps: ToolDeps) {
       `A command still running after yield_ms (default ${defaultYieldMs}) is not stopped: the call returns its output so far,`,
       'its task id and "still running", and the command goes on as a background task.',
       'Set run_in_background for long-running commands: it returns a task id at once; read the output with task_output,',
-      'stop it with task_kill; a notice arrives when it finishes. stdin is /dev/null.',
+      'stop it with task_kill; a notice arrives when it finishes.',
+      'stdin is /dev/null unless stdin is set: then write to it with task_input (a REPL, a prompt that waits for an answer).',
     ].join(' '),
     parameters: {
       command: { type: 'string', required: true, description: 'The shell command to run' },
@@ -44,6 +48,7 @@ export function createBashTool(deps: ToolDeps) {
       cwd: { type: 'string', description: 'Working directory (default: the agent process working directory)' },
       yield_ms: { type: 'number', description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)` },
       persistent: { type: 'boolean', description: 'Keep the task running after this agent session ends (a server meant to outlive you); by default your tasks stop with the session' },
+      stdin: { type: 'boolean', description: BASH_STDIN_DESCRIPTION },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)

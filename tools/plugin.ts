@@ -1,6 +1,7 @@
 import { createBashTool } from './bash.js'
 import { DEFAULT_TOOL_SETTINGS, SessionRegistry, type ToolSettings } from './core/index.js'
 import type { AgentLike, Tool } from './harness/index.js'
+import { createTaskInputTool } from './task-input.js'
 import { createTaskKillTool } from './task-kill.js'
 import { createTaskListTool } from './task-list.js'
 import { createTaskOutputTool } from './task-output.js'
@@ -27,11 +28,11 @@ export const name = 'tend'
 export const inject = ['tools']
 
 export function createTendTools(deps: ToolDeps): Tool[] {
-  return [createBashTool(deps), createTaskOutputTool(deps), createTaskKillTool(deps), createTaskListTool(deps)]
+  return [createBashTool(deps), createTaskOutputTool(deps), createTaskInputTool(deps), createTaskKillTool(deps), createTaskListTool(deps)]
 }
 
 /**
- * Registers bash, task_output, task_kill and task_list. Disposing the plugin unregisters them
+ * Registers bash, task_output, task_input, task_kill and task_list. Disposing the plugin unregisters them
  * (registration is an effect of the plugin's scope) and closes the agents' sessions; tasks keep
  * running unless their agent is disposed.
  */

@@ -111,12 +111,12 @@ function gate(path: string): string {
 }
 
 describe('tend mcp over stdio with the MCP SDK client', () => {
-  test('lists bash, task_output, task_kill and task_list with JSON-Schema input schemas', async () => {
+  test('lists bash, task_output, task_input, task_kill and task_list with JSON-Schema input schemas', async () => {
     const session = await connect()
     expect(session.client.getServerVersion()?.name).toBe('tend')
     expect(session.client.getServerCapabilities()).toMatchObject({ tools: {}, logging: {} })
     const { tools } = await session.client.listTools()
-    expect(tools.map((tool) => tool.name)).toEqual(['bash', 'task_output', 'task_kill', 'task_list'])
+    expect(tools.map((tool) => tool.name)).toEqual(['bash', 'task_output', 'task_input', 'task_kill', 'task_list'])
     const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]))
     for (const tool of tools) {
       expect(tool.description, tool.name).toBeTruthy()
@@ -131,6 +131,9 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
       cwd: { type: 'string' },
       yield_ms: { type: 'number' },
     })
+    expect(byName.bash!.inputSchema.properties).toMatchObject({ stdin: { type: 'boolean' } })
+    expect(byName.task_input!.inputSchema.required).toEqual(['task_id', 'text'])
+    expect(Object.keys(byName.task_input!.inputSchema.properties ?? {}).sort()).toEqual(['eof', 'task_id', 'text', 'yield_ms'])
     expect(byName.task_output!.inputSchema.required).toEqual(['task_id'])
     expect(Object.keys(byName.task_output!.inputSchema.properties ?? {}).sort()).toEqual(['filter', 'from', 'max_bytes', 'task_id', 'wait_ms'])
     expect(byName.task_kill!.inputSchema.required).toEqual(['task_id'])
@@ -158,6 +161,22 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(result.isError).toBe(false)
     expect(result.text).toContain('hi')
     expect(result.text).toContain('[exit code: 3]')
+  })
+
+  test('a Python REPL driven through bash (stdin: true) and task_input: define a variable, print it, exit', async () => {
+    const session = await connect()
+    const id = taskIdOf(await session.call('bash', { command: 'python3 -u -i -q', description: 'python', run_in_background: true, stdin: true }))
+    const defined = await session.call('task_input', { task_id: id, text: 'answer = 6 * 7\n' })
+    expect(defined.isError, defined.text).toBe(false)
+    expect(defined.text).toMatch(new RegExp(`^sent 15 bytes to the stdin of task ${id}\ntask ${id} \\(python\\): running;`))
+    const printed = await session.call('task_input', { task_id: id, text: 'print(answer)\n', yield_ms: 5000 })
+    expect(printed.text).toContain('42')
+    const exited = await session.call('task_input', { task_id: id, text: 'exit()\n', yield_ms: 10_000 })
+    expect(exited.text).toContain('[exit code: 0]')
+    expect((await daemon.client.get(id)).state).toBe('exited')
+    const refused = await session.call('task_input', { task_id: id, text: 'more\n' })
+    expect(refused).toMatchObject({ isError: true })
+    expect(refused.text).toContain(`task ${id} has ended (exited)`)
   })
 
   test('a foreground bash that outlives yield_ms returns "still running" with its task id; task_output reads on; one notice when it ends', async () => {

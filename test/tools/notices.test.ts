@@ -15,7 +15,7 @@ beforeAll(async () => {
   daemon = await startTestDaemon()
   host = createHost()
   fork = host.plugin(tendPlugin, { home: daemon.home })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 4)
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
 })
 afterAll(async () => {
   fork.dispose()
@@ -137,7 +137,7 @@ describe('agent disposal and aborts', () => {
   test('with stopTasksOnDispose: false the tasks keep running', async () => {
     const keepHost = createHost()
     const keepFork = keepHost.plugin(tendPlugin, { home: daemon.home, stopTasksOnDispose: false })
-    await waitFor('the tools to be registered', () => keepHost.tools.tools.size === 4)
+    await waitFor('the tools to be registered', () => keepHost.tools.tools.size === 5)
     const agent = new TestAgent('dispose-keep')
     const id = idIn(textOf(await callTool(keepHost, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
     await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')

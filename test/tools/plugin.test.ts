@@ -16,18 +16,18 @@ afterAll(async () => {
 async function mount(config: tendPlugin.TendPluginConfig = {}) {
   const host = createHost()
   const fork = host.plugin(tendPlugin, { home: daemon.home, ...config })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 4)
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
   return { host, fork }
 }
 
 describe('plugin lifecycle', () => {
-  test('the plugin registers the four tools and disposing it unregisters them (HMR)', async () => {
+  test('the plugin registers the five tools and disposing it unregisters them (HMR)', async () => {
     const { host, fork } = await mount()
-    expect([...host.tools.tools.keys()].sort()).toEqual(['bash', 'task_kill', 'task_list', 'task_output'])
+    expect([...host.tools.tools.keys()].sort()).toEqual(['bash', 'task_input', 'task_kill', 'task_list', 'task_output'])
     fork.dispose()
     await waitFor('the tools to be unregistered', () => host.tools.tools.size === 0)
     const again = host.plugin(tendPlugin, { home: daemon.home })
-    await waitFor('the tools to be registered again', () => host.tools.tools.size === 4)
+    await waitFor('the tools to be registered again', () => host.tools.tools.size === 5)
     again.dispose()
   })
 

@@ -16,7 +16,7 @@ beforeAll(async () => {
   daemon = await startTestDaemon()
   host = createHost()
   fork = host.plugin(tendPlugin, { home: daemon.home, outputBudgetBytes: 2000 })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 4)
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
   scratch = mkdtempSync(join(tmpdir(), 'tend-tools-'))
 })
 afterAll(async () => {

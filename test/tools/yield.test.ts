@@ -23,7 +23,7 @@ beforeAll(async () => {
   host = createHost()
   // A small budget and a short default yield, as a host may configure them.
   fork = host.plugin(tendPlugin, { home: daemon.home, outputBudgetBytes: 2000, defaultYieldMs: 1000 })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 4)
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
   scratch = mkdtempSync(join(tmpdir(), 'tend-yield-'))
 })
 afterAll(async () => {

@@ -43,6 +43,8 @@ export interface BashArgs {
   yield_ms?: number
   /** The task outlives the agent's session (lifetime `persistent`). */
   persistent?: boolean
+  /** stdin is a pipe that task_input writes to (else /dev/null). */
+  stdin?: boolean
 }
 
 export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
@@ -56,7 +58,15 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
   await session.open()
-  const started = await session.client.start({ command: args.command, shell: true, cwd: args.cwd, name: args.description, timeoutMs, ...(args.persistent ? { lifetime: 'persistent' as const } : {}) })
+  const started = await session.client.start({
+    command: args.command,
+    shell: true,
+    cwd: args.cwd,
+    name: args.description,
+    timeoutMs,
+    ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
+    ...(args.stdin ? { stdin: 'pipe' as const } : {}),
+  })
   if (signal?.aborted) {
     // The abort came while the task was being admitted: it must not run.
     session.markSeen(started.id)

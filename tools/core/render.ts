@@ -1,5 +1,6 @@
 import { formatBytes, formatDuration, sandboxHint, taskLabel, type Task } from '../../client/index.js'
 import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
+import type { TaskInputOutcome } from './task-input.js'
 
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
@@ -56,6 +57,12 @@ export function renderTaskOutput(result: TaskOutputResult): string {
   else if (output.next < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
   else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')
   return lines.join('\n')
+}
+
+/** What was sent, then the output that came since the agent's place, exactly as task_output shows it. */
+export function renderTaskInput(outcome: TaskInputOutcome): string {
+  const sent = `sent ${outcome.sentBytes} byte${outcome.sentBytes === 1 ? '' : 's'} to the stdin of task ${outcome.task.id}${outcome.eof ? ', then closed it (end of input)' : ''}`
+  return `${sent}\n${renderTaskOutput(outcome)}`
 }
 
 export function renderTaskKill(task: Task): string {

@@ -15,8 +15,8 @@ export const name = 'tend'
 export const inject = ['tools']
 
 /**
- * The tend plugin for the published DeepSeek Harness: registers bash, task_output, task_kill and
- * task_list on `ctx.tools`. Each agent's tasks belong to its session; completion notices reach it
+ * The tend plugin for the published DeepSeek Harness: registers bash, task_output, task_input,
+ * task_kill and task_list on `ctx.tools`. Each agent's tasks belong to its session; completion notices reach it
  * through inject / followup (see NoticeRouter). Disposing an agent stops its running tasks (unless
  * stopTasksOnDispose is false); disposing the plugin unregisters the tools and closes every
  * connection and timer it holds, leaving the tasks to run.

@@ -1,12 +1,12 @@
-import { killTask, listTasks, readTaskOutput, renderBash, renderTaskKill, renderTaskList, renderTaskOutput, runBash } from '../core/index.js'
-import type { BashArgs, OwnerSession, SessionRegistry, TaskKillArgs, TaskOutputArgs, ToolSettings } from '../core/index.js'
+import { killTask, listTasks, readTaskOutput, renderBash, renderTaskInput, renderTaskKill, renderTaskList, renderTaskOutput, runBash, sendTaskInput } from '../core/index.js'
+import type { BashArgs, OwnerSession, SessionRegistry, TaskInputArgs, TaskKillArgs, TaskOutputArgs, ToolSettings } from '../core/index.js'
 import { validateArgs, type Tool } from '../harness/index.js'
 import { bashMeta } from '../bash.js'
 import { createTendTools } from '../plugin.js'
 import type { DshAgent, DshRunContext, DshToolDefinition, DshValueSchema, HarnessHelpers, TextBlock } from './host-types.js'
 import { toDshParameters } from './parameters.js'
-import { BASH_VALUE_SCHEMA, TASK_KILL_VALUE_SCHEMA, TASK_LIST_VALUE_SCHEMA, TASK_OUTPUT_VALUE_SCHEMA } from './values.js'
-import type { BashValue, TaskKillValue, TaskListValue, TaskOutputValue } from './values.js'
+import { BASH_VALUE_SCHEMA, TASK_INPUT_VALUE_SCHEMA, TASK_KILL_VALUE_SCHEMA, TASK_LIST_VALUE_SCHEMA, TASK_OUTPUT_VALUE_SCHEMA } from './values.js'
+import type { BashValue, TaskInputValue, TaskKillValue, TaskListValue, TaskOutputValue } from './values.js'
 
 export interface DshToolDeps {
   sessions: SessionRegistry
@@ -16,7 +16,7 @@ export interface DshToolDeps {
 }
 
 /**
- * bash, task_output, task_kill and task_list for the published harness. Everything but the value
+ * bash, task_output, task_input, task_kill and task_list for the published harness. Everything but the value
  * plumbing comes from elsewhere: the work from tools/core, the model-facing text from its
  * renderers, and the name, description, parameters and editor cards from the seed-contract tools,
  * so every host shows the model the same tools and checks their arguments the same way.
@@ -73,6 +73,13 @@ export function createDshTools(deps: DshToolDeps, harness: HarnessHelpers): DshT
       run((session, args, exec) => readTaskOutput(session, args, deps.settings, exec.signal)),
       renderTaskOutput,
       (value) => ({ taskId: value.task.id, output: value.output.text, exitCode: value.task.exitCode, signal: value.task.signal, done: value.done }),
+    ),
+    define<TaskInputArgs, TaskInputValue>(
+      seedTool('task_input'),
+      TASK_INPUT_VALUE_SCHEMA,
+      run((session, args, exec) => sendTaskInput(session, args, deps.settings, exec.signal)),
+      renderTaskInput,
+      (value) => ({ taskId: value.task.id, sentBytes: value.sentBytes, eof: value.eof, output: value.output.text, exitCode: value.task.exitCode, signal: value.task.signal, done: value.done }),
     ),
     define<TaskKillArgs, TaskKillValue>(
       seedTool('task_kill'),

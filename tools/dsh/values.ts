@@ -1,5 +1,5 @@
-import { LIFETIMES, STOPPED_BY, TASK_STATES, type Task } from '../../protocol/index.js'
-import type { BashOutcome, TaskListEntry, TaskOutputResult } from '../core/index.js'
+import { LIFETIMES, STOPPED_BY, TASK_STATES, TASK_STDIN, type Task } from '../../protocol/index.js'
+import type { BashOutcome, TaskInputOutcome, TaskListEntry, TaskOutputResult } from '../core/index.js'
 import type { DshValueSchema } from './host-types.js'
 
 /**
@@ -9,6 +9,7 @@ import type { DshValueSchema } from './host-types.js'
  */
 export type BashValue = BashOutcome & { notices: string[] }
 export type TaskOutputValue = TaskOutputResult & { notices: string[] }
+export type TaskInputValue = TaskInputOutcome & { notices: string[] }
 export interface TaskKillValue {
   task: Task
   notices: string[]
@@ -42,6 +43,7 @@ const TASK: DshValueSchema = {
     reason: required(nullable(string)),
     stoppedBy: nullable({ type: 'string', enum: STOPPED_BY, description: 'who or what stopped it (absent from daemons before lifetimes)' }),
     lifetime: { type: 'string', enum: LIFETIMES, description: 'owner: stops with the agent session; persistent: outlives it' },
+    stdin: { type: 'string', enum: TASK_STDIN, description: 'null: /dev/null; pipe: task_input writes to it; closed: its end of input was sent (absent from daemons before stdin pipes)' },
     outputBytes: required(integer),
     createdAt: required(string),
     startedAt: required(nullable(string)),
@@ -80,6 +82,16 @@ export const TASK_OUTPUT_VALUE_SCHEMA: DshValueSchema = {
     done: required({ type: 'boolean' }),
     outputPath: required(string),
     notices: required(NOTICES),
+  },
+}
+
+export const TASK_INPUT_VALUE_SCHEMA: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    ...(TASK_OUTPUT_VALUE_SCHEMA as { properties: Record<string, DshValueSchema> }).properties,
+    sentBytes: required({ ...integer, description: "bytes written to the task's stdin" }),
+    eof: required({ type: 'boolean', description: 'the stdin was closed after the text' }),
   },
 }
 

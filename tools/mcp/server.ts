@@ -18,7 +18,7 @@ export interface McpServerOptions {
 }
 
 /**
- * Serves bash, task_output, task_kill and task_list over MCP: the same tools as the harness
+ * Serves bash, task_output, task_input, task_kill and task_list over MCP: the same tools as the harness
  * plugin, one owner per MCP session. Completion notices go out as logging notifications and also
  * ride on the session's next tool result (most clients do not show log messages to the model).
  */

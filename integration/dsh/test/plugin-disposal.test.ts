@@ -24,7 +24,7 @@ function openResources(): { timers: number; sockets: number } {
   return { timers, sockets }
 }
 
-const TOOL_NAMES = ['bash', 'task_output', 'task_kill', 'task_list']
+const TOOL_NAMES = ['bash', 'task_output', 'task_input', 'task_kill', 'task_list']
 
 test('disposing the plugin unregisters its tools and leaves no timer or connection behind; tasks keep running, and it loads again', async () => {
   const harness = await createHarness()

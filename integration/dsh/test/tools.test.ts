@@ -31,7 +31,7 @@ describe('the tools on the published harness', () => {
   test('they register with the seed tools’ names, descriptions and parameters, and declare output schemas', () => {
     const seed = createTendTools({ sessions: new SessionRegistry({ client: { autoStart: false }, stopTasksOnDispose: false, sinkFor: () => () => false }), settings: DEFAULT_TOOL_SETTINGS })
     const schemas = harness.root.tools.schemas()
-    expect(schemas.map((schema) => schema.name)).toEqual(['bash', 'task_output', 'task_kill', 'task_list'])
+    expect(schemas.map((schema) => schema.name)).toEqual(['bash', 'task_output', 'task_input', 'task_kill', 'task_list'])
     for (const tool of seed) {
       const schema = schemas.find((each) => each.name === tool.name)!
       expect(schema.description).toBe(tool.description)

@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { Message } from '@deepseek-ai/dsh-llm'
+import { createHarness, say, type Harness, type ModelReply } from './support/harness.js'
+import { startTestDaemon, type TestDaemon } from './support/daemon.js'
+import { noticeTexts, startedTaskId, textOf, toolCalls } from './support/session.js'
+
+/**
+ * stdin in the published harness's agent loop: a Python REPL started by bash with stdin: true and
+ * driven entirely through task_input.
+ */
+
+let daemon: TestDaemon
+let harness: Harness
+let scratch: string
+
+beforeAll(async () => {
+  daemon = await startTestDaemon()
+  scratch = mkdtempSync(join(tmpdir(), 'tend-dsh-stdin-'))
+  harness = await createHarness()
+  await harness.loadTend({ home: daemon.home })
+})
+afterAll(async () => {
+  await harness?.dispose()
+  await daemon?.stop()
+  rmSync(scratch, { recursive: true, force: true })
+})
+
+/** A model that makes the calls the user's message names (as JSON), then says it is done. */
+const obedientModel = (last: Message): ModelReply => {
+  if (last.source.kind !== 'user') return { text: 'done' }
+  return { calls: JSON.parse(textOf(last.content)) as Array<{ name: string; args: Record<string, unknown> }> }
+}
+
+async function run(agentId: string, calls: Array<{ name: string; args: Record<string, unknown> }>) {
+  const agent = harness.root.agents.get(agentId as never) ?? harness.createAgent(agentId, obedientModel)
+  const before = toolCalls(agent).length
+  say(agent, JSON.stringify(calls))
+  await agent.whenIdle()
+  return { agent, results: toolCalls(agent).slice(before) }
+}
+
+describe('stdin on the published harness', () => {
+  test('a Python REPL: bash with stdin: true, then task_input defines a variable, prints it and exits', async () => {
+    const { results: started } = await run('repl', [{ name: 'bash', args: { command: 'python3 -u -i -q', description: 'python repl', run_in_background: true, stdin: true, cwd: scratch } }])
+    expect(started[0]!.isError, started[0]!.text).toBe(false)
+    const id = startedTaskId(started[0]!.text)
+
+    const { results: defined } = await run('repl', [{ name: 'task_input', args: { task_id: id, text: 'x = 6 * 7\n' } }])
+    expect(defined[0]!.isError, defined[0]!.text).toBe(false)
+    expect(defined[0]!.text).toMatch(new RegExp(`^sent 10 bytes to the stdin of task ${id}\ntask ${id} \\(python repl\\): running;`))
+    expect(defined[0]!.meta).toMatchObject({ taskId: id, sentBytes: 10, eof: false, done: false })
+
+    const { results: printed } = await run('repl', [{ name: 'task_input', args: { task_id: id, text: 'print(x)\n', yield_ms: 5000 } }])
+    expect(printed[0]!.text).toContain('42')
+
+    const { agent, results: exited } = await run('repl', [{ name: 'task_input', args: { task_id: id, text: 'exit()\n', yield_ms: 10_000 } }])
+    expect(exited[0]!.text).toContain('[exit code: 0]')
+    expect(exited[0]!.meta).toMatchObject({ taskId: id, done: true, exitCode: 0 })
+    expect((await daemon.client.get(id)).state).toBe('exited')
+    // The agent saw the ending in task_input's result: no notice.
+    expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([])
+  })
+
+  test('task_input to a task without stdin is an error result the model reads', async () => {
+    const { results } = await run('repl-errors', [
+      { name: 'bash', args: { command: 'echo hi', cwd: scratch } },
+      { name: 'task_list', args: {} },
+    ])
+    const id = /^([0-9a-z]{12}) /m.exec(results[1]!.text)![1]!
+    const { results: refused } = await run('repl-errors', [{ name: 'task_input', args: { task_id: id, text: 'x\n' } }])
+    expect(refused[0]!.isError).toBe(true)
+    expect(refused[0]!.text).toContain(`task ${id} has no stdin pipe`)
+  })
+})
