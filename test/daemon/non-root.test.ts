@@ -61,6 +61,15 @@ describe(`a daemon as the non-root user ${UNPRIVILEGED_USER}`, () => {
     expect(output).toBe(`${daemon.uid}\n${daemon.gid}\n${daemon.gid}\n`)
   })
 
+  for (const sandbox of ['off', 'workspace'] as const) {
+    test(`a sandbox '${sandbox}' task with a stdin pipe reads what is sent and ends at its end of input`, async () => {
+      const started = await daemon.client.start({ command: 'read line; echo "got $line"; cat', shell: true, sandbox, cwd: workspace, stdin: 'pipe' })
+      expect(await daemon.client.input(started.id, 'one\ntwo\n', { eof: true })).toMatchObject({ acceptedBytes: 8, eof: true })
+      const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+      expect({ ...task, output: (await daemon.client.read(task.id)).data }).toMatchObject({ state: 'exited', exitCode: 0, stdin: 'closed', output: 'got one\ntwo\n' })
+    })
+  }
+
   test("a sandbox 'workspace' task runs", async () => {
     const { task, output } = await runTask('echo ok', 'workspace')
     // On failure the diff shows the whole task (its reason) and the output (bubblewrap's error).
