@@ -468,7 +468,7 @@ export class Supervisor {
     if (result.unknown) {
       await plan.release()
       const outputBytes = await this.settleOutput(this.store.get(id))
-      return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper ended without recording how the task ended', outputBytes, new Date())) }
+      return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper is gone without recording how it ended; what was left of it was killed', outputBytes, new Date())) }
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
