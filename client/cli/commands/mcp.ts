@@ -5,7 +5,7 @@ import { TendError } from '../../../protocol/index.js'
 export function registerMcpCommand(program: Command): void {
   program
     .command('mcp')
-    .summary('serve the agent tools (bash, task_output, task_kill, task_list) over MCP on stdio')
+    .summary('serve the agent tools (bash, task_output, task_input, task_kill, task_list) over MCP on stdio')
     .option('--owner <owner>', 'owner of this session\'s tasks (default: mcp-<random>)')
     .option('--keep-tasks', 'leave running tasks alone when the client disconnects')
     .action(() => {
