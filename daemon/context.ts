@@ -1,13 +1,13 @@
 import type { Logger } from 'pino'
 import type { DaemonConfig } from './config.js'
-import type { CorruptEntries } from './corrupt-entries.js'
+import type { CorruptEntries } from './store/corrupt-entries.js'
 import type { SandboxCapabilities } from './sandbox/index.js'
-import type { EventLog } from './event-log.js'
-import type { OutputWatch } from './output-watch.js'
-import type { SpoolCleanup } from './spool-cleanup.js'
-import type { Supervisor } from './supervisor.js'
-import type { TaskInput } from './task-input.js'
-import type { TaskStore } from './task-store.js'
+import type { EventLog } from './store/event-log.js'
+import type { OutputWatch } from './tasks/output-watch.js'
+import type { SpoolCleanup } from './store/spool-cleanup.js'
+import type { Supervisor } from './tasks/supervisor.js'
+import type { TaskInput } from './tasks/task-input.js'
+import type { TaskStore } from './store/task-store.js'
 
 /** What route handlers reach: one object built at daemon start. */
 export interface DaemonContext {

@@ -1,7 +1,7 @@
 import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs'
 import { dirname, resolve, sep } from 'node:path'
 import { TendError, type SandboxProfile } from '../../protocol/index.js'
-import { checkCwd } from '../cwd-check.js'
+import { checkCwd } from '../spawn/cwd-check.js'
 
 /**
  * Which folders a sandboxed task may be given to write, decided on real paths: every symlink is

@@ -3,10 +3,10 @@ import { execFileSync, spawn } from 'node:child_process'
 import { chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
 import { constants, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { readExitFile } from '../../dist/daemon/exit-file.js'
-// The built module: the helper binary is found next to it, in dist/daemon/spawner/.
-import { NativeSpawner } from '../../dist/daemon/native-spawner.js'
-import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawner.js'
+import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
+// The built module (dist/daemon/spawn/): the helper binary is found beside its folder, in dist/daemon/spawner/.
+import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
+import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { REPO_ROOT } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -416,7 +416,7 @@ describe('native spawner', () => {
     const dir = freshDir()
     const req = request({ file: '/bin/sleep', argv: ['sleep', '600'], cwd: dir })
     const script = [
-      `import { NativeSpawner } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'daemon', 'native-spawner.js'))}`,
+      `import { NativeSpawner } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'daemon', 'spawn', 'native-spawner.js'))}`,
       // The helper's pipes never hold the event loop open: this does, through the spawn.
       'setInterval(() => {}, 1000)',
       'const spawner = await NativeSpawner.start(NativeSpawner.binaryPath())',

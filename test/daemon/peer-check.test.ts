@@ -3,7 +3,7 @@ import { existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, realpathS
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { execa } from 'execa'
-import { homeRegistryDir, liveDaemonHomes } from '../../daemon/home-registry.js'
+import { homeRegistryDir, liveDaemonHomes } from '../../daemon/store/home-registry.js'
 import { createPeerCheck, decidePeer, loadPeerAddon, type OwnIdentity, type PeerInspection } from '../../daemon/peer/index.js'
 import { runCli } from '../helpers/cli.js'
 import { assertNothingLeft, createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { isTendError, type TaskBase } from '../../protocol/index.js'
-import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../daemon/transitions.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../daemon/tasks/transitions.js'
 
 const base: TaskBase = {
   id: 'abcdefghijkl',

@@ -6,8 +6,8 @@ import { join } from 'node:path'
 import Fastify from 'fastify'
 import type { Task } from '../../protocol/index.js'
 import type { DaemonContext } from '../../daemon/context.js'
-import { OutputWatch, type WakeReason } from '../../daemon/output-watch.js'
-import { registerReadOutputRoute } from '../../daemon/routes/read-output.js'
+import { OutputWatch, type WakeReason } from '../../daemon/tasks/output-watch.js'
+import { registerReadOutputRoute } from '../../daemon/http/routes/read-output.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 // The seam: whatever is set here runs inside fs.watch, right before the watch is armed, that is

@@ -74,14 +74,14 @@ describe('layer imports', () => {
       'import {',
       '  c,',
       '  d,',
-      "} from '../daemon/supervisor.js'",
+      "} from '../daemon/tasks/supervisor.js'",
       "export * from './local.js'",
       "import '../client/side-effect.js'",
       "const late = await import('../tools/late.js')",
       " * a comment that says import x from '../nowhere.js' is not an import",
     ].join('\n')
     expect(importSpecifiers(source).sort()).toEqual(
-      ['../spool/index.js', '../protocol/index.js', '../daemon/supervisor.js', './local.js', '../client/side-effect.js', '../tools/late.js'].sort(),
+      ['../spool/index.js', '../protocol/index.js', '../daemon/tasks/supervisor.js', './local.js', '../client/side-effect.js', '../tools/late.js'].sort(),
     )
   })
 

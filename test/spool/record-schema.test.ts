@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { SCHEMA_VERSION, type Task, type TaskBase } from '../../protocol/index.js'
 import { recordProblem, salvageRecordFields } from '../../spool/index.js'
-import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../daemon/transitions.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../daemon/tasks/transitions.js'
 
 const ID = 'recordcheck1'
 const at = new Date(Date.UTC(2026, 0, 1))

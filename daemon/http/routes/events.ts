@@ -1,0 +1,99 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { FastifyReply } from 'fastify'
+import type { TendApp } from '../server.js'
+import type { DaemonContext } from '../../context.js'
+import { ErrorSchema, EventsHeaders, EventsQuery, type TaskEvent } from '../../../protocol/index.js'
+import { requestOwner } from '../owner-scope.js'
+import type { EventLog } from '../../store/event-log.js'
+
+const KEEPALIVE_MS = 15_000
+/** How long a dropped subscriber gets to read its last bytes before its connection is cut. */
+const DROP_FLUSH_MS = 30_000
+
+/**
+ * GET /v1/events — lifecycle events as Server-Sent Events. A subscriber that reconnects with the
+ * last sequence number it saw (`since`, or the Last-Event-ID header) is replayed what it missed;
+ * one whose sequence number is no longer covered gets 410 TEND_ERR_EVENTS_GAP. Everything is
+ * checked before the stream opens, so every refusal is an ordinary JSON answer.
+ */
+export function registerEventsRoute(app: TendApp, context: DaemonContext): void {
+  app.get(
+    '/v1/events',
+    { schema: { summary: 'Subscribe to task lifecycle events (text/event-stream)', querystring: EventsQuery, headers: EventsHeaders, response: { 400: ErrorSchema, 410: ErrorSchema } } },
+    async (request, reply) => {
+      const query = request.query as EventsQuery
+      const headers = request.headers as EventsHeaders
+      const owner = requestOwner(request)
+      const since = query.since ?? headers['last-event-id'] ?? context.events.lastSeq
+      // On the refusal too: a subscriber learns which daemon's numbering it is behind on.
+      reply.header('x-tend-daemon-id', context.events.daemonId)
+      context.events.assertCovers(since)
+      // HEAD: the stream's head without the stream.
+      if (request.method === 'HEAD') return (reply as FastifyReply).status(200).type('text/event-stream').header('cache-control', 'no-cache').send()
+      reply.hijack()
+      streamEvents(request.raw, reply.raw, context, owner, since)
+      return reply
+    },
+  )
+}
+
+/**
+ * Writes the events after `since` to one subscriber, then each new one, at the pace its socket
+ * takes them: the next event is written only once the socket has taken the previous ones (at most
+ * one event past its high-water mark waits in the daemon). The kept window is the backlog, shared
+ * by every subscriber; a subscriber so slow that the window passes it is dropped with a final
+ * comment line, and reconnecting with Last-Event-ID then tells it of the gap.
+ */
+function streamEvents(req: IncomingMessage, raw: ServerResponse, context: DaemonContext, owner: string | null, since: number): void {
+  const log: EventLog = context.events
+  let cursor = since
+  let blocked = false
+  let finished = false
+  raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-tend-daemon-id': log.daemonId })
+  blocked = !raw.write(`: tend events from ${since}\n\n`)
+
+  const pump = () => {
+    if (finished) return
+    if (!log.covers(cursor)) return drop()
+    while (!blocked) {
+      const event = log.after(cursor)
+      if (event === undefined) return
+      cursor = event.seq
+      if (owner === null || event.owner === owner) blocked = !raw.write(formatEvent(event))
+    }
+  }
+  const drop = () => {
+    finish()
+    raw.end(`: dropped: this subscriber fell more than the kept window behind (at seq ${cursor}, the daemon at ${log.lastSeq}); reconnect with Last-Event-ID\n\n`)
+    // A reader that never reads again must not hold the connection forever.
+    setTimeout(() => raw.destroy(), DROP_FLUSH_MS).unref()
+  }
+  const finish = () => {
+    if (finished) return
+    finished = true
+    clearInterval(keepalive)
+    unsubscribe()
+    context.closing.removeEventListener('abort', close)
+  }
+  const close = () => {
+    finish()
+    raw.end()
+  }
+
+  const unsubscribe = log.subscribe(pump)
+  const keepalive = setInterval(() => {
+    if (!blocked) blocked = !raw.write(': keepalive\n\n')
+  }, KEEPALIVE_MS)
+  raw.on('drain', () => {
+    blocked = false
+    pump()
+  })
+  req.once('close', close)
+  raw.once('close', close)
+  context.closing.addEventListener('abort', close, { once: true })
+  pump()
+}
+
+function formatEvent(event: TaskEvent): string {
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`
+}

@@ -1,0 +1,40 @@
+import type { TendApp } from '../server.js'
+import type { DaemonContext } from '../../context.js'
+import { visibleTask } from '../owner-scope.js'
+import { ErrorSchema, INPUT_MAX_BYTES, TaskIdParams, TaskInputBody, TaskInputResultSchema, TendError } from '../../../protocol/index.js'
+
+/** POST /v1/tasks/:id/input — writes to the task's stdin pipe (and input.log); `eof` closes it after. */
+export function registerTaskInputRoute(app: TendApp, context: DaemonContext): void {
+  app.post(
+    '/v1/tasks/:id/input',
+    {
+      schema: {
+        summary: "Write to a task's stdin (started with stdin: pipe)",
+        params: TaskIdParams,
+        body: TaskInputBody,
+        response: { 200: TaskInputResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 503: ErrorSchema },
+      },
+    },
+    async (request) => {
+      const { id } = request.params as TaskIdParams
+      const body = request.body as TaskInputBody
+      visibleTask(context.store, request, id)
+      return context.input.send(id, inputBytes(body), body.eof ?? false)
+    },
+  )
+}
+
+/** The bytes of the body: its text (UTF-8) or its base64, never both; nothing at all only with eof. */
+function inputBytes(body: TaskInputBody): Buffer {
+  if (body.text !== undefined && body.base64 !== undefined) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: 'body: give text or base64, not both' })
+  }
+  if (body.text === undefined && body.base64 === undefined && !body.eof) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: 'body: expected text, base64 or eof: true, got none of them' })
+  }
+  const bytes = body.base64 !== undefined ? Buffer.from(body.base64, 'base64') : Buffer.from(body.text ?? '', 'utf8')
+  if (bytes.length > INPUT_MAX_BYTES) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `body/text: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
+  }
+  return bytes
+}

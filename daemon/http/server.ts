@@ -1,0 +1,115 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
+import swagger from '@fastify/swagger'
+import { TendError, TaskSchema } from '../../protocol/index.js'
+import type { DaemonContext } from '../context.js'
+import { registerHome } from '../store/home-registry.js'
+import { createPeerCheck, peerCheckedServerFactory } from '../peer/index.js'
+import { validatorCompiler } from './request-validation.js'
+import { registerEventsRoute } from './routes/events.js'
+import { registerGcRoute } from './routes/gc.js'
+import { registerGetTaskRoute } from './routes/get-task.js'
+import { registerKillTaskRoute } from './routes/kill-task.js'
+import { registerListTasksRoute } from './routes/list-tasks.js'
+import { registerOpenApiRoute } from './routes/openapi.js'
+import { registerReadOutputRoute } from './routes/read-output.js'
+import { registerRemoveTaskRoute } from './routes/remove-task.js'
+import { registerStartTaskRoute } from './routes/start-task.js'
+import { registerStatusRoute } from './routes/status.js'
+import { registerStopRoute } from './routes/stop.js'
+import { registerTaskInputRoute } from './routes/task-input.js'
+import { registerWaitTaskRoute } from './routes/wait-task.js'
+
+export type TendApp = FastifyInstance
+
+/** Builds the HTTP API (`/v1/...`): every route defined by its schema, one error shape. */
+export async function createServer(context: DaemonContext): Promise<TendApp> {
+  const peerCheck = createPeerCheck()
+  if (!peerCheck.status.enforced) context.log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
+  const app = Fastify({
+    loggerInstance: context.log as FastifyBaseLogger,
+    // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
+    serverFactory: peerCheckedServerFactory(peerCheck, context.log),
+    forceCloseConnections: true,
+    bodyLimit: 1024 * 1024,
+    // The router rejects an undecodable or over-long path segment before any handler runs; without
+    // this, those answers bypass the error catalogue (FST_ERR_BAD_URL, a 414 FST_ERR_MAX_PARAM_LENGTH).
+    frameworkErrors: (error, request, reply) => {
+      const tendError = routerError(error, request.raw.url ?? '')
+      void (reply as FastifyReply).status(tendError.statusCode).send(tendError.toWire())
+    },
+  })
+
+  app.setValidatorCompiler(validatorCompiler)
+  app.setErrorHandler((error, request, reply) => {
+    const tendError = toTendError(error)
+    if (tendError.statusCode >= 500) request.log.error({ err: error }, 'request failed')
+    void reply.status(tendError.statusCode).send(tendError.toWire())
+  })
+  app.setNotFoundHandler((request, reply) => {
+    const error = new TendError('TEND_ERR_ROUTE_NOT_FOUND', { method: request.method, url: request.url })
+    void reply.status(404).send(error.toWire())
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'tend daemon API', version: context.version, description: 'Start, read, wait on and stop background tasks.' },
+    },
+  })
+  app.addSchema(TaskSchema)
+
+  registerStartTaskRoute(app, context)
+  registerListTasksRoute(app, context)
+  registerGetTaskRoute(app, context)
+  registerReadOutputRoute(app, context)
+  registerWaitTaskRoute(app, context)
+  registerKillTaskRoute(app, context)
+  registerTaskInputRoute(app, context)
+  registerRemoveTaskRoute(app, context)
+  registerGcRoute(app, context)
+  registerStatusRoute(app, context, peerCheck.status)
+  registerStopRoute(app, context)
+  registerEventsRoute(app, context)
+  registerOpenApiRoute(app)
+  announceHome(app, context)
+  await app.ready()
+  return app
+}
+
+/** While the daemon runs, its home is in the per-user registry, so that every sandbox hides it. */
+function announceHome(app: TendApp, context: DaemonContext): void {
+  let unregister: (() => Promise<void>) | undefined
+  // onReady runs before the socket listens: a daemon that answers is always registered.
+  app.addHook('onReady', async () => {
+    try {
+      unregister = await registerHome(context.config.layout.home, context.config.baseEnv)
+    } catch (error) {
+      context.log.warn({ err: error }, 'home not registered: sandboxes of other daemons will not hide it')
+    }
+  })
+  app.addHook('onClose', async () => {
+    await unregister?.().catch((error: unknown) => context.log.warn({ err: error }, 'home registry entry not removed'))
+  })
+}
+
+/** The only path parameter is a task id, so a rejected segment under /v1/tasks/ is a bad id. */
+function routerError(error: { message?: string }, url: string): TendError {
+  const segment = /^\/v1\/tasks\/([^/?#]*)/.exec(url)?.[1]
+  if (segment === undefined) return new TendError('TEND_ERR_VALIDATION', { detail: `url: ${error.message ?? 'rejected by the router'}` })
+  return new TendError('TEND_ERR_INVALID_TASK_ID', { id: segment.length > 40 ? `${segment.slice(0, 40)}... (${segment.length} characters)` : segment })
+}
+
+function toTendError(error: unknown): TendError {
+  if (error instanceof TendError) return error
+  const fastifyError = error as { code?: string; statusCode?: number; message?: string; validation?: unknown }
+  if (fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || fastifyError.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+    return new TendError('TEND_ERR_VALIDATION', { detail: `body: ${fastifyError.message}` })
+  }
+  if (fastifyError.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new TendError('TEND_ERR_VALIDATION', { detail: fastifyError.message ?? 'body rejected' })
+  }
+  if (fastifyError.statusCode !== undefined && fastifyError.statusCode < 500) {
+    return new TendError('TEND_ERR_VALIDATION', { detail: fastifyError.message ?? 'request rejected' })
+  }
+  return new TendError('TEND_ERR_INTERNAL', { detail: fastifyError.message ?? String(error) }, { cause: error })
+}

@@ -1,0 +1,61 @@
+import type { Logger } from 'pino'
+import { TendError } from '../../protocol/index.js'
+import type { DaemonSettings } from '../config.js'
+import { NativeSpawner } from './native-spawner.js'
+import { NodeSpawner } from './node-spawner.js'
+import type { Spawner } from './spawner.js'
+
+/**
+ * The spawner the setting asks for. `auto` takes the native helper when it was built at install
+ * and proves it works (one `true` started and reaped: a helper built for another machine would
+ * fail here, not on every task); otherwise, and for `node`, child_process.
+ */
+export async function createSpawner(setting: DaemonSettings['spawner'], log: Logger): Promise<Spawner> {
+  if (setting === 'node') return new NodeSpawner()
+  const binary = NativeSpawner.binaryPath()
+  if (!binary) {
+    if (setting === 'native') throw unavailable('the helper dist/daemon/spawner/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
+    log.warn('the native spawner helper was not built (no C compiler at install): tasks start through child_process, which is slower')
+    return new NodeSpawner()
+  }
+  const problem = await probe(binary, log)
+  if (typeof problem !== 'string') return problem
+  if (setting === 'native') throw unavailable(`the helper ${binary} does not work here: ${problem}`)
+  log.warn({ binary, problem }, 'the native spawner helper does not work here: tasks start through child_process, which is slower')
+  return new NodeSpawner()
+}
+
+/** A started helper that ran `true`, or why it could not. */
+async function probe(binary: string, log: Logger): Promise<NativeSpawner | string> {
+  let spawner: NativeSpawner | undefined
+  // The helper never holds the event loop open (its handles are unref'd), and nothing else does
+  // yet at start: this timer keeps the daemon alive through the probe, and bounds it.
+  let timer: NodeJS.Timeout | undefined
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`it did not start and reap true within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS)
+  })
+  try {
+    return await Promise.race([run(), timedOut])
+  } catch (error) {
+    await spawner?.close()
+    return (error as Error).message
+  } finally {
+    clearTimeout(timer)
+  }
+
+  async function run(): Promise<NativeSpawner> {
+    spawner = await NativeSpawner.start(binary, log)
+    // No exit file: the probe's end is heard by this spawner, nobody else needs it.
+    const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: '/dev/null', exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
+    if (!outcome.started) throw new Error(outcome.message)
+    const exit = await outcome.exited
+    if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)
+    return spawner
+  }
+}
+
+const PROBE_TIMEOUT_MS = 10_000
+
+function unavailable(detail: string): TendError {
+  return new TendError('TEND_ERR_CONFIG_INVALID', { detail: `spawner native: ${detail}` })
+}

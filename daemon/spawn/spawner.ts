@@ -1,0 +1,218 @@
+/**
+ * How the daemon starts a task's process. Two implementations: the native spawner (a small C
+ * helper process that forks from a tiny address space, see daemon/spawner/) and the Node spawner
+ * (child_process behind a shell prelude), used where the helper could not be built.
+ */
+
+export interface SpawnRequest {
+  /** The program: a path (absolute, or relative to cwd), or a bare name searched on env.PATH. */
+  file: string
+  /** The whole argv, argv[0] included. */
+  argv: string[]
+  /** The complete environment (nothing is inherited). */
+  env: Record<string, string>
+  cwd: string
+  /** Opened append-only (created 0600 if missing) as the child's stdout and stderr. */
+  outputFile: string
+  /**
+   * The task's stdin: a FIFO at this absolute path (`<spool>/<id>/input.fifo`), made (0600) and held
+   * open for reading and writing by the task's keeper until the task ends or the keeper gets
+   * SIGUSR1 (end of input), opened read-only as the child's fd 0. Native spawner only (the node
+   * spawner refuses it at stage `stdin`). Default: stdin from /dev/null.
+   */
+  stdinFifo?: string
+  /**
+   * Where the task's keeper writes how the task ended (`<spool>/<id>/exit.json`), so that a later
+   * daemon learns it even when no spawner was left to hear it: an absolute path whose folder exists
+   * (see readExitFile, daemon/spawn/exit-file.ts). Written atomically (an unnamed temporary file in that
+   * folder, fsync, linked in as the exit file, folder fsync; 0600) once the task has ended, right
+   * after the spawner was told (so it may not
+   * be there yet when `exited` settles; the keeper exits only once it is); never written when the
+   * task did not start. '' for none (the exit is then known only to a listening spawner). The node
+   * spawner has no keeper and ignores it.
+   */
+  exitFile: string
+  /** Files opened read-only as the child's fd 3, 4, … (the seccomp program). */
+  extraFiles: string[]
+  /** cgroup.procs files the child writes its own pid to before it execs. */
+  cgroupProcs: string[]
+  /** Resource limits set (soft and hard) in the child; core dumps are always off. */
+  limits: { openFiles: number; fileSizeBytes: number }
+  /**
+   * Contents handed to the child as read-only descriptors, in order after the extra files (see
+   * descriptorLayout), each readable from its start to its end whatever its size. Never written to
+   * disk: they carry secrets (bubblewrap's `--args FD`). Default: none.
+   */
+  dataFiles?: Buffer[]
+  /**
+   * Folders pinned when the task was accepted, opened O_PATH in the child on the descriptors after
+   * the data files. Each must still resolve without any symbolic link and be the same directory
+   * (device and inode), or the spawn fails at stage `pinned`. Default: none.
+   */
+  pinnedDirs?: PinnedDir[]
+  /**
+   * The device and inode cwd had when the task was accepted: after the chdir, `.` must still be
+   * that directory, or the spawn fails at stage `chdir` with ESTALE. Default: not checked.
+   */
+  cwdIdentity?: FileIdentity
+  /**
+   * Run the child as this user, with no supplementary groups (and so, from root, no capabilities):
+   * dropped after every descriptor is open and every cgroup joined, right before the exec; a
+   * failure is stage `user`. Default: the daemon's own user.
+   */
+  user?: { uid: number; gid: number }
+}
+
+/** A file's identity as `statSync(path, { bigint: true })` gives it, in decimal. */
+export interface FileIdentity {
+  dev: string
+  ino: string
+}
+
+/** A directory pinned by identity; `path` is a real path (no symbolic link in any component). */
+export interface PinnedDir extends FileIdentity {
+  path: string
+}
+
+/** The child's descriptor numbers: 0 stdin, 1 and 2 the output file, then these, in this order. */
+export interface DescriptorLayout {
+  extra: number[]
+  data: number[]
+  pinned: number[]
+}
+
+/** Where each extra file, data file and pinned folder lands in the child (callers build bubblewrap's fd arguments from it). */
+export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dataFiles' | 'pinnedDirs'>): DescriptorLayout {
+  let next = 3
+  const take = (count: number) => Array.from({ length: count }, () => next++)
+  const extra = take(request.extraFiles.length)
+  const data = take(request.dataFiles?.length ?? 0)
+  const pinned = take(request.pinnedDirs?.length ?? 0)
+  return { extra, data, pinned }
+}
+
+/** What is wrong with the optional fields of a request (dataFiles, pinnedDirs, cwdIdentity, user), or null. */
+export function spawnRequestProblem(request: SpawnRequest): string | null {
+  for (const [index, data] of (request.dataFiles ?? []).entries()) {
+    if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
+  }
+  for (const [index, pinned] of (request.pinnedDirs ?? []).entries()) {
+    if (!pinned.path.startsWith('/') || pinned.path.includes('\0')) return `pinnedDirs[${index}].path must be an absolute path, got ${JSON.stringify(pinned.path)}`
+    const problem = identityProblem(`pinnedDirs[${index}]`, pinned)
+    if (problem) return problem
+  }
+  if (request.cwdIdentity) {
+    const problem = identityProblem('cwdIdentity', request.cwdIdentity)
+    if (problem) return problem
+  }
+  if (request.user) {
+    for (const key of ['uid', 'gid'] as const) {
+      const id = request.user[key]
+      // (uid_t)-1 means "unchanged" to the kernel: never a user to run as.
+      if (!Number.isSafeInteger(id) || id < 0 || id >= 0xffffffff) return `user.${key} must be an integer from 0 to 4294967294, got ${id}`
+    }
+  }
+  return null
+}
+
+function identityProblem(field: string, identity: FileIdentity): string | null {
+  for (const key of ['dev', 'ino'] as const) {
+    const value = identity[key]
+    if (typeof value !== 'string' || !/^\d{1,20}$/.test(value) || BigInt(value) > 0xffffffffffffffffn) return `${field}.${key} must be a decimal string (a 64-bit unsigned number), got ${JSON.stringify(value)}`
+  }
+  return null
+}
+
+// Failure messages both spawners give, so that a task reads the same whichever started it.
+
+/** A pinned folder that could not be opened as it was (code: ESTALE for another directory, else the errno). */
+export function pinnedDirFailure(path: string, code: string): string {
+  const changed = `folder changed since the task was accepted: ${path}`
+  switch (code) {
+    case 'ESTALE':
+      return `${changed} (it is no longer the same directory)`
+    case 'ELOOP':
+      return `${changed} (a symbolic link is now in its path)`
+    case 'ENOENT':
+      return `${changed} (it no longer exists)`
+    case 'ENOTDIR':
+      return `${changed} (it, or a folder above it, is no longer a directory)`
+    default:
+      return `could not open the folder the task was accepted with: ${path} (${code})`
+  }
+}
+
+export function cwdChangedFailure(cwd: string): string {
+  return `cwd changed since the task was accepted: ${cwd} (it is no longer the same directory)`
+}
+
+export function userFailure(user: { uid: number; gid: number }, reason: string): string {
+  return `could not run the task as uid ${user.uid} gid ${user.gid}: ${reason}`
+}
+
+export function dataFileFailure(index: number, code: string): string {
+  return `could not hand the task its in-memory file ${index}: ${code}`
+}
+
+export interface SpawnExit {
+  /** Exit code, or null when a signal ended it (or when the ending is unknown). */
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+  /**
+   * Set when nobody knows how the task ended (exitCode and signal are then null): its keeper was
+   * killed (SIGKILL) before it could record the exit, or its exit file is missing or invalid. The
+   * daemon records such a task `lost`.
+   */
+  unknown?: true
+}
+
+/**
+ * The process that is a task's parent instead of the spawner (native spawner only): it outlives the
+ * spawner and the daemon, records the task's exit in its exit file, and can be attached to by a
+ * later spawner. startTicks is field 22 of /proc/<pid>/stat (start time in clock ticks after boot):
+ * with the pid, it names the keeper without mistaking a later process that got the same pid.
+ */
+export interface KeeperRef {
+  pid: number
+  startTicks: number
+}
+
+export interface AttachRequest {
+  keeper: KeeperRef
+  /** The task's pid, as `started` gave it (its exit file must name it). */
+  taskPid: number
+  /** The task's exit file, as it was given to spawn() (absolute). */
+  exitFile: string
+}
+
+export type AttachOutcome =
+  /** The keeper is watched; `exited` settles when it has exited (unknown when it left no exit file). */
+  | { attached: true; exited: Promise<SpawnExit> }
+  /**
+   * ESRCH: no such keeper (gone, or its pid belongs to another process now): the exit file, if any,
+   * says how the task ended (readExitFile). ENOTSUP: this spawner has no keepers (node). EINVAL:
+   * a bad request. ESPAWNER: the helper died or was closed. Otherwise the errno of pidfd_open.
+   */
+  | { attached: false; code: string; message: string }
+
+export type SpawnOutcome =
+  /** keeper: null when the spawner has none (node): the task's exit is then lost with the daemon. */
+  | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
+  /**
+   * Nothing is left running. `stage` says which step failed: request, output, stdin, extra, data,
+   * pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
+   */
+  | { started: false; stage: string; code: string; message: string }
+
+export interface Spawner {
+  readonly kind: 'native' | 'node'
+  /** Starts the child in a new session (its own process group). Never throws for a child that fails to start. */
+  spawn(request: SpawnRequest): Promise<SpawnOutcome>
+  /**
+   * Watches a keeper this spawner did not start (one of an earlier daemon's tasks). Never throws.
+   * A keeper whose exit file is already there is reported at once.
+   */
+  attach(request: AttachRequest): Promise<AttachOutcome>
+  /** Stops the helper (if any); running children (and their keepers) are not touched. */
+  close(): Promise<void>
+}

@@ -1,0 +1,135 @@
+import type { Logger } from 'pino'
+import { isFinished, TendError, type Task } from '../../protocol/index.js'
+import { removeTaskDir } from '../../spool/index.js'
+import type { CorruptEntries } from './corrupt-entries.js'
+import type { TaskStore } from './task-store.js'
+
+/** Room a task's record takes besides its output, for quota arithmetic. */
+const RECORD_OVERHEAD_BYTES = 1024
+
+/**
+ * Deletes finished tasks and corrupt spool entries: on request, by age, and when the spool passes
+ * its quota. Its arithmetic trusts no size: one that is not a byte count is logged and left out,
+ * so it can never make the quota delete what it should not.
+ */
+export class SpoolCleanup {
+  /** Tasks whose size was found not to be a byte count (logged once each). */
+  private readonly unsized = new Set<string>()
+
+  constructor(
+    private readonly spoolRoot: string,
+    private readonly quotaBytes: number,
+    private readonly store: TaskStore,
+    private readonly corrupt: CorruptEntries,
+    private readonly log: Logger,
+  ) {}
+
+  /** Removes a finished task or a corrupt entry; a queued or running task is refused. */
+  async remove(id: string): Promise<number> {
+    const entry = this.corrupt.find(id)
+    if (entry) return this.removeEntry(entry)
+    const task = this.store.get(id)
+    if (!isFinished(task)) throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: task.state })
+    return this.removeEntry(task)
+  }
+
+  /**
+   * Removes finished tasks that ended more than olderThanMs ago, and every corrupt entry whatever
+   * its age: it has no end time to trust, and nothing will make it readable again.
+   */
+  async removeOlderThan(olderThanMs: number, owner: string | null = null, now = Date.now()): Promise<{ removed: string[]; freedBytes: number }> {
+    const cutoff = now - olderThanMs
+    const old = this.store.list({ all: true, owner: owner ?? undefined }).filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
+    return this.removeAll([...this.corrupt.list(owner), ...old])
+  }
+
+  /** Bytes the spool holds by the records: each task's and corrupt entry's output, plus its record. */
+  usedBytes(): number {
+    let used = 0
+    for (const entry of this.entries()) used += this.bytesOf(entry) ?? RECORD_OVERHEAD_BYTES
+    return used
+  }
+
+  /**
+   * Deletes until the spool fits its quota: corrupt entries first (unreadable, they are worth less
+   * than any task that can still be shown), then the finished tasks that ended first. Never touches
+   * a running or queued task, nor a task whose size is not a byte count.
+   */
+  async enforceQuota(): Promise<string[]> {
+    let used = this.usedBytes()
+    if (used <= this.quotaBytes) return []
+    const finished = this.store
+      .list({ all: true })
+      .filter(isFinished)
+      .sort((a, b) => endTime(a) - endTime(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    const victims: Task[] = []
+    for (const entry of [...this.corrupt.list(), ...finished]) {
+      if (used <= this.quotaBytes) break
+      const bytes = this.bytesOf(entry)
+      if (bytes === null) continue
+      victims.push(entry)
+      used -= bytes
+    }
+    const { removed, freedBytes } = await this.removeAll(victims)
+    this.log.warn({ removed: removed.length, freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
+    return removed
+  }
+
+  private entries(): Task[] {
+    return [...this.corrupt.list(), ...this.store.list({ all: true })]
+  }
+
+  /** What an entry counts for, or null when its size is not a byte count (logged once). */
+  private bytesOf(task: Task): number | null {
+    const bytes: unknown = task.outputBytes
+    if (typeof bytes === 'number' && Number.isSafeInteger(bytes) && bytes >= 0) return bytes + RECORD_OVERHEAD_BYTES
+    if (!this.unsized.has(task.id)) {
+      this.unsized.add(task.id)
+      this.log.error({ taskId: task.id, outputBytes: String(bytes) }, 'task size is not a byte count: left out of the spool quota')
+    }
+    return null
+  }
+
+  /** Removes each entry in turn; one that cannot be removed is logged and the others still go. */
+  private async removeAll(entries: Task[]): Promise<{ removed: string[]; freedBytes: number }> {
+    const removed: string[] = []
+    let freedBytes = 0
+    for (const entry of entries) {
+      try {
+        freedBytes += await this.removeEntry(entry)
+        removed.push(entry.id)
+      } catch (error) {
+        this.log.error({ taskId: entry.id, err: error }, 'spool entry could not be removed')
+      }
+    }
+    return { removed, freedBytes }
+  }
+
+  private async removeEntry(entry: Task): Promise<number> {
+    // A task is forgotten first, so that nothing reads it while its files go; a corrupt entry
+    // stays listed until its files are gone, so that a failed removal can be retried.
+    if (entry.state !== 'corrupt') {
+      // Its last record may still be on its way to disk: removing the folder under it would fail.
+      await this.store.settled(entry.id)
+      this.store.forget(entry.id)
+    }
+    let freedBytes: number
+    try {
+      freedBytes = await removeTaskDir(this.spoolRoot, entry.id)
+    } catch (error) {
+      throw new TendError('TEND_ERR_SPOOL_IO', { detail: `removing the spool entry ${entry.id}: ${(error as Error).message}` }, { cause: error })
+    }
+    this.unsized.delete(entry.id)
+    if (entry.state === 'corrupt') {
+      this.corrupt.forget(entry.id)
+      this.log.warn({ taskId: entry.id, reason: entry.reason }, 'corrupt spool entry removed')
+    }
+    return freedBytes
+  }
+}
+
+/** When a finished task ended, in ms; 0 when unknown (so it goes first). */
+function endTime(task: Task): number {
+  const time = task.endedAt === null ? Number.NaN : Date.parse(task.endedAt)
+  return Number.isFinite(time) ? time : 0
+}

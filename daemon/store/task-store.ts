@@ -1,0 +1,213 @@
+import { rm } from 'node:fs/promises'
+import type { Logger } from 'pino'
+import { isFinished, TendError, type Task } from '../../protocol/index.js'
+import { RecordWriter, taskDir } from '../../spool/index.js'
+import type { EventLog } from './event-log.js'
+import { spoolWriteError } from './spool-errors.js'
+
+export interface ListFilter {
+  /** Include finished tasks. */
+  all?: boolean
+  owner?: string
+}
+
+/** A change of one task, computed from its current version; null when there is nothing to change. */
+export type Transition = (current: Task) => Task | null
+
+/** How long a record that could not be written (disk full) waits before the next try, at most. */
+const RETRY_MAX_MS = 5000
+
+/**
+ * The daemon's tasks: held in memory, each change written to its task.json and announced on the
+ * event log once it is on disk.
+ *
+ * Every change is a compare-and-set on the task's current version: `transition()` computes the
+ * next version from the one in memory and installs it in the same synchronous step, so no change
+ * is ever made from a stale copy. Versions reach the disk in order (the record writer never
+ * writes an older one over a newer one), and each is announced, in order, only once it is there.
+ * A record that cannot be written for lack of space is retried until it lands (the newest
+ * version of the task, never an older one); its event waits for it.
+ */
+export class TaskStore {
+  private readonly tasks = new Map<string, Task>()
+  private readonly versions = new Map<string, number>()
+  /** The version and state last announced per task: each version at most once, in order. */
+  private readonly announced = new Map<string, { version: number; state: Task['state'] }>()
+  /** Per task, the write of its newest version: answers once that version is on disk. */
+  private readonly landing = new Map<string, Promise<Task>>()
+  private readonly finishWaiters = new Map<string, Set<(task: Task) => void>>()
+  private readonly writer: RecordWriter
+
+  constructor(
+    private readonly spoolRoot: string,
+    private readonly events: EventLog,
+    private readonly log?: Logger,
+  ) {
+    this.writer = new RecordWriter(spoolRoot)
+    this.writer.start()
+  }
+
+  /** Loads a task from the spool without announcing it. */
+  adopt(task: Task): void {
+    this.tasks.set(task.id, task)
+    this.versions.set(task.id, 0)
+    this.announced.set(task.id, { version: 0, state: task.state })
+  }
+
+  /**
+   * Records a new task: its spool folder, empty output.log and task.json are made first, and only
+   * then does the task exist for anyone else. A failure (disk full) leaves nothing behind.
+   */
+  async create(task: Task): Promise<Task> {
+    if (this.tasks.has(task.id)) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} exists already` })
+    try {
+      await this.writer.write(task, { createDir: true })
+    } catch (error) {
+      await rm(taskDir(this.spoolRoot, task.id), { recursive: true, force: true }).catch(() => undefined)
+      throw spoolWriteError(error, `recording the new task ${task.id}`)
+    }
+    this.tasks.set(task.id, task)
+    this.versions.set(task.id, 1)
+    this.announce(task, 1)
+    return task
+  }
+
+  /**
+   * Changes a task from its current version (compare-and-set): `change` sees the version in
+   * memory and answers the next one (or null). Answers the task as it then is, once that version
+   * is on disk and announced. A transition that does not apply to the current state throws
+   * (TEND_ERR_ILLEGAL_TRANSITION), with nothing changed.
+   */
+  transition(id: string, change: Transition): Promise<Task> {
+    const current = this.get(id)
+    const next = change(current)
+    if (next === null || next === current) return this.landing.get(id) ?? Promise.resolve(current)
+    const version = (this.versions.get(id) ?? 0) + 1
+    this.tasks.set(id, next)
+    this.versions.set(id, version)
+    const landed = this.persist(id, version)
+    this.landing.set(id, landed)
+    void landed.then(
+      () => this.landing.get(id) === landed && this.landing.delete(id),
+      () => this.landing.get(id) === landed && this.landing.delete(id),
+    )
+    return landed
+  }
+
+  /**
+   * Records a version made elsewhere (recovery, before the daemon serves): like transition(), but
+   * from a task the caller read itself.
+   */
+  save(task: Task): Promise<Task> {
+    return this.transition(task.id, () => task)
+  }
+
+  /** Updates fields that are not a state change (live output size) without writing or announcing. */
+  patch(id: string, fields: Partial<Pick<Task, 'outputBytes'>>): void {
+    const task = this.tasks.get(id)
+    if (task) this.tasks.set(id, { ...task, ...fields } as Task)
+  }
+
+  get(id: string): Task {
+    const task = this.tasks.get(id)
+    if (!task) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+    return task
+  }
+
+  find(id: string): Task | undefined {
+    return this.tasks.get(id)
+  }
+
+  list(filter: ListFilter = {}): Task[] {
+    return [...this.tasks.values()]
+      .filter((task) => (filter.all || !isFinished(task)) && (filter.owner === undefined || task.owner === filter.owner))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+  }
+
+  /** Forgets a task and publishes task.removed; the caller deletes its spool folder. */
+  forget(id: string): void {
+    const task = this.tasks.get(id)
+    if (!task) return
+    this.tasks.delete(id)
+    this.versions.delete(id)
+    this.announced.delete(id)
+    this.landing.delete(id)
+    this.events.publish('task.removed', task)
+  }
+
+  /** Resolves with the task once it has finished (on disk), or with its current version after timeoutMs. */
+  whenFinished(id: string, timeoutMs: number): Promise<Task> {
+    const task = this.get(id)
+    if ((isFinished(task) && this.announced.get(id)?.state === task.state) || timeoutMs <= 0) return Promise.resolve(task)
+    return new Promise((resolve) => {
+      const waiters = this.finishWaiters.get(id) ?? new Set()
+      this.finishWaiters.set(id, waiters)
+      const done = (finished: Task) => {
+        clearTimeout(timer)
+        resolve(finished)
+      }
+      const timer = setTimeout(() => {
+        waiters.delete(done)
+        resolve(this.tasks.get(id) ?? task)
+      }, timeoutMs)
+      waiters.add(done)
+    })
+  }
+
+  /** Resolves once the task's newest version is on disk (or its write failed). */
+  settled(id: string): Promise<void> {
+    const landing = this.landing.get(id)
+    return landing ? landing.then(() => undefined, () => undefined) : Promise.resolve()
+  }
+
+  /** Resolves once every record write asked for so far has landed. */
+  flush(): Promise<void> {
+    return this.writer.flush()
+  }
+
+  /** Flushes, then stops the record writer's thread. */
+  close(): Promise<void> {
+    return this.writer.close()
+  }
+
+  /**
+   * Writes the task's newest version (at least `version`) and announces what landed. A disk-full
+   * failure is retried, always with the newest version, until it lands; other failures reject.
+   */
+  private async persist(id: string, version: number): Promise<Task> {
+    let delayMs = 100
+    let warned = false
+    for (;;) {
+      const latest = this.tasks.get(id)
+      const latestVersion = this.versions.get(id) ?? version
+      // Forgotten meanwhile (rm): nothing more to record.
+      if (!latest) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+      try {
+        await this.writer.write(latest)
+        if (warned) this.log?.info({ taskId: id }, 'task record written after the disk had space again')
+        this.announce(latest, latestVersion)
+        return latest
+      } catch (error) {
+        const failure = spoolWriteError(error, `writing task.json of ${id}`)
+        if (failure.code !== 'TEND_ERR_SPOOL_FULL') throw failure
+        if (!warned) this.log?.error({ taskId: id, err: error }, 'no space for a task record; retrying until there is')
+        warned = true
+        await new Promise((resolve) => setTimeout(resolve, delayMs).unref())
+        delayMs = Math.min(delayMs * 2, RETRY_MAX_MS)
+      }
+    }
+  }
+
+  /** Publishes a version that is on disk: each at most once and in order, each state once. */
+  private announce(task: Task, version: number): void {
+    const last = this.announced.get(task.id)
+    if (last && last.version >= version) return
+    this.announced.set(task.id, { version, state: task.state })
+    if (last?.state === task.state) return
+    this.events.publishState(task)
+    if (isFinished(task)) {
+      for (const waiter of this.finishWaiters.get(task.id) ?? []) waiter(task)
+      this.finishWaiters.delete(task.id)
+    }
+  }
+}

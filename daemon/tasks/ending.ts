@@ -1,0 +1,53 @@
+import { constants } from 'node:os'
+import type { StoppedBy } from '../../protocol/index.js'
+import type { SpawnExit } from '../spawn/spawner.js'
+import type { Ending } from './transitions.js'
+
+/** A stop tend itself decided: how the ending is to be recorded, and who asked for it. */
+export type Stopping =
+  | { state: 'killed'; stoppedBy: Exclude<StoppedBy, 'timeout' | 'outside-signal' | 'memory-limit'>; reason: string; signal: NodeJS.Signals | number; graceMs: number }
+  | { state: 'timed_out'; stoppedBy: 'timeout'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
+
+/** What the supervisor knows of a task when its leader has exited. */
+export interface ExitFacts {
+  /** Set when tend stopped the task. */
+  stopping?: Stopping
+  /** The leader is bubblewrap around the command (a signal death then reads 128+N). */
+  wrapped: boolean
+  /** After a stop: whether its first signal reached a live process of the task. */
+  signalled?: boolean
+  /** When the stop began: whether the leader caught or ignored its signal. */
+  leaderHandles?: boolean
+}
+
+/**
+ * How a task ended, and who stopped it. tend's own stops say who asked; a cgroup memory limit is
+ * `memory-limit`; any other signal death is a signal tend did not send (`outside-signal`). Behind
+ * bubblewrap a command's signal death arrives as exit code 128+N, the same as a command exiting
+ * with that code: it is read as a signal only when tend stopped the task or the memory limit hit.
+ */
+export function decideEnding(facts: ExitFacts, result: SpawnExit, limits: { memory: string | null; pids: string | null }): Ending {
+  const exitCode = result.exitCode ?? null
+  const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (facts.stopping || limits.memory) ? signalName(exitCode - 128) : null)
+  const pidsNote = limits.pids ? `; ${limits.pids}` : ''
+  // A stop that raced the task's own exit: nothing was left to signal, or the leader (which would
+  // have died of the signal, not catching it) exited with a code of its own. It exited.
+  const ownExit = result.signal === null && !limits.memory && (facts.signalled === false || (!facts.wrapped && facts.leaderHandles === false))
+  if (facts.stopping && ownExit) return { state: 'exited', exitCode: exitCode ?? 0 }
+  if (facts.stopping?.state === 'timed_out') return { state: 'timed_out', exitCode, signal, reason: `${facts.stopping.reason}${pidsNote}`, stoppedBy: 'timeout' }
+  if (facts.stopping) return { state: 'killed', exitCode, signal, reason: `${facts.stopping.reason}${pidsNote}`, stoppedBy: facts.stopping.stoppedBy }
+  if (limits.memory) return { state: 'killed', exitCode, signal: signal ?? 'SIGKILL', reason: `${limits.memory}${pidsNote}`, stoppedBy: 'memory-limit' }
+  if (signal !== null) return outsideSignal(signal, exitCode, pidsNote)
+  return { state: 'exited', exitCode: exitCode ?? 0 }
+}
+
+/** A signal tend did not send ended the task; the note says more (e.g. while no daemon ran). */
+export function outsideSignal(signal: string, exitCode: number | null, note = ''): Ending {
+  return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend${note}`, stoppedBy: 'outside-signal' }
+}
+
+export function signalName(signal: NodeJS.Signals | number): string {
+  if (typeof signal === 'string') return signal
+  const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
+  return entry ? entry[0] : String(signal)
+}

@@ -1,0 +1,83 @@
+import { constants as fsConstants } from 'node:fs'
+import { access, stat } from 'node:fs/promises'
+import type { Task } from '../../protocol/index.js'
+import type { DaemonConfig } from '../config.js'
+import { checkCwd } from '../spawn/cwd-check.js'
+import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
+import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
+import type { SpawnExit, Spawner } from '../spawn/spawner.js'
+
+export interface LaunchRequest {
+  task: Task
+  outputFile: string
+  /** Where the task's keeper records how it ended. */
+  exitFile: string
+  /** Values for the task's envKeys (kept in memory only, never written to the spool). */
+  envAdditions: Record<string, string>
+  paths: TaskPaths
+  masks: readonly string[]
+  config: Readonly<DaemonConfig>
+  capabilities: SandboxCapabilities
+  spawner: Spawner
+}
+
+export type LaunchOutcome =
+  | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
+  | { started: false; reason: string }
+
+/**
+ * Starts a task's process: its own session, stdin from /dev/null, and stdout and stderr both on
+ * one append-mode descriptor of output.log, so the bytes go straight to disk in the order they
+ * were written and the daemon never copies them. A start failure is an outcome, not a throw.
+ */
+export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome> {
+  const { task } = request
+  if (request.paths.cwdProblem) return { started: false, reason: request.paths.cwdProblem }
+  // A missing cwd is the spawner's to report (its chdir fails, with the reason).
+  // The native spawner execs the command itself and reports a program it cannot run (searching the
+  // task's PATH); behind a shell prelude or bubblewrap that would be a bare 127, so it is checked first.
+  const checkFirst = task.sandbox !== 'off' || request.spawner.kind !== 'native'
+  const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
+  if ('problem' in program) return { started: false, reason: program.problem }
+  const plan = await planLaunch({
+    task,
+    programPath: program.path,
+    outputFile: request.outputFile,
+    exitFile: request.exitFile,
+    envAdditions: request.envAdditions,
+    paths: request.paths,
+    masks: request.masks,
+    config: request.config,
+    capabilities: request.capabilities,
+  })
+  const outcome = await request.spawner.spawn(plan.request)
+  if (!outcome.started) {
+    // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
+    // cgroup or marker, so nothing of a task recorded `failed` is left running.
+    if (outcome.stage === 'spawner') {
+      const cgroups = plan.cgroups
+      if (cgroups) await killMembers(() => cgroups.members())
+      else await killLeftovers([task.id])
+    }
+    await plan.release()
+    return { started: false, reason: outcome.message }
+  }
+  return { started: true, pid: outcome.pid, exited: outcome.exited, plan, keeper: outcome.keeper ?? null }
+}
+
+/** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
+async function resolveProgram(task: Task, searchPath: string | undefined): Promise<{ path: string } | { problem: string }> {
+  const program = task.command[0]!
+  if (program.includes('/')) {
+    const path = program.startsWith('/') ? program : `${task.cwd}/${program}`
+    try {
+      await access(path, fsConstants.X_OK)
+      return (await stat(path)).isDirectory() ? { problem: `program is a directory: ${program}` } : { path }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return { problem: `program is not executable: ${program}` }
+      return { problem: (!program.startsWith('/') && (await checkCwd(task.cwd))) || `no such program: ${program}` }
+    }
+  }
+  const path = findOnPath(program, searchPath)
+  return path ? { path } : { problem: `no such program: ${program}` }
+}

@@ -1,0 +1,595 @@
+import { readFileSync } from 'node:fs'
+import { truncate } from 'node:fs/promises'
+import { customAlphabet } from 'nanoid'
+import type { Logger } from 'pino'
+import { constants } from 'node:os'
+import {
+  DEFAULT_LIFETIME,
+  DEFAULT_OWNER,
+  formatBytes,
+  formatDuration,
+  isFinished,
+  TASK_ID_ALPHABET,
+  TASK_ID_LENGTH,
+  TendError,
+  type RunningTask,
+  type StartTaskBody,
+  type StoppedBy,
+  type Task,
+} from '../../protocol/index.js'
+import { exitPath, outputPath, outputSize, outputSizeSync, taskDir } from '../../spool/index.js'
+import type { DaemonConfig } from '../config.js'
+import { killLeftovers, killMembers, killTree, leaderGone } from '../spawn/kill-tree.js'
+import { processState } from '../spawn/process-scan.js'
+import { launchTask, type LaunchOutcome } from './launch.js'
+import type { LaunchPlan } from '../sandbox/index.js'
+import type { SpawnExit, Spawner } from '../spawn/spawner.js'
+import type { OutputWatch } from './output-watch.js'
+import { Scheduler } from './scheduler.js'
+import { setLongTimeout, type LongTimeout } from './long-timeout.js'
+import { Submissions } from './submissions.js'
+import { readExitFile } from '../spawn/exit-file.js'
+import { TaskCgroups } from '../sandbox/cgroups.js'
+import type { TaskStore } from '../store/task-store.js'
+import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
+import { decideEnding, signalName, type Stopping } from './ending.js'
+import { STDIN_PIPE_UNSUPPORTED } from '../spawn/node-spawner.js'
+
+const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
+
+
+interface RunningEntry {
+  pid: number
+  /** Resolves when the leader has exited; rejects if the spawner that watched it died. */
+  exited: Promise<SpawnExit>
+  /** Set when tend itself stops the task: how the ending is to be recorded, and who asked. */
+  stopping?: Stopping
+  stopped?: Promise<void>
+  /** The task's exact process list, when it has a cgroup. */
+  members?: () => number[]
+  /** The leader is bubblewrap around the command. */
+  wrapped: boolean
+  timeoutTimer?: LongTimeout
+  finished: Promise<Task>
+  resolveFinished: (task: Task) => void
+  rejectFinished: (error: unknown) => void
+  /** The spawner has reported the leader's exit. */
+  exitKnown: boolean
+  /** After a stop: whether its first signal reached a live process of the task (else it had ended by itself). */
+  signalled?: boolean
+  /** When the stop began: whether the leader caught or ignored its signal (else that signal would have ended it). */
+  leaderHandles?: boolean
+}
+
+/** What a running task holds besides its processes: its cgroups, released once it has ended. */
+type TaskResources = Pick<LaunchPlan, 'cgroups' | 'release'>
+
+export interface KillRequest {
+  signal?: NodeJS.Signals | number
+  graceMs?: number
+  /** The caller's words, appended to the recorded reason. */
+  note?: string
+  /** Who asks: an agent (`owner`), its session's disposal (`session-end`), else the operator. */
+  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end'>
+}
+
+/** Starts, watches and stops tasks; the only module that touches task processes. */
+export class Supervisor {
+  private readonly scheduler: Scheduler
+  private readonly running = new Map<string, RunningEntry>()
+  /** Tasks whose process is being started: settles once it is tracked, failed, or killed. */
+  private readonly launching = new Map<string, Promise<void>>()
+  /** What tasks not started yet need at launch: env values (never persisted) and the folders pinned at acceptance. */
+  private readonly pending = new Map<string, { env: Record<string, string>; paths: TaskPaths }>()
+  private readonly checkTimer: NodeJS.Timeout
+  private readonly submissions = new Submissions()
+  private readonly bootId = readBootId()
+  private accepting = true
+  /** Set while the daemon leaves its running tasks to the next one. */
+  private keepingTasks = false
+
+  constructor(
+    private readonly config: Readonly<DaemonConfig>,
+    private readonly store: TaskStore,
+    private readonly outputWatch: OutputWatch,
+    private readonly log: Logger,
+    private readonly capabilities: SandboxCapabilities,
+    private readonly spawner: Spawner,
+    private readonly onTaskFinished: (task: Task) => void = () => {},
+    private readonly daemonHomes: DaemonHomes = { homes: () => [], registry: '' },
+  ) {
+    this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency, (error, owner) => this.log.error({ err: error, owner }, 'a task job failed'))
+    this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
+    this.checkTimer.unref()
+  }
+
+  /**
+   * Admits a task: its spool folder and record exist when this resolves. With an idempotency key,
+   * a retry of the same submission answers the first task instead of starting another.
+   */
+  start(request: StartTaskBody, options: { idempotencyKey?: string } = {}): Promise<Task> {
+    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission))
+  }
+
+  /** Relearns the idempotency keys of tasks loaded from the spool. */
+  rememberSubmissions(tasks: readonly Task[]): void {
+    this.submissions.remember(tasks)
+  }
+
+  private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null): Promise<Task> {
+    if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
+    if (request.shell && request.command.length !== 1) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
+    }
+    if (!request.cwd.startsWith('/')) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: expected an absolute path, got ${JSON.stringify(request.cwd)}` })
+    }
+    const sandbox = request.sandbox ?? this.config.sandbox
+    if (!this.capabilities.profiles.includes(sandbox)) {
+      throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: this.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason' })
+    }
+    if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
+    }
+    if (request.stdin === 'pipe' && this.spawner.kind !== 'native') {
+      throw new TendError('TEND_ERR_STDIN_UNAVAILABLE', { detail: STDIN_PIPE_UNSUPPORTED })
+    }
+    if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
+    }
+    // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
+    const paths = await resolveTaskPaths({
+      profile: sandbox,
+      cwd: request.cwd,
+      writablePaths: request.writablePaths ?? [],
+      configWritablePaths: this.config.writablePaths,
+      protectedPlaces: protectedView(this.config, this.daemonHomes).places,
+      user: this.config.taskIdentity,
+    })
+    const id = createTaskId()
+    const spool = taskDir(this.config.layout.spool, id)
+    const env = request.env ?? {}
+    const task = createQueuedTask({
+      id,
+      name: request.name ?? null,
+      owner: request.owner ?? DEFAULT_OWNER,
+      command: request.shell ? ['sh', '-c', request.command[0]!] : request.command,
+      shell: request.shell ?? false,
+      cwd: paths.cwd.path,
+      envKeys: Object.keys(env),
+      lifetime: request.lifetime ?? DEFAULT_LIFETIME,
+      stdin: request.stdin ?? 'null',
+      timeoutMs: request.timeoutMs ?? null,
+      maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
+      outputBytes: 0,
+      sandbox,
+      network: sandbox === 'off' ? true : (request.network ?? false),
+      writablePaths: request.writablePaths ?? [],
+      sandboxWritable: paths.writable.map((entry) => entry.path),
+      memoryBytes: sandbox === 'strict' ? (request.memoryBytes ?? this.config.strictMemoryBytes) : null,
+      pidsMax: sandbox === 'strict' ? (request.pidsMax ?? this.config.strictPidsMax) : null,
+      createdAt: new Date().toISOString(),
+      spool,
+      ...(submission ?? {}),
+    })
+    // Recorded first: a task that cannot be written (disk full) is refused and leaves nothing.
+    await this.store.create(task)
+    this.pending.set(id, { env, paths })
+    this.log.info({ taskId: id, owner: task.owner }, 'task queued')
+    this.scheduler.submit(task.owner, () => this.run(id))
+    return task
+  }
+
+  get spawnerKind(): Spawner['kind'] {
+    return this.spawner.kind
+  }
+
+  /** Stops a task and resolves with its final record once no process of it is left. */
+  async kill(id: string, request: KillRequest = {}): Promise<Task> {
+    // A task being launched is stopped as the running task it is about to be: recording it as
+    // killed before it started would rewrite what it did meanwhile.
+    for (let launching = this.launching.get(id); launching; launching = this.launching.get(id)) await launching
+    const task = this.store.get(id)
+    const stoppedBy = request.stoppedBy ?? 'operator'
+    if (task.state === 'queued') {
+      // The same synchronous step finds it queued and records it cancelled: a launch can no longer begin.
+      this.pending.delete(id)
+      const cancelled = await this.store.transition(id, (current) => (current.state === 'queued' ? markCancelled(current, withNote('killed before it started', request.note), new Date(), stoppedBy) : null))
+      this.finishTask(cancelled)
+      return cancelled
+    }
+    const entry = this.running.get(id)
+    if (!entry) return task
+    this.stop(id, entry, {
+      state: 'killed',
+      stoppedBy,
+      reason: withNote(`killed by request (${signalName(request.signal ?? 'SIGTERM')})`, request.note),
+      signal: request.signal ?? 'SIGTERM',
+      graceMs: request.graceMs ?? this.config.killGraceMs,
+    })
+    return entry.finished
+  }
+
+  /**
+   * Refuses new tasks, fails queued ones and stops running ones; resolves when all are recorded.
+   * With keepTasks, running tasks are left to their keepers for the next daemon to supervise.
+   */
+  async shutdown(options: { reason?: string; keepTasks?: boolean } = {}): Promise<void> {
+    const reason = options.reason ?? 'daemon stopped'
+    this.accepting = false
+    clearInterval(this.checkTimer)
+    // Queued tasks that are not being launched never start: recorded failed in one synchronous
+    // pass, so no launch can begin after it. Tasks being launched are stopped once they run.
+    const now = new Date()
+    const cancelled: Array<Promise<void>> = []
+    for (const task of this.store.list()) {
+      if (task.state !== 'queued' || this.launching.has(task.id)) continue
+      this.pending.delete(task.id)
+      const failed = this.store.transition(task.id, (current) => (current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now, 'daemon-stop') : null))
+      cancelled.push(failed.then((ended) => this.finishTask(ended)))
+    }
+    await Promise.all([...this.launching.values()])
+    if (options.keepTasks) {
+      // The tasks run on under their keepers; this daemon only lets go of them.
+      this.keepingTasks = true
+      for (const entry of this.running.values()) entry.timeoutTimer?.clear()
+      await Promise.allSettled(cancelled)
+      await this.spawner.close()
+      await this.scheduler.idle()
+      await this.store.flush()
+      return
+    }
+    await Promise.all(
+      [...this.running.entries()].map(([id, entry]) => {
+        this.stop(id, entry, { state: 'killed', stoppedBy: 'daemon-stop', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+        return entry.finished.catch(() => undefined)
+      }),
+    )
+    await Promise.allSettled(cancelled)
+    // The spawner must outlive every job, so it closes once they are all done.
+    await this.scheduler.idle()
+    await this.store.flush()
+    await this.spawner.close()
+  }
+
+  /** Whether this daemon's tasks can outlive it (each has a keeper): what stop --keep-tasks needs. */
+  get tasksOutliveDaemon(): boolean {
+    return this.spawner.kind === 'native'
+  }
+
+  /** One task from its slot to its end: launch, watch, clean up; the slot frees when no process of it is left. */
+  private async run(id: string): Promise<void> {
+    const launched = await this.launch(id)
+    if (!launched) return
+    const { current, outcome } = launched
+    const entry = this.track(id, current, outcome.pid, outcome.exited, outcome.plan)
+    // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
+    // the record is written while the task runs: neither the task nor its slot waits for it.
+    const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.bootId))
+    startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
+    launched.settle()
+    this.armTimeout(id, entry, current.timeoutMs, Date.now())
+    this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
+    await this.watch(id, entry, outcome.plan)
+  }
+
+  /**
+   * A task an earlier daemon started, still running under its keeper: supervised again as if
+   * nothing had happened (kill, timeout, output cap, events, wait), through the same tracking as a
+   * launch. A timeout that came due meanwhile stops it now. Answers false when its keeper cannot
+   * be attached to (then it is not this daemon's to watch).
+   */
+  async resume(task: RunningTask): Promise<boolean> {
+    if (!task.keeper) return false
+    const attached = await this.spawner.attach({ keeper: task.keeper, taskPid: task.pid, exitFile: exitPath(this.config.layout.spool, task.id) })
+    if (!attached.attached) {
+      this.log.warn({ taskId: task.id, code: attached.code, reason: attached.message }, 'the keeper of a running task could not be attached to')
+      return false
+    }
+    // A kill under way when the last daemon died may have left a sandbox's monitor held (SIGSTOP,
+    // see kill-tree.ts); nothing else stops it (the task cannot reach it): it goes on now.
+    if (task.sandbox !== 'off' && processState(task.pid) === 'T') {
+      this.log.warn({ taskId: task.id, pid: task.pid }, 'the sandbox monitor of a resumed task was held by an interrupted kill; continuing it')
+      try {
+        process.kill(task.pid, 'SIGCONT')
+      } catch {
+        // Gone meanwhile: its keeper reports how it ended.
+      }
+    }
+    const plan = await resumedPlan(task, this.capabilities)
+    const entry = this.track(task.id, task, task.pid, attached.exited, plan)
+    // A deadline or an output cap passed while no daemon ran is enforced now.
+    this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
+    await this.checkOutput(task.id, entry)
+    this.log.info({ taskId: task.id, pid: task.pid, keeper: task.keeper.pid }, 'task supervised again')
+    void this.watch(task.id, entry, plan)
+    // It holds a slot like any running task, once one is free (it runs either way).
+    this.scheduler.submit(task.owner, () => entry.finished.then(
+      () => undefined,
+      () => undefined,
+    ))
+    return true
+  }
+
+  /** Tracks a running task: kills, stops and output checks find it from now on. */
+  private track(id: string, current: Task, pid: number, exited: Promise<SpawnExit>, plan: TaskResources): RunningEntry {
+    let resolveFinished!: (task: Task) => void
+    let rejectFinished!: (error: unknown) => void
+    const finished = new Promise<Task>((resolve, reject) => {
+      resolveFinished = resolve
+      rejectFinished = reject
+    })
+    // kill() and shutdown() await it; a supervision failure is logged in watch() either way.
+    finished.catch(() => undefined)
+    const cgroups = plan.cgroups
+    const entry: RunningEntry = {
+      pid,
+      exited,
+      finished,
+      resolveFinished,
+      rejectFinished,
+      members: cgroups ? () => cgroups.members() : undefined,
+      wrapped: current.sandbox !== 'off',
+      exitKnown: false,
+    }
+    void exited.then(
+      () => (entry.exitKnown = true),
+      () => undefined,
+    )
+    this.running.set(id, entry)
+    return entry
+  }
+
+  /** Stops the task at its deadline (counted from when it started); one already past stops it now. */
+  private armTimeout(id: string, entry: RunningEntry, timeoutMs: number | null, startedAtMs: number): void {
+    if (timeoutMs === null) return
+    const stop = () => this.stop(id, entry, { state: 'timed_out', stoppedBy: 'timeout', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+    entry.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
+  }
+
+  /** Waits for the task's end, then records it; the slot frees when no process of it is left. */
+  private async watch(id: string, entry: RunningEntry, plan: TaskResources): Promise<void> {
+    let endedSave: Promise<Task>
+    try {
+      const result = await this.exitOf(id, entry)
+      // The daemon is leaving its tasks to the next one (stop --keep-tasks, restart): not ended.
+      if (result === 'kept') {
+        entry.resolveFinished(this.store.get(id))
+        return
+      }
+      entry.timeoutTimer?.clear()
+      endedSave = result instanceof Error ? this.spawnerLost(id, entry, plan, result) : (await this.afterExit(id, entry, this.store.get(id), plan, result)).saved
+    } catch (error) {
+      endedSave = Promise.reject(error)
+    }
+    // No process of the task is left: its slot frees now, and its final record lands on its own.
+    void endedSave.then(
+      (ended) => {
+        this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
+        this.running.delete(id)
+        this.finishTask(ended)
+        entry.resolveFinished(ended)
+      },
+      (error: unknown) => {
+        this.running.delete(id)
+        this.log.error({ taskId: id, err: error }, 'task supervision failed')
+        entry.rejectFinished(error)
+      },
+    )
+  }
+
+  /**
+   * How the task ended. A spawner whose helper dies attaches to the task's keeper again by itself;
+   * when it gives up (or is closed because the daemon leaves its tasks running), the keeper may
+   * still have recorded the exit. An Error only when nobody knows.
+   */
+  private async exitOf(id: string, entry: RunningEntry): Promise<SpawnExit | Error | 'kept'> {
+    const result = await entry.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
+    if (!(result instanceof Error)) return result
+    if (this.keepingTasks) return 'kept'
+    const task = this.store.get(id)
+    const recorded = task.state === 'running' && task.keeper ? readExitFile(exitPath(this.config.layout.spool, id)) : null
+    return recorded && recorded.pid === entry.pid ? { exitCode: recorded.exitCode, signal: recorded.signal } : result
+  }
+
+  /**
+   * Starts a queued task's process. Answers null when there is nothing to watch: the task failed
+   * to start (recorded here), or was killed or the daemon stopped meanwhile (recorded by them; its
+   * tree is killed here). Otherwise `settle()` must be called once the task is tracked: a kill that
+   * comes while the task is being launched waits for it (see kill()).
+   */
+  private async launch(id: string): Promise<{ current: Task; outcome: Extract<LaunchOutcome, { started: true }>; settle: () => void } | null> {
+    const task = this.store.find(id)
+    if (!task || task.state !== 'queued') return null
+    const pending = this.pending.get(id)
+    this.pending.delete(id)
+    if (!pending) {
+      this.finishTask(await this.store.transition(id, (current) => markFailed(current, 'the task was accepted by an earlier daemon and never started', new Date())))
+      return null
+    }
+    let launchSettled!: () => void
+    this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
+    const settle = () => {
+      this.launching.delete(id)
+      launchSettled()
+    }
+    const outputFile = outputPath(this.config.layout.spool, id)
+    // Whatever goes wrong on the way to a process is this task's failure, never the daemon's.
+    const outcome = await launchTask({
+      task,
+      outputFile,
+      exitFile: exitPath(this.config.layout.spool, id),
+      envAdditions: pending.env,
+      paths: pending.paths,
+      masks: task.sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).masks,
+      config: this.config,
+      capabilities: this.capabilities,
+      spawner: this.spawner,
+    }).catch((error: unknown): LaunchOutcome => {
+      this.log.error({ taskId: id, err: error }, 'launching the task failed')
+      return { started: false, reason: `could not start the task: ${(error as Error).message}` }
+    })
+    const current = this.store.get(id)
+    if (current.state !== 'queued') {
+      if (outcome.started) {
+        await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
+          (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
+        )
+        await outcome.plan.release()
+      }
+      settle()
+      return null
+    }
+    if (!outcome.started) {
+      this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
+      settle()
+      this.finishTask(await this.store.transition(id, (latest) => markFailed(latest, outcome.reason, new Date())))
+      return null
+    }
+    return { current, outcome, settle }
+  }
+
+  /**
+   * The leader has exited: whatever it left behind goes, its limits are read and its output size
+   * settled. Answers the final record's save (not awaited: the slot frees first), which lands
+   * after the task's cgroups are removed.
+   */
+  private async afterExit(id: string, entry: RunningEntry, current: Task, plan: TaskResources, result: SpawnExit): Promise<{ saved: Promise<Task> }> {
+    // Background jobs, setsid escapees: a stop has waited for them already. In a sandbox the pid
+    // namespace is emptied by the kernel; without one, the cgroup lists what is left exactly, and
+    // without cgroups the marker finds it.
+    if (entry.stopped) await entry.stopped
+    else if (current.sandbox === 'off') {
+      const cgroups = plan.cgroups
+      if (cgroups) await killMembers(() => cgroups.members())
+      else await killLeftovers([id], [entry.pid])
+    }
+    if (result.unknown) {
+      await plan.release()
+      const outputBytes = await this.settleOutput(this.store.get(id))
+      return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper is gone without recording how it ended; what was left of it was killed', outputBytes, new Date())) }
+    }
+    const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
+    // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
+    // slot need not, the final record does (no group outlives it).
+    const released = plan.release()
+    const ending = decideEnding(entry, result, limits)
+    const outputBytes = await this.settleOutput(this.store.get(id))
+    return { saved: released.then(() => this.store.transition(id, (task) => markEnded(task, ending, outputBytes, new Date()))) }
+  }
+
+  /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
+  private async spawnerLost(id: string, entry: RunningEntry, plan: TaskResources, error: Error): Promise<Task> {
+    this.log.error({ taskId: id, err: error }, 'the spawner died while the task ran; stopping it')
+    await killTree({ taskId: id, pid: entry.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
+      (killError: unknown) => this.log.error({ taskId: id, err: killError }, 'task tree did not die'),
+    )
+    if (entry.stopped) await entry.stopped
+    await plan.release()
+    const outputBytes = await this.settleOutput(this.store.get(id))
+    return this.store.transition(id, (task) => markLost(task, `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
+  }
+
+  private stop(id: string, entry: RunningEntry, stopping: Stopping): void {
+    if (entry.stopping) return
+    // It has already exited (reported, or a zombie not yet reaped): it ended by itself, and is
+    // recorded as it ended, not as stopped by tend.
+    if (entry.exitKnown || !isProcessRunning(entry.pid)) return
+    entry.stopping = stopping
+    entry.leaderHandles = handlesSignal(entry.pid, stopping.signal)
+    entry.timeoutTimer?.clear()
+    this.log.info({ taskId: id, reason: stopping.reason }, 'task stopping')
+    entry.stopped = killTree({
+      taskId: id,
+      pid: entry.pid,
+      signal: stopping.signal,
+      graceMs: stopping.graceMs,
+      leaderExited: leaderGone(entry.pid, entry.exited),
+      members: entry.members,
+      wrapped: entry.wrapped,
+    }).then(
+      (result) => {
+        entry.signalled = result.signalled
+      },
+      (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
+    )
+  }
+
+  /** Final output size; output past the cap (written between two checks) is cut off. */
+  private async settleOutput(task: Task): Promise<number> {
+    const file = outputPath(this.config.layout.spool, task.id)
+    const size = outputSizeSync(file)
+    if (size <= task.maxOutputBytes) return size
+    await truncate(file, task.maxOutputBytes)
+    return task.maxOutputBytes
+  }
+
+  private async checkOutputs(): Promise<void> {
+    for (const [id, entry] of this.running) await this.checkOutput(id, entry)
+  }
+
+  /** Stops a task whose output has passed its cap. */
+  private async checkOutput(id: string, entry: RunningEntry): Promise<void> {
+    const task = this.store.find(id)
+    if (!task) return
+    const size = await outputSize(outputPath(this.config.layout.spool, id)).catch(() => task.outputBytes)
+    this.store.patch(id, { outputBytes: Math.min(size, task.maxOutputBytes) })
+    if (size > task.maxOutputBytes && !entry.stopping) {
+      this.stop(id, entry, {
+        state: 'killed',
+        stoppedBy: 'output-cap',
+        reason: `output cap of ${formatBytes(task.maxOutputBytes)} reached`,
+        signal: 'SIGTERM',
+        graceMs: this.config.killGraceMs,
+      })
+    }
+  }
+
+
+  private finishTask(task: Task): void {
+    if (!isFinished(task)) return
+    this.outputWatch.wakeAll(task.id)
+    this.onTaskFinished(task)
+  }
+}
+
+/** What a launch would have planned for a task that an earlier daemon started: its cgroups, to watch and release. */
+async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities): Promise<TaskResources> {
+  const limits = task.memoryBytes !== null && task.pidsMax !== null ? { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax } : null
+  const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, limits)
+  return { cgroups, release: async () => cgroups?.remove() }
+}
+
+/** This boot's id: a task recorded in another boot cannot still be running. */
+export function readBootId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+  } catch {
+    return 'unknown'
+  }
+}
+
+/** Whether a process catches or ignores a signal (/proc/<pid>/status SigCgt, SigIgn); true when unknown. */
+function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
+  const number = typeof signal === 'number' ? signal : (constants.signals as Record<string, number>)[signal]
+  if (!number) return true
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const mask = (name: string) => BigInt(`0x${new RegExp(`^${name}:\\s*([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? 'ffffffffffffffff'}`)
+    const bit = 1n << BigInt(number - 1)
+    return ((mask('SigCgt') | mask('SigIgn')) & bit) !== 0n
+  } catch {
+    return true
+  }
+}
+
+/** A live process, not a zombie waiting to be reaped. */
+function isProcessRunning(pid: number): boolean {
+  const state = processState(pid)
+  return state !== null && state !== 'Z' && state !== 'X'
+}
+
+function withNote(reason: string, note: string | undefined): string {
+  return note ? `${reason}: ${note}` : reason
+}

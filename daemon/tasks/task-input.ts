@@ -1,0 +1,179 @@
+import { constants } from 'node:fs'
+import { appendFile, open, stat, type FileHandle } from 'node:fs/promises'
+import { setTimeout as delay } from 'node:timers/promises'
+import type { Logger } from 'pino'
+import { isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
+import { inputFifoPath, inputLogPath } from '../../spool/index.js'
+import { isAliveIdentity } from '../spawn/process-scan.js'
+import type { TaskStore } from '../store/task-store.js'
+import { markStdinClosed } from './transitions.js'
+
+/**
+ * How long one input waits for a full pipe to drain (the task reading slower than it is sent)
+ * before it answers with what it could write. A task that does not read at all must not hold a
+ * request, or the daemon, for longer.
+ */
+export const INPUT_WAIT_MS = 2000
+/** First and last pause between two tries at a full pipe. */
+const RETRY_FIRST_MS = 5
+const RETRY_MAX_MS = 100
+
+/**
+ * Writes to tasks' stdin pipes. A pipe is a FIFO in the task's spool folder that its keeper holds
+ * open (docs/architecture.md, "stdin"): each input opens it for writing without blocking, writes,
+ * and closes it again, so nothing of the daemon's is needed for the pipe to live on, and a later
+ * daemon writes to it the same way. Every byte written is appended to input.log. End of input is
+ * the keeper's SIGUSR1: it lets go of the pipe, and the task reads EOF once it has read the rest.
+ * Inputs to one task are written one after another, never interleaved.
+ */
+export class TaskInput {
+  private readonly queues = new Map<string, Promise<unknown>>()
+
+  constructor(
+    private readonly store: TaskStore,
+    private readonly spoolRoot: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Writes `data`, then closes the stdin when `eof`; answers once done (TendError otherwise). */
+  send(id: string, data: Buffer, eof: boolean): Promise<TaskInputResult> {
+    const previous = this.queues.get(id) ?? Promise.resolve()
+    const next = previous.then(
+      () => this.write(id, data, eof),
+      () => this.write(id, data, eof),
+    )
+    this.queues.set(id, next)
+    void next.then(
+      () => this.queues.get(id) === next && this.queues.delete(id),
+      () => this.queues.get(id) === next && this.queues.delete(id),
+    )
+    return next
+  }
+
+  private async write(id: string, data: Buffer, eof: boolean): Promise<TaskInputResult> {
+    const task = await this.startedTask(id)
+    refuseInput(task)
+    const acceptedBytes = data.length > 0 ? await this.writeToPipe(task, data) : 0
+    if (acceptedBytes < data.length) {
+      throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length, waitMs: INPUT_WAIT_MS })
+    }
+    let current = this.store.get(id)
+    if (eof) {
+      endOfInput(current)
+      current = await this.store.transition(id, (latest) => markStdinClosed(latest))
+      this.log.info({ taskId: id }, 'task stdin closed')
+    }
+    const inputBytes = await stat(inputLogPath(this.spoolRoot, id)).then((info) => info.size, () => 0)
+    return { acceptedBytes, eof, inputBytes, task: current }
+  }
+
+  /**
+   * The task, once it is no longer queued or INPUT_WAIT_MS has passed: input sent right after the
+   * start (an agent's first line) waits for the launch instead of failing. The store is in memory:
+   * looking again every few milliseconds costs nothing.
+   */
+  private async startedTask(id: string): Promise<Task> {
+    const deadline = Date.now() + INPUT_WAIT_MS
+    let task = this.store.get(id)
+    while (task.state === 'queued' && (task.stdin ?? 'null') === 'pipe' && Date.now() < deadline) {
+      await delay(RETRY_FIRST_MS)
+      task = this.store.get(id)
+    }
+    return task
+  }
+
+  /** Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged). */
+  private async writeToPipe(task: Task, data: Buffer): Promise<number> {
+    const pipe = await openPipe(task, inputFifoPath(this.spoolRoot, task.id))
+    let written = 0
+    try {
+      const deadline = Date.now() + INPUT_WAIT_MS
+      let pauseMs = RETRY_FIRST_MS
+      while (written < data.length) {
+        const chunk = await writeSome(pipe, data.subarray(written))
+        if (chunk === 'gone') break
+        if (chunk > 0) {
+          await this.logInput(task.id, data.subarray(written, written + chunk))
+          written += chunk
+          pauseMs = RETRY_FIRST_MS
+          continue
+        }
+        if (Date.now() >= deadline) break
+        await delay(Math.min(pauseMs, Math.max(1, deadline - Date.now())))
+        pauseMs = Math.min(pauseMs * 2, RETRY_MAX_MS)
+      }
+    } finally {
+      await pipe.close()
+    }
+    if (written < data.length) this.log.warn({ taskId: task.id, acceptedBytes: written, totalBytes: data.length }, 'task stdin full: input cut short')
+    return written
+  }
+
+  /** Appends what reached the pipe to input.log; a log that cannot be written does not undo the input. */
+  private async logInput(id: string, bytes: Buffer): Promise<void> {
+    await appendFile(inputLogPath(this.spoolRoot, id), bytes, { mode: 0o600 }).catch((error: unknown) =>
+      this.log.error({ taskId: id, err: error }, 'input.log could not be appended to'),
+    )
+  }
+}
+
+/** Why this task takes no input now, as a TendError; nothing when it does. */
+function refuseInput(task: Task): void {
+  const stdin = task.stdin ?? 'null'
+  if (stdin === 'null') throw new TendError('TEND_ERR_NO_STDIN', { id: task.id, stdin: '/dev/null' })
+  if (stdin === 'closed') throw new TendError('TEND_ERR_STDIN_CLOSED', { id: task.id })
+  if (task.state === 'queued') throw new TendError('TEND_ERR_TASK_NOT_STARTED', { id: task.id, state: task.state, waitMs: INPUT_WAIT_MS })
+  if (isFinished(task)) throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: task.state })
+}
+
+/**
+ * The FIFO opened for writing without blocking: it never waits for a reader, and ENXIO says there
+ * is none (the keeper and the task have both let go: the task has ended). Only a FIFO is written.
+ */
+async function openPipe(task: Task, path: string): Promise<FileHandle> {
+  let pipe: FileHandle
+  try {
+    pipe = await open(path, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENXIO') throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'no process holds its stdin any more' })
+    throw new TendError('TEND_ERR_INTERNAL', { detail: `the stdin pipe of task ${task.id} cannot be opened: ${path} (${code ?? (error as Error).message})` }, { cause: error })
+  }
+  const info = await pipe.stat()
+  if (!info.isFIFO()) {
+    await pipe.close()
+    throw new TendError('TEND_ERR_INTERNAL', { detail: `the stdin pipe of task ${task.id} is not a FIFO: ${path}` })
+  }
+  return pipe
+}
+
+/** One non-blocking write: bytes taken (0 when the pipe is full), or 'gone' when no reader is left. */
+async function writeSome(pipe: FileHandle, bytes: Buffer): Promise<number | 'gone'> {
+  try {
+    return (await pipe.write(bytes, 0, bytes.length)).bytesWritten
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return 0
+    if (code === 'EPIPE') return 'gone'
+    throw error
+  }
+}
+
+/**
+ * Asks the task's keeper to let go of the pipe (SIGUSR1): the task then reads EOF. The keeper is
+ * signalled only while it is the very process recorded (pid and start time), never a reuse of its pid.
+ */
+function endOfInput(task: Task): void {
+  const keeper = task.state === 'running' ? task.keeper : null
+  if (!keeper) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} has no keeper holding its stdin pipe` })
+  if (!isAliveIdentity({ pid: keeper.pid, startTime: String(keeper.startTicks) })) {
+    // The keeper is gone: the task has ended (or is ending), and its stdin with it.
+    throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'its keeper is gone' })
+  }
+  try {
+    process.kill(keeper.pid, 'SIGUSR1')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'its keeper is gone' })
+    throw error
+  }
+}

@@ -1,0 +1,55 @@
+import { TendError, type StoppedBy, type FailedTask, type FinishedTask, type KilledTask, type QueuedTask, type RunningTask, type Task, type TaskBase, type LostTask } from '../../protocol/index.js'
+
+/** How a started task ended, as the supervisor saw it. */
+export type Ending =
+  | { state: 'exited'; exitCode: number }
+  | { state: 'killed'; exitCode: number | null; signal: string | null; reason: string; stoppedBy: StoppedBy }
+  | { state: 'timed_out'; exitCode: number | null; signal: string | null; reason: string; stoppedBy: 'timeout' }
+
+function illegal(task: Task, to: Task['state']): TendError {
+  return new TendError('TEND_ERR_ILLEGAL_TRANSITION', { id: task.id, from: task.state, to })
+}
+
+export function createQueuedTask(base: TaskBase): QueuedTask {
+  return { ...base, state: 'queued', startedAt: null, pid: null, endedAt: null, exitCode: null, signal: null, reason: null, stoppedBy: null }
+}
+
+export function markStarted(task: Task, pid: number, at: Date, keeper: RunningTask['keeper'] = null, bootId?: string): RunningTask {
+  if (task.state !== 'queued') throw illegal(task, 'running')
+  return { ...task, state: 'running', pid, startedAt: at.toISOString(), keeper, ...(bootId ? { bootId } : {}) }
+}
+
+export function markEnded(task: Task, ending: Ending, outputBytes: number, at: Date): FinishedTask {
+  if (task.state !== 'running') throw illegal(task, ending.state)
+  const endedAt = at.toISOString()
+  if (ending.state === 'exited') return { ...task, state: 'exited', exitCode: ending.exitCode, signal: null, reason: null, stoppedBy: null, endedAt, outputBytes }
+  if (ending.state === 'timed_out') return { ...task, state: 'timed_out', exitCode: ending.exitCode, signal: ending.signal, reason: ending.reason, stoppedBy: ending.stoppedBy, endedAt, outputBytes }
+  return { ...task, state: 'killed', exitCode: ending.exitCode, signal: ending.signal, reason: ending.reason, stoppedBy: ending.stoppedBy, endedAt, outputBytes }
+}
+
+/**
+ * A task that never ran: it could not be started (stoppedBy null), or the daemon stopped before it
+ * could (`daemon-stop`).
+ */
+export function markFailed(task: Task, reason: string, at: Date, stoppedBy: FailedTask['stoppedBy'] = null): FailedTask {
+  if (task.state !== 'queued') throw illegal(task, 'failed')
+  return { ...task, state: 'failed', startedAt: null, pid: null, exitCode: null, signal: null, reason, stoppedBy, endedAt: at.toISOString() }
+}
+
+/** A queued task stopped before it started, by whoever killed it. */
+export function markCancelled(task: Task, reason: string, at: Date, stoppedBy: StoppedBy): KilledTask {
+  if (task.state !== 'queued') throw illegal(task, 'killed')
+  return { ...task, state: 'killed', startedAt: null, pid: null, exitCode: null, signal: null, reason, stoppedBy, endedAt: at.toISOString() }
+}
+
+/** Nobody stopped it: the daemon (or the machine, or its keeper) went away while it ran. */
+export function markLost(task: Task, reason: string, outputBytes: number, at: Date): LostTask {
+  if (task.state !== 'running') throw illegal(task, 'lost')
+  return { ...task, state: 'lost', exitCode: null, signal: null, reason, stoppedBy: null, outputBytes, endedAt: at.toISOString() }
+}
+
+/** A running task's stdin pipe after its end of input was sent; nothing else changes. */
+export function markStdinClosed(task: Task): Task {
+  if (task.state !== 'running' || task.stdin !== 'pipe') return task
+  return { ...task, stdin: 'closed' }
+}
