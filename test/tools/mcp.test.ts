@@ -302,6 +302,15 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(output.text).toContain('[exit code: 0]')
   })
 
+  test('the notice of a task stopped at its time limit says who stopped it', async () => {
+    const session = await connect()
+    await session.client.setLoggingLevel('info')
+    const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'too slow', run_in_background: true, timeout: 500 }))
+    const expected = `background task ${id} (too slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`
+    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () => session.logs.includes(expected))
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([expected])
+  })
+
   test('bad arguments and unknown tools answer isError with a message naming the problem', async () => {
     const session = await connect()
     const noCommand = await session.call('bash', {})
@@ -368,6 +377,25 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(task.state).toBe('killed')
     expect(task.reason).toMatch(/agent was disposed/)
     expect(liveProcessesOf(id)).toEqual([])
+  })
+
+  test('closing the client leaves a task started with persistent: true running; its other task is stopped by session-end', async () => {
+    const session = await connect()
+    const kept = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'server', run_in_background: true, persistent: true }))
+    const owned = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'scratch', run_in_background: true }))
+    await waitFor(`live processes of tasks ${kept} and ${owned}`, () => liveProcessesOf(kept).length > 0 && liveProcessesOf(owned).length > 0)
+
+    await session.close()
+    const stopped = await waitFor(`task ${owned} to be stopped after its session closed`, async () => {
+      const current = await daemon.client.get(owned)
+      return current.state === 'running' ? undefined : current
+    })
+    expect(stopped).toMatchObject({ state: 'killed', stoppedBy: 'session-end' })
+    expect(await daemon.client.get(kept)).toMatchObject({ state: 'running', lifetime: 'persistent' })
+    expect(liveProcessesOf(kept).length).toBeGreaterThan(0)
+    // The operator stops it, and says so.
+    expect(await daemon.client.kill(kept)).toMatchObject({ state: 'killed', stoppedBy: 'operator' })
+    expect(liveProcessesOf(kept)).toEqual([])
   })
 
   test('a server stopped with SIGTERM (as many clients do) also stops its session\'s running tasks', async () => {
