@@ -1,5 +1,5 @@
 export { detectSandbox, findOnPath, strictHint, type SandboxCapabilities } from './capabilities.js'
 export { resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
-export { planLaunch, type LaunchPlan } from './plan.js'
+export { planLaunch, type LaunchPlan, type PlanRequest } from './plan.js'
 export { protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'
 export { seccompSupported } from './seccomp.js'

@@ -1,25 +1,13 @@
 import { constants as fsConstants } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import type { Task } from '../../protocol/index.js'
-import type { DaemonConfig } from '../config.js'
 import { checkCwd } from '../spawn/cwd-check.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
-import { findOnPath, planLaunch, type LaunchPlan, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
+import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
 
-export interface LaunchRequest {
-  task: Task
-  outputFile: string
-  /** Where the task's keeper records how it ended. */
-  exitFile: string
-  /** Values for the task's envKeys (kept in memory only, never written to the spool). */
-  envAdditions: Record<string, string>
-  paths: TaskPaths
-  masks: readonly string[]
-  config: Readonly<DaemonConfig>
-  capabilities: SandboxCapabilities
-  spawner: Spawner
-}
+/** What a plan needs, but the program (resolved here), and the spawner to start it with. */
+export type LaunchRequest = Omit<PlanRequest, 'programPath'> & { spawner: Spawner }
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -39,18 +27,9 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const checkFirst = task.sandbox !== 'off' || request.spawner.kind !== 'native'
   const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
-  const plan = await planLaunch({
-    task,
-    programPath: program.path,
-    outputFile: request.outputFile,
-    exitFile: request.exitFile,
-    envAdditions: request.envAdditions,
-    paths: request.paths,
-    masks: request.masks,
-    config: request.config,
-    capabilities: request.capabilities,
-  })
-  const outcome = await request.spawner.spawn(plan.request)
+  const { spawner, ...planned } = request
+  const plan = await planLaunch({ ...planned, programPath: program.path })
+  const outcome = await spawner.spawn(plan.request)
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
     // cgroup or marker, so nothing of a task recorded `failed` is left running.

@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
-import { request } from 'node:http'
 import { join } from 'node:path'
 import { isTendError, TendClient, type SandboxProfile, type Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { rawRequest } from '../helpers/raw-http.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -171,28 +171,14 @@ describe('stdin pipes', () => {
   })
 })
 
-function getJson(path: string): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: join(daemon.home, 'tend.sock'), path }, (res) => {
-      let text = ''
-      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
-      res.on('end', () => resolve(JSON.parse(text) as Record<string, unknown>))
-    })
-    req.on('error', reject)
-    req.end()
-  })
+/** The daemon's answer to a GET, as JSON (the OpenAPI document). */
+async function getJson(path: string): Promise<Record<string, unknown>> {
+  return JSON.parse((await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path })).text) as Record<string, unknown>
 }
 
-function postJson(path: string, body: unknown): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: join(daemon.home, 'tend.sock'), path, method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = ''
-      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
-      res.on('end', () => resolve(JSON.parse(text) as Record<string, unknown>))
-    })
-    req.on('error', reject)
-    req.end(JSON.stringify(body))
-  })
+async function postJson(path: string, body: unknown): Promise<Record<string, unknown>> {
+  const answer = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  return JSON.parse(answer.text) as Record<string, unknown>
 }
 
 describe('the OpenAPI document', () => {

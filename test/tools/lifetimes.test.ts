@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
 import { OwnerSession } from '../../tools/core/owner-session.js'
 import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { rawRequest } from '../helpers/raw-http.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -50,16 +50,9 @@ async function running(session: OwnerSession, id: string): Promise<Task> {
   })
 }
 
-function getJson(path: string): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: join(daemon.home, 'tend.sock'), path }, (res) => {
-      let text = ''
-      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
-      res.on('end', () => resolve(JSON.parse(text) as Record<string, unknown>))
-    })
-    req.on('error', reject)
-    req.end()
-  })
+/** The daemon's answer to a GET, as JSON (the OpenAPI document). */
+async function getJson(path: string): Promise<Record<string, unknown>> {
+  return JSON.parse((await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path })).text) as Record<string, unknown>
 }
 
 describe('task lifetimes', () => {

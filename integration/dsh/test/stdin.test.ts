@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Message } from '@deepseek-ai/dsh-llm'
-import { createHarness, say, type Harness, type ModelReply } from './support/harness.js'
+import { createHarness, type Harness } from './support/harness.js'
 import { startTestDaemon, type TestDaemon } from './support/daemon.js'
-import { noticeTexts, startedTaskId, textOf, toolCalls } from './support/session.js'
+import { runCalls, type ToolCallSpec } from './support/obedient.js'
+import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
  * stdin in the published harness's agent loop: a Python REPL started by bash with stdin: true and
@@ -28,19 +28,7 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true })
 })
 
-/** A model that makes the calls the user's message names (as JSON), then says it is done. */
-const obedientModel = (last: Message): ModelReply => {
-  if (last.source.kind !== 'user') return { text: 'done' }
-  return { calls: JSON.parse(textOf(last.content)) as Array<{ name: string; args: Record<string, unknown> }> }
-}
-
-async function run(agentId: string, calls: Array<{ name: string; args: Record<string, unknown> }>) {
-  const agent = harness.root.agents.get(agentId as never) ?? harness.createAgent(agentId, obedientModel)
-  const before = toolCalls(agent).length
-  say(agent, JSON.stringify(calls))
-  await agent.whenIdle()
-  return { agent, results: toolCalls(agent).slice(before) }
-}
+const run = (agentId: string, calls: ToolCallSpec[]) => runCalls(harness, agentId, calls)
 
 describe('stdin on the published harness', () => {
   test('a Python REPL: bash with stdin: true, then task_input defines a variable, prints it and exits', async () => {
