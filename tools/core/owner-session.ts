@@ -21,9 +21,7 @@ export class OwnerSession {
   private readonly watching = new Map<string, number>()
   private readonly endedWhileWatched = new Map<string, Task>()
   private readonly pending: string[] = []
-  /** Tasks last known queued or running: what a resync after an events gap compares with. */
-  private readonly live = new Set<string>()
-  /** Endings from this time on are this session's to announce. */
+  /** Endings from this time on are this session's to announce (a resync finds them by it). */
   private openedAt = Date.now()
   private readonly stopping = new AbortController()
   private subscription: Promise<void> | undefined
@@ -41,7 +39,6 @@ export class OwnerSession {
     if (this.subscription) return
     const { events } = await this.client.status()
     this.openedAt = Date.now()
-    for (const task of await this.client.list()) this.live.add(task.id)
     this.subscription = this.follow(events.daemonId, events.lastSeq)
   }
 
@@ -125,16 +122,14 @@ export class OwnerSession {
   }
 
   /**
-   * After an events gap or at a new daemon: every task that ended meanwhile — one known to be
-   * running, or any that ended since the session opened, even one this session never had an event
-   * of (its daemon died before streaming it) — is announced (once, as always). Answers the daemon
-   * and the seq to follow from.
+   * After an events gap or at a new daemon: every task that ended since the session opened, even
+   * one this session never had an event of (its daemon died before streaming it), is announced
+   * (once, as always). Answers the daemon and the seq to follow from.
    */
   private async resync(): Promise<{ daemonId: string; lastSeq: number }> {
     const { events } = await this.client.status()
     for (const task of await this.client.list({ all: true })) {
-      if (!isFinished(task)) this.live.add(task.id)
-      else if (this.live.delete(task.id) || (task.endedAt !== null && Date.parse(task.endedAt) >= this.openedAt)) this.announce(task)
+      if (isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) >= this.openedAt) this.announce(task)
     }
     return events
   }
@@ -149,12 +144,7 @@ export class OwnerSession {
           if (event.daemonId !== currentDaemon) await this.resync()
           currentDaemon = event.daemonId
           lastSeq = event.seq
-          if (event.type === 'task.removed') this.live.delete(event.task.id)
-          else if (!isFinished(event.task)) this.live.add(event.task.id)
-          else {
-            this.live.delete(event.task.id)
-            this.announce(event.task)
-          }
+          if (event.type !== 'task.removed' && isFinished(event.task)) this.announce(event.task)
         }
       } catch (error) {
         // Events were lost to this reader (it fell behind the daemon's window): resync from the
