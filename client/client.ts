@@ -18,6 +18,7 @@ import {
   type StdinMode,
   type TaskInputResult,
   type Task,
+  type TerminalSize,
   type TaskEvent,
 } from '../protocol/index.js'
 import { ensureDaemon } from './ensure-daemon.js'
@@ -56,6 +57,13 @@ export interface StartOptions {
    * run the native spawner, else TEND_ERR_STDIN_UNAVAILABLE).
    */
   stdin?: StdinMode
+  /**
+   * Run on a pseudo-terminal: `true` (80x24) or its size. Its stdin is then the terminal: input()
+   * types into it, and resize() changes its size (the program gets SIGWINCH). output.log holds what
+   * the terminal showed, raw (plainText() makes it readable). Needs the native spawner, else
+   * TEND_ERR_TTY_UNAVAILABLE.
+   */
+  tty?: boolean | Partial<TerminalSize>
   /**
    * Identifies this submission across retries (1–128 of letters, digits and `._:-`). Default: a
    * fresh random key per start() call, used for its own automatic retry. Pass your own to make
@@ -124,6 +132,7 @@ export class TendClient {
       pidsMax: options.pidsMax,
       lifetime: options.lifetime,
       stdin: options.stdin,
+      tty: options.tty,
     }
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
@@ -190,6 +199,14 @@ export class TendClient {
   input(id: string, data: string | Buffer, options: { eof?: boolean } = {}): Promise<TaskInputResult> {
     const body = typeof data === 'string' ? { text: data } : { base64: data.toString('base64') }
     return this.call<TaskInputResult>('POST', `/v1/tasks/${encodeURIComponent(id)}/input`, { body: { ...body, ...(options.eof ? { eof: true } : {}) } })
+  }
+
+  /**
+   * Resizes the terminal of a task started with `tty`: its programs get SIGWINCH and read the new
+   * size (`stty size`). Resolves with the task as recorded, its `tty` the new size.
+   */
+  resize(id: string, size: TerminalSize): Promise<Task> {
+    return this.call<Task>('POST', `/v1/tasks/${encodeURIComponent(id)}/resize`, { body: { cols: size.cols, rows: size.rows } })
   }
 
   remove(id: string): Promise<RemoveResult> {

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
-import { LIFETIMES, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, type Task } from './task.js'
+import { LIFETIMES, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 const strict = { additionalProperties: false } as const
@@ -22,6 +22,11 @@ export const TaskSchema = Type.Object(
     outputBytes: Type.Integer(),
     lifetime: Type.Enum(LIFETIMES, { description: 'owner: stopped when its agent session ends; persistent: outlives it' }),
     stdin: Type.Optional(Type.Enum(TASK_STDIN, { description: 'null: /dev/null; pipe: POST /v1/tasks/:id/input writes to it; closed: a pipe whose end of input was sent (absent from older records: null)' })),
+    tty: Type.Optional(
+      Nullable(
+        Type.Object({ cols: Type.Integer(), rows: Type.Integer() }, { description: 'the task runs on a pseudo-terminal of this size (its latest resize); null or absent: no terminal' }),
+      ),
+    ),
     sandbox: Type.Enum(SANDBOX_PROFILES),
     network: Type.Boolean(),
     writablePaths: Type.Array(Type.String()),
@@ -79,6 +84,11 @@ export const REQUEST_LIMITS = {
 /** Text that reaches a path, an argv or an environment: a NUL byte would cut it short there. */
 export const NO_NUL_PATTERN = '^[^\\u0000]*$'
 export const ABSOLUTE_PATH_PATTERN = '^/[^\\u0000]*$'
+const TerminalCells = (what: string) => Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX, description: `${what}, 1 to ${TERMINAL_SIZE_MAX}` })
+
+export const TerminalSizeBody = Type.Object({ cols: TerminalCells('columns'), rows: TerminalCells('rows') }, strict)
+export type TerminalSizeBody = Static<typeof TerminalSizeBody>
+
 const Text = (options: Parameters<typeof Type.String>[0] = {}) => Type.String({ pattern: NO_NUL_PATTERN, ...options })
 
 export const StartTaskBody = Type.Object(
@@ -104,6 +114,15 @@ export const StartTaskBody = Type.Object(
     pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (strict profile)' })),
     lifetime: Type.Optional(Type.Enum(LIFETIMES, { description: 'owner (default): stopped when its agent session ends; persistent: outlives the session' })),
     stdin: Type.Optional(Type.Enum(STDIN_MODES, { description: 'null (default): stdin is /dev/null; pipe: a pipe that POST /v1/tasks/:id/input writes to (native spawner only)' })),
+    tty: Type.Optional(
+      Type.Union(
+        [Type.Boolean(), Type.Object({ cols: Type.Optional(TerminalCells('columns (default 80)')), rows: Type.Optional(TerminalCells('rows (default 24)')) }, strict)],
+        {
+          description:
+            'run on a pseudo-terminal (true, or its size; default 80x24): stdin is the terminal (POST /v1/tasks/:id/input types into it), output.log gets what it shows, raw; resize with POST /v1/tasks/:id/resize (native spawner only)',
+        },
+      ),
+    ),
   },
   strict,
 )

@@ -39,6 +39,16 @@ export type StdinMode = (typeof STDIN_MODES)[number]
 export const TASK_STDIN = ['null', 'pipe', 'closed'] as const
 export type TaskStdin = (typeof TASK_STDIN)[number]
 
+/** A terminal's size in character cells (what `stty size` prints as rows and cols). */
+export interface TerminalSize {
+  cols: number
+  rows: number
+}
+/** The size a terminal gets when none is asked for: the classic 80 by 24. */
+export const DEFAULT_TERMINAL_SIZE: Readonly<TerminalSize> = { cols: 80, rows: 24 }
+/** The largest cols or rows a terminal takes (the kernel allows 65535; no program needs that many). */
+export const TERMINAL_SIZE_MAX = 10_000
+
 /** Fields every task has, whatever its state. */
 export interface TaskBase {
   id: string
@@ -64,6 +74,12 @@ export interface TaskBase {
    * tends (read as `null`).
    */
   stdin?: TaskStdin
+  /**
+   * Set when the task runs on a pseudo-terminal: its size now (as last resized). Its stdin is then
+   * the terminal's input (`stdin` is `pipe`), and output.log holds what the terminal showed, raw
+   * (control sequences, `\r\n`). Null or absent: no terminal.
+   */
+  tty?: TerminalSize | null
   /** The sandbox profile the task runs under (never less than asked for). */
   sandbox: SandboxProfile
   /** Network access inside the sandbox (always true with sandbox `off`). */

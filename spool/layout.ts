@@ -34,3 +34,10 @@ export function inputFifoPath(spoolRoot: string, id: string): string {
 export function inputLogPath(spoolRoot: string, id: string): string {
   return join(spoolRoot, id, INPUT_LOG)
 }
+
+/** A terminal task's resize requests ("<cols> <rows>\n" each): a FIFO made and held by its keeper. */
+export const RESIZE_FIFO = 'resize.fifo'
+
+export function resizeFifoPath(spoolRoot: string, id: string): string {
+  return join(spoolRoot, id, RESIZE_FIFO)
+}

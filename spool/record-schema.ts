@@ -1,6 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { Value } from 'typebox/value'
-import { isTaskId, LIFETIMES, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, type RecordedState } from '../protocol/index.js'
+import { isTaskId, LIFETIMES, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -27,6 +27,8 @@ export const RECORD_BASE_FIELDS = {
   lifetime: Type.Optional(Type.Enum(LIFETIMES)),
   // Absent in records of tends before stdin pipes: read as `null`.
   stdin: Type.Optional(Type.Enum(TASK_STDIN)),
+  // Absent in records of tends before terminals: read as null.
+  tty: Type.Optional(Nullable(Type.Object({ cols: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }), rows: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }) }))),
   sandbox: Type.Enum(SANDBOX_PROFILES),
   network: Type.Boolean(),
   writablePaths: Type.Array(Type.String()),

@@ -45,9 +45,9 @@ export async function readSpoolEntry(spoolRoot: string, id: string): Promise<Spo
   return { task: withCurrentFields(task as RecordedTask) }
 }
 
-/** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null, stdin `null`. */
+/** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null, stdin `null`, tty null. */
 function withCurrentFields(task: RecordedTask): RecordedTask {
-  return { ...task, lifetime: task.lifetime ?? DEFAULT_LIFETIME, stoppedBy: task.stoppedBy ?? null, stdin: task.stdin ?? 'null' } as RecordedTask
+  return { ...task, lifetime: task.lifetime ?? DEFAULT_LIFETIME, stoppedBy: task.stoppedBy ?? null, stdin: task.stdin ?? 'null', tty: task.tty ?? null } as RecordedTask
 }
 
 /**
@@ -100,6 +100,7 @@ async function corruptEntry(spoolRoot: string, id: string, reason: string, info:
     outputBytes: output?.isFile() ? output.size : 0,
     lifetime: salvaged.lifetime ?? DEFAULT_LIFETIME,
     stdin: salvaged.stdin ?? 'null',
+    tty: salvaged.tty ?? null,
     sandbox: salvaged.sandbox ?? 'off',
     network: salvaged.network ?? false,
     writablePaths: salvaged.writablePaths ?? [],
