@@ -17,6 +17,7 @@ import { registerStartTaskRoute } from './routes/start-task.js'
 import { registerStatusRoute } from './routes/status.js'
 import { registerStopRoute } from './routes/stop.js'
 import { registerTaskInputRoute } from './routes/task-input.js'
+import { registerResizeTaskRoute } from './routes/resize-task.js'
 import { registerWaitTaskRoute } from './routes/wait-task.js'
 
 export type TendApp = FastifyInstance
@@ -65,6 +66,7 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   registerWaitTaskRoute(app, context)
   registerKillTaskRoute(app, context)
   registerTaskInputRoute(app, context)
+  registerResizeTaskRoute(app, context)
   registerRemoveTaskRoute(app, context)
   registerGcRoute(app, context)
   registerStatusRoute(app, context, peerCheck.status)

@@ -10,7 +10,7 @@ import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { isWithin, reachableBy, type TaskPaths } from './path-policy.js'
 import { strictSeccompProgram } from './seccomp.js'
-import { INPUT_FIFO } from '../../spool/layout.js'
+import { INPUT_FIFO, RESIZE_FIFO } from '../../spool/layout.js'
 
 /** How to start one task (what the spawner gets), and what to release after it. */
 export interface LaunchPlan {
@@ -78,8 +78,9 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     cwdIdentity: { dev: paths.cwd.dev, ino: paths.cwd.ino },
     outputFile: request.outputFile,
     exitFile: request.exitFile,
-    // The FIFO is the task's fd 0 before bubblewrap starts: the sandboxed command inherits it.
+    // The FIFO (or the terminal) is the task's fd 0 before bubblewrap starts: the sandboxed command inherits it.
     ...(task.stdin === 'pipe' ? { stdinFifo: join(task.spool, INPUT_FIFO) } : {}),
+    ...(task.tty ? { terminal: { resizeFifo: join(task.spool, RESIZE_FIFO), cols: task.tty.cols, rows: task.tty.rows } } : {}),
     extraFiles,
     cgroupProcs: cgroups?.procsFiles() ?? [],
     limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },
@@ -129,7 +130,10 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     '--unshare-user', '--disable-userns',
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
     ...(task.network ? [] : ['--unshare-net']),
-    '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
+    // A new session keeps a task from typing into the terminal of whoever started tend (TIOCSTI). A
+    // task on a terminal of its own keeps it as its controlling terminal (job control, SIGWINCH,
+    // /dev/tty): the only input it can fake there is its own, and the only reader is its keeper.
+    '--die-with-parent', ...(task.tty ? [] : ['--new-session']), '--cap-drop', 'ALL',
     '--ro-bind', '/', '/',
     // /dev: memory-backed like /tmp, so /dev/shm gets /tmp's cap and the rest of /dev is read-only.
     '--dev', '/dev',

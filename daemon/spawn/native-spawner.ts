@@ -379,6 +379,19 @@ function stdinFifoProblem(path: string | undefined): string | null {
   return problem && problem.replace(/^exitFile/, 'stdinFifo')
 }
 
+/** What the wire cannot carry in a terminal (undefined: none), or null. */
+function terminalProblem(request: SpawnRequest): string | null {
+  const { terminal } = request
+  if (terminal === undefined) return null
+  if (request.stdinFifo === undefined) return 'a terminal needs a stdinFifo (its input)'
+  for (const key of ['cols', 'rows'] as const) {
+    const value = terminal[key]
+    if (!Number.isInteger(value) || value < 1 || value > 65535) return `terminal.${key} must be an integer from 1 to 65535, got ${value}`
+  }
+  const problem = exitFileProblem(terminal.resizeFifo, false)
+  return problem && problem.replace(/^exitFile/, 'terminal.resizeFifo')
+}
+
 function attachProblem(request: AttachRequest): string | null {
   const { keeper, taskPid } = request
   if (!keeper || !isPid(keeper.pid)) return `keeper.pid must be a positive integer, got ${keeper?.pid}`
@@ -416,8 +429,14 @@ function fields(id: number, request: SpawnRequest): string[] {
   const env = Object.entries(request.env).map(([key, value]) => `${key}=${value}`)
   const { argv, extraFiles, cgroupProcs, cwdIdentity, user } = request
   const pinnedDirs = request.pinnedDirs ?? []
-  // A task with a stdin FIFO is a request of its own kind; the plain one stays as it was.
-  const kind = request.stdinFifo !== undefined ? ['spawn-stdin', String(id), request.exitFile ?? '', request.stdinFifo] : ['spawn', String(id), request.exitFile ?? '']
+  // A task with a stdin FIFO, or a terminal, is a request of its own kind; the plain one stays as it was.
+  const { stdinFifo, terminal } = request
+  const kind =
+    terminal && stdinFifo !== undefined
+      ? ['spawn-tty', String(id), request.exitFile ?? '', stdinFifo, terminal.resizeFifo, String(terminal.cols), String(terminal.rows)]
+      : stdinFifo !== undefined
+        ? ['spawn-stdin', String(id), request.exitFile ?? '', stdinFifo]
+        : ['spawn', String(id), request.exitFile ?? '']
   return [
     ...kind, request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
     cwdIdentity?.dev ?? '', cwdIdentity?.ino ?? '', user ? String(user.uid) : '', user ? String(user.gid) : '',
@@ -440,7 +459,7 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   for (const key of Object.keys(request.env)) {
     if (key === '' || key.includes('=')) return `environment variable name ${JSON.stringify(key)} is empty or contains "="`
   }
-  const problem = spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true) ?? stdinFifoProblem(request.stdinFifo)
+  const problem = spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true) ?? stdinFifoProblem(request.stdinFifo) ?? terminalProblem(request)
   if (problem) return problem
   // The helper takes a request it cannot parse for a broken daemon and exits: refuse it here.
   const layout = descriptorLayout(request)
@@ -482,6 +501,9 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
       if (!request.stdinFifo) return `could not open /dev/null as stdin: ${code}`
       if (code === 'ENXIO') return `the task's stdin pipe is not a FIFO: ${request.stdinFifo}`
       return `could not make or open the task's stdin pipe ${request.stdinFifo}: ${code}`
+    case 'tty':
+      if (code === 'ENXIO') return `the task's resize pipe is not a FIFO: ${request.terminal?.resizeFifo}`
+      return `could not give the task a terminal: ${code}`
     case 'extra': {
       const file = index === undefined ? request.extraFiles.join(', ') : request.extraFiles[index]
       return `could not open ${file}: ${code}`

@@ -45,6 +45,8 @@ type Failure = Extract<SpawnOutcome, { started: false }>
  * non-interactive shell starts a background command with SIGINT and SIGQUIT ignored (POSIX), which
  * the task would inherit; and a prelude that ignores HUP and TERM hands those dispositions down too.
  */
+/** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */
+export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
 /** Why the node spawner starts no task with a stdin pipe (the daemon refuses such tasks at admission). */
 export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'
 
@@ -55,6 +57,7 @@ export class NodeSpawner implements Spawner {
     const problem = spawnRequestProblem(request)
     if (problem) return { started: false, stage: 'request', code: 'EINVAL', message: problem }
     // A stdin pipe must outlive the daemon (its keeper holds it): without keepers there is none.
+    if (request.terminal) return { started: false, stage: 'tty', code: 'ENOTSUP', message: TTY_UNSUPPORTED }
     if (request.stdinFifo) return { started: false, stage: 'stdin', code: 'ENOTSUP', message: STDIN_PIPE_UNSUPPORTED }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }

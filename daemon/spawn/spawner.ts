@@ -22,6 +22,15 @@ export interface SpawnRequest {
    */
   stdinFifo?: string
   /**
+   * Run the task on a pseudo-terminal of this size (needs stdinFifo; native spawner only, the node
+   * spawner refuses it at stage `tty`). The keeper holds the terminal: the task gets its other side
+   * as stdin, stdout, stderr and controlling terminal; the keeper copies what it shows, raw, into
+   * outputFile (the file gets the file size limit), types what arrives in stdinFifo into it, and
+   * applies the "<cols> <rows>\n" lines written into resizeFifo (a FIFO it makes and holds like
+   * stdinFifo). The exit is reported once the terminal is drained, so outputFile is whole by then.
+   */
+  terminal?: { resizeFifo: string; cols: number; rows: number }
+  /**
    * Where the task's keeper writes how the task ended (`<spool>/<id>/exit.json`), so that a later
    * daemon learns it even when no spawner was left to hear it: an absolute path whose folder exists
    * (see readExitFile, daemon/spawn/exit-file.ts). Written atomically (an unnamed temporary file in that
@@ -199,7 +208,7 @@ export type SpawnOutcome =
   /** keeper: null when the spawner has none (node): the task's exit is then lost with the daemon. */
   | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
   /**
-   * Nothing is left running. `stage` says which step failed: request, output, stdin, extra, data,
+   * Nothing is left running. `stage` says which step failed: request, output, stdin, tty, extra, data,
    * pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
    */
   | { started: false; stage: string; code: string; message: string }

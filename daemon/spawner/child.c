@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/openat2.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -180,10 +181,20 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
   if (moved < 0) child_fail("extra", errno, -1);
   error_fd = moved;
 
-  int stdin_fd = move_above(*r->stdin_fifo ? open_stdin_fifo(r->stdin_fifo) : open_retrying("/dev/null", O_RDONLY, 0), low);
-  if (stdin_fd < 0) child_fail("stdin", errno, -1);
-  int output_fd = move_above(open_retrying(r->output, O_WRONLY | O_APPEND | O_CREAT, 0600), low);
-  if (output_fd < 0) child_fail("output", errno, -1);
+  int stdin_fd, output_fd;
+  if (r->tty) {
+    /* The terminal is fd 0, the keeper's (keeper.c): it becomes this new session's controlling
+     * terminal, and stdin, stdout and stderr. */
+    if (ioctl(0, TIOCSCTTY, 0) != 0) child_fail("tty", errno, -1);
+    stdin_fd = fcntl(0, F_DUPFD_CLOEXEC, low);
+    output_fd = stdin_fd < 0 ? -1 : fcntl(0, F_DUPFD_CLOEXEC, low);
+    if (output_fd < 0) child_fail("tty", errno, -1);
+  } else {
+    stdin_fd = move_above(*r->stdin_fifo ? open_stdin_fifo(r->stdin_fifo) : open_retrying("/dev/null", O_RDONLY, 0), low);
+    if (stdin_fd < 0) child_fail("stdin", errno, -1);
+    output_fd = move_above(open_retrying(r->output, O_WRONLY | O_APPEND | O_CREAT, 0600), low);
+    if (output_fd < 0) child_fail("output", errno, -1);
+  }
 
   int *fds = r->fds;
   for (size_t i = 0; i < r->extrac; i++)

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -83,24 +84,6 @@ static void handle_end_of_input(void) {
   action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGUSR1, &action, NULL);
-}
-
-/* The FIFO, made if missing and opened O_RDWR (which never waits on Linux); a path that is not a
- * FIFO is refused (ENXIO). -1 with errno set on failure. */
-static int hold_stdin_fifo(const char *path) {
-  if (mkfifo(path, 0600) != 0 && errno != EEXIST) return -1;
-  int fd;
-  do fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) return -1;
-  struct stat info;
-  int error = 0;
-  if (fstat(fd, &info) != 0) error = errno;
-  else if (!S_ISFIFO(info.st_mode)) error = ENXIO;
-  if (!error) return fd;
-  close(fd);
-  errno = error;
-  return -1;
 }
 
 int proc_start_time(pid_t pid, unsigned long long *start) {
@@ -212,6 +195,50 @@ static void sleep_seconds(unsigned seconds) {
   }
 }
 
+__attribute__((noreturn)) static void keeper_fail(int report_fd, const char *stage, int error) {
+  char message[64];
+  say(report_fd, message, snprintf(message, sizeof message, "f %s %d\n", stage, error));
+  _exit(0);
+}
+
+/* ----------------------------------------------------------- a terminal */
+
+/*
+ * A terminal task's side of the keeper, before the fork: the resize FIFO, the terminal, the output
+ * file (the keeper writes it, not the task). The terminal's other side goes to the keeper's own
+ * fd 0, which is how the child gets it: the child keeps its stdio when it closes everything of
+ * the keeper's (child.c).
+ */
+static void open_relay(struct request *r, struct relay *relay, int report_fd) {
+  if ((relay->resize = hold_fifo(r->resize_fifo)) < 0) keeper_fail(report_fd, "tty", errno);
+  int terminal = -1;
+  if ((relay->master = open_terminal(r->cols, r->rows, &terminal)) < 0) keeper_fail(report_fd, "tty", errno);
+  /* Another user's task owns its terminal, as a login would (it can then reopen it, chmod it). */
+  if (r->set_user && fchown(terminal, (uid_t)r->uid, (gid_t)r->gid) != 0) keeper_fail(report_fd, "tty", errno);
+  do relay->output = open(r->output, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+  while (relay->output < 0 && errno == EINTR);
+  if (relay->output < 0) keeper_fail(report_fd, "output", errno);
+  if (dup2(terminal, 0) < 0) keeper_fail(report_fd, "tty", errno);
+  close(terminal);
+}
+
+/*
+ * Once the child has exec'd: the keeper lets go of the terminal's other side (fd 0 back on
+ * /dev/null), so that it reads EIO once the task's processes have all let go of it. The output
+ * file gets the task's file size limit: the copy stops where the task's own writes would.
+ */
+static void let_go_of_terminal(unsigned long long file_size) {
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd >= 0) {
+    dup2(null_fd, 0);
+    if (null_fd != 0) close(null_fd);
+  } else {
+    close(0);
+  }
+  struct rlimit limit = {(rlim_t)file_size, (rlim_t)file_size};
+  setrlimit(RLIMIT_FSIZE, &limit);
+}
+
 /* ----------------------------------------------------------- the keeper */
 
 /*
@@ -233,11 +260,6 @@ __attribute__((noinline)) static pid_t start_child(struct request *r, int error_
   return pid;
 }
 
-__attribute__((noreturn)) static void keeper_fail(int report_fd, const char *stage, int error) {
-  char message[64];
-  say(report_fd, message, snprintf(message, sizeof message, "f %s %d\n", stage, error));
-  _exit(0);
-}
 
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known) {
   /* Nothing of the helper's but the report pipe (not the daemon's pipes, not the signalfd, not the
@@ -279,13 +301,17 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   proc_start_time(getpid(), &start);
 
   int holder = -1;
-  if (*r->stdin_fifo && (holder = hold_stdin_fifo(r->stdin_fifo)) < 0) keeper_fail(report_fd, "stdin", errno);
-  stdin_holder = holder;
+  if (*r->stdin_fifo && (holder = hold_fifo(r->stdin_fifo)) < 0) keeper_fail(report_fd, "stdin", errno);
+  int tty = r->tty;
+  struct relay relay = {.master = -1, .output = -1, .input = holder, .resize = -1};
+  if (tty) open_relay(r, &relay, report_fd);
+  else stdin_holder = holder;
+  unsigned long long file_size = r->file_size;
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) keeper_fail(report_fd, "fork", errno);
   int highest = highest_known;
-  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder};
+  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
     if (ours[i] > highest) highest = ours[i];
   pid_t task = start_child(r, pipe_fds[1], highest);
@@ -325,12 +351,15 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
     say(report_fd, line, snprintf(line, sizeof line, "f %s\n", used ? said : "exec 5"));
     _exit(0);
   }
-  if (holder >= 0) handle_end_of_input();
+  if (holder >= 0 && !tty) handle_end_of_input();
+  if (tty) let_go_of_terminal(file_size);
   say(report_fd, line, snprintf(line, sizeof line, "s %d %llu\n", (int)task, start));
 
   int status;
-  while (waitpid(task, &status, 0) < 0)
-    if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
+  if (tty) status = relay_terminal(&relay, task);
+  else
+    while (waitpid(task, &status, 0) < 0)
+      if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   long long ended_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;

@@ -164,13 +164,26 @@ enum request_kind parse_request(char *payload, size_t length, struct request *sp
     return REQUEST_ATTACH;
   }
   spawn->stdin_fifo = "";
-  if (strcmp(first, "spawn") == 0 || strcmp(first, "spawn-stdin") == 0) {
+  spawn->tty = 0;
+  spawn->resize_fifo = "";
+  spawn->cols = spawn->rows = 0;
+  int with_stdin = strcmp(first, "spawn-stdin") == 0, with_tty = strcmp(first, "spawn-tty") == 0;
+  if (strcmp(first, "spawn") == 0 || with_stdin || with_tty) {
     spawn->reqid = next_string(&cursor, "reqid");
     check_reqid(spawn->reqid);
     spawn->exit_file = next_exit_file(&cursor);
-    if (first[5] == '-') {
+    if (with_stdin || with_tty) {
       spawn->stdin_fifo = next_spool_path(&cursor, "stdinFifo");
       if (!*spawn->stdin_fifo) malformed("stdinFifo is empty");
+    }
+    if (with_tty) {
+      spawn->tty = 1;
+      spawn->resize_fifo = next_spool_path(&cursor, "resizeFifo");
+      if (!*spawn->resize_fifo) malformed("resizeFifo is empty");
+      /* struct winsize holds unsigned shorts. */
+      spawn->cols = (unsigned)next_number(&cursor, "cols", 65535);
+      spawn->rows = (unsigned)next_number(&cursor, "rows", 65535);
+      if (!spawn->cols || !spawn->rows) malformed("a terminal of 0 columns or rows");
     }
   } else {
     /* The first format: no kind, the reqid first, no exit file. */

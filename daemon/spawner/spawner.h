@@ -4,6 +4,7 @@
  *   request.c       parsing a framed request
  *   keeper.c        the keeper: one per task, the task's parent, writes its exit file
  *   child.c         the task child's setup, from signals to exec
+ *   terminal.c      a terminal task's pseudo-terminal, and the keeper's relay between it and files
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -42,6 +43,11 @@ struct request {
   const char *reqid, *file, *cwd, *output;
   const char *exit_file; /* "" when the request names none (a request in the first format) */
   const char *stdin_fifo; /* "" for stdin from /dev/null; else the FIFO the keeper makes and holds */
+  /* A terminal task (tty set): its stdin FIFO's bytes are typed into the terminal, and resize_fifo
+   * carries "<cols> <rows>\n" lines; the terminal's size to start with. */
+  int tty;
+  const char *resize_fifo;
+  unsigned cols, rows;
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
@@ -70,6 +76,25 @@ enum request_kind parse_request(char *payload, size_t length, struct request *sp
 void close_from(int low, int keep, int highest_known);
 /* Sets the task up and execs it; a failing step writes "<stage> <errno>[ <index>]" to error_fd. */
 __attribute__((noreturn)) void run_child(struct request *r, int error_fd, int highest_known);
+
+/* ----------------------------------------------------------- terminal.c */
+
+/* A new pseudo-terminal of this size: its master (O_CLOEXEC, non-blocking), and in *terminal its
+ * other side (O_NOCTTY, O_CLOEXEC), opened through the master (no path). -1 with errno set. */
+int open_terminal(unsigned cols, unsigned rows, int *terminal);
+
+struct relay {
+  int master, output, input, resize;
+};
+
+/* Until the task (the keeper's child) has ended and its terminal is drained: copies the terminal's
+ * output to the output file, types the input FIFO's bytes into it, applies resize requests. Returns
+ * the task's wait status. */
+int relay_terminal(const struct relay *relay, pid_t task);
+
+/* A FIFO, made (0600) if missing and opened O_RDWR | O_NONBLOCK (which never waits on Linux); a
+ * path that is not a FIFO is refused (ENXIO). -1 with errno set on failure. */
+int hold_fifo(const char *path);
 
 /* ------------------------------------------------------------- keeper.c */
 

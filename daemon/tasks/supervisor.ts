@@ -6,6 +6,7 @@ import { constants } from 'node:os'
 import {
   DEFAULT_LIFETIME,
   DEFAULT_OWNER,
+  DEFAULT_TERMINAL_SIZE,
   formatBytes,
   formatDuration,
   isFinished,
@@ -16,6 +17,7 @@ import {
   type StartTaskBody,
   type StoppedBy,
   type Task,
+  type TerminalSize,
 } from '../../protocol/index.js'
 import { exitPath, outputPath, outputSize, outputSizeSync, taskDir } from '../../spool/index.js'
 import type { DaemonConfig } from '../config.js'
@@ -34,7 +36,7 @@ import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { decideEnding, signalName, type Stopping } from './ending.js'
-import { STDIN_PIPE_UNSUPPORTED } from '../spawn/node-spawner.js'
+import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED } from '../spawn/node-spawner.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
@@ -132,6 +134,11 @@ export class Supervisor {
     if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
     }
+    const tty = terminalSize(request.tty)
+    if (tty && request.stdin === 'null') {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: "body/stdin: a task on a terminal takes its input from the terminal, got stdin 'null' with tty" })
+    }
+    if (tty && this.spawner.kind !== 'native') throw new TendError('TEND_ERR_TTY_UNAVAILABLE', { detail: TTY_UNSUPPORTED })
     if (request.stdin === 'pipe' && this.spawner.kind !== 'native') {
       throw new TendError('TEND_ERR_STDIN_UNAVAILABLE', { detail: STDIN_PIPE_UNSUPPORTED })
     }
@@ -159,7 +166,8 @@ export class Supervisor {
       cwd: paths.cwd.path,
       envKeys: Object.keys(env),
       lifetime: request.lifetime ?? DEFAULT_LIFETIME,
-      stdin: request.stdin ?? 'null',
+      stdin: tty ? 'pipe' : (request.stdin ?? 'null'),
+      tty,
       timeoutMs: request.timeoutMs ?? null,
       maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
       outputBytes: 0,
@@ -588,6 +596,13 @@ function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
 function isProcessRunning(pid: number): boolean {
   const state = processState(pid)
   return state !== null && state !== 'Z' && state !== 'X'
+}
+
+/** The terminal a start request asks for (true: the default size), or null for none. */
+function terminalSize(asked: StartTaskBody['tty']): TerminalSize | null {
+  if (asked === undefined || asked === false) return null
+  if (asked === true) return { ...DEFAULT_TERMINAL_SIZE }
+  return { cols: asked.cols ?? DEFAULT_TERMINAL_SIZE.cols, rows: asked.rows ?? DEFAULT_TERMINAL_SIZE.rows }
 }
 
 function withNote(reason: string, note: string | undefined): string {

@@ -14,6 +14,8 @@ import { markStdinClosed } from './transitions.js'
  * request, or the daemon, for longer.
  */
 export const INPUT_WAIT_MS = 2000
+/** What a terminal's end of input is: Ctrl-D, the EOF character every terminal starts with. */
+const END_OF_FILE_CHARACTER = Buffer.from([0x04])
 /** First and last pause between two tries at a full pipe. */
 const RETRY_FIRST_MS = 5
 const RETRY_MAX_MS = 100
@@ -35,7 +37,7 @@ export class TaskInput {
     private readonly log: Logger,
   ) {}
 
-  /** Writes `data`, then closes the stdin when `eof`; answers once done (TendError otherwise). */
+  /** Writes `data`, then closes the stdin when `eof` (on a terminal: types its EOF character); answers once done (TendError otherwise). */
   send(id: string, data: Buffer, eof: boolean): Promise<TaskInputResult> {
     const previous = this.queues.get(id) ?? Promise.resolve()
     const next = previous.then(
@@ -51,14 +53,19 @@ export class TaskInput {
   }
 
   private async write(id: string, data: Buffer, eof: boolean): Promise<TaskInputResult> {
-    const task = await this.startedTask(id)
+    const task = await startedTask(this.store, id)
     refuseInput(task)
     const acceptedBytes = data.length > 0 ? await this.writeToPipe(task, data) : 0
     if (acceptedBytes < data.length) {
       throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length, waitMs: INPUT_WAIT_MS })
     }
     let current = this.store.get(id)
-    if (eof) {
+    if (eof && task.tty) {
+      // A terminal's end of input is its EOF character, typed: the line discipline (or a REPL
+      // reading raw) ends the read with it, and the terminal stays, as it does for a person.
+      const typed = await this.writeToPipe(task, END_OF_FILE_CHARACTER)
+      if (typed < END_OF_FILE_CHARACTER.length) throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length + 1, waitMs: INPUT_WAIT_MS })
+    } else if (eof) {
       endOfInput(current)
       current = await this.store.transition(id, (latest) => markStdinClosed(latest))
       this.log.info({ taskId: id }, 'task stdin closed')
@@ -67,24 +74,9 @@ export class TaskInput {
     return { acceptedBytes, eof, inputBytes, task: current }
   }
 
-  /**
-   * The task, once it is no longer queued or INPUT_WAIT_MS has passed: input sent right after the
-   * start (an agent's first line) waits for the launch instead of failing. The store is in memory:
-   * looking again every few milliseconds costs nothing.
-   */
-  private async startedTask(id: string): Promise<Task> {
-    const deadline = Date.now() + INPUT_WAIT_MS
-    let task = this.store.get(id)
-    while (task.state === 'queued' && (task.stdin ?? 'null') === 'pipe' && Date.now() < deadline) {
-      await delay(RETRY_FIRST_MS)
-      task = this.store.get(id)
-    }
-    return task
-  }
-
   /** Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged). */
   private async writeToPipe(task: Task, data: Buffer): Promise<number> {
-    const pipe = await openPipe(task, inputFifoPath(this.spoolRoot, task.id))
+    const pipe = await openKeeperFifo(task, inputFifoPath(this.spoolRoot, task.id), 'stdin pipe')
     let written = 0
     try {
       const deadline = Date.now() + INPUT_WAIT_MS
@@ -117,6 +109,21 @@ export class TaskInput {
   }
 }
 
+/**
+ * The task, once it is no longer queued or INPUT_WAIT_MS has passed: input sent right after the
+ * start (an agent's first line) waits for the launch instead of failing. The store is in memory:
+ * looking again every few milliseconds costs nothing.
+ */
+export async function startedTask(store: TaskStore, id: string): Promise<Task> {
+  const deadline = Date.now() + INPUT_WAIT_MS
+  let task = store.get(id)
+  while (task.state === 'queued' && (task.stdin ?? 'null') === 'pipe' && Date.now() < deadline) {
+    await delay(RETRY_FIRST_MS)
+    task = store.get(id)
+  }
+  return task
+}
+
 /** Why this task takes no input now, as a TendError; nothing when it does. */
 function refuseInput(task: Task): void {
   const stdin = task.stdin ?? 'null'
@@ -127,22 +134,23 @@ function refuseInput(task: Task): void {
 }
 
 /**
- * The FIFO opened for writing without blocking: it never waits for a reader, and ENXIO says there
- * is none (the keeper and the task have both let go: the task has ended). Only a FIFO is written.
+ * A FIFO of the task's keeper opened for writing without blocking: it never waits for a reader, and
+ * ENXIO says there is none (the keeper and the task have both let go: the task has ended). Only a
+ * FIFO is written.
  */
-async function openPipe(task: Task, path: string): Promise<FileHandle> {
+export async function openKeeperFifo(task: Task, path: string, what: string): Promise<FileHandle> {
   let pipe: FileHandle
   try {
     pipe = await open(path, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENXIO') throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'no process holds its stdin any more' })
-    throw new TendError('TEND_ERR_INTERNAL', { detail: `the stdin pipe of task ${task.id} cannot be opened: ${path} (${code ?? (error as Error).message})` }, { cause: error })
+    throw new TendError('TEND_ERR_INTERNAL', { detail: `the ${what} of task ${task.id} cannot be opened: ${path} (${code ?? (error as Error).message})` }, { cause: error })
   }
   const info = await pipe.stat()
   if (!info.isFIFO()) {
     await pipe.close()
-    throw new TendError('TEND_ERR_INTERNAL', { detail: `the stdin pipe of task ${task.id} is not a FIFO: ${path}` })
+    throw new TendError('TEND_ERR_INTERNAL', { detail: `the ${what} of task ${task.id} is not a FIFO: ${path}` })
   }
   return pipe
 }

@@ -70,6 +70,16 @@ describe(`a daemon as the non-root user ${UNPRIVILEGED_USER}`, () => {
     })
   }
 
+  for (const sandbox of ['off', 'workspace'] as const) {
+    test(`a sandbox '${sandbox}' task on a terminal sees one, and reads what is typed`, async () => {
+      const started = await daemon.client.start({ command: 'test -t 0 && echo terminal; read line; echo "got $line"', shell: true, sandbox, cwd: workspace, tty: true })
+      await daemon.client.input(started.id, 'one\n')
+      const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+      const output = (await daemon.client.read(task.id)).data
+      expect({ ...task, output: output.replace('one\r\n', '') }).toMatchObject({ state: 'exited', exitCode: 0, output: 'terminal\r\ngot one\r\n' })
+    })
+  }
+
   test("a sandbox 'workspace' task runs", async () => {
     const { task, output } = await runTask('echo ok', 'workspace')
     // On failure the diff shows the whole task (its reason) and the output (bubblewrap's error).

@@ -60,6 +60,23 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     expect((await daemon.client.read(task.id)).data).toBe('piped\n')
   })
 
+  test(spawner === 'native' ? 'a task on a terminal sees one' : 'a task on a terminal is refused, saying that it needs the native spawner', async () => {
+    const daemon = await daemonWith()
+    const cwd = mkdtempSync(join(tmpdir(), 'tend-spawner-tty-'))
+    cleanups.push(() => rmSync(cwd, { recursive: true, force: true }))
+    const starting = daemon.client.start({ command: 'test -t 0 && test -t 1 && echo terminal', shell: true, cwd, tty: true })
+    if (spawner === 'node') {
+      await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_TTY_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
+      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo'), terminal: { resizeFifo: join(cwd, 'resize.fifo'), cols: 80, rows: 24 } })
+      expect(direct).toMatchObject({ started: false, stage: 'tty', code: 'ENOTSUP' })
+      expect(existsSync(join(cwd, 'out'))).toBe(false)
+      return
+    }
+    const task = await starting
+    expect(await daemon.client.wait(task.id)).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect((await daemon.client.read(task.id)).data).toBe('terminal\r\n')
+  })
+
   test('a missing program and a missing cwd fail with the reason; exit codes and signals are recorded', async () => {
     const daemon = await daemonWith()
     const missing = await daemon.client.wait((await daemon.client.start({ command: ['/no/such/program'] })).id)

@@ -188,6 +188,11 @@ describe(`escape routes, daemon as ${who}`, () => {
           expect(output.split('\n').slice(0, 3)).toEqual([String(user.uid), String(user.gid), String(user.gid)])
           expect(output).toMatch(/CapPrm:\s+0+\nCapEff:\s+0+\nCapAmb:\s+0+\n/)
           expect(readFileSync(join(cwd, 'file'), 'utf8')).toBe('written\n')
+          // On a terminal too: the task runs as the user, and owns its terminal, as after a login.
+          const onTerminal = await runAs.client.start({ command: 'id -u; stat -L -c %u /proc/self/fd/0; test -t 1 && echo terminal', shell: true, cwd, sandbox, tty: true })
+          taskIds.push(onTerminal.id)
+          expect(await runAs.client.wait(onTerminal.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+          expect((await runAs.client.read(onTerminal.id)).data).toBe(`${user.uid}\r\n${user.uid}\r\nterminal\r\n`)
         }
       } finally {
         await runAs.stop()
