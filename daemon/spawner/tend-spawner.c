@@ -21,13 +21,15 @@
  *     cgroupProcs[...], pinc, then pinc triples (path, dev, ino), datac, then datac blobs, each a
  *     length string and then exactly that many raw bytes (no NUL).
  *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
+ *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
+ *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.
  *   attach, reqid, keeperPid, keeperStart, taskPid, exitFile
  *   anything else: a spawn in the first format, without the kind and without exitFile (the first
  *     string is then the reqid: reqid, file, cwd, ...); its keeper writes no exit file.
  * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
  * given; uid and gid likewise (empty: keep the helper's user). reqid is 1..63 printable
  * characters without spaces. exitFile is empty (none) or an absolute path of at most 4000 bytes
- * whose last component is at most 255; stdinFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together.
+ * whose last component is at most 255; stdinFifo and resizeFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together.
  *
  * Replies (stdout), one line each, space-separated:
  *   started <reqid> <taskpid> <keeperpid> <keeperstart>
@@ -35,7 +37,7 @@
  *                                            /proc/<keeperpid>/stat (start time in clock ticks
  *                                            after boot): with keeperpid, what an attach needs.
  *   failed <reqid> <stage> <errno> [<index>] nothing is left running; stage is one of output,
- *                                            stdin, extra, data, pinned, cgroup, limits, setsid,
+ *                                            stdin, tty, extra, data, pinned, cgroup, limits, setsid,
  *                                            chdir, user, exec, fork. For the stages extra, data,
  *                                            pinned and cgroup a 5th field gives the 0-based index
  *                                            of the entry that failed (in extraFiles, the blobs,
