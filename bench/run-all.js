@@ -4,12 +4,14 @@ import { outputCapture } from './output-capture.js'
 import { printTable } from './lib.js'
 import { sandboxStart } from './sandbox-start.js'
 import { spawnRate } from './spawn-rate.js'
+import { terminalCapture } from './terminal-capture.js'
 
 const benches = [
   ['output capture', outputCapture],
   ['spawn rate', spawnRate],
   ['daemon memory', daemonMemory],
   ['sandbox start', sandboxStart],
+  ['terminal capture', terminalCapture],
 ]
 
 const rows = []

@@ -1,0 +1,73 @@
+// Bench 5: capture 1 GiB shown on a terminal through tend (`tty`) vs util-linux `script` writing it to a file.
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { elapsedMs, GiB, median, row, run, RUNS, runIfMain, startDaemon, tempDir, warmUp } from './lib.js'
+
+// NUL bytes pass a terminal unchanged (no line ends to translate): exactly 1 GiB reaches the file.
+const COMMAND = 'head -c 1G /dev/zero'
+// Each side runs ~15 s here (a pseudo-terminal moves ~70 MiB/s): fewer runs than the other benches.
+const TERMINAL_RUNS = Math.min(RUNS, 5)
+
+/** One tend run: start() until wait() resolves; the 1 GiB spool is deleted right after. */
+async function tendOnce(client, cwd) {
+  const start = process.hrtime.bigint()
+  const task = await client.start({ command: COMMAND, shell: true, cwd, tty: true })
+  const ended = await client.wait(task.id)
+  const ms = elapsedMs(start)
+  await client.remove(task.id)
+  await settleDisk()
+  if (ended.state !== 'exited' || ended.exitCode !== 0 || ended.outputBytes !== GiB) {
+    throw new Error(`terminal capture task ended ${ended.state} (exit ${ended.exitCode}) with ${ended.outputBytes} bytes`)
+  }
+  return ms
+}
+
+/**
+ * One baseline run: `script -q -c CMD FILE`, which runs CMD on a pseudo-terminal and copies what
+ * it shows into FILE (and to its own stdout, /dev/null here), spawned directly. The file goes into
+ * a fresh folder inside the spool, as a task's output does.
+ */
+async function scriptOnce(home) {
+  const dir = mkdtempSync(join(home, 'spool', 'baseline-'))
+  const file = join(dir, 'typescript')
+  const start = process.hrtime.bigint()
+  const code = await run('script', ['-q', '-c', COMMAND, file])
+  const ms = elapsedMs(start)
+  const size = statSync(file).size
+  rmSync(dir, { recursive: true, force: true })
+  await settleDisk()
+  if (code !== 0) throw new Error(`script exited ${code}`)
+  // script adds a line before and after the session.
+  if (size < GiB) throw new Error(`script wrote ${size} bytes, less than 1 GiB`)
+  return ms
+}
+
+async function settleDisk() {
+  const code = await run('sync', [])
+  if (code !== 0) throw new Error(`sync exited ${code}`)
+}
+
+export async function terminalCapture({ runs = TERMINAL_RUNS, log = console.log } = {}) {
+  const daemon = await startDaemon('terminal', { TEND_MAX_OUTPUT: '2G' })
+  const workspace = tempDir('terminal-ws')
+  const tend = []
+  const script = []
+  try {
+    await warmUp(daemon.client, workspace)
+    for (let i = 0; i < runs; i++) {
+      script.push(await scriptOnce(daemon.home))
+      tend.push(await tendOnce(daemon.client, workspace))
+      log(`  terminal run ${i + 1}/${runs}: script ${script.at(-1).toFixed(0)} ms, tend ${tend.at(-1).toFixed(0)} ms`)
+    }
+  } finally {
+    await daemon.stop()
+    rmSync(workspace, { recursive: true, force: true })
+  }
+  const rate = (ms) => 1024 / (ms / 1000)
+  const value = rate(median(tend))
+  const baseline = rate(median(script))
+  const ratio = value / baseline
+  return [row({ bench: 'terminal 1 GiB', value, baseline, unit: 'MiB/s', ratio, target: '>= 0.90x', pass: ratio >= 0.9 })]
+}
+
+await runIfMain(import.meta.url, terminalCapture)
