@@ -154,7 +154,7 @@ static void apply_resizes(const struct relay *relay) {
     char *end = strchr(line, '\n');
     if (!end) break;
     *end = 0;
-    char *after_cols, *after_rows;
+    char *after_cols = line, *after_rows = line;
     unsigned long cols = strtoul(line, &after_cols, 10);
     unsigned long rows = after_cols != line && *after_cols == ' ' ? strtoul(after_cols + 1, &after_rows, 10) : 0;
     if (cols >= 1 && cols <= 65535 && rows >= 1 && rows <= 65535 && *after_rows == 0) {
