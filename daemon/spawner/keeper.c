@@ -16,6 +16,10 @@
  * the pipe is drained and no writer is left. The handler is installed only once the child has
  * exec'd (a vfork child must never run a handler of the keeper's), before the keeper says so.
  *
+ * A terminal task (terminal.c): the keeper also holds the task's pseudo-terminal and a resize FIFO,
+ * and, instead of a plain wait, relays between them and the files until the task has ended and
+ * its terminal is drained; SIGUSR1 stays ignored (a terminal's end of input is typed into it).
+ *
  * Report pipe (keeper -> helper), one line per write (each shorter than PIPE_BUF, so atomic):
  *   s <taskpid> <keeperstart>   the child has exec'd; keeperstart is field 22 of /proc/<keeper>/stat
  *   f <stage> <errno>[ <index>] the child failed (or the keeper could not set itself up); the keeper
@@ -259,7 +263,6 @@ __attribute__((noinline)) static pid_t start_child(struct request *r, int error_
   errno = error;
   return pid;
 }
-
 
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known) {
   /* Nothing of the helper's but the report pipe (not the daemon's pipes, not the signalfd, not the
