@@ -35,7 +35,8 @@ export class TaskStore {
   private readonly announced = new Map<string, { version: number; state: Task['state'] }>()
   /** Per task, the write of its newest version: answers once that version is on disk. */
   private readonly landing = new Map<string, Promise<Task>>()
-  private readonly finishWaiters = new Map<string, Set<(task: Task) => void>>()
+  /** Per task, who waits for an announced state: each is called with every state announced. */
+  private readonly stateWaiters = new Map<string, Set<(task: Task) => void>>()
   private readonly writer: RecordWriter
 
   constructor(
@@ -137,20 +138,30 @@ export class TaskStore {
 
   /** Resolves with the task once it has finished (on disk), or with its current version after timeoutMs. */
   whenFinished(id: string, timeoutMs: number): Promise<Task> {
+    return this.whenState(id, isFinished, timeoutMs)
+  }
+
+  /**
+   * Resolves with the task once a state it is in on disk (announced) meets `reached`, or with its
+   * current version after timeoutMs.
+   */
+  whenState(id: string, reached: (task: Task) => boolean, timeoutMs: number): Promise<Task> {
     const task = this.get(id)
-    if ((isFinished(task) && this.announced.get(id)?.state === task.state) || timeoutMs <= 0) return Promise.resolve(task)
+    if ((reached(task) && this.announced.get(id)?.state === task.state) || timeoutMs <= 0) return Promise.resolve(task)
     return new Promise((resolve) => {
-      const waiters = this.finishWaiters.get(id) ?? new Set()
-      this.finishWaiters.set(id, waiters)
-      const done = (finished: Task) => {
+      const waiters = this.stateWaiters.get(id) ?? new Set()
+      this.stateWaiters.set(id, waiters)
+      const check = (announced: Task) => {
+        if (!reached(announced)) return
         clearTimeout(timer)
-        resolve(finished)
+        waiters.delete(check)
+        resolve(announced)
       }
       const timer = setTimeout(() => {
-        waiters.delete(done)
+        waiters.delete(check)
         resolve(this.tasks.get(id) ?? task)
       }, timeoutMs)
-      waiters.add(done)
+      waiters.add(check)
     })
   }
 
@@ -205,9 +216,9 @@ export class TaskStore {
     this.announced.set(task.id, { version, state: task.state })
     if (last?.state === task.state) return
     this.events.publishState(task)
-    if (isFinished(task)) {
-      for (const waiter of this.finishWaiters.get(task.id) ?? []) waiter(task)
-      this.finishWaiters.delete(task.id)
-    }
+    const waiters = this.stateWaiters.get(task.id)
+    if (!waiters) return
+    for (const waiter of [...waiters]) waiter(task)
+    if (waiters.size === 0 || isFinished(task)) this.stateWaiters.delete(task.id)
   }
 }

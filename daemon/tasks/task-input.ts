@@ -111,17 +111,11 @@ export class TaskInput {
 
 /**
  * The task, once it is no longer queued or INPUT_WAIT_MS has passed: input sent right after the
- * start (an agent's first line) waits for the launch instead of failing. The store is in memory:
- * looking again every few milliseconds costs nothing.
+ * start (an agent's first line) waits for the launch instead of failing.
  */
-export async function startedTask(store: TaskStore, id: string): Promise<Task> {
-  const deadline = Date.now() + INPUT_WAIT_MS
-  let task = store.get(id)
-  while (task.state === 'queued' && (task.stdin ?? 'null') === 'pipe' && Date.now() < deadline) {
-    await delay(RETRY_FIRST_MS)
-    task = store.get(id)
-  }
-  return task
+export function startedTask(store: TaskStore, id: string): Promise<Task> {
+  if ((store.get(id).stdin ?? 'null') !== 'pipe') return Promise.resolve(store.get(id))
+  return store.whenState(id, (task) => task.state !== 'queued', INPUT_WAIT_MS)
 }
 
 /** Why this task takes no input now, as a TendError; nothing when it does. */
