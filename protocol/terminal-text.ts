@@ -1,0 +1,168 @@
+/**
+ * Plain text from what a terminal showed (the output.log of a task started with `tty`), for
+ * reading — not a terminal emulator. Control sequences are removed (CSI: colours, cursor moves,
+ * erases; OSC: titles, hyperlinks; DCS, SOS, PM and APC strings; the short escapes such as
+ * `ESC 7` and `ESC ( B`), `\r\n` becomes `\n`, a line redrawn after a lone `\r` keeps only what
+ * was drawn after the last one (a progress bar shows its last state), a backspace erases the
+ * character before it, and every other control character but `\n` and `\t` is dropped.
+ *
+ * Node's `util.stripVTControlCharacters` is not used: its pattern ends an OSC at the first space
+ * or `@`, so the title bash sets at every prompt (`ESC ]0;me@box: ~ BEL`) comes out as text, and
+ * it cannot tell where an unfinished sequence starts, which a reader that goes on later needs.
+ */
+
+/** Text for a reader, and how many bytes at the end of the input were left for the next read. */
+export interface PlainTextChunk {
+  text: string
+  /**
+   * Trailing UTF-8 bytes not turned into text: an escape sequence or a character that the next
+   * bytes may finish. A reader's cursor stops before them and reads them again with what follows.
+   */
+  heldBackBytes: number
+}
+
+export interface PlainTextOptions {
+  /**
+   * No more output will follow (the task has ended and this is the end of its output): an
+   * unfinished sequence at the end is dropped rather than held back.
+   */
+  final: boolean
+}
+
+/**
+ * The longest unfinished sequence held back. An OSC that never ends (a program killed halfway
+ * through a title) must not stop a reader for good: past this it is dropped as read.
+ */
+export const MAX_HELD_BACK_BYTES = 4096
+
+/** The whole of a terminal's output as plain text (nothing held back). */
+export function plainText(raw: string | Uint8Array): string {
+  return plainTextChunk(raw, { final: true }).text
+}
+
+/**
+ * Plain text of a stretch of terminal output that may end in the middle of an escape sequence or a
+ * UTF-8 character, as an incremental read does: those trailing bytes are left out of the text and
+ * counted in `heldBackBytes`, unless `final`.
+ */
+export function plainTextChunk(raw: string | Uint8Array, options: PlainTextOptions): PlainTextChunk {
+  let input: string
+  let partialBytes = 0
+  if (typeof raw === 'string') input = raw
+  else {
+    const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)
+    partialBytes = options.final ? 0 : partialCharacterBytes(bytes)
+    input = bytes.subarray(0, bytes.length - partialBytes).toString('utf8')
+  }
+  const { text, unfinishedAt } = render(input)
+  if (unfinishedAt === -1) return { text, heldBackBytes: partialBytes }
+  const unfinishedBytes = Buffer.byteLength(input.slice(unfinishedAt)) + partialBytes
+  if (options.final || unfinishedBytes > MAX_HELD_BACK_BYTES) return { text, heldBackBytes: 0 }
+  return { text, heldBackBytes: unfinishedBytes }
+}
+
+const BEL = 0x07
+const BS = 0x08
+const TAB = 0x09
+const LF = 0x0a
+const CR = 0x0d
+const CAN = 0x18
+const SUB = 0x1a
+const ESC = 0x1b
+/** C0 controls, DEL and the C1 controls: nothing of them is text. */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g
+
+/** Draws `input` line by line; `unfinishedAt` is where a sequence the input ends inside starts (-1: none). */
+function render(input: string): { text: string; unfinishedAt: number } {
+  const done: string[] = []
+  let line = ''
+  // A lone \r moves to the start of the line: what is drawn next replaces the line. A \n (of \r\n)
+  // keeps it, and so does the end of the input (the cursor just sits at the start).
+  let returned = false
+  const draw = (text: string) => {
+    if (text === '') return
+    line = returned ? text : line + text
+    returned = false
+  }
+  let index = 0
+  while (index < input.length) {
+    CONTROL.lastIndex = index
+    const found = CONTROL.exec(input)
+    const at = found ? found.index : input.length
+    draw(input.slice(index, at))
+    if (!found) break
+    const code = input.charCodeAt(at)
+    if (code === ESC) {
+      const end = escapeEnd(input, at)
+      if (end === -1) return { text: done.join('') + line, unfinishedAt: at }
+      index = end
+      continue
+    }
+    if (code === LF) {
+      done.push(line, '\n')
+      line = ''
+      returned = false
+    } else if (code === CR) returned = true
+    else if (code === BS) {
+      if (!returned) line = withoutLastCharacter(line)
+    } else if (code === TAB) draw('\t')
+    index = at + 1
+  }
+  return { text: done.join('') + line, unfinishedAt: -1 }
+}
+
+/**
+ * The index just past the escape sequence that starts at `start` (an ESC), or -1 when the input
+ * ends inside it. A sequence broken off by a character that cannot be part of it ends before
+ * that character, which is then read as usual (as a terminal does).
+ */
+function escapeEnd(input: string, start: number): number {
+  let index = start + 1
+  if (index >= input.length) return -1
+  const kind = input[index]
+  if (kind === '[') {
+    // CSI: parameters 0x30–0x3F and intermediates 0x20–0x2F, then one final byte 0x40–0x7E.
+    for (index += 1; index < input.length; index++) {
+      const code = input.charCodeAt(index)
+      if (code >= 0x40 && code <= 0x7e) return index + 1
+      if (code < 0x20 || code > 0x3f) return index
+    }
+    return -1
+  }
+  if (kind === ']' || kind === 'P' || kind === 'X' || kind === '^' || kind === '_') {
+    // OSC, DCS, SOS, PM, APC: a string ended by BEL or ST (ESC \); CAN and SUB cancel it.
+    for (index += 1; index < input.length; index++) {
+      const code = input.charCodeAt(index)
+      if (code === BEL || code === 0x9c || code === CAN || code === SUB) return index + 1
+      if (code === ESC) {
+        if (index + 1 >= input.length) return -1
+        return input[index + 1] === '\\' ? index + 2 : index
+      }
+    }
+    return -1
+  }
+  // The short forms: intermediates 0x20–0x2F (charset designations `ESC ( B`, `ESC # 8`), then a
+  // final 0x30–0x7E (`ESC 7`, `ESC =`, `ESC M`).
+  while (index < input.length && input.charCodeAt(index) >= 0x20 && input.charCodeAt(index) <= 0x2f) index++
+  if (index >= input.length) return -1
+  const code = input.charCodeAt(index)
+  return code >= 0x30 && code <= 0x7e ? index + 1 : index
+}
+
+function withoutLastCharacter(line: string): string {
+  if (line === '') return line
+  const last = line.charCodeAt(line.length - 1)
+  const pair = last >= 0xdc00 && last <= 0xdfff && line.length >= 2 && line.charCodeAt(line.length - 2) >= 0xd800 && line.charCodeAt(line.length - 2) <= 0xdbff
+  return line.slice(0, pair ? -2 : -1)
+}
+
+/** Bytes at the end of `bytes` that begin a UTF-8 character the input stops inside (0: none). */
+function partialCharacterBytes(bytes: Uint8Array): number {
+  for (let back = 1; back <= Math.min(3, bytes.length); back++) {
+    const byte = bytes[bytes.length - back]!
+    if ((byte & 0xc0) === 0x80) continue
+    const length = byte >= 0xf0 && byte < 0xf8 ? 4 : byte >= 0xe0 && byte < 0xf0 ? 3 : byte >= 0xc0 && byte < 0xe0 ? 2 : 1
+    return length > back ? back : 0
+  }
+  return 0
+}
