@@ -13,6 +13,7 @@ import { registerRunCommand } from './commands/run.js'
 import { registerSendCommand } from './commands/send.js'
 import { registerShowCommand } from './commands/show.js'
 import { registerStatusCommand } from './commands/status.js'
+import { registerResizeCommand } from './commands/resize.js'
 import { registerRestartCommand } from './commands/restart.js'
 import { registerStopCommand } from './commands/stop.js'
 import { registerWaitCommand } from './commands/wait.js'
@@ -39,6 +40,7 @@ export function createProgram(): Command {
   registerWaitCommand(program)
   registerKillCommand(program)
   registerSendCommand(program)
+  registerResizeCommand(program)
   registerRmCommand(program)
   registerGcCommand(program)
   registerMcpCommand(program)

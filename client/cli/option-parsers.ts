@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander'
-import { parseDuration, parseSize } from '../../protocol/index.js'
+import { parseDuration, parseSize, TERMINAL_SIZE_MAX } from '../../protocol/index.js'
 
 /** commander parsers: a bad value becomes a usage error that names the flag and the value. */
 export function durationOption(text: string): number {
@@ -20,6 +20,14 @@ export function sizeOption(text: string): number {
 
 export function countOption(text: string): number {
   if (!/^\d+$/.test(text)) throw new InvalidArgumentError(`expected a whole number, got ${JSON.stringify(text)}`)
+  return Number(text)
+}
+
+/** A terminal's columns or rows: a whole number from 1 to TERMINAL_SIZE_MAX. */
+export function terminalCellsOption(text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > TERMINAL_SIZE_MAX) {
+    throw new InvalidArgumentError(`expected a whole number from 1 to ${TERMINAL_SIZE_MAX}, got ${JSON.stringify(text)}`)
+  }
   return Number(text)
 }
 

@@ -1,8 +1,8 @@
 import { Command, Option } from 'commander'
-import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, type SandboxProfile } from '../../../protocol/index.js'
+import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, sizeOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
 import { printJson, stoppedByText } from '../output.js'
 import { streamOutput } from './logs.js'
 
@@ -22,6 +22,9 @@ interface RunFlags {
   pids?: number
   persistent?: boolean
   stdin?: boolean
+  tty?: boolean
+  cols?: number
+  rows?: number
 }
 
 export function registerRunCommand(program: Command): void {
@@ -45,6 +48,9 @@ export function registerRunCommand(program: Command): void {
     .option('--pids <count>', 'process-count limit (needs --sandbox strict)', countOption)
     .option('--persistent', "lifetime persistent: the task outlives its owner's agent session (default: owner)")
     .option('--stdin', 'stdin is a pipe that tend send writes to (default: /dev/null)')
+    .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
+    .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
+    .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
   command.action(
     action(
       command,
@@ -55,6 +61,7 @@ export function registerRunCommand(program: Command): void {
         if (flags.owner !== undefined && !new RegExp(OWNER_PATTERN).test(flags.owner)) {
           throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
         }
+        const tty = terminalOf(flags)
         const task = await client.start({
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
@@ -71,6 +78,7 @@ export function registerRunCommand(program: Command): void {
           pidsMax: flags.pids,
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
+          tty,
         })
         if (!flags.wait) {
           if (io.json) printJson(io, task)
@@ -91,4 +99,15 @@ export function registerRunCommand(program: Command): void {
       },
     ),
   )
+}
+
+/** `--tty` with its size: true for the default size, the size asked for, or none. */
+function terminalOf(flags: RunFlags): true | Partial<TerminalSize> | undefined {
+  if (!flags.tty) {
+    const sizeFlag = flags.cols !== undefined ? '--cols' : flags.rows !== undefined ? '--rows' : null
+    if (sizeFlag) throw new TendError('TEND_ERR_USAGE', { detail: `${sizeFlag}: a terminal size needs --tty (the task runs on a terminal only with it)` })
+    return undefined
+  }
+  if (flags.cols === undefined && flags.rows === undefined) return true
+  return { ...(flags.cols === undefined ? {} : { cols: flags.cols }), ...(flags.rows === undefined ? {} : { rows: flags.rows }) }
 }

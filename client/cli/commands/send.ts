@@ -15,19 +15,19 @@ interface SendFlags {
 export function registerSendCommand(program: Command): void {
   const command = program
     .command('send')
-    .summary("write to a task's stdin (a task started with tend run --stdin)")
+    .summary("write to a task's stdin (a task started with tend run --stdin), or type into its terminal (--tty)")
     .usage('[options] ID TEXT | ID - | ID --file F | ID --eof')
     .argument('<id>', 'task id')
     .argument('[text]', 'text to write, followed by a newline; - writes what this command reads on its own stdin, as it is')
     .option('--file <file>', "write this file's bytes, as they are")
     .option('-n, --no-newline', 'do not add a newline after TEXT')
-    .option('--eof', 'then close the stdin: the task reads end-of-file once it has read everything')
+    .option('--eof', 'then close the stdin: the task reads end-of-file once it has read everything; on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open')
   command.action(
     action(command, async ({ client, io }, id: string, text: string | undefined, flags: SendFlags) => {
       const data = await inputData(text, flags)
       const result = await sendInChunks(client, id, data, flags.eof ?? false)
       if (io.json) printJson(io, result)
-      else io.out(`${result.acceptedBytes} bytes sent to ${id}${result.eof ? '; its stdin is closed' : ''}`)
+      else io.out(`${result.acceptedBytes} bytes sent to ${id}${result.eof ? eofText(result) : ''}`)
       return EXIT.ok
     }),
   )
@@ -73,4 +73,9 @@ async function sendInChunks(client: TendClient, id: string, data: Buffer, eof: b
     sent += result.acceptedBytes
     if (last) return { ...result, acceptedBytes: sent }
   }
+}
+
+/** What an end of input did: a pipe is closed; a terminal got its EOF character and stays open. */
+function eofText(result: TaskInputResult): string {
+  return result.task.tty ? '; Ctrl-D typed (end of input)' : '; its stdin is closed'
 }
