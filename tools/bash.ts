@@ -27,6 +27,10 @@ export function bashMeta(outcome: BashOutcome): BashMeta {
 /** The bash parameter that gives the command a stdin pipe (every host shows the same words). */
 export const BASH_STDIN_DESCRIPTION = 'Give the command a stdin pipe that task_input writes to (with run_in_background, or a yield_ms after which it runs on); default /dev/null'
 
+/** The bash parameter that runs the command on a pseudo-terminal. */
+export const BASH_TTY_DESCRIPTION =
+  'Run on a pseudo-terminal (80x24), for programs that only behave interactively on one: REPLs, prompts, top. Implies stdin: task_input types into it (the terminal echoes what you type). Output comes back as plain text, control sequences removed'
+
 export function createBashTool(deps: ToolDeps) {
   const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
   return defineTool({
@@ -39,6 +43,7 @@ export function createBashTool(deps: ToolDeps) {
       'Set run_in_background for long-running commands: it returns a task id at once; read the output with task_output,',
       'stop it with task_kill; a notice arrives when it finishes.',
       'stdin is /dev/null unless stdin is set: then write to it with task_input (a REPL, a prompt that waits for an answer).',
+      'tty runs it on a pseudo-terminal instead, for programs that need one (REPLs, prompts, top): task_input types into it, and its output is returned as plain text.',
     ].join(' '),
     parameters: {
       command: { type: 'string', required: true, description: 'The shell command to run' },
@@ -49,6 +54,7 @@ export function createBashTool(deps: ToolDeps) {
       yield_ms: { type: 'number', description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)` },
       persistent: { type: 'boolean', description: 'Keep the task running after this agent session ends (a server meant to outlive you); by default your tasks stop with the session' },
       stdin: { type: 'boolean', description: BASH_STDIN_DESCRIPTION },
+      tty: { type: 'boolean', description: BASH_TTY_DESCRIPTION },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)

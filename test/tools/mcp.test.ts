@@ -131,7 +131,7 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
       cwd: { type: 'string' },
       yield_ms: { type: 'number' },
     })
-    expect(byName.bash!.inputSchema.properties).toMatchObject({ stdin: { type: 'boolean' } })
+    expect(byName.bash!.inputSchema.properties).toMatchObject({ stdin: { type: 'boolean' }, tty: { type: 'boolean' } })
     expect(byName.task_input!.inputSchema.required).toEqual(['task_id', 'text'])
     expect(Object.keys(byName.task_input!.inputSchema.properties ?? {}).sort()).toEqual(['eof', 'task_id', 'text', 'yield_ms'])
     expect(byName.task_output!.inputSchema.required).toEqual(['task_id'])
@@ -177,6 +177,21 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     const refused = await session.call('task_input', { task_id: id, text: 'more\n' })
     expect(refused).toMatchObject({ isError: true })
     expect(refused.text).toContain(`task ${id} has ended (exited)`)
+  })
+
+  test('sh on a terminal (bash tty: true) driven through task_input: every result is plain text, and eof types Ctrl-D', async () => {
+    const session = await connect()
+    const id = taskIdOf(await session.call('bash', { command: 'PS1="$(printf "\\033[1m$\\033[0m ")" sh', description: 'shell', run_in_background: true, tty: true }))
+    const prompt = await session.call('task_output', { task_id: id, wait_ms: 10_000 })
+    expect(prompt.text).toMatch(/ \(shell\): running; bytes 0–10 of 10\n\$ \n\[still running/)
+    const answered = await session.call('task_input', { task_id: id, text: 'printf "\\033[31m%s\\033[0m\\n" "$((6 * 7))"\n', yield_ms: 5000 })
+    expect(answered.isError, answered.text).toBe(false)
+    expect(answered.text).toContain('printf "\\033[31m%s\\033[0m\\n" "$((6 * 7))"\n42\n$ ')
+    expect(answered.text).not.toMatch(/[\u001b\r]/)
+    const ended = await session.call('task_input', { task_id: id, text: '', eof: true, yield_ms: 10_000 })
+    expect(ended.text).toContain(`typed 0 bytes into the terminal of task ${id}, then Ctrl-D (end of input; the terminal stays open)`)
+    expect(ended.text).toContain('[exit code: 0]')
+    expect(liveProcessesOf(id)).toEqual([])
   })
 
   test('a foreground bash that outlives yield_ms returns "still running" with its task id; task_output reads on; one notice when it ends', async () => {

@@ -1,7 +1,7 @@
-import { isFinished, taskLabel, type Task } from '../../client/index.js'
+import { isFinished, plainTextChunk, taskLabel, type Task } from '../../client/index.js'
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
-import { outputPathOf, readBytes, readForModel, shapeText, type ModelOutput } from './output-shaping.js'
+import { outputPathOf, readBytes, readForModel, shapeText, terminalReadOf, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
 
 export { ToolFailure }
@@ -45,6 +45,8 @@ export interface BashArgs {
   persistent?: boolean
   /** stdin is a pipe that task_input writes to (else /dev/null). */
   stdin?: boolean
+  /** Run on a pseudo-terminal (80x24): task_input types into it; its output is read as plain text. */
+  tty?: boolean
 }
 
 export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
@@ -66,6 +68,7 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
     timeoutMs,
     ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
     ...(args.stdin ? { stdin: 'pipe' as const } : {}),
+    ...(args.tty ? { tty: true } : {}),
   })
   if (signal?.aborted) {
     // The abort came while the task was being admitted: it must not run.
@@ -127,15 +130,21 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       // one line is longer than a whole scan).
       const atEnd = isFinished(task) && scanEnd === end
       const lastNewline = raw.lastIndexOf(0x0a)
-      const consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
-      const lines = raw.subarray(0, consumed).toString('utf8').split('\n')
+      let consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
+      let text = raw.subarray(0, consumed).toString('utf8')
+      if (task.tty) {
+        const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
+        text = plain.text
+        consumed -= plain.heldBackBytes
+      }
+      const lines = text.split('\n')
       if (lines[lines.length - 1] === '') lines.pop()
       const kept = lines.filter((line) => filter.test(line))
       const shaped = shapeText(kept.length > 0 ? `${kept.join('\n')}\n` : '', budget, outputPath)
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputPath)
+      output = await readForModel(session.client, task.id, from, end, budget, outputPath, terminalReadOf(task, isFinished(task)))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)

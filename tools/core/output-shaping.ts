@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import type { Task, TendClient } from '../../client/index.js'
+import { plainTextChunk, type Task, type TendClient } from '../../client/index.js'
 
 /** Default byte budget for output handed to the model. */
 export const DEFAULT_OUTPUT_BUDGET_BYTES = 30_000
@@ -13,6 +13,25 @@ export interface ModelOutput {
   next: number
   /** Bytes left out of the middle (0 when everything fit). */
   omittedBytes: number
+  /**
+   * A terminal task's output only: bytes at the end, from `next` on, that are not in the text yet
+   * (a control sequence or character still being written); the next read starts with them.
+   */
+  heldBackBytes?: number
+}
+
+/**
+ * How a terminal task's output is read for the model: as plain text (control sequences removed,
+ * lines as the terminal left them). `final`: the task has ended, nothing more will be written;
+ * otherwise an unfinished sequence at the end is held back, not passed.
+ */
+export interface TerminalRead {
+  final: boolean
+}
+
+/** How to read a task's output for the model: plain text for a task on a terminal, else as it is. */
+export function terminalReadOf(task: Pick<Task, 'tty'>, final: boolean): TerminalRead | null {
+  return task.tty ? { final } : null
 }
 
 /** Where a task's whole output is, for the model to be told when a result leaves some out. */
@@ -25,35 +44,61 @@ export function outputPathOf(task: Pick<Task, 'spool'>): string {
  * else its head and its tail with a marker saying how much was left out and where the whole
  * output is — so the error at the end is never what gets cut.
  */
-export async function readForModel(client: TendClient, taskId: string, from: number, end: number, budgetBytes: number, fullOutputPath: string): Promise<ModelOutput> {
+export async function readForModel(
+  client: TendClient,
+  taskId: string,
+  from: number,
+  end: number,
+  budgetBytes: number,
+  fullOutputPath: string,
+  terminal: TerminalRead | null = null,
+): Promise<ModelOutput> {
   const length = Math.max(0, end - from)
   if (length <= budgetBytes) {
-    const all = await readBytes(client, taskId, from, length)
-    return { text: all.toString('utf8'), from, next: from + all.length, omittedBytes: 0 }
+    const all = textOf(await readBytes(client, taskId, from, length), terminal)
+    return { text: all.text, from, next: from + all.bytes, omittedBytes: 0, ...held(all) }
   }
   const headBytes = Math.floor(budgetBytes * HEAD_SHARE)
   const tailBytes = budgetBytes - headBytes
-  const head = cutAtLineEnd(await readBytes(client, taskId, from, headBytes))
-  const tail = cutAtLineStart(await readBytes(client, taskId, end - tailBytes, tailBytes))
-  return { ...joinHeadAndTail(head, tail, from, end, fullOutputPath), from, next: end }
+  // What the head cuts off in a sequence lies in the omitted middle: nothing is held for it.
+  const head = textOf(cutAtLineEnd(await readBytes(client, taskId, from, headBytes)), terminal && { final: true })
+  const tail = textOf(cutAtLineStart(await readBytes(client, taskId, end - tailBytes, tailBytes)), terminal)
+  const shownEnd = end - tail.heldBackBytes
+  return { ...joinHeadAndTail(head, tail, from, shownEnd, fullOutputPath), from, next: shownEnd, ...held(tail) }
 }
+
+interface ShownText {
+  text: string
+  /** Bytes the text covers. */
+  bytes: number
+  heldBackBytes: number
+}
+
+/** Output bytes as the model reads them: as they are, or a terminal's as plain text. */
+function textOf(raw: Buffer, terminal: TerminalRead | null): ShownText {
+  if (!terminal) return { text: raw.toString('utf8'), bytes: raw.length, heldBackBytes: 0 }
+  const plain = plainTextChunk(raw, terminal)
+  return { text: plain.text, bytes: raw.length - plain.heldBackBytes, heldBackBytes: plain.heldBackBytes }
+}
+
+const held = (shown: ShownText): Pick<ModelOutput, 'heldBackBytes'> => (shown.heldBackBytes > 0 ? { heldBackBytes: shown.heldBackBytes } : {})
 
 /** Head and tail of text already in memory (a filtered read), shaped the same way. */
 export function shapeText(text: string, budgetBytes: number, fullOutputPath: string): { text: string; omittedBytes: number } {
   const bytes = Buffer.from(text)
   if (bytes.length <= budgetBytes) return { text, omittedBytes: 0 }
   const headBytes = Math.floor(budgetBytes * HEAD_SHARE)
-  const head = cutAtLineEnd(bytes.subarray(0, headBytes))
-  const tail = cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes)))
+  const head = textOf(cutAtLineEnd(bytes.subarray(0, headBytes)), null)
+  const tail = textOf(cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes))), null)
   return joinHeadAndTail(head, tail, null, bytes.length, fullOutputPath)
 }
 
-function joinHeadAndTail(head: Buffer, tail: Buffer, from: number | null, end: number, fullOutputPath: string): { text: string; omittedBytes: number } {
-  const omittedBytes = end - (from ?? 0) - head.length - tail.length
-  const where = from === null ? '' : ` (bytes ${from + head.length}–${end - tail.length})`
+function joinHeadAndTail(head: ShownText, tail: ShownText, from: number | null, end: number, fullOutputPath: string): { text: string; omittedBytes: number } {
+  const omittedBytes = end - (from ?? 0) - head.bytes - tail.bytes
+  const where = from === null ? '' : ` (bytes ${from + head.bytes}–${end - tail.bytes})`
   const marker = `[… ${omittedBytes} bytes omitted${where}; full output: ${fullOutputPath} …]`
-  const separator = head.length > 0 && head[head.length - 1] !== 0x0a ? '\n' : ''
-  return { text: `${head.toString('utf8')}${separator}${marker}\n${tail.toString('utf8')}`, omittedBytes }
+  const separator = head.text !== '' && !head.text.endsWith('\n') ? '\n' : ''
+  return { text: `${head.text}${separator}${marker}\n${tail.text}`, omittedBytes }
 }
 
 /** Bytes [from, from+length) of a task's output, in as many reads as it takes. */

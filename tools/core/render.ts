@@ -54,14 +54,19 @@ export function renderTaskOutput(result: TaskOutputResult): string {
   const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
   lines.push(body)
   if (result.done) lines.push(endingText(task))
-  else if (output.next < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
+  // Held-back bytes (a terminal's sequence still being written) are not more output to read now.
+  else if (output.next + (output.heldBackBytes ?? 0) < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
   else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')
   return lines.join('\n')
 }
 
 /** What was sent, then the output that came since the agent's place, exactly as task_output shows it. */
 export function renderTaskInput(outcome: TaskInputOutcome): string {
-  const sent = `sent ${outcome.sentBytes} byte${outcome.sentBytes === 1 ? '' : 's'} to the stdin of task ${outcome.task.id}${outcome.eof ? ', then closed it (end of input)' : ''}`
+  const bytes = `${outcome.sentBytes} byte${outcome.sentBytes === 1 ? '' : 's'}`
+  // On a terminal the end of input is the EOF character typed into it; the terminal stays.
+  const sent = outcome.task.tty
+    ? `typed ${bytes} into the terminal of task ${outcome.task.id}${outcome.eof ? ', then Ctrl-D (end of input; the terminal stays open)' : ''}`
+    : `sent ${bytes} to the stdin of task ${outcome.task.id}${outcome.eof ? ', then closed it (end of input)' : ''}`
   return `${sent}\n${renderTaskOutput(outcome)}`
 }
 

@@ -44,6 +44,12 @@ const TASK: DshValueSchema = {
     stoppedBy: nullable({ type: 'string', enum: STOPPED_BY, description: 'who or what stopped it (absent from daemons before lifetimes)' }),
     lifetime: { type: 'string', enum: LIFETIMES, description: 'owner: stops with the agent session; persistent: outlives it' },
     stdin: { type: 'string', enum: TASK_STDIN, description: 'null: /dev/null; pipe: task_input writes to it; closed: its end of input was sent (absent from daemons before stdin pipes)' },
+    tty: nullable({
+      type: 'object',
+      additionalProperties: false,
+      properties: { cols: required(integer), rows: required(integer) },
+      description: 'it runs on a pseudo-terminal of this size; null or absent (daemons before terminals): no terminal',
+    }),
     outputBytes: required(integer),
     createdAt: required(string),
     startedAt: required(nullable(string)),
@@ -55,8 +61,14 @@ const TASK: DshValueSchema = {
 const MODEL_OUTPUT: DshValueSchema = {
   type: 'object',
   additionalProperties: false,
-  description: 'output shaped for the model: bytes [from, next), with omittedBytes left out of the middle',
-  properties: { text: required(string), from: required(integer), next: required(integer), omittedBytes: required(integer) },
+  description: "output shaped for the model: bytes [from, next), with omittedBytes left out of the middle; a terminal task's as plain text",
+  properties: {
+    text: required(string),
+    from: required(integer),
+    next: required(integer),
+    omittedBytes: required(integer),
+    heldBackBytes: { ...integer, description: "a terminal task's output: bytes from next on not in the text yet (a control sequence still being written)" },
+  },
 }
 
 export const BASH_VALUE_SCHEMA: DshValueSchema = {

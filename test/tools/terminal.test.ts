@@ -1,0 +1,140 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import * as tendPlugin from '../../tools/index.js'
+import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/**
+ * Terminals through the agent tools: bash with tty: true runs the command on a pseudo-terminal,
+ * task_input types into it, and every result the model reads is plain text — no escape sequence,
+ * no \r — while output.log keeps what the terminal showed.
+ */
+
+let daemon: TestDaemon
+let host: ReturnType<typeof createHost>
+let fork: { dispose: () => unknown }
+let scratch: string
+const started: string[] = []
+
+beforeAll(async () => {
+  daemon = await startTestDaemon()
+  host = createHost()
+  fork = host.plugin(tendPlugin, { home: daemon.home })
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
+  scratch = mkdtempSync('/var/tmp/tend-tools-tty-')
+})
+afterEach(async () => {
+  for (const id of started.splice(0)) {
+    const task = await daemon.client.get(id).catch(() => null)
+    if (task && (task.state === 'running' || task.state === 'queued')) await daemon.client.kill(id, { signal: 'KILL' })
+    expect(liveProcessesOf(id), `processes of task ${id}`).toEqual([])
+  }
+})
+afterAll(async () => {
+  fork.dispose()
+  rmSync(scratch, { recursive: true, force: true })
+  await daemon.stop()
+})
+
+const liveProcessesOf = (taskId: string) => processesWithEnv(`TEND_TASK_ID=${taskId}`).filter(isAlive)
+const taskIdIn = (text: string) => {
+  const match = /background task ([0-9a-z]{12})/.exec(text)
+  if (!match) throw new Error(`no task id in: ${text}`)
+  started.push(match[1]!)
+  return match[1]!
+}
+const rawOutputOf = async (id: string) => readFileSync(join((await daemon.client.get(id)).spool, 'output.log'), 'utf8')
+/** What the model reads must be text: no escape sequence, no carriage return, no other control character but \n and \t. */
+const expectPlain = (text: string) => expect(text, JSON.stringify(text)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
+
+describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
+  test('define, print, exit: every result is plain text with the echo of what was typed', async () => {
+    const agent = new TestAgent('tty-repl')
+    const bash = await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: scratch } })
+    expect(bash.isError, textOf(bash)).toBe(false)
+    const id = taskIdIn(textOf(bash))
+    expect(await daemon.client.get(id)).toMatchObject({ tty: { cols: 80, rows: 24 }, stdin: 'pipe' })
+    await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
+
+    const defined = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'x = 6 * 7\n', yield_ms: 5000 } })
+    expect(textOf(defined)).toMatch(new RegExp(`^typed 10 bytes into the terminal of task ${id}\ntask ${id} \\(python\\): running; bytes 0–\\d+ of \\d+\n`))
+    expect(textOf(defined)).toContain('>>> x = 6 * 7\n')
+    expectPlain(textOf(defined))
+
+    const printed = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'print(x)\n', yield_ms: 5000 } })
+    expect(textOf(printed)).toContain('print(x)\n42\n>>> ')
+    expectPlain(textOf(printed))
+    // The terminal's own record is raw: \r\n line ends.
+    expect(await rawOutputOf(id)).toContain('print(x)\r\n42\r\n')
+
+    const exited = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'exit()\n', yield_ms: 10_000 } })
+    expect(textOf(exited)).toContain('[exit code: 0]')
+    expectPlain(textOf(exited))
+    expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([])
+  })
+
+  test('eof: true types Ctrl-D: the REPL ends and the result says the terminal stayed open', async () => {
+    const agent = new TestAgent('tty-eof')
+    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: scratch } })))
+    await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
+    const ended = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: '', eof: true, yield_ms: 10_000 } })
+    expect(textOf(ended)).toContain(`typed 0 bytes into the terminal of task ${id}, then Ctrl-D (end of input; the terminal stays open)`)
+    expect(textOf(ended)).toContain('[exit code: 0]')
+  })
+})
+
+describe('terminal output in bash and task_output results', () => {
+  test('a foreground command on a terminal: colours, a title and a redrawn progress line come back as plain text', async () => {
+    const agent = new TestAgent('tty-foreground')
+    const command = [
+      'printf "\\033]0;my build\\007"',
+      '[ -t 1 ] && printf "\\033[1;32mon a terminal\\033[0m\\n"',
+      'printf " 10%%\\r 60%%\\r\\033[K100%%\\n"',
+      'echo "size $(stty size)"',
+    ].join('; ')
+    const result = await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, cwd: scratch } })
+    expect(textOf(result)).toBe('on a terminal\n100%\nsize 24 80\n[exit code: 0]')
+    expect((result.meta as { output: string }).output).toBe('on a terminal\n100%\nsize 24 80\n')
+  })
+
+  test('task_output with a filter and with a small budget reads plain text too', async () => {
+    const agent = new TestAgent('tty-shaping')
+    const command = 'i=1; while [ $i -le 300 ]; do printf "\\033[33mline %03d\\033[0m\\n" $i; i=$((i+1)); done'
+    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: scratch } })))
+    await daemon.client.wait(id, { timeoutMs: 10_000 })
+    const filtered = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, from: 0, filter: '^line 0(07|42)$' } })
+    expect(textOf(filtered)).toContain('[filter /^line 0(07|42)$/: 2 matching lines]\nline 007\nline 042\n')
+    const shaped = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, max_bytes: 400 } })
+    expectPlain(textOf(shaped))
+    expect(textOf(shaped)).toMatch(/^line 001\n/m)
+    expect(textOf(shaped)).toMatch(/\[… \d+ bytes omitted \(bytes \d+–\d+\); full output: .*output\.log …\]\n/)
+    expect(textOf(shaped)).toMatch(/line 300\n\[exit code: 0\]$/)
+  })
+
+  test('an escape sequence cut off by the end of the output so far is held back: the agent\'s place stops before it', async () => {
+    const agent = new TestAgent('tty-held')
+    const gate = join(scratch, 'held-gate')
+    const command = `printf 'ready \\033[3'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '1mred\\033[0m done\\n'`
+    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: scratch } })))
+    await waitFor('the cut sequence in output.log', async () => (await rawOutputOf(id)).endsWith('\x1b[3'))
+    const first = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id } })
+    expect(textOf(first)).toBe(`task ${id} (${(await daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`)
+    writeFileSync(gate, '')
+    const second = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
+    await daemon.client.wait(id, { timeoutMs: 10_000 })
+    const rest = textOf(second).includes('[exit code: 0]') ? textOf(second) : textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } }))
+    expect(rest).toMatch(/: exited; bytes 6–\d+ of \d+\nred done\n\[exit code: 0\]$/)
+  })
+})
+
+describe('bash describes tty', () => {
+  test('bash has a tty parameter whose description says what it does; task_input says it types into a terminal', () => {
+    const bash = host.tools.tools.get('bash')!
+    expect(bash.inputSchema).toMatchObject({ properties: { tty: { type: 'boolean', description: expect.stringContaining('pseudo-terminal') } } })
+    expect(bash.description).toContain('tty runs it on a pseudo-terminal')
+    expect(host.tools.tools.get('task_input')!.description).toContain('eof: true types Ctrl-D')
+  })
+})
