@@ -51,6 +51,7 @@ const BWRAP_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
 export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
+  const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
   let cgroups: TaskCgroups | null = null
   const release = async () => {
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
@@ -87,14 +88,14 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     ...(config.taskIdentity ? { user: config.taskIdentity } : {}),
   }
   if (task.sandbox === 'off') {
-    const env = { ...config.baseEnv, ...request.envAdditions, ...marker }
+    const env = { ...baseEnv, ...request.envAdditions, ...marker }
     return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, release }
   }
   // Descriptors after stdio: the seccomp program (extraFiles), the environment (dataFiles), then the
   // pinned folders, in the spawner's fixed order.
   const argsFd = 3 + extraFiles.length
   const firstPinnedFd = argsFd + 1
-  const environment = sandboxEnvironment(config.baseEnv, request.envAdditions, marker)
+  const environment = sandboxEnvironment(baseEnv, request.envAdditions, marker)
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
@@ -108,6 +109,16 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     release,
   }
 }
+
+/**
+ * A terminal task's environment names a terminal type: full-screen programs (top, less, vim)
+ * refuse to run without one, and a daemon started by a desktop app or a service manager has none.
+ * The daemon's own, or the task's, wins.
+ */
+function withTerminalType(baseEnv: Record<string, string>): Record<string, string> {
+  return baseEnv.TERM ? baseEnv : { ...baseEnv, TERM: DEFAULT_TERMINAL_TYPE }
+}
+const DEFAULT_TERMINAL_TYPE = 'xterm-256color'
 
 export interface BubblewrapOptions {
   task: Task

@@ -100,6 +100,16 @@ describe('terminals', () => {
     expect(statSync(join(task.spool, 'output.log')).mode & 0o777).toBe(0o600)
   })
 
+  test('a terminal task has a terminal type: the daemon\'s (none here) or xterm-256color; the task\'s own wins', async () => {
+    const task = await startOnTerminal('echo "$TERM"')
+    await daemon.client.wait(task.id, { timeoutMs: 10_000 })
+    expect(await outputOf(task.id)).toBe(`${daemon.env.TERM || 'xterm-256color'}\r\n`)
+    const own = await daemon.client.start({ command: 'echo "$TERM"', shell: true, cwd: workspace, tty: true, sandbox: 'off', env: { TERM: 'vt100' } })
+    started.push(own.id)
+    await daemon.client.wait(own.id, { timeoutMs: 10_000 })
+    expect(await outputOf(own.id)).toBe('vt100\r\n')
+  })
+
   test('the default size is 80 by 24', async () => {
     const task = await startOnTerminal('stty size')
     expect(task.tty).toEqual({ cols: 80, rows: 24 })
