@@ -1,11 +1,11 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { describe, expect, test } from 'vitest'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { execa } from 'execa'
 import type { Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { TEND_BIN } from '../helpers/test-daemon.js'
+import { daemonPerFile } from '../helpers/daemon-per-file.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -13,34 +13,16 @@ import { waitFor } from '../helpers/wait-for.js'
  * terminal, tend show, and tend logs --plain beside the raw output.log.
  */
 
-let daemon: TestDaemon
-let scratch: string
-const started: string[] = []
-
-beforeAll(async () => {
-  daemon = await startTestDaemon()
-  scratch = mkdtempSync('/var/tmp/tend-cli-tty-')
-})
-afterEach(async () => {
-  for (const id of started.splice(0)) {
-    const task = await daemon.client.get(id).catch(() => null)
-    if (task && (task.state === 'running' || task.state === 'queued')) await daemon.client.kill(id, { signal: 'KILL' })
-    expect(processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive), `processes of task ${id}`).toEqual([])
-  }
-})
-afterAll(async () => {
-  await daemon?.stop()
-  rmSync(scratch, { recursive: true, force: true })
-})
+const shared = daemonPerFile('cli-tty')
 
 /** Starts `tend run` with these arguments and waits until the task runs. */
 async function runOnTerminal(args: string[]): Promise<Task> {
-  const result = await runCli(['run', '--cwd', scratch, ...args], daemon.env)
+  const result = await runCli(['run', '--cwd', shared.workspace, ...args], shared.daemon.env)
   expect(result.exitCode, result.stderr).toBe(0)
   const id = result.stdout.trim()
-  started.push(id)
+  shared.track(id)
   return waitFor(`task ${id} running`, async () => {
-    const task = await daemon.client.get(id)
+    const task = await shared.daemon.client.get(id)
     return task.state === 'running' ? task : null
   })
 }
@@ -63,18 +45,18 @@ describe('tend run --tty and tend resize', () => {
     await waitFor('the program to be ready', () => rawOutputOf(task).includes('ready\r\n'))
     expect(rawOutputOf(task)).toContain('size 30 100\r\n')
 
-    const shown = await runCli(['show', task.id], daemon.env)
+    const shown = await runCli(['show', task.id], shared.daemon.env)
     expect(shown.stdout).toMatch(/^tty: {8}100x30 \(tend send types into it; tend resize ID COLS ROWS\)$/m)
     expect(shown.stdout).not.toMatch(/^stdin:/m)
 
-    const resized = await runCli(['resize', task.id, '120', '40'], daemon.env)
+    const resized = await runCli(['resize', task.id, '120', '40'], shared.daemon.env)
     expect(resized).toEqual({ exitCode: 0, stdout: `${task.id}: terminal 120x40\n`, stderr: '' })
     await waitFor('the program to print its new size', () => rawOutputOf(task).includes('resized 40 120\r\n'))
-    const asJson = await runCli(['--json', 'resize', task.id, '90', '20'], daemon.env)
+    const asJson = await runCli(['--json', 'resize', task.id, '90', '20'], shared.daemon.env)
     expect(asJson.exitCode, asJson.stderr).toBe(0)
     expect(JSON.parse(asJson.stdout)).toMatchObject({ id: task.id, tty: { cols: 90, rows: 20 } })
     await waitFor('the program to print the size after --json resize', () => rawOutputOf(task).includes('resized 20 90\r\n'))
-    expect((await runCli(['show', task.id], daemon.env)).stdout).toMatch(/^tty: {8}90x20 /m)
+    expect((await runCli(['show', task.id], shared.daemon.env)).stdout).toMatch(/^tty: {8}90x20 /m)
   })
 
   test('--tty alone gives 80x24', async () => {
@@ -92,25 +74,25 @@ describe('tend run --tty and tend resize', () => {
       [['--cols', '100'], /usage error: --cols: a terminal size needs --tty/],
       [['--rows', '40'], /usage error: --rows: a terminal size needs --tty/],
     ]
-    const before = (await daemon.client.list({ all: true })).length
+    const before = (await shared.daemon.client.list({ all: true })).length
     for (const [flags, message] of cases) {
-      const result = await runCli(['run', ...flags, '-c', 'echo never'], daemon.env)
+      const result = await runCli(['run', ...flags, '-c', 'echo never'], shared.daemon.env)
       expect(result.exitCode, flags.join(' ')).toBe(2)
       expect(result.stderr, flags.join(' ')).toMatch(message)
       expect(result.stdout).toBe('')
     }
-    expect((await daemon.client.list({ all: true })).length).toBe(before)
+    expect((await shared.daemon.client.list({ all: true })).length).toBe(before)
   })
 
   test('resize of a task without a terminal exits 1 with the reason; a bad COLS or ROWS exits 2', async () => {
     const plain = await runOnTerminal(['--', 'sleep', '30'])
-    const refused = await runCli(['resize', plain.id, '100', '30'], daemon.env)
+    const refused = await runCli(['resize', plain.id, '100', '30'], shared.daemon.env)
     expect(refused.exitCode).toBe(1)
     expect(refused.stderr).toContain(`task ${plain.id} has no terminal`)
-    const json = await runCli(['--json', 'resize', plain.id, '100', '30'], daemon.env)
+    const json = await runCli(['--json', 'resize', plain.id, '100', '30'], shared.daemon.env)
     expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'TEND_ERR_NO_TTY', statusCode: 409 } })
     for (const [cols, rows] of [['0', '30'], ['100', '10001'], ['x', '1']]) {
-      const bad = await runCli(['resize', plain.id, cols!, rows!], daemon.env)
+      const bad = await runCli(['resize', plain.id, cols!, rows!], shared.daemon.env)
       expect(bad.exitCode, `${cols} ${rows}`).toBe(2)
       expect(bad.stderr).toMatch(/is invalid for argument '(cols|rows)'\. expected a whole number from 1 to 10000/)
     }
@@ -121,20 +103,20 @@ describe('tend send on a terminal', () => {
   test('send types a line into sh on a terminal, which echoes it and runs it; --eof types Ctrl-D and sh exits', async () => {
     const task = await runOnTerminal(['--tty', '--env', 'PS1=$ ', '--', 'sh'])
     await waitFor('the prompt', () => rawOutputOf(task).includes('$ '))
-    const sent = await runCli(['send', task.id, 'echo $((6 * 7))'], daemon.env)
+    const sent = await runCli(['send', task.id, 'echo $((6 * 7))'], shared.daemon.env)
     expect(sent).toMatchObject({ exitCode: 0, stdout: `16 bytes sent to ${task.id}\n` })
     await waitFor('the answer', () => rawOutputOf(task).includes('42\r\n'))
     // The terminal echoed the typed line, with a terminal's line end.
     expect(rawOutputOf(task)).toContain('echo $((6 * 7))\r\n')
 
-    const eof = await runCli(['send', task.id, '--eof'], daemon.env)
+    const eof = await runCli(['send', task.id, '--eof'], shared.daemon.env)
     expect(eof).toMatchObject({ exitCode: 0, stdout: `0 bytes sent to ${task.id}; Ctrl-D typed (end of input)\n` })
-    expect(await daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect(await shared.daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
     expect(readFileSync(join(task.spool, 'input.log'), 'utf8')).toBe('echo $((6 * 7))\n\u0004')
   })
 
   test('send --help says --eof types Ctrl-D on a terminal', async () => {
-    const help = await runCli(['send', '--help'], daemon.env)
+    const help = await runCli(['send', '--help'], shared.daemon.env)
     expect(help.stdout.replace(/\s+/g, ' ')).toContain('on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open')
   })
 })
@@ -152,29 +134,29 @@ describe('tend logs --plain', () => {
   test('prints the text without control sequences or \\r; plain logs leave output.log raw', async () => {
     const task = await runOnTerminal(['--tty', '-c', `${PROGRAM}; sleep 30`])
     await waitFor('the output to end', () => rawOutputOf(task).includes('done ✓\r\n'))
-    const raw = await runCli(['logs', task.id], daemon.env)
+    const raw = await runCli(['logs', task.id], shared.daemon.env)
     // printf's \r\n reaches output.log as \r\r\n: the terminal turns every \n into \r\n.
     expect(raw.stdout).toContain('\x1b[32mcompiling\x1b[0m\r\r\n')
     expect(raw.stdout).toBe(rawOutputOf(task))
-    const plain = await runCli(['logs', '--plain', task.id], daemon.env)
+    const plain = await runCli(['logs', '--plain', task.id], shared.daemon.env)
     expect(plain).toEqual({ exitCode: 0, stdout: PLAIN, stderr: '' })
     expect(plain.stdout).not.toMatch(/[\x1b\r]/)
     expect(rawOutputOf(task)).toBe(raw.stdout)
 
-    const tail = await runCli(['logs', '--plain', '--tail', '1', task.id], daemon.env)
+    const tail = await runCli(['logs', '--plain', '--tail', '1', task.id], shared.daemon.env)
     expect(tail.stdout).toBe('done ✓\n')
-    const json = JSON.parse((await runCli(['--json', 'logs', '--plain', task.id], daemon.env)).stdout)
+    const json = JSON.parse((await runCli(['--json', 'logs', '--plain', task.id], shared.daemon.env)).stdout)
     expect(json).toMatchObject({ data: PLAIN, encoding: 'utf8', from: 0, next: Buffer.byteLength(raw.stdout), done: false })
   })
 
   test('--follow --plain streams the text, a redrawn progress line once, until the task ends, however the reads fall', async () => {
-    const gate = join(scratch, 'plain-follow-gate')
+    const gate = join(shared.workspace, 'plain-follow-gate')
     const task = await runOnTerminal(['--tty', '-c', `printf 'start\\r\\n\\r 10%%'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '\\r 50%%\\r100%%\\r\\nend\\r\\n'`])
-    const follower = execa(process.execPath, [TEND_BIN, 'logs', '--plain', '-f', task.id], { env: daemon.env, extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000, stripFinalNewline: false })
+    const follower = execa(process.execPath, [TEND_BIN, 'logs', '--plain', '-f', task.id], { env: shared.daemon.env, extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000, stripFinalNewline: false })
     let printed = ''
     follower.stdout!.on('data', (chunk: Buffer) => (printed += chunk.toString()))
     await waitFor('logs --plain -f to print the first line while the task runs', () => printed === 'start\n')
-    expect((await daemon.client.get(task.id)).state).toBe('running')
+    expect((await shared.daemon.client.get(task.id)).state).toBe('running')
     writeFileSync(gate, '')
     const result = await follower
     expect(result.exitCode, String(result.stderr)).toBe(0)

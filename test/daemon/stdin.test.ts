@@ -1,9 +1,10 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { isTendError, TendClient, type SandboxProfile, type Task } from '../../client/index.js'
+import { TendClient, type SandboxProfile, type Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { daemonPerFile, expectTendError } from '../helpers/daemon-per-file.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -12,66 +13,38 @@ import { waitFor } from '../helpers/wait-for.js'
  * held by its keeper, so that the pipe lives on when the daemon does not.
  */
 
-let daemon: TestDaemon
-let workspace: string
-const started: string[] = []
+const shared = daemonPerFile('stdin')
 
-beforeAll(async () => {
-  daemon = await startTestDaemon()
-  workspace = mkdtempSync('/var/tmp/tend-stdin-')
-})
-
-afterEach(async () => {
-  for (const id of started.splice(0)) {
-    const task = await daemon.client.get(id).catch(() => null)
-    if (task && (task.state === 'running' || task.state === 'queued')) await daemon.client.kill(id, { signal: 'KILL' })
-  }
-})
-
-afterAll(async () => {
-  await daemon.stop()
-  rmSync(workspace, { recursive: true, force: true })
-})
-
-async function startPiped(command: string, client: TendClient = daemon.client, sandbox: SandboxProfile = 'off'): Promise<Task> {
-  const task = await client.start({ command, shell: true, cwd: workspace, stdin: 'pipe', sandbox })
-  started.push(task.id)
+async function startPiped(command: string, client: TendClient = shared.daemon.client, sandbox: SandboxProfile = 'off'): Promise<Task> {
+  const task = await client.start({ command, shell: true, cwd: shared.workspace, stdin: 'pipe', sandbox })
+  shared.track(task.id)
   await waitFor(`task ${task.id} running`, async () => (await client.get(task.id)).state === 'running')
   return task
 }
 
-async function outputOf(id: string, client: TendClient = daemon.client): Promise<string> {
+async function outputOf(id: string, client: TendClient = shared.daemon.client): Promise<string> {
   return (await client.read(id)).data
 }
 
-async function expectCode(promise: Promise<unknown>, code: string, message?: RegExp): Promise<void> {
-  const error = await promise.then(
-    () => null,
-    (caught: unknown) => caught,
-  )
-  expect(isTendError(error), `expected ${code}, got ${String(error)}`).toBe(true)
-  expect((error as { code: string }).code).toBe(code)
-  if (message) expect((error as Error).message).toMatch(message)
-}
 
 describe('stdin pipes', () => {
   test('cat echoes what is sent; input.log holds exactly the bytes; eof ends cat with exit 0', async () => {
     const task = await startPiped('cat')
     expect(task.stdin).toBe('pipe')
-    const first = await daemon.client.input(task.id, 'hello\n')
+    const first = await shared.daemon.client.input(task.id, 'hello\n')
     expect(first).toMatchObject({ acceptedBytes: 6, eof: false, inputBytes: 6 })
     await waitFor('cat to echo hello', async () => (await outputOf(task.id)) === 'hello\n')
     const raw = Buffer.from([0x00, 0xff, 0x0a, 0xc3, 0xa9, 0x0a])
-    const second = await daemon.client.input(task.id, raw)
+    const second = await shared.daemon.client.input(task.id, raw)
     expect(second.acceptedBytes).toBe(raw.length)
-    const closed = await daemon.client.input(task.id, 'bye', { eof: true })
+    const closed = await shared.daemon.client.input(task.id, 'bye', { eof: true })
     expect(closed).toMatchObject({ acceptedBytes: 3, eof: true, inputBytes: 6 + raw.length + 3 })
     expect(closed.task.stdin).toBe('closed')
-    const ended = await daemon.client.wait(task.id, { timeoutMs: 10_000 })
+    const ended = await shared.daemon.client.wait(task.id, { timeoutMs: 10_000 })
     expect(ended).toMatchObject({ state: 'exited', exitCode: 0, stdin: 'closed' })
     const expected = Buffer.concat([Buffer.from('hello\n'), raw, Buffer.from('bye')])
     expect(readFileSync(join(task.spool, 'input.log'))).toEqual(expected)
-    expect((await daemon.client.read(task.id, { encoding: 'base64' })).data).toBe(expected.toString('base64'))
+    expect((await shared.daemon.client.read(task.id, { encoding: 'base64' })).data).toBe(expected.toString('base64'))
     expect(statSync(join(task.spool, 'input.log')).mode & 0o777).toBe(0o600)
     expect(statSync(join(task.spool, 'input.fifo')).isFIFO()).toBe(true)
     expect(statSync(join(task.spool, 'input.fifo')).mode & 0o777).toBe(0o600)
@@ -79,37 +52,37 @@ describe('stdin pipes', () => {
 
   test('eof alone ends a reader that waits for the end of its input', async () => {
     const task = await startPiped('wc -c')
-    await daemon.client.input(task.id, 'abc')
-    await daemon.client.input(task.id, '', { eof: true })
-    expect(await daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+    await shared.daemon.client.input(task.id, 'abc')
+    await shared.daemon.client.input(task.id, '', { eof: true })
+    expect(await shared.daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
     expect((await outputOf(task.id)).trim()).toBe('3')
   })
 
   test('a task does not read end-of-file while no input comes: its keeper holds the pipe', async () => {
     // `read` would end the loop at EOF; after a quiet moment the task is still waiting.
     const task = await startPiped('while read line; do echo "got $line"; done; echo eof')
-    await daemon.client.input(task.id, 'one\n')
+    await shared.daemon.client.input(task.id, 'one\n')
     await waitFor('the first line', async () => (await outputOf(task.id)) === 'got one\n')
-    const read = await daemon.client.read(task.id, { from: 8, waitMs: 300 })
+    const read = await shared.daemon.client.read(task.id, { from: 8, waitMs: 300 })
     expect(read).toMatchObject({ data: '', done: false })
-    await daemon.client.input(task.id, 'two\n', { eof: true })
-    expect(await daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+    await shared.daemon.client.input(task.id, 'two\n', { eof: true })
+    expect(await shared.daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
     expect(await outputOf(task.id)).toBe('got one\ngot two\neof\n')
   })
 
   test('errors: no pipe, after eof, ended task, empty body, both text and base64', async () => {
-    const plain = await daemon.client.start({ command: 'sleep 30', shell: true, cwd: workspace })
-    started.push(plain.id)
+    const plain = await shared.daemon.client.start({ command: 'sleep 30', shell: true, cwd: shared.workspace })
+    shared.track(plain.id)
     expect(plain.stdin).toBe('null')
-    await expectCode(daemon.client.input(plain.id, 'x'), 'TEND_ERR_NO_STDIN', new RegExp(`task ${plain.id} has no stdin pipe`))
+    await expectTendError(shared.daemon.client.input(plain.id, 'x'), 'TEND_ERR_NO_STDIN', new RegExp(`task ${plain.id} has no stdin pipe`))
 
     const piped = await startPiped('cat >/dev/null; sleep 30')
-    await daemon.client.input(piped.id, '', { eof: true })
-    await expectCode(daemon.client.input(piped.id, 'late'), 'TEND_ERR_STDIN_CLOSED', /its end of input was already sent/)
+    await shared.daemon.client.input(piped.id, '', { eof: true })
+    await expectTendError(shared.daemon.client.input(piped.id, 'late'), 'TEND_ERR_STDIN_CLOSED', /its end of input was already sent/)
 
-    const short = await daemon.client.start({ command: 'exit 0', shell: true, cwd: workspace, stdin: 'pipe' })
-    await daemon.client.wait(short.id, { timeoutMs: 10_000 })
-    await expectCode(daemon.client.input(short.id, 'x'), 'TEND_ERR_TASK_FINISHED', new RegExp(`task ${short.id} has ended \\(exited\\)`))
+    const short = await shared.daemon.client.start({ command: 'exit 0', shell: true, cwd: shared.workspace, stdin: 'pipe' })
+    await shared.daemon.client.wait(short.id, { timeoutMs: 10_000 })
+    await expectTendError(shared.daemon.client.input(short.id, 'x'), 'TEND_ERR_TASK_FINISHED', new RegExp(`task ${short.id} has ended \\(exited\\)`))
 
     const cat = await startPiped('cat')
     const empty = await postJson(`/v1/tasks/${cat.id}/input`, {})
@@ -119,25 +92,25 @@ describe('stdin pipes', () => {
     const unknown = await postJson(`/v1/tasks/${cat.id}/input`, { txt: 'a' })
     expect(unknown).toMatchObject({ statusCode: 400, code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('txt') })
     // Nothing reached the pipe of a refused input; an empty one writes nothing.
-    expect(await daemon.client.input(cat.id, Buffer.alloc(0))).toMatchObject({ acceptedBytes: 0, inputBytes: 0 })
+    expect(await shared.daemon.client.input(cat.id, Buffer.alloc(0))).toMatchObject({ acceptedBytes: 0, inputBytes: 0 })
     expect(existsSync(join(cat.spool, 'input.log'))).toBe(false)
   })
 
   test('input sent right after the start waits for the launch; a task still queued after 2 s is refused, retryable', async () => {
-    const task = await daemon.client.start({ command: 'cat', shell: true, cwd: workspace, stdin: 'pipe' })
-    started.push(task.id)
+    const task = await shared.daemon.client.start({ command: 'cat', shell: true, cwd: shared.workspace, stdin: 'pipe' })
+    shared.track(task.id)
     expect(task.state).toBe('queued')
-    expect(await daemon.client.input(task.id, 'early\n', { eof: true })).toMatchObject({ acceptedBytes: 6 })
-    expect(await daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect(await shared.daemon.client.input(task.id, 'early\n', { eof: true })).toMatchObject({ acceptedBytes: 6 })
+    expect(await shared.daemon.client.wait(task.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
     expect(await outputOf(task.id)).toBe('early\n')
 
     // One owner's slots (perOwnerConcurrency 4) all taken: its next task waits in line.
     const owner = 'busy-owner'
-    const sleepers = await Promise.all(Array.from({ length: 4 }, () => daemon.client.start({ command: 'sleep 60', shell: true, cwd: workspace, owner })))
-    started.push(...sleepers.map((sleeper) => sleeper.id))
-    const waiting = await daemon.client.start({ command: 'cat', shell: true, cwd: workspace, stdin: 'pipe', owner })
-    started.push(waiting.id)
-    const error = await daemon.client.input(waiting.id, 'x').then(
+    const sleepers = await Promise.all(Array.from({ length: 4 }, () => shared.daemon.client.start({ command: 'sleep 60', shell: true, cwd: shared.workspace, owner })))
+    for (const sleeper of sleepers) shared.track(sleeper.id)
+    const waiting = await shared.daemon.client.start({ command: 'cat', shell: true, cwd: shared.workspace, stdin: 'pipe', owner })
+    shared.track(waiting.id)
+    const error = await shared.daemon.client.input(waiting.id, 'x').then(
       () => null,
       (caught: unknown) => caught as Error & { code: string; retryable: boolean },
     )
@@ -147,7 +120,7 @@ describe('stdin pipes', () => {
   test('a task that does not read: what fits is written, the answer says how many bytes were taken, input.log holds exactly those', async () => {
     const task = await startPiped('sleep 60')
     const data = Buffer.alloc(200_000, 0x61)
-    const error = await daemon.client.input(task.id, data).then(
+    const error = await shared.daemon.client.input(task.id, data).then(
       () => null,
       (caught: unknown) => caught as Error & { code: string },
     )
@@ -162,9 +135,9 @@ describe('stdin pipes', () => {
 
   test('an owner cannot write to another owner\'s task', async () => {
     const task = await startPiped('cat')
-    const stranger = new TendClient({ home: daemon.home, autoStart: false, owner: 'someone-else' })
+    const stranger = new TendClient({ home: shared.daemon.home, autoStart: false, owner: 'someone-else' })
     try {
-      await expectCode(stranger.input(task.id, 'x'), 'TEND_ERR_TASK_NOT_FOUND')
+      await expectTendError(stranger.input(task.id, 'x'), 'TEND_ERR_TASK_NOT_FOUND')
     } finally {
       stranger.close()
     }
@@ -173,11 +146,11 @@ describe('stdin pipes', () => {
 
 /** The daemon's answer to a GET, as JSON (the OpenAPI document). */
 async function getJson(path: string): Promise<Record<string, unknown>> {
-  return JSON.parse((await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path })).text) as Record<string, unknown>
+  return JSON.parse((await rawRequest(join(shared.daemon.home, 'tend.sock'), { method: 'GET', path })).text) as Record<string, unknown>
 }
 
 async function postJson(path: string, body: unknown): Promise<Record<string, unknown>> {
-  const answer = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const answer = await rawRequest(join(shared.daemon.home, 'tend.sock'), { method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
   return JSON.parse(answer.text) as Record<string, unknown>
 }
 
@@ -198,13 +171,13 @@ describe('the OpenAPI document', () => {
 describe('stdin pipes in every sandbox profile', () => {
   for (const sandbox of ['off', 'workspace', 'strict'] as const) {
     test(`${sandbox}: the sandboxed command reads what is sent and ends at eof`, async (context) => {
-      const status = await daemon.client.status()
+      const status = await shared.daemon.client.status()
       if (!status.sandbox.profiles.includes(sandbox)) context.skip(`${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`)
-      const task = await startPiped('read line; echo "got $line"; cat; echo done', daemon.client, sandbox)
-      await daemon.client.input(task.id, 'first\n')
+      const task = await startPiped('read line; echo "got $line"; cat; echo done', shared.daemon.client, sandbox)
+      await shared.daemon.client.input(task.id, 'first\n')
       await waitFor(`the ${sandbox} task to answer`, async () => (await outputOf(task.id)) === 'got first\n')
-      await daemon.client.input(task.id, 'rest\n', { eof: true })
-      expect(await daemon.client.wait(task.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+      await shared.daemon.client.input(task.id, 'rest\n', { eof: true })
+      expect(await shared.daemon.client.wait(task.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
       expect(await outputOf(task.id)).toBe('got first\nrest\ndone\n')
     })
   }

@@ -1,10 +1,9 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import * as tendPlugin from '../../tools/index.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { daemonPerFile } from '../helpers/daemon-per-file.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /**
@@ -13,50 +12,36 @@ import { waitFor } from '../helpers/wait-for.js'
  * no \r — while output.log keeps what the terminal showed.
  */
 
-let daemon: TestDaemon
+const shared = daemonPerFile('tools-tty')
 let host: ReturnType<typeof createHost>
 let fork: { dispose: () => unknown }
-let scratch: string
-const started: string[] = []
 
 beforeAll(async () => {
-  daemon = await startTestDaemon()
   host = createHost()
-  fork = host.plugin(tendPlugin, { home: daemon.home })
+  fork = host.plugin(tendPlugin, { home: shared.daemon.home })
   await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
-  scratch = mkdtempSync('/var/tmp/tend-tools-tty-')
 })
-afterEach(async () => {
-  for (const id of started.splice(0)) {
-    const task = await daemon.client.get(id).catch(() => null)
-    if (task && (task.state === 'running' || task.state === 'queued')) await daemon.client.kill(id, { signal: 'KILL' })
-    expect(liveProcessesOf(id), `processes of task ${id}`).toEqual([])
-  }
-})
-afterAll(async () => {
+afterAll(() => {
   fork.dispose()
-  rmSync(scratch, { recursive: true, force: true })
-  await daemon.stop()
 })
 
-const liveProcessesOf = (taskId: string) => processesWithEnv(`TEND_TASK_ID=${taskId}`).filter(isAlive)
 const taskIdIn = (text: string) => {
   const match = /background task ([0-9a-z]{12})/.exec(text)
   if (!match) throw new Error(`no task id in: ${text}`)
-  started.push(match[1]!)
+  shared.track(match[1]!)
   return match[1]!
 }
-const rawOutputOf = async (id: string) => readFileSync(join((await daemon.client.get(id)).spool, 'output.log'), 'utf8')
+const rawOutputOf = async (id: string) => readFileSync(join((await shared.daemon.client.get(id)).spool, 'output.log'), 'utf8')
 /** What the model reads must be text: no escape sequence, no carriage return, no other control character but \n and \t. */
 const expectPlain = (text: string) => expect(text, JSON.stringify(text)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
 
 describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
   test('define, print, exit: every result is plain text with the echo of what was typed', async () => {
     const agent = new TestAgent('tty-repl')
-    const bash = await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: scratch } })
+    const bash = await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: shared.workspace } })
     expect(bash.isError, textOf(bash)).toBe(false)
     const id = taskIdIn(textOf(bash))
-    expect(await daemon.client.get(id)).toMatchObject({ tty: { cols: 80, rows: 24 }, stdin: 'pipe' })
+    expect(await shared.daemon.client.get(id)).toMatchObject({ tty: { cols: 80, rows: 24 }, stdin: 'pipe' })
     await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
 
     const defined = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'x = 6 * 7\n', yield_ms: 5000 } })
@@ -78,7 +63,7 @@ describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
 
   test('eof: true types Ctrl-D: the REPL ends and the result says the terminal stayed open', async () => {
     const agent = new TestAgent('tty-eof')
-    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: scratch } })))
+    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: shared.workspace } })))
     await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
     const ended = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: '', eof: true, yield_ms: 10_000 } })
     expect(textOf(ended)).toContain(`typed 0 bytes into the terminal of task ${id}, then Ctrl-D (end of input; the terminal stays open)`)
@@ -95,7 +80,7 @@ describe('terminal output in bash and task_output results', () => {
       'printf " 10%%\\r 60%%\\r\\033[K100%%\\n"',
       'echo "size $(stty size)"',
     ].join('; ')
-    const result = await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, cwd: scratch } })
+    const result = await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, cwd: shared.workspace } })
     expect(textOf(result)).toBe('on a terminal\n100%\nsize 24 80\n[exit code: 0]')
     expect((result.meta as { output: string }).output).toBe('on a terminal\n100%\nsize 24 80\n')
   })
@@ -103,8 +88,8 @@ describe('terminal output in bash and task_output results', () => {
   test('task_output with a filter and with a small budget reads plain text too', async () => {
     const agent = new TestAgent('tty-shaping')
     const command = 'i=1; while [ $i -le 300 ]; do printf "\\033[33mline %03d\\033[0m\\n" $i; i=$((i+1)); done'
-    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: scratch } })))
-    await daemon.client.wait(id, { timeoutMs: 10_000 })
+    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
+    await shared.daemon.client.wait(id, { timeoutMs: 10_000 })
     const filtered = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, from: 0, filter: '^line 0(07|42)$' } })
     expect(textOf(filtered)).toContain('[filter /^line 0(07|42)$/: 2 matching lines]\nline 007\nline 042\n')
     const shaped = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, max_bytes: 400 } })
@@ -116,15 +101,15 @@ describe('terminal output in bash and task_output results', () => {
 
   test('an escape sequence cut off by the end of the output so far is held back: the agent\'s place stops before it', async () => {
     const agent = new TestAgent('tty-held')
-    const gate = join(scratch, 'held-gate')
+    const gate = join(shared.workspace, 'held-gate')
     const command = `printf 'ready \\033[3'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '1mred\\033[0m done\\n'`
-    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: scratch } })))
+    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
     await waitFor('the cut sequence in output.log', async () => (await rawOutputOf(id)).endsWith('\x1b[3'))
     const first = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id } })
-    expect(textOf(first)).toBe(`task ${id} (${(await daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`)
+    expect(textOf(first)).toBe(`task ${id} (${(await shared.daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`)
     writeFileSync(gate, '')
     const second = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
-    await daemon.client.wait(id, { timeoutMs: 10_000 })
+    await shared.daemon.client.wait(id, { timeoutMs: 10_000 })
     const rest = textOf(second).includes('[exit code: 0]') ? textOf(second) : textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } }))
     expect(rest).toMatch(/: exited; bytes 6–\d+ of \d+\nred done\n\[exit code: 0\]$/)
   })
