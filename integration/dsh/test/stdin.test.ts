@@ -1,10 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createHarness, type Harness } from './support/harness.js'
-import { startTestDaemon, type TestDaemon } from './support/daemon.js'
-import { runCalls, type ToolCallSpec } from './support/obedient.js'
+import { describe, expect, test } from 'vitest'
+import { harnessPerFile } from './support/harness-per-file.js'
 import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
@@ -12,27 +7,12 @@ import { noticeTexts, startedTaskId } from './support/session.js'
  * driven entirely through task_input.
  */
 
-let daemon: TestDaemon
-let harness: Harness
-let scratch: string
-
-beforeAll(async () => {
-  daemon = await startTestDaemon()
-  scratch = mkdtempSync(join(tmpdir(), 'tend-dsh-stdin-'))
-  harness = await createHarness()
-  await harness.loadTend({ home: daemon.home })
-})
-afterAll(async () => {
-  await harness?.dispose()
-  await daemon?.stop()
-  rmSync(scratch, { recursive: true, force: true })
-})
-
-const run = (agentId: string, calls: ToolCallSpec[]) => runCalls(harness, agentId, calls)
+const shared = harnessPerFile('stdin')
+const { run } = shared
 
 describe('stdin on the published harness', () => {
   test('a Python REPL: bash with stdin: true, then task_input defines a variable, prints it and exits', async () => {
-    const { results: started } = await run('repl', [{ name: 'bash', args: { command: 'python3 -u -i -q', description: 'python repl', run_in_background: true, stdin: true, cwd: scratch } }])
+    const { results: started } = await run('repl', [{ name: 'bash', args: { command: 'python3 -u -i -q', description: 'python repl', run_in_background: true, stdin: true, cwd: shared.scratch } }])
     expect(started[0]!.isError, started[0]!.text).toBe(false)
     const id = startedTaskId(started[0]!.text)
 
@@ -47,14 +27,14 @@ describe('stdin on the published harness', () => {
     const { agent, results: exited } = await run('repl', [{ name: 'task_input', args: { task_id: id, text: 'exit()\n', yield_ms: 10_000 } }])
     expect(exited[0]!.text).toContain('[exit code: 0]')
     expect(exited[0]!.meta).toMatchObject({ taskId: id, done: true, exitCode: 0 })
-    expect((await daemon.client.get(id)).state).toBe('exited')
+    expect((await shared.daemon.client.get(id)).state).toBe('exited')
     // The agent saw the ending in task_input's result: no notice.
     expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([])
   })
 
   test('task_input to a task without stdin is an error result the model reads', async () => {
     const { results } = await run('repl-errors', [
-      { name: 'bash', args: { command: 'echo hi', cwd: scratch } },
+      { name: 'bash', args: { command: 'echo hi', cwd: shared.scratch } },
       { name: 'task_list', args: {} },
     ])
     const id = /^([0-9a-z]{12}) /m.exec(results[1]!.text)![1]!

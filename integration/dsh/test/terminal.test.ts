@@ -1,10 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createHarness, type Harness } from './support/harness.js'
-import { isAlive, startTestDaemon, waitFor, type TestDaemon } from './support/daemon.js'
-import { runCalls, type ToolCallSpec } from './support/obedient.js'
+import { describe, expect, test } from 'vitest'
+import { harnessPerFile } from './support/harness-per-file.js'
+import { isAlive, waitFor } from './support/daemon.js'
 import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
@@ -12,32 +10,17 @@ import { noticeTexts, startedTaskId } from './support/session.js'
  * driven through task_input; what the model reads (and the values Code Mode gets) is plain text.
  */
 
-let daemon: TestDaemon
-let harness: Harness
-let scratch: string
-
-beforeAll(async () => {
-  daemon = await startTestDaemon()
-  scratch = mkdtempSync(join(tmpdir(), 'tend-dsh-tty-'))
-  harness = await createHarness()
-  await harness.loadTend({ home: daemon.home })
-})
-afterAll(async () => {
-  await harness?.dispose()
-  await daemon?.stop()
-  rmSync(scratch, { recursive: true, force: true })
-})
-
-const run = (agentId: string, calls: ToolCallSpec[]) => runCalls(harness, agentId, calls)
+const shared = harnessPerFile('tty')
+const { run } = shared
 /** No escape sequence, no carriage return, no other control character but \n and \t. */
 const expectPlain = (text: string) => expect(text, JSON.stringify(text)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
 
 describe('terminals on the published harness', () => {
   test('a Python REPL on a terminal: bash with tty: true, then task_input defines, prints and exits; every result is plain text', async () => {
-    const { results: started } = await run('tty-repl', [{ name: 'bash', args: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: scratch } }])
+    const { results: started } = await run('tty-repl', [{ name: 'bash', args: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: shared.scratch } }])
     expect(started[0]!.isError, started[0]!.text).toBe(false)
     const id = startedTaskId(started[0]!.text)
-    const task = await daemon.client.get(id)
+    const task = await shared.daemon.client.get(id)
     expect(task).toMatchObject({ tty: { cols: 80, rows: 24 }, stdin: 'pipe' })
     const outputLog = join(task.spool, 'output.log')
     await waitFor('the first prompt', () => readFileSync(outputLog, 'utf8').includes('>>> '))
@@ -59,16 +42,16 @@ describe('terminals on the published harness', () => {
     expect(exited[0]!.text).toContain('[exit code: 0]')
     expect(exited[0]!.meta).toMatchObject({ taskId: id, done: true, exitCode: 0 })
     expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([])
-    expect((await daemon.client.get(id)).state).toBe('exited')
+    expect((await shared.daemon.client.get(id)).state).toBe('exited')
   })
 
   test('a foreground command on a terminal: colours and a redrawn progress line come back as plain text, and the terminal card gets it', async () => {
     const command = '[ -t 1 ] && printf "\\033[32mon a terminal\\033[0m\\n"; printf " 10%%\\r100%%\\n"'
-    const { results } = await run('tty-foreground', [{ name: 'bash', args: { command, tty: true, cwd: scratch } }])
+    const { results } = await run('tty-foreground', [{ name: 'bash', args: { command, tty: true, cwd: shared.scratch } }])
     expect(results[0]!.text).toBe('on a terminal\n100%\n[exit code: 0]')
     expect(results[0]!.meta).toMatchObject({ output: 'on a terminal\n100%\n', exitCode: 0 })
     const id = (results[0]!.meta as { taskId: string }).taskId
-    const { pid } = await daemon.client.get(id)
+    const { pid } = await shared.daemon.client.get(id)
     expect(pid === null || !isAlive(pid)).toBe(true)
   })
 })

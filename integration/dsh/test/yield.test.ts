@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createHarness, type Harness } from './support/harness.js'
-import { startTestDaemon, waitFor, type TestDaemon } from './support/daemon.js'
-import { runCalls, type ToolCallSpec } from './support/obedient.js'
+import { describe, expect, test } from 'vitest'
+import { harnessPerFile } from './support/harness-per-file.js'
+import { waitFor } from './support/daemon.js'
 import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
@@ -12,24 +10,9 @@ import { noticeTexts, startedTaskId } from './support/session.js'
  * returns "still running" with its task id, and the task goes on as the agent's background task.
  */
 
-let daemon: TestDaemon
-let harness: Harness
-let scratch: string
-
-beforeAll(async () => {
-  daemon = await startTestDaemon()
-  scratch = mkdtempSync(join(tmpdir(), 'tend-dsh-yield-'))
-  harness = await createHarness()
-  // The default yield comes from the plugin's configuration.
-  await harness.loadTend({ home: daemon.home, defaultYieldMs: 1500 })
-})
-afterAll(async () => {
-  await harness?.dispose()
-  await daemon?.stop()
-  rmSync(scratch, { recursive: true, force: true })
-})
-
-const run = (agentId: string, calls: ToolCallSpec[]) => runCalls(harness, agentId, calls)
+// The default yield comes from the plugin's configuration.
+const shared = harnessPerFile('yield', { defaultYieldMs: 1500 })
+const { run } = shared
 
 function yieldedId(text: string): string {
   const match = /\[still running after \d+ms; it goes on as background task ([0-9a-z]{12}) /.exec(text)
@@ -49,7 +32,7 @@ const gate = (path: string) => `until [ -e '${path}' ]; do sleep 0.02; done`
 
 describe('yield on the published harness', () => {
   test('a dev-server-like foreground command yields, is read later, is stopped by its time limit, and gets exactly one notice', async () => {
-    const more = join(scratch, 'dev-more')
+    const more = join(shared.scratch, 'dev-more')
     const args = { command: `echo ready; ${gate(more)}; echo serving; exec sleep 1000`, description: 'dev server', timeout: 8000 }
     const { agent, results } = await run('yield-dev', [{ name: 'bash', args }])
     const [started] = results
@@ -59,9 +42,9 @@ describe('yield on the published harness', () => {
       `ready\n[still running after 1500ms; it goes on as background task ${id} (dev server). Read more with task_output (task_id: "${id}"); stop it with task_kill. A notice arrives when it finishes (at the latest when its time limit of 8000ms stops it).]`,
     )
     expect(started!.meta).toEqual({ taskId: id, background: false, yielded: true, output: 'ready\n', exitCode: null, signal: null })
-    const bash = harness.root.tools.get('bash')!
+    const bash = shared.harness.root.tools.get('bash')!
     expect(bash.presentResult!(args, { content: [{ type: 'text', text: started!.text }], isError: false, meta: started!.meta as never })).toEqual({ card: 'terminal', title: args.command, output: 'ready\n' })
-    expect((await daemon.client.get(id)).state).toBe('running')
+    expect((await shared.daemon.client.get(id)).state).toBe('running')
     expect(noticeTexts(agent)).toEqual([])
 
     writeFileSync(more, '')
@@ -70,7 +53,7 @@ describe('yield on the published harness', () => {
 
     await waitFor(`the notice of task ${id}, stopped by its time limit`, () => noticeTexts(agent).some((notice) => notice.includes(id)), 20_000)
     await agent.whenIdle()
-    expect(await daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
+    expect(await shared.daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
     await settleWithMarker('yield-dev')
     expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`])
   })
