@@ -1,37 +1,24 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as tendPlugin from '../../tools/index.js'
+import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
-import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
-let daemon: TestDaemon
-let host: ReturnType<typeof createHost>
-let fork: { dispose: () => unknown }
-
-beforeAll(async () => {
-  daemon = await startTestDaemon()
-  host = createHost()
-  fork = host.plugin(tendPlugin, { home: daemon.home })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
-})
-afterAll(async () => {
-  fork.dispose()
-  await daemon.stop()
-})
+const shared = pluginPerFile('notices')
 
 const idIn = (text: string) => /Started background task ([0-9a-z]{12})/.exec(text)![1]!
 
 /** Starts a background task and a marker task after it; once the marker's notice is in, any notice for the first would be too. */
 async function backgroundThenMarker(agent: TestAgent, command: string): Promise<{ id: string; markerId: string }> {
-  const id = idIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, run_in_background: true } })))
+  const id = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, run_in_background: true } })))
   return { id, markerId: '' }
 }
 
 async function settleWithMarker(agent: TestAgent): Promise<string> {
-  const markerId = idIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, description: 'marker' } })))
+  const markerId = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, description: 'marker' } })))
   await waitFor('the marker notice', () => agent.notices().some((notice) => notice.includes(markerId)))
   return markerId
 }
@@ -42,8 +29,8 @@ describe('completion notices', () => {
     const gate = mkdtempSync(join(tmpdir(), 'tend-gate-'))
     const { id } = await backgroundThenMarker(agent, `while [ ! -e ${gate}/go ]; do sleep 0.01; done`)
     // The read is waiting when the task ends, so it is the read that shows the ending.
-    const read = callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 30_000 } })
-    await waitFor('the read to be in flight', async () => (await daemon.client.get(id)).state === 'running')
+    const read = callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 30_000 } })
+    await waitFor('the read to be in flight', async () => (await shared.daemon.client.get(id)).state === 'running')
     writeFileSync(join(gate, 'go'), '')
     expect(textOf(await read)).toContain('[exit code: 0]')
     await settleWithMarker(agent)
@@ -54,8 +41,8 @@ describe('completion notices', () => {
   test('no notice when the agent killed the task, or ran it in the foreground', async () => {
     const agent = new TestAgent('notice-kill')
     const { id } = await backgroundThenMarker(agent, 'sleep 30')
-    await callTool(host, agent, { name: 'task_kill', arguments: { task_id: id } })
-    await callTool(host, agent, { name: 'bash', arguments: { command: 'echo foreground' } })
+    await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: id } })
+    await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo foreground' } })
     await settleWithMarker(agent)
     expect(agent.notices().filter((notice) => !notice.includes('(marker)'))).toEqual([])
   })
@@ -64,21 +51,21 @@ describe('completion notices', () => {
     const agent = new TestAgent('notice-undelivered')
     agent.failInjects = true
     const { id } = await backgroundThenMarker(agent, 'exit 2')
-    await daemon.client.wait(id)
+    await shared.daemon.client.wait(id)
     const expected = `background task ${id} (exit 2) finished [status: exited, exit code: 2]. Read its output with task_output.`
     const list = await waitFor('the notice to ride on a tool result', async () => {
-      const result = await callTool(host, agent, { name: 'task_list', arguments: {} })
+      const result = await callTool(shared.host, agent, { name: 'task_list', arguments: {} })
       return result.content.length > 1 ? result : undefined
     })
     expect(list.content[1]).toEqual({ type: 'text', text: expected })
-    const next = await callTool(host, agent, { name: 'task_list', arguments: {} })
+    const next = await callTool(shared.host, agent, { name: 'task_list', arguments: {} })
     expect(next.content).toHaveLength(1)
   })
 
   test('a notice goes only to the owner, never to another agent', async () => {
     const alice = new TestAgent('notice-alice')
     const bob = new TestAgent('notice-bob')
-    await callTool(host, bob, { name: 'task_list', arguments: {} })
+    await callTool(shared.host, bob, { name: 'task_list', arguments: {} })
     const { id } = await backgroundThenMarker(alice, 'echo for alice')
     await waitFor('alice to be told', () => alice.notices().some((notice) => notice.includes(id)))
     await settleWithMarker(bob)
@@ -91,13 +78,13 @@ describe('owners', () => {
     const alice = new TestAgent('owner-alice')
     const bob = new TestAgent('owner-bob')
     const { id } = await backgroundThenMarker(alice, 'sleep 30')
-    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
-    const read = await callTool(host, bob, { name: 'task_output', arguments: { task_id: id } })
-    const kill = await callTool(host, bob, { name: 'task_kill', arguments: { task_id: id } })
+    await waitFor('the task to run', async () => (await shared.daemon.client.get(id)).state === 'running')
+    const read = await callTool(shared.host, bob, { name: 'task_output', arguments: { task_id: id } })
+    const kill = await callTool(shared.host, bob, { name: 'task_kill', arguments: { task_id: id } })
     expect(read).toMatchObject({ isError: true, content: [{ text: `task not found: ${id}` }] })
     expect(kill).toMatchObject({ isError: true, content: [{ text: `task not found: ${id}` }] })
-    expect((await daemon.client.get(id)).state).toBe('running')
-    await callTool(host, alice, { name: 'task_kill', arguments: { task_id: id } })
+    expect((await shared.daemon.client.get(id)).state).toBe('running')
+    await callTool(shared.host, alice, { name: 'task_kill', arguments: { task_id: id } })
   })
 })
 
@@ -105,10 +92,10 @@ describe('agent disposal and aborts', () => {
   test("disposing an agent stops its running background tasks", async () => {
     const agent = new TestAgent('dispose-stop')
     const { id } = await backgroundThenMarker(agent, 'sleep 30')
-    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
+    await waitFor('the task to run', async () => (await shared.daemon.client.get(id)).state === 'running')
     agent.dispose()
     const task = await waitFor('the task to be stopped', async () => {
-      const current = await daemon.client.get(id)
+      const current = await shared.daemon.client.get(id)
       return current.state === 'killed' ? current : undefined
     })
     expect(task.reason).toBe('killed by request (SIGTERM): its agent was disposed')
@@ -116,36 +103,36 @@ describe('agent disposal and aborts', () => {
 
   test('a task started with bash persistent: true outlives its agent; its owner task does not (stopped by session-end)', async () => {
     const agent = new TestAgent('dispose-persistent')
-    const kept = idIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, persistent: true } })))
-    const stopped = idIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
-    await waitFor('both tasks to run', async () => (await daemon.client.get(kept)).state === 'running' && (await daemon.client.get(stopped)).state === 'running')
-    expect((await daemon.client.get(kept)).lifetime).toBe('persistent')
+    const kept = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, persistent: true } })))
+    const stopped = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
+    await waitFor('both tasks to run', async () => (await shared.daemon.client.get(kept)).state === 'running' && (await shared.daemon.client.get(stopped)).state === 'running')
+    expect((await shared.daemon.client.get(kept)).lifetime).toBe('persistent')
     agent.dispose()
     const ended = await waitFor('the owner task to be stopped', async () => {
-      const current = await daemon.client.get(stopped)
+      const current = await shared.daemon.client.get(stopped)
       return current.state === 'killed' ? current : undefined
     })
     expect(ended.stoppedBy).toBe('session-end')
-    expect((await daemon.client.get(kept)).state).toBe('running')
+    expect((await shared.daemon.client.get(kept)).state).toBe('running')
     // The agent comes back with the same owner id: its persistent task is there, and it can stop it.
     const back = new TestAgent('dispose-persistent')
-    expect(textOf(await callTool(host, back, { name: 'task_list', arguments: {} }))).toContain(kept)
-    const killed = await callTool(host, back, { name: 'task_kill', arguments: { task_id: kept } })
+    expect(textOf(await callTool(shared.host, back, { name: 'task_list', arguments: {} }))).toContain(kept)
+    const killed = await callTool(shared.host, back, { name: 'task_kill', arguments: { task_id: kept } })
     expect(textOf(killed)).toContain('stopped by: owner')
   })
 
   test('with stopTasksOnDispose: false the tasks keep running', async () => {
     const keepHost = createHost()
-    const keepFork = keepHost.plugin(tendPlugin, { home: daemon.home, stopTasksOnDispose: false })
+    const keepFork = keepHost.plugin(tendPlugin, { home: shared.daemon.home, stopTasksOnDispose: false })
     await waitFor('the tools to be registered', () => keepHost.tools.tools.size === 5)
     const agent = new TestAgent('dispose-keep')
     const id = idIn(textOf(await callTool(keepHost, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
-    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
+    await waitFor('the task to run', async () => (await shared.daemon.client.get(id)).state === 'running')
     agent.dispose()
-    const marker = await daemon.client.start({ command: ['true'], owner: 'dispose-keep' })
-    await daemon.client.wait(marker.id)
-    expect((await daemon.client.get(id)).state).toBe('running')
-    await daemon.client.kill(id)
+    const marker = await shared.daemon.client.start({ command: ['true'], owner: 'dispose-keep' })
+    await shared.daemon.client.wait(marker.id)
+    expect((await shared.daemon.client.get(id)).state).toBe('running')
+    await shared.daemon.client.kill(id)
     keepFork.dispose()
   })
 
@@ -153,32 +140,32 @@ describe('agent disposal and aborts', () => {
     const agent = new TestAgent('abort-before')
     const controller = new AbortController()
     controller.abort()
-    const result = await callTool(host, agent, { name: 'bash', arguments: { command: 'echo never', run_in_background: true }, signal: controller.signal })
+    const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo never', run_in_background: true }, signal: controller.signal })
     expect(result).toMatchObject({ isError: true, content: [{ text: 'aborted before the task was started; nothing was run' }] })
-    expect(await daemon.client.list({ owner: 'abort-before', all: true })).toEqual([])
+    expect(await shared.daemon.client.list({ owner: 'abort-before', all: true })).toEqual([])
   })
 
   test('an abort after the id is returned does not kill a background task', async () => {
     const agent = new TestAgent('abort-after')
     const controller = new AbortController()
-    const result = await callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true }, signal: controller.signal })
+    const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true }, signal: controller.signal })
     controller.abort()
     const id = idIn(textOf(result))
-    await waitFor('the background task to run', async () => (await daemon.client.get(id)).state === 'running')
-    expect(await daemon.client.list({ owner: 'abort-after' })).toHaveLength(1)
-    await daemon.client.kill(id)
+    await waitFor('the background task to run', async () => (await shared.daemon.client.get(id)).state === 'running')
+    expect(await shared.daemon.client.list({ owner: 'abort-after' })).toHaveLength(1)
+    await shared.daemon.client.kill(id)
   })
 
   test('an abort of a foreground call stops its task', async () => {
     const agent = new TestAgent('abort-foreground')
     const controller = new AbortController()
-    const call = callTool(host, agent, { name: 'bash', arguments: { command: 'sleep 30' }, signal: controller.signal })
+    const call = callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30' }, signal: controller.signal })
     const [task] = await waitFor('the foreground task to run', async () => {
-      const tasks = await daemon.client.list({ owner: 'abort-foreground' })
+      const tasks = await shared.daemon.client.list({ owner: 'abort-foreground' })
       return tasks.length === 1 && tasks[0]!.state === 'running' ? tasks : undefined
     })
     controller.abort()
     expect(await call).toMatchObject({ isError: true, content: [{ text: `aborted; foreground task ${task!.id} was stopped` }] })
-    expect((await daemon.client.get(task!.id)).state).toBe('killed')
+    expect((await shared.daemon.client.get(task!.id)).state).toBe('killed')
   })
 })

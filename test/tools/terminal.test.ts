@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import * as tendPlugin from '../../tools/index.js'
-import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
-import { daemonPerFile } from '../helpers/daemon-per-file.js'
+import { pluginPerFile } from '../harness/plugin-per-file.js'
+import { callTool, TestAgent, textOf } from '../harness/host.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /**
@@ -12,18 +11,7 @@ import { waitFor } from '../helpers/wait-for.js'
  * no \r — while output.log keeps what the terminal showed.
  */
 
-const shared = daemonPerFile('tools-tty')
-let host: ReturnType<typeof createHost>
-let fork: { dispose: () => unknown }
-
-beforeAll(async () => {
-  host = createHost()
-  fork = host.plugin(tendPlugin, { home: shared.daemon.home })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
-})
-afterAll(() => {
-  fork.dispose()
-})
+const shared = pluginPerFile('tools-tty')
 
 const taskIdIn = (text: string) => {
   const match = /background task ([0-9a-z]{12})/.exec(text)
@@ -38,24 +26,24 @@ const expectPlain = (text: string) => expect(text, JSON.stringify(text)).not.toM
 describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
   test('define, print, exit: every result is plain text with the echo of what was typed', async () => {
     const agent = new TestAgent('tty-repl')
-    const bash = await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: shared.workspace } })
+    const bash = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: shared.workspace } })
     expect(bash.isError, textOf(bash)).toBe(false)
     const id = taskIdIn(textOf(bash))
     expect(await shared.daemon.client.get(id)).toMatchObject({ tty: { cols: 80, rows: 24 }, stdin: 'pipe' })
     await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
 
-    const defined = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'x = 6 * 7\n', yield_ms: 5000 } })
+    const defined = await callTool(shared.host, agent, { name: 'task_input', arguments: { task_id: id, text: 'x = 6 * 7\n', yield_ms: 5000 } })
     expect(textOf(defined)).toMatch(new RegExp(`^typed 10 bytes into the terminal of task ${id}\ntask ${id} \\(python\\): running; bytes 0–\\d+ of \\d+\n`))
     expect(textOf(defined)).toContain('>>> x = 6 * 7\n')
     expectPlain(textOf(defined))
 
-    const printed = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'print(x)\n', yield_ms: 5000 } })
+    const printed = await callTool(shared.host, agent, { name: 'task_input', arguments: { task_id: id, text: 'print(x)\n', yield_ms: 5000 } })
     expect(textOf(printed)).toContain('print(x)\n42\n>>> ')
     expectPlain(textOf(printed))
     // The terminal's own record is raw: \r\n line ends.
     expect(await rawOutputOf(id)).toContain('print(x)\r\n42\r\n')
 
-    const exited = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'exit()\n', yield_ms: 10_000 } })
+    const exited = await callTool(shared.host, agent, { name: 'task_input', arguments: { task_id: id, text: 'exit()\n', yield_ms: 10_000 } })
     expect(textOf(exited)).toContain('[exit code: 0]')
     expectPlain(textOf(exited))
     expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([])
@@ -63,9 +51,9 @@ describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
 
   test('eof: true types Ctrl-D: the REPL ends and the result says the terminal stayed open', async () => {
     const agent = new TestAgent('tty-eof')
-    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: shared.workspace } })))
+    const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: shared.workspace } })))
     await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
-    const ended = await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: '', eof: true, yield_ms: 10_000 } })
+    const ended = await callTool(shared.host, agent, { name: 'task_input', arguments: { task_id: id, text: '', eof: true, yield_ms: 10_000 } })
     expect(textOf(ended)).toContain(`typed 0 bytes into the terminal of task ${id}, then Ctrl-D (end of input; the terminal stays open)`)
     expect(textOf(ended)).toContain('[exit code: 0]')
   })
@@ -80,7 +68,7 @@ describe('terminal output in bash and task_output results', () => {
       'printf " 10%%\\r 60%%\\r\\033[K100%%\\n"',
       'echo "size $(stty size)"',
     ].join('; ')
-    const result = await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, cwd: shared.workspace } })
+    const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, cwd: shared.workspace } })
     expect(textOf(result)).toBe('on a terminal\n100%\nsize 24 80\n[exit code: 0]')
     expect((result.meta as { output: string }).output).toBe('on a terminal\n100%\nsize 24 80\n')
   })
@@ -88,11 +76,11 @@ describe('terminal output in bash and task_output results', () => {
   test('task_output with a filter and with a small budget reads plain text too', async () => {
     const agent = new TestAgent('tty-shaping')
     const command = 'i=1; while [ $i -le 300 ]; do printf "\\033[33mline %03d\\033[0m\\n" $i; i=$((i+1)); done'
-    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
+    const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
     await shared.daemon.client.wait(id, { timeoutMs: 10_000 })
-    const filtered = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, from: 0, filter: '^line 0(07|42)$' } })
+    const filtered = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, from: 0, filter: '^line 0(07|42)$' } })
     expect(textOf(filtered)).toContain('[filter /^line 0(07|42)$/: 2 matching lines]\nline 007\nline 042\n')
-    const shaped = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, max_bytes: 400 } })
+    const shaped = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, max_bytes: 400 } })
     expectPlain(textOf(shaped))
     expect(textOf(shaped)).toMatch(/^line 001\n/m)
     expect(textOf(shaped)).toMatch(/\[… \d+ bytes omitted \(bytes \d+–\d+\); full output: .*output\.log …\]\n/)
@@ -103,23 +91,23 @@ describe('terminal output in bash and task_output results', () => {
     const agent = new TestAgent('tty-held')
     const gate = join(shared.workspace, 'held-gate')
     const command = `printf 'ready \\033[3'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '1mred\\033[0m done\\n'`
-    const id = taskIdIn(textOf(await callTool(host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
+    const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
     await waitFor('the cut sequence in output.log', async () => (await rawOutputOf(id)).endsWith('\x1b[3'))
-    const first = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id } })
+    const first = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
     expect(textOf(first)).toBe(`task ${id} (${(await shared.daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`)
     writeFileSync(gate, '')
-    const second = await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
+    const second = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
     await shared.daemon.client.wait(id, { timeoutMs: 10_000 })
-    const rest = textOf(second).includes('[exit code: 0]') ? textOf(second) : textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } }))
+    const rest = textOf(second).includes('[exit code: 0]') ? textOf(second) : textOf(await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } }))
     expect(rest).toMatch(/: exited; bytes 6–\d+ of \d+\nred done\n\[exit code: 0\]$/)
   })
 })
 
 describe('bash describes tty', () => {
   test('bash has a tty parameter whose description says what it does; task_input says it types into a terminal', () => {
-    const bash = host.tools.tools.get('bash')!
+    const bash = shared.host.tools.tools.get('bash')!
     expect(bash.inputSchema).toMatchObject({ properties: { tty: { type: 'boolean', description: expect.stringContaining('pseudo-terminal') } } })
     expect(bash.description).toContain('tty runs it on a pseudo-terminal')
-    expect(host.tools.tools.get('task_input')!.description).toContain('eof: true types Ctrl-D')
+    expect(shared.host.tools.tools.get('task_input')!.description).toContain('eof: true types Ctrl-D')
   })
 })
