@@ -14,6 +14,10 @@ export interface ListFilter {
 /** A change of one task, computed from its current version; null when there is nothing to change. */
 export type Transition = (current: Task) => Task | null
 
+function listOrder(a: Task, b: Task): number {
+  return a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+}
+
 /** How long a record that could not be written (disk full) waits before the next try, at most. */
 const RETRY_MAX_MS = 5000
 
@@ -30,6 +34,11 @@ const RETRY_MAX_MS = 5000
  */
 export class TaskStore {
   private readonly tasks = new Map<string, Task>()
+  /** Indexes for list(): tasks not finished, and each owner's tasks, so a list reads only what it may answer. */
+  private readonly unfinished = new Set<string>()
+  private readonly byOwner = new Map<string, Set<string>>()
+  /** Every task in list order (created, then id); null when it must be sorted again (a task adopted out of order). */
+  private ordered: Task[] | null = []
   private readonly versions = new Map<string, number>()
   /** The version and state last announced per task: each version at most once, in order. */
   private readonly announced = new Map<string, { version: number; state: Task['state'] }>()
@@ -50,7 +59,7 @@ export class TaskStore {
 
   /** Loads a task from the spool without announcing it. */
   adopt(task: Task): void {
-    this.tasks.set(task.id, task)
+    this.install(task)
     this.versions.set(task.id, 0)
     this.announced.set(task.id, { version: 0, state: task.state })
   }
@@ -67,7 +76,7 @@ export class TaskStore {
       await rm(taskDir(this.spoolRoot, task.id), { recursive: true, force: true }).catch(() => undefined)
       throw spoolWriteError(error, `recording the new task ${task.id}`)
     }
-    this.tasks.set(task.id, task)
+    this.install(task)
     this.versions.set(task.id, 1)
     this.announce(task, 1)
     return task
@@ -84,7 +93,7 @@ export class TaskStore {
     const next = change(current)
     if (next === null || next === current) return this.landing.get(id) ?? Promise.resolve(current)
     const version = (this.versions.get(id) ?? 0) + 1
-    this.tasks.set(id, next)
+    this.replace(current, next)
     this.versions.set(id, version)
     const landed = this.persist(id, version)
     this.landing.set(id, landed)
@@ -106,7 +115,7 @@ export class TaskStore {
   /** Updates fields that are not a state change (live output size) without writing or announcing. */
   patch(id: string, fields: Partial<Pick<Task, 'outputBytes'>>): void {
     const task = this.tasks.get(id)
-    if (task) this.tasks.set(id, { ...task, ...fields } as Task)
+    if (task) this.replace(task, { ...task, ...fields } as Task)
   }
 
   get(id: string): Task {
@@ -119,10 +128,19 @@ export class TaskStore {
     return this.tasks.get(id)
   }
 
+  /**
+   * Tasks in the order they were created (then by id). Reads only the tasks the filter can answer:
+   * the owner's, or the unfinished ones, or (all, no owner) the kept order as it is.
+   */
   list(filter: ListFilter = {}): Task[] {
-    return [...this.tasks.values()]
-      .filter((task) => (filter.all || !isFinished(task)) && (filter.owner === undefined || task.owner === filter.owner))
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+    if (filter.owner === undefined && filter.all) return [...this.inOrder()]
+    const ids = filter.owner === undefined ? this.unfinished : (this.byOwner.get(filter.owner) ?? new Set<string>())
+    const found: Task[] = []
+    for (const id of ids) {
+      const task = this.tasks.get(id)!
+      if (filter.all || !isFinished(task)) found.push(task)
+    }
+    return found.sort(listOrder)
   }
 
   /** Forgets a task and publishes task.removed; the caller deletes its spool folder. */
@@ -130,6 +148,14 @@ export class TaskStore {
     const task = this.tasks.get(id)
     if (!task) return
     this.tasks.delete(id)
+    this.unfinished.delete(id)
+    const owned = this.byOwner.get(task.owner)
+    owned?.delete(id)
+    if (owned?.size === 0) this.byOwner.delete(task.owner)
+    if (this.ordered) {
+      const index = this.ordered.indexOf(task)
+      if (index !== -1) this.ordered.splice(index, 1)
+    }
     this.versions.delete(id)
     this.announced.delete(id)
     this.landing.delete(id)
@@ -207,6 +233,36 @@ export class TaskStore {
         delayMs = Math.min(delayMs * 2, RETRY_MAX_MS)
       }
     }
+  }
+
+  /** Adds a task not known yet to the map and the indexes. */
+  private install(task: Task): void {
+    this.tasks.set(task.id, task)
+    if (!isFinished(task)) this.unfinished.add(task.id)
+    const owned = this.byOwner.get(task.owner) ?? new Set<string>()
+    owned.add(task.id)
+    this.byOwner.set(task.owner, owned)
+    // New tasks are created in time order, so they nearly always go at the end.
+    const last = this.ordered?.at(-1)
+    if (this.ordered && (last === undefined || listOrder(last, task) < 0)) this.ordered.push(task)
+    else this.ordered = null
+  }
+
+  /** Installs a task's next version in place of `current` (same id, owner and place in the order). */
+  private replace(current: Task, next: Task): void {
+    this.tasks.set(next.id, next)
+    if (isFinished(next)) this.unfinished.delete(next.id)
+    else this.unfinished.add(next.id)
+    if (this.ordered) {
+      const index = this.ordered.lastIndexOf(current)
+      if (index !== -1) this.ordered[index] = next
+      else this.ordered = null
+    }
+  }
+
+  private inOrder(): Task[] {
+    this.ordered ??= [...this.tasks.values()].sort(listOrder)
+    return this.ordered
   }
 
   /** Publishes a version that is on disk: each at most once and in order, each state once. */

@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import type { TaskBase } from '../../protocol/index.js'
+import { EventLog } from '../../dist/daemon/store/event-log.js'
+import { TaskStore } from '../../dist/daemon/store/task-store.js'
+import { createQueuedTask, markEnded, markStarted } from '../../dist/daemon/tasks/transitions.js'
+
+let spool: string
+let store: TaskStore
+
+beforeEach(() => {
+  spool = mkdtempSync(join(tmpdir(), 'tend-test-store-'))
+  store = new TaskStore(spool, new EventLog('test-daemon'))
+})
+
+afterEach(async () => {
+  await store.close()
+  rmSync(spool, { recursive: true, force: true })
+})
+
+function queued(id: string, owner: string, createdAt: string) {
+  const base: TaskBase = {
+    id,
+    name: null,
+    owner,
+    command: ['true'],
+    shell: false,
+    cwd: '/',
+    envKeys: [],
+    timeoutMs: null,
+    maxOutputBytes: 1024,
+    outputBytes: 0,
+    lifetime: 'owner',
+    sandbox: 'off',
+    network: true,
+    writablePaths: [],
+    memoryBytes: null,
+    pidsMax: null,
+    createdAt,
+    spool: join(spool, id),
+  }
+  return createQueuedTask(base)
+}
+
+const ids = (tasks: Array<{ id: string }>) => tasks.map((task) => task.id)
+
+describe('the task store', () => {
+  test('lists unfinished tasks by default and every task with all, each owner its own, in the order they were created', async () => {
+    await store.create(queued('aaaaaaaaaaa1', 'alice', '2026-11-30T00:00:01.000Z'))
+    await store.create(queued('aaaaaaaaaaa2', 'bob', '2026-11-30T00:00:02.000Z'))
+    await store.create(queued('aaaaaaaaaaa3', 'alice', '2026-11-30T00:00:03.000Z'))
+    const at = new Date('2026-11-30T00:00:04.000Z')
+    await store.transition('aaaaaaaaaaa1', (task) => markStarted(task, 4242, at))
+    await store.transition('aaaaaaaaaaa1', (task) => markEnded(task, { state: 'exited', exitCode: 0 }, 0, at))
+
+    expect(ids(store.list())).toEqual(['aaaaaaaaaaa2', 'aaaaaaaaaaa3'])
+    expect(ids(store.list({ all: true }))).toEqual(['aaaaaaaaaaa1', 'aaaaaaaaaaa2', 'aaaaaaaaaaa3'])
+    expect(ids(store.list({ owner: 'alice' }))).toEqual(['aaaaaaaaaaa3'])
+    expect(ids(store.list({ all: true, owner: 'alice' }))).toEqual(['aaaaaaaaaaa1', 'aaaaaaaaaaa3'])
+    expect(store.list({ all: true, owner: 'carol' })).toEqual([])
+    // The list holds each task's current version, not the one it was listed with first.
+    expect(store.list({ all: true })[0]).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect(store.list({ all: true })[0]).toBe(store.get('aaaaaaaaaaa1'))
+
+    store.forget('aaaaaaaaaaa3')
+    expect(ids(store.list({ all: true }))).toEqual(['aaaaaaaaaaa1', 'aaaaaaaaaaa2'])
+    expect(store.list({ owner: 'alice' })).toEqual([])
+  })
+
+  test('tasks loaded from the spool in any order are listed by creation time, then id', () => {
+    store.adopt(queued('bbbbbbbbbbb3', 'alice', '2026-11-30T00:00:03.000Z'))
+    store.adopt(queued('bbbbbbbbbbb2', 'alice', '2026-11-30T00:00:01.000Z'))
+    store.adopt(queued('bbbbbbbbbbb1', 'bob', '2026-11-30T00:00:01.000Z'))
+    expect(ids(store.list({ all: true }))).toEqual(['bbbbbbbbbbb1', 'bbbbbbbbbbb2', 'bbbbbbbbbbb3'])
+    expect(ids(store.list())).toEqual(['bbbbbbbbbbb1', 'bbbbbbbbbbb2', 'bbbbbbbbbbb3'])
+    expect(ids(store.list({ owner: 'alice' }))).toEqual(['bbbbbbbbbbb2', 'bbbbbbbbbbb3'])
+    // A later task goes after them, and a version change keeps its place.
+    store.adopt(queued('bbbbbbbbbbb0', 'bob', '2026-11-30T00:00:04.000Z'))
+    store.patch('bbbbbbbbbbb2', { outputBytes: 7 })
+    expect(ids(store.list({ all: true }))).toEqual(['bbbbbbbbbbb1', 'bbbbbbbbbbb2', 'bbbbbbbbbbb3', 'bbbbbbbbbbb0'])
+    expect(store.list({ all: true })[1]).toMatchObject({ outputBytes: 7 })
+  })
+})
