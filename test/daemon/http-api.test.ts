@@ -4,6 +4,7 @@ import { request } from 'node:http'
 import { join } from 'node:path'
 import { TendClient, TendError, isTendError } from '../../client/index.js'
 import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 interface RawAnswer {
   status: number
@@ -276,6 +277,27 @@ describe('the typed client', () => {
     } finally {
       client.close()
       rmSync(home, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('listing tasks', () => {
+  test('GET /v1/tasks answers each task as GET /v1/tasks/:id does, a running one with its output size now, as JSON', async () => {
+    const running = await daemon.client.start({ command: ['sh', '-c', 'printf 12345; exec sleep 30'] })
+    try {
+      await waitFor('the running task to have written 5 bytes', async () => (await daemon.client.read(running.id)).next === 5)
+      for (const path of ['/v1/tasks', '/v1/tasks?all=true']) {
+        const answer = await rawRequest(socket, 'GET', path)
+        expect(answer.status).toBe(200)
+        expect(answer.headers['content-type']).toBe('application/json; charset=utf-8')
+        const { tasks } = answer.json as { tasks: Array<{ id: string }> }
+        const one = async (id: string) => (await rawRequest(socket, 'GET', `/v1/tasks/${id}`)).json
+        expect(tasks, path).toEqual(await Promise.all(tasks.map((task) => one(task.id))))
+        expect(tasks.find((task) => task.id === running.id), path).toMatchObject({ state: 'running', outputBytes: 5 })
+      }
+    } finally {
+      await daemon.client.kill(running.id)
+      await daemon.client.remove(running.id)
     }
   })
 })

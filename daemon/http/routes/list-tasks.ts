@@ -5,21 +5,58 @@ import { ListTasksQuery, type Task } from '../../../protocol/index.js'
 import { requestOwner } from '../owner-scope.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
 
-/** GET /v1/tasks — running and queued tasks; `all` adds finished ones and corrupt spool entries. */
+const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
+
+/**
+ * GET /v1/tasks — running and queued tasks; `all` adds finished ones and corrupt spool entries.
+ *
+ * Each task is serialized once per version: the store replaces a task's object on every change,
+ * so its JSON is kept against the object and a list joins what it has (a running task's live
+ * output size makes a new object, serialized afresh). The document is the one the response schema
+ * would make: each task goes through the route's own serializer for the Task schema.
+ */
 export function registerListTasksRoute(app: TendApp, context: DaemonContext): void {
+  const serialized = new WeakMap<Task, Buffer>()
   app.get(
     '/v1/tasks',
     { schema: { summary: 'List tasks', querystring: ListTasksQuery, response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) } } },
-    async (request) => {
+    async (request, reply) => {
       const query = request.query as ListTasksQuery
       const owner = requestOwner(request)
       // An owner lists only its own tasks, whatever it asks for.
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
       const tasks: Task[] = context.store.list({ all: query.all ?? false, owner: owner ?? query.owner })
-      const live = await Promise.all(tasks.map((task) => withLiveOutput(context.config.layout.spool, task)))
-      if (!query.all) return { tasks: live }
-      const corrupt = context.corrupt.list(owner ?? query.owner ?? null)
-      return { tasks: [...live, ...corrupt].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id)) }
+      // Only a running task's answer reads anything (its output size on disk now).
+      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(context.config.layout.spool, task) : task)))
+      const corrupt = query.all ? context.corrupt.list(owner ?? query.owner ?? null) : []
+      const listed = corrupt.length > 0 ? [...live, ...corrupt].sort(listOrder) : live
+      const serialize = reply.compileSerializationSchema(TASK_REF, '200')
+      const parts = listed.map((task) => {
+        let json = serialized.get(task)
+        if (json === undefined) {
+          // Bytes, not the serializer's string: that is a rope of many pieces, which every join would walk again.
+          json = Buffer.from(serialize(task as unknown as Record<string, unknown>))
+          serialized.set(task, json)
+        }
+        return json
+      })
+      return reply.type('application/json; charset=utf-8').send(joinJson(parts))
     },
   )
+}
+
+const OPEN = Buffer.from('{"tasks":[')
+const COMMA = Buffer.from(',')
+const CLOSE = Buffer.from(']}')
+
+/** `{"tasks":[a,b,…]}` from each task's JSON: one copy of each. */
+function joinJson(parts: Buffer[]): Buffer {
+  const pieces: Buffer[] = [OPEN]
+  parts.forEach((part, index) => pieces.push(...(index === 0 ? [part] : [COMMA, part])))
+  pieces.push(CLOSE)
+  return Buffer.concat(pieces)
+}
+
+function listOrder(a: Task, b: Task): number {
+  return a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 }
