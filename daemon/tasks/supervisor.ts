@@ -31,6 +31,7 @@ import { Scheduler } from './scheduler.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
 import { readExitFile } from '../spawn/exit-file.js'
+import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
@@ -479,6 +480,8 @@ export class Supervisor {
       return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper is gone without recording how it ended; what was left of it was killed', outputBytes, new Date())) }
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
+    // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
+    if (current.state === 'running' && current.keeper) await keeperWritten(exitPath(this.config.layout.spool, id), entry.pid)
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
     // slot need not, the final record does (no group outlives it).
     const released = plan.release()

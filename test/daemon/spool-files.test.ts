@@ -46,4 +46,15 @@ describe('spool files', () => {
       expect(readdirSync(folder).sort()).toEqual(['exit.json', 'output.log', 'task.json'])
     }
   })
+
+  test('a task is reported ended once its keeper has written its exit file: removing it right after wait finds nothing still being written', async () => {
+    for (let round = 0; round < 30; round++) {
+      const task = await daemon.client.wait((await daemon.client.start({ command: ['true'] })).id)
+      const folder = join(daemon.home, 'spool', task.id)
+      expect(readdirSync(folder).sort(), task.id).toEqual(['exit.json', 'output.log', 'task.json'])
+      expect(parseExitRecord(readFileSync(join(folder, 'exit.json'), 'utf8'))).toMatchObject({ pid: task.pid, exitCode: 0 })
+      await daemon.client.remove(task.id)
+      expect(existsSync(folder), task.id).toBe(false)
+    }
+  })
 })
