@@ -28,7 +28,23 @@ function failed(job: RecordJob, error: unknown): void {
   answer({ seq: job.seq, error: { message, code } })
 }
 
+/**
+ * Per record file, the end of the newest write to it. A write's fsync may overlap the one before it
+ * (a quick task's ended record need not wait for its running record's fsync), but it is renamed into
+ * place only once that one is done: an older version never replaces a newer one.
+ */
+const lastWrites = new Map<string, Promise<void>>()
+
 function write(job: RecordJob): void {
+  const previous = lastWrites.get(job.target)
+  let markDone!: () => void
+  const mine = new Promise<void>((resolve) => (markDone = resolve))
+  lastWrites.set(job.target, mine)
+  const done = () => {
+    markDone()
+    if (lastWrites.get(job.target) === mine) lastWrites.delete(job.target)
+  }
+  const afterPrevious = (step: () => void) => (previous ? void previous.then(step) : step())
   let fd: number | undefined
   let temporary: string | undefined
   // Whatever failed, the temporary file goes and the task.json already there stays as it was.
@@ -37,6 +53,7 @@ function write(job: RecordJob): void {
     fd = undefined
     if (temporary !== undefined) unlinkQuietly(temporary)
     failed(job, error)
+    afterPrevious(done)
   }
   try {
     if (job.createDir) {
@@ -58,11 +75,20 @@ function write(job: RecordJob): void {
       const synced = fd!
       fd = undefined
       closeSync(synced)
-      renameSync(temporary!, job.target)
-      answer({ seq: job.seq })
     } catch (error) {
       fail(error)
+      return
     }
+    afterPrevious(() => {
+      try {
+        renameSync(temporary!, job.target)
+      } catch (error) {
+        fail(error)
+        return
+      }
+      answer({ seq: job.seq })
+      done()
+    })
   })
 }
 

@@ -23,18 +23,25 @@ interface Waiter {
   reject: (error: Error) => void
 }
 
-/** A task's writes: at most one in flight, and the newest version waiting behind it. */
+/** A task's writes: at most MAX_IN_FLIGHT in flight, oldest first, and the newest version waiting behind them. */
 interface TaskWrites {
-  inFlight: Waiter[]
+  inFlight: Array<{ seq: number; waiters: Waiter[] }>
   next: { job: RecordJob; waiters: Waiter[] } | null
 }
 
 /**
+ * Two: the worker overlaps their fsyncs and renames them in order, so a version made while the one
+ * before it is being synced lands one fsync later, not two (a quick task's ended record behind its
+ * running record). Versions made meanwhile are coalesced into the newest.
+ */
+const MAX_IN_FLIGHT = 2
+
+/**
  * Writes task.json files on a worker thread: each whole (temporary file, fsync, rename). The
  * daemon's thread only posts the record and gets a promise; the calls and the fsync waits happen
- * off it (the fsyncs of different tasks overlap in libuv's thread pool). A task has at most one
- * write in flight; versions made meanwhile are coalesced into the newest, so a busy disk writes
- * fewer intermediate records, never an older record over a newer one. A write's promise resolves
+ * off it (the fsyncs of different tasks overlap in libuv's thread pool). A task has at most two
+ * writes in flight (renamed in order); versions made meanwhile are coalesced into the newest, so a
+ * busy disk writes fewer intermediate records, never an older record over a newer one. A write's promise resolves
  * once its version, or a newer one, is on disk. Writes made in one turn of the event loop are
  * posted together, and answered together: one wake-up each way, not one per write.
  *
@@ -81,7 +88,12 @@ export class RecordWriter {
       const waiter = { resolve, reject }
       const writes = this.tasks.get(task.id)
       if (!writes) {
-        this.tasks.set(task.id, { inFlight: [waiter], next: null })
+        this.tasks.set(task.id, { inFlight: [{ seq: job.seq, waiters: [waiter] }], next: null })
+        this.post(task.id, job)
+        return
+      }
+      if (!writes.next && writes.inFlight.length < MAX_IN_FLIGHT) {
+        writes.inFlight.push({ seq: job.seq, waiters: [waiter] })
         this.post(task.id, job)
         return
       }
@@ -145,18 +157,19 @@ export class RecordWriter {
     const writes = this.tasks.get(id)
     if (!writes) return
     const error = result.error ? Object.assign(new Error(result.error.message), { code: result.error.code }) : null
-    for (const waiter of writes.inFlight) {
+    const index = writes.inFlight.findIndex((each) => each.seq === result.seq)
+    const [settled] = index === -1 ? [] : writes.inFlight.splice(index, 1)
+    for (const waiter of settled?.waiters ?? []) {
       if (error) waiter.reject(error)
       else waiter.resolve()
     }
-    if (writes.next) {
-      writes.inFlight = writes.next.waiters
-      const { job } = writes.next
+    if (writes.next && writes.inFlight.length < MAX_IN_FLIGHT) {
+      const { job, waiters } = writes.next
       writes.next = null
+      writes.inFlight.push({ seq: job.seq, waiters })
       this.post(id, job)
-    } else {
-      this.tasks.delete(id)
     }
+    if (writes.inFlight.length === 0) this.tasks.delete(id)
     if (this.tasks.size === 0) this.markIdle()
   }
 }

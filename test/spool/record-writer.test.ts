@@ -130,3 +130,33 @@ describe('record writes that fail', () => {
     expect(readdirSync(spoolRoot)).not.toContain(id)
   })
 })
+
+describe('record writes of one task in quick succession', () => {
+  let spoolRoot = ''
+  beforeAll(() => {
+    spoolRoot = mkdtempSync(join(tmpdir(), 'tend-record-burst-'))
+  })
+  afterAll(() => rmSync(spoolRoot, { recursive: true, force: true }))
+
+  test('versions written while earlier ones are in flight all land, the newest last, with no temporary file left', async () => {
+    const writer = new RecordWriter(spoolRoot)
+    writers.push(writer)
+    const ids = Array.from({ length: 50 }, (_, index) => `burst${String(index).padStart(7, '0')}`)
+    await Promise.all(ids.map((id) => writer.write(exitedTask(spoolRoot, id, ['true']), { createDir: true })))
+    // Per task, four versions asked for without waiting: two go to the disk at once, the rest coalesce.
+    const landed: string[] = []
+    await Promise.all(
+      ids.flatMap((id) =>
+        [1, 2, 3, 4].map((outputBytes) => writer.write({ ...exitedTask(spoolRoot, id, ['true']), outputBytes }).then(() => landed.push(`${id}:${outputBytes}`))),
+      ),
+    )
+    expect(landed).toHaveLength(ids.length * 4)
+    for (const id of ids) {
+      expect(JSON.parse(readFileSync(join(spoolRoot, id, 'task.json'), 'utf8')), id).toMatchObject({ id, outputBytes: 4 })
+      expect(leftovers(join(spoolRoot, id)), id).toEqual([])
+      // Each version answers once it, or a newer one, is on disk: never the newest before an older one.
+      const order = landed.filter((entry) => entry.startsWith(`${id}:`)).map((entry) => Number(entry.split(':')[1]))
+      expect(order, id).toEqual([...order].sort((a, b) => a - b))
+    }
+  })
+})
