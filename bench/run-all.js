@@ -1,7 +1,9 @@
 // `npm run bench`: every benchmark in turn, then one table. Exits 1 when a target is missed.
 import { daemonMemory } from './daemon-memory.js'
+import { listLatency } from './list-latency.js'
 import { outputCapture } from './output-capture.js'
 import { printTable } from './lib.js'
+import { roundTrip } from './round-trip.js'
 import { sandboxStart } from './sandbox-start.js'
 import { spawnRate } from './spawn-rate.js'
 import { terminalCapture } from './terminal-capture.js'
@@ -12,6 +14,8 @@ const benches = [
   ['daemon memory', daemonMemory],
   ['sandbox start', sandboxStart],
   ['terminal capture', terminalCapture],
+  ['list latency', listLatency],
+  ['round trip', roundTrip],
 ]
 
 const rows = []
