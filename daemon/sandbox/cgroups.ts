@@ -53,9 +53,14 @@ export class TaskCgroups {
     return new TaskCgroups(memoryDir, join(roots.pids, taskId), memoryDir ? limits : null)
   }
 
-  /** The cgroup.procs files the task's first process writes its pid to before it execs. */
+  /**
+   * The files the task's first process joins its groups by, before it execs: each group's `tasks`
+   * (it moves itself, a single thread, which the kernel does without the global lock that a write
+   * to cgroup.procs takes; see child.c). `members()` still reads cgroup.procs: every process with
+   * a thread in the group.
+   */
   procsFiles(): string[] {
-    return [this.memoryDir, this.pidsDir].filter((dir): dir is string => dir !== null).map((dir) => join(dir, 'cgroup.procs'))
+    return [this.memoryDir, this.pidsDir].filter((dir): dir is string => dir !== null).map((dir) => join(dir, 'tasks'))
   }
 
   /** The task's live processes. */

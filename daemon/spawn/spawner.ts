@@ -43,7 +43,7 @@ export interface SpawnRequest {
   exitFile: string
   /** Files opened read-only as the child's fd 3, 4, … (the seccomp program). */
   extraFiles: string[]
-  /** cgroup.procs files the child writes its own pid to before it execs. */
+  /** cgroup files the child joins before it execs: v1 `tasks` files (the native child writes 0, itself; the node prelude its pid). */
   cgroupProcs: string[]
   /** Resource limits set (soft and hard) in the child; core dumps are always off. */
   limits: { openFiles: number; fileSizeBytes: number }

@@ -75,8 +75,8 @@
  * the keeper's exit, then reads the file.
  *
  * Child setup (child.c), in order: signal dispositions to SIG_DFL and an empty mask; setsid();
- * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); the pid
- * written to each cgroupProcs file; descriptors: stdin /dev/null (or stdinFifo opened read-only,
+ * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); 0 (the
+ * child itself, one thread) written to each cgroupProcs file; descriptors: stdin /dev/null (or stdinFifo opened read-only,
  * O_NOFOLLOW, checked to be a FIFO, blocking), stdout and stderr one O_APPEND
  * description of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs
  * (each a sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { execFileSync, spawn } from 'node:child_process'
-import { chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
+import { chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
 import { constants, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
@@ -252,13 +252,38 @@ describe('native spawner', () => {
     expect(statSync(req.outputFile).size).toBe(1024)
   })
 
-  test('the child writes its pid to every cgroup.procs file before it execs', async () => {
+  test('the child writes 0 (itself) to every cgroup file before it execs', async () => {
     const dir = freshDir()
-    const procs = [join(dir, 'memory.procs'), join(dir, 'pids.procs')]
+    const procs = [join(dir, 'memory.tasks'), join(dir, 'pids.tasks')]
     for (const file of procs) writeFileSync(file, '')
     const result = await run(request({ file: '/bin/true', argv: ['true'], cwd: dir, cgroupProcs: procs }))
     expect(result.exitCode).toBe(0)
-    for (const file of procs) expect(readFileSync(file, 'utf8').trim()).toBe(String(result.pid))
+    for (const file of procs) expect(readFileSync(file, 'utf8')).toBe('0\n')
+  })
+
+  test('a task is in its cgroup from its first instruction: the child joins through the group\'s tasks file', async (context) => {
+    const root = '/sys/fs/cgroup/pids'
+    if (!existsSync(join(root, 'cgroup.procs'))) return context.skip('no cgroup v1 pids hierarchy here')
+    const group = join(root, `tend-test-${process.pid}`)
+    try {
+      mkdirSync(group)
+    } catch (error) {
+      return context.skip(`cannot create a pids cgroup here: ${(error as Error).message}`)
+    }
+    try {
+      const result = await run(request({ file: '/bin/cat', argv: ['cat', '/proc/self/cgroup'], cwd: freshDir(), cgroupProcs: [join(group, 'tasks')] }))
+      expect(result.exitCode).toBe(0)
+      expect(result.output).toMatch(new RegExp(`^\\d+:pids:/tend-test-${process.pid}$`, 'm'))
+    } finally {
+      await waitFor(`the pids cgroup ${group} to be empty and removed`, () => {
+        try {
+          rmdirSync(group)
+        } catch {
+          // rmdir of a cgroup: EBUSY until its last process is released.
+        }
+        return !existsSync(group)
+      })
+    }
   })
 
   test('a cgroup that cannot be joined fails at stage cgroup, naming the file, before the output is opened', async () => {
