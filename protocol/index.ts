@@ -1,7 +1,28 @@
 export * from './errors.js'
 export * from './events.js'
 export * from './ids.js'
-export * from './schemas.js'
+export * from './limits.js'
+// Types only: the schema values (typebox) are the daemon's, imported from protocol/schemas.js, so
+// that the client and the CLI never load a schema library.
+export type {
+  TaskIdParams,
+  TerminalSizeBody,
+  StartTaskBody,
+  TaskInputBody,
+  TaskInputResult,
+  ListTasksQuery,
+  ReadOutputQuery,
+  ReadResult,
+  WaitQuery,
+  KillTaskBody,
+  GcBody,
+  GcResult,
+  RemoveResult,
+  DaemonStatus,
+  EventsQuery,
+  EventsHeaders,
+  StopBody,
+} from './schemas.js'
 export * from './task.js'
 export * from './units.js'
 export * from './paths.js'

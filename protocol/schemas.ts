@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
+import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
 import { LIFETIMES, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
@@ -56,34 +57,6 @@ export const TaskSchema = Type.Object(
   { $id: 'Task' },
 )
 
-/**
- * Bounds of the numbers a request can carry. Each is the most the field can honestly mean, so that
- * no value out of range reaches a syscall (a cgroup file, a read offset) or a timer; the schemas
- * below enforce them and a value outside answers 400 naming the field.
- */
-export const REQUEST_LIMITS = {
-  /** A task's time limit: one year, in milliseconds. */
-  timeoutMs: 365 * 24 * 3_600_000,
-  /** A task's output cap: 16 TiB. */
-  maxOutputBytes: 16 * 2 ** 40,
-  /** A strict task's memory limit: 1 MiB to 1 TiB. */
-  memoryBytesMin: 2 ** 20,
-  memoryBytes: 2 ** 40,
-  /** A strict task's process limit: the kernel's ceiling for pid_max (PID_MAX_LIMIT on 64-bit). */
-  pidsMax: 4_194_304,
-  /** Time between the first signal and SIGKILL: one hour, in milliseconds. */
-  graceMs: 3_600_000,
-  /** Age of tasks gc removes: a century, in milliseconds (older than anything tend wrote). */
-  olderThanMs: 100 * 365 * 24 * 3_600_000,
-  /** Byte offsets, line counts and event sequence numbers: what a JavaScript number holds exactly. */
-  counter: Number.MAX_SAFE_INTEGER,
-  /** Writable paths of one task (each becomes a mount). */
-  writablePaths: 256,
-} as const
-
-/** Text that reaches a path, an argv or an environment: a NUL byte would cut it short there. */
-export const NO_NUL_PATTERN = '^[^\\u0000]*$'
-export const ABSOLUTE_PATH_PATTERN = '^/[^\\u0000]*$'
 const TerminalCells = (what: string) => Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX, description: `${what}, 1 to ${TERMINAL_SIZE_MAX}` })
 
 export const TerminalSizeBody = Type.Object({ cols: TerminalCells('columns'), rows: TerminalCells('rows') }, strict)
@@ -128,9 +101,6 @@ export const StartTaskBody = Type.Object(
 )
 export type StartTaskBody = Static<typeof StartTaskBody>
 
-/** Most bytes one input request carries (after base64 decoding): 1 MiB. */
-export const INPUT_MAX_BYTES = 1024 * 1024
-
 export const TaskInputBody = Type.Object(
   {
     text: Type.Optional(Type.String({ maxLength: INPUT_MAX_BYTES, description: "text to write to the task's stdin, as UTF-8, exactly as given (no newline is added)" })),
@@ -154,9 +124,6 @@ export const ListTasksQuery = Type.Object(
   strict,
 )
 export type ListTasksQuery = Static<typeof ListTasksQuery>
-
-export const READ_MAX_BYTES_LIMIT = 16 * 1024 * 1024
-export const WAIT_MS_LIMIT = 60_000
 
 export const ReadOutputQuery = Type.Object(
   {

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import swagger from '@fastify/swagger'
-import { TendError, TaskSchema } from '../../protocol/index.js'
+import { TendError } from '../../protocol/index.js'
+import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { registerHome } from '../store/home-registry.js'
 import { createPeerCheck, peerCheckedServerFactory } from '../peer/index.js'

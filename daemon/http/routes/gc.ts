@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ErrorSchema, GcBody, GcResultSchema } from '../../../protocol/index.js'
+import { ErrorSchema, GcBody, GcResultSchema } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 
 /** Finished tasks older than this are collected when no age is given: one day. */

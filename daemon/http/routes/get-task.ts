@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ErrorSchema, TaskIdParams } from '../../../protocol/index.js'
+import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { requestOwner, visibleTask } from '../owner-scope.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
 

@@ -3,7 +3,8 @@ import { constants } from 'node:os'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { requestOwner, visibleTask } from '../owner-scope.js'
-import { ErrorSchema, KillTaskBody, TaskIdParams, TendError } from '../../../protocol/index.js'
+import { TendError } from '../../../protocol/index.js'
+import { ErrorSchema, KillTaskBody, TaskIdParams } from '../../../protocol/schemas.js'
 
 /** POST /v1/tasks/:id/kill — stops the whole tree; answers once no process of it is left. */
 export function registerKillTaskRoute(app: TendApp, context: DaemonContext): void {

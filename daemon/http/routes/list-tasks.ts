@@ -1,7 +1,8 @@
 import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ListTasksQuery, type Task } from '../../../protocol/index.js'
+import { type Task } from '../../../protocol/index.js'
+import { ListTasksQuery } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
 

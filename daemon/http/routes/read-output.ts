@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ErrorSchema, isFinished, ReadOutputQuery, ReadResultSchema, TaskIdParams, type ReadResult } from '../../../protocol/index.js'
+import { isFinished, type ReadResult } from '../../../protocol/index.js'
+import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { visibleTask } from '../owner-scope.js'
 import { incompleteUtf8Tail, outputPath, readableOutputSize, readOutputRange, tailOffset } from '../../../spool/index.js'
 

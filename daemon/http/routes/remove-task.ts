@@ -1,7 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { requestOwner, visibleTask } from '../owner-scope.js'
-import { ErrorSchema, RemoveResultSchema, TaskIdParams } from '../../../protocol/index.js'
+import { ErrorSchema, RemoveResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 
 /** DELETE /v1/tasks/:id — forgets a finished task (or a corrupt spool entry) and deletes its spool folder. */
 export function registerRemoveTaskRoute(app: TendApp, context: DaemonContext): void {

@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { visibleTask } from '../owner-scope.js'
-import { ErrorSchema, TaskIdParams, TerminalSizeBody } from '../../../protocol/index.js'
+import { ErrorSchema, TaskIdParams, TerminalSizeBody } from '../../../protocol/schemas.js'
 import { resizeTerminal } from '../../tasks/task-terminal.js'
 
 /** POST /v1/tasks/:id/resize — sets the size of a terminal task's terminal (its programs get SIGWINCH). */

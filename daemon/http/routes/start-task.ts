@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ErrorSchema, IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, StartTaskBody, TendError } from '../../../protocol/index.js'
+import { IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, TendError } from '../../../protocol/index.js'
+import { ErrorSchema, StartTaskBody } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import { Type } from 'typebox'
 

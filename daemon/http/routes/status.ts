@@ -1,6 +1,7 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ErrorSchema, StatusSchema, type DaemonStatus } from '../../../protocol/index.js'
+import { type DaemonStatus } from '../../../protocol/index.js'
+import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import { seccompSupported } from '../../sandbox/index.js'
 import type { PeerCheckStatus } from '../../peer/index.js'

@@ -1,7 +1,8 @@
 import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { ErrorSchema, StopBody, TendError } from '../../../protocol/index.js'
+import { TendError } from '../../../protocol/index.js'
+import { ErrorSchema, StopBody } from '../../../protocol/schemas.js'
 import { requireOperator } from '../owner-scope.js'
 
 /** POST /v1/stop — stops the daemon after answering: running tasks are stopped first. Operator only. */

@@ -1,7 +1,8 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { visibleTask } from '../owner-scope.js'
-import { ErrorSchema, INPUT_MAX_BYTES, TaskIdParams, TaskInputBody, TaskInputResultSchema, TendError } from '../../../protocol/index.js'
+import { INPUT_MAX_BYTES, TendError } from '../../../protocol/index.js'
+import { ErrorSchema, TaskIdParams, TaskInputBody, TaskInputResultSchema } from '../../../protocol/schemas.js'
 
 /** POST /v1/tasks/:id/input — writes to the task's stdin pipe (and input.log); `eof` closes it after. */
 export function registerTaskInputRoute(app: TendApp, context: DaemonContext): void {

@@ -1,7 +1,8 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { visibleTask } from '../owner-scope.js'
-import { ErrorSchema, isFinished, TaskIdParams, WAIT_MS_LIMIT, WaitQuery, WaitResultSchema } from '../../../protocol/index.js'
+import { isFinished, WAIT_MS_LIMIT } from '../../../protocol/index.js'
+import { ErrorSchema, TaskIdParams, WaitQuery, WaitResultSchema } from '../../../protocol/schemas.js'
 
 /** GET /v1/tasks/:id/wait — answers when the task ends, or after timeoutMs with done: false. */
 export function registerWaitTaskRoute(app: TendApp, context: DaemonContext): void {
