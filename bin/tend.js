@@ -1,15 +1,21 @@
 #!/usr/bin/env node
-// The composition root: `tend daemon` runs the daemon; every other command is the client CLI.
+// The composition root: `tend daemon` runs the daemon, `tend mcp` the MCP server; every other
+// command is the client CLI. Each is one bundled file (bin/bundle.mjs), built at `npm run build`.
+import module from 'node:module'
+
+// V8's code cache on disk (Node >= 22.1): later runs skip compiling the bundle. Absent before.
+module.enableCompileCache?.()
+
 const args = process.argv.slice(2)
 const command = args.find((arg) => !arg.startsWith('-'))
 const daemonFlagsOnly = args.every((arg) => arg === 'daemon' || arg === '--json')
 if (command === 'daemon' && daemonFlagsOnly) {
-  const { runDaemonForeground } = await import('../dist/daemon/index.js')
+  const { runDaemonForeground } = await import('../dist/bundle/daemon.js')
   process.exitCode = await runDaemonForeground(process.env, (line) => process.stderr.write(`${line}\n`))
 } else if (command === 'mcp') {
-  const { runMcp } = await import('../dist/tools/mcp/main.js')
+  const { runMcp } = await import('../dist/bundle/mcp.js')
   process.exitCode = await runMcp(args.slice(args.indexOf('mcp') + 1))
 } else {
-  const { main } = await import('../dist/client/cli/main.js')
+  const { main } = await import('../dist/bundle/cli.js')
   await main(process.argv)
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// Bundles the three entries of bin/tend.js (the CLI, `tend mcp`, `tend daemon`) from tsc's output
+// in dist/ into one file each under dist/bundle/. Run by the build after tsc: a command then
+// loads one file instead of hundreds (ESM resolution and file reads were most of a CLI call).
+import { build } from 'esbuild'
+import { readFile } from 'node:fs/promises'
+import { dirname, join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+const DIST = join(ROOT, 'dist')
+export const BUNDLE_DIR = join(DIST, 'bundle')
+
+/** Entry (a file of dist/) per bundle name: the bundle is dist/bundle/<name>.js. */
+export const ENTRIES = {
+  cli: 'client/cli/main.js',
+  mcp: 'tools/mcp/main.js',
+  daemon: 'daemon/main.js',
+}
+
+/**
+ * Code that finds a file next to itself (the spawner binary, the peer addon, the record writer's
+ * worker, package.json) keeps doing so from inside a bundle: its `import.meta.url` becomes the URL
+ * of the dist/ file it was compiled to, which is where those files are.
+ */
+const keepModuleUrls = {
+  name: 'keep-module-urls',
+  setup(build) {
+    build.onLoad({ filter: /\.js$/ }, async (args) => {
+      if (!args.path.startsWith(DIST + '/')) return undefined
+      const contents = await readFile(args.path, 'utf8')
+      if (!contents.includes('import.meta.url')) return undefined
+      const fromBundle = relative(BUNDLE_DIR, args.path)
+      return { contents: contents.replaceAll('import.meta.url', `new URL(${JSON.stringify(fromBundle)}, import.meta.url).href`), loader: 'js' }
+    })
+  },
+}
+
+/** Options for one bundle; `write: false` answers the bundle and its metafile without writing. */
+export function bundleOptions(name, overrides = {}) {
+  return {
+    entryPoints: [join(DIST, ENTRIES[name])],
+    outfile: join(BUNDLE_DIR, `${name}.js`),
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20.11',
+    // CommonJS packages inside an ES module bundle call require() for Node's built-ins.
+    banner: { js: "import { createRequire as __tendCreateRequire } from 'node:module'; const require = __tendCreateRequire(import.meta.url);" },
+    plugins: [keepModuleUrls],
+    sourcemap: 'linked',
+    legalComments: 'linked',
+    logLevel: 'warning',
+    metafile: true,
+    ...overrides,
+  }
+}
+
+export async function bundleAll(overrides = {}) {
+  const results = {}
+  for (const name of Object.keys(ENTRIES)) results[name] = await build(bundleOptions(name, overrides))
+  return results
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await bundleAll()
