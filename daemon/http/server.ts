@@ -5,6 +5,7 @@ import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { registerHome } from '../store/home-registry.js'
 import { createPeerCheck, peerCheckedServerFactory } from '../peer/index.js'
+import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.js'
 import { validatorCompiler } from './request-validation.js'
 import { registerEventsRoute } from './routes/events.js'
 import { registerGcRoute } from './routes/gc.js'
@@ -32,6 +33,7 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
     serverFactory: peerCheckedServerFactory(peerCheck, context.log),
     forceCloseConnections: true,
+    schemaController: { compilersFactory: { buildSerializer: lazySerializerFactory } },
     bodyLimit: 1024 * 1024,
     // The router rejects an undecodable or over-long path segment before any handler runs; without
     // this, those answers bypass the error catalogue (FST_ERR_BAD_URL, a 414 FST_ERR_MAX_PARAM_LENGTH).
@@ -41,7 +43,7 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     },
   })
 
-  app.setValidatorCompiler(validatorCompiler)
+  app.setValidatorCompiler(lazyValidatorCompiler(validatorCompiler))
   app.setErrorHandler((error, request, reply) => {
     const tendError = toTendError(error)
     if (tendError.statusCode >= 500) request.log.error({ err: error }, 'request failed')
