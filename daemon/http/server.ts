@@ -1,5 +1,4 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
-import swagger from '@fastify/swagger'
 import { TendError } from '../../protocol/index.js'
 import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
@@ -54,13 +53,9 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     void reply.status(404).send(error.toWire())
   })
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: { title: 'tend daemon API', version: context.version, description: 'Start, read, wait on and stop background tasks.' },
-    },
-  })
   app.addSchema(TaskSchema)
+  // First: it records every route declared after it, for the document it builds when asked.
+  registerOpenApiRoute(app, context.version)
 
   registerStartTaskRoute(app, context)
   registerListTasksRoute(app, context)
@@ -75,7 +70,6 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   registerStatusRoute(app, context, peerCheck.status)
   registerStopRoute(app, context)
   registerEventsRoute(app, context)
-  registerOpenApiRoute(app)
   announceHome(app, context)
   await app.ready()
   return app
