@@ -2,6 +2,8 @@
 // Bundles the three entries of bin/tend.js (the CLI, `tend mcp`, `tend daemon`) from tsc's output
 // in dist/ into one file each under dist/bundle/. Run by the build after tsc: a command then
 // loads one file instead of hundreds (ESM resolution and file reads were most of a CLI call).
+// The bundles are CommonJS: Node's built-ins then load without an ES module facade each, which
+// measured a few milliseconds less per command than the same bundle as an ES module.
 import { build } from 'esbuild'
 import { readFile } from 'node:fs/promises'
 import { dirname, join, relative } from 'node:path'
@@ -11,7 +13,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
 const DIST = join(ROOT, 'dist')
 export const BUNDLE_DIR = join(DIST, 'bundle')
 
-/** Entry (a file of dist/) per bundle name: the bundle is dist/bundle/<name>.js. */
+/** Entry (a file of dist/) per bundle name: the bundle is dist/bundle/<name>.cjs. */
 export const ENTRIES = {
   cli: 'client/cli/main.js',
   mcp: 'tools/mcp/main.js',
@@ -21,7 +23,8 @@ export const ENTRIES = {
 /**
  * Code that finds a file next to itself (the spawner binary, the peer addon, the record writer's
  * worker, package.json) keeps doing so from inside a bundle: its `import.meta.url` becomes the URL
- * of the dist/ file it was compiled to, which is where those files are.
+ * of the dist/ file it was compiled to, which is where those files are (relative to the bundle's
+ * own URL, BUNDLE_URL below).
  */
 const keepModuleUrls = {
   name: 'keep-module-urls',
@@ -40,14 +43,17 @@ const keepModuleUrls = {
 export function bundleOptions(name, overrides = {}) {
   return {
     entryPoints: [join(DIST, ENTRIES[name])],
-    outfile: join(BUNDLE_DIR, `${name}.js`),
+    outfile: join(BUNDLE_DIR, `${name}.cjs`),
     bundle: true,
     platform: 'node',
-    format: 'esm',
+    format: 'cjs',
     target: 'node20.11',
-    // CommonJS packages inside an ES module bundle call require() for Node's built-ins.
-    banner: { js: "import { createRequire as __tendCreateRequire } from 'node:module'; const require = __tendCreateRequire(import.meta.url);" },
+    banner: { js: "const __tendBundleUrl = require('node:url').pathToFileURL(__filename).href;" },
+    define: { 'import.meta.url': '__tendBundleUrl' },
     plugins: [keepModuleUrls],
+    // A third less to parse at every start; identifiers keep their names (stack traces, fastify).
+    minifyWhitespace: true,
+    minifySyntax: true,
     sourcemap: 'linked',
     legalComments: 'linked',
     logLevel: 'warning',
