@@ -1,13 +1,16 @@
 import { spawn } from 'node:child_process'
-import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs'
+import { mkdirSync, openSync, closeSync, readFileSync, watch, type FSWatcher } from 'node:fs'
 import { connect } from 'node:net'
-import { setTimeout as delay } from 'node:timers/promises'
+import { dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
 import type { NormalizedClientOptions } from './options.js'
 import { cliEntry } from './package-root.js'
 
 /** Exit code of `tend daemon` when another daemon already holds the home. */
 const DAEMON_ALREADY_RUNNING = 3
+
+/** Longest pause between two tries while a daemon starts, when no change in its folder wakes the client first. */
+const POLL_MS = 20
 
 /** Answers whether a daemon accepts connections on the socket. */
 export function socketAnswers(socketPath: string): Promise<boolean> {
@@ -44,14 +47,44 @@ export async function ensureDaemon(options: NormalizedClientOptions): Promise<vo
     closeSync(startupLog)
   }
   const deadline = Date.now() + options.startTimeoutMs
-  while (Date.now() < deadline) {
-    if (await socketAnswers(layout.socket)) return
-    if (exitCode !== null && exitCode !== DAEMON_ALREADY_RUNNING) {
-      throw new TendError('TEND_ERR_DAEMON_START_FAILED', { detail: `tend daemon exited with ${exitCode}: ${readStartupLog(layout.startupLog)}` })
+  // The daemon creates its socket, then changes its mode and writes its pid file in the same
+  // folder: each change wakes the client to try at once, instead of at the next poll.
+  const folderChanged = watchFolder(dirname(layout.socket))
+  try {
+    while (Date.now() < deadline) {
+      if (await socketAnswers(layout.socket)) return
+      if (exitCode !== null && exitCode !== DAEMON_ALREADY_RUNNING) {
+        throw new TendError('TEND_ERR_DAEMON_START_FAILED', { detail: `tend daemon exited with ${exitCode}: ${readStartupLog(layout.startupLog)}` })
+      }
+      await folderChanged.next(POLL_MS)
     }
-    await delay(20)
+  } finally {
+    folderChanged.close()
   }
   throw new TendError('TEND_ERR_DAEMON_START_FAILED', { detail: `no answer on ${layout.socket} after ${options.startTimeoutMs}ms: ${readStartupLog(layout.startupLog)}` })
+}
+
+/** next(ms) resolves at the next change in `folder`, or after ms; without a watch (an unwatchable file system), after ms. */
+function watchFolder(folder: string): { next: (ms: number) => Promise<void>; close: () => void } {
+  let wake = () => {}
+  let watcher: FSWatcher | undefined
+  try {
+    watcher = watch(folder, { persistent: false }, () => wake())
+    watcher.on('error', () => watcher?.close())
+  } catch {
+    watcher = undefined
+  }
+  return {
+    next: (ms) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(() => resolve(), ms)
+        wake = () => {
+          clearTimeout(timer)
+          resolve()
+        }
+      }),
+    close: () => watcher?.close(),
+  }
 }
 
 function readStartupLog(path: string): string {
