@@ -51,15 +51,13 @@ export function rssBytes(pid) {
  * and waits until it answers. stop() stops it through the client, makes sure the process is gone,
  * and deletes the home (spool included).
  */
-export async function startDaemon(label, settings = {}) {
+export async function startDaemon(label, settings = {}, { bin = TEND_BIN } = {}) {
   const home = tempDir(label)
-  const env = {}
-  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('TEND_')) env[key] = value
-  Object.assign(env, { TEND_HOME: home, TEND_LOG_LEVEL: 'warn' }, settings)
+  const env = tendEnv(home, settings)
   // The daemon's stderr is kept and shown only if it fails (fastify prints a deprecation notice).
   // BENCH_DAEMON_NODE_ARGS: extra node flags for the daemon, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const nodeArgs = (process.env.BENCH_DAEMON_NODE_ARGS ?? '').split(' ').filter(Boolean)
-  const child = spawn(process.execPath, [...nodeArgs, TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(process.execPath, [...nodeArgs, bin, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (chunk) => (stderr += chunk))
   const exited = new Promise((resolveExit) => child.once('exit', resolveExit))
@@ -93,6 +91,42 @@ export async function startDaemon(label, settings = {}) {
     rmSync(home, { recursive: true, force: true })
   }
   return { home, client, pid, stop }
+}
+
+/** This process's environment without any TEND_ setting, then TEND_HOME=home and `settings`. */
+export function tendEnv(home, settings = {}) {
+  const env = {}
+  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('TEND_')) env[key] = value
+  return Object.assign(env, { TEND_HOME: home, TEND_LOG_LEVEL: 'warn' }, settings)
+}
+
+/**
+ * Runs the `tend` CLI (`bin`, default this tree's) to its exit, timed from spawn to exit. Resolves
+ * with { ms, code, stdout }; a non-zero exit rejects with what it printed.
+ */
+export function runCli(args, { env, cwd, bin = TEND_BIN } = {}) {
+  return new Promise((resolveRun, reject) => {
+    const start = process.hrtime.bigint()
+    const child = spawn(process.execPath, [bin, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => (stdout += chunk))
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    child.once('error', reject)
+    child.once('close', (code) => {
+      const ms = elapsedMs(start)
+      if (code !== 0) reject(new Error(`tend ${args.join(' ')} exited ${code}: ${stderr}`))
+      else resolveRun({ ms, code, stdout })
+    })
+  })
+}
+
+/** Milliseconds from spawn to exit of `node -e 0`: the floor of any Node command. */
+export async function nodeStartMs() {
+  const start = process.hrtime.bigint()
+  const code = await run(process.execPath, ['-e', '0'])
+  if (code !== 0) throw new Error(`node -e 0 exited ${code}`)
+  return elapsedMs(start)
 }
 
 /** Runs `count` tiny tasks to completion (and forgets them) so the daemon's code paths are warm, as in a long-lived daemon. */

@@ -1,4 +1,8 @@
 // `npm run bench`: every benchmark in turn, then one table. Exits 1 when a target is missed.
+import { cliCapture } from './cli-capture.js'
+import { cliLatency } from './cli-latency.js'
+import { cliStartRate } from './cli-start-rate.js'
+import { coldStart } from './cold-start.js'
 import { daemonMemory } from './daemon-memory.js'
 import { listLatency } from './list-latency.js'
 import { outputCapture } from './output-capture.js'
@@ -16,6 +20,10 @@ const benches = [
   ['terminal capture', terminalCapture],
   ['list latency', listLatency],
   ['round trip', roundTrip],
+  ['cli latency', cliLatency],
+  ['cli start rate', cliStartRate],
+  ['cli capture', cliCapture],
+  ['cold start', coldStart],
 ]
 
 const rows = []
