@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { Ajv, type ErrorObject } from 'ajv'
 import { Type, type Static } from 'typebox'
-import { Value } from 'typebox/value'
 import { homeLayout, parseDuration, parseSize, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 const GiB = 1024 ** 3
@@ -99,19 +99,42 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
     if (!(key in DaemonSettingsSchema.properties)) problems.push(`${sources.get(key)}: unknown setting (known: ${Object.keys(DaemonSettingsSchema.properties).join(', ')})`)
   }
   const known = Object.fromEntries(Object.entries({ ...fromFile, ...fromEnv }).filter(([key]) => key in DaemonSettingsSchema.properties))
-  const settings = Value.Default(DaemonSettingsSchema, known) as unknown
+  // ajv fills the defaults in place (useDefaults), on a copy.
+  const settings = structuredClone(known) as unknown
   const seen = new Set<string>()
-  for (const error of Value.Errors(DaemonSettingsSchema, settings)) {
+  for (const error of settingsErrors(settings)) {
     const key = error.instancePath.replace(/^\//, '')
     if (seen.has(key)) continue
     seen.add(key)
-    problems.push(`${sources.get(key) ?? key}: ${key} ${error.message}`)
+    problems.push(`${sources.get(key) ?? sources.get(key.split('/')[0]!) ?? key}: ${key} ${settingProblem(error)}`)
   }
   const taskUser = (settings as DaemonSettings).taskUser
   const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
   const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined))
   return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv), taskIdentity: taskIdentity && Object.freeze(taskIdentity) })
+}
+
+/** The settings' violations, defaults filled in first. The validator is built once, when first needed. */
+let validateSettings: ReturnType<Ajv['compile']> | undefined
+function settingsErrors(settings: unknown): ErrorObject[] {
+  validateSettings ??= new Ajv({ allErrors: true, useDefaults: true, strict: false }).compile(DaemonSettingsSchema)
+  return validateSettings(settings) ? [] : (validateSettings.errors ?? [])
+}
+
+/** ajv's words, except for a choice among names: those are listed. */
+function settingProblem(error: ErrorObject): string {
+  if (error.keyword === 'const' || error.keyword === 'anyOf') {
+    const choices = choicesOf(error.instancePath.replace(/^\//, ''))
+    if (choices) return `must be one of ${choices.join(', ')}`
+  }
+  return error.message ?? error.keyword
+}
+
+function choicesOf(key: string): string[] | null {
+  const schema = (DaemonSettingsSchema.properties as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key]
+  const consts = schema?.anyOf?.map((branch) => branch.const)
+  return consts && consts.every((value) => typeof value === 'string') ? (consts as string[]) : null
 }
 
 /** A user name or uid as the system's user database knows it (id(1) asks NSS, not just /etc/passwd). */

@@ -1,5 +1,6 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import { fullFormats } from 'ajv-formats/dist/formats.js'
 import { Type, type TSchema } from 'typebox'
-import { Value } from 'typebox/value'
 import { isTaskId, LIFETIMES, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
@@ -60,6 +61,18 @@ const STATE_FIELDS: Record<RecordedState, Record<string, TSchema>> = {
   lost: { ...started, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...notStopped },
 }
 
+// ajv is the daemon's one validator (fastify's serializer loads it anyway); every error is
+// wanted, to name each bad field. The schemas are compiled on first use: a daemon whose spool
+// holds only good records still checks each one, so this is paid once, at start.
+const ajv = new Ajv({ allErrors: true, strict: false, verbose: true })
+ajv.addFormat('date-time', fullFormats['date-time'])
+const compiled = new Map<TSchema, ValidateFunction>()
+function validatorOf(schema: TSchema): ValidateFunction {
+  let validate = compiled.get(schema)
+  if (!validate) compiled.set(schema, (validate = ajv.compile(schema)))
+  return validate
+}
+
 const RECORD_SCHEMAS = new Map<unknown, TSchema>(RECORDED_STATES.map((state) => [state, Type.Object({ ...RECORD_BASE_FIELDS, state: Type.Literal(state), ...STATE_FIELDS[state] })]))
 /** For a record whose state is missing or unknown: what every state shares, and the list of states. */
 const ANY_STATE_SCHEMA = Type.Object({ ...RECORD_BASE_FIELDS, state: Type.Enum(RECORDED_STATES) })
@@ -92,13 +105,15 @@ function violations(schema: TSchema, record: Record<string, unknown>): string[] 
   const missing: string[] = []
   // Per field, every shape it could have had (a nullable field reports each branch).
   const expected = new Map<string, string[]>()
-  for (const error of Value.Errors(schema, record)) {
+  const validate = validatorOf(schema)
+  const errors: ErrorObject[] = validate(record) ? [] : (validate.errors ?? [])
+  for (const error of errors) {
     const params = error.params as Record<string, unknown>
     if (error.keyword === 'required') {
-      for (const property of params.requiredProperties as string[]) missing.push(`${error.instancePath}/${property} is required`)
+      missing.push(`${error.instancePath}/${String(params.missingProperty)} is required`)
       continue
     }
-    const shape = expectedShape(error.keyword, params, error.message)
+    const shape = expectedShape(error.keyword, params, error.message ?? error.keyword)
     if (shape === null) continue
     const shapes = expected.get(error.instancePath) ?? []
     if (!shapes.includes(shape)) shapes.push(shape)
@@ -126,7 +141,7 @@ function expectedShape(keyword: string, params: Record<string, unknown>, message
       // Said by its branches' own errors.
       return null
     default:
-      // Not a keyword these schemas use: typebox's own words.
+      // Not a keyword these schemas use: ajv's own words.
       return `valid (${message})`
   }
 }
@@ -153,5 +168,5 @@ export function salvageRecordFields(value: unknown): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return {}
   const record = value as Record<string, unknown>
   const fields = RECORD_BASE_FIELDS as Record<string, TSchema>
-  return Object.fromEntries(Object.keys(fields).filter((key) => key in record && Value.Check(fields[key]!, record[key])).map((key) => [key, record[key]]))
+  return Object.fromEntries(Object.keys(fields).filter((key) => key in record && validatorOf(fields[key]!)(record[key])).map((key) => [key, record[key]]))
 }

@@ -1,3 +1,4 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 /**
  * The harness's parameter DSL: string, number, boolean, object and array specs with `required`,
  * `enum`, nesting and descriptions. `InferArgs` types a tool's arguments from its spec, and
@@ -47,42 +48,91 @@ export class ToolArgsError extends Error {
   }
 }
 
+// ajv is the one validator of tend (the daemon's requests, its config and records; the MCP SDK
+// loads it too): a spec is checked as its JSON Schema, compiled once per spec.
+const ajv = new Ajv({ allErrors: true, verbose: true, strict: false })
+const compiled = new WeakMap<SchemaSpec, ValidateFunction>()
+
 /** Throws a ToolArgsError for the first field that does not match; unknown keys are refused too. */
 export function validateArgs(tool: string, spec: SchemaSpec, args: unknown, path = 'arguments'): void {
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) throw new ToolArgsError(tool, path, `expected an object, got ${describe(args)}`)
-  const record = args as Record<string, unknown>
-  for (const key of Object.keys(record)) {
-    if (!(key in spec)) throw new ToolArgsError(tool, `${path}.${key}`, `unknown property (expected one of: ${Object.keys(spec).join(', ')})`)
-  }
-  for (const [key, field] of Object.entries(spec)) {
-    const value = record[key]
-    if (value === undefined || value === null) {
-      if (field.required) throw new ToolArgsError(tool, `${path}.${key}`, 'is required')
+  let validate = compiled.get(spec)
+  if (!validate) compiled.set(spec, (validate = ajv.compile(toJsonSchema(spec))))
+  // A property given as null counts as not given: optional, or "is required".
+  const value = withoutNullProperties(args)
+  if (validate(value)) return
+  const errors = [...(validate.errors ?? [])]
+  const first = errors.sort((a, b) => compareOrder(orderOf(spec, a), orderOf(spec, b)))[0]!
+  const where = pathOf(path, value, first)
+  throw new ToolArgsError(tool, where.path, where.problem)
+}
+
+/**
+ * Where an error sits in the order the spec reads (unknown properties of an object before its
+ * fields, fields in the spec's order), so the first one reported is the first a reader would meet.
+ */
+function orderOf(spec: SchemaSpec, error: ErrorObject): number[] {
+  const order: number[] = []
+  let fields: SchemaSpec | undefined = spec
+  let field: FieldSpec | undefined
+  const segments = error.instancePath.split('/').slice(1).map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'))
+  if (error.keyword === 'required') segments.push(String(error.params.missingProperty))
+  for (const segment of segments) {
+    if (field?.type === 'array') {
+      order.push(Number(segment))
+      field = field.items
+      fields = field.type === 'object' ? field.properties : undefined
       continue
     }
-    validateField(tool, field, value, `${path}.${key}`)
+    order.push(fields ? Object.keys(fields).indexOf(segment) : 0)
+    field = fields?.[segment]
+    fields = field?.type === 'object' ? field.properties : undefined
+  }
+  if (error.keyword === 'additionalProperties') order.push(-1)
+  return order
+}
+
+function compareOrder(a: number[], b: number[]): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i]! - b[i]!
+  return a.length - b.length
+}
+
+/** The offending field in the DSL's own notation (`arguments.tags[1]`) and what is wrong with it. */
+function pathOf(root: string, args: unknown, error: ErrorObject): { path: string; problem: string } {
+  let path = root
+  let value = args
+  for (const token of error.instancePath.split('/').slice(1)) {
+    const key = token.replace(/~1/g, '/').replace(/~0/g, '~')
+    path += Array.isArray(value) ? `[${key}]` : `.${key}`
+    value = (value as Record<string, unknown>)[key]
+  }
+  const params = error.params as Record<string, unknown>
+  switch (error.keyword) {
+    case 'required':
+      return { path: `${path}.${String(params.missingProperty)}`, problem: 'is required' }
+    case 'additionalProperties': {
+      const known = Object.keys((error.parentSchema as { properties?: object } | undefined)?.properties ?? {})
+      return { path: `${path}.${String(params.additionalProperty)}`, problem: `unknown property (expected one of: ${known.join(', ')})` }
+    }
+    case 'type': {
+      const type = String(params.type)
+      return { path, problem: `expected ${type === 'object' || type === 'array' ? 'an' : 'a'} ${type}, got ${describe(error.data)}` }
+    }
+    case 'enum':
+      return { path, problem: `expected one of ${(params.allowedValues as unknown[]).map((item) => JSON.stringify(item)).join(', ')}, got ${describe(error.data)}` }
+    default:
+      return { path, problem: `${error.message ?? error.keyword}, got ${describe(error.data)}` }
   }
 }
 
-function validateField(tool: string, field: FieldSpec, value: unknown, path: string): void {
-  switch (field.type) {
-    case 'string':
-    case 'number':
-    case 'boolean':
-      if (typeof value !== field.type || (field.type === 'number' && !Number.isFinite(value))) {
-        throw new ToolArgsError(tool, path, `expected a ${field.type}, got ${describe(value)}`)
-      }
-      if ('enum' in field && field.enum && !(field.enum as readonly unknown[]).includes(value)) {
-        throw new ToolArgsError(tool, path, `expected one of ${field.enum.map((item) => JSON.stringify(item)).join(', ')}, got ${describe(value)}`)
-      }
-      return
-    case 'object':
-      validateArgs(tool, field.properties, value, path)
-      return
-    case 'array':
-      if (!Array.isArray(value)) throw new ToolArgsError(tool, path, `expected an array, got ${describe(value)}`)
-      value.forEach((item, index) => validateField(tool, field.items, item, `${path}[${index}]`))
-  }
+/** A copy without the properties whose value is null, at every depth (array items are kept as they are). */
+function withoutNullProperties(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map((item) => (item !== null && typeof item === 'object' ? withoutNullProperties(item) : item))
+  if (value === null || typeof value !== 'object') return value
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, item]) => item !== null)
+      .map(([key, item]) => [key, typeof item === 'object' ? withoutNullProperties(item) : item]),
+  )
 }
 
 function describe(value: unknown): string {
