@@ -18,8 +18,17 @@ describe('the schema DSL', () => {
     expect(() => validateArgs('t', spec, { name: 'x', mode: 'fast', count: 2, options: { deep: true }, tags: ['a'] })).not.toThrow()
   })
 
+  test('a property given as null counts as not given', () => {
+    expect(() => validateArgs('t', spec, { name: 'x', mode: null, options: null })).not.toThrow()
+  })
+
   test.each([
     [{}, 'arguments.name: is required'],
+    [{ name: null }, 'arguments.name: is required'],
+    [{ extra: 1 }, 'arguments.extra: unknown property (expected one of: name, mode, count, options, tags)'],
+    [{ name: 'x', tags: [null] }, 'arguments.tags[0]: expected a string, got null'],
+    [{ name: 'x', count: 'many', mode: 'medium' }, 'arguments.mode: expected one of "fast", "slow", got string "medium"'],
+    [{ name: 'x', options: [] }, 'arguments.options: expected an object, got an array'],
     [{ name: 3 }, 'arguments.name: expected a string, got number 3'],
     [{ name: 'x', mode: 'medium' }, 'arguments.mode: expected one of "fast", "slow", got string "medium"'],
     [{ name: 'x', options: { deep: 'yes' } }, 'arguments.options.deep: expected a boolean, got string "yes"'],
