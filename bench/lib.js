@@ -49,7 +49,8 @@ export function rssBytes(pid) {
 /**
  * Starts `tend daemon` in the foreground on a fresh temp TEND_HOME with the given TEND_* settings
  * and waits until it answers. stop() stops it through the client, makes sure the process is gone,
- * and deletes the home (spool included).
+ * and deletes the home (spool included). `bin`: another tree's bin/tend.js (a build of other code,
+ * for side-by-side figures).
  */
 export async function startDaemon(label, settings = {}, { bin = TEND_BIN } = {}) {
   const home = tempDir(label)

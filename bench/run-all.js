@@ -4,6 +4,7 @@ import { cliLatency } from './cli-latency.js'
 import { cliStartRate } from './cli-start-rate.js'
 import { coldStart } from './cold-start.js'
 import { daemonMemory } from './daemon-memory.js'
+import { daemonRss } from './daemon-rss.js'
 import { listLatency } from './list-latency.js'
 import { outputCapture } from './output-capture.js'
 import { printTable } from './lib.js'
@@ -16,6 +17,7 @@ const benches = [
   ['output capture', outputCapture],
   ['spawn rate', spawnRate],
   ['daemon memory', daemonMemory],
+  ['daemon RSS', daemonRss],
   ['sandbox start', sandboxStart],
   ['terminal capture', terminalCapture],
   ['list latency', listLatency],
