@@ -2,7 +2,6 @@ import type { Logger } from 'pino'
 import { TendError } from '../../protocol/index.js'
 import type { DaemonSettings } from '../config.js'
 import { NativeSpawner } from './native-spawner.js'
-import { NodeSpawner } from './node-spawner.js'
 import type { Spawner } from './spawner.js'
 
 /**
@@ -11,17 +10,23 @@ import type { Spawner } from './spawner.js'
  * fail here, not on every task); otherwise, and for `node`, child_process.
  */
 export async function createSpawner(setting: DaemonSettings['spawner'], log: Logger): Promise<Spawner> {
-  if (setting === 'node') return new NodeSpawner()
+  if (setting === 'node') return nodeSpawner()
   const binary = NativeSpawner.binaryPath()
   if (!binary) {
     if (setting === 'native') throw unavailable('the helper dist/daemon/spawner/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
     log.warn('the native spawner helper was not built (no C compiler at install): tasks start through child_process, which is slower')
-    return new NodeSpawner()
+    return nodeSpawner()
   }
   const problem = await probe(binary, log)
   if (typeof problem !== 'string') return problem
   if (setting === 'native') throw unavailable(`the helper ${binary} does not work here: ${problem}`)
   log.warn({ binary, problem }, 'the native spawner helper does not work here: tasks start through child_process, which is slower')
+  return nodeSpawner()
+}
+
+/** Loaded only when used: execa and its dependencies cost a daemon that never uses them ~5 MiB. */
+async function nodeSpawner(): Promise<Spawner> {
+  const { NodeSpawner } = await import('./node-spawner.js')
   return new NodeSpawner()
 }
 

@@ -14,6 +14,8 @@ import {
   type SpawnOutcome,
   type SpawnRequest,
   type Spawner,
+  STDIN_PIPE_UNSUPPORTED,
+  TTY_UNSUPPORTED,
 } from './spawner.js'
 
 /** O_PATH (Linux; node's fs.constants lacks it) | O_DIRECTORY | O_NOFOLLOW. */
@@ -45,10 +47,6 @@ type Failure = Extract<SpawnOutcome, { started: false }>
  * non-interactive shell starts a background command with SIGINT and SIGQUIT ignored (POSIX), which
  * the task would inherit; and a prelude that ignores HUP and TERM hands those dispositions down too.
  */
-/** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */
-export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
-/** Why the node spawner starts no task with a stdin pipe (the daemon refuses such tasks at admission). */
-export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'
 
 export class NodeSpawner implements Spawner {
   readonly kind = 'node'

@@ -225,3 +225,8 @@ export interface Spawner {
   /** Stops the helper (if any); running children (and their keepers) are not touched. */
   close(): Promise<void>
 }
+
+/** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */
+export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
+/** Why the node spawner starts no task with a stdin pipe (the daemon refuses such tasks at admission). */
+export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'

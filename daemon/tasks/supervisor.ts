@@ -37,7 +37,7 @@ import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { decideEnding, signalName, type Stopping } from './ending.js'
-import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED } from '../spawn/node-spawner.js'
+import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED } from '../spawn/spawner.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
