@@ -24,7 +24,7 @@ export async function createSpawner(setting: DaemonSettings['spawner'], log: Log
   return nodeSpawner()
 }
 
-/** Loaded only when used: execa and its dependencies cost a daemon that never uses them ~5 MiB. */
+/** Loaded only when used: execa and its dependencies cost a daemon that never uses them ~7 MiB of RSS. */
 async function nodeSpawner(): Promise<Spawner> {
   const { NodeSpawner } = await import('./node-spawner.js')
   return new NodeSpawner()
