@@ -4,7 +4,8 @@ import { closeSync, ftruncateSync, fstatSync, mkdirSync, mkdtempSync, openSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Task } from '../../protocol/index.js'
-import { RecordWriter } from '../../spool/index.js'
+// The built module: its worker thread is loaded from the .js file beside it.
+import { RecordWriter } from '../../dist/spool/record-writer.js'
 
 const CREATED_AT = '2026-01-01T00:00:00.000Z'
 
