@@ -1,8 +1,7 @@
 // CLI capture: 1 GiB of task output through the CLI (`tend run`, then `tend wait` on the id it
 // printed) vs a shell redirect into a file, as bench/output-capture.js does through the client.
-import { mkdtempSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
-import { elapsedMs, GiB, median, row, run, RUNS, runCli, runIfMain, startDaemon, TEND_BIN, tempDir } from './lib.js'
+import { rmSync } from 'node:fs'
+import { alternateCaptures, elapsedMs, GiB, RUNS, runCli, runIfMain, settleDisk, shellRedirectOnce, startDaemon, TEND_BIN, tempDir } from './lib.js'
 
 const COMMAND = ['head', '-c', '1G', '/dev/zero']
 
@@ -21,45 +20,24 @@ async function tendOnce(daemon, options) {
   return ms
 }
 
-/** The reference: `sh -c 'head -c 1G /dev/zero > file'`, into a fresh folder inside the spool (see output-capture.js). */
-async function shellOnce(home) {
-  const dir = mkdtempSync(join(home, 'spool', 'baseline-'))
-  const start = process.hrtime.bigint()
-  const code = await run('sh', ['-c', `${COMMAND.join(' ')} > '${join(dir, 'redirect.out')}'`])
-  const ms = elapsedMs(start)
-  rmSync(dir, { recursive: true, force: true })
-  await settleDisk()
-  if (code !== 0) throw new Error(`shell redirect exited ${code}`)
-  return ms
-}
-
-/** Untimed, after every deleted 1 GiB file: no writeback pending from the last run (see output-capture.js). */
-async function settleDisk() {
-  const code = await run('sync', [])
-  if (code !== 0) throw new Error(`sync exited ${code}`)
-}
-
 export async function cliCapture({ runs = RUNS, log = console.log, bin = TEND_BIN } = {}) {
   const daemon = await startDaemon('cli-capture', { TEND_MAX_OUTPUT: '2G' }, { bin })
   const workspace = tempDir('cli-capture-ws')
   const options = { env: { ...process.env, TEND_HOME: daemon.home }, cwd: workspace, bin }
-  const tend = []
-  const shell = []
   try {
-    for (let i = 0; i < runs; i++) {
-      shell.push(await shellOnce(daemon.home))
-      tend.push(await tendOnce(daemon, options))
-      log(`  cli capture run ${i + 1}/${runs}: shell ${shell.at(-1).toFixed(0)} ms, tend run + wait ${tend.at(-1).toFixed(0)} ms`)
-    }
+    return [
+      await alternateCaptures({
+        bench: 'cli capture 1 GiB (run + wait)',
+        runs,
+        log,
+        reference: { name: 'shell', once: () => shellRedirectOnce(daemon.home, COMMAND.join(' ')) },
+        tend: { name: 'tend run + wait', once: () => tendOnce(daemon, options) },
+      }),
+    ]
   } finally {
     await daemon.stop()
     rmSync(workspace, { recursive: true, force: true })
   }
-  const rate = (ms) => 1024 / (ms / 1000)
-  const value = rate(median(tend))
-  const baseline = rate(median(shell))
-  const ratio = value / baseline
-  return [row({ bench: 'cli capture 1 GiB (run + wait)', value, baseline, unit: 'MiB/s', ratio, target: '>= 0.90x', pass: ratio >= 0.9 })]
 }
 
 await runIfMain(import.meta.url, cliCapture)

@@ -139,6 +139,51 @@ export async function warmUp(client, cwd, count = 10) {
   }
 }
 
+/**
+ * Untimed, after every deleted 1 GiB file: `sync`, so each run (either side) starts with no
+ * writeback pending from the last one. Single runs still take 1.5-2x longer now and then on this
+ * VM's disk; the medians absorb them.
+ */
+export async function settleDisk() {
+  const code = await run('sync', [])
+  if (code !== 0) throw new Error(`sync exited ${code}`)
+}
+
+/**
+ * The reference of the capture benches: `sh -c 'COMMAND > file'`, spawned directly. The file goes
+ * into a fresh folder inside the spool, placed by the file system exactly as a task's folder is
+ * (the daemon marks the spool a top directory), so both sides write to comparable free space.
+ */
+export async function shellRedirectOnce(home, command) {
+  const dir = mkdtempSync(join(home, 'spool', 'baseline-'))
+  const start = process.hrtime.bigint()
+  const code = await run('sh', ['-c', `${command} > '${join(dir, 'redirect.out')}'`])
+  const ms = elapsedMs(start)
+  rmSync(dir, { recursive: true, force: true })
+  await settleDisk()
+  if (code !== 0) throw new Error(`shell redirect exited ${code}`)
+  return ms
+}
+
+/**
+ * A capture bench's runs: the reference, then tend, `runs` times in turn (same minutes for both),
+ * and the row rating each side's median as MiB/s of 1 GiB; the target is 0.9x the reference.
+ */
+export async function alternateCaptures({ bench, runs, log, reference, tend }) {
+  const tendMs = []
+  const referenceMs = []
+  for (let i = 0; i < runs; i++) {
+    referenceMs.push(await reference.once())
+    tendMs.push(await tend.once())
+    log(`  ${bench} run ${i + 1}/${runs}: ${reference.name} ${referenceMs.at(-1).toFixed(0)} ms, ${tend.name} ${tendMs.at(-1).toFixed(0)} ms`)
+  }
+  const rate = (ms) => 1024 / (ms / 1000)
+  const value = rate(median(tendMs))
+  const baseline = rate(median(referenceMs))
+  const ratio = value / baseline
+  return row({ bench, value, baseline, unit: 'MiB/s', ratio, target: '>= 0.90x', pass: ratio >= 0.9 })
+}
+
 /** A result row: what was measured, the baseline it is compared to, and the target. */
 export function row({ bench, value, baseline, unit, ratio, target, pass }) {
   return { bench, value, baseline, unit, ratio, target, pass }

@@ -1,7 +1,7 @@
 // Bench 5: capture 1 GiB shown on a terminal through tend (`tty`) vs util-linux `script` writing it to a file.
 import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { elapsedMs, GiB, median, row, run, RUNS, runIfMain, startDaemon, tempDir, warmUp } from './lib.js'
+import { alternateCaptures, elapsedMs, GiB, run, RUNS, runIfMain, settleDisk, startDaemon, tempDir, warmUp } from './lib.js'
 
 // NUL bytes pass a terminal unchanged (no line ends to translate): exactly 1 GiB reaches the file.
 const COMMAND = 'head -c 1G /dev/zero'
@@ -42,32 +42,24 @@ async function scriptOnce(home) {
   return ms
 }
 
-async function settleDisk() {
-  const code = await run('sync', [])
-  if (code !== 0) throw new Error(`sync exited ${code}`)
-}
-
 export async function terminalCapture({ runs = TERMINAL_RUNS, log = console.log } = {}) {
   const daemon = await startDaemon('terminal', { TEND_MAX_OUTPUT: '2G' })
   const workspace = tempDir('terminal-ws')
-  const tend = []
-  const script = []
   try {
     await warmUp(daemon.client, workspace)
-    for (let i = 0; i < runs; i++) {
-      script.push(await scriptOnce(daemon.home))
-      tend.push(await tendOnce(daemon.client, workspace))
-      log(`  terminal run ${i + 1}/${runs}: script ${script.at(-1).toFixed(0)} ms, tend ${tend.at(-1).toFixed(0)} ms`)
-    }
+    return [
+      await alternateCaptures({
+        bench: 'terminal 1 GiB',
+        runs,
+        log,
+        reference: { name: 'script', once: () => scriptOnce(daemon.home) },
+        tend: { name: 'tend', once: () => tendOnce(daemon.client, workspace) },
+      }),
+    ]
   } finally {
     await daemon.stop()
     rmSync(workspace, { recursive: true, force: true })
   }
-  const rate = (ms) => 1024 / (ms / 1000)
-  const value = rate(median(tend))
-  const baseline = rate(median(script))
-  const ratio = value / baseline
-  return [row({ bench: 'terminal 1 GiB', value, baseline, unit: 'MiB/s', ratio, target: '>= 0.90x', pass: ratio >= 0.9 })]
 }
 
 await runIfMain(import.meta.url, terminalCapture)

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Bundles the three entries of bin/tend.js (the CLI, `tend mcp`, `tend daemon`) from tsc's output
+// Bundles two entries of bin/tend.js (the CLI and `tend mcp`; the daemon runs unbundled) from tsc's output
 // in dist/ into one file each under dist/bundle/. Run by the build after tsc: a command then
 // loads one file instead of hundreds (ESM resolution and file reads were most of a CLI call).
 // The bundles are CommonJS: Node's built-ins then load without an ES module facade each, which
@@ -17,7 +17,6 @@ export const BUNDLE_DIR = join(DIST, 'bundle')
 export const ENTRIES = {
   cli: 'client/cli/main.js',
   mcp: 'tools/mcp/main.js',
-  daemon: 'daemon/main.js',
 }
 
 /**

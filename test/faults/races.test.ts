@@ -147,6 +147,9 @@ describe('a daemon killed with SIGKILL', () => {
           return false
         }
       })
+      // Running on disk too: a crash before the running record lands is a crash during the start
+      // (recorded failed, "while the task was starting"), which is not what this test is about.
+      await waitFor(`task ${task.id} recorded running`, () => JSON.parse(readFileSync(join(task.spool, 'task.json'), 'utf8')).state === 'running')
       await daemon.crash()
       daemon.client.close()
     }

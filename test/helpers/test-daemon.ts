@@ -198,7 +198,6 @@ export function checkUnprivilegedUser(): UnprivilegedUser {
     `r ${join(REPO_ROOT, 'package.json')}`,
     `r ${join(REPO_ROOT, 'dist', 'daemon')}`,
     `r ${join(REPO_ROOT, 'dist', 'daemon', 'index.js')}`,
-    `r ${join(REPO_ROOT, 'dist', 'bundle', 'daemon.cjs')}`,
     `x ${join(REPO_ROOT, 'dist', 'daemon', 'spawner', 'tend-spawner')}`,
     `r ${join(REPO_ROOT, 'node_modules')}`,
     `r ${join(REPO_ROOT, 'node_modules', 'fastify', 'package.json')}`,
