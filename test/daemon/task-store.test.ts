@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
-import type { TaskBase } from '../../protocol/index.js'
+import { taskBase } from '../helpers/task-base.js'
 import { EventLog } from '../../dist/daemon/store/event-log.js'
 import { TaskStore } from '../../dist/daemon/store/task-store.js'
 import { createQueuedTask, markEnded, markStarted } from '../../dist/daemon/tasks/transitions.js'
@@ -21,27 +21,7 @@ afterEach(async () => {
 })
 
 function queued(id: string, owner: string, createdAt: string) {
-  const base: TaskBase = {
-    id,
-    name: null,
-    owner,
-    command: ['true'],
-    shell: false,
-    cwd: '/',
-    envKeys: [],
-    timeoutMs: null,
-    maxOutputBytes: 1024,
-    outputBytes: 0,
-    lifetime: 'owner',
-    sandbox: 'off',
-    network: true,
-    writablePaths: [],
-    memoryBytes: null,
-    pidsMax: null,
-    createdAt,
-    spool: join(spool, id),
-  }
-  return createQueuedTask(base)
+  return createQueuedTask(taskBase({ id, owner, createdAt, spool: join(spool, id) }))
 }
 
 const ids = (tasks: Array<{ id: string }>) => tasks.map((task) => task.id)

@@ -1,27 +1,9 @@
 import { describe, expect, test } from 'vitest'
-import { isTendError, type TaskBase } from '../../protocol/index.js'
+import { isTendError } from '../../protocol/index.js'
+import { taskBase } from '../helpers/task-base.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../daemon/tasks/transitions.js'
 
-const base: TaskBase = {
-  id: 'abcdefghijkl',
-  name: null,
-  owner: 'operator',
-  command: ['true'],
-  shell: false,
-  cwd: '/',
-  envKeys: [],
-  timeoutMs: null,
-  maxOutputBytes: 1024,
-  outputBytes: 0,
-  lifetime: 'owner',
-  sandbox: 'off',
-  network: true,
-  writablePaths: [],
-  memoryBytes: null,
-  pidsMax: null,
-  createdAt: '2026-11-30T00:00:00.000Z',
-  spool: '/tmp/spool/abcdefghijkl',
-}
+const base = taskBase()
 const at = new Date('2026-11-30T00:00:01.000Z')
 
 describe('task transitions', () => {
