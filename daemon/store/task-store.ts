@@ -14,7 +14,8 @@ export interface ListFilter {
 /** A change of one task, computed from its current version; null when there is nothing to change. */
 export type Transition = (current: Task) => Task | null
 
-function listOrder(a: Task, b: Task): number {
+/** The order tasks are listed in: created first, then by id. */
+export function listOrder(a: Task, b: Task): number {
   return a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 }
 

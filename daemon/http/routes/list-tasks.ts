@@ -5,6 +5,7 @@ import { type Task } from '../../../protocol/index.js'
 import { ListTasksQuery } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
+import { listOrder } from '../../store/task-store.js'
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
 
@@ -56,8 +57,4 @@ function joinJson(parts: Buffer[]): Buffer {
   parts.forEach((part, index) => pieces.push(...(index === 0 ? [part] : [COMMA, part])))
   pieces.push(CLOSE)
   return Buffer.concat(pieces)
-}
-
-function listOrder(a: Task, b: Task): number {
-  return a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 }
