@@ -1,6 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { createParser } from 'eventsource-parser'
 import { TendError, type TaskEvent, type WireError } from '../protocol/index.js'
+import { UNIX_SOCKET_AGENT_OPTIONS } from './http.js'
 
 export interface EventsOptions {
   /** Replay events after this sequence number (default: only new ones). */
@@ -46,7 +47,7 @@ export async function* streamEvents(socketPath: string, options: EventsOptions =
       },
     })
     const path = since === undefined ? '/v1/events' : `/v1/events?since=${since}`
-    const req = httpRequest({ socketPath, path, method: 'GET', signal: options.signal, headers: { ...options.headers, accept: 'text/event-stream' } }, (res) => {
+    const req = httpRequest({ ...UNIX_SOCKET_AGENT_OPTIONS, socketPath, path, method: 'GET', signal: options.signal, headers: { ...options.headers, accept: 'text/event-stream' } }, (res) => {
       response = res
       const answeredBy = res.headers['x-tend-daemon-id']
       if (daemonId !== undefined && typeof answeredBy === 'string' && answeredBy !== daemonId && since !== undefined) {
