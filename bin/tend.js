@@ -4,22 +4,26 @@
 // built at `npm run build`. The daemon runs from dist/ as tsc built it: bundled, its resident
 // memory grew 17 MiB over 10,000 fuzzed requests against 4.6 MiB unbundled (test/faults/fuzz.test.ts),
 // and a daemon starts once, so the bundle's faster load buys less there.
-import module from 'node:module'
+// This file is CommonJS (bin/package.json): an ES module entry costs Node its ES module loader
+// before anything runs, ~8 ms of every command.
+'use strict'
+const { enableCompileCache } = require('node:module')
 
 // V8's code cache on disk (Node >= 22.1): later runs skip compiling the bundle. Absent before.
-module.enableCompileCache?.()
-const require = module.createRequire(import.meta.url)
+enableCompileCache?.()
 
 const args = process.argv.slice(2)
 const command = args.find((arg) => !arg.startsWith('-'))
 const daemonFlagsOnly = args.every((arg) => arg === 'daemon' || arg === '--json')
+const settle = (exitCode) => {
+  process.exitCode = exitCode
+}
 if (command === 'daemon' && daemonFlagsOnly) {
-  const { runDaemonForeground } = await import('../dist/daemon/main.js')
-  process.exitCode = await runDaemonForeground(process.env, (line) => process.stderr.write(`${line}\n`))
+  import('../dist/daemon/main.js')
+    .then(({ runDaemonForeground }) => runDaemonForeground(process.env, (line) => process.stderr.write(`${line}\n`)))
+    .then(settle)
 } else if (command === 'mcp') {
-  const { runMcp } = require('../dist/bundle/mcp.cjs')
-  process.exitCode = await runMcp(args.slice(args.indexOf('mcp') + 1))
+  require('../dist/bundle/mcp.cjs').runMcp(args.slice(args.indexOf('mcp') + 1)).then(settle)
 } else {
-  const { main } = require('../dist/bundle/cli.cjs')
-  await main(process.argv)
+  require('../dist/bundle/cli.cjs').main(process.argv)
 }
