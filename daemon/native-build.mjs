@@ -1,10 +1,44 @@
-// What the two native builds (daemon/spawner/build.mjs, daemon/peer/build.mjs) share: compile C
+// What the native builds (daemon/spawner/, daemon/peer/, daemon/durable-write/ build.mjs) share: compile C
 // sources into one file under dist/, only when a source is newer, next to the target then renamed
 // over it (a running daemon keeps the file it loaded). Never fails the install: any problem is
 // one warning line, and the daemon runs without that part (it says so).
 import { spawnSync } from 'node:child_process'
-import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
-import { dirname, relative } from 'node:path'
+import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { dirname, join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+/** Where node_api.h is (for the addons): beside the running node (<prefix>/include/node), else where node-gyp keeps headers; null when absent. */
+export function nodeIncludeDir() {
+  const candidates = [
+    join(dirname(dirname(process.execPath)), 'include', 'node'),
+    process.config.variables.node_prefix && join(process.config.variables.node_prefix, 'include', 'node'),
+    join(homedir(), '.cache', 'node-gyp', process.versions.node, 'include', 'node'),
+  ]
+  return candidates.find((dir) => dir && existsSync(join(dir, 'node_api.h'))) ?? null
+}
+
+/**
+ * Compiles one N-API addon (a single C file that includes node_api.h) to `target`.
+ * @param {object} job
+ * @param {string} job.root         the repository root
+ * @param {string} job.target       the .node file to build
+ * @param {string} job.source       the C file
+ * @param {string} job.buildScript  the calling build script (a change to it rebuilds)
+ * @param {(reason: string) => void} job.warn  prints the one warning line
+ */
+export function compileAddon({ root, target, source, buildScript, warn }) {
+  const include = nodeIncludeDir()
+  compileC({
+    root,
+    target,
+    sources: [source],
+    inputs: [source, buildScript, fileURLToPath(import.meta.url)],
+    flags: ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-fPIC', '-shared', '-fvisibility=hidden', `-I${include}`],
+    precondition: () => (include === null ? `Node's headers (node_api.h) were not found beside ${process.execPath}; install them (e.g. the nodejs-dev or libnode-dev package)` : null),
+    warn,
+  })
+}
 
 /**
  * @param {object} job

@@ -1,7 +1,8 @@
 import { rm } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../../protocol/index.js'
-import { RecordWriter, taskDir } from '../../spool/index.js'
+import { taskDir } from '../../spool/index.js'
+import { RecordWriter } from './record-writer.js'
 import type { EventLog } from './event-log.js'
 import { spoolWriteError } from './spool-errors.js'
 
@@ -55,7 +56,8 @@ export class TaskStore {
     private readonly log?: Logger,
   ) {
     this.writer = new RecordWriter(spoolRoot)
-    this.writer.start()
+    const { via, reason } = this.writer.via
+    if (via !== 'addon') log?.warn({ reason }, 'task records are written with Node fs calls: the durable-write addon is not there')
   }
 
   /** Loads a task from the spool without announcing it. */

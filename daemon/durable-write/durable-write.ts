@@ -1,0 +1,87 @@
+import { appendFile, mkdir, open, unlink } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import { getSystemErrorMap } from 'node:util'
+
+/** One file to write whole: made, written to its last byte, fsynced and closed; removed again on any failure. */
+export interface DurableFile {
+  path: string
+  bytes: Buffer
+  /** Make this folder (0700, with its parents) and an empty output file in it first; null leaves them alone. */
+  folder: { dir: string; outputFile: string } | null
+}
+
+/** Resolves once the file is on disk; rejects with a Node-style error (`code` such as ENOSPC, `syscall`, `path`). */
+export type WriteDurably = (file: DurableFile) => Promise<void>
+
+/** The C addon (daemon/durable-write/durable-write.c): the whole write as one job of libuv's thread pool. */
+interface DurableWriteAddon {
+  writeFile(path: string, bytes: Buffer, dir: string | null, outputFile: string | null, callback: (errno: number | null, syscall?: string, path?: string) => void): void
+}
+
+export interface DurableWriter {
+  write: WriteDurably
+  /** 'addon' when the C addon loaded, else 'fs' with the reason. */
+  via: 'addon' | 'fs'
+  reason?: string
+}
+
+/** dist/daemon/durable-write/durable-write.node, built by daemon/durable-write/build.mjs. */
+export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./durable-write.node', import.meta.url))
+
+/** Node's fs calls: the same files, each call its own trip through the thread pool and the event loop. */
+export const FS_DURABLE_WRITER: DurableWriter = { write: writeWithFs, via: 'fs', reason: 'chosen' }
+
+/** The addon when it was built, else Node's fs calls. */
+export function loadDurableWriter(path: string = DEFAULT_ADDON_PATH): DurableWriter {
+  try {
+    const addon = createRequire(import.meta.url)(path) as DurableWriteAddon
+    if (typeof addon.writeFile !== 'function') return { write: writeWithFs, via: 'fs', reason: `${path} is not the durable-write addon` }
+    return { write: (file) => writeWithAddon(addon, file), via: 'addon' }
+  } catch (error) {
+    return { write: writeWithFs, via: 'fs', reason: `the durable-write addon could not be loaded from ${path}: ${(error as Error).message}` }
+  }
+}
+
+function writeWithAddon(addon: DurableWriteAddon, file: DurableFile): Promise<void> {
+  return new Promise((resolve, reject) => {
+    addon.writeFile(file.path, file.bytes, file.folder?.dir ?? null, file.folder?.outputFile ?? null, (errno, syscall, path) => {
+      if (errno === null) resolve()
+      else reject(systemError(errno, syscall ?? 'write', path ?? file.path))
+    })
+  })
+}
+
+/** The error Node's fs would have thrown for this errno. */
+function systemError(errno: number, syscall: string, path: string): NodeJS.ErrnoException {
+  const [code, description] = getSystemErrorMap().get(-errno) ?? [`E${errno}`, `error ${errno}`]
+  return Object.assign(new Error(`${code}: ${description}, ${syscall} '${path}'`), { errno: -errno, code, syscall, path })
+}
+
+async function writeWithFs(file: DurableFile): Promise<void> {
+  if (file.folder) {
+    await mkdir(file.folder.dir, { recursive: true, mode: 0o700 })
+    await appendFile(file.folder.outputFile, '', { mode: 0o600 })
+  }
+  const handle = await open(file.path, 'w', 0o600)
+  try {
+    let offset = 0
+    while (offset < file.bytes.length) {
+      const { bytesWritten } = await handle.write(file.bytes, offset, file.bytes.length - offset)
+      // write(2) answering 0 would loop for ever: a disk that takes nothing more is an I/O error.
+      if (bytesWritten <= 0) throw Object.assign(new Error(`EIO: the write stopped at byte ${offset} of ${file.bytes.length}, write '${file.path}'`), { code: 'EIO' })
+      offset += bytesWritten
+    }
+    await handle.sync()
+  } catch (error) {
+    await handle.close().catch(() => undefined)
+    await unlink(file.path).catch(() => undefined)
+    throw error
+  }
+  try {
+    await handle.close()
+  } catch (error) {
+    await unlink(file.path).catch(() => undefined)
+    throw error
+  }
+}
