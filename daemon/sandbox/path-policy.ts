@@ -1,7 +1,7 @@
 import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs'
 import { dirname, resolve, sep } from 'node:path'
 import { TendError, type SandboxProfile } from '../../protocol/index.js'
-import { checkCwd } from '../spawn/cwd-check.js'
+import { checkCwdSync } from '../spawn/cwd-check.js'
 
 /**
  * Which folders a sandboxed task may be given to write, decided on real paths: every symlink is
@@ -56,7 +56,8 @@ export interface PathRequest {
 /** Resolves, checks and pins a task's cwd and writable paths; throws TEND_ERR_VALIDATION naming the field. */
 export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths> {
   const { profile } = request
-  const cwdProblem = await checkCwd(request.cwd)
+  // pin() below stats it synchronously anyway: a round trip through the thread pool first costs more than the call.
+  const cwdProblem = checkCwdSync(request.cwd)
   if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0' }, writable: [], cwdProblem }
   if (profile === 'off') return { cwd: pin(request.cwd, request.cwd, 'cwd'), writable: [] }
   const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...request.protectedPlaces]
