@@ -33,12 +33,13 @@ export interface SpawnRequest {
   /**
    * Where the task's keeper writes how the task ended (`<spool>/<id>/exit.json`), so that a later
    * daemon learns it even when no spawner was left to hear it: an absolute path whose folder exists
-   * (see readExitFile, daemon/spawn/exit-file.ts). Written atomically (an unnamed temporary file in that
-   * folder, fsync, linked in as the exit file, folder fsync; 0600) once the task has ended, right
-   * after the spawner was told (so it may not
-   * be there yet when `exited` settles; the keeper exits only once it is); never written when the
-   * task did not start. '' for none (the exit is then known only to a listening spawner). The node
-   * spawner has no keeper and ignores it.
+   * (see readExitFile, daemon/spawn/exit-file.ts). Written atomically (an unnamed temporary file in
+   * that folder, linked in as the exit file; 0600) once the task has ended, before the spawner is
+   * told, so it is there when `exited` settles (unless that write failed: a full disk; the keeper
+   * then retries for about a minute and exits only once it is written or given up); fsynced, and
+   * its folder, when no spawner heard the exit. Never written when the task did not start. '' for
+   * none (the exit is then known only to a listening spawner). The node spawner has no keeper and
+   * ignores it.
    */
   exitFile: string
   /** Files opened read-only as the child's fd 3, 4, … (the seccomp program). */

@@ -66,11 +66,13 @@
  * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. With a stdinFifo it
  * makes that FIFO (mkfifo 0600; one already there is used) and holds it open O_RDWR until the task
  * ends or SIGUSR1 asks it to let go (end of input; a failure here is stage stdin). It forks the child,
- * reads the child's error pipe, reports on its own pipe, waits for the task, reports its end, then
- * writes the exit file (`{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}` and a
- * newline, written whole and fsynced as an unnamed O_TMPFILE in its folder (mode 0600), then
- * linked in, folder fsynced; without O_TMPFILE a temporary file beside it, O_EXCL, renamed; retried
- * for about a minute while the disk refuses it) and exits. So a keeper that has exited has
+ * reads the child's error pipe, reports on its own pipe, waits for the task, writes the exit file
+ * (`{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}` and a newline, written whole as an
+ * unnamed O_TMPFILE in its folder (mode 0600), then linked in; without O_TMPFILE a temporary file
+ * beside it, O_EXCL, renamed), reports the end, and exits. So the exit file is there when its
+ * `exited` is reported, unless that write failed: it is then retried, after the report, for about
+ * a minute while the disk refuses it. The file and its folder are fsynced when no helper heard the
+ * report (see keeper.c). So a keeper that has exited has
  * written its exit file (unless it was SIGKILLed, or the folder was removed): an attach waits for
  * the keeper's exit, then reads the file.
  *

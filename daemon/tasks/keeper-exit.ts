@@ -7,9 +7,10 @@ const POLL_MS = 1
 
 /**
  * Resolves once the keeper has written the exit file of the task whose leader was `pid`, or after
- * KEEPER_WRITE_WAIT_MS. The keeper reports the exit first and writes the file right after (without
- * fsync: ~0.1 ms); a task recorded ended before that would be reported ended while its keeper still
- * writes into its folder, and an `rm` right after `wait` would race that write (ENOTEMPTY).
+ * KEEPER_WRITE_WAIT_MS. The keeper writes the file before it reports the exit, so it is there at
+ * once; only a first write that failed (a full disk) leaves it to the keeper's retries, after the
+ * report. A task recorded ended before that would be reported ended while its keeper still writes
+ * into its folder, and an `rm` right after `wait` would race that write (ENOTEMPTY).
  */
 export async function keeperWritten(exitFile: string, pid: number): Promise<void> {
   const deadline = Date.now() + KEEPER_WRITE_WAIT_MS

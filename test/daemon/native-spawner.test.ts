@@ -603,8 +603,8 @@ describe('native spawner: keepers', () => {
     const result = { ...(await child.exited), pid: child.pid }
     const after = Date.now()
     expect(result).toMatchObject({ exitCode: 3, signal: null })
-    // Written right after the exit is reported, and before the keeper exits.
-    await keeperGone(child.keeper!)
+    // Written before the exit is reported: there, whole, when `exited` settles, and nothing else in the folder.
+    expect(readdirSync(dir).sort()).toEqual(['exit.json', 'output.log'])
     const text = readFileSync(req.exitFile, 'utf8')
     expect(text).toMatch(/^\{[^\n]*\}\n$/)
     const record = JSON.parse(text) as { endedAtMs: number }
@@ -612,6 +612,7 @@ describe('native spawner: keepers', () => {
     expect(record.endedAtMs).toBeGreaterThanOrEqual(before)
     expect(record.endedAtMs).toBeLessThanOrEqual(after)
     expect(statSync(req.exitFile).mode & 0o777).toBe(0o600)
+    await keeperGone(child.keeper!)
     expect(readdirSync(dir).sort()).toEqual(['exit.json', 'output.log'])
     expect(readExitFile(req.exitFile)).toEqual({ pid: result.pid, exitCode: 3, signal: null, endedAt: new Date(record.endedAtMs).toISOString() })
   })

@@ -291,9 +291,10 @@ describe.each([
     }
     expect(outcome.keeper).toEqual({ pid: expect.any(Number), startTicks: expect.any(Number) })
     expect(outcome.keeper!.pid).not.toBe(outcome.pid)
-    // The keeper writes the exit file right after it reported the exit, then exits.
-    await waitFor('the keeper to exit', () => !isAlive(outcome.keeper!.pid), 5000)
+    // The keeper writes the exit file before it reports the exit (the daemon records the end at
+    // once, with nothing left to write into the task's folder), then exits.
     expect(readExitFile(request.exitFile)).toMatchObject({ pid: outcome.pid, exitCode: 5, signal: null })
+    await waitFor('the keeper to exit', () => !isAlive(outcome.keeper!.pid), 5000)
     // The task has ended and its exit file is there: an attach reports it at once.
     const watching = await spawner.attach(attach)
     if (!watching.attached) throw new Error(`expected to attach, got ${JSON.stringify(watching)}`)
