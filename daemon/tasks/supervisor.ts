@@ -30,6 +30,7 @@ import type { OutputWatch } from './output-watch.js'
 import { Scheduler } from './scheduler.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
+import { SettleLater } from './settle-later.js'
 import { readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
@@ -54,15 +55,21 @@ interface RunningEntry {
   /** The leader is bubblewrap around the command. */
   wrapped: boolean
   timeoutTimer?: LongTimeout
-  finished: Promise<Task>
-  resolveFinished: (task: Task) => void
-  rejectFinished: (error: unknown) => void
+  /** The final record; rejects if supervision failed. */
+  finished: SettleLater<Task>
   /** The spawner has reported the leader's exit. */
   exitKnown: boolean
   /** After a stop: whether its first signal reached a live process of the task (else it had ended by itself). */
   signalled?: boolean
   /** When the stop began: whether the leader caught or ignored its signal (else that signal would have ended it). */
   leaderHandles?: boolean
+}
+
+/** A task whose process has started: what supervise() needs; `settle()` ends its launching. */
+interface Launched {
+  current: Task
+  outcome: Extract<LaunchOutcome, { started: true }>
+  settle: () => void
 }
 
 /** What a running task holds besides its processes: its cgroups, released once it has ended. */
@@ -218,7 +225,7 @@ export class Supervisor {
       signal: request.signal ?? 'SIGTERM',
       graceMs: request.graceMs ?? this.config.killGraceMs,
     })
-    return entry.finished
+    return entry.finished.promise
   }
 
   /**
@@ -253,7 +260,7 @@ export class Supervisor {
     await Promise.all(
       [...this.running.entries()].map(([id, entry]) => {
         this.stop(id, entry, { state: 'killed', stoppedBy: 'daemon-stop', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
-        return entry.finished.catch(() => undefined)
+        return entry.finished.promise.catch(() => undefined)
       }),
     )
     await Promise.allSettled(cancelled)
@@ -268,12 +275,21 @@ export class Supervisor {
     return this.spawner.kind === 'native'
   }
 
-  /** One task from its slot to its end: launch, watch, clean up; the slot frees when no process of it is left. */
-  private async run(id: string): Promise<void> {
-    const launched = await this.launch(id)
-    if (!launched) return
+  /**
+   * One task from its slot to its end: launch, watch, clean up; the slot frees when no process of
+   * it is left. While the task runs, what waits for it is one promise reaction on its exit (see
+   * watch()): nothing of its launch (plan, environment) stays reachable.
+   */
+  private run(id: string): Promise<void> {
+    return this.launch(id).then((launched) => (launched ? this.supervise(id, launched) : undefined))
+  }
+
+  /** A task launched: tracked, recorded running, its timeout armed, its exit watched. */
+  private supervise(id: string, launched: Launched): Promise<void> {
     const { current, outcome } = launched
-    const entry = this.track(id, current, outcome.pid, outcome.exited, outcome.plan)
+    const { cgroups, release } = outcome.plan
+    const resources: TaskResources = { cgroups, release }
+    const entry = this.track(id, current, outcome.pid, outcome.exited, resources)
     // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
     // the record is written while the task runs: neither the task nor its slot waits for it.
     const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.bootId))
@@ -281,7 +297,7 @@ export class Supervisor {
     launched.settle()
     this.armTimeout(id, entry, current.timeoutMs, Date.now())
     this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
-    await this.watch(id, entry, outcome.plan)
+    return this.watch(id, entry, resources)
   }
 
   /**
@@ -309,13 +325,13 @@ export class Supervisor {
     }
     const plan = await resumedPlan(task, this.capabilities)
     const entry = this.track(task.id, task, task.pid, attached.exited, plan)
+    void this.watch(task.id, entry, plan)
     // A deadline or an output cap passed while no daemon ran is enforced now.
     this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
     await this.checkOutput(task.id, entry)
     this.log.info({ taskId: task.id, pid: task.pid, keeper: task.keeper.pid }, 'task supervised again')
-    void this.watch(task.id, entry, plan)
     // It holds a slot like any running task, once one is free (it runs either way).
-    this.scheduler.submit(task.owner, () => entry.finished.then(
+    this.scheduler.submit(task.owner, () => entry.finished.promise.then(
       () => undefined,
       () => undefined,
     ))
@@ -324,29 +340,16 @@ export class Supervisor {
 
   /** Tracks a running task: kills, stops and output checks find it from now on. */
   private track(id: string, current: Task, pid: number, exited: Promise<SpawnExit>, plan: TaskResources): RunningEntry {
-    let resolveFinished!: (task: Task) => void
-    let rejectFinished!: (error: unknown) => void
-    const finished = new Promise<Task>((resolve, reject) => {
-      resolveFinished = resolve
-      rejectFinished = reject
-    })
-    // kill() and shutdown() await it; a supervision failure is logged in watch() either way.
-    finished.catch(() => undefined)
     const cgroups = plan.cgroups
     const entry: RunningEntry = {
       pid,
       exited,
-      finished,
-      resolveFinished,
-      rejectFinished,
+      // kill() and shutdown() await it; a supervision failure is logged in ended() either way.
+      finished: new SettleLater<Task>(),
       members: cgroups ? () => cgroups.members() : undefined,
       wrapped: current.sandbox !== 'off',
       exitKnown: false,
     }
-    void exited.then(
-      () => (entry.exitKnown = true),
-      () => undefined,
-    )
     this.running.set(id, entry)
     return entry
   }
@@ -358,14 +361,29 @@ export class Supervisor {
     entry.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
   }
 
-  /** Waits for the task's end, then records it; the slot frees when no process of it is left. */
-  private async watch(id: string, entry: RunningEntry, plan: TaskResources): Promise<void> {
+  /**
+   * Waits for the task's end, then records it; resolves when no process of it is left (the slot
+   * frees then). Called right after track(), so the exit is known (exitKnown) as soon as it is
+   * reported.
+   */
+  private watch(id: string, entry: RunningEntry, plan: TaskResources): Promise<void> {
+    return entry.exited.then(
+      (exit) => {
+        entry.exitKnown = true
+        return this.ended(id, entry, plan, exit)
+      },
+      (error: unknown) => this.ended(id, entry, plan, error instanceof Error ? error : new Error(String(error))),
+    )
+  }
+
+  /** The task's leader has exited, or its spawner lost it (an Error): its end is recorded. */
+  private async ended(id: string, entry: RunningEntry, plan: TaskResources, exit: SpawnExit | Error): Promise<void> {
     let endedSave: Promise<Task>
     try {
-      const result = await this.exitOf(id, entry)
+      const result = exit instanceof Error ? this.exitAfterSpawnerLoss(id, entry, exit) : exit
       // The daemon is leaving its tasks to the next one (stop --keep-tasks, restart): not ended.
       if (result === 'kept') {
-        entry.resolveFinished(this.store.get(id))
+        entry.finished.resolve(this.store.get(id))
         return
       }
       entry.timeoutTimer?.clear()
@@ -379,24 +397,22 @@ export class Supervisor {
         this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
         this.running.delete(id)
         this.finishTask(ended)
-        entry.resolveFinished(ended)
+        entry.finished.resolve(ended)
       },
       (error: unknown) => {
         this.running.delete(id)
         this.log.error({ taskId: id, err: error }, 'task supervision failed')
-        entry.rejectFinished(error)
+        entry.finished.reject(error)
       },
     )
   }
 
   /**
-   * How the task ended. A spawner whose helper dies attaches to the task's keeper again by itself;
+   * How a task its spawner lost ended. A spawner whose helper dies attaches to the task's keeper again by itself;
    * when it gives up (or is closed because the daemon leaves its tasks running), the keeper may
    * still have recorded the exit. An Error only when nobody knows.
    */
-  private async exitOf(id: string, entry: RunningEntry): Promise<SpawnExit | Error | 'kept'> {
-    const result = await entry.exited.then((exit) => exit, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))
-    if (!(result instanceof Error)) return result
+  private exitAfterSpawnerLoss(id: string, entry: RunningEntry, result: Error): SpawnExit | Error | 'kept' {
     if (this.keepingTasks) return 'kept'
     const task = this.store.get(id)
     const recorded = task.state === 'running' && task.keeper ? readExitFile(exitPath(this.config.layout.spool, id)) : null
@@ -409,7 +425,7 @@ export class Supervisor {
    * tree is killed here). Otherwise `settle()` must be called once the task is tracked: a kill that
    * comes while the task is being launched waits for it (see kill()).
    */
-  private async launch(id: string): Promise<{ current: Task; outcome: Extract<LaunchOutcome, { started: true }>; settle: () => void } | null> {
+  private async launch(id: string): Promise<Launched | null> {
     const task = this.store.find(id)
     if (!task || task.state !== 'queued') return null
     const pending = this.pending.get(id)
