@@ -115,10 +115,17 @@ export class TaskStore {
     return this.transition(task.id, () => task)
   }
 
-  /** Updates fields that are not a state change (live output size) without writing or announcing. */
+  /**
+   * Updates fields that are not a state change (live output size) without writing or announcing.
+   * The supervisor patches every running task's size several times a second: a size that did not
+   * change makes no new record (a copy of every running task each time is garbage the young
+   * generation grows for).
+   */
   patch(id: string, fields: Partial<Pick<Task, 'outputBytes'>>): void {
     const task = this.tasks.get(id)
-    if (task) this.replace(task, { ...task, ...fields } as Task)
+    if (!task || fields.outputBytes === undefined || fields.outputBytes === task.outputBytes) return
+    // Object.assign, not a spread: see createQueuedTask (each copy would get a hidden class of its own).
+    this.replace(task, Object.assign({}, task, fields))
   }
 
   get(id: string): Task {
