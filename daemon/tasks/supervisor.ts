@@ -166,7 +166,7 @@ export class Supervisor {
     const id = createTaskId()
     const spool = taskDir(this.config.layout.spool, id)
     const env = request.env ?? {}
-    const task = createQueuedTask({
+    const fields = {
       id,
       name: request.name ?? null,
       owner: request.owner ?? DEFAULT_OWNER,
@@ -188,8 +188,9 @@ export class Supervisor {
       pidsMax: sandbox === 'strict' ? (request.pidsMax ?? this.config.strictPidsMax) : null,
       createdAt: new Date().toISOString(),
       spool,
-      ...(submission ?? {}),
-    })
+    }
+    // Named fields after a spread, not a spread after fields: see createQueuedTask.
+    const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
     // Recorded first: a task that cannot be written (disk full) is refused and leaves nothing.
     await this.store.create(task)
     this.pending.set(id, { env, paths })
