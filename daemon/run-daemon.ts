@@ -16,7 +16,7 @@ import { readBootId, Supervisor } from './tasks/supervisor.js'
 import { TaskInput } from './tasks/task-input.js'
 import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
-import { detectSandbox, type SandboxCapabilities } from './sandbox/index.js'
+import { detectSandbox } from './sandbox/index.js'
 import { cachedLiveDaemonHomes, homeRegistryDir } from './store/home-registry.js'
 import { TaskStore } from './store/task-store.js'
 import { readVersion } from './version.js'
@@ -70,32 +70,23 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log)
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
-  // Start-up waits on child processes (bubblewrap's probes, the spawner's helper and its `true`,
-  // chattr): started together, they cost the longest of them rather than their sum, and the HTTP
-  // API is built meanwhile. Until the socket listens, this timer keeps the process alive: the
-  // spawner's pipes are unref'd.
-  const startingUp = setInterval(() => {}, 60_000)
-  // detectSandbox answers what it found, never rejects; a spawner that fails (spawner native) is
-  // heard only after the sandbox warning, as when they ran one after the other.
-  const probing = Promise.all([detectSandbox(config.baseEnv.PATH), Promise.allSettled([createSpawner(config.spawner, log)]), markSpoolTopDirectory(layout.spool, log)])
-  let probed: { sandbox: SandboxCapabilities; supervisor: Supervisor } | undefined
-  const afterProbes = () => {
-    if (!probed) throw new Error('the daemon has not finished starting')
-    return probed
+  const sandbox = detectSandbox(config.baseEnv.PATH)
+  if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
+    log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }
+  // The quota is enforced on a timer (below), not after every task: it walks every task.
+  const spawner = await createSpawner(config.spawner, log)
+  // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
+  const daemonHomes = { homes: cachedLiveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
+  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   const context: DaemonContext = {
     config,
-    // Routes read these when a request comes, after the socket listens, so after the probes.
-    get sandbox() {
-      return afterProbes().sandbox
-    },
-    get supervisor() {
-      return afterProbes().supervisor
-    },
+    sandbox,
     version: readVersion(),
     startedAt: new Date().toISOString(),
     store,
     corrupt,
+    supervisor,
     input: new TaskInput(store, layout.spool, log),
     cleanup,
     events,
@@ -104,38 +95,19 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     requestStop: (options) => requestStop(options),
     closing: closingController.signal,
   }
-  // Building the routes is most of the start's own CPU work: done while the probes run.
-  const serving = createServer(context)
-  // Its failure is heard where it is awaited, below; until then it must not count as unhandled.
-  serving.catch(() => undefined)
-  let app: TendApp
-  let supervisor: Supervisor
-  let recovered: Awaited<ReturnType<typeof recoverSpool>>
-  try {
-    const [sandbox, [spawned]] = await probing
-    if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
-      log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
-    }
-    if (spawned.status === 'rejected') throw spawned.reason
-    // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
-    const daemonHomes = { homes: cachedLiveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
-    supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawned.value, undefined, daemonHomes)
-    probed = { sandbox, supervisor }
-    // Tasks of an earlier daemon that still run under their keepers are supervised again.
-    recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, { bootId: readBootId(), resume: (task) => supervisor.resume(task) })
-    supervisor.rememberSubmissions(store.list({ all: true }))
-    await cleanup.enforceQuota()
-    app = await serving
-  } catch (error) {
-    clearInterval(startingUp)
-    // A server built for a start that failed leaves the home registry it joined.
-    await serving.then((built) => built.close(), () => undefined)
-    throw error
-  }
-  // The quota is enforced on a timer, not after every task: it walks every task.
+
+  await markSpoolTopDirectory(layout.spool, log)
+  // Tasks of an earlier daemon that still run under their keepers are supervised again. The
+  // spawner's pipes are unref'd: until the socket listens, this timer keeps the process alive
+  // while recovery waits on them.
+  const startingUp = setInterval(() => {}, 60_000)
+  const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, { bootId: readBootId(), resume: (task) => supervisor.resume(task) })
+  supervisor.rememberSubmissions(store.list({ all: true }))
+  await cleanup.enforceQuota()
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()
 
+  const app = await createServer(context)
   await rm(layout.socket, { force: true })
   const previousMask = process.umask(0o177)
   try {
@@ -189,4 +161,3 @@ async function writePidFile(home: string): Promise<void> {
 async function readPidFile(home: string): Promise<string> {
   return (await readFile(pidFile(home), 'utf8').catch(() => 'unknown')).trim()
 }
-

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 
@@ -32,14 +32,9 @@ export function findOnPath(program: string, path: string | undefined): string | 
   return null
 }
 
-/**
- * Asks bubblewrap its version, its flags and whether it can create a user namespace all at once:
- * three child processes a daemon start waits on, run beside each other and beside the start's own
- * work.
- */
-export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
-  const found = findOnPath('bwrap', path)
-  const [bwrap, userNamespaces] = found ? await Promise.all([describeBwrap(found), probe(found, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true'])]) : [null, false]
+export function detectSandbox(path: string | undefined): SandboxCapabilities {
+  const bwrap = detectBwrap(path)
+  const userNamespaces = bwrap !== null && probe(bwrap.path, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true'])
   const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
@@ -53,29 +48,29 @@ export async function detectSandbox(path: string | undefined): Promise<SandboxCa
   const profiles: SandboxCapabilities['profiles'] = ['off']
   if (!missing.workspace) profiles.push('workspace')
   if (!missing.strict) profiles.push('strict')
-  return { bwrap, userNamespaces: bwrap !== null && userNamespaces, cgroups, profiles, missing }
+  return { bwrap, userNamespaces, cgroups, profiles, missing }
 }
 
-async function describeBwrap(found: string): Promise<SandboxCapabilities['bwrap']> {
+function detectBwrap(path: string | undefined): SandboxCapabilities['bwrap'] {
+  const found = findOnPath('bwrap', path)
+  if (!found) return null
   try {
-    const [version, help] = await Promise.all([output(found, ['--version']), output(found, ['--help'])])
+    const version = execFileSync(found, ['--version'], { encoding: 'utf8', timeout: 5000 }).trim().replace(/^bubblewrap\s+/, '')
+    const help = execFileSync(found, ['--help'], { encoding: 'utf8', timeout: 5000 })
     const flags = [...new Set(help.match(/--[a-z][a-z-]+/g) ?? [])]
-    return { path: found, version: version.trim().replace(/^bubblewrap\s+/, ''), flags }
+    return { path: found, version, flags }
   } catch {
     return null
   }
 }
 
-function output(file: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(file, args, { encoding: 'utf8', timeout: 5000 }, (error, stdout) => (error ? reject(error) : resolve(stdout)))
-  })
-}
-
-function probe(file: string, args: string[]): Promise<boolean> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: 5000, env: { PATH: '/usr/bin:/bin' } }, (error) => resolve(!error))
-  })
+function probe(file: string, args: string[]): boolean {
+  try {
+    execFileSync(file, args, { stdio: 'ignore', timeout: 5000, env: { PATH: '/usr/bin:/bin' } })
+    return true
+  } catch {
+    return false
+  }
 }
 
 /**
