@@ -145,8 +145,8 @@ static void complete(napi_env env, napi_status status, void *data) {
   release(env, job);
 }
 
-/** A JavaScript string as a malloc'd UTF-8 C string, or NULL (a JS exception is then pending). */
-static char *copy_string(napi_env env, napi_value value) {
+/** A JavaScript string as a malloc'd UTF-8 C string (its byte length in *out_length when asked), or NULL. */
+static char *copy_string_sized(napi_env env, napi_value value, size_t *out_length) {
   size_t length;
   if (napi_get_value_string_utf8(env, value, NULL, 0, &length) != napi_ok) return NULL;
   char *copy = malloc(length + 1);
@@ -158,11 +158,16 @@ static char *copy_string(napi_env env, napi_value value) {
     free(copy);
     return NULL;
   }
+  if (out_length != NULL) *out_length = length;
   return copy;
 }
 
+static char *copy_string(napi_env env, napi_value value) {
+  return copy_string_sized(env, value, NULL);
+}
+
 /**
- * writeFile(path, bytes, dir, outputFile, callback): bytes a Buffer; dir and outputFile strings, or
+ * writeFile(path, text, dir, outputFile, callback): text written as UTF-8; dir and outputFile strings, or
  * null to leave the folder alone. The callback gets null, or (errno, syscall, path).
  */
 static napi_value write_file(napi_env env, napi_callback_info info) {
@@ -178,13 +183,10 @@ static napi_value write_file(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "out of memory");
     return NULL;
   }
-  void *bytes;
   napi_valuetype dir_type;
   if ((job->path = copy_string(env, argv[0])) == NULL) goto failed;
-  if (napi_get_buffer_info(env, argv[1], &bytes, &job->length) != napi_ok) goto failed;
-  // Copied: the Buffer may be collected or changed while the pool thread writes.
-  if ((job->bytes = malloc(job->length > 0 ? job->length : 1)) == NULL) goto failed;
-  memcpy(job->bytes, bytes, job->length);
+  // The text, encoded straight into memory of the job's own (the pool thread may not touch it).
+  if ((job->bytes = copy_string_sized(env, argv[1], &job->length)) == NULL) goto failed;
   if (napi_typeof(env, argv[2], &dir_type) != napi_ok) goto failed;
   if (dir_type != napi_null) {
     if ((job->dir = copy_string(env, argv[2])) == NULL) goto failed;
@@ -200,7 +202,7 @@ failed: {
   // Arguments of the wrong kind fail without an exception of their own: throw one, never return quietly.
   bool pending = false;
   napi_is_exception_pending(env, &pending);
-  if (!pending) napi_throw_type_error(env, NULL, "writeFile(path: string, bytes: Buffer, dir: string | null, outputFile: string | null, callback)");
+  if (!pending) napi_throw_type_error(env, NULL, "writeFile(path: string, text: string, dir: string | null, outputFile: string | null, callback)");
   release(env, job);
   return NULL;
 }

@@ -6,7 +6,8 @@ import { getSystemErrorMap } from 'node:util'
 /** One file to write whole: made, written to its last byte, fsynced and closed; removed again on any failure. */
 export interface DurableFile {
   path: string
-  bytes: Buffer
+  /** Written as UTF-8. */
+  text: string
   /** Make this folder (0700, with its parents) and an empty output file in it first; null leaves them alone. */
   folder: { dir: string; outputFile: string } | null
 }
@@ -16,7 +17,7 @@ export type WriteDurably = (file: DurableFile) => Promise<void>
 
 /** The C addon (daemon/durable-write/durable-write.c): the whole write as one job of libuv's thread pool. */
 interface DurableWriteAddon {
-  writeFile(path: string, bytes: Buffer, dir: string | null, outputFile: string | null, callback: (errno: number | null, syscall?: string, path?: string) => void): void
+  writeFile(path: string, text: string, dir: string | null, outputFile: string | null, callback: (errno: number | null, syscall?: string, path?: string) => void): void
 }
 
 export interface DurableWriter {
@@ -45,7 +46,7 @@ export function loadDurableWriter(path: string = DEFAULT_ADDON_PATH): DurableWri
 
 function writeWithAddon(addon: DurableWriteAddon, file: DurableFile): Promise<void> {
   return new Promise((resolve, reject) => {
-    addon.writeFile(file.path, file.bytes, file.folder?.dir ?? null, file.folder?.outputFile ?? null, (errno, syscall, path) => {
+    addon.writeFile(file.path, file.text, file.folder?.dir ?? null, file.folder?.outputFile ?? null, (errno, syscall, path) => {
       if (errno === null) resolve()
       else reject(systemError(errno, syscall ?? 'write', path ?? file.path))
     })
@@ -63,13 +64,14 @@ async function writeWithFs(file: DurableFile): Promise<void> {
     await mkdir(file.folder.dir, { recursive: true, mode: 0o700 })
     await appendFile(file.folder.outputFile, '', { mode: 0o600 })
   }
+  const bytes = Buffer.from(file.text)
   const handle = await open(file.path, 'w', 0o600)
   try {
     let offset = 0
-    while (offset < file.bytes.length) {
-      const { bytesWritten } = await handle.write(file.bytes, offset, file.bytes.length - offset)
+    while (offset < bytes.length) {
+      const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset)
       // write(2) answering 0 would loop for ever: a disk that takes nothing more is an I/O error.
-      if (bytesWritten <= 0) throw Object.assign(new Error(`EIO: the write stopped at byte ${offset} of ${file.bytes.length}, write '${file.path}'`), { code: 'EIO' })
+      if (bytesWritten <= 0) throw Object.assign(new Error(`EIO: the write stopped at byte ${offset} of ${bytes.length}, write '${file.path}'`), { code: 'EIO' })
       offset += bytesWritten
     }
     await handle.sync()

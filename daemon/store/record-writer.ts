@@ -123,7 +123,7 @@ export class RecordWriter {
     }
     const temporary = `${job.target}.${process.pid}-${++this.counter}.tmp`
     const folder = job.createDir ? { dir: job.dir, outputFile: job.outputFile } : null
-    this.durable.write({ path: temporary, bytes: Buffer.from(job.text), folder }).then(
+    this.durable.write({ path: temporary, text: job.text, folder }).then(
       async () => {
         await previous
         try {
