@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Bundles two entries of bin/tend.js (the CLI and `tend mcp`; the daemon runs unbundled) from tsc's output
+// Bundles the three entries of bin/tend.js (the CLI, `tend mcp` and `tend daemon`) from tsc's output
 // in dist/ into one file each under dist/bundle/. Run by the build after tsc: a command then
 // loads one file instead of hundreds (ESM resolution and file reads were most of a CLI call).
 // The bundles are CommonJS: Node's built-ins then load without an ES module facade each, which
@@ -17,6 +17,7 @@ export const BUNDLE_DIR = join(DIST, 'bundle')
 export const ENTRIES = {
   cli: 'client/cli/main.js',
   mcp: 'tools/mcp/main.js',
+  daemon: 'daemon/main.js',
 }
 
 /**
@@ -38,6 +39,13 @@ const keepModuleUrls = {
   },
 }
 
+/**
+ * Libraries the daemon loads only when used (execa for the fallback spawner, @fastify/swagger for
+ * /v1/openapi.json) stay out of its bundle and load from node_modules then: inside it, every start
+ * would pay to compile ~300 KiB of them.
+ */
+const LOADED_WHEN_USED = { daemon: ['execa', '@fastify/swagger'] }
+
 /** Options for one bundle; `write: false` answers the bundle and its metafile without writing. */
 export function bundleOptions(name, overrides = {}) {
   return {
@@ -57,6 +65,7 @@ export function bundleOptions(name, overrides = {}) {
     legalComments: 'linked',
     logLevel: 'warning',
     metafile: true,
+    external: LOADED_WHEN_USED[name] ?? [],
     ...overrides,
   }
 }
