@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { Ajv, type ErrorObject } from 'ajv'
+import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
+import { compileValidator } from './precompiled/schema-code.js'
 import { homeLayout, parseDuration, parseSize, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 const GiB = 1024 ** 3
@@ -116,9 +117,9 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
 }
 
 /** The settings' violations, defaults filled in first. The validator is built once, when first needed. */
-let validateSettings: ReturnType<Ajv['compile']> | undefined
+let validateSettings: ValidateFunction | undefined
 function settingsErrors(settings: unknown): ErrorObject[] {
-  validateSettings ??= new Ajv({ allErrors: true, useDefaults: true, strict: false }).compile(DaemonSettingsSchema)
+  validateSettings ??= compileValidator('settings', DaemonSettingsSchema)
   return validateSettings(settings) ? [] : (validateSettings.errors ?? [])
 }
 

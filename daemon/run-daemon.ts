@@ -20,6 +20,7 @@ import { detectSandbox } from './sandbox/index.js'
 import { cachedLiveDaemonHomes, homeRegistryDir } from './store/home-registry.js'
 import { TaskStore } from './store/task-store.js'
 import { readVersion } from './version.js'
+import { precompiledCount, SCHEMA_CODE_PATH } from './precompiled/schema-code.js'
 
 export interface StopOptions {
   /** Leave running tasks to their keepers, for the next daemon (stop --keep-tasks, restart). */
@@ -108,6 +109,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   quotaTimer.unref()
 
   const app = await createServer(context)
+  if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
   await rm(layout.socket, { force: true })
   const previousMask = process.umask(0o177)
   try {

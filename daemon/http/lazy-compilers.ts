@@ -1,10 +1,13 @@
-import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
+import { createRequire } from 'node:module'
 import type { FastifySchemaCompiler } from 'fastify'
+import type { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
+import { noteCompiledAtRunTime, precompiled, schemaKey } from '../precompiled/schema-code.js'
 
 /**
- * Compiling every route's request validators and response serializers took about half of a
- * daemon's start (ajv, fast-json-stringify), and a client that auto-started the daemon waited for
- * all of it. Each is compiled on its route's first request instead, once, with the same compiler.
+ * Each route's request validators and response serializers come from the build's compiled code
+ * (daemon/precompiled/). One the build did not cover is compiled on its route's first request, not
+ * at start: compiling them all took about half of a daemon's start, and a client that auto-started
+ * the daemon waited for all of it.
  */
 export function lazyValidatorCompiler(compile: FastifySchemaCompiler<unknown>): FastifySchemaCompiler<unknown> {
   return (route) => {
@@ -13,13 +16,28 @@ export function lazyValidatorCompiler(compile: FastifySchemaCompiler<unknown>): 
   }
 }
 
-const buildSerializerCompiler = SerializerSelector()
+type SerializerFactory = ReturnType<typeof SerializerSelector>
+type Serialize = (doc: unknown) => string
 
-/** fastify's own serializer factory (fast-json-stringify), each route's serializer built on first use. */
-export const lazySerializerFactory: typeof buildSerializerCompiler = (externalSchemas, options) => {
-  let compile: ReturnType<typeof buildSerializerCompiler> | undefined
+/**
+ * fastify's serializer factory: the build's fast-json-stringify code, else fastify's own compiler
+ * on first use (loaded from node_modules then: the daemon's bundle leaves fast-json-stringify out).
+ */
+export const lazySerializerFactory: SerializerFactory = (externalSchemas, options) => {
+  let compile: ReturnType<SerializerFactory> | undefined
+  const buildSerializerCompiler = (): SerializerFactory => {
+    const selector = createRequire(import.meta.url)('@fastify/fast-json-stringify-compiler') as { SerializerSelector: typeof SerializerSelector }
+    return selector.SerializerSelector()
+  }
   return (route) => {
-    let serialize: ((doc: unknown) => string) | undefined
-    return (doc) => (serialize ??= (compile ??= buildSerializerCompiler(externalSchemas, options))(route))(doc)
+    let serialize: Serialize | undefined
+    const compileNow = (): Serialize => {
+      const key = schemaKey('response', route.schema, externalSchemas)
+      const built = precompiled<Serialize>(key)
+      if (built) return built
+      noteCompiledAtRunTime(`response ${route.method} ${route.url} ${route.httpStatus} ${key}`)
+      return (compile ??= buildSerializerCompiler()(externalSchemas, options))(route) as Serialize
+    }
+    return (doc) => (serialize ??= compileNow())(doc)
   }
 }

@@ -1,18 +1,17 @@
-import { Ajv, type ErrorObject } from 'ajv'
+import type { ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler, FastifySchemaValidationError } from 'fastify'
 import { ABSOLUTE_PATH_PATTERN, NO_NUL_PATTERN, OWNER_PATTERN, TendError } from '../../protocol/index.js'
+import { compileValidator } from '../precompiled/schema-code.js'
 import { OWNER_SHAPE } from './owner-scope.js'
 
-const common = { allErrors: true, verbose: true, removeAdditional: false, useDefaults: false, strict: false } as const
-// Bodies are JSON and must arrive with the right types; query strings and path parameters are
-// text, so only they are coerced.
-const bodyAjv = new Ajv({ ...common, coerceTypes: false })
-const textAjv = new Ajv({ ...common, coerceTypes: true })
+/** Bodies are JSON; query strings, path parameters and headers are text, which alone is coerced. */
+export function validatorKind(httpPart: string | undefined): 'body' | 'text' {
+  return httpPart === 'body' ? 'body' : 'text'
+}
 
 /** Strict request validation: an unknown or mistyped field is a 400 that names it. */
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const ajv = httpPart === 'body' ? bodyAjv : textAjv
-  const validate = ajv.compile(schema as object)
+  const validate = compileValidator(validatorKind(httpPart), schema as object)
   return (data: unknown) => {
     // A POST without a body is an empty object: every field of an optional body is optional.
     const value = httpPart === 'body' && (data === undefined || data === null) ? {} : data

@@ -1,9 +1,9 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import { TendError } from '../../protocol/index.js'
 import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { registerHome } from '../store/home-registry.js'
-import { createPeerCheck, peerCheckedServerFactory } from '../peer/index.js'
+import { createPeerCheck, peerCheckedServerFactory, type PeerCheckStatus } from '../peer/index.js'
 import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.js'
 import { validatorCompiler } from './request-validation.js'
 import { registerEventsRoute } from './routes/events.js'
@@ -32,7 +32,8 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
     serverFactory: peerCheckedServerFactory(peerCheck, context.log),
     forceCloseConnections: true,
-    schemaController: { compilersFactory: { buildSerializer: lazySerializerFactory } },
+    // Both compilers are tend's: fastify then never loads ajv or fast-json-stringify (daemon/precompiled/).
+    schemaController: { compilersFactory: { buildValidator: validatorFactory, buildSerializer: lazySerializerFactory } },
     bodyLimit: 1024 * 1024,
     // The router rejects an undecodable or over-long path segment before any handler runs; without
     // this, those answers bypass the error catalogue (FST_ERR_BAD_URL, a 414 FST_ERR_MAX_PARAM_LENGTH).
@@ -42,7 +43,6 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     },
   })
 
-  app.setValidatorCompiler(lazyValidatorCompiler(validatorCompiler))
   app.setErrorHandler((error, request, reply) => {
     const tendError = toTendError(error)
     if (tendError.statusCode >= 500) request.log.error({ err: error }, 'request failed')
@@ -53,6 +53,18 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     void reply.status(404).send(error.toWire())
   })
 
+  registerApi(app, context, peerCheck.status)
+  announceHome(app, context)
+  await app.ready()
+  return app
+}
+
+/**
+ * Every route of the API with its schemas. The build registers them too, on an app of its own, to
+ * compile their validators and serializers ahead of time (daemon/precompiled/build.mjs): nothing
+ * here may use the context before a request.
+ */
+export function registerApi(app: TendApp, context: DaemonContext, peerStatus: PeerCheckStatus): void {
   app.addSchema(TaskSchema)
   // First: it records every route declared after it, for the document it builds when asked.
   registerOpenApiRoute(app, context.version)
@@ -67,13 +79,19 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
   registerResizeTaskRoute(app, context)
   registerRemoveTaskRoute(app, context)
   registerGcRoute(app, context)
-  registerStatusRoute(app, context, peerCheck.status)
+  registerStatusRoute(app, context, peerStatus)
   registerStopRoute(app, context)
   registerEventsRoute(app, context)
-  announceHome(app, context)
-  await app.ready()
-  return app
 }
+
+/**
+ * fastify's validator factory, answering tend's compiler for every route (the same as
+ * setValidatorCompiler, which would still have fastify load its default ajv compiler). fastify's
+ * types model this factory on ajv's own compile signature, hence the cast.
+ */
+const validatorFactory = (() => lazyValidatorCompiler(validatorCompiler)) as unknown as NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
+>
 
 /** While the daemon runs, its home is in the per-user registry, so that every sandbox hides it. */
 function announceHome(app: TendApp, context: DaemonContext): void {
