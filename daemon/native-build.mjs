@@ -1,4 +1,4 @@
-// What the native builds (daemon/spawner/, daemon/peer/, daemon/durable-write/ build.mjs) share: compile C
+// What the native builds (daemon/spawner/, daemon/peer/, daemon/durable-write/, daemon/memory/ build.mjs) share: compile C
 // sources into one file under dist/, only when a source is newer, next to the target then renamed
 // over it (a running daemon keeps the file it loaded). Never fails the install: any problem is
 // one warning line, and the daemon runs without that part (it says so).

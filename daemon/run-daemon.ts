@@ -21,6 +21,7 @@ import { cachedLiveDaemonHomes, homeRegistryDir } from './store/home-registry.js
 import { TaskStore } from './store/task-store.js'
 import { readVersion } from './version.js'
 import { precompiledCount, SCHEMA_CODE_PATH } from './precompiled/schema-code.js'
+import { IdleMemoryRelease, loadMemoryRelease } from './memory/idle-release.js'
 
 export interface StopOptions {
   /** Leave running tasks to their keepers, for the next daemon (stop --keep-tasks, restart). */
@@ -121,12 +122,14 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   await chmod(layout.socket, 0o600)
   await writePidFile(layout.home)
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
+  const memory = idleMemoryRelease(events, log)
 
   let stopping: Promise<void> | undefined
   const stop = (options: StopOptions = {}) => {
     stopping ??= (async () => {
       log.info({ keepTasks: options.keepTasks === true }, 'daemon stopping')
       clearInterval(quotaTimer)
+      memory?.close()
       await supervisor.shutdown({ keepTasks: options.keepTasks })
       closingController.abort()
       outputWatch.close()
@@ -152,6 +155,19 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       markStopped()
     },
   }
+}
+
+/** Releases malloc's free memory whenever the daemon turns quiet, starting now; null without the addon (logged). */
+function idleMemoryRelease(events: EventLog, log: Logger): IdleMemoryRelease | null {
+  const loaded = loadMemoryRelease()
+  if ('reason' in loaded) {
+    log.warn({ reason: loaded.reason }, 'memory-release addon missing: an idle daemon keeps the memory malloc has freed')
+    return null
+  }
+  const memory = new IdleMemoryRelease(loaded.release)
+  events.subscribe(() => memory.activity())
+  memory.activity()
+  return memory
 }
 
 const pidFile = (home: string) => `${home}/daemon.pid`

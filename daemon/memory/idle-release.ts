@@ -1,0 +1,55 @@
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+/** dist/daemon/memory/release-memory.node, built by daemon/memory/build.mjs. */
+export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./release-memory.node', import.meta.url))
+
+/** How long the daemon must have been quiet (no task event) before its free memory is released. */
+export const QUIET_MS = 250
+
+interface MemoryReleaseAddon {
+  releaseFreeMemory(): boolean
+}
+
+/** The addon's release (true when pages went back to the kernel), or why there is none. */
+export function loadMemoryRelease(path: string = DEFAULT_ADDON_PATH): { release: () => boolean } | { reason: string } {
+  try {
+    const addon = createRequire(import.meta.url)(path) as MemoryReleaseAddon
+    if (typeof addon.releaseFreeMemory !== 'function') return { reason: `${path} is not the memory-release addon` }
+    return { release: () => addon.releaseFreeMemory() }
+  } catch (error) {
+    return { reason: `the memory-release addon could not be loaded from ${path}: ${(error as Error).message}` }
+  }
+}
+
+/**
+ * Gives malloc's free memory back to the kernel once the daemon turns quiet: QUIET_MS after its
+ * start and after each burst of task events, never while events keep coming (each one re-arms the
+ * timer). An idle daemon then holds what it uses, not what its busiest moment needed: ~4 MiB after
+ * a start, most of it freed by parsing and compiling the daemon's own code.
+ */
+export class IdleMemoryRelease {
+  private timer: NodeJS.Timeout | undefined
+
+  constructor(
+    private readonly release: () => boolean,
+    private readonly quietMs = QUIET_MS,
+  ) {}
+
+  /** Something happened: release only after quietMs more without activity. */
+  activity(): void {
+    if (this.timer) this.timer.refresh()
+    else {
+      this.timer = setTimeout(() => {
+        this.timer = undefined
+        this.release()
+      }, this.quietMs)
+      this.timer.unref()
+    }
+  }
+
+  close(): void {
+    clearTimeout(this.timer)
+    this.timer = undefined
+  }
+}
