@@ -21,6 +21,7 @@ import {
   type TaskEvent,
 } from '../protocol/index.js'
 import { ensureDaemon } from './ensure-daemon.js'
+import { newSubmissionKey } from './submission-key.js'
 import { streamEvents, type EventsOptions } from './events.js'
 import { isUnreachable, SocketHttp, type RequestOptions } from './http.js'
 import { normalizeClientOptions, type NormalizedClientOptions, type TendClientOptions } from './options.js'
@@ -135,8 +136,7 @@ export class TendClient {
     }
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
-    // node:crypto is loaded here, not at start: every other command is ~3 ms quicker without it.
-    const idempotencyKey = options.idempotencyKey ?? (await import('node:crypto')).randomUUID()
+    const idempotencyKey = options.idempotencyKey ?? newSubmissionKey()
     return this.call<Task>('POST', '/v1/tasks', { body: dropUndefined(body), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
   }
 
