@@ -7,8 +7,11 @@
 'use strict'
 const { enableCompileCache } = require('node:module')
 
-// V8's code cache on disk (Node >= 22.1): later runs skip compiling the bundle. Absent before.
-enableCompileCache?.()
+// V8's code cache on disk (Node >= 22.1; absent before): later runs skip compiling the bundle.
+if (enableCompileCache) {
+  const cacheDir = privateCompileCacheDir()
+  if (cacheDir) enableCompileCache(cacheDir)
+}
 
 const args = process.argv.slice(2)
 const command = args.find((arg) => !arg.startsWith('-'))
@@ -24,4 +27,29 @@ if (command === 'daemon' && daemonFlagsOnly) {
   require('../dist/bundle/mcp.cjs').runMcp(args.slice(args.indexOf('mcp') + 1)).then(settle)
 } else {
   require('../dist/bundle/cli.cjs').main(process.argv)
+}
+
+/**
+ * $XDG_CACHE_HOME/tend/compile-cache (else ~/.cache/...), made 0700, or null unless this user owns
+ * it and its parent and no one else may write them. Node's default is a folder in the shared temporary directory,
+ * which any local user (a task running as another user, sandbox off) can create first: the
+ * compiled code Node would then read back there is theirs to replace, and runs as whoever runs tend.
+ */
+function privateCompileCacheDir() {
+  const { lstatSync, mkdirSync } = require('node:fs')
+  const { homedir } = require('node:os')
+  const { isAbsolute, join } = require('node:path')
+  const cacheHome = process.env.XDG_CACHE_HOME && isAbsolute(process.env.XDG_CACHE_HOME) ? process.env.XDG_CACHE_HOME : join(homedir(), '.cache')
+  const dir = join(cacheHome, 'tend', 'compile-cache')
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const private_ = (path) => {
+      const stat = lstatSync(path)
+      return stat.isDirectory() && stat.uid === process.getuid() && (stat.mode & 0o022) === 0
+    }
+    // The parent too: whoever may write it could swap the cache folder for their own.
+    return private_(dir) && private_(join(dir, '..')) ? dir : null
+  } catch {
+    return null
+  }
 }
