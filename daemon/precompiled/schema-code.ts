@@ -26,8 +26,8 @@ export const VALIDATOR_OPTIONS = {
 } as const satisfies Record<string, AjvOptions>
 export type ValidatorKind = keyof typeof VALIDATOR_OPTIONS
 
-/** Where the build writes the compiled code: next to this module in dist/. */
-export const SCHEMA_CODE_PATH = fileURLToPath(new URL('./schema-code.cjs', import.meta.url))
+/** The index of the build's compiled code (a file per function beside it), next to this module in dist/. */
+export const SCHEMA_CODE_PATH = fileURLToPath(new URL('./schema-code/index.cjs', import.meta.url))
 
 /** The identity of one compiled schema: which compiler, the schema, and the schemas it may refer to. */
 export function schemaKey(kind: ValidatorKind | 'response', schema: unknown, externalSchemas?: unknown): string {
@@ -36,7 +36,7 @@ export function schemaKey(kind: ValidatorKind | 'response', schema: unknown, ext
     .digest('base64url')
 }
 
-/** Compiled function per schemaKey, each made on first use. */
+/** Compiled function per schemaKey, each loaded on first use. */
 export type SchemaCodeTable = ReadonlyMap<string, () => unknown>
 let table: SchemaCodeTable | undefined
 const compiledAtRunTime: string[] = []

@@ -9,7 +9,7 @@ import { registerApi } from '../../daemon/http/server.js'
 import { validatorKind } from '../../daemon/http/request-validation.js'
 import { loadSchemaCode, schemaKey } from '../../daemon/precompiled/schema-code.js'
 
-const BUILT = join(import.meta.dirname, '..', '..', 'dist', 'daemon', 'precompiled', 'schema-code.cjs')
+const BUILT = join(import.meta.dirname, '..', '..', 'dist', 'daemon', 'precompiled', 'schema-code', 'index.cjs')
 
 /** Every schema key the daemon's API asks its compilers for, as fastify hands the schemas over. */
 async function keysTheDaemonCompiles(): Promise<string[]> {
