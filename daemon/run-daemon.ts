@@ -72,12 +72,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log)
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
-  const sandbox = detectSandbox(config.baseEnv.PATH)
+  // The probes of bubblewrap and the spawner's check are child processes: they run at once.
+  const [sandbox, spawner] = await Promise.all([detectSandbox(config.baseEnv.PATH), createSpawner(config.spawner, log)])
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }
-  // The quota is enforced on a timer (below), not after every task: it walks every task.
-  const spawner = await createSpawner(config.spawner, log)
   // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
   const daemonHomes = { homes: cachedLiveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
@@ -106,6 +105,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, { bootId: readBootId(), resume: (task) => supervisor.resume(task) })
   supervisor.rememberSubmissions(store.list({ all: true }))
   await cleanup.enforceQuota()
+  // The quota is enforced on a timer, not after every task: it walks every task.
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()
 

@@ -1,4 +1,5 @@
-import { execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 
@@ -32,9 +33,17 @@ export function findOnPath(program: string, path: string | undefined): string | 
   return null
 }
 
-export function detectSandbox(path: string | undefined): SandboxCapabilities {
-  const bwrap = detectBwrap(path)
-  const userNamespaces = bwrap !== null && probe(bwrap.path, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true'])
+/**
+ * Asks bubblewrap (its version, its flags, and whether it can make a user namespace here) and the
+ * cgroup folders. The three bwrap runs go at once: a daemon's start waits for the slowest only.
+ */
+export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
+  const found = findOnPath('bwrap', path)
+  const [bwrap, canUnshareUser] = await Promise.all([
+    describeBwrap(found),
+    found !== null && probe(found, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']),
+  ])
+  const userNamespaces = bwrap !== null && canUnshareUser
   const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
@@ -51,22 +60,22 @@ export function detectSandbox(path: string | undefined): SandboxCapabilities {
   return { bwrap, userNamespaces, cgroups, profiles, missing }
 }
 
-function detectBwrap(path: string | undefined): SandboxCapabilities['bwrap'] {
-  const found = findOnPath('bwrap', path)
+const run = promisify(execFile)
+
+async function describeBwrap(found: string | null): Promise<SandboxCapabilities['bwrap']> {
   if (!found) return null
   try {
-    const version = execFileSync(found, ['--version'], { encoding: 'utf8', timeout: 5000 }).trim().replace(/^bubblewrap\s+/, '')
-    const help = execFileSync(found, ['--help'], { encoding: 'utf8', timeout: 5000 })
-    const flags = [...new Set(help.match(/--[a-z][a-z-]+/g) ?? [])]
-    return { path: found, version, flags }
+    const [version, help] = await Promise.all([run(found, ['--version'], { encoding: 'utf8', timeout: 5000 }), run(found, ['--help'], { encoding: 'utf8', timeout: 5000 })])
+    const flags = [...new Set(help.stdout.match(/--[a-z][a-z-]+/g) ?? [])]
+    return { path: found, version: version.stdout.trim().replace(/^bubblewrap\s+/, ''), flags }
   } catch {
     return null
   }
 }
 
-function probe(file: string, args: string[]): boolean {
+async function probe(file: string, args: string[]): Promise<boolean> {
   try {
-    execFileSync(file, args, { stdio: 'ignore', timeout: 5000, env: { PATH: '/usr/bin:/bin' } })
+    await run(file, args, { timeout: 5000, env: { PATH: '/usr/bin:/bin' } })
     return true
   } catch {
     return false
