@@ -158,16 +158,21 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
 }
 
 /** Releases malloc's free memory whenever the daemon turns quiet, starting now; null without the addon (logged). */
-function idleMemoryRelease(events: EventLog, log: Logger): IdleMemoryRelease | null {
+function idleMemoryRelease(events: EventLog, log: Logger): { close: () => void } | null {
   const loaded = loadMemoryRelease()
   if ('reason' in loaded) {
     log.warn({ reason: loaded.reason }, 'memory-release addon missing: an idle daemon keeps the memory malloc has freed')
     return null
   }
   const memory = new IdleMemoryRelease(loaded.release)
-  events.subscribe(() => memory.activity())
+  const unsubscribe = events.subscribe(() => memory.activity())
   memory.activity()
-  return memory
+  return {
+    close: () => {
+      unsubscribe()
+      memory.close()
+    },
+  }
 }
 
 const pidFile = (home: string) => `${home}/daemon.pid`

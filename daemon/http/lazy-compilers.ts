@@ -21,7 +21,7 @@ type Serialize = (doc: unknown) => string
 
 /**
  * fastify's serializer factory: the build's fast-json-stringify code, else fastify's own compiler
- * on first use (loaded from node_modules then: the daemon's bundle leaves fast-json-stringify out).
+ * on first use, loaded only then (imported, it would start with the daemon).
  */
 export const lazySerializerFactory: SerializerFactory = (externalSchemas, options) => {
   let compile: ReturnType<SerializerFactory> | undefined

@@ -9,8 +9,7 @@ import type { Ajv, Options as AjvOptions, ValidateFunction } from 'ajv'
  * them at run time took ~40 ms for the settings at every start and 20–50 ms at each route's first
  * request, the first `tend status` of a cold start among them. A schema without code from the build
  * (a build older than the source) is compiled at run time, as before, and listed by
- * schemasCompiledAtRunTime(). ajv itself is then loaded from node_modules, only for that: the daemon's
- * bundle leaves it out.
+ * schemasCompiledAtRunTime(); only then is an ajv instance made.
  */
 
 const common = { allErrors: true, strict: false } as const
