@@ -1,6 +1,5 @@
 import { closeSync, constants as fsConstants, existsSync, fstatSync, lstatSync, openSync, readlinkSync } from 'node:fs'
 import type { Readable } from 'node:stream'
-import { execa } from 'execa'
 import { checkCwd } from './cwd-check.js'
 import {
   cwdChangedFailure,
@@ -17,6 +16,14 @@ import {
   STDIN_PIPE_UNSUPPORTED,
   TTY_UNSUPPORTED,
 } from './spawner.js'
+
+/**
+ * execa is imported on the first spawn, from node_modules: it stays out of the daemon's bundle
+ * (~220 KiB, compiled and resident at every start of a daemon that uses the native spawner), and a
+ * dynamic import loads it on every Node (it is an ES module; a require of it fails before 20.19).
+ */
+let execaModule: Promise<typeof import('execa')> | undefined
+const loadExeca = () => (execaModule ??= import('execa'))
 
 /** O_PATH (Linux; node's fs.constants lacks it) | O_DIRECTORY | O_NOFOLLOW. */
 const PINNED_DIR_FLAGS = 0o10000000 | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW
@@ -62,6 +69,7 @@ export class NodeSpawner implements Spawner {
     const userProblem = request.user && checkUser(request.user)
     if (userProblem) return userProblem
     if (request.cwdIdentity && !STAT) return { started: false, stage: 'chdir', code: 'ENOENT', message: `cannot check that cwd is still the folder the task was accepted with: ${request.cwd} (stat, from coreutils, is not installed)` }
+    const { execa } = await loadExeca()
     const descriptors: number[] = []
     try {
       const opened = openDescriptors(request, descriptors)
