@@ -1,4 +1,3 @@
-import fs from 'node:fs'
 import type { Command } from 'commander'
 import { INPUT_MAX_BYTES, TendError, type TaskInputResult } from '../../../protocol/index.js'
 import type { TendClient } from '../../client.js'
@@ -36,8 +35,9 @@ export function registerSendCommand(program: Command): void {
 async function inputData(text: string | undefined, flags: SendFlags): Promise<Buffer> {
   if (text !== undefined && flags.file !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: 'give TEXT, - or --file F, not two of them' })
   if (flags.file !== undefined) {
-    // fs.promises loads on first use. Not import(): the CLI's bundle may hold none (bin/compile-cache.js).
-    return fs.promises.readFile(flags.file).catch((error: NodeJS.ErrnoException) => {
+    // Loaded here: every other command would pay for it at start.
+    const { readFile } = await import('node:fs/promises')
+    return readFile(flags.file).catch((error: NodeJS.ErrnoException) => {
       throw new TendError('TEND_ERR_USAGE', { detail: `--file: cannot read ${flags.file} (${error.code ?? error.message})` })
     })
   }
