@@ -31,9 +31,10 @@ if (command === 'daemon' && daemonFlagsOnly) {
 
 /**
  * $XDG_CACHE_HOME/tend/compile-cache (else ~/.cache/...), made 0700, or null unless this user owns
- * it and its parent and no one else may write them. Node's default is a folder in the shared temporary directory,
- * which any local user (a task running as another user, sandbox off) can create first: the
- * compiled code Node would then read back there is theirs to replace, and runs as whoever runs tend.
+ * it and its parent and no one else may write them. Node's default is a folder in the shared
+ * temporary directory, which any local user (a task running as another user, sandbox off) can
+ * create first: the compiled code Node would then read back there is theirs to replace, and runs
+ * as whoever runs tend.
  */
 function privateCompileCacheDir() {
   const { lstatSync, mkdirSync } = require('node:fs')
@@ -43,12 +44,12 @@ function privateCompileCacheDir() {
   const dir = join(cacheHome, 'tend', 'compile-cache')
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
-    const private_ = (path) => {
+    const ownAndClosed = (path) => {
       const stat = lstatSync(path)
       return stat.isDirectory() && stat.uid === process.getuid() && (stat.mode & 0o022) === 0
     }
     // The parent too: whoever may write it could swap the cache folder for their own.
-    return private_(dir) && private_(join(dir, '..')) ? dir : null
+    return ownAndClosed(dir) && ownAndClosed(join(dir, '..')) ? dir : null
   } catch {
     return null
   }
