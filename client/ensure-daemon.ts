@@ -47,7 +47,7 @@ export async function ensureDaemon(options: NormalizedClientOptions): Promise<vo
     closeSync(startupLog)
   }
   const deadline = Date.now() + options.startTimeoutMs
-  // The daemon creates its socket, then changes its mode and writes its pid file in the same
+  // The daemon creates its socket, then changes its mode, in the socket's
   // folder: each change wakes the client to try at once, instead of at the next poll.
   const folderChanged = watchFolder(dirname(layout.socket))
   try {

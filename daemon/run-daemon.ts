@@ -63,6 +63,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   await mkdir(layout.spool, { recursive: true, mode: 0o700 })
   const lock = await acquireInstanceLock(layout.home)
   if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: await readPidFile(layout.home) })
+  // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
+  await writePidFile(layout.home)
 
   const log = createDaemonLogger(config)
   const events = new EventLog(nanoid(10))
@@ -120,7 +122,6 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
   clearInterval(startingUp)
   await chmod(layout.socket, 0o600)
-  await writePidFile(layout.home)
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   const memory = idleMemoryRelease(events, log)
 
