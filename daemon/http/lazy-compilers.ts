@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import type { FastifySchemaCompiler } from 'fastify'
 import type { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
-import { noteCompiledAtRunTime, precompiled, schemaKey } from '../precompiled/schema-code.js'
+import { precompiled, schemaKey } from '../precompiled/schema-code.js'
 
 /**
  * Each route's request validators and response serializers come from the build's compiled code
@@ -32,10 +32,8 @@ export const lazySerializerFactory: SerializerFactory = (externalSchemas, option
   return (route) => {
     let serialize: Serialize | undefined
     const compileNow = (): Serialize => {
-      const key = schemaKey('response', route.schema, externalSchemas)
-      const built = precompiled<Serialize>(key)
+      const built = precompiled<Serialize>(schemaKey('response', route.schema, externalSchemas))
       if (built) return built
-      noteCompiledAtRunTime(`response ${route.method} ${route.url} ${route.httpStatus} ${key}`)
       return (compile ??= buildSerializerCompiler()(externalSchemas, options))(route) as Serialize
     }
     return (doc) => (serialize ??= compileNow())(doc)

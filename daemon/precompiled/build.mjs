@@ -9,42 +9,25 @@ import { fileURLToPath } from 'node:url'
 import { Ajv } from 'ajv'
 import standaloneCode from 'ajv/dist/standalone/index.js'
 import { StandaloneSerializer } from '@fastify/fast-json-stringify-compiler/standalone.js'
-import Fastify from 'fastify'
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist')
 const { SCHEMA_CODE_PATH, VALIDATOR_OPTIONS, schemaKey } = await import(join(DIST, 'daemon/precompiled/schema-code.js'))
-const { registerApi } = await import(join(DIST, 'daemon/http/server.js'))
-const { validatorKind } = await import(join(DIST, 'daemon/http/request-validation.js'))
-const { DaemonSettingsSchema } = await import(join(DIST, 'daemon/config.js'))
+const { schemasTheDaemonCompiles } = await import(join(DIST, 'daemon/precompiled/daemon-schemas.js'))
 
 /** key -> the code of one CommonJS module whose exports are the compiled function. */
 const modules = new Map()
-
 const ajvOf = new Map()
-function validatorCode(kind, schema) {
+for (const { kind, schema, externalSchemas } of await schemasTheDaemonCompiles()) {
+  if (kind === 'response') {
+    // fastify's own serializer compiler (fast-json-stringify), asked for standalone code.
+    const compile = StandaloneSerializer({ readMode: false, storeFunction: (_route, code) => modules.set(schemaKey(kind, schema, externalSchemas), code) })
+    compile(externalSchemas, { inlineValidators: true })({ schema })
+    continue
+  }
   let ajv = ajvOf.get(kind)
   if (!ajv) ajvOf.set(kind, (ajv = new Ajv({ ...VALIDATOR_OPTIONS[kind], code: { source: true } })))
   modules.set(schemaKey(kind, schema), standaloneCode(ajv, ajv.compile(schema)))
 }
-
-const recordSerializers = (externalSchemas, options) => {
-  const compile = StandaloneSerializer({
-    readMode: false,
-    storeFunction: (route, code) => modules.set(schemaKey('response', route.schema, externalSchemas), code),
-  })(externalSchemas, { ...options, inlineValidators: true })
-  return (route) => compile(route)
-}
-
-// The daemon's own routes on an app of the build's: only their schemas are used, never a handler.
-const app = Fastify({ logger: false, schemaController: { compilersFactory: { buildSerializer: recordSerializers } } })
-app.setValidatorCompiler(({ schema, httpPart }) => {
-  validatorCode(validatorKind(httpPart), schema)
-  return () => true
-})
-registerApi(app, { version: '' }, {})
-await app.ready()
-await app.close()
-validatorCode('settings', DaemonSettingsSchema)
 
 // One file per function, so that the daemon parses only the code of the schemas it meets (a start
 // needs two of them), and an index naming them: the daemon's table.

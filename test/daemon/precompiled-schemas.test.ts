@@ -1,39 +1,15 @@
 import { describe, expect, test } from 'vitest'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import Fastify from 'fastify'
 import { DaemonSettingsSchema } from '../../daemon/config.js'
-import type { DaemonContext } from '../../daemon/context.js'
-import type { PeerCheckStatus } from '../../daemon/peer/index.js'
-import { registerApi } from '../../daemon/http/server.js'
-import { validatorKind } from '../../daemon/http/request-validation.js'
+import { schemasTheDaemonCompiles } from '../../daemon/precompiled/daemon-schemas.js'
 import { loadSchemaCode, schemaKey } from '../../daemon/precompiled/schema-code.js'
 
 const BUILT = join(import.meta.dirname, '..', '..', 'dist', 'daemon', 'precompiled', 'schema-code', 'index.cjs')
 
-/** Every schema key the daemon's API asks its compilers for, as fastify hands the schemas over. */
+/** Every schema key the daemon compiles, each labelled with its kind. */
 async function keysTheDaemonCompiles(): Promise<string[]> {
-  const keys: string[] = []
-  const app = Fastify({
-    logger: false,
-    schemaController: {
-      compilersFactory: {
-        buildSerializer: (externalSchemas: unknown) => (route: { schema?: unknown }) => {
-          keys.push(`response ${schemaKey('response', route.schema, externalSchemas)}`)
-          return (data: unknown) => JSON.stringify(data)
-        },
-      },
-    },
-  })
-  app.setValidatorCompiler(({ schema, httpPart }) => {
-    keys.push(`${validatorKind(httpPart)} ${schemaKey(validatorKind(httpPart), schema)}`)
-    return () => true
-  })
-  registerApi(app as never, { version: '' } as DaemonContext, {} as PeerCheckStatus)
-  await app.ready()
-  await app.close()
-  keys.push(`settings ${schemaKey('settings', DaemonSettingsSchema)}`)
-  return keys
+  return (await schemasTheDaemonCompiles()).map((each) => `${each.kind} ${schemaKey(each.kind, each.schema, each.kind === 'response' ? each.externalSchemas : undefined)}`)
 }
 
 describe('schemas compiled at build time', () => {
