@@ -15,6 +15,12 @@ export interface WaitForChangeOptions {
    * the watch is armed, and another size ends the wait at once.
    */
   sizeSeen: number
+  /**
+   * Whether the task has ended since the caller looked at its state. A task that ends between
+   * that look and the wait wakes nobody (wakeAll finds no waiter yet): this is asked once the
+   * waiter is registered, and true ends the wait at once.
+   */
+  endedSince: () => boolean
   /** The longest wait, in milliseconds. */
   timeoutMs: number
   signal?: AbortSignal
@@ -59,6 +65,7 @@ export class OutputWatch {
       const set = this.waiters.get(taskId) ?? new Set<Waiter>()
       set.add(waiter)
       this.waiters.set(taskId, set)
+      if (options.endedSince()) return finish('woken')
       this.arm(taskId, file)
       // Armed first, looked at second: a write before this look shows in the size, one after it
       // raises an event. A file that is gone wakes the reader too, to find that out.

@@ -12,7 +12,18 @@ import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 // The seam: whatever is set here runs inside fs.watch, right before the watch is armed, that is
 // after the reader has looked at the file's size. Writing there is the race, every time.
-const seam = vi.hoisted(() => ({ beforeWatch: undefined as ((file: string) => void) | undefined }))
+// beforeStat runs when a size is looked at (fs/promises stat): the reader has already looked at the task's state.
+const seam = vi.hoisted(() => ({ beforeWatch: undefined as ((file: string) => void) | undefined, beforeStat: undefined as (() => void) | undefined }))
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('node:fs/promises')>()
+  const stat = ((...args: Parameters<typeof actual.stat>) => {
+    const hook = seam.beforeStat
+    seam.beforeStat = undefined
+    hook?.()
+    return actual.stat(...args)
+  }) as typeof actual.stat
+  return { ...actual, stat, default: { ...actual, stat } }
+})
 vi.mock('node:fs', async (importOriginal) => {
   const actual = await importOriginal<typeof import('node:fs')>()
   const watch = ((...args: Parameters<typeof actual.watch>) => {
@@ -55,7 +66,7 @@ describe('long-poll wake-ups', () => {
       reasons.push(reason)
       return reason
     }
-    const context = { config: { layout: { spool } }, store: { get: () => task }, outputWatch } as unknown as DaemonContext
+    const context = { config: { layout: { spool } }, store: { get: () => task, find: () => task }, outputWatch } as unknown as DaemonContext
     const app = Fastify()
     registerReadOutputRoute(app, context)
     await app.ready()
@@ -68,6 +79,33 @@ describe('long-poll wake-ups', () => {
       expect(reasons).toEqual(['changed'])
     } finally {
       seam.beforeWatch = undefined
+      outputWatch.close()
+      await app.close()
+    }
+  })
+
+  test('a task that ends after the reader looked at its state but before it began to wait wakes the long-poll at once', async () => {
+    const id = 'raceended001'
+    mkdirSync(join(spool, id))
+    const file = join(spool, id, 'output.log')
+    writeFileSync(file, 'all of it\n')
+    let task = { id, owner: 'default', state: 'running', maxOutputBytes: 1024 } as unknown as Task
+    const outputWatch = new OutputWatch()
+    const current = () => task
+    const context = { config: { layout: { spool } }, store: { get: current, find: current }, outputWatch } as unknown as DaemonContext
+    const app = Fastify()
+    registerReadOutputRoute(app, context)
+    await app.ready()
+    try {
+      // The end is recorded and every waiting reader woken after this reader looked at the state, before it waits.
+      seam.beforeStat = () => {
+        task = { ...task, state: 'exited' } as Task
+        outputWatch.wakeAll(id)
+      }
+      const answer = await within('the long-poll to wake for a task that ended before it began to wait', app.inject({ url: `/v1/tasks/${id}/output?from=10&waitMs=20000` }), 5000)
+      expect(answer.json()).toMatchObject({ data: '', from: 10, next: 10, done: true, state: 'exited' })
+    } finally {
+      seam.beforeStat = undefined
       outputWatch.close()
       await app.close()
     }

@@ -49,7 +49,11 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
             state: task.state,
           }
         }
-        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, timeoutMs: remainingMs, signal: abort.signal })
+        const endedSince = () => {
+          const now = context.store.find(id)
+          return now === undefined || isFinished(now)
+        }
+        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: abort.signal })
       }
     },
   )
