@@ -27,35 +27,43 @@ const RETRY_MAX_MS = 5000
  * The daemon's tasks: held in memory, each change written to its task.json and announced on the
  * event log once it is on disk.
  *
- * Every change is a compare-and-set on the task's current version: `transition()` computes the
- * next version from the one in memory and installs it in the same synchronous step, so no change
- * is ever made from a stale copy. Versions reach the disk in order (the record writer never
- * writes an older one over a newer one), and each is announced, in order, only once it is there.
- * A record that cannot be written for lack of space is retried until it lands (the newest
- * version of the task, never an older one); its event waits for it.
+ * Each task has two versions in memory. Its *current* one is what changes are made from: every
+ * change is a compare-and-set on it, so `transition()` computes the next version and installs it
+ * in the same synchronous step, and no change is ever made from a stale copy. Its *reported* one
+ * is the newest version on disk: `get`, `find`, `list` and `whenState` answer only that, because
+ * the next daemon believes task.json, and a reply ahead of it would be undone by a crash (a task
+ * answered running with a pid, then found queued and failed). The supervisor decides from
+ * `current`; anything that answers a reader reads the reported version.
+ *
+ * Versions reach the disk in order (the record writer never writes an older one over a newer
+ * one), and each is reported and announced, in order, only once it is there. A record that
+ * cannot be written for lack of space is retried until it lands (the newest version of the task,
+ * never an older one); its event waits for it. The live output size is not a version: it is
+ * patched into both.
  */
 export class TaskStore {
+  /** Each task's reported version: the newest on disk. */
   private readonly tasks = new Map<string, Task>()
+  /** Versions made and not yet on disk: the newest per task. */
+  private readonly unwritten = new Map<string, Task>()
   /** Indexes for list(): tasks not finished, and each owner's tasks, so a list reads only what it may answer. */
   private readonly unfinished = new Set<string>()
   private readonly byOwner = new Map<string, Set<string>>()
   /** Every task in list order (created, then id); null when it must be sorted again (a task adopted out of order). */
   private ordered: Task[] | null = []
   private readonly versions = new Map<string, number>()
-  /** The version and state last announced per task: each version at most once, in order. */
+  /** The version and state last on disk (reported and announced) per task: each version at most once, in order. */
   private readonly announced = new Map<string, { version: number; state: Task['state'] }>()
   /** Per task, the write of its newest version: answers once that version is on disk. */
   private readonly landing = new Map<string, Promise<Task>>()
   /** Per task, who waits for an announced state: each is called with every state announced. */
   private readonly stateWaiters = new Map<string, Set<(task: Task) => void>>()
-  private readonly writer: RecordWriter
-
   constructor(
     private readonly spoolRoot: string,
     private readonly events: EventLog,
     private readonly log?: Logger,
+    private readonly writer = new RecordWriter(spoolRoot),
   ) {
-    this.writer = new RecordWriter(spoolRoot)
     const { via, reason } = this.writer.via
     if (via !== 'addon') log?.warn({ reason }, 'task records are written with Node fs calls: the durable-write addon is not there')
   }
@@ -81,22 +89,22 @@ export class TaskStore {
     }
     this.install(task)
     this.versions.set(task.id, 1)
-    this.announce(task, 1)
+    this.landed(task, 1)
     return task
   }
 
   /**
-   * Changes a task from its current version (compare-and-set): `change` sees the version in
-   * memory and answers the next one (or null). Answers the task as it then is, once that version
-   * is on disk and announced. A transition that does not apply to the current state throws
-   * (TEND_ERR_ILLEGAL_TRANSITION), with nothing changed.
+   * Changes a task from its current version (compare-and-set): `change` sees the newest version
+   * in memory and answers the next one (or null). Answers the task as it is reported once that
+   * version is on disk and announced. A transition that does not apply to the current state
+   * throws (TEND_ERR_ILLEGAL_TRANSITION), with nothing changed.
    */
   transition(id: string, change: Transition): Promise<Task> {
-    const current = this.get(id)
+    const current = this.current(id)
     const next = change(current)
-    if (next === null || next === current) return this.landing.get(id) ?? Promise.resolve(current)
+    if (next === null || next === current) return this.landing.get(id) ?? Promise.resolve(this.get(id))
     const version = (this.versions.get(id) ?? 0) + 1
-    this.replace(current, next)
+    this.unwritten.set(id, next)
     this.versions.set(id, version)
     const landed = this.persist(id, version)
     this.landing.set(id, landed)
@@ -123,19 +131,33 @@ export class TaskStore {
    */
   patch(id: string, fields: Partial<Pick<Task, 'outputBytes'>>): void {
     const task = this.tasks.get(id)
-    if (!task || fields.outputBytes === undefined || fields.outputBytes === task.outputBytes) return
+    if (!task || fields.outputBytes === undefined) return
     // Object.assign, not a spread: see createQueuedTask (each copy would get a hidden class of its own).
-    this.replace(task, Object.assign({}, task, fields))
+    if (fields.outputBytes !== task.outputBytes) this.replace(task, Object.assign({}, task, fields))
+    const unwritten = this.unwritten.get(id)
+    if (unwritten && fields.outputBytes !== unwritten.outputBytes) this.unwritten.set(id, Object.assign({}, unwritten, fields))
   }
 
+  /** The task as it is on disk: what a reader is answered. */
   get(id: string): Task {
     const task = this.tasks.get(id)
     if (!task) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
     return task
   }
 
+  /** The task as it is on disk, if it exists. */
   find(id: string): Task | undefined {
     return this.tasks.get(id)
+  }
+
+  /** The task's newest version, on disk or not: what the supervisor decides from. */
+  current(id: string): Task {
+    return this.unwritten.get(id) ?? this.get(id)
+  }
+
+  /** The task's newest version, if it exists. */
+  findCurrent(id: string): Task | undefined {
+    return this.unwritten.get(id) ?? this.tasks.get(id)
   }
 
   /**
@@ -158,6 +180,7 @@ export class TaskStore {
     const task = this.tasks.get(id)
     if (!task) return
     this.tasks.delete(id)
+    this.unwritten.delete(id)
     this.unfinished.delete(id)
     const owned = this.byOwner.get(task.owner)
     owned?.delete(id)
@@ -172,18 +195,18 @@ export class TaskStore {
     this.events.publish('task.removed', task)
   }
 
-  /** Resolves with the task once it has finished (on disk), or with its current version after timeoutMs. */
+  /** Resolves with the task once it has finished (on disk), or with its reported version after timeoutMs. */
   whenFinished(id: string, timeoutMs: number): Promise<Task> {
     return this.whenState(id, isFinished, timeoutMs)
   }
 
   /**
    * Resolves with the task once a state it is in on disk (announced) meets `reached`, or with its
-   * current version after timeoutMs.
+   * reported version after timeoutMs.
    */
   whenState(id: string, reached: (task: Task) => boolean, timeoutMs: number): Promise<Task> {
     const task = this.get(id)
-    if ((reached(task) && this.announced.get(id)?.state === task.state) || timeoutMs <= 0) return Promise.resolve(task)
+    if (reached(task) || timeoutMs <= 0) return Promise.resolve(task)
     return new Promise((resolve) => {
       const waiters = this.stateWaiters.get(id) ?? new Set()
       this.stateWaiters.set(id, waiters)
@@ -218,22 +241,23 @@ export class TaskStore {
   }
 
   /**
-   * Writes the task's newest version (at least `version`) and announces what landed. A disk-full
-   * failure is retried, always with the newest version, until it lands; other failures reject.
+   * Writes the task's newest version (at least `version`) and reports and announces what landed.
+   * A disk-full failure is retried, always with the newest version, until it lands; other
+   * failures reject.
    */
   private async persist(id: string, version: number): Promise<Task> {
     let delayMs = 100
     let warned = false
     for (;;) {
-      const latest = this.tasks.get(id)
+      const latest = this.findCurrent(id)
       const latestVersion = this.versions.get(id) ?? version
       // Forgotten meanwhile (rm): nothing more to record.
       if (!latest) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
       try {
         await this.writer.write(latest)
         if (warned) this.log?.info({ taskId: id }, 'task record written after the disk had space again')
-        this.announce(latest, latestVersion)
-        return latest
+        this.landed(latest, latestVersion)
+        return this.get(id)
       } catch (error) {
         const failure = spoolWriteError(error, `writing task.json of ${id}`)
         if (failure.code !== 'TEND_ERR_SPOOL_FULL') throw failure
@@ -275,11 +299,22 @@ export class TaskStore {
     return this.ordered
   }
 
-  /** Publishes a version that is on disk: each at most once and in order, each state once. */
-  private announce(task: Task, version: number): void {
-    const last = this.announced.get(task.id)
+  /**
+   * A version is on disk: it becomes the reported one (with the live output size, until the task
+   * has finished and its size is final) and is announced; each version at most once and in order,
+   * each state once.
+   */
+  private landed(written: Task, version: number): void {
+    const { id } = written
+    const last = this.announced.get(id)
     if (last && last.version >= version) return
-    this.announced.set(task.id, { version, state: task.state })
+    this.announced.set(id, { version, state: written.state })
+    if (this.versions.get(id) === version) this.unwritten.delete(id)
+    const previous = this.tasks.get(id)!
+    // A running task's output only grows: the size patched meanwhile may be ahead of the record's.
+    const live = previous.outputBytes
+    const task = isFinished(written) || live <= written.outputBytes ? written : Object.assign({}, written, { outputBytes: live })
+    this.replace(previous, task)
     if (last?.state === task.state) return
     this.events.publishState(task)
     const waiters = this.stateWaiters.get(task.id)

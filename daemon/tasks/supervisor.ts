@@ -208,7 +208,7 @@ export class Supervisor {
     // A task being launched is stopped as the running task it is about to be: recording it as
     // killed before it started would rewrite what it did meanwhile.
     for (let launching = this.launching.get(id); launching; launching = this.launching.get(id)) await launching
-    const task = this.store.get(id)
+    const task = this.store.current(id)
     const stoppedBy = request.stoppedBy ?? 'operator'
     if (task.state === 'queued') {
       // The same synchronous step finds it queued and records it cancelled: a launch can no longer begin.
@@ -218,7 +218,11 @@ export class Supervisor {
       return cancelled
     }
     const entry = this.running.get(id)
-    if (!entry) return task
+    if (!entry) {
+      // Finished already: answered once its last version is on disk.
+      await this.store.settled(id)
+      return this.store.get(id)
+    }
     this.stop(id, entry, {
       state: 'killed',
       stoppedBy,
@@ -388,7 +392,7 @@ export class Supervisor {
         return
       }
       entry.timeoutTimer?.clear()
-      endedSave = result instanceof Error ? this.spawnerLost(id, entry, plan, result) : (await this.afterExit(id, entry, this.store.get(id), plan, result)).saved
+      endedSave = result instanceof Error ? this.spawnerLost(id, entry, plan, result) : (await this.afterExit(id, entry, this.store.current(id), plan, result)).saved
     } catch (error) {
       endedSave = Promise.reject(error)
     }
@@ -415,7 +419,7 @@ export class Supervisor {
    */
   private exitAfterSpawnerLoss(id: string, entry: RunningEntry, result: Error): SpawnExit | Error | 'kept' {
     if (this.keepingTasks) return 'kept'
-    const task = this.store.get(id)
+    const task = this.store.current(id)
     const recorded = task.state === 'running' && task.keeper ? readExitFile(exitPath(this.config.layout.spool, id)) : null
     return recorded && recorded.pid === entry.pid ? { exitCode: recorded.exitCode, signal: recorded.signal } : result
   }
@@ -427,7 +431,7 @@ export class Supervisor {
    * comes while the task is being launched waits for it (see kill()).
    */
   private async launch(id: string): Promise<Launched | null> {
-    const task = this.store.find(id)
+    const task = this.store.findCurrent(id)
     if (!task || task.state !== 'queued') return null
     const pending = this.pending.get(id)
     this.pending.delete(id)
@@ -457,7 +461,7 @@ export class Supervisor {
       this.log.error({ taskId: id, err: error }, 'launching the task failed')
       return { started: false, reason: `could not start the task: ${(error as Error).message}` }
     })
-    const current = this.store.get(id)
+    const current = this.store.current(id)
     if (current.state !== 'queued') {
       if (outcome.started) {
         await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
@@ -494,7 +498,7 @@ export class Supervisor {
     }
     if (result.unknown) {
       await plan.release()
-      const outputBytes = await this.settleOutput(this.store.get(id))
+      const outputBytes = await this.settleOutput(this.store.current(id))
       return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper is gone without recording how it ended; what was left of it was killed', outputBytes, new Date())) }
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
@@ -504,7 +508,7 @@ export class Supervisor {
     // slot need not, the final record does (no group outlives it).
     const released = plan.release()
     const ending = decideEnding(entry, result, limits)
-    const outputBytes = await this.settleOutput(this.store.get(id))
+    const outputBytes = await this.settleOutput(this.store.current(id))
     return { saved: released.then(() => this.store.transition(id, (task) => markEnded(task, ending, outputBytes, new Date()))) }
   }
 
@@ -516,7 +520,7 @@ export class Supervisor {
     )
     if (entry.stopped) await entry.stopped
     await plan.release()
-    const outputBytes = await this.settleOutput(this.store.get(id))
+    const outputBytes = await this.settleOutput(this.store.current(id))
     return this.store.transition(id, (task) => markLost(task, `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
   }
 
@@ -560,7 +564,7 @@ export class Supervisor {
 
   /** Stops a task whose output has passed its cap. */
   private async checkOutput(id: string, entry: RunningEntry): Promise<void> {
-    const task = this.store.find(id)
+    const task = this.store.findCurrent(id)
     if (!task) return
     const size = await outputSize(outputPath(this.config.layout.spool, id)).catch(() => task.outputBytes)
     this.store.patch(id, { outputBytes: Math.min(size, task.maxOutputBytes) })

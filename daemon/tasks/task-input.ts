@@ -54,24 +54,24 @@ export class TaskInput {
 
   private async write(id: string, data: Buffer, eof: boolean): Promise<TaskInputResult> {
     const task = await startedTask(this.store, id)
-    refuseInput(task)
+    // Decided from the newest version: a close still on its way to disk refuses input already.
+    refuseInput(this.store.current(id))
     const acceptedBytes = data.length > 0 ? await this.writeToPipe(task, data) : 0
     if (acceptedBytes < data.length) {
       throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length, waitMs: INPUT_WAIT_MS })
     }
-    let current = this.store.get(id)
     if (eof && task.tty) {
       // A terminal's end of input is its EOF character, typed: the line discipline (or a REPL
       // reading raw) ends the read with it, and the terminal stays, as it does for a person.
       const typed = await this.writeToPipe(task, END_OF_FILE_CHARACTER)
       if (typed < END_OF_FILE_CHARACTER.length) throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length + 1, waitMs: INPUT_WAIT_MS })
     } else if (eof) {
-      endOfInput(current)
-      current = await this.store.transition(id, (latest) => markStdinClosed(latest))
+      endOfInput(this.store.current(id))
+      await this.store.transition(id, (latest) => markStdinClosed(latest))
       this.log.info({ taskId: id }, 'task stdin closed')
     }
     const inputBytes = await stat(inputLogPath(this.spoolRoot, id)).then((info) => info.size, () => 0)
-    return { acceptedBytes, eof, inputBytes, task: current }
+    return { acceptedBytes, eof, inputBytes, task: this.store.get(id) }
   }
 
   /** Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged). */

@@ -1,10 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { taskBase } from '../helpers/task-base.js'
 import { EventLog } from '../../dist/daemon/store/event-log.js'
 import { TaskStore } from '../../dist/daemon/store/task-store.js'
+import { RecordWriter } from '../../dist/daemon/store/record-writer.js'
+import { FS_DURABLE_WRITER, type DurableFile } from '../../dist/daemon/durable-write/durable-write.js'
+import { recordPath } from '../../dist/spool/index.js'
 import { createQueuedTask, markEnded, markStarted } from '../../dist/daemon/tasks/transitions.js'
 
 let spool: string
@@ -61,5 +64,41 @@ describe('the task store', () => {
     store.patch('bbbbbbbbbbb2', { outputBytes: 7 })
     expect(ids(store.list({ all: true }))).toEqual(['bbbbbbbbbbb1', 'bbbbbbbbbbb2', 'bbbbbbbbbbb3', 'bbbbbbbbbbb0'])
     expect(store.list({ all: true })[1]).toMatchObject({ outputBytes: 7 })
+  })
+
+  test('answers a version only once it is on disk: a crash can never undo what a reader was told', async () => {
+    // A disk that holds each record write until the test lets it go.
+    const held: Array<() => void> = []
+    const slowDisk = { ...FS_DURABLE_WRITER, write: (file: DurableFile) => new Promise<void>((resolve) => held.push(resolve)).then(() => FS_DURABLE_WRITER.write(file)) }
+    const slow = new TaskStore(spool, new EventLog('test-daemon'), undefined, new RecordWriter(spool, slowDisk))
+    const onDisk = (id: string) => JSON.parse(readFileSync(recordPath(spool, id), 'utf8')).state
+    try {
+      const created = slow.create(queued('ccccccccccc1', 'alice', '2026-11-30T00:00:01.000Z'))
+      held.shift()!()
+      await created
+      const started = slow.transition('ccccccccccc1', (task) => markStarted(task, 4242, new Date()))
+      // In flight: every reader still sees the version on disk, and the next change starts from the newest one.
+      expect(onDisk('ccccccccccc1')).toBe('queued')
+      expect(slow.get('ccccccccccc1')).toMatchObject({ state: 'queued', pid: null })
+      expect(slow.list().map((task) => task.state)).toEqual(['queued'])
+      expect(slow.list({ owner: 'alice' }).map((task) => task.state)).toEqual(['queued'])
+      expect((await slow.whenState('ccccccccccc1', (task) => task.state === 'running', 0)).state).toBe('queued')
+      slow.patch('ccccccccccc1', { outputBytes: 5 })
+      expect(slow.get('ccccccccccc1')).toMatchObject({ state: 'queued', outputBytes: 5 })
+      const ended = slow.transition('ccccccccccc1', (task) => (task.state === 'running' ? markEnded(task, { state: 'exited', exitCode: 0 }, 9, new Date()) : null))
+      held.shift()!()
+      expect(await started).toMatchObject({ state: 'running', pid: 4242 })
+      expect(onDisk('ccccccccccc1')).toBe('running')
+      expect(slow.get('ccccccccccc1')).toMatchObject({ state: 'running', pid: 4242, outputBytes: 5 })
+      expect(slow.list().map((task) => task.state)).toEqual(['running'])
+      held.shift()!()
+      expect(await ended).toMatchObject({ state: 'exited', outputBytes: 9 })
+      expect(slow.get('ccccccccccc1')).toMatchObject({ state: 'exited', outputBytes: 9 })
+      expect(slow.list()).toEqual([])
+      expect(slow.list({ all: true })[0]).toBe(slow.get('ccccccccccc1'))
+    } finally {
+      for (const release of held) release()
+      await slow.close()
+    }
   })
 })

@@ -67,4 +67,26 @@ describe('tasks', () => {
     const record = JSON.parse(readFileSync(join(task.spool, 'task.json'), 'utf8'))
     expect(record).toEqual({ schemaVersion: 1, ...task })
   })
+
+  test('a state the API answers is already on disk: every reply of get and list matches task.json or is older', async () => {
+    // The next daemon believes task.json: a reply ahead of it would be undone by a crash.
+    const order = ['queued', 'running', 'exited', 'killed']
+    const onDisk = (spool: string) => JSON.parse(readFileSync(join(spool, 'task.json'), 'utf8')) as { state: string; pid: number | null }
+    const behind: string[] = []
+    for (let round = 0; round < 40; round++) {
+      const started = await daemon.client.start({ command: ['sleep', '1000'], sandbox: 'off' })
+      for (;;) {
+        const task = await daemon.client.get(started.id)
+        const record = onDisk(task.spool)
+        if (order.indexOf(task.state) > order.indexOf(record.state)) behind.push(`${task.id}: answered ${task.state}, on disk ${record.state}`)
+        const listed = (await daemon.client.list()).find((each) => each.id === started.id)!
+        const listedRecord = onDisk(task.spool)
+        if (order.indexOf(listed.state) > order.indexOf(listedRecord.state)) behind.push(`${task.id}: listed ${listed.state}, on disk ${listedRecord.state}`)
+        if (task.state === 'running' && listed.state === 'running') break
+      }
+      const killed = await daemon.client.kill(started.id, { signal: 'KILL' })
+      expect(onDisk(killed.spool).state).toBe(killed.state)
+    }
+    expect(behind).toEqual([])
+  })
 })
