@@ -19,6 +19,7 @@ import {
   type Task,
   type TerminalSize,
   type TaskEvent,
+  type ConsoleInfo,
 } from '../protocol/index.js'
 import { ensureDaemon } from './ensure-daemon.js'
 import { newSubmissionKey } from './submission-key.js'
@@ -110,7 +111,7 @@ export class TendClient {
 
   constructor(options: TendClientOptions = {}) {
     this.options = normalizeClientOptions(options)
-    this.http = new SocketHttp(this.options.layout.socket, this.headers(), this.options.requestTimeoutMs)
+    this.http = new SocketHttp(this.options.endpoint, this.headers(), this.options.requestTimeoutMs)
   }
 
   async start(options: StartOptions): Promise<Task> {
@@ -237,10 +238,46 @@ export class TendClient {
     this.http.close()
     const deadline = Date.now() + (options.timeoutMs ?? 30_000)
     while (Date.now() < deadline) {
-      if (!processAlive(pid)) return { stopped: true, pid }
+      // A daemon reached over TCP may run on another machine: its pid says nothing here, its silence does.
+      if (this.options.endpoint.tcp ? !(await this.answers()) : !processAlive(pid)) return { stopped: true, pid }
       await delay(20)
     }
     return { stopped: false, pid }
+  }
+
+  /**
+   * Starts the operator console (or moves it to another address) and makes a fresh token: the
+   * answer's `url` opens the page, its `token` authorizes the API over TCP. Operator only, on the
+   * local socket only.
+   */
+  openConsole(options: { host?: string; port?: number; insecure?: boolean; tlsCert?: string; tlsKey?: string } = {}): Promise<ConsoleInfo> {
+    const body = dropUndefined({ ...options, tlsCert: options.tlsCert && resolve(options.tlsCert), tlsKey: options.tlsKey && resolve(options.tlsKey) })
+    return this.withDaemon(() => this.http.request<ConsoleInfo>('POST', '/v1/console', { body }))
+  }
+
+  /** Where the console listens, if it does (no token). */
+  consoleInfo(): Promise<ConsoleInfo> {
+    return this.withDaemon(() => this.http.request<ConsoleInfo>('GET', '/v1/console'))
+  }
+
+  /** Stops the console's listener; its tokens stay valid for the next start. */
+  closeConsole(): Promise<ConsoleInfo> {
+    return this.withDaemon(() => this.http.request<ConsoleInfo>('DELETE', '/v1/console'))
+  }
+
+  /** Revokes every console token and ends every open page's session. */
+  revokeConsoleTokens(): Promise<ConsoleInfo> {
+    return this.withDaemon(() => this.http.request<ConsoleInfo>('POST', '/v1/console/revoke'))
+  }
+
+  private async answers(): Promise<boolean> {
+    try {
+      await this.http.request('GET', '/v1/status')
+      return true
+    } catch (error) {
+      if (isUnreachable(error)) return false
+      throw error
+    }
   }
 
   /**
@@ -259,7 +296,7 @@ export class TendClient {
   /** Lifecycle events; reconnects by sequence number when the stream drops. */
   async *events(options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
     await this.withDaemon(() => this.http.request('GET', '/v1/status'))
-    yield* streamEvents(this.options.layout.socket, { ...options, headers: this.headers() })
+    yield* streamEvents(this.options.endpoint, { ...options, headers: this.headers() })
   }
 
   private headers(): Record<string, string> {

@@ -1,7 +1,7 @@
-import { request as httpRequest, type IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import { createParser } from 'eventsource-parser'
 import { TendError, type TaskEvent, type WireError } from '../protocol/index.js'
-import { UNIX_SOCKET_AGENT_OPTIONS } from './http.js'
+import type { DaemonEndpoint } from './endpoint.js'
 
 export interface EventsOptions {
   /** Replay events after this sequence number (default: only new ones). */
@@ -24,7 +24,7 @@ const QUEUE_HIGH_WATER = 256
  * asked for (it keeps a window of the latest ones): events were lost to this subscriber, so its
  * view must be rebuilt (list the tasks, then follow from the daemon's `events.lastSeq`).
  */
-export async function* streamEvents(socketPath: string, options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
+export async function* streamEvents(endpoint: DaemonEndpoint, options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
   let since = options.since
   let daemonId: string | undefined
   while (!options.signal?.aborted) {
@@ -47,7 +47,7 @@ export async function* streamEvents(socketPath: string, options: EventsOptions =
       },
     })
     const path = since === undefined ? '/v1/events' : `/v1/events?since=${since}`
-    const req = httpRequest({ ...UNIX_SOCKET_AGENT_OPTIONS, socketPath, path, method: 'GET', signal: options.signal, headers: { ...options.headers, accept: 'text/event-stream' } }, (res) => {
+    const req = endpoint.request({ path, method: 'GET', signal: options.signal, headers: { ...options.headers, accept: 'text/event-stream' } }, (res) => {
       response = res
       const answeredBy = res.headers['x-tend-daemon-id']
       if (daemonId !== undefined && typeof answeredBy === 'string' && answeredBy !== daemonId && since !== undefined) {

@@ -1,6 +1,7 @@
-import { Agent, request as httpRequest, type AgentOptions } from 'node:http'
+import type { Agent } from 'node:http'
 import { formatDuration, TendError, type WireError } from '../protocol/index.js'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from './options.js'
+import type { DaemonEndpoint } from './endpoint.js'
 
 export interface RequestOptions {
   body?: unknown
@@ -13,14 +14,7 @@ export interface RequestOptions {
 }
 
 /**
- * An empty TLS server name: without one, Node's agent asks `net.isIP` of the host to pick one
- * for every request, and its first call compiles the IPv6 pattern (~6 ms of every CLI command).
- * Over a Unix socket there is no TLS and no host to name.
- */
-export const UNIX_SOCKET_AGENT_OPTIONS = { servername: '' } as AgentOptions
-
-/**
- * JSON over HTTP over the daemon's Unix socket, with kept-alive connections. Every request has a
+ * JSON over HTTP to the daemon (its Unix socket, or a console's TCP listener), with kept-alive connections. Every request has a
  * deadline for connecting and the whole answer: a daemon that accepts and never answers fails it
  * with TEND_ERR_DAEMON_TIMEOUT instead of hanging the caller.
  */
@@ -28,12 +22,12 @@ export class SocketHttp {
   private readonly agent: Agent
 
   constructor(
-    readonly socketPath: string,
+    readonly endpoint: DaemonEndpoint,
     private readonly extraHeaders: Record<string, string> = {},
     /** Deadline of a request that does not long-poll, in milliseconds. */
     private readonly requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   ) {
-    this.agent = new Agent({ keepAlive: true, maxSockets: 64, ...UNIX_SOCKET_AGENT_OPTIONS })
+    this.agent = endpoint.agent({ keepAlive: true, maxSockets: 64 })
   }
 
   close(): void {
@@ -63,9 +57,8 @@ export class SocketHttp {
         clearTimeout(timer)
         rejectPromise(error)
       }
-      const req = httpRequest(
+      const req = this.endpoint.request(
         {
-          socketPath: this.socketPath,
           agent: this.agent,
           method,
           path: url,
@@ -118,7 +111,7 @@ export class SocketHttp {
     const what = connected ? 'it accepted the connection but sent no answer' : 'it did not accept the connection'
     return new TendError('TEND_ERR_DAEMON_TIMEOUT', {
       timeout: formatDuration(timeoutMs),
-      detail: `${method} ${path} on ${this.socketPath}: ${what} (it may be wedged or overloaded; TEND_REQUEST_TIMEOUT or requestTimeoutMs sets how long to wait)`,
+      detail: `${method} ${path} on ${this.endpoint.where}: ${what} (it may be wedged or overloaded; TEND_REQUEST_TIMEOUT or requestTimeoutMs sets how long to wait)`,
     })
   }
 }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs'
+import { socketEndpoint, tcpEndpoint, type DaemonEndpoint } from './endpoint.js'
 import { formatDuration, homeLayout, parseDuration, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 /** Default request timeout: how long a request may wait for the daemon's answer, in milliseconds. */
@@ -26,6 +28,16 @@ export interface TendClientOptions {
    * removes only that owner's tasks, and starts tasks for it. Default: none (the operator).
    */
   owner?: string
+  /**
+   * Talk to a daemon's console listener over TCP instead of the local socket: `http(s)://host:port`,
+   * as `tend console` prints it (without the token). Default TEND_URL; unset: the socket. A
+   * remote daemon is never started by the client.
+   */
+  url?: string
+  /** The console's token, sent as `Authorization: Bearer`. Default TEND_TOKEN. */
+  token?: string
+  /** PEM certificate(s) to trust for an https url with a certificate of its own. Default: the file TEND_CA_FILE names. */
+  ca?: string
 }
 
 export interface NormalizedClientOptions {
@@ -35,19 +47,39 @@ export interface NormalizedClientOptions {
   requestTimeoutMs: number
   env: Record<string, string | undefined>
   owner: string | null
+  /** The daemon's socket, or a console listener (url and token). */
+  endpoint: DaemonEndpoint
 }
 
 /** Fills the client's defaults once; the only place the client reads process.env. */
 export function normalizeClientOptions(options: TendClientOptions = {}): NormalizedClientOptions {
   const env = options.env ?? process.env
   const home = options.home ?? resolveHome(env)
+  const layout = homeLayout(home)
+  const url = options.url ?? (env.TEND_URL || undefined)
+  const endpoint = url === undefined ? socketEndpoint(layout.socket) : tcpEndpoint(url, requiredToken(options.token ?? env.TEND_TOKEN), options.ca ?? readCa(env.TEND_CA_FILE))
   return {
-    layout: homeLayout(home),
-    autoStart: options.autoStart ?? true,
+    layout,
+    endpoint,
+    autoStart: url === undefined && (options.autoStart ?? true),
     startTimeoutMs: options.startTimeoutMs ?? 10_000,
     requestTimeoutMs: normalizeRequestTimeout(options.requestTimeoutMs, env.TEND_REQUEST_TIMEOUT),
     env: { ...env, TEND_HOME: home },
     owner: options.owner ?? null,
+  }
+}
+
+function requiredToken(token: string | undefined): string {
+  if (!token) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: 'a daemon URL (TEND_URL, url) needs its token (TEND_TOKEN, token): tend console prints both' })
+  return token
+}
+
+function readCa(file: string | undefined): string | undefined {
+  if (!file) return undefined
+  try {
+    return readFileSync(file, 'utf8')
+  } catch (error) {
+    throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `TEND_CA_FILE: ${(error as Error).message}` }, { cause: error })
   }
 }
 

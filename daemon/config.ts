@@ -46,6 +46,18 @@ export const DaemonSettingsSchema = Type.Object(
      * daemon that wants its tasks unprivileged outside the sandbox too. Default null (the daemon's).
      */
     taskUser: Type.Union([Type.Null(), Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._][A-Za-z0-9._-]*$' })], { default: null }),
+    /** Serve the operator console (and the API over TCP, with a token) from the start. Default false: `tend console` starts it. */
+    console: Type.Boolean({ default: false }),
+    /** Address the console binds. Another than loopback needs consoleTlsCert and consoleTlsKey, or consoleInsecure. Default 127.0.0.1. */
+    consoleHost: Type.String({ minLength: 1, maxLength: 255, default: '127.0.0.1' }),
+    /** The console's TCP port; 0 takes a free one. Default 0. */
+    consolePort: Type.Integer({ minimum: 0, maximum: 65535, default: 0 }),
+    /** PEM certificate (chain) of the console's TLS, an absolute path. Default null (no TLS). */
+    consoleTlsCert: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
+    /** PEM private key of the console's TLS, an absolute path. Default null. */
+    consoleTlsKey: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
+    /** Serve an address other than loopback without TLS. Default false. */
+    consoleInsecure: Type.Boolean({ default: false }),
     /** pino log level. Default info. */
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   },
@@ -73,6 +85,19 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_SPAWNER: { key: 'spawner', parse: String },
   TEND_TASK_USER: { key: 'taskUser', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
+  TEND_CONSOLE: { key: 'console', parse: parseSwitch },
+  TEND_CONSOLE_HOST: { key: 'consoleHost', parse: String },
+  TEND_CONSOLE_PORT: { key: 'consolePort', parse: Number },
+  TEND_CONSOLE_TLS_CERT: { key: 'consoleTlsCert', parse: String },
+  TEND_CONSOLE_TLS_KEY: { key: 'consoleTlsKey', parse: String },
+  TEND_CONSOLE_INSECURE: { key: 'consoleInsecure', parse: parseSwitch },
+}
+
+/** 1/true/yes or 0/false/no, as an environment variable writes a switch. */
+function parseSwitch(text: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(text)) return true
+  if (/^(0|false|no|off)$/i.test(text)) return false
+  throw new Error(`expected 1 or 0 (true or false), got ${JSON.stringify(text)}`)
 }
 
 /**

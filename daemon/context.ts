@@ -8,6 +8,7 @@ import type { SpoolCleanup } from './store/spool-cleanup.js'
 import type { Supervisor } from './tasks/supervisor.js'
 import type { TaskInput } from './tasks/task-input.js'
 import type { TaskStore } from './store/task-store.js'
+import type { ConsoleControl } from './console/console-control.js'
 
 /** What route handlers reach: one object built at daemon start. */
 export interface DaemonContext {
@@ -28,6 +29,8 @@ export interface DaemonContext {
   log: Logger
   /** Asks the daemon to stop (answers at once; the stop happens after the reply is sent). */
   requestStop: (options?: { keepTasks?: boolean }) => void
+  /** The operator console and its TCP listener; set once the socket's server is built. */
+  console: ConsoleControl | null
   /** Closes live streams (event subscribers) so the server can close. */
   readonly closing: AbortSignal
 }

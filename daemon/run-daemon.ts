@@ -11,6 +11,7 @@ import { createLogDestination } from './log-destination.js'
 import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
 import { createServer, type TendApp } from './http/server.js'
+import { ConsoleControl } from './console/console-control.js'
 import { SpoolCleanup } from './store/spool-cleanup.js'
 import { readBootId, Supervisor } from './tasks/supervisor.js'
 import { TaskInput } from './tasks/task-input.js'
@@ -96,6 +97,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     outputWatch,
     log,
     requestStop: (options) => requestStop(options),
+    console: null,
     closing: closingController.signal,
   }
 
@@ -111,7 +113,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()
 
-  const app = await createServer(context)
+  const { app, peerStatus } = await createServer(context)
+  context.console = new ConsoleControl(context, peerStatus)
   if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
   await rm(layout.socket, { force: true })
   const previousMask = process.umask(0o177)
@@ -123,6 +126,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   clearInterval(startingUp)
   await chmod(layout.socket, 0o600)
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
+  // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
+  if (config.console) await context.console.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
   const memory = idleMemoryRelease(events, log)
 
   let stopping: Promise<void> | undefined
@@ -134,6 +139,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       await supervisor.shutdown({ keepTasks: options.keepTasks })
       closingController.abort()
       outputWatch.close()
+      await context.console?.close()
       await app.close()
       await store.close()
       await rm(layout.socket, { force: true })

@@ -17,6 +17,11 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_INVALID_TASK_ID: { statusCode: 400, message: 'invalid task id: expected 12 lowercase letters or digits, got {id}', blame: 'caller', retryable: false },
   TEND_ERR_INVALID_SIGNAL: { statusCode: 400, message: 'invalid signal: expected a signal name such as SIGTERM or a number, got {signal}', blame: 'caller', retryable: false },
   TEND_ERR_SANDBOXED_CALLER: { statusCode: 403, message: 'request refused: the caller runs inside a sandbox ({detail}); tasks cannot drive tend', blame: 'caller', retryable: false },
+  TEND_ERR_UNAUTHORIZED: { statusCode: 401, message: 'not authorized: {detail}', blame: 'caller', retryable: false },
+  TEND_ERR_FOREIGN_ORIGIN: { statusCode: 403, message: 'request refused: {detail}; the console answers only its own pages (no cross-origin requests)', blame: 'caller', retryable: false },
+  TEND_ERR_CONSOLE_INSECURE: { statusCode: 400, message: 'the console would serve {host} in clear text: set consoleTlsCert and consoleTlsKey (tend console --tls-cert, --tls-key) for TLS, or pass --insecure (consoleInsecure) to accept that', blame: 'caller', retryable: false },
+  TEND_ERR_CONSOLE_TLS: { statusCode: 400, message: "the console's TLS certificate or key cannot be used: {detail}", blame: 'caller', retryable: false },
+  TEND_ERR_CONSOLE_LISTEN: { statusCode: 409, message: 'the console cannot listen on {address}: {detail}', blame: 'caller', retryable: false },
   TEND_ERR_OPERATOR_ONLY: { statusCode: 403, message: 'operator only: {action} cannot be done for an owner (request made for owner {owner})', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
   TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
@@ -110,6 +115,7 @@ function fillTemplate(template: string, params: Record<string, unknown>): string
 
 const HTTP_REASONS: Record<number, string> = {
   400: 'Bad Request',
+  401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
   409: 'Conflict',

@@ -22,6 +22,8 @@ export type {
   EventsQuery,
   EventsHeaders,
   StopBody,
+  ConsoleBody,
+  ConsoleInfo,
 } from './schemas.js'
 export * from './task.js'
 export * from './units.js'

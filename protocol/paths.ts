@@ -16,6 +16,8 @@ export interface HomeLayout {
   config: string
   /** Where a daemon started in the background writes what it printed before its log opened. */
   startupLog: string
+  /** The console's tokens (their SHA-256 digests), 0600. */
+  consoleTokens: string
 }
 
 export function homeLayout(home: string): HomeLayout {
@@ -26,5 +28,6 @@ export function homeLayout(home: string): HomeLayout {
     log: join(home, 'daemon.log'),
     config: join(home, 'config.json'),
     startupLog: join(home, 'daemon.stderr'),
+    consoleTokens: join(home, 'console-tokens.json'),
   }
 }

@@ -243,3 +243,29 @@ export const StopBody = Type.Object(
   strict,
 )
 export type StopBody = Static<typeof StopBody>
+
+/** POST /v1/console: where the console listens; anything left out comes from the daemon's settings. */
+export const ConsoleBody = Type.Object(
+  {
+    host: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'address to bind (default consoleHost, 127.0.0.1); another than loopback needs TLS or insecure' })),
+    port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: 'TCP port (default consolePort; 0: a free port)' })),
+    insecure: Type.Optional(Type.Boolean({ description: 'serve an address other than loopback without TLS' })),
+    tlsCert: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096, description: 'absolute path of a PEM certificate (chain)' })),
+    tlsKey: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096, description: 'absolute path of its PEM private key' })),
+  },
+  strict,
+)
+export type ConsoleBody = Static<typeof ConsoleBody>
+
+/** Where the console listens; with a fresh token when one was just made. */
+export const ConsoleInfoSchema = Type.Object({
+  listening: Type.Boolean(),
+  origin: Nullable(Type.String({ description: 'scheme, host and port of the console, e.g. http://127.0.0.1:43117' })),
+  url: Nullable(Type.String({ description: 'the URL to open: the origin with the token, when one was just made' })),
+  token: Nullable(Type.String({ description: 'a fresh token (shown once; only its digest is kept): Authorization: Bearer <token> on the TCP API' })),
+  host: Nullable(Type.String()),
+  port: Nullable(Type.Integer()),
+  tls: Type.Boolean(),
+  tokens: Type.Integer({ description: 'tokens that are valid now' }),
+})
+export type ConsoleInfo = Static<typeof ConsoleInfoSchema>

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs'
-import { open, stat } from 'node:fs/promises'
+import { open, stat, type FileHandle } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
 
@@ -35,6 +35,25 @@ export async function readableOutputSize(path: string): Promise<number> {
     return (await stat(path)).size
   } catch (error) {
     throw asOutputError(path, error)
+  }
+}
+
+/**
+ * Opens output.log for a whole download: the handle, and its size now (what the download sends,
+ * however the file grows meanwhile). A missing file is TEND_ERR_OUTPUT_MISSING.
+ */
+export async function openOutputSnapshot(path: string): Promise<{ handle: FileHandle; size: number }> {
+  let handle: FileHandle
+  try {
+    handle = await open(path, 'r')
+  } catch (error) {
+    throw asOutputError(path, error)
+  }
+  try {
+    return { handle, size: (await handle.stat()).size }
+  } catch (error) {
+    await handle.close()
+    throw error
   }
 }
 

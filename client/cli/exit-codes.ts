@@ -22,6 +22,8 @@ export function exitCodeForError(error: unknown): number {
     case 'TEND_ERR_VALIDATION':
     case 'TEND_ERR_INVALID_TASK_ID':
     case 'TEND_ERR_INVALID_SIGNAL':
+    case 'TEND_ERR_CONSOLE_INSECURE':
+    case 'TEND_ERR_CONSOLE_TLS':
       return EXIT.usage
     case 'TEND_ERR_DAEMON_UNAVAILABLE':
     case 'TEND_ERR_DAEMON_TIMEOUT':

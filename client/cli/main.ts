@@ -16,6 +16,7 @@ import { registerStatusCommand } from './commands/status.js'
 import { registerResizeCommand } from './commands/resize.js'
 import { registerRestartCommand } from './commands/restart.js'
 import { registerStopCommand } from './commands/stop.js'
+import { registerConsoleCommand } from './commands/console.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
 import { EXIT } from './exit-codes.js'
@@ -36,6 +37,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   resize: registerResizeCommand,
   rm: registerRmCommand,
   gc: registerGcCommand,
+  console: registerConsoleCommand,
   mcp: registerMcpCommand,
 }
 

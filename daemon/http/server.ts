@@ -20,17 +20,35 @@ import { registerStopRoute } from './routes/stop.js'
 import { registerTaskInputRoute } from './routes/task-input.js'
 import { registerResizeTaskRoute } from './routes/resize-task.js'
 import { registerWaitTaskRoute } from './routes/wait-task.js'
+import { registerOutputFileRoute } from './routes/output-file.js'
+import { registerConsoleRoutes } from './routes/console.js'
 
 export type TendApp = FastifyInstance
 
-/** Builds the HTTP API (`/v1/...`): every route defined by its schema, one error shape. */
-export async function createServer(context: DaemonContext): Promise<TendApp> {
+/**
+ * Builds the HTTP API on the daemon's Unix socket (`/v1/...`): every route defined by its schema,
+ * one error shape; and the routes that only the socket serves (the console's control).
+ */
+export async function createServer(context: DaemonContext): Promise<{ app: TendApp; peerStatus: PeerCheckStatus }> {
   const peerCheck = createPeerCheck()
   if (!peerCheck.status.enforced) context.log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
+  // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
+  const app = buildApp(context, { serverFactory: peerCheckedServerFactory(peerCheck, context.log) })
+  registerApi(app, context, peerCheck.status)
+  registerSocketOnlyApi(app, context)
+  announceHome(app, context)
+  await app.ready()
+  return { app, peerStatus: peerCheck.status }
+}
+
+/**
+ * A fastify app with tend's compilers, error shape and router errors, and no routes yet: the
+ * socket's (above) or the console's TCP listener's (daemon/console/).
+ */
+export function buildApp(context: DaemonContext, options: Pick<FastifyServerOptions, 'serverFactory'> | { https: { cert: Buffer; key: Buffer } }): TendApp {
   const app = Fastify({
     loggerInstance: context.log as FastifyBaseLogger,
-    // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
-    serverFactory: peerCheckedServerFactory(peerCheck, context.log),
+    ...options,
     forceCloseConnections: true,
     // Both compilers are tend's: fastify then never loads ajv or fast-json-stringify (daemon/precompiled/).
     schemaController: { compilersFactory: { buildValidator: validatorFactory, buildSerializer: lazySerializerFactory } },
@@ -52,11 +70,7 @@ export async function createServer(context: DaemonContext): Promise<TendApp> {
     const error = new TendError('TEND_ERR_ROUTE_NOT_FOUND', { method: request.method, url: request.url })
     void reply.status(404).send(error.toWire())
   })
-
-  registerApi(app, context, peerCheck.status)
-  announceHome(app, context)
-  await app.ready()
-  return app
+  return app as unknown as TendApp
 }
 
 /**
@@ -82,6 +96,12 @@ export function registerApi(app: TendApp, context: DaemonContext, peerStatus: Pe
   registerStatusRoute(app, context, peerStatus)
   registerStopRoute(app, context)
   registerEventsRoute(app, context)
+  registerOutputFileRoute(app, context)
+}
+
+/** Routes of the Unix socket only: the console's TCP listener never serves its own control (a token could make tokens). */
+export function registerSocketOnlyApi(app: TendApp, context: DaemonContext): void {
+  registerConsoleRoutes(app, context)
 }
 
 /**

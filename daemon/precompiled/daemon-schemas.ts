@@ -2,7 +2,7 @@ import Fastify from 'fastify'
 import { DaemonSettingsSchema } from '../config.js'
 import type { DaemonContext } from '../context.js'
 import { validatorKind } from '../http/request-validation.js'
-import { registerApi, type TendApp } from '../http/server.js'
+import { registerApi, registerSocketOnlyApi, type TendApp } from '../http/server.js'
 import type { PeerCheckStatus } from '../peer/index.js'
 import type { ValidatorKind } from './schema-code.js'
 
@@ -33,6 +33,7 @@ export async function schemasTheDaemonCompiles(): Promise<DaemonSchema[]> {
   })
   // Only the routes' schemas are read: neither the context nor the peer check is used before a request.
   registerApi(app as unknown as TendApp, { version: '' } as DaemonContext, {} as PeerCheckStatus)
+  registerSocketOnlyApi(app as unknown as TendApp, { version: '' } as DaemonContext)
   await app.ready()
   await app.close()
   found.push({ kind: 'settings', schema: DaemonSettingsSchema })

@@ -1,0 +1,105 @@
+import { TendError } from '../../protocol/index.js'
+import type { ConsoleBody, ConsoleInfo } from '../../protocol/schemas.js'
+import type { DaemonContext } from '../context.js'
+import type { PeerCheckStatus } from '../peer/index.js'
+import { startConsoleListener, type ConsoleAddress, type ConsoleListener } from './console-listener.js'
+import { ConsoleSessions } from './sessions.js'
+import { ConsoleTokens } from './tokens.js'
+
+/**
+ * The console, from the daemon's side: at most one listener, started by `tend console` (or the
+ * `console` setting at start), moved when asked for another address, closed with the daemon. Each
+ * open makes a fresh token; tokens made before stay valid until revoked.
+ */
+export class ConsoleControl {
+  private listener: ConsoleListener | null = null
+  private readonly tokens: ConsoleTokens
+  private readonly sessions: ConsoleSessions
+  /** One change of the listener at a time. */
+  private changing: Promise<unknown> = Promise.resolve()
+
+  constructor(
+    private readonly context: DaemonContext,
+    private readonly peerStatus: PeerCheckStatus,
+  ) {
+    this.tokens = new ConsoleTokens(context.config.layout.consoleTokens)
+    this.sessions = new ConsoleSessions(this.tokens)
+  }
+
+  info(token: string | null = null): ConsoleInfo {
+    const listener = this.listener
+    return {
+      listening: listener !== null,
+      origin: listener?.origin ?? null,
+      url: listener && token ? `${listener.origin}/?token=${token}` : null,
+      token,
+      host: listener?.address.host ?? null,
+      port: listener?.port ?? null,
+      tls: listener?.address.tls !== null && listener !== null,
+      tokens: this.tokens.count,
+    }
+  }
+
+  /** Listens where asked (the settings fill what the request leaves out), and makes a fresh token. */
+  open(request: ConsoleBody = {}): Promise<ConsoleInfo> {
+    return this.serially(async () => {
+      const address = this.addressFor(request)
+      if (!this.listener || !sameAddress(this.listener.address, address)) {
+        // The new listener first: if it cannot listen, the one there is stays.
+        const next = await startConsoleListener(this.context, this.peerStatus, address, { tokens: this.tokens, sessions: this.sessions })
+        const previous = this.listener
+        this.listener = next
+        await previous?.close()
+        this.context.log.info({ origin: next.origin, tls: address.tls !== null }, 'console listening')
+      }
+      return this.info(await this.tokens.mint())
+    })
+  }
+
+  /** Stops listening; tokens stay valid for the next open. */
+  close(): Promise<ConsoleInfo> {
+    return this.serially(async () => {
+      const listener = this.listener
+      this.listener = null
+      await listener?.close()
+      if (listener) this.context.log.info('console stopped')
+      return this.info()
+    })
+  }
+
+  /** Revokes every token and ends every page's session. */
+  revoke(): Promise<ConsoleInfo> {
+    return this.serially(async () => {
+      await this.tokens.revokeAll()
+      this.sessions.clear()
+      this.context.log.info('console tokens revoked')
+      return this.info()
+    })
+  }
+
+  private addressFor(request: ConsoleBody): ConsoleAddress {
+    const { config } = this.context
+    const certificate = request.tlsCert ?? config.consoleTlsCert
+    const key = request.tlsKey ?? config.consoleTlsKey
+    if ((certificate === null || certificate === undefined) !== (key === null || key === undefined)) {
+      throw new TendError('TEND_ERR_CONSOLE_TLS', { detail: `a certificate needs its key and a key its certificate (got ${certificate ? 'a certificate' : 'a key'} only)` })
+    }
+    return {
+      host: request.host ?? config.consoleHost,
+      // Port 0 again would move a console that listens already to another free port.
+      port: request.port ?? (this.listener && config.consolePort === 0 ? this.listener.port : config.consolePort),
+      tls: certificate && key ? { cert: certificate, key } : null,
+      insecure: request.insecure ?? config.consoleInsecure,
+    }
+  }
+
+  private serially<T>(change: () => Promise<T>): Promise<T> {
+    const next = this.changing.then(change, change)
+    this.changing = next.catch(() => undefined)
+    return next
+  }
+}
+
+function sameAddress(a: ConsoleAddress, b: ConsoleAddress): boolean {
+  return a.host === b.host && a.port === b.port && a.insecure === b.insecure && a.tls?.cert === b.tls?.cert && a.tls?.key === b.tls?.key
+}
