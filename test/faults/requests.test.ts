@@ -8,6 +8,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { TendClient } from '../../client/index.js'
 import { streamEvents } from '../../client/events.js'
+import { socketEndpoint } from '../../client/endpoint.js'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { TendError, type Task, type WireError } from '../../protocol/index.js'
 import type { DaemonContext } from '../../daemon/context.js'
@@ -250,7 +251,7 @@ describe('the event window and slow subscribers', () => {
     const server = await eventsApp(log)
     try {
       const follow = async () => {
-        for await (const event of streamEvents(server.socket, { since: 0, signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS) })) void event
+        for await (const event of streamEvents(socketEndpoint(server.socket), { since: 0, signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS) })) void event
       }
       await expect(follow()).rejects.toMatchObject({ code: 'TEND_ERR_EVENTS_GAP', message: expect.stringContaining('asked from 0') })
     } finally {
