@@ -1,0 +1,105 @@
+// Turning task data into short text for people. Everything here returns plain strings that the
+// callers put in textContent: nothing builds HTML.
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB']
+
+export function formatBytes(bytes) {
+  if (!Number.isFinite(bytes)) return '?'
+  let value = bytes
+  let unit = 0
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024
+    unit++
+  }
+  if (unit === 0) return `${value} B`
+  // Whole numbers read better at a glance once they are past two digits.
+  const digits = value >= 100 ? 0 : value >= 10 ? 1 : 2
+  return `${Number(value.toFixed(digits))} ${UNITS[unit]}`
+}
+
+export function formatPercent(part, whole) {
+  if (!whole) return '?%'
+  const percent = (part / whole) * 100
+  // Tiny use must not read as 0%: the operator wants to see that the spool is not empty.
+  const digits = percent >= 10 ? 1 : percent >= 0.01 || percent === 0 ? 2 : 4
+  return `${Number(percent.toFixed(digits))}%`
+}
+
+/** `3s`, `4m 05s`, `2h 03m`, `3d 04h`: two units at most, since the column is narrow. */
+export function formatDuration(ms) {
+  if (!Number.isFinite(ms) || ms < 0) ms = 0
+  const seconds = Math.floor(ms / 1000)
+  if (seconds < 60) return `${seconds}s`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 60) return `${minutes}m ${pad(seconds % 60)}s`
+  const hours = Math.floor(minutes / 60)
+  if (hours < 24) return `${hours}h ${pad(minutes % 60)}m`
+  return `${Math.floor(hours / 24)}d ${pad(hours % 24)}h`
+}
+
+function pad(n) {
+  return String(n).padStart(2, '0')
+}
+
+export function formatTime(iso) {
+  if (!iso) return '—'
+  const date = new Date(iso)
+  if (Number.isNaN(date.getTime())) return iso
+  return date.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' })
+}
+
+const ACTIVE = new Set(['queued', 'running'])
+
+export function isActive(task) {
+  return ACTIVE.has(task.state)
+}
+
+/** The age column: how long an active task has existed, how long a finished one ran. */
+export function taskAge(task, now) {
+  if (isActive(task)) return formatDuration(now - Date.parse(task.createdAt))
+  if (task.startedAt && task.endedAt) return `ran ${formatDuration(Date.parse(task.endedAt) - Date.parse(task.startedAt))}`
+  return '—'
+}
+
+// Task commands are written by agents and may be hostile: control characters could fake line
+// breaks or erase text, and bidirectional overrides could make a command read as another one.
+// They are shown as visible symbols instead.
+const HIDDEN_CHARACTERS = /[\u0000-\u0008\u000b-\u001f\u007f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+
+export function visible(text) {
+  return String(text).replace(HIDDEN_CHARACTERS, (ch) => {
+    const code = ch.charCodeAt(0)
+    if (code < 0x20) return String.fromCharCode(0x2400 + code)
+    if (code === 0x7f) return '\u2421'
+    return `<U+${code.toString(16).toUpperCase()}>`
+  })
+}
+
+/** The table's command text: the shell line for shell tasks, else the argv joined with spaces. */
+export function commandLine(task) {
+  const command = Array.isArray(task.command) ? task.command : []
+  if (task.shell && command.length === 3) return visible(command[2])
+  return visible(command.join(' '))
+}
+
+const SAFE_WORD = /^[A-Za-z0-9_@%+=:,./-]+$/
+
+/** The argv as a shell would need it typed: exact where joining with spaces is ambiguous. */
+export function quotedCommand(task) {
+  const command = Array.isArray(task.command) ? task.command : []
+  if (task.shell && command.length === 3) return visible(command[2])
+  return visible(command.map((word) => (SAFE_WORD.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`)).join(' '))
+}
+
+/** Why a task stopped, in one line: who stopped it and why, else its exit code or signal. */
+export function stoppedText(task) {
+  if (isActive(task)) return ''
+  const parts = []
+  if (task.stoppedBy) parts.push(task.stoppedBy)
+  if (task.reason) parts.push(visible(task.reason))
+  if (parts.length === 0 || task.state === 'killed' || task.state === 'timed_out') {
+    if (task.signal) parts.push(task.signal)
+    else if (task.exitCode !== null && task.exitCode !== undefined) parts.push(`exit ${task.exitCode}`)
+  }
+  return parts.join(' · ')
+}

@@ -1,0 +1,110 @@
+// The header: what the daemon is and can do (from /v1/status every 5 s), how busy it is (from the
+// task store, live), and the gc button.
+
+import { api, onSessionEnded, SessionEndedError } from './api.js'
+import * as store from './task-store.js'
+import { formatBytes, formatPercent, formatTime, isActive } from './format.js'
+import { createSpoolChart } from './spool-chart.js'
+import { confirmAction } from './confirm.js'
+import { showError, showNote } from './messages.js'
+import { forgetTasks } from './live-sync.js'
+
+const STATUS_MS = 5000
+
+let elements
+let status = null
+let chart
+
+export function setupHeader(found) {
+  elements = found
+  chart = createSpoolChart(elements.spoolChart)
+  elements.gcButton.addEventListener('click', () => void collectGarbage())
+  let scheduled = false
+  store.subscribe(() => {
+    if (scheduled) return
+    scheduled = true
+    queueMicrotask(() => {
+      scheduled = false
+      showConcurrency()
+    })
+  })
+  void pollStatus()
+  const timer = setInterval(pollStatus, STATUS_MS)
+  onSessionEnded(() => clearInterval(timer))
+}
+
+async function pollStatus() {
+  try {
+    status = await api('/v1/status')
+  } catch (error) {
+    if (!(error instanceof SessionEndedError)) elements.spoolUse.title = `not refreshed: ${error.message}`
+    return
+  }
+  elements.version.textContent = status.version
+  elements.version.title = `pid ${status.pid}, started ${formatTime(status.startedAt)}\nhome ${status.home}\nspawner ${status.spawner}`
+  const { usedBytes, quotaBytes, path } = status.spool
+  elements.spoolUse.textContent = `${formatBytes(usedBytes)} of ${formatBytes(quotaBytes)} (${formatPercent(usedBytes, quotaBytes)})`
+  elements.spoolUse.title = `${usedBytes} of ${quotaBytes} bytes in ${path}`
+  chart.add(usedBytes)
+  showSandbox(status.sandbox)
+  showConcurrency()
+}
+
+function showSandbox(sandbox) {
+  const parts = [`default ${sandbox.default}`, `profiles ${sandbox.profiles.join(', ') || 'none'}`]
+  parts.push(sandbox.bubblewrap ? `bubblewrap ${sandbox.bubblewrap.version}` : 'no bubblewrap')
+  const missing = Object.entries(sandbox.missing ?? {})
+  const text = parts.join(' · ')
+  const target = elements.sandbox
+  target.replaceChildren(text)
+  for (const [profile, why] of missing) {
+    const item = document.createElement('span')
+    item.className = 'missing'
+    item.textContent = ` · ${profile} missing: ${why}`
+    target.append(item)
+  }
+  const features = [
+    `user namespaces ${sandbox.userNamespaces ? 'yes' : 'no'}`,
+    `cgroups memory ${sandbox.cgroups?.memory ? 'yes' : 'no'}, pids ${sandbox.cgroups?.pids ? 'yes' : 'no'}`,
+    `seccomp ${sandbox.seccomp ? 'yes' : 'no'}`,
+  ]
+  if (sandbox.bubblewrap) features.unshift(`bubblewrap ${sandbox.bubblewrap.version} at ${sandbox.bubblewrap.path}`)
+  target.title = features.join('\n')
+}
+
+function showConcurrency() {
+  if (!status) return
+  const text = `${status.concurrency} at once, ${status.perOwnerConcurrency} per owner · ${store.countOf('running')} running, ${store.countOf('queued')} queued`
+  if (elements.concurrency.textContent !== text) elements.concurrency.textContent = text
+}
+
+async function collectGarbage() {
+  let count = 0
+  let bytes = 0
+  for (const task of store.all()) {
+    if (isActive(task)) continue
+    count++
+    bytes += task.outputBytes
+  }
+  if (count === 0) {
+    showNote('No finished task to remove.')
+    return
+  }
+  const ok = await confirmAction({
+    title: `Remove ${count} finished task${count === 1 ? '' : 's'}?`,
+    lines: [`Their records and output (about ${formatBytes(bytes)}) are deleted from the spool. Running and queued tasks are kept.`],
+    okLabel: 'Remove finished tasks',
+  })
+  if (!ok) return
+  elements.gcButton.disabled = true
+  try {
+    const result = await api('/v1/gc', { method: 'POST', body: {} })
+    forgetTasks(result.removed)
+    showNote(`Removed ${result.removed.length} task${result.removed.length === 1 ? '' : 's'}, freed ${formatBytes(result.freedBytes)}.`)
+    void pollStatus()
+  } catch (error) {
+    showError(error, 'Remove finished tasks')
+  } finally {
+    elements.gcButton.disabled = false
+  }
+}

@@ -1,0 +1,194 @@
+// The live task table. With thousands of tasks and bursts of events, the table is never rebuilt:
+// each task has one row kept in a Map, changes are collected and applied once per animation
+// frame, a cell is written only when its text changed, and filters only toggle row.hidden.
+
+import * as store from './task-store.js'
+import { commandLine, formatBytes, formatTime, isActive, stoppedText, taskAge, visible } from './format.js'
+
+const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'output', 'sandbox', 'stopped']
+
+const entries = new Map()
+const dirty = new Set()
+const active = new Set()
+let tbody
+let countElement
+let emptyElement
+let matches = () => true
+let selectedId = null
+let frame = 0
+
+export function createTaskTable({ table, count, empty, onOpen }) {
+  tbody = table.tBodies[0]
+  countElement = count
+  emptyElement = empty
+  tbody.addEventListener('click', (event) => {
+    // The id cell's link navigates by itself; anywhere else on the row does the same.
+    if (event.target.closest('a')) return
+    const row = event.target.closest('tr[data-task-id]')
+    if (row) onOpen(row.dataset.taskId)
+  })
+  store.subscribe((_kind, task) => {
+    dirty.add(task.id)
+    if (!frame) frame = requestAnimationFrame(flush)
+  })
+  setInterval(tickAges, 1000)
+}
+
+/** predicate(task, haystack): haystack is the lower-cased id, name and command. */
+export function setFilter(predicate) {
+  matches = predicate
+  for (const entry of entries.values()) showIf(entry)
+  updateCount()
+}
+
+export function select(id) {
+  if (selectedId !== null) entries.get(selectedId)?.tr.classList.remove('selected')
+  selectedId = id
+  if (id !== null) entries.get(id)?.tr.classList.add('selected')
+}
+
+function flush() {
+  frame = 0
+  const added = []
+  for (const id of dirty) {
+    const task = store.get(id)
+    const entry = entries.get(id)
+    if (!task) {
+      if (entry) {
+        entry.tr.remove()
+        entries.delete(id)
+        active.delete(id)
+      }
+    } else if (entry) {
+      update(entry, task)
+    } else {
+      added.push(create(task))
+    }
+  }
+  dirty.clear()
+  if (added.length) insert(added)
+  updateCount()
+}
+
+function create(task) {
+  const tr = document.createElement('tr')
+  tr.dataset.taskId = task.id
+  const cells = {}
+  for (const column of COLUMNS) {
+    const td = document.createElement('td')
+    td.dataset.col = column
+    tr.append(td)
+    cells[column] = td
+  }
+  const badge = document.createElement('span')
+  badge.className = 'badge'
+  cells.state.append(badge)
+  const link = document.createElement('a')
+  link.href = `#/tasks/${encodeURIComponent(task.id)}`
+  link.textContent = task.id
+  link.setAttribute('aria-label', `Open task ${task.id}`)
+  cells.id.append(link)
+  // Name, command and owner never change over a task's life: written once.
+  const command = commandLine(task)
+  if (task.name) {
+    const name = document.createElement('span')
+    name.className = 'task-name'
+    name.textContent = visible(task.name)
+    cells.command.append(name)
+  }
+  const line = document.createElement('span')
+  line.className = 'task-command'
+  line.textContent = command
+  cells.command.append(line)
+  cells.command.title = task.name ? `${visible(task.name)}\n${command}` : command
+  cells.owner.textContent = visible(task.owner)
+  cells.owner.title = visible(task.owner)
+  const haystack = `${task.id}\n${task.name ?? ''}\n${command}`.toLowerCase()
+  const entry = { tr, cells, badge, task: null, haystack, created: Date.parse(task.createdAt), values: {}, shown: true }
+  entries.set(task.id, entry)
+  update(entry, task)
+  if (task.id === selectedId) tr.classList.add('selected')
+  return entry
+}
+
+function update(entry, task) {
+  entry.task = task
+  const { cells, values } = entry
+  if (values.state !== task.state) {
+    values.state = task.state
+    entry.tr.dataset.state = task.state
+    entry.badge.textContent = task.state
+    entry.badge.className = `badge state-${task.state}`
+  }
+  if (isActive(task)) active.add(task.id)
+  else active.delete(task.id)
+  set(entry, 'age', taskAge(task, Date.now()))
+  const ageTitle = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}`
+  if (values.ageTitle !== ageTitle) cells.age.title = values.ageTitle = ageTitle
+  set(entry, 'output', formatBytes(task.outputBytes))
+  const outputTitle = `${task.outputBytes} bytes (cap ${formatBytes(task.maxOutputBytes)})`
+  if (values.outputTitle !== outputTitle) cells.output.title = values.outputTitle = outputTitle
+  set(entry, 'sandbox', task.network && task.sandbox !== 'off' ? `${task.sandbox} +net` : task.sandbox)
+  const stopped = stoppedText(task)
+  if (set(entry, 'stopped', stopped)) cells.stopped.title = stopped
+  showIf(entry)
+}
+
+function set(entry, column, text) {
+  if (entry.values[column] === text) return false
+  entry.values[column] = text
+  entry.cells[column].textContent = text
+  return true
+}
+
+function showIf(entry) {
+  const shown = matches(entry.task, entry.haystack)
+  if (shown !== entry.shown) {
+    entry.shown = shown
+    entry.tr.hidden = !shown
+  }
+}
+
+const newer = (a, b) => a.created - b.created
+
+// Newest first. New tasks almost always go on top; the rare older one (a reload after a gap)
+// finds its place by a scan.
+function insert(added) {
+  if (!tbody.firstChild) {
+    // Arrival order is creation order, which breaks ties between tasks created in the same ms.
+    const sorted = added.reverse().sort((a, b) => newer(b, a))
+    const fragment = document.createDocumentFragment()
+    for (const entry of sorted) fragment.append(entry.tr)
+    tbody.append(fragment)
+    return
+  }
+  for (const entry of added.sort(newer)) {
+    const first = entries.get(tbody.firstChild.dataset.taskId)
+    if (!first || newer(entry, first) >= 0) {
+      tbody.prepend(entry.tr)
+      continue
+    }
+    let row = tbody.firstChild
+    while (row && newer(entry, entries.get(row.dataset.taskId)) < 0) row = row.nextSibling
+    tbody.insertBefore(entry.tr, row)
+  }
+}
+
+function updateCount() {
+  let shown = 0
+  for (const entry of entries.values()) if (entry.shown) shown++
+  const text = `${shown} of ${entries.size} tasks shown`
+  if (countElement.textContent !== text) countElement.textContent = text
+  emptyElement.hidden = shown > 0
+  const empty = entries.size === 0 ? 'No tasks yet.' : 'No task matches the filters.'
+  if (emptyElement.textContent !== empty) emptyElement.textContent = empty
+}
+
+function tickAges() {
+  if (document.hidden) return
+  const now = Date.now()
+  for (const id of active) {
+    const entry = entries.get(id)
+    if (entry) set(entry, 'age', taskAge(entry.task, now))
+  }
+}
