@@ -1,0 +1,194 @@
+// The open task: its record, kept live from the store, its output, and the kill and remove actions.
+
+import { api, taskPath, SessionEndedError } from './api.js'
+import * as store from './task-store.js'
+import { formatBytes, formatDuration, formatTime, isActive, quotedCommand, visible } from './format.js'
+import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from './output-view.js'
+import { confirmAction } from './confirm.js'
+import { showError, showNote } from './messages.js'
+import { select } from './task-table.js'
+
+const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/
+const MAX_GRACE_MS = 3_600_000
+
+/** The dictionary's fields: the text of each, from a task. */
+const FIELDS = {
+  state: (t) => t.state,
+  id: (t) => t.id,
+  name: (t) => (t.name ? visible(t.name) : '—'),
+  owner: (t) => visible(t.owner),
+  command: (t) => quotedCommand(t),
+  cwd: (t) => visible(t.cwd),
+  sandbox: (t) => `${t.sandbox}${t.sandbox === 'off' ? '' : t.network ? ', network on' : ', no network'}${t.memoryBytes ? `, memory ${formatBytes(t.memoryBytes)}` : ''}${t.pidsMax ? `, ${t.pidsMax} processes` : ''}`,
+  createdAt: (t) => formatTime(t.createdAt),
+  startedAt: (t) => formatTime(t.startedAt),
+  endedAt: (t) => formatTime(t.endedAt),
+  runtime: (t) => runtime(t),
+  exitCode: (t) => (t.exitCode ?? '—').toString(),
+  signal: (t) => t.signal ?? '—',
+  stoppedBy: (t) => t.stoppedBy ?? '—',
+  reason: (t) => (t.reason ? visible(t.reason) : '—'),
+  output: (t) => `${formatBytes(t.outputBytes)} of ${formatBytes(t.maxOutputBytes)} cap`,
+  pid: (t) => (t.pid ?? '—').toString(),
+  timeout: (t) => (t.timeoutMs ? formatDuration(t.timeoutMs) : 'none'),
+  lifetime: (t) => `${t.lifetime ?? 'owner'}${t.tty ? ` · terminal ${t.tty.cols}×${t.tty.rows}` : ''}`,
+}
+
+let el
+let currentId = null
+let removed = false
+
+export function setupTaskView(elements) {
+  el = elements
+  el.close.addEventListener('click', () => {
+    location.hash = '#/'
+  })
+  el.kill.addEventListener('click', () => void kill())
+  el.remove.addEventListener('click', () => void removeTask())
+  store.subscribe((kind, task) => {
+    if (task.id !== currentId) return
+    if (kind === 'remove') markRemoved()
+    else show(task)
+  })
+  setInterval(() => {
+    const task = currentId && store.get(currentId)
+    if (task && isActive(task) && !document.hidden) setField('runtime', runtime(task))
+  }, 1000)
+}
+
+function runtime(task) {
+  if (!task.startedAt) return task.state === 'queued' ? `queued for ${formatDuration(Date.now() - Date.parse(task.createdAt))}` : '—'
+  const end = task.endedAt ? Date.parse(task.endedAt) : Date.now()
+  return formatDuration(end - Date.parse(task.startedAt))
+}
+
+export async function openTask(id) {
+  if (id === currentId) return
+  if (!ID_PATTERN.test(id)) {
+    showError(`"${visible(id)}" is not a task id`)
+    location.hash = '#/'
+    return
+  }
+  closeTask()
+  currentId = id
+  removed = false
+  el.view.hidden = false
+  document.body.classList.add('task-open')
+  select(id)
+  openOutput(id)
+  const known = store.get(id)
+  if (known) show(known)
+  else {
+    // Opened from a link before the list arrived, or for a task the list does not have.
+    clearFields()
+    try {
+      const task = await api(taskPath(id))
+      if (currentId === id) store.upsert(task) || show(task)
+    } catch (error) {
+      if (currentId !== id || error instanceof SessionEndedError) return
+      showError(error, `Task ${id}`)
+      location.hash = '#/'
+    }
+  }
+}
+
+export function closeTask() {
+  if (currentId === null) return
+  closeOutput()
+  currentId = null
+  el.view.hidden = true
+  document.body.classList.remove('task-open')
+  select(null)
+}
+
+function setField(name, text) {
+  const target = el.fields[name]
+  if (target && target.textContent !== text) target.textContent = text
+}
+
+function clearFields() {
+  for (const name of Object.keys(FIELDS)) setField(name, '…')
+  el.title.textContent = currentId
+  el.kill.disabled = true
+  el.remove.disabled = true
+}
+
+function show(task) {
+  for (const [name, text] of Object.entries(FIELDS)) setField(name, text(task))
+  el.fields.state.className = `badge state-${task.state}`
+  el.title.textContent = task.name ? `${visible(task.name)} (${task.id})` : `Task ${task.id}`
+  el.fields.command.title = task.shell ? 'a shell line (sh -c)' : 'the program and its arguments'
+  el.kill.disabled = removed || !isActive(task) || el.kill.dataset.busy === 'true'
+  el.remove.disabled = removed || isActive(task) || el.remove.dataset.busy === 'true'
+  outputTaskChanged(task)
+}
+
+function markRemoved() {
+  removed = true
+  el.kill.disabled = true
+  el.remove.disabled = true
+  el.fields.state.textContent = 'removed'
+  el.fields.state.className = 'badge state-removed'
+  outputTaskRemoved()
+}
+
+function describe(task) {
+  const lines = [`Task ${task.id}${task.name ? ` “${visible(task.name)}”` : ''}, owner ${visible(task.owner)}:`, quotedCommand(task)]
+  return lines
+}
+
+async function kill() {
+  const id = currentId
+  const task = store.get(id)
+  if (!task) return
+  const signal = el.signal.value
+  const graceText = el.grace.value.trim()
+  const graceMs = graceText === '' ? 3000 : Number(graceText)
+  if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > MAX_GRACE_MS) {
+    showError(`The grace period must be a whole number of milliseconds from 0 to ${MAX_GRACE_MS}.`)
+    el.grace.focus()
+    return
+  }
+  const lines = describe(task)
+  lines.push(signal === 'SIGKILL' ? 'It is sent SIGKILL at once, with its whole process tree.' : `It is sent ${signal}, then SIGKILL after ${graceMs} ms if any of its processes is left.`)
+  const ok = await confirmAction({ title: `Kill task ${id}?`, lines, okLabel: `Kill (${signal})` })
+  if (!ok) return
+  await busy(el.kill, 'Killing…', async () => {
+    const result = await api(taskPath(id, '/kill'), { method: 'POST', body: { signal, graceMs } })
+    store.upsert(result)
+    showNote(`Task ${id} ${result.state}${result.signal ? ` (${result.signal})` : ''}.`)
+  }, `Kill task ${id}`)
+}
+
+async function removeTask() {
+  const id = currentId
+  const task = store.get(id)
+  if (!task) return
+  const lines = describe(task)
+  lines.push(`Its record and its output (${formatBytes(task.outputBytes)}) are deleted from the spool.`)
+  const ok = await confirmAction({ title: `Remove task ${id}?`, lines, okLabel: 'Remove' })
+  if (!ok) return
+  await busy(el.remove, 'Removing…', async () => {
+    const result = await api(taskPath(id), { method: 'DELETE', body: {} })
+    store.remove(id)
+    showNote(`Removed task ${id}, freed ${formatBytes(result.freedBytes)}.`)
+    if (currentId === id) location.hash = '#/'
+  }, `Remove task ${id}`)
+}
+
+async function busy(button, label, action, context) {
+  const text = button.textContent
+  button.dataset.busy = 'true'
+  button.disabled = true
+  button.textContent = label
+  try {
+    await action()
+  } catch (error) {
+    showError(error, context)
+  } finally {
+    button.dataset.busy = 'false'
+    button.textContent = text
+    const task = currentId && store.get(currentId)
+    if (task) show(task)
+  }
+}
