@@ -83,7 +83,8 @@ export async function openTask(id) {
     clearFields()
     try {
       const task = await api(taskPath(id))
-      if (currentId === id) store.upsert(task) || show(task)
+      // The store answers with the newer of the two, and its listener shows it.
+      if (currentId === id && !store.upsert(task)) show(store.get(id) ?? task)
     } catch (error) {
       if (currentId !== id || error instanceof SessionEndedError) return
       showError(error, `Task ${id}`)
@@ -133,8 +134,7 @@ function markRemoved() {
 }
 
 function describe(task) {
-  const lines = [`Task ${task.id}${task.name ? ` “${visible(task.name)}”` : ''}, owner ${visible(task.owner)}:`, quotedCommand(task)]
-  return lines
+  return [`Task ${task.id}${task.name ? ` “${visible(task.name)}”` : ''}, owner ${visible(task.owner)}:`, quotedCommand(task)]
 }
 
 async function kill() {
