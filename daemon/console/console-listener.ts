@@ -48,7 +48,8 @@ export async function startConsoleListener(
   const loopback = isLoopback(address.host)
   if (!loopback && !address.tls && !address.insecure) throw new TendError('TEND_ERR_CONSOLE_INSECURE', { host: address.host })
   const https = address.tls ? await readTls(address.tls) : undefined
-  const app = buildApp(context, https ? { https } : {})
+  // Its requests are not logged: a page's first address carries the token (?token=), and the log must never hold one.
+  const app = buildApp(context, { disableRequestLogging: true, ...(https ? { https } : {}) })
   let port = address.port
   const allowedHosts = () => (loopback ? new Set(['127.0.0.1', 'localhost', '[::1]', address.host.toLowerCase()].map((name) => `${name}:${port}`)) : null)
   app.addHook('onRequest', consoleGuard({ ...auth, tls: https !== undefined, allowedHosts, cookieName: () => `tend_console_${port}` }))

@@ -214,6 +214,15 @@ describe('the console on loopback', () => {
     info = reopened
     target = { port: reopened.port! }
   })
+
+  test('no token reaches the daemon\'s log, though pages were opened with ?token=', async () => {
+    await send(target, 'GET', `/?token=${info.token}`)
+    await send(target, 'GET', `/?token=${info.token}x`)
+    const log = readFileSync(join(daemon.home, 'daemon.log'), 'utf8')
+    expect(log).toContain('console listening')
+    expect(log).not.toContain(info.token!)
+    expect(log).not.toMatch(/token=[A-Za-z0-9_-]{20}/)
+  })
 })
 
 describe('the console beyond loopback', () => {
