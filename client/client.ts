@@ -252,22 +252,30 @@ export class TendClient {
    */
   openConsole(options: { host?: string; port?: number; insecure?: boolean; tlsCert?: string; tlsKey?: string } = {}): Promise<ConsoleInfo> {
     const body = dropUndefined({ ...options, tlsCert: options.tlsCert && resolve(options.tlsCert), tlsKey: options.tlsKey && resolve(options.tlsKey) })
-    return this.withDaemon(() => this.http.request<ConsoleInfo>('POST', '/v1/console', { body }))
+    return this.consoleControl('POST', '/v1/console', body)
   }
 
   /** Where the console listens, if it does (no token). */
   consoleInfo(): Promise<ConsoleInfo> {
-    return this.withDaemon(() => this.http.request<ConsoleInfo>('GET', '/v1/console'))
+    return this.consoleControl('GET', '/v1/console')
   }
 
   /** Stops the console's listener; its tokens stay valid for the next start. */
   closeConsole(): Promise<ConsoleInfo> {
-    return this.withDaemon(() => this.http.request<ConsoleInfo>('DELETE', '/v1/console'))
+    return this.consoleControl('DELETE', '/v1/console')
   }
 
   /** Revokes every console token and ends every open page's session. */
   revokeConsoleTokens(): Promise<ConsoleInfo> {
-    return this.withDaemon(() => this.http.request<ConsoleInfo>('POST', '/v1/console/revoke'))
+    return this.consoleControl('POST', '/v1/console/revoke')
+  }
+
+  /** The console is controlled through the daemon's socket only: a token cannot make tokens. */
+  private consoleControl(method: string, path: string, body?: unknown): Promise<ConsoleInfo> {
+    if (this.options.endpoint.tcp) {
+      return Promise.reject(new TendError('TEND_ERR_USAGE', { detail: `the console is controlled on the daemon's machine, through its socket, not over ${this.options.endpoint.where} (unset TEND_URL)` }))
+    }
+    return this.withDaemon(() => this.http.request<ConsoleInfo>(method, path, { body }))
   }
 
   private async answers(): Promise<boolean> {

@@ -182,6 +182,16 @@ describe('the console on loopback', () => {
     }
   })
 
+  test('tend console over TCP (TEND_URL) is refused with a usage error that says why', async () => {
+    const remote = await runCli(['console', '--no-open'], { ...daemon.env, TEND_URL: info.origin!, TEND_TOKEN: info.token! })
+    expect(remote.exitCode).toBe(2)
+    expect(remote.stderr).toContain('through its socket')
+    // The rest of the CLI works over TCP.
+    const listed = await runCli(['ps', '--all', '--json'], { ...daemon.env, TEND_URL: info.origin!, TEND_TOKEN: info.token! })
+    expect(listed.exitCode, listed.stderr).toBe(0)
+    expect(Array.isArray(JSON.parse(listed.stdout))).toBe(true)
+  })
+
   test('an owner asks for a whole-daemon console: refused as operator only', async () => {
     const owned = new TendClient({ home: daemon.home, autoStart: false, owner: 'alice', env: {} })
     try {

@@ -45,7 +45,14 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
     init.headers['content-type'] = 'application/json'
     init.body = JSON.stringify(body ?? {})
   }
-  const response = await fetch(path, init)
+  let response
+  try {
+    response = await fetch(path, init)
+  } catch (error) {
+    if (isAbort(error)) throw error
+    // fetch only says "Failed to fetch": say what it means here.
+    throw new ApiError(0, { code: 'NETWORK', message: 'the daemon did not answer (is it still running?)' })
+  }
   let data = null
   try {
     data = await response.json()
@@ -58,6 +65,12 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
   }
   if (!response.ok) throw new ApiError(response.status, data)
   return data
+}
+
+/** The task list; the daemon wraps it as {tasks: [...]}, a bare array is taken too. */
+export async function listTasks(all) {
+  const answer = await api(all ? '/v1/tasks?all=true' : '/v1/tasks')
+  return Array.isArray(answer) ? answer : answer.tasks
 }
 
 export function taskPath(id, rest = '') {

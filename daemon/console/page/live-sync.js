@@ -1,7 +1,7 @@
 // Keeps the task store in step with the daemon: one full list, then the event stream, plus a poll
 // of the active tasks for their output sizes (events do not carry output growth).
 
-import { api, isSessionEnded, onSessionEnded, SessionEndedError } from './api.js'
+import { api, isSessionEnded, listTasks, onSessionEnded, SessionEndedError } from './api.js'
 import * as store from './task-store.js'
 
 const EVENT_TYPES = ['task.queued', 'task.started', 'task.exited', 'task.killed', 'task.timed_out', 'task.failed', 'task.lost', 'task.removed']
@@ -78,7 +78,7 @@ function open() {
 
 async function loadList(events) {
   try {
-    const list = await api('/v1/tasks?all=true')
+    const list = await listTasks(true)
     if (events !== source) return
     store.replaceAll(list)
     const missed = pending
@@ -123,7 +123,7 @@ async function recover() {
 async function pollSizes() {
   if (!source || pending || store.countOf('running') === 0 || document.hidden) return
   try {
-    const active = await api('/v1/tasks')
+    const active = await listTasks(false)
     for (const task of active) store.upsert(task)
   } catch {
     // The stream's own error handling reports an unreachable daemon; a 401 ends the session.

@@ -38,8 +38,7 @@ export function showNote(text) {
 /** error: an ApiError (its message is the daemon's), any Error, or a string. */
 export function showError(error, context = '') {
   if (isSessionEnded()) return
-  // fetch rejects with a TypeError when nothing answers: say so instead of "Failed to fetch".
-  const text = typeof error === 'string' ? error : error instanceof TypeError ? 'the daemon did not answer (is it still running?)' : error?.message || String(error)
+  const text = typeof error === 'string' ? error : error?.message || String(error)
   show(context ? `${context}: ${text}` : text, 'error')
 }
 

@@ -119,7 +119,7 @@ async function follow(v) {
       } catch (error) {
         if (isAbort(error) || error instanceof SessionEndedError || error.status === 404 || error.status === 410) throw error
         // The daemon may be restarting or busy: keep trying while the view is open.
-        v.note = `retrying: ${error instanceof TypeError ? 'the daemon did not answer' : error.message}`
+        v.note = `retrying: ${error.message}`
         showStatus()
         await sleep(RETRY_MS, poll.signal)
       }
