@@ -111,7 +111,13 @@ describe('the console page', () => {
     // Terminal colours are rendered, not printed as escape codes.
     const text = (await page.textContent('#output')) ?? ''
     expect(text).not.toContain('\u001b[')
-    const green = await page.$eval('#output', (node) => [...node.querySelectorAll('span')].some((span) => /rgb\(0, 187, 0\)|rgb\(0, 205, 0\)|green/.test(span.getAttribute('style') ?? '')))
+    // Whether by classes or styles, some text of the output is drawn green.
+    const green = await page.$eval('#output', (node) =>
+      [...node.querySelectorAll('span')].some((span) => {
+        const [r, g, b] = ((globalThis as unknown as { getComputedStyle: (element: unknown) => { color: string } }).getComputedStyle(span).color.match(/\d+/g) ?? []).map(Number)
+        return span.textContent?.includes('line') === true && g! > 100 && g! > 2 * r! && g! > 2 * b!
+      }),
+    )
     expect(green, 'the green lines are rendered green').toBe(true)
     await page.screenshot({ path: join(SCREENSHOT_DIR, 'console-output.png') })
     await page.fill('#output-search', 'line 7')
@@ -177,6 +183,9 @@ describe('the console page', () => {
       expect(direct.status()).toBe(403)
       expect((await direct.json()) as { code: string }).toMatchObject({ code: 'TEND_ERR_FOREIGN_ORIGIN' })
       expect((await daemon.client.get(id)).state).toBe('running')
+      // The refusals show in the foreign page's console: they are the attack failing, nothing else.
+      const refusals = pageErrors.splice(0)
+      expect(refusals.every((message) => message.includes('status of 403')), refusals.join('\n')).toBe(true)
     } finally {
       await foreign.close()
       await daemon.client.kill(id, { signal: 'KILL' })
