@@ -1,7 +1,7 @@
 // Wiring: finds the page's elements, starts each part, and routes #/tasks/<id> to the task view
 // (a hash route, so that a task's view can be linked and the back button closes it).
 
-import { onSessionEnded } from './api.js'
+import { isSessionEnded, onSessionEnded } from './api.js'
 import { setupConfirm } from './confirm.js'
 import { setupMessages, showError, showSessionEnded } from './messages.js'
 import { createTaskTable } from './task-table.js'
@@ -33,6 +33,8 @@ function route() {
 function main() {
   const connection = $('#connection')
   const setConnection = (text) => {
+    // Once the session is over, a late "reconnecting" from a loop winding down must not hide it.
+    if (isSessionEnded() && text !== 'session ended') return
     connection.textContent = text
     connection.dataset.state = text.replace(' ', '-')
   }

@@ -41,11 +41,15 @@ function pad(n) {
   return String(n).padStart(2, '0')
 }
 
+// One formatter for the page: making one per call (toLocaleString) is slow enough to show with
+// thousands of rows.
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, { dateStyle: 'short', timeStyle: 'medium' })
+
 export function formatTime(iso) {
   if (!iso) return '—'
   const date = new Date(iso)
   if (Number.isNaN(date.getTime())) return iso
-  return date.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' })
+  return TIME_FORMAT.format(date)
 }
 
 const ACTIVE = new Set(['queued', 'running'])
@@ -75,11 +79,14 @@ export function visible(text) {
   })
 }
 
-/** The table's command text: the shell line for shell tasks, else the argv joined with spaces. */
+/**
+ * The table's command text: the shell line for shell tasks, else the argv joined with spaces. A
+ * line break shows as ␤: in a one-line cell it would pass for a space, hiding a second command.
+ */
 export function commandLine(task) {
   const command = Array.isArray(task.command) ? task.command : []
-  if (task.shell && command.length === 3) return visible(command[2])
-  return visible(command.join(' '))
+  const text = task.shell && command.length === 3 ? command[2] : command.join(' ')
+  return visible(text).replace(/\n/g, '\u2424')
 }
 
 const SAFE_WORD = /^[A-Za-z0-9_@%+=:,./-]+$/
@@ -97,9 +104,8 @@ export function stoppedText(task) {
   const parts = []
   if (task.stoppedBy) parts.push(task.stoppedBy)
   if (task.reason) parts.push(visible(task.reason))
-  if (parts.length === 0 || task.state === 'killed' || task.state === 'timed_out') {
-    if (task.signal) parts.push(task.signal)
-    else if (task.exitCode !== null && task.exitCode !== undefined) parts.push(`exit ${task.exitCode}`)
-  }
+  // The reason often names the signal already ("killed by request (SIGINT)").
+  if (task.signal && !(task.reason ?? '').includes(task.signal)) parts.push(task.signal)
+  else if (!task.signal && task.exitCode !== null && task.exitCode !== undefined && (parts.length === 0 || task.state !== 'exited')) parts.push(`exit ${task.exitCode}`)
   return parts.join(' · ')
 }

@@ -19,18 +19,19 @@ export function setupHeader(found) {
   elements = found
   chart = createSpoolChart(elements.spoolChart)
   elements.gcButton.addEventListener('click', () => void collectGarbage())
-  let scheduled = false
+  let frame = 0
   store.subscribe(() => {
-    if (scheduled) return
-    scheduled = true
-    queueMicrotask(() => {
-      scheduled = false
+    frame ||= requestAnimationFrame(() => {
+      frame = 0
       showConcurrency()
     })
   })
   void pollStatus()
   const timer = setInterval(pollStatus, STATUS_MS)
-  onSessionEnded(() => clearInterval(timer))
+  onSessionEnded(() => {
+    clearInterval(timer)
+    elements.gcButton.disabled = true
+  })
 }
 
 async function pollStatus() {
@@ -96,15 +97,20 @@ async function collectGarbage() {
     okLabel: 'Remove finished tasks',
   })
   if (!ok) return
+  const label = elements.gcButton.textContent
   elements.gcButton.disabled = true
+  // Deleting a large spool takes a while: the button says it is at work.
+  elements.gcButton.textContent = 'Removing…'
   try {
-    const result = await api('/v1/gc', { method: 'POST', body: {} })
+    // Explicitly 0: without an age the daemon keeps what ended in the last day, not what was confirmed.
+    const result = await api('/v1/gc', { method: 'POST', body: { olderThanMs: 0 } })
     forgetTasks(result.removed)
     showNote(`Removed ${result.removed.length} task${result.removed.length === 1 ? '' : 's'}, freed ${formatBytes(result.freedBytes)}.`)
     void pollStatus()
   } catch (error) {
     showError(error, 'Remove finished tasks')
   } finally {
+    elements.gcButton.textContent = label
     elements.gcButton.disabled = false
   }
 }

@@ -17,6 +17,11 @@ let retryTimer = null
 let sizeTimer = null
 let report = () => {}
 let reportError = () => {}
+let listed
+/** Resolves once the first full list is in the store. */
+export const firstList = new Promise((resolve) => {
+  listed = resolve
+})
 
 /**
  * onConnection(text) gets `live`, `reconnecting` or `session ended`; onError(error) gets failures
@@ -49,14 +54,19 @@ function open() {
   source = events
   pending = []
   report('reconnecting')
+  let heard = false
   events.addEventListener('open', () => {
     if (events !== source) return
+    // A reconnect is replayed what it missed only from the last event it got (Last-Event-ID):
+    // a stream that got none yet reconnects from "now", so the list is asked for again.
+    if (!pending && !heard) pending = []
     if (pending) void loadList(events)
     else report('live')
   })
   for (const type of EVENT_TYPES) {
     events.addEventListener(type, (message) => {
       if (events !== source) return
+      heard = true
       let event
       try {
         event = JSON.parse(message.data)
@@ -85,6 +95,7 @@ async function loadList(events) {
     pending = null
     for (const event of missed) apply(event)
     retryMs = 1000
+    listed()
     report('live')
   } catch (error) {
     if (error instanceof SessionEndedError) return

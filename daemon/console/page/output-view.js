@@ -1,14 +1,12 @@
-// A task's output: the last lines, then followed with long-polls. Outputs can be gigabytes, so
-// the page holds one contiguous window of at most WINDOW_BYTES: old chunks leave from the top as
-// new ones arrive, "Earlier" pages backwards (dropping from the bottom), and a reader that falls
-// too far behind skips ahead to the end instead of streaming everything in between.
+// A task's output: the last lines, then followed with long-polls. Outputs can be gigabytes: the
+// page shows a bounded window of it (output-window.js), "Earlier" pages backwards, and a reader
+// that falls too far behind skips ahead to the end instead of streaming everything in between.
 
-import { AnsiUp } from '/console/vendor/ansi_up.js'
 import { api, isAbort, sleep, taskPath, SessionEndedError } from './api.js'
 import { markNew, resetSearch, updateCount } from './output-search.js'
 import { formatBytes } from './format.js'
+import { OutputWindow, WINDOW_BYTES } from './output-window.js'
 
-const WINDOW_BYTES = 512 * 1024
 const READ_BYTES = 256 * 1024
 const TAIL_LINES = 200
 const WAIT_MS = 25_000
@@ -34,18 +32,9 @@ export function setupOutputView(elements) {
   el.earlier.addEventListener('click', () => void loadEarlier())
 }
 
-function newAnsi() {
-  const ansi = new AnsiUp()
-  ansi.use_classes = false
-  // Output is untrusted: no clickable links (OSC 8) from it.
-  ansi.url_allowlist = {}
-  return ansi
-}
-
 export function openOutput(id) {
   closeOutput()
-  view = { id, controller: new AbortController(), poll: null, ansi: newAnsi(), chunks: [], first: 0, next: 0, outputBytes: 0, done: false, note: '', state: null }
-  el.output.replaceChildren()
+  view = { id, controller: new AbortController(), poll: null, shown: new OutputWindow(el.output), outputBytes: 0, done: false, note: '', state: null }
   el.follow.checked = true
   el.download.href = taskPath(id, '/output.log')
   el.download.setAttribute('download', `tend-${id}-output.log`)
@@ -108,14 +97,17 @@ async function follow(v) {
   try {
     while (v === view && !v.done && !poll.signal.aborted) {
       try {
-        const result = await read(v, { from: String(v.next), waitMs: String(WAIT_MS) }, poll.signal)
+        const result = await read(v, { from: String(v.shown.next), waitMs: String(WAIT_MS) }, poll.signal)
         if (result.outputBytes - result.next > WINDOW_BYTES) {
           await skipAhead(v, result, poll.signal)
         } else {
           append(v, result)
           if (!result.truncated && !v.done) await sleep(SETTLE_MS, poll.signal)
         }
-        v.note = ''
+        if (v.note) {
+          v.note = ''
+          showStatus()
+        }
       } catch (error) {
         if (isAbort(error) || error instanceof SessionEndedError || error.status === 404 || error.status === 410) throw error
         // The daemon may be restarting or busy: keep trying while the view is open.
@@ -138,38 +130,18 @@ async function follow(v) {
 async function skipAhead(v, behind, signal) {
   const from = Math.max(behind.next, behind.outputBytes - READ_BYTES)
   const result = await read(v, { from: String(from) }, signal)
-  for (const chunk of v.chunks) chunk.element.remove()
-  v.chunks = []
-  v.ansi = newAnsi()
+  v.shown.clear(from)
   append(v, result)
   v.skipped = `skipped ${formatBytes(from - behind.from)} to keep up`
-}
-
-function render(ansi, data) {
-  const element = document.createElement('span')
-  element.className = 'chunk'
-  // AnsiUp escapes the text it is given: its HTML is the only HTML made from task data.
-  element.innerHTML = ansi.ansi_to_html(data.replace(/\r+\n/g, '\n').replace(/\r+$/, ''))
-  return element
 }
 
 function append(v, result) {
   if (v !== view) return
   v.done = result.done
-  if (result.next > result.from) {
-    const element = render(v.ansi, result.data)
-    el.output.append(element)
-    if (v.chunks.length === 0) v.first = result.from
-    v.chunks.push({ from: result.from, next: result.next, element })
-    v.next = result.next
-    while (v.next - v.first > WINDOW_BYTES && v.chunks.length > 1) {
-      v.chunks.shift().element.remove()
-      v.first = v.chunks[0].from
-    }
+  const element = v.shown.append(result)
+  if (element) {
     markNew(element)
     updateCount()
-  } else if (v.chunks.length === 0) {
-    v.first = v.next = result.next
   }
   if (el.follow.checked) scrollToEnd()
   showRange()
@@ -177,30 +149,24 @@ function append(v, result) {
 
 async function loadEarlier() {
   const v = view
-  if (!v || v.first === 0 || v.loadingEarlier) return
+  if (!v || v.shown.first === 0 || v.loadingEarlier) return
   // Reading back while new lines pull the page down would be impossible: following pauses.
   el.follow.checked = false
   v.poll?.abort()
   v.loadingEarlier = true
   showRange()
   try {
-    const from = Math.max(0, v.first - READ_BYTES)
-    const result = await read(v, { from: String(from), maxBytes: String(v.first - from) })
-    if (v !== view || result.next <= result.from) return
-    const element = render(newAnsi(), result.data)
-    const height = el.output.scrollHeight
-    el.output.prepend(element)
-    v.chunks.unshift({ from: result.from, next: result.next, element })
-    v.first = result.from
-    while (v.next - v.first > WINDOW_BYTES && v.chunks.length > 1) {
-      v.chunks.pop().element.remove()
-      v.next = v.chunks[v.chunks.length - 1].next
-      v.done = false
+    const first = v.shown.first
+    const from = Math.max(0, first - READ_BYTES)
+    const result = await read(v, { from: String(from), maxBytes: String(first - from) })
+    if (v !== view) return
+    const { element, cut } = v.shown.prepend(result)
+    // Its end is no longer shown: following again reads it anew.
+    if (cut) v.done = false
+    if (element) {
+      markNew(element)
+      updateCount()
     }
-    // The lines being read stay where they were on screen.
-    el.output.scrollTop += el.output.scrollHeight - height
-    markNew(element)
-    updateCount()
   } catch (error) {
     fail(v, error)
   } finally {
@@ -222,9 +188,10 @@ function scrollToEnd() {
 
 function showRange() {
   if (!view) return
-  el.range.textContent = `bytes ${view.first}–${view.next} of ${view.outputBytes}`
-  el.range.title = `${formatBytes(view.next - view.first)} shown of ${formatBytes(view.outputBytes)}`
-  el.earlier.disabled = view.first === 0 || Boolean(view.loadingEarlier)
+  const { first, next } = view.shown
+  el.range.textContent = `bytes ${first}–${next} of ${view.outputBytes}`
+  el.range.title = `${formatBytes(next - first)} shown of ${formatBytes(view.outputBytes)}`
+  el.earlier.disabled = first === 0 || Boolean(view.loadingEarlier)
 }
 
 function showStatus() {
@@ -237,4 +204,5 @@ function showStatus() {
   else if (el.follow.checked) text = 'loading'
   else text = 'paused'
   el.status.textContent = text
+  el.output.dataset.placeholder = v.done ? 'no output' : v.note ? '' : 'no output yet'
 }

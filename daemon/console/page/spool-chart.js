@@ -21,8 +21,10 @@ export function createSpoolChart(element) {
       select: { show: false },
       axes: [{ show: false }, { show: false }],
       // From zero, so that a small change does not look like a spike.
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(max * 1.15, 1024)] } },
-      series: [{}, { stroke, fill, width: 1.5, points: { show: false } }],
+      // One sample has no time span: it is drawn at the right edge, where the next ones follow.
+      scales: { x: { time: true, range: (u, min, max) => (u.data[0].length < 2 ? [min - 60, min] : [min, max]) }, y: { range: (_u, _min, max) => [0, Math.max(max * 1.15, 1024)] } },
+      // A single sample draws no line: it shows as a dot until the second one.
+      series: [{}, { stroke, fill, width: 1.5, points: { show: (u) => u.data[0].length < 2, size: 5 } }],
     },
     [times, used],
     element,

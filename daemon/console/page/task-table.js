@@ -1,8 +1,10 @@
 // The live task table. With thousands of tasks and bursts of events, the table is never rebuilt:
 // each task has one row kept in a Map, changes are collected and applied once per animation
 // frame, a cell is written only when its text changed, and filters only toggle row.hidden.
+// Where rows go is row-groups.js's concern.
 
 import * as store from './task-store.js'
+import { createRowGroups } from './row-groups.js'
 import { commandLine, formatBytes, formatTime, isActive, stoppedText, taskAge, visible } from './format.js'
 
 const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'output', 'sandbox', 'stopped']
@@ -10,7 +12,7 @@ const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'output', 'sandbox', 
 const entries = new Map()
 const dirty = new Set()
 const active = new Set()
-let tbody
+let groups
 let countElement
 let emptyElement
 let matches = () => true
@@ -18,10 +20,10 @@ let selectedId = null
 let frame = 0
 
 export function createTaskTable({ table, count, empty, onOpen }) {
-  tbody = table.tBodies[0]
+  groups = createRowGroups(table, (tr) => entries.get(tr.dataset.taskId)?.created ?? 0)
   countElement = count
   emptyElement = empty
-  tbody.addEventListener('click', (event) => {
+  table.addEventListener('click', (event) => {
     // The id cell's link navigates by itself; anywhere else on the row does the same.
     if (event.target.closest('a')) return
     const row = event.target.closest('tr[data-task-id]')
@@ -38,6 +40,7 @@ export function createTaskTable({ table, count, empty, onOpen }) {
 export function setFilter(predicate) {
   matches = predicate
   for (const entry of entries.values()) showIf(entry)
+  groups.resize(true)
   updateCount()
 }
 
@@ -55,7 +58,7 @@ function flush() {
     const entry = entries.get(id)
     if (!task) {
       if (entry) {
-        entry.tr.remove()
+        groups.remove(entry.tr)
         entries.delete(id)
         active.delete(id)
       }
@@ -67,16 +70,19 @@ function flush() {
   }
   dirty.clear()
   if (added.length) insert(added)
+  groups.resize()
   updateCount()
 }
 
 function create(task) {
   const tr = document.createElement('tr')
   tr.dataset.taskId = task.id
+  tr.setAttribute('role', 'row')
   const cells = {}
   for (const column of COLUMNS) {
     const td = document.createElement('td')
     td.dataset.col = column
+    td.setAttribute('role', 'cell')
     tr.append(td)
     cells[column] = td
   }
@@ -123,8 +129,11 @@ function update(entry, task) {
   if (isActive(task)) active.add(task.id)
   else active.delete(task.id)
   set(entry, 'age', taskAge(task, Date.now()))
-  const ageTitle = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}`
-  if (values.ageTitle !== ageTitle) cells.age.title = values.ageTitle = ageTitle
+  const times = `${task.startedAt}/${task.endedAt}`
+  if (values.times !== times) {
+    values.times = times
+    cells.age.title = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}`
+  }
   set(entry, 'output', formatBytes(task.outputBytes))
   const outputTitle = `${task.outputBytes} bytes (cap ${formatBytes(task.maxOutputBytes)})`
   if (values.outputTitle !== outputTitle) cells.output.title = values.outputTitle = outputTitle
@@ -146,32 +155,19 @@ function showIf(entry) {
   if (shown !== entry.shown) {
     entry.shown = shown
     entry.tr.hidden = !shown
+    groups.touch(entry.tr)
   }
 }
 
-const newer = (a, b) => a.created - b.created
-
-// Newest first. New tasks almost always go on top; the rare older one (a reload after a gap)
-// finds its place by a scan.
+// Newest first. Arrival order is creation order, which breaks ties between tasks created in the
+// same millisecond.
 function insert(added) {
-  if (!tbody.firstChild) {
-    // Arrival order is creation order, which breaks ties between tasks created in the same ms.
-    const sorted = added.reverse().sort((a, b) => newer(b, a))
-    const fragment = document.createDocumentFragment()
-    for (const entry of sorted) fragment.append(entry.tr)
-    tbody.append(fragment)
+  if (groups.isEmpty()) {
+    const sorted = added.reverse().sort((a, b) => b.created - a.created)
+    groups.fill(sorted.map((entry) => entry.tr))
     return
   }
-  for (const entry of added.sort(newer)) {
-    const first = entries.get(tbody.firstChild.dataset.taskId)
-    if (!first || newer(entry, first) >= 0) {
-      tbody.prepend(entry.tr)
-      continue
-    }
-    let row = tbody.firstChild
-    while (row && newer(entry, entries.get(row.dataset.taskId)) < 0) row = row.nextSibling
-    tbody.insertBefore(entry.tr, row)
-  }
+  for (const entry of added.sort((a, b) => a.created - b.created)) groups.insert(entry.tr, entry.created)
 }
 
 function updateCount() {

@@ -1,6 +1,7 @@
 // The open task: its record, kept live from the store, its output, and the kill and remove actions.
 
-import { api, taskPath, SessionEndedError } from './api.js'
+import { api, taskPath } from './api.js'
+import { firstList } from './live-sync.js'
 import * as store from './task-store.js'
 import { formatBytes, formatDuration, formatTime, isActive, quotedCommand, visible } from './format.js'
 import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from './output-view.js'
@@ -75,22 +76,18 @@ export async function openTask(id) {
   el.view.hidden = false
   document.body.classList.add('task-open')
   select(id)
-  openOutput(id)
-  const known = store.get(id)
-  if (known) show(known)
-  else {
-    // Opened from a link before the list arrived, or for a task the list does not have.
-    clearFields()
-    try {
-      const task = await api(taskPath(id))
-      // The store answers with the newer of the two, and its listener shows it.
-      if (currentId === id && !store.upsert(task)) show(store.get(id) ?? task)
-    } catch (error) {
-      if (currentId !== id || error instanceof SessionEndedError) return
-      showError(error, `Task ${id}`)
-      location.hash = '#/'
-    }
+  clearFields()
+  // A link opened with the page waits for the list; the store then knows every task there is.
+  await firstList
+  if (currentId !== id) return
+  const task = store.get(id)
+  if (!task) {
+    showError(`There is no task ${id}: it was removed, or never existed.`)
+    location.hash = '#/'
+    return
   }
+  show(task)
+  openOutput(id)
 }
 
 export function closeTask() {
