@@ -210,4 +210,46 @@ describe('events', () => {
     ])
     for (const message of messages) expect(message.data.seq).toBe(message.id)
   })
+
+  test('a browser reconnecting with Last-Event-ID resumes there, though the URL it reuses says since=', async () => {
+    // EventSource reconnects to the URL it was opened with and adds the last id it saw.
+    const task = await daemon.client.start({ command: ['echo', 'reconnect'] })
+    await daemon.client.wait(task.id)
+    const all = await collectEvents(daemon.client, { since: 0 }, `task.exited of ${task.id}`, exitedFor([task.id]))
+    const queued = all.find((event) => event.taskId === task.id && event.type === 'task.queued')!
+    const text = await rawStream(`/v1/events?since=0`, { 'last-event-id': String(queued.seq) }, (sofar) => sofar.includes(`id: ${queued.seq + 2}\n`))
+    const ids = [...text.matchAll(/^id: (\d+)\nevent: /gm)].map((match) => Number(match[1]))
+    expect(ids[0]).toBe(queued.seq + 1)
+  })
+
+  test('a stream says where it starts (id:) before any event, so a browser that reconnects before one came misses nothing', async () => {
+    const { events } = await daemon.client.status()
+    const text = await rawStream('/v1/events', {}, (sofar) => sofar.includes('\n\n', sofar.indexOf('\n\n') + 2))
+    // A block with an id and no data sets the browser's last event id without an event.
+    expect(text).toMatch(new RegExp(`^: tend events from ${events.lastSeq}\n\nid: ${events.lastSeq}\n\n`))
+  })
 })
+
+/** The raw event stream's text until `enough(text)`; fails naming what it got after 10 s. */
+async function rawStream(path: string, headers: Record<string, string>, enough: (text: string) => boolean): Promise<string> {
+  let text = ''
+  let req: ClientRequest | undefined
+  try {
+    await new Promise<void>((resolve, reject) => {
+      req = request({ socketPath: join(daemon.home, 'tend.sock'), path, method: 'GET', agent: false, headers: { accept: 'text/event-stream', ...headers } }, (res) => {
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => {
+          text += chunk
+          if (enough(text)) resolve()
+        })
+        res.on('end', () => reject(new Error(`stream ended early: ${text}`)))
+      })
+      req.on('error', reject)
+      req.end()
+      setTimeout(() => reject(new Error(`timed out reading ${path}; got ${JSON.stringify(text)}`)), 10_000).unref()
+    })
+  } finally {
+    req?.destroy()
+  }
+  return text
+}

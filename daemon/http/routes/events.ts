@@ -25,7 +25,9 @@ export function registerEventsRoute(app: TendApp, context: DaemonContext): void 
       const query = request.query as EventsQuery
       const headers = request.headers as EventsHeaders
       const owner = requestOwner(request)
-      const since = query.since ?? headers['last-event-id'] ?? context.events.lastSeq
+      // The header first: a browser's EventSource reconnects to the URL it was opened with (its
+      // since=) and sends the last id it saw, which is the newer of the two.
+      const since = headers['last-event-id'] ?? query.since ?? context.events.lastSeq
       // On the refusal too: a subscriber learns which daemon's numbering it is behind on.
       reply.header('x-tend-daemon-id', context.events.daemonId)
       context.events.assertCovers(since)
@@ -51,7 +53,9 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, context: Daemon
   let blocked = false
   let finished = false
   raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-tend-daemon-id': log.daemonId })
-  blocked = !raw.write(`: tend events from ${since}\n\n`)
+  // An id without data sets a browser's last event id without an event: one that reconnects
+  // before any event came resumes from here, not from whatever is the daemon's newest then.
+  blocked = !raw.write(`: tend events from ${since}\n\nid: ${since}\n\n`)
 
   const pump = () => {
     if (finished) return
