@@ -7,7 +7,10 @@ import { markNew, resetSearch, updateCount } from './output-search.js'
 import { formatBytes } from './format.js'
 import { OutputWindow, WINDOW_BYTES } from './output-window.js'
 
-const READ_BYTES = 256 * 1024
+// 64 KiB per read: the daemon's answer (the text as a JSON string) then stays under V8's
+// large-object size and dies young; 256 KiB answers piled up in its old generation until a full
+// GC (+15 MiB of daemon memory while following a flooding task).
+const READ_BYTES = 64 * 1024
 const TAIL_LINES = 200
 const WAIT_MS = 25_000
 /** A pause after each answer lets a chatty task's lines arrive together rather than one request each. */
