@@ -133,6 +133,7 @@ describe('the console on loopback', () => {
     expect((await send(target, 'GET', '/v1/status', { cookie: session })).status).toBe(200)
     // A change made with the cookie must say where it comes from: a form of another site would not.
     const started = await daemon.client.start({ command: ['sleep', '1000'] })
+    await waitFor('the task to run', async () => (await daemon.client.get(started.id)).state === 'running')
     const bare = await send(target, 'POST', `/v1/tasks/${started.id}/kill`, { cookie: session }, '{}')
     expect(bare.status).toBe(403)
     expect(codeOf(bare)).toBe('TEND_ERR_FOREIGN_ORIGIN')

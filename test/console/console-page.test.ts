@@ -6,6 +6,7 @@ import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
 import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 /*
  * The operator console in real headless Chromium: the page opened with its token, tasks started
@@ -165,6 +166,7 @@ describe('the console page', () => {
 
   test("another site's page cannot drive the console, though the browser holds its session", async () => {
     const id = await cliRun('--', 'sleep', '1000')
+    await waitFor('the task to run', async () => (await daemon.client.get(id)).state === 'running')
     await openPage()
     // A page of another origin on this machine (same site as far as cookies go: another port).
     const foreign = await foreignSite(info.origin!, id)
