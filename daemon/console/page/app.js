@@ -1,16 +1,16 @@
 // Wiring: finds the page's elements, starts each part, and routes #/tasks/<id> to the task view
 // (a hash route, so that a task's view can be linked and the back button closes it).
 
-import { isSessionEnded, onSessionEnded } from './api.js'
-import { setupConfirm } from './confirm.js'
-import { setupMessages, showError, showSessionEnded } from './messages.js'
-import { createTaskTable } from './task-table.js'
-import { createFilters } from './filters.js'
-import { setupHeader } from './header.js'
-import { startLiveSync } from './live-sync.js'
-import { setupOutputView } from './output-view.js'
-import { setupOutputSearch } from './output-search.js'
-import { closeTask, openTask, setupTaskView } from './task-view.js'
+import { isSessionEnded, onSessionEnded } from './shared/api.js'
+import { setupConfirm } from './shared/confirm.js'
+import { setupMessages, showError, showSessionEnded } from './shared/messages.js'
+import { createTaskTable } from './tasks/task-table.js'
+import { createFilters } from './tasks/filters.js'
+import { setupHeader } from './header/header.js'
+import { startLiveSync } from './tasks/live-sync.js'
+import { setupOutputView } from './output/output-view.js'
+import { setupOutputSearch } from './output/output-search.js'
+import { closeTask, openTask, setupTaskView } from './tasks/task-view.js'
 
 const $ = (selector) => {
   const found = document.querySelector(selector)

@@ -2,7 +2,7 @@
 // from the tasks as they appear, so the owner list needs no request of its own.
 
 import * as store from './task-store.js'
-import { isActive, visible } from './format.js'
+import { isActive, visible } from '../shared/format.js'
 import { setFilter } from './task-table.js'
 
 const owners = new Set()

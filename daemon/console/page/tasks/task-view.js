@@ -1,12 +1,12 @@
 // The open task: its record, kept live from the store, its output, and the kill and remove actions.
 
-import { api, taskPath } from './api.js'
+import { api, taskPath } from '../shared/api.js'
 import { firstList } from './live-sync.js'
 import * as store from './task-store.js'
-import { formatBytes, formatDuration, formatTime, isActive, quotedCommand, visible } from './format.js'
-import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from './output-view.js'
-import { confirmAction } from './confirm.js'
-import { showError, showNote } from './messages.js'
+import { formatBytes, formatDuration, formatTime, isActive, quotedCommand, visible } from '../shared/format.js'
+import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from '../output/output-view.js'
+import { confirmAction } from '../shared/confirm.js'
+import { showError, showNote } from '../shared/messages.js'
 import { select } from './task-table.js'
 
 const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/

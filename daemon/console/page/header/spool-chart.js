@@ -2,7 +2,7 @@
 // gives the value, the line its trend, the title the range it covers.
 
 import uPlot from '/console/vendor/uPlot.esm.js'
-import { formatBytes } from './format.js'
+import { formatBytes } from '../shared/format.js'
 
 const MAX_POINTS = 120
 

@@ -2,9 +2,9 @@
 // page shows a bounded window of it (output-window.js), "Earlier" pages backwards, and a reader
 // that falls too far behind skips ahead to the end instead of streaming everything in between.
 
-import { api, isAbort, sleep, taskPath, SessionEndedError } from './api.js'
+import { api, isAbort, sleep, taskPath, SessionEndedError } from '../shared/api.js'
 import { markNew, resetSearch, updateCount } from './output-search.js'
-import { formatBytes } from './format.js'
+import { formatBytes } from '../shared/format.js'
 import { OutputWindow, WINDOW_BYTES } from './output-window.js'
 
 // 64 KiB per read: the daemon's answer (the text as a JSON string) then stays under V8's

@@ -1,13 +1,13 @@
 // The header: what the daemon is and can do (from /v1/status every 5 s), how busy it is (from the
 // task store, live), and the gc button.
 
-import { api, onSessionEnded, SessionEndedError } from './api.js'
-import * as store from './task-store.js'
-import { formatBytes, formatPercent, formatTime, isActive } from './format.js'
+import { api, onSessionEnded, SessionEndedError } from '../shared/api.js'
+import * as store from '../tasks/task-store.js'
+import { formatBytes, formatPercent, formatTime, isActive } from '../shared/format.js'
 import { createSpoolChart } from './spool-chart.js'
-import { confirmAction } from './confirm.js'
-import { showError, showNote } from './messages.js'
-import { forgetTasks } from './live-sync.js'
+import { confirmAction } from '../shared/confirm.js'
+import { showError, showNote } from '../shared/messages.js'
+import { forgetTasks } from '../tasks/live-sync.js'
 
 const STATUS_MS = 5000
 

@@ -1,7 +1,7 @@
 // Keeps the task store in step with the daemon: one full list, then the event stream, plus a poll
 // of the active tasks for their output sizes (events do not carry output growth).
 
-import { api, isSessionEnded, listTasks, onSessionEnded, SessionEndedError } from './api.js'
+import { api, isSessionEnded, listTasks, onSessionEnded, SessionEndedError } from '../shared/api.js'
 import * as store from './task-store.js'
 
 const EVENT_TYPES = ['task.queued', 'task.started', 'task.exited', 'task.killed', 'task.timed_out', 'task.failed', 'task.lost', 'task.removed']

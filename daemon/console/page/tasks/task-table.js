@@ -5,7 +5,7 @@
 
 import * as store from './task-store.js'
 import { createRowGroups } from './row-groups.js'
-import { commandLine, formatBytes, formatTime, isActive, stoppedText, taskAge, visible } from './format.js'
+import { commandLine, formatBytes, formatTime, isActive, stoppedText, taskAge, visible } from '../shared/format.js'
 
 const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'output', 'sandbox', 'stopped']
 
