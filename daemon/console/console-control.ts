@@ -84,10 +84,11 @@ export class ConsoleControl {
     if ((certificate === null || certificate === undefined) !== (key === null || key === undefined)) {
       throw new TendError('TEND_ERR_CONSOLE_TLS', { detail: `a certificate needs its key and a key its certificate (got ${certificate ? 'a certificate' : 'a key'} only)` })
     }
+    const port = request.port ?? config.consolePort
     return {
       host: request.host ?? config.consoleHost,
-      // Port 0 again would move a console that listens already to another free port.
-      port: request.port ?? (this.listener && config.consolePort === 0 ? this.listener.port : config.consolePort),
+      // Port 0 is any free port: the one a console listens on already is one.
+      port: port === 0 && this.listener ? this.listener.port : port,
       tls: certificate && key ? { cert: certificate, key } : null,
       insecure: request.insecure ?? config.consoleInsecure,
     }

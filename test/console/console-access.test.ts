@@ -84,7 +84,8 @@ describe('the console on loopback', () => {
   test('tend console prints a URL with a fresh token, binds 127.0.0.1 only, and keeps only a digest of each token, 0600', async () => {
     expect(info).toMatchObject({ listening: true, host: '127.0.0.1', tls: false, origin: `http://127.0.0.1:${info.port}` })
     expect(info.url).toBe(`${info.origin}/?token=${info.token}`)
-    const again = await openConsole(daemon.env)
+    // Port 0 is any free port: the one it listens on already.
+    const again = await openConsole(daemon.env, '--port', '0')
     expect(again.port, 'the same listener').toBe(info.port)
     expect(again.token).not.toBe(info.token)
     const file = join(daemon.home, 'console-tokens.json')

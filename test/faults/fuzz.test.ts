@@ -182,8 +182,9 @@ function generate(random: Random, operations: Operation[], index: number, contex
   if (query.length > 0) path += `?${query.join('&')}`
   if (fault()) path = random.pick([path.toUpperCase(), `${path}/extra`, path.replace('/v1/', '/v2/'), `${path}#frag`, path.replace('/v1', '/v1//'), '/', '/v1'])
 
-  // Every route takes the owner header; stopping the daemon must always be an owner's (refused) request.
-  const stopping = operation.path === '/v1/stop'
+  // Every route takes the owner header. Stopping the daemon and the console's control (it binds
+  // ports) must always be an owner's request, refused once the request is found valid.
+  const stopping = operation.path === '/v1/stop' || operation.path.startsWith('/v1/console')
   if (stopping || random.chance(0.4)) headers['x-tend-owner'] = fault() || (stopping && random.chance(0.3)) ? random.pick(BAD_OWNERS).replace(/[^\t\x20-\x7e]/g, '?') : random.pick(OWNERS)
   if (random.chance(0.05)) headers.accept = random.pick(['text/event-stream', '*/*', 'application/xml', ''])
 
