@@ -99,7 +99,13 @@ describe('the console page', () => {
   })
 
   test("a task's output is followed as it grows, in colour, with its byte range", async () => {
-    const id = await cliRun('-c', 'i=0; while [ $i -lt 400 ]; do printf "\\033[32mline %s\\033[0m\\n" $i; i=$((i+1)); sleep 0.05; done')
+    // A build log in colour: a cyan step, bold text, a green line N, a yellow warning every 5th.
+    const id = await cliRun(
+      '--name',
+      'build & test',
+      '-c',
+      'i=0; while [ $i -lt 400 ]; do printf "\\033[36m[step %s]\\033[0m \\033[1mcompiling\\033[0m module_%s.ts \\033[32mline %s ok\\033[0m\\n" $i $i $i; [ $((i % 5)) = 4 ] && printf "\\033[33mwarning:\\033[0m unused variable x%s\\n" $i; i=$((i+1)); sleep 0.05; done',
+    )
     await openPage()
     await page.click(row(id))
     await page.waitForSelector('#task-view:not([hidden])')
