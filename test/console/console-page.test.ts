@@ -153,6 +153,33 @@ describe('the console page', () => {
     expect(await daemon.client.get(id)).toMatchObject({ state: 'killed', stoppedBy: 'operator', signal: 'SIGTERM' })
   })
 
+  test('remove and gc from the page, each after its confirmation; a cancelled one changes nothing', async () => {
+    const finished = await cliRun('--', 'echo', 'to remove')
+    const others = await Promise.all([1, 2].map((n) => cliRun('--', 'echo', `to collect ${n}`)))
+    const running = await cliRun('--', 'sleep', '1000')
+    await openPage()
+    for (const id of [finished, ...others]) await page.waitForSelector(`${row(id)}[data-state="exited"]`, { timeout: 5000 })
+    await page.click(row(finished))
+    await page.waitForSelector('#task-view:not([hidden]) [data-field="state"]:has-text("exited")')
+    await page.click('#remove-button')
+    await page.waitForSelector('#confirm[open]')
+    await page.click('#confirm-cancel')
+    expect((await daemon.client.get(finished)).state).toBe('exited')
+    await page.click('#remove-button')
+    await page.waitForSelector('#confirm[open]')
+    await page.click('#confirm-ok')
+    await page.waitForSelector(row(finished), { state: 'detached', timeout: 5000 })
+    await expect(daemon.client.get(finished)).rejects.toMatchObject({ code: 'TEND_ERR_TASK_NOT_FOUND' })
+    await page.click('#gc-button')
+    await page.waitForSelector('#confirm[open]')
+    await page.click('#confirm-ok')
+    for (const id of others) await page.waitForSelector(row(id), { state: 'detached', timeout: 10_000 })
+    // gc removes finished tasks only.
+    expect(await page.isVisible(row(running))).toBe(true)
+    expect((await daemon.client.list({ all: true })).map((task) => task.id)).toEqual([running])
+    await daemon.client.kill(running, { signal: 'KILL' })
+  })
+
   test('the owner filter shows only that owner\'s tasks; the search finds by command', async () => {
     const alice = await cliRun('--owner', 'alice', '--', 'echo', 'from-alice')
     const bob = await cliRun('--owner', 'bob', '--', 'echo', 'from-bob')
