@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { TendClient, type ConsoleInfo } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
+import { openConsole } from '../helpers/console.js'
 import { createTempHome, daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -60,12 +61,6 @@ const codeOf = (answer: Answer) => (JSON.parse(answer.text) as { code: string })
 /** No answer carries a CORS grant: the console is for its own page only. */
 function expectNoCors(answer: Answer): void {
   expect(Object.keys(answer.headers).filter((name) => name.startsWith('access-control-'))).toEqual([])
-}
-
-async function openConsole(env: Record<string, string>, ...args: string[]): Promise<ConsoleInfo> {
-  const opened = await runCli(['console', '--json', '--no-open', ...args], env)
-  expect(opened.exitCode, opened.stderr).toBe(0)
-  return JSON.parse(opened.stdout) as ConsoleInfo
 }
 
 describe('the console on loopback', () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import type { Browser } from 'playwright-core'
 import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
-import { runCli } from '../helpers/cli.js'
+import { openConsole } from '../helpers/console.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -26,9 +26,7 @@ let info: ConsoleInfo
 
 beforeAll(async () => {
   daemon = await startTestDaemon({ env: { TEND_CONCURRENCY: '64', TEND_PER_OWNER_CONCURRENCY: '64' } })
-  const opened = await runCli(['console', '--json', '--no-open'], daemon.env)
-  expect(opened.exitCode, opened.stderr).toBe(0)
-  info = JSON.parse(opened.stdout) as ConsoleInfo
+  info = await openConsole(daemon.env)
   browser = await launchBrowser()
 })
 afterAll(async () => {

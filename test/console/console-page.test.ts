@@ -5,6 +5,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
 import { runCli } from '../helpers/cli.js'
+import { openConsole } from '../helpers/console.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -23,9 +24,7 @@ const pageErrors: string[] = []
 
 beforeAll(async () => {
   daemon = await startTestDaemon()
-  const opened = await runCli(['console', '--json', '--no-open'], daemon.env)
-  expect(opened.exitCode, opened.stderr).toBe(0)
-  info = JSON.parse(opened.stdout) as ConsoleInfo
+  info = await openConsole(daemon.env)
   browser = await launchBrowser()
 })
 afterAll(async () => {
