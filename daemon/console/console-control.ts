@@ -35,7 +35,7 @@ export class ConsoleControl {
       token,
       host: listener?.address.host ?? null,
       port: listener?.port ?? null,
-      tls: listener?.address.tls !== null && listener !== null,
+      tls: listener !== null && listener.address.tls !== null,
       tokens: this.tokens.count,
     }
   }
