@@ -41,12 +41,12 @@ const keepModuleUrls = {
 
 /**
  * Libraries the daemon loads only when used (execa for the fallback spawner, @fastify/swagger for
- * /v1/openapi.json, @fastify/static for the console's page) stay out of its bundle and load from node_modules then: inside it, every start
+ * /v1/openapi.json, @fastify/static for the console's page, bullmq for a cluster) stay out of its bundle and load from node_modules then: inside it, every start
  * would pay to compile ~300 KiB of them. Each must be reached through import() only, never a
  * static import: that would turn into a require, which fails for an ES module (execa) before
  * Node 20.19.
  */
-const LOADED_WHEN_USED = { daemon: ['execa', '@fastify/swagger', '@fastify/static'] }
+const LOADED_WHEN_USED = { daemon: ['execa', '@fastify/swagger', '@fastify/static', 'bullmq'], cli: ['bullmq'] }
 
 /** Options for one bundle; `write: false` answers the bundle and its metafile without writing. */
 export function bundleOptions(name, overrides = {}) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The composition root: `tend daemon` runs the daemon, `tend mcp` the MCP server; every other
+// The composition root: `tend daemon` runs the daemon (`tend worker` one on a cluster's queue), `tend mcp` the MCP server; every other
 // command is the client CLI. Each is one bundled file (bin/bundle.mjs), built at `npm run build`:
 // a start then reads and compiles one file instead of resolving hundreds of modules.
 // This file is CommonJS (bin/package.json): an ES module entry costs Node its ES module loader
@@ -22,6 +22,10 @@ const settle = (exitCode) => {
 if (command === 'daemon' && daemonFlagsOnly) {
   require('../dist/bundle/daemon.cjs')
     .runDaemonForeground(process.env, (line) => process.stderr.write(`${line}\n`))
+    .then(settle)
+} else if (command === 'worker' && !args.includes('--help') && !args.includes('-h')) {
+  require('../dist/bundle/daemon.cjs')
+    .runWorkerForeground(args.slice(args.indexOf('worker') + 1), process.env, (line) => process.stderr.write(`${line}\n`))
     .then(settle)
 } else if (command === 'mcp') {
   require('../dist/bundle/mcp.cjs').runMcp(args.slice(args.indexOf('mcp') + 1)).then(settle)

@@ -115,30 +115,10 @@ export class TendClient {
   }
 
   async start(options: StartOptions): Promise<Task> {
-    const shell = options.shell ?? typeof options.command === 'string'
-    const command = typeof options.command === 'string' ? [options.command] : options.command
-    const body = {
-      command,
-      shell: shell || undefined,
-      name: options.name,
-      owner: options.owner,
-      cwd: resolveCwd(options.cwd),
-      env: options.env,
-      timeoutMs: options.timeoutMs,
-      maxOutputBytes: options.maxOutputBytes,
-      sandbox: options.sandbox,
-      network: options.network,
-      writablePaths: options.writablePaths?.map((path) => resolve(path)),
-      memoryBytes: options.memoryBytes,
-      pidsMax: options.pidsMax,
-      lifetime: options.lifetime,
-      stdin: options.stdin,
-      tty: options.tty,
-    }
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
     const idempotencyKey = options.idempotencyKey ?? newSubmissionKey()
-    return this.call<Task>('POST', '/v1/tasks', { body: dropUndefined(body), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
+    return this.call<Task>('POST', '/v1/tasks', { body: startRequestBody(options), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
   }
 
   get(id: string): Promise<Task> {
@@ -368,6 +348,30 @@ function processAlive(pid: number): boolean {
     // Gone between the two checks, or no /proc to ask (then kill(0) is all there is).
     return !existsSync(`/proc/${process.pid}/stat`)
   }
+}
+
+/** The body of POST /v1/tasks for these options (paths made absolute here, where they were given). */
+export function startRequestBody(options: StartOptions): Record<string, unknown> {
+  const shell = options.shell ?? typeof options.command === 'string'
+  const command = typeof options.command === 'string' ? [options.command] : options.command
+  return dropUndefined({
+    command,
+    shell: shell || undefined,
+    name: options.name,
+    owner: options.owner,
+    cwd: resolveCwd(options.cwd),
+    env: options.env,
+    timeoutMs: options.timeoutMs,
+    maxOutputBytes: options.maxOutputBytes,
+    sandbox: options.sandbox,
+    network: options.network,
+    writablePaths: options.writablePaths?.map((path) => resolve(path)),
+    memoryBytes: options.memoryBytes,
+    pidsMax: options.pidsMax,
+    lifetime: options.lifetime,
+    stdin: options.stdin,
+    tty: options.tty,
+  })
 }
 
 function resolveCwd(cwd: string | undefined): string {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, parseDuration, parseSize, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { homeLayout, parseDuration, parseLabels, parseSize, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 const GiB = 1024 ** 3
 
@@ -58,6 +58,16 @@ export const DaemonSettingsSchema = Type.Object(
     consoleTlsKey: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
     /** Serve an address other than loopback without TLS. Default false. */
     consoleInsecure: Type.Boolean({ default: false }),
+    /** Redis URL of a cluster's shared queue (docs/cluster.md): the daemon then also runs tasks from it. Default null (no cluster). */
+    clusterRedis: Type.Union([Type.Null(), Type.String({ pattern: '^rediss?://' })], { default: null }),
+    /** The cluster's queue name. Default tend. */
+    clusterQueue: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', default: 'tend' }),
+    /** Cluster tasks this worker runs at once (its local tasks count apart). Default 4. */
+    clusterConcurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
+    /** This worker's labels: a task that requires labels runs only on a worker that has them all. Default none. */
+    clusterLabels: Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), { default: {} }),
+    /** How other machines know this worker. Default: the host name and the home folder's name. */
+    clusterName: Type.Union([Type.Null(), Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,128}$' })], { default: null }),
     /** pino log level. Default info. */
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   },
@@ -91,6 +101,11 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_CONSOLE_TLS_CERT: { key: 'consoleTlsCert', parse: String },
   TEND_CONSOLE_TLS_KEY: { key: 'consoleTlsKey', parse: String },
   TEND_CONSOLE_INSECURE: { key: 'consoleInsecure', parse: parseSwitch },
+  TEND_CLUSTER_REDIS: { key: 'clusterRedis', parse: String },
+  TEND_CLUSTER_QUEUE: { key: 'clusterQueue', parse: String },
+  TEND_CLUSTER_CONCURRENCY: { key: 'clusterConcurrency', parse: Number },
+  TEND_CLUSTER_LABELS: { key: 'clusterLabels', parse: parseLabels },
+  TEND_CLUSTER_NAME: { key: 'clusterName', parse: String },
 }
 
 /** 1/true/yes or 0/false/no, as an environment variable writes a switch. */

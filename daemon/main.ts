@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import { setFlagsFromString } from 'node:v8'
+import { parseArgs } from 'node:util'
 import { isTendError } from '../protocol/index.js'
 import { loadDaemonConfig } from './config.js'
 import { startDaemon } from './run-daemon.js'
@@ -36,6 +37,38 @@ export async function runDaemonForeground(env: Record<string, string | undefined
   process.off('SIGINT', onSignal)
   strayErrors.stop()
   return 0
+}
+
+/**
+ * `tend worker --redis URL [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME]`: the
+ * daemon in the foreground, also taking tasks from a cluster's shared queue (docs/cluster.md).
+ * The flags are the cluster settings (TEND_CLUSTER_*), which they override.
+ */
+export async function runWorkerForeground(args: string[], env: Record<string, string | undefined>, print: (line: string) => void): Promise<number> {
+  let values
+  try {
+    ;({ values } = parseArgs({
+      args,
+      options: { redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, labels: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
+      strict: true,
+    }))
+  } catch (error) {
+    print(`tend worker: ${(error as Error).message} (tend worker --redis URL [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME])`)
+    return 2
+  }
+  const redis = values.redis ?? env.TEND_CLUSTER_REDIS
+  if (!redis) {
+    print('tend worker: --redis URL is needed (or TEND_CLUSTER_REDIS): the Redis of the cluster\'s queue, e.g. redis://127.0.0.1:6379')
+    return 2
+  }
+  const cluster: Record<string, string | undefined> = {
+    TEND_CLUSTER_REDIS: redis,
+    TEND_CLUSTER_QUEUE: values.queue,
+    TEND_CLUSTER_CONCURRENCY: values.concurrency,
+    TEND_CLUSTER_LABELS: values.labels,
+    TEND_CLUSTER_NAME: values.name,
+  }
+  return runDaemonForeground({ ...env, ...Object.fromEntries(Object.entries(cluster).filter(([, value]) => value !== undefined)) }, print)
 }
 
 /**

@@ -12,6 +12,7 @@ import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
 import { createServer, type TendApp } from './http/server.js'
 import { ConsoleControl } from './console/console-control.js'
+import { startClusterWorker } from './cluster/cluster-worker.js'
 import { SpoolCleanup } from './store/spool-cleanup.js'
 import { readBootId, Supervisor } from './tasks/supervisor.js'
 import { TaskInput } from './tasks/task-input.js'
@@ -128,6 +129,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
   if (config.console) await context.console.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
+  const cluster = config.clusterRedis ? await startClusterWorker(context) : null
   const memory = idleMemoryRelease(events, log)
 
   let stopping: Promise<void> | undefined
@@ -136,7 +138,9 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       log.info({ keepTasks: options.keepTasks === true }, 'daemon stopping')
       clearInterval(quotaTimer)
       memory?.close()
+      await cluster?.pause()
       await supervisor.shutdown({ keepTasks: options.keepTasks })
+      await cluster?.close({ keepTasks: options.keepTasks === true })
       closingController.abort()
       outputWatch.close()
       await context.console?.close()

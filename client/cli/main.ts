@@ -17,6 +17,7 @@ import { registerResizeCommand } from './commands/resize.js'
 import { registerRestartCommand } from './commands/restart.js'
 import { registerStopCommand } from './commands/stop.js'
 import { registerConsoleCommand } from './commands/console.js'
+import { registerWorkerCommand } from './commands/worker.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
 import { EXIT } from './exit-codes.js'
@@ -24,6 +25,7 @@ import { EXIT } from './exit-codes.js'
 /** Every command, in the order `tend --help` lists them. */
 const COMMANDS: Record<string, (program: Command) => void> = {
   daemon: registerDaemonCommand,
+  worker: registerWorkerCommand,
   status: registerStatusCommand,
   stop: registerStopCommand,
   restart: registerRestartCommand,

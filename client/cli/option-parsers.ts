@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander'
-import { parseDuration, parseSize, TERMINAL_SIZE_MAX } from '../../protocol/index.js'
+import { parseDuration, parseLabels, parseSize, TERMINAL_SIZE_MAX, type Labels } from '../../protocol/index.js'
 
 /** commander parsers: a bad value becomes a usage error that names the flag and the value. */
 export function durationOption(text: string): number {
@@ -35,4 +35,15 @@ export function envOption(text: string, previous: Record<string, string> = {}): 
   const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(text)
   if (!match) throw new InvalidArgumentError(`expected KEY=VALUE with a shell-style name, got ${JSON.stringify(text)}`)
   return { ...previous, [match[1]!]: match[2]! }
+}
+
+/** name=value pairs, comma-separated, repeatable: merged (a name given twice is an error). */
+export function labelsOption(text: string, previous: Labels = {}): Labels {
+  try {
+    const labels = parseLabels(text)
+    for (const name of Object.keys(labels)) if (name in previous) throw new Error(`label ${name} is given twice`)
+    return { ...previous, ...labels }
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message)
+  }
 }

@@ -11,6 +11,7 @@ import {
   formatDuration,
   isFinished,
   TASK_ID_ALPHABET,
+  isTaskId,
   TASK_ID_LENGTH,
   TendError,
   type RunningTask,
@@ -118,8 +119,8 @@ export class Supervisor {
    * Admits a task: its spool folder and record exist when this resolves. With an idempotency key,
    * a retry of the same submission answers the first task instead of starting another.
    */
-  start(request: StartTaskBody, options: { idempotencyKey?: string } = {}): Promise<Task> {
-    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission))
+  start(request: StartTaskBody, options: { idempotencyKey?: string; id?: string } = {}): Promise<Task> {
+    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission, options.id))
   }
 
   /** Relearns the idempotency keys of tasks loaded from the spool. */
@@ -127,8 +128,10 @@ export class Supervisor {
     this.submissions.remember(tasks)
   }
 
-  private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null): Promise<Task> {
+  /** `givenId`: the id a cluster task has everywhere (daemon/cluster/), checked; otherwise a new one. */
+  private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null, givenId?: string): Promise<Task> {
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
+    if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
     if (request.shell && request.command.length !== 1) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
     }
@@ -163,7 +166,7 @@ export class Supervisor {
       protectedPlaces: sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).places,
       user: this.config.taskIdentity,
     })
-    const id = createTaskId()
+    const id = givenId ?? createTaskId()
     const spool = taskDir(this.config.layout.spool, id)
     const env = request.env ?? {}
     const fields = {

@@ -1,9 +1,11 @@
 import { Command, Option } from 'commander'
-import { exitStatusOf, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
+import { exitStatusOf, type Labels, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
-import { printJson, stoppedByText } from '../output.js'
+import { countOption, durationOption, envOption, labelsOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { printJson, stoppedByText, type CliIo } from '../output.js'
+import { addClusterOptions, withCluster } from '../cluster-options.js'
+import type { ClusterClient, ClusterStartOptions } from '../../cluster.js'
 import { streamOutput } from './logs.js'
 
 interface RunFlags {
@@ -25,6 +27,9 @@ interface RunFlags {
   tty?: boolean
   cols?: number
   rows?: number
+  require?: Labels
+  cluster?: string
+  queue?: string
 }
 
 export function registerRunCommand(program: Command): void {
@@ -51,6 +56,8 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
+    .option('--require <k=v,...>', 'with --cluster: run only on a worker with these labels (repeatable)', labelsOption)
+  addClusterOptions(command)
   command.action(
     action(
       command,
@@ -62,7 +69,7 @@ export function registerRunCommand(program: Command): void {
           throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
         }
         const tty = terminalOf(flags)
-        const task = await client.start({
+        const options = {
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
           name: flags.name,
@@ -79,7 +86,11 @@ export function registerRunCommand(program: Command): void {
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
-        })
+        } as const
+        const clusterStatus = await withCluster(flags, client.options.env, (cluster) => runOnCluster(cluster, io, { ...options, require: flags.require }, flags.wait === true))
+        if (clusterStatus !== null) return clusterStatus
+        if (flags.require) throw new TendError('TEND_ERR_USAGE', { detail: '--require needs --cluster (or TEND_CLUSTER): labels belong to cluster workers' })
+        const task = await client.start(options)
         if (!flags.wait) {
           if (io.json) printJson(io, task)
           else io.out(task.id)
@@ -110,4 +121,18 @@ function terminalOf(flags: RunFlags): true | Partial<TerminalSize> | undefined {
   }
   if (flags.cols === undefined && flags.rows === undefined) return true
   return { ...(flags.cols === undefined ? {} : { cols: flags.cols }), ...(flags.rows === undefined ? {} : { rows: flags.rows }) }
+}
+
+/** A cluster task: its id (or, with --wait, its final record once a worker has run it). */
+async function runOnCluster(cluster: ClusterClient, io: CliIo, options: ClusterStartOptions, wait: boolean): Promise<number> {
+  const submitted = await cluster.start(options)
+  if (!wait) {
+    if (io.json) printJson(io, submitted)
+    else io.out(submitted.id)
+    return EXIT.ok
+  }
+  const finished = await cluster.wait(submitted.id)
+  if (io.json) printJson(io, finished)
+  else io.err(`tend: task ${finished.id} ${finished.state} on ${finished.worker ?? 'no worker'}${finished.reason ? `: ${finished.reason}` : ''}`)
+  return finished.task ? (exitStatusOf(finished.task) ?? EXIT.waitFailed) : EXIT.waitFailed
 }

@@ -3,12 +3,23 @@ import { describeStoppedBy, formatBytes, sandboxHint, taskLabel, type CorruptTas
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { paintState, printJson, type CliIo } from '../output.js'
+import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
 
 export function registerShowCommand(program: Command): void {
   const command = program.command('show').summary('show one task').argument('<id>', 'task id')
+  addClusterOptions(command)
   command.action(
-    action(command, async ({ client, io }, id: string) => {
-      const task = await client.get(id)
+    action(command, async ({ client, io }, id: string, flags: ClusterFlags) => {
+      const onCluster = await withCluster(flags, client.options.env, (cluster) => cluster.get(id))
+      if (onCluster && !onCluster.task) {
+        if (io.json) printJson(io, onCluster)
+        else {
+          const fields: Array<[string, string | null]> = [['id', id], ['state', onCluster.state], ['worker', onCluster.worker], ['queue', onCluster.queue], ['reason', onCluster.reason]]
+          io.out(fields.filter(([, value]) => value !== null).map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`).join('\n'))
+        }
+        return EXIT.ok
+      }
+      const task = onCluster?.task ?? (await client.get(id))
       if (io.json) printJson(io, task)
       else if (task.state === 'corrupt') {
         io.out(describeCorrupt(io, task))

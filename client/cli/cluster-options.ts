@@ -1,0 +1,31 @@
+import type { Command } from 'commander'
+import { DEFAULT_CLUSTER_QUEUE } from '../../protocol/index.js'
+import type { ClusterClient } from '../cluster.js'
+
+export interface ClusterFlags {
+  cluster?: string
+  queue?: string
+}
+
+/** --cluster and --queue, on the commands that work on cluster tasks. */
+export function addClusterOptions(command: Command): Command {
+  return command
+    .option('--cluster <redis-url>', "a cluster's Redis (redis://host:port): the task is on its shared queue (default: TEND_CLUSTER)")
+    .option('--queue <name>', `the cluster's queue (default: TEND_CLUSTER_QUEUE, else ${DEFAULT_CLUSTER_QUEUE})`)
+}
+
+/**
+ * Runs `work` with a client of the cluster the flags (or TEND_CLUSTER) name, closing it after;
+ * answers null when no cluster is named. The cluster's code (BullMQ) loads only then.
+ */
+export async function withCluster<T>(flags: ClusterFlags, env: Record<string, string | undefined>, work: (cluster: ClusterClient) => Promise<T>): Promise<T | null> {
+  const url = flags.cluster ?? (env.TEND_CLUSTER || undefined)
+  if (url === undefined) return null
+  const { ClusterClient } = await import('../cluster.js')
+  const cluster = new ClusterClient(url, flags.queue ?? (env.TEND_CLUSTER_QUEUE || DEFAULT_CLUSTER_QUEUE))
+  try {
+    return await work(cluster)
+  } finally {
+    await cluster.close()
+  }
+}

@@ -1,0 +1,20 @@
+import type { Command } from 'commander'
+import { TendError } from '../../../protocol/index.js'
+
+/**
+ * `tend worker` is dispatched by bin/tend.js straight to daemon/ (a daemon that also runs a
+ * cluster's tasks); it is listed here so that help shows it and its flags.
+ */
+export function registerWorkerCommand(program: Command): void {
+  program
+    .command('worker')
+    .summary("run the daemon in the foreground, also taking tasks from a cluster's shared queue (Redis)")
+    .option('--redis <url>', "the cluster's Redis, redis://host:port (default: TEND_CLUSTER_REDIS)")
+    .option('--queue <name>', "the cluster's queue (default: tend)")
+    .option('--concurrency <n>', 'cluster tasks run at once (default: 4)')
+    .option('--labels <k=v,...>', 'labels of this worker: tasks that --require them run here')
+    .option('--name <name>', 'how other machines know this worker (default: host name and home)')
+    .action(() => {
+      throw new TendError('TEND_ERR_USAGE', { detail: 'tend worker is run by bin/tend.js: run it as `tend worker --redis URL ...`' })
+    })
+}

@@ -1,0 +1,128 @@
+import { randomInt } from 'node:crypto'
+import type { Job, Queue, QueueEvents } from 'bullmq'
+import {
+  isFinished,
+  queueFor,
+  taskQueuesKey,
+  TASK_ID_ALPHABET,
+  TASK_ID_LENGTH,
+  TendError,
+  DEFAULT_CLUSTER_QUEUE,
+  redisConnection,
+  type ClusterJobData,
+  type ClusterProgress,
+  type Labels,
+  type Task,
+} from '../protocol/index.js'
+import { startRequestBody, type StartOptions } from './client.js'
+
+/** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
+export interface ClusterTask {
+  id: string
+  /** The queue it was put on (the base queue and its requirements). */
+  queue: string
+  /** queued (waiting for a worker), a task state while a worker runs it, or its final state. */
+  state: string
+  /** The worker that took it; null while it waits. */
+  worker: string | null
+  /** Its final record, once it has ended. */
+  task: Task | null
+  /** Why BullMQ failed the job (the worker could not start it), when it did. */
+  reason: string | null
+}
+
+export interface ClusterStartOptions extends StartOptions {
+  /** Labels the worker must have, each name=value. */
+  require?: Labels
+}
+
+/**
+ * Tasks on a cluster's shared BullMQ queue (docs/cluster.md): submitted from any machine that
+ * reaches Redis, run by the workers whose labels match, followed by their id. BullMQ is loaded
+ * only here.
+ */
+export class ClusterClient {
+  private readonly queues = new Map<string, { queue: Queue; events: QueueEvents | null }>()
+  private bullmq: typeof import('bullmq') | undefined
+
+  constructor(
+    readonly redisUrl: string,
+    readonly base: string = DEFAULT_CLUSTER_QUEUE,
+  ) {
+    if (!/^rediss?:\/\//.test(redisUrl)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redisUrl)}` })
+  }
+
+  /** Puts the task on the queue of its requirements; answers once Redis holds it. */
+  async start(options: ClusterStartOptions): Promise<ClusterTask> {
+    const id = Array.from({ length: TASK_ID_LENGTH }, () => TASK_ID_ALPHABET[randomInt(TASK_ID_ALPHABET.length)]).join('')
+    const name = queueFor(this.base, options.require ?? {})
+    const { queue } = await this.queue(name)
+    const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString() }
+    const client = await queue.client
+    await client.hset(taskQueuesKey(this.base), { [id]: name })
+    await queue.add('task', data, { jobId: id, removeOnComplete: false, removeOnFail: false })
+    return { id, queue: name, state: 'queued', worker: null, task: null, reason: null }
+  }
+
+  async get(id: string): Promise<ClusterTask> {
+    const { job, name } = await this.job(id)
+    return describe(id, name, job, await job.getState())
+  }
+
+  /** Resolves with the task once it has ended (its final record), or with where it is after timeoutMs. */
+  async wait(id: string, options: { timeoutMs?: number } = {}): Promise<ClusterTask> {
+    const { job, name } = await this.job(id)
+    const { events } = await this.queue(name, true)
+    try {
+      await job.waitUntilFinished(events!, options.timeoutMs)
+    } catch (error) {
+      // A job BullMQ failed, or the wait ran out: either way the job says where it is.
+      if (!/timed out|failed/i.test((error as Error).message)) throw error
+    }
+    const fresh = await this.job(id)
+    return describe(id, name, fresh.job, await fresh.job.getState())
+  }
+
+  async close(): Promise<void> {
+    for (const { queue, events } of this.queues.values()) {
+      await events?.close()
+      await queue.close()
+    }
+    this.queues.clear()
+  }
+
+  private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string }> {
+    const anyQueue = (await this.queue(this.base)).queue
+    const name = await (await anyQueue.client).hget(taskQueuesKey(this.base), id)
+    if (!name) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+    const { queue } = await this.queue(name)
+    const job = (await this.bullmq!.Job.fromId(queue, id)) as Job<ClusterJobData, Task> | undefined
+    if (!job) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+    return { job, name }
+  }
+
+  private async queue(name: string, withEvents = false): Promise<{ queue: Queue; events: QueueEvents | null }> {
+    this.bullmq ??= await import('bullmq')
+    let entry = this.queues.get(name)
+    if (!entry) {
+      // A submitter gives up on an unreachable Redis at once (a clear error), unlike a worker.
+      entry = { queue: new this.bullmq.Queue(name, { connection: { ...redisConnection(this.redisUrl), maxRetriesPerRequest: 1, enableOfflineQueue: false } }), events: null }
+      this.queues.set(name, entry)
+    }
+    if (withEvents && !entry.events) {
+      entry.events = new this.bullmq.QueueEvents(name, { connection: redisConnection(this.redisUrl) })
+      await entry.events.waitUntilReady()
+    }
+    return entry
+  }
+}
+
+function describe(id: string, queue: string, job: Job<ClusterJobData, Task>, state: string): ClusterTask {
+  const progress = typeof job.progress === 'object' ? (job.progress as unknown as ClusterProgress) : null
+  if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
+    return { id, queue, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
+  }
+  if (state === 'failed') return { id, queue, state: 'failed', worker: progress?.worker ?? null, task: null, reason: job.failedReason ?? null }
+  if (state === 'active') return { id, queue, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
+  return { id, queue, state: 'queued', worker: null, task: null, reason: null }
+}

@@ -1,0 +1,66 @@
+import { basename } from 'node:path'
+import { hostname } from 'node:os'
+import type { Job, Worker } from 'bullmq'
+import { isFinished, queuesServed, redisConnection, type ClusterJobData, type ClusterProgress, type Task } from '../../protocol/index.js'
+import type { StartTaskBody } from '../../protocol/schemas.js'
+import type { DaemonContext } from '../context.js'
+
+/** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
+const FINISH_WAIT_MS = 60_000
+
+export interface ClusterWorker {
+  name: string
+  queues: string[]
+  /** Takes no new job; the ones running go on. */
+  pause: () => Promise<void>
+  /**
+   * Leaves the queue. Without keepTasks, once the daemon's tasks have ended (their jobs are
+   * complete); with keepTasks, at once: the jobs stay active until the next daemon's worker takes
+   * them again (BullMQ's stalled check) and finds their tasks running.
+   */
+  close: (options: { keepTasks: boolean }) => Promise<void>
+}
+
+/**
+ * The daemon's part in a cluster: a BullMQ worker on the queue of every subset of its labels.
+ * Each job is a task, admitted here with the job's id as its id (the same id everywhere) and run
+ * like any local task (sandbox, spool, kill and timeout guarantees); the job completes with the
+ * task's final record once it has ended, whatever its exit. BullMQ is loaded only by a worker.
+ */
+export async function startClusterWorker(context: DaemonContext): Promise<ClusterWorker> {
+  const { config, log } = context
+  const { Worker } = await import('bullmq')
+  const name = config.clusterName ?? `${hostname()}:${basename(config.layout.home)}`
+  const queues = queuesServed(config.clusterQueue, config.clusterLabels)
+  const connection = redisConnection(config.clusterRedis!)
+  const workers: Worker[] = queues.map((queue) => {
+    const worker = new Worker(queue, (job: Job<ClusterJobData>) => runJob(context, name, job), { connection, concurrency: config.clusterConcurrency, autorun: true })
+    // Redis going away is logged once per worker and retried by ioredis; running tasks go on.
+    worker.on('error', (error) => log.warn({ err: error, queue }, 'cluster queue error'))
+    return worker
+  })
+  log.info({ worker: name, queues }, 'cluster worker started')
+  return {
+    name,
+    queues,
+    pause: async () => {
+      await Promise.all(workers.map((worker) => worker.pause(true)))
+    },
+    close: async ({ keepTasks }) => {
+      await Promise.all(workers.map((worker) => worker.close(keepTasks)))
+    },
+  }
+}
+
+async function runJob(context: DaemonContext, worker: string, job: Job<ClusterJobData>): Promise<Task> {
+  const id = job.id!
+  const request = job.data.request as unknown as StartTaskBody
+  // The same job delivered again (a stalled check) finds the task it started.
+  const task = await context.supervisor.start(request, { id, idempotencyKey: `cluster-${id}` })
+  await job.updateProgress({ worker, state: task.state, pid: task.pid } satisfies ClusterProgress)
+  const started = await context.store.whenState(id, (each) => each.state !== 'queued', FINISH_WAIT_MS)
+  if (!isFinished(started)) await job.updateProgress({ worker, state: started.state, pid: started.pid } satisfies ClusterProgress)
+  let current = started
+  while (!isFinished(current)) current = await context.store.whenFinished(id, FINISH_WAIT_MS)
+  return current
+}

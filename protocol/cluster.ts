@@ -1,0 +1,104 @@
+/**
+ * A cluster of tend workers on a shared BullMQ queue (docs/cluster.md): a task that requires
+ * labels goes to the queue named after them, and a worker serves the queue of every subset of its
+ * labels, so BullMQ itself routes a task to the workers that match it.
+ */
+
+/** A worker's labels, or a task's requirements: name=value pairs. */
+export type Labels = Record<string, string>
+
+/** The queue every tend cluster uses unless told another. */
+export const DEFAULT_CLUSTER_QUEUE = 'tend'
+
+/** A worker serves the queues of every subset of its labels: a few labels, not dozens. */
+export const MAX_WORKER_LABELS = 6
+
+const LABEL_PART = /^[A-Za-z0-9_.-]{1,64}$/
+const QUEUE_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+
+/** `k=v,k2=v2` as labels; throws an Error naming what is wrong (the caller says where it came from). */
+export function parseLabels(text: string): Labels {
+  const labels: Labels = {}
+  for (const pair of text.split(',').filter((each) => each !== '')) {
+    const match = /^([^=]*)=(.*)$/.exec(pair)
+    if (!match || !LABEL_PART.test(match[1]!) || !LABEL_PART.test(match[2]!)) {
+      throw new Error(`expected name=value pairs separated by commas (letters, digits and ._- in each, up to 64), got ${JSON.stringify(pair)}`)
+    }
+    if (match[1]! in labels) throw new Error(`label ${match[1]} is given twice`)
+    labels[match[1]!] = match[2]!
+  }
+  return labels
+}
+
+export function checkQueueName(name: string): string {
+  if (!QUEUE_NAME.test(name)) throw new Error(`expected a queue name of letters, digits and ._- (up to 64), got ${JSON.stringify(name)}`)
+  return name
+}
+
+/** The queue a task with these requirements is put on: the base name, then each requirement, sorted. */
+export function queueFor(base: string, requirements: Labels): string {
+  return [base, ...Object.keys(requirements).sort().map((key) => `${key}=${requirements[key]}`)].join('~')
+}
+
+/** Every queue a worker with these labels serves: one per subset of its labels, the base queue first. */
+export function queuesServed(base: string, labels: Labels): string[] {
+  const keys = Object.keys(labels).sort()
+  if (keys.length > MAX_WORKER_LABELS) throw new Error(`a worker takes at most ${MAX_WORKER_LABELS} labels, got ${keys.length}`)
+  const queues: string[] = []
+  for (let mask = 0; mask < 1 << keys.length; mask++) {
+    const subset: Labels = {}
+    keys.forEach((key, index) => {
+      if (mask & (1 << index)) subset[key] = labels[key]!
+    })
+    queues.push(queueFor(base, subset))
+  }
+  return queues
+}
+
+/** The Redis hash that says which queue holds each cluster task (any client finds a task by its id). */
+export function taskQueuesKey(base: string): string {
+  return `tend:${base}:task-queues`
+}
+
+/** What a job carries: the task's start request (as POST /v1/tasks takes it) and the labels it requires. */
+export interface ClusterJobData {
+  request: Record<string, unknown>
+  requirements: Labels
+  /** When it was submitted, ISO. */
+  submittedAt: string
+}
+
+/** What a worker reports on a job while the task runs (BullMQ progress). */
+export interface ClusterProgress {
+  worker: string
+  state: string
+  pid: number | null
+}
+
+/** What ioredis (under BullMQ) is given to reach Redis. */
+export interface RedisConnection {
+  host: string
+  port: number
+  username?: string
+  password?: string
+  db: number
+  tls?: Record<string, never>
+  /** null: a command waits for Redis to come back however long (what BullMQ requires of a worker). */
+  maxRetriesPerRequest: number | null
+  enableOfflineQueue?: boolean
+}
+
+/** Connection options from a redis:// or rediss:// URL (user, password, database as /N). */
+export function redisConnection(url: string): RedisConnection {
+  const parsed = new URL(url)
+  const db = parsed.pathname.length > 1 ? Number(parsed.pathname.slice(1)) : 0
+  return {
+    host: parsed.hostname.replace(/^\[|\]$/g, ''),
+    port: parsed.port ? Number(parsed.port) : 6379,
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    db: Number.isInteger(db) ? db : 0,
+    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+    maxRetriesPerRequest: null,
+  }
+}
