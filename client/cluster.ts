@@ -105,9 +105,19 @@ export class ClusterClient {
     this.bullmq ??= await import('bullmq')
     let entry = this.queues.get(name)
     if (!entry) {
-      // A submitter gives up on an unreachable Redis at once (a clear error), unlike a worker.
-      entry = { queue: new this.bullmq.Queue(name, { connection: { ...redisConnection(this.redisUrl), maxRetriesPerRequest: 1, enableOfflineQueue: false } }), events: null }
+      // A submitter gives up on an unreachable Redis (a clear error), unlike a worker, which waits for it.
+      const connection = { ...redisConnection(this.redisUrl), maxRetriesPerRequest: 1, connectTimeout: CONNECT_TIMEOUT_MS, retryStrategy: () => null }
+      entry = { queue: new this.bullmq.Queue(name, { connection }), events: null }
       this.queues.set(name, entry)
+      const queue = entry.queue
+      queue.on('error', () => undefined)
+      try {
+        await withTimeout(queue.waitUntilReady(), CONNECT_TIMEOUT_MS)
+      } catch (error) {
+        this.queues.delete(name)
+        await queue.close().catch(() => undefined)
+        throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: (error as Error).message }, { cause: error })
+      }
     }
     if (withEvents && !entry.events) {
       entry.events = new this.bullmq.QueueEvents(name, { connection: redisConnection(this.redisUrl) })
@@ -115,6 +125,17 @@ export class ClusterClient {
     }
     return entry
   }
+}
+
+/** How long a submitter waits for Redis to answer before it says it cannot be reached. */
+const CONNECT_TIMEOUT_MS = 5000
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms)
+  })
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
 }
 
 function describe(id: string, queue: string, job: Job<ClusterJobData, Task>, state: string): ClusterTask {

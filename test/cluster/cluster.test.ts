@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { ClusterClient } from '../../client/cluster.js'
+import { runCli } from '../helpers/cli.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { createTempHome, daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+
+/*
+ * Two worker daemons with homes of their own (two machines) on one real redis-server, and a
+ * submitter that reaches only Redis.
+ */
+
+let redis: TestRedis
+let plain: TestDaemon
+let gpu: TestDaemon
+let cluster: ClusterClient
+
+beforeAll(async () => {
+  redis = await startRedis()
+  plain = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: 'plain', TEND_CLUSTER_CONCURRENCY: '8' } })
+  gpu = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: 'gpu', TEND_CLUSTER_LABELS: 'gpu=1,zone=eu', TEND_CLUSTER_CONCURRENCY: '8' } })
+  cluster = new ClusterClient(redis.url)
+})
+afterAll(async () => {
+  await cluster?.close()
+  await plain?.stop()
+  await gpu?.stop()
+  await redis?.stop()
+})
+
+/** Which worker's home holds the task's spool folder. */
+function holder(id: string): string[] {
+  return [plain, gpu].filter((worker) => existsSync(join(worker.home, 'spool', id))).map((worker) => (worker === plain ? 'plain' : 'gpu'))
+}
+
+describe('a cluster of two workers', () => {
+  test('tasks spread over both workers, each run once under the same id, its final record answered to the submitter', async () => {
+    const submitted = await Promise.all(Array.from({ length: 40 }, (_, n) => cluster.start({ command: ['sh', '-c', `echo task ${n}; sleep 0.2`], sandbox: 'off' })))
+    const finished = await Promise.all(submitted.map((task) => cluster.wait(task.id, { timeoutMs: 60_000 })))
+    for (const [index, done] of finished.entries()) {
+      expect(done.task, done.id).toMatchObject({ id: submitted[index]!.id, state: 'exited', exitCode: 0, outputBytes: `task ${index}\n`.length })
+      expect(holder(done.id), `${done.id} runs on exactly one worker`).toHaveLength(1)
+      expect(done.worker).toBe(holder(done.id)[0])
+    }
+    const workers = new Set(finished.map((done) => done.worker))
+    expect([...workers].sort()).toEqual(['gpu', 'plain'])
+  })
+
+  test('a task that requires labels runs only on a worker that has them all', async () => {
+    const needsGpu = await Promise.all(Array.from({ length: 6 }, () => cluster.start({ command: ['true'], sandbox: 'off', require: { gpu: '1' } })))
+    const needsBoth = await cluster.start({ command: ['true'], sandbox: 'off', require: { zone: 'eu', gpu: '1' } })
+    for (const task of [...needsGpu, needsBoth]) {
+      const done = await cluster.wait(task.id, { timeoutMs: 30_000 })
+      expect(done).toMatchObject({ state: 'exited', worker: 'gpu' })
+      expect(holder(task.id)).toEqual(['gpu'])
+    }
+    // Nobody has zone=us: it waits, queued.
+    const nowhere = await cluster.start({ command: ['true'], sandbox: 'off', require: { zone: 'us' } })
+    expect(await cluster.wait(nowhere.id, { timeoutMs: 1000 })).toMatchObject({ state: 'queued', worker: null })
+  })
+
+  test('the CLI submits with --cluster and --require, and wait and show answer from the queue', async () => {
+    const env = daemonEnv(createTempHome())
+    const started = await runCli(['run', '--json', '--cluster', redis.url, '--require', 'gpu=1', '--', 'sh', '-c', 'exit 3'], env)
+    expect(started.exitCode, started.stderr).toBe(0)
+    const { id } = JSON.parse(started.stdout) as { id: string }
+    const waited = await runCli(['wait', '--cluster', redis.url, id], env)
+    expect(waited.exitCode).toBe(3)
+    const shown = await runCli(['show', '--json', '--cluster', redis.url, id], env)
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id, state: 'exited', exitCode: 3 })
+    // The submitter's machine started no daemon of its own.
+    expect(existsSync(join(env.TEND_HOME!, 'tend.sock'))).toBe(false)
+    const unknown = await runCli(['show', '--cluster', redis.url, 'zzzzzzzzzzzz'], env)
+    expect(unknown.exitCode).toBe(1)
+    expect(unknown.stderr).toContain('task not found')
+    const noCluster = await runCli(['run', '--require', 'gpu=1', '--', 'true'], env)
+    expect(noCluster.exitCode).toBe(2)
+    expect(noCluster.stderr).toContain('--require needs --cluster')
+  })
+
+  test('Redis unreachable: a submission fails with a clear error at once', async () => {
+    const nowhere = new ClusterClient('redis://127.0.0.1:9')
+    try {
+      const startedAt = Date.now()
+      await expect(nowhere.start({ command: ['true'] })).rejects.toMatchObject({ code: 'TEND_ERR_CLUSTER_UNAVAILABLE', message: expect.stringContaining('redis://127.0.0.1:9') })
+      expect(Date.now() - startedAt).toBeLessThan(10_000)
+    } finally {
+      await nowhere.close()
+    }
+  })
+})
