@@ -8,7 +8,10 @@ import {
   TASK_ID_LENGTH,
   TendError,
   DEFAULT_CLUSTER_QUEUE,
+  KILLED_WHILE_QUEUED,
+  killChannel,
   redisConnection,
+  type ClusterKill,
   type ClusterJobData,
   type ClusterProgress,
   type Labels,
@@ -65,13 +68,45 @@ export class ClusterClient {
   }
 
   async get(id: string): Promise<ClusterTask> {
-    const { job, name } = await this.job(id)
-    return describe(id, name, job, await job.getState())
+    const found = await this.job(id)
+    if (!found) return killedWhileQueued(id)
+    return describe(id, found.name, found.job, await found.job.getState())
+  }
+
+  /**
+   * Stops a cluster task: one still waiting is taken off the queue; one a worker runs is stopped
+   * there, its whole tree, through the kill channel. Resolves with where it is once it has ended
+   * (or after the grace and 30 s more).
+   */
+  async kill(id: string, options: { signal?: string | number; graceMs?: number; reason?: string } = {}): Promise<ClusterTask> {
+    const found = await this.job(id)
+    if (!found) return killedWhileQueued(id)
+    const { job, name } = found
+    const state = await job.getState()
+    if (state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') {
+      // Taken off the queue if no worker has taken it meanwhile (then it is locked, and killed where it runs).
+      const removed = await job.remove().then(
+        () => true,
+        () => false,
+      )
+      if (removed) {
+        await (await this.queue(this.base)).queue.client.then((client) => client.hset(taskQueuesKey(this.base), { [id]: KILLED_WHILE_QUEUED }))
+        return killedWhileQueued(id)
+      }
+    }
+    if (state === 'completed' || state === 'failed') return describe(id, name, job, state)
+    const message: ClusterKill = { id, signal: options.signal, graceMs: options.graceMs, reason: options.reason }
+    // BullMQ's client type leaves out publish; the connection is ioredis's, which has it.
+    const client = (await (await this.queue(this.base)).queue.client) as unknown as { publish: (channel: string, message: string) => Promise<number> }
+    await client.publish(killChannel(this.base), JSON.stringify(message))
+    return this.wait(id, { timeoutMs: (options.graceMs ?? 3000) + 30_000 })
   }
 
   /** Resolves with the task once it has ended (its final record), or with where it is after timeoutMs. */
   async wait(id: string, options: { timeoutMs?: number } = {}): Promise<ClusterTask> {
-    const { job, name } = await this.job(id)
+    const found = await this.job(id)
+    if (!found) return killedWhileQueued(id)
+    const { job, name } = found
     const { events } = await this.queue(name, true)
     try {
       await job.waitUntilFinished(events!, options.timeoutMs)
@@ -80,6 +115,7 @@ export class ClusterClient {
       if (!/timed out|failed/i.test((error as Error).message)) throw error
     }
     const fresh = await this.job(id)
+    if (!fresh) return killedWhileQueued(id)
     return describe(id, name, fresh.job, await fresh.job.getState())
   }
 
@@ -91,10 +127,12 @@ export class ClusterClient {
     this.queues.clear()
   }
 
-  private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string }> {
+  /** The task's job and queue; null for a task killed before any worker took it. */
+  private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string } | null> {
     const anyQueue = (await this.queue(this.base)).queue
     const name = await (await anyQueue.client).hget(taskQueuesKey(this.base), id)
     if (!name) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+    if (name === KILLED_WHILE_QUEUED) return null
     const { queue } = await this.queue(name)
     const job = (await this.bullmq!.Job.fromId(queue, id)) as Job<ClusterJobData, Task> | undefined
     if (!job) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
@@ -136,6 +174,10 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms)
   })
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
+}
+
+function killedWhileQueued(id: string): ClusterTask {
+  return { id, queue: '', state: 'killed', worker: null, task: null, reason: 'killed before a worker took it' }
 }
 
 function describe(id: string, queue: string, job: Job<ClusterJobData, Task>, state: string): ClusterTask {

@@ -102,3 +102,19 @@ export function redisConnection(url: string): RedisConnection {
     maxRetriesPerRequest: null,
   }
 }
+
+/** The Redis channel a kill of a cluster task is published on; the worker that holds the task acts on it. */
+export function killChannel(base: string): string {
+  return `tend:${base}:kill`
+}
+
+/** A kill, as published. */
+export interface ClusterKill {
+  id: string
+  signal?: string | number
+  graceMs?: number
+  reason?: string
+}
+
+/** What the task-queues hash holds for a task killed before any worker took it. */
+export const KILLED_WHILE_QUEUED = '!killed'

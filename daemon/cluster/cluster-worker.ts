@@ -1,9 +1,10 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { isFinished, queuesServed, redisConnection, type ClusterJobData, type ClusterProgress, type Task } from '../../protocol/index.js'
+import { isFinished, killChannel, queuesServed, redisConnection, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task } from '../../protocol/index.js'
 import type { StartTaskBody } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
+import { normalizeSignal } from '../tasks/signals.js'
 
 /** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
 const FINISH_WAIT_MS = 60_000
@@ -39,16 +40,41 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     worker.on('error', (error) => log.warn({ err: error, queue }, 'cluster queue error'))
     return worker
   })
+  // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
+  const { Redis } = await import('ioredis')
+  const kills = new Redis(connection)
+  kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
+  kills.on('message', (_channel: string, message: string) => void killFromCluster(context, message))
+  await kills.subscribe(killChannel(config.clusterQueue))
   log.info({ worker: name, queues }, 'cluster worker started')
   return {
     name,
     queues,
     pause: async () => {
+      kills.disconnect()
       await Promise.all(workers.map((worker) => worker.pause(true)))
     },
     close: async ({ keepTasks }) => {
       await Promise.all(workers.map((worker) => worker.close(keepTasks)))
     },
+  }
+}
+
+/** Stops the task a published kill names, if it is this daemon's and has not ended. */
+async function killFromCluster(context: DaemonContext, message: string): Promise<void> {
+  let kill: ClusterKill
+  try {
+    kill = JSON.parse(message) as ClusterKill
+  } catch {
+    return context.log.warn({ message: message.slice(0, 200) }, 'cluster kill that is not JSON, ignored')
+  }
+  const task = typeof kill.id === 'string' ? context.store.find(kill.id) : undefined
+  if (!task || isFinished(task)) return
+  context.log.info({ taskId: task.id }, 'task killed through the cluster')
+  try {
+    await context.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: kill.reason })
+  } catch (error) {
+    context.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
   }
 }
 

@@ -3,6 +3,8 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { ClusterClient } from '../../client/cluster.js'
 import { runCli } from '../helpers/cli.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { createTempHome, daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
@@ -28,6 +30,11 @@ afterAll(async () => {
   await gpu?.stop()
   await redis?.stop()
 })
+
+/** Processes of a task, on whichever worker (its marker is in every process of it). */
+function taskProcesses(id: string): number[] {
+  return processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive)
+}
 
 /** Which worker's home holds the task's spool folder. */
 function holder(id: string): string[] {
@@ -77,6 +84,31 @@ describe('a cluster of two workers', () => {
     const noCluster = await runCli(['run', '--require', 'gpu=1', '--', 'true'], env)
     expect(noCluster.exitCode).toBe(2)
     expect(noCluster.stderr).toContain('--require needs --cluster')
+  })
+
+  test('a kill from the submitter stops the whole tree on the worker that runs it: no process is left', async () => {
+    const submitted = await cluster.start({ command: 'sleep 1000 & sleep 1000 & wait', shell: true, sandbox: 'off', require: { gpu: '1' } })
+    await waitFor('the task to run on a worker', async () => (await cluster.get(submitted.id)).state === 'running')
+    expect(taskProcesses(submitted.id).length).toBeGreaterThan(0)
+    const killed = await cluster.kill(submitted.id, { signal: 'SIGTERM', graceMs: 1000 })
+    expect(killed).toMatchObject({ state: 'killed', worker: 'gpu' })
+    expect(killed.task).toMatchObject({ id: submitted.id, state: 'killed', stoppedBy: 'operator', signal: 'SIGTERM' })
+    expect(taskProcesses(submitted.id)).toEqual([])
+    // Through the CLI too, by signal name.
+    const env = daemonEnv(createTempHome())
+    const again = await cluster.start({ command: ['sleep', '1000'], sandbox: 'off' })
+    await waitFor('the second task to run', async () => (await cluster.get(again.id)).state === 'running')
+    const cli = await runCli(['kill', '--json', '--cluster', redis.url, '-s', 'KILL', again.id], env)
+    expect(cli.exitCode, cli.stderr).toBe(0)
+    expect(JSON.parse(cli.stdout)).toMatchObject({ id: again.id, state: 'killed', signal: 'SIGKILL' })
+    expect(taskProcesses(again.id)).toEqual([])
+  })
+
+  test('a kill of a task no worker has taken takes it off the queue: it never runs', async () => {
+    const waiting = await cluster.start({ command: ['touch', '/tmp/tend-cluster-never-ran'], sandbox: 'off', require: { zone: 'nowhere' } })
+    expect(await cluster.kill(waiting.id)).toMatchObject({ state: 'killed', reason: 'killed before a worker took it' })
+    expect(await cluster.get(waiting.id)).toMatchObject({ state: 'killed', worker: null })
+    expect(holder(waiting.id)).toEqual([])
   })
 
   test('Redis unreachable: a submission fails with a clear error at once', async () => {

@@ -1,9 +1,8 @@
 import { Type } from 'typebox'
-import { constants } from 'node:os'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { requestOwner, visibleTask } from '../owner-scope.js'
-import { TendError } from '../../../protocol/index.js'
+import { normalizeSignal } from '../../tasks/signals.js'
 import { ErrorSchema, KillTaskBody, TaskIdParams } from '../../../protocol/schemas.js'
 
 /** POST /v1/tasks/:id/kill — stops the whole tree; answers once no process of it is left. */
@@ -20,17 +19,4 @@ export function registerKillTaskRoute(app: TendApp, context: DaemonContext): voi
       return context.supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs, note: body.reason, stoppedBy })
     },
   )
-}
-
-/** `TERM`, `SIGTERM` and `15` all name SIGTERM; anything else is a 400. */
-export function normalizeSignal(signal: string | number | undefined): NodeJS.Signals | number | undefined {
-  if (signal === undefined) return undefined
-  const signals = constants.signals as Record<string, number>
-  if (typeof signal === 'number') {
-    if (Object.values(signals).includes(signal)) return signal
-    throw new TendError('TEND_ERR_INVALID_SIGNAL', { signal })
-  }
-  const name = signal.startsWith('SIG') ? signal : `SIG${signal}`
-  if (name in signals) return name as NodeJS.Signals
-  throw new TendError('TEND_ERR_INVALID_SIGNAL', { signal })
 }
