@@ -12,12 +12,14 @@ import {
   killChannel,
   redisConnection,
   type ClusterKill,
+  workersKey,
+  type WorkerEntry,
   type ClusterJobData,
   type ClusterProgress,
   type Labels,
   type Task,
 } from '../protocol/index.js'
-import { startRequestBody, type StartOptions } from './client.js'
+import { startRequestBody, TendClient, type StartOptions } from './client.js'
 
 /** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
 export interface ClusterTask {
@@ -117,6 +119,20 @@ export class ClusterClient {
     const fresh = await this.job(id)
     if (!fresh) return killedWhileQueued(id)
     return describe(id, name, fresh.job, await fresh.job.getState())
+  }
+
+  /**
+   * A client of the worker that holds the task, over its console's TCP API with the token it
+   * announced: what stays on that machine (the output) is read there, never copied into Redis.
+   */
+  async workerClient(id: string): Promise<{ cluster: ClusterTask; client: TendClient }> {
+    const cluster = await this.get(id)
+    if (!cluster.worker) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `task ${id} is ${cluster.state}: no worker has taken it, it has no output yet` })
+    const client = await (await this.queue(this.base)).queue.client
+    const announced = await client.hget(workersKey(this.base), cluster.worker)
+    if (!announced) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker}, which ran task ${id}, is not announced in the cluster` })
+    const entry = JSON.parse(announced) as WorkerEntry
+    return { cluster, client: new TendClient({ url: entry.origin, token: entry.token }) }
   }
 
   async close(): Promise<void> {

@@ -118,3 +118,20 @@ export interface ClusterKill {
 
 /** What the task-queues hash holds for a task killed before any worker took it. */
 export const KILLED_WHILE_QUEUED = '!killed'
+
+/** The Redis hash of the cluster's workers: name → WorkerEntry (JSON). */
+export function workersKey(base: string): string {
+  return `tend:${base}:workers`
+}
+
+/**
+ * How a worker is reached for what stays on it (a task's output): its console's TCP API and a
+ * token of it. Whoever can read the cluster's Redis can use them: Redis is the cluster's trust.
+ */
+export interface WorkerEntry {
+  name: string
+  origin: string
+  token: string
+  labels: Labels
+  startedAt: string
+}

@@ -1,7 +1,7 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { isFinished, killChannel, queuesServed, redisConnection, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task } from '../../protocol/index.js'
+import { isFinished, killChannel, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
 import type { StartTaskBody } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { normalizeSignal } from '../tasks/signals.js'
@@ -40,8 +40,16 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     worker.on('error', (error) => log.warn({ err: error, queue }, 'cluster queue error'))
     return worker
   })
-  // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
+  // What stays on this machine (output) is read through its console's API: started if it is not,
+  // with a token of its own, announced where every client of the cluster finds it.
   const { Redis } = await import('ioredis')
+  const opened = await context.console!.open()
+  const announce = new Redis(connection)
+  announce.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
+  const entry: WorkerEntry = { name, origin: opened.origin!, token: opened.token!, labels: config.clusterLabels, startedAt: new Date().toISOString() }
+  await announce.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) })
+  announce.disconnect()
+  // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   const kills = new Redis(connection)
   kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
   kills.on('message', (_channel: string, message: string) => void killFromCluster(context, message))

@@ -111,6 +111,33 @@ describe('a cluster of two workers', () => {
     expect(holder(waiting.id)).toEqual([])
   })
 
+  test("logs and logs --follow from the submitter read the output on the worker, never through Redis; run --wait streams it", async () => {
+    const env = daemonEnv(createTempHome())
+    const lines = 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done'
+    const started = JSON.parse((await runCli(['run', '--json', '--cluster', redis.url, '--sandbox', 'off', '-c', lines], env)).stdout) as { id: string }
+    const followed = await runCli(['logs', '--follow', '--cluster', redis.url, started.id], env)
+    expect(followed.exitCode, followed.stderr).toBe(0)
+    expect(followed.stdout).toBe('line 1\nline 2\nline 3\nline 4\nline 5\n')
+    const read = await runCli(['logs', '--json', '--cluster', redis.url, started.id], env)
+    expect(JSON.parse(read.stdout)).toMatchObject({ data: 'line 1\nline 2\nline 3\nline 4\nline 5\n', done: true, state: 'exited' })
+    const streamed = await runCli(['run', '--wait', '--cluster', redis.url, '--sandbox', 'off', '-c', 'echo streamed; exit 4'], env)
+    expect(streamed.exitCode).toBe(4)
+    expect(streamed.stdout).toBe('streamed\n')
+    // Redis holds the task's spec and state, never its bytes.
+    const client = await (await import('ioredis')).default
+    const redisClient = new client(redis.port, '127.0.0.1')
+    try {
+      const keys = await redisClient.keys('*')
+      for (const key of keys) {
+        const type = await redisClient.type(key)
+        const text = type === 'hash' ? JSON.stringify(await redisClient.hgetall(key)) : type === 'string' ? ((await redisClient.get(key)) ?? '') : ''
+        expect(text, key).not.toContain('line 3\n')
+      }
+    } finally {
+      redisClient.disconnect()
+    }
+  })
+
   test('Redis unreachable: a submission fails with a clear error at once', async () => {
     const nowhere = new ClusterClient('redis://127.0.0.1:9')
     try {

@@ -4,6 +4,7 @@ import type { TendClient } from '../../client.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { countOption } from '../option-parsers.js'
+import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
 import { printJson, type CliIo } from '../output.js'
 import { PlainTextStream } from '../plain-stream.js'
 
@@ -52,27 +53,41 @@ export function registerLogsCommand(program: Command): void {
     .option('--from <byte>', 'start at this byte offset', countOption)
     .option('--tail <lines>', 'start at the last N lines', countOption)
     .option('--plain', "print text only: a terminal's control sequences removed, redrawn lines as they were left (output.log stays raw)")
+  addClusterOptions(command)
   command.action(
-    action(command, async ({ client, io }, id: string, flags: LogsFlags) => {
-      const start: ReadStart = flags.tail !== undefined ? { tail: flags.tail } : { from: flags.from ?? 0 }
-      if (flags.follow) {
-        await streamOutput(client, io, id, start, { plain: flags.plain })
-        return EXIT.ok
-      }
-      const plain = flags.plain ? new PlainTextStream() : null
-      if (io.json) {
-        const read = plain ? plainRead(await client.read(id, { ...start, encoding: 'base64', maxBytes: 16 * 1024 * 1024 }), plain, true) : await client.read(id, { ...start, maxBytes: 16 * 1024 * 1024 })
-        printJson(io, read)
-        return EXIT.ok
-      }
-      // Without --follow: everything there is now, in chunks, then stop.
-      let cursor: ReadStart = start
-      for (;;) {
-        const chunk = await client.read(id, { ...cursor, encoding: 'base64', maxBytes: 4 * 1024 * 1024 })
-        await printChunk(io, chunk, plain, !chunk.truncated)
-        if (!chunk.truncated) return EXIT.ok
-        cursor = { from: chunk.next }
-      }
+    action(command, async ({ client, io }, id: string, flags: LogsFlags & ClusterFlags) => {
+      // A cluster task's output stays on its worker: read there, through its console's API.
+      const onCluster = await withCluster(flags, client.options.env, async (cluster) => {
+        const { client: worker } = await cluster.workerClient(id)
+        try {
+          return await printLogs(worker, io, id, flags)
+        } finally {
+          worker.close()
+        }
+      })
+      return onCluster ?? (await printLogs(client, io, id, flags))
     }),
   )
+}
+
+async function printLogs(client: TendClient, io: CliIo, id: string, flags: LogsFlags): Promise<number> {
+  const start: ReadStart = flags.tail !== undefined ? { tail: flags.tail } : { from: flags.from ?? 0 }
+  if (flags.follow) {
+    await streamOutput(client, io, id, start, { plain: flags.plain })
+    return EXIT.ok
+  }
+  const plain = flags.plain ? new PlainTextStream() : null
+  if (io.json) {
+    const read = plain ? plainRead(await client.read(id, { ...start, encoding: 'base64', maxBytes: 16 * 1024 * 1024 }), plain, true) : await client.read(id, { ...start, maxBytes: 16 * 1024 * 1024 })
+    printJson(io, read)
+    return EXIT.ok
+  }
+  // Without --follow: everything there is now, in chunks, then stop.
+  let cursor: ReadStart = start
+  for (;;) {
+    const chunk = await client.read(id, { ...cursor, encoding: 'base64', maxBytes: 4 * 1024 * 1024 })
+    await printChunk(io, chunk, plain, !chunk.truncated)
+    if (!chunk.truncated) return EXIT.ok
+    cursor = { from: chunk.next }
+  }
 }

@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander'
+import { setTimeout as delay } from 'node:timers/promises'
 import { exitStatusOf, type Labels, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
@@ -123,6 +124,9 @@ function terminalOf(flags: RunFlags): true | Partial<TerminalSize> | undefined {
   return { ...(flags.cols === undefined ? {} : { cols: flags.cols }), ...(flags.rows === undefined ? {} : { rows: flags.rows }) }
 }
 
+/** How often `run --wait --cluster` looks whether a worker has taken the task. */
+const CLUSTER_POLL_MS = 100
+
 /** A cluster task: its id (or, with --wait, its final record once a worker has run it). */
 async function runOnCluster(cluster: ClusterClient, io: CliIo, options: ClusterStartOptions, wait: boolean): Promise<number> {
   const submitted = await cluster.start(options)
@@ -130,6 +134,16 @@ async function runOnCluster(cluster: ClusterClient, io: CliIo, options: ClusterS
     if (io.json) printJson(io, submitted)
     else io.out(submitted.id)
     return EXIT.ok
+  }
+  if (!io.json) {
+    // Its output, as it is written, from the worker that takes it.
+    while ((await cluster.get(submitted.id)).worker === null) await delay(CLUSTER_POLL_MS)
+    const { client: worker } = await cluster.workerClient(submitted.id)
+    try {
+      await streamOutput(worker, io, submitted.id, { from: 0 })
+    } finally {
+      worker.close()
+    }
   }
   const finished = await cluster.wait(submitted.id)
   if (io.json) printJson(io, finished)
