@@ -47,7 +47,7 @@ export interface ClusterStartOptions extends StartOptions {
  * only here.
  */
 export class ClusterClient {
-  private readonly queues = new Map<string, { queue: Queue; events: QueueEvents | null }>()
+  private readonly queues = new Map<string, { queue: Queue; events: QueueEvents | null; eventsReady?: Promise<void> }>()
   private bullmq: typeof import('bullmq') | undefined
 
   constructor(
@@ -155,7 +155,7 @@ export class ClusterClient {
     return { job, name }
   }
 
-  private async queue(name: string, withEvents = false): Promise<{ queue: Queue; events: QueueEvents | null }> {
+  private async queue(name: string, withEvents = false): Promise<{ queue: Queue; events: QueueEvents | null; eventsReady?: Promise<void> }> {
     this.bullmq ??= await import('bullmq')
     let entry = this.queues.get(name)
     if (!entry) {
@@ -173,10 +173,13 @@ export class ClusterClient {
         throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: (error as Error).message }, { cause: error })
       }
     }
-    if (withEvents && !entry.events) {
-      entry.events = new this.bullmq.QueueEvents(name, { connection: redisConnection(this.redisUrl) })
-      await entry.events.waitUntilReady()
+    if (withEvents && !entry.eventsReady) {
+      const events = new this.bullmq.QueueEvents(name, { connection: redisConnection(this.redisUrl) })
+      entry.events = events
+      entry.eventsReady = events.waitUntilReady().then(() => undefined)
     }
+    // Every waiter waits for the stream to be read: an event before that would be missed.
+    if (withEvents) await entry.eventsReady
     return entry
   }
 }

@@ -43,7 +43,7 @@ function holder(id: string): string[] {
 
 describe('a cluster of two workers', () => {
   test('tasks spread over both workers, each run once under the same id, its final record answered to the submitter', async () => {
-    const submitted = await Promise.all(Array.from({ length: 40 }, (_, n) => cluster.start({ command: ['sh', '-c', `echo task ${n}; sleep 0.2`], sandbox: 'off' })))
+    const submitted = await Promise.all(Array.from({ length: 200 }, (_, n) => cluster.start({ command: ['sh', '-c', `echo task ${n}; sleep 0.05`], sandbox: 'off' })))
     const finished = await Promise.all(submitted.map((task) => cluster.wait(task.id, { timeoutMs: 60_000 })))
     for (const [index, done] of finished.entries()) {
       expect(done.task, done.id).toMatchObject({ id: submitted[index]!.id, state: 'exited', exitCode: 0, outputBytes: `task ${index}\n`.length })
