@@ -72,7 +72,7 @@ export class ClusterClient {
   async get(id: string): Promise<ClusterTask> {
     const found = await this.job(id)
     if (!found) return killedWhileQueued(id)
-    return describe(id, found.name, found.job, await found.job.getState())
+    return describe(id, found.name, found.job, found.state)
   }
 
   /**
@@ -83,8 +83,7 @@ export class ClusterClient {
   async kill(id: string, options: { signal?: string | number; graceMs?: number; reason?: string } = {}): Promise<ClusterTask> {
     const found = await this.job(id)
     if (!found) return killedWhileQueued(id)
-    const { job, name } = found
-    const state = await job.getState()
+    const { job, name, state } = found
     if (state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') {
       // Taken off the queue if no worker has taken it meanwhile (then it is locked, and killed where it runs).
       const removed = await job.remove().then(
@@ -104,21 +103,44 @@ export class ClusterClient {
     return this.wait(id, { timeoutMs: (options.graceMs ?? 3000) + 30_000 })
   }
 
+  /** The cluster's tasks, unfinished ones only unless `all`: in the order they were submitted. */
+  async list(options: { all?: boolean } = {}): Promise<ClusterTask[]> {
+    const client = await (await this.queue(this.base)).queue.client
+    const where = await client.hgetall(taskQueuesKey(this.base))
+    const found = await Promise.all(
+      Object.entries(where).map(async ([id, name]) => {
+        if (name === KILLED_WHILE_QUEUED) return { task: killedWhileQueued(id), at: '' }
+        const found = await this.job(id).catch(() => null)
+        return found ? { task: describe(id, name, found.job, found.state), at: found.job.data.submittedAt } : null
+      }),
+    )
+    const finished = new Set(['exited', 'killed', 'timed_out', 'failed', 'lost'])
+    return found
+      .filter((each): each is { task: ClusterTask; at: string } => each !== null && (options.all === true || !finished.has(each.task.state)))
+      .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
+      .map((each) => each.task)
+  }
+
   /** Resolves with the task once it has ended (its final record), or with where it is after timeoutMs. */
   async wait(id: string, options: { timeoutMs?: number } = {}): Promise<ClusterTask> {
     const found = await this.job(id)
     if (!found) return killedWhileQueued(id)
     const { job, name } = found
     const { events } = await this.queue(name, true)
-    try {
-      await job.waitUntilFinished(events!, options.timeoutMs)
-    } catch (error) {
-      // A job BullMQ failed, or the wait ran out: either way the job says where it is.
-      if (!/timed out|failed/i.test((error as Error).message)) throw error
+    const deadline = Date.now() + (options.timeoutMs ?? Infinity)
+    for (;;) {
+      // The event stream announces the end at once; a completion that falls between BullMQ's own
+      // look and its first read of the stream is missed by it, so the job is looked at again each slice.
+      try {
+        await job.waitUntilFinished(events!, Math.max(1, Math.min(WAIT_SLICE_MS, deadline - Date.now())))
+      } catch (error) {
+        // A job BullMQ failed, or the slice ran out: either way the job says where it is.
+        if (!/timed out|failed/i.test((error as Error).message)) throw error
+      }
+      const fresh = await this.job(id)
+      if (!fresh) return killedWhileQueued(id)
+      if (fresh.state === 'completed' || fresh.state === 'failed' || Date.now() >= deadline) return describe(id, name, fresh.job, fresh.state)
     }
-    const fresh = await this.job(id)
-    if (!fresh) return killedWhileQueued(id)
-    return describe(id, name, fresh.job, await fresh.job.getState())
   }
 
   /**
@@ -143,16 +165,20 @@ export class ClusterClient {
     this.queues.clear()
   }
 
-  /** The task's job and queue; null for a task killed before any worker took it. */
-  private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string } | null> {
+  /**
+   * The task's job, queue and state; null for a task killed before any worker took it. The state
+   * is read before the job: a job found completed then carries its return value.
+   */
+  private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string; state: string } | null> {
     const anyQueue = (await this.queue(this.base)).queue
     const name = await (await anyQueue.client).hget(taskQueuesKey(this.base), id)
     if (!name) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
     if (name === KILLED_WHILE_QUEUED) return null
     const { queue } = await this.queue(name)
+    const state = await queue.getJobState(id)
     const job = (await this.bullmq!.Job.fromId(queue, id)) as Job<ClusterJobData, Task> | undefined
     if (!job) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
-    return { job, name }
+    return { job, name, state }
   }
 
   private async queue(name: string, withEvents = false): Promise<{ queue: Queue; events: QueueEvents | null; eventsReady?: Promise<void> }> {
@@ -183,6 +209,9 @@ export class ClusterClient {
     return entry
   }
 }
+
+/** How long a wait trusts the event stream alone before it looks at the job itself. */
+const WAIT_SLICE_MS = 1000
 
 /** How long a submitter waits for Redis to answer before it says it cannot be reached. */
 const CONNECT_TIMEOUT_MS = 5000

@@ -46,7 +46,7 @@ describe('a cluster of two workers', () => {
     const submitted = await Promise.all(Array.from({ length: 200 }, (_, n) => cluster.start({ command: ['sh', '-c', `echo task ${n}; sleep 0.05`], sandbox: 'off' })))
     const finished = await Promise.all(submitted.map((task) => cluster.wait(task.id, { timeoutMs: 60_000 })))
     for (const [index, done] of finished.entries()) {
-      expect(done.task, done.id).toMatchObject({ id: submitted[index]!.id, state: 'exited', exitCode: 0, outputBytes: `task ${index}\n`.length })
+      expect(done.task, JSON.stringify(done)).toMatchObject({ id: submitted[index]!.id, state: 'exited', exitCode: 0, outputBytes: `task ${index}\n`.length })
       expect(holder(done.id), `${done.id} runs on exactly one worker`).toHaveLength(1)
       expect(done.worker).toBe(holder(done.id)[0])
     }
@@ -78,6 +78,14 @@ describe('a cluster of two workers', () => {
     expect(JSON.parse(shown.stdout)).toMatchObject({ id, state: 'exited', exitCode: 3 })
     // The submitter's machine started no daemon of its own.
     expect(existsSync(join(env.TEND_HOME!, 'tend.sock'))).toBe(false)
+    const listed = JSON.parse((await runCli(['ps', '--all', '--json', '--cluster', redis.url], env)).stdout) as Array<{ id: string; state: string; worker: string }>
+    expect(listed.find((each) => each.id === id)).toMatchObject({ state: 'exited', worker: 'gpu' })
+    const running = await cluster.start({ command: ['sleep', '1000'], sandbox: 'off' })
+    await waitFor('the task to run', async () => (await cluster.get(running.id)).state === 'running')
+    const unfinished = JSON.parse((await runCli(['ps', '--json', '--cluster', redis.url], env)).stdout) as Array<{ id: string }>
+    expect(unfinished.map((each) => each.id)).toContain(running.id)
+    expect(unfinished.map((each) => each.id)).not.toContain(id)
+    await cluster.kill(running.id, { signal: 'SIGKILL' })
     const unknown = await runCli(['show', '--cluster', redis.url, 'zzzzzzzzzzzz'], env)
     expect(unknown.exitCode).toBe(1)
     expect(unknown.stderr).toContain('task not found')

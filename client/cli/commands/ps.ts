@@ -3,6 +3,7 @@ import { taskLabel, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell } from '../output.js'
+import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
 
 export function registerPsCommand(program: Command): void {
   const command = program
@@ -10,8 +11,17 @@ export function registerPsCommand(program: Command): void {
     .summary('list tasks (running and queued; --all adds finished ones)')
     .option('-a, --all', 'include finished tasks')
     .option('--owner <owner>', "only this owner's tasks")
+  addClusterOptions(command)
   command.action(
-    action(command, async ({ client, io }, flags: { all?: boolean; owner?: string }) => {
+    action(command, async ({ client, io }, flags: { all?: boolean; owner?: string } & ClusterFlags) => {
+      const onCluster = await withCluster(flags, client.options.env, (cluster) => cluster.list({ all: flags.all }))
+      if (onCluster) {
+        const shown = flags.owner === undefined ? onCluster : onCluster.filter((each) => (each.task?.owner ?? null) === flags.owner)
+        if (io.json) printJson(io, shown)
+        else if (shown.length === 0) io.err(flags.all ? 'no cluster tasks' : 'no running or queued cluster tasks (tend ps --all shows finished ones)')
+        else io.out(formatTable(['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'], shown.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : ''])))
+        return EXIT.ok
+      }
       const tasks = await client.list({ all: flags.all, owner: flags.owner })
       if (io.json) {
         printJson(io, tasks)
