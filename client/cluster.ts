@@ -9,6 +9,7 @@ import {
   TendError,
   DEFAULT_CLUSTER_QUEUE,
   KILLED_WHILE_QUEUED,
+  LOST_PREFIX,
   killChannel,
   redisConnection,
   type ClusterKill,
@@ -233,7 +234,11 @@ function describe(id: string, queue: string, job: Job<ClusterJobData, Task>, sta
   if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
     return { id, queue, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
   }
-  if (state === 'failed') return { id, queue, state: 'failed', worker: progress?.worker ?? null, task: null, reason: job.failedReason ?? null }
+  if (state === 'failed') {
+    const reason = job.failedReason ?? ''
+    const lost = reason.startsWith(LOST_PREFIX)
+    return { id, queue, state: lost ? 'lost' : 'failed', worker: progress?.worker ?? null, task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
+  }
   if (state === 'active') return { id, queue, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
   return { id, queue, state: 'queued', worker: null, task: null, reason: null }
 }

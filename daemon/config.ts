@@ -66,6 +66,8 @@ export const DaemonSettingsSchema = Type.Object(
     clusterConcurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
     /** This worker's labels: a task that requires labels runs only on a worker that has them all. Default none. */
     clusterLabels: Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), { default: {} }),
+    /** How long a worker may go without renewing its lock on a job before its task counts as lost, in milliseconds. Default 10000. */
+    clusterStallMs: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
     /** How other machines know this worker. Default: the host name and the home folder's name. */
     clusterName: Type.Union([Type.Null(), Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,128}$' })], { default: null }),
     /** pino log level. Default info. */
@@ -106,6 +108,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_CLUSTER_CONCURRENCY: { key: 'clusterConcurrency', parse: Number },
   TEND_CLUSTER_LABELS: { key: 'clusterLabels', parse: parseLabels },
   TEND_CLUSTER_NAME: { key: 'clusterName', parse: String },
+  TEND_CLUSTER_STALL: { key: 'clusterStallMs', parse: parseDuration },
 }
 
 /** 1/true/yes or 0/false/no, as an environment variable writes a switch. */

@@ -135,3 +135,6 @@ export interface WorkerEntry {
   labels: Labels
   startedAt: string
 }
+
+/** A job that failed with a reason that starts so is a task that was lost with its worker. */
+export const LOST_PREFIX = 'lost: '

@@ -1,7 +1,7 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { isFinished, killChannel, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import { isFinished, killChannel, LOST_PREFIX, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
 import type { StartTaskBody } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { normalizeSignal } from '../tasks/signals.js'
@@ -34,8 +34,21 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   const name = config.clusterName ?? `${hostname()}:${basename(config.layout.home)}`
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
   const connection = redisConnection(config.clusterRedis!)
+  const registry: Registry = async (worker) => {
+    const announced = await registryClient.hget(workersKey(config.clusterQueue), worker)
+    return announced ? (JSON.parse(announced) as WorkerEntry) : null
+  }
   const workers: Worker[] = queues.map((queue) => {
-    const worker = new Worker(queue, (job: Job<ClusterJobData>) => runJob(context, name, job), { connection, concurrency: config.clusterConcurrency, autorun: true })
+    const worker = new Worker(queue, (job: Job<ClusterJobData>) => runJob(context, name, job, registry), {
+      connection,
+      concurrency: config.clusterConcurrency,
+      autorun: true,
+      // A worker that stops renewing its lock (it died, or lost Redis) is found within the stall interval.
+      lockDuration: config.clusterStallMs,
+      stalledInterval: config.clusterStallMs / 2,
+      // A stalled job always comes back: the worker that takes it decides (endOnEarlierWorker).
+      maxStalledCount: Number.MAX_SAFE_INTEGER,
+    })
     // Redis going away is logged once per worker and retried by ioredis; running tasks go on.
     worker.on('error', (error) => log.warn({ err: error, queue }, 'cluster queue error'))
     return worker
@@ -44,11 +57,10 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // with a token of its own, announced where every client of the cluster finds it.
   const { Redis } = await import('ioredis')
   const opened = await context.console!.open()
-  const announce = new Redis(connection)
-  announce.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
+  const registryClient = new Redis(connection)
+  registryClient.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
   const entry: WorkerEntry = { name, origin: opened.origin!, token: opened.token!, labels: config.clusterLabels, startedAt: new Date().toISOString() }
-  await announce.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) })
-  announce.disconnect()
+  await registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) })
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   const kills = new Redis(connection)
   kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
@@ -64,8 +76,36 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     },
     close: async ({ keepTasks }) => {
       await Promise.all(workers.map((worker) => worker.close(keepTasks)))
+      registryClient.disconnect()
     },
   }
+}
+
+/** A worker's announcement in the cluster, or null. */
+type Registry = (name: string) => Promise<WorkerEntry | null>
+
+/** How long the look at an earlier worker may take before it counts as gone. */
+const EARLIER_WORKER_TIMEOUT_MS = 5000
+
+/**
+ * The task's final record from the worker that ran it first, once it has ended there; the job
+ * fails as lost (no retry) when that worker does not answer or does not have it.
+ */
+async function endOnEarlierWorker(id: string, earlier: string, registry: Registry): Promise<Task> {
+  const { UnrecoverableError } = await import('bullmq')
+  const entry = await registry(earlier)
+  if (entry) {
+    const ask = async (path: string, waitMs = 0): Promise<Task | null> => {
+      const answer = await fetch(`${entry.origin}${path}`, { headers: { authorization: `Bearer ${entry.token}` }, signal: AbortSignal.timeout(EARLIER_WORKER_TIMEOUT_MS + waitMs) }).catch(() => null)
+      if (!answer?.ok) return null
+      const body = (await answer.json()) as Task | { task: Task }
+      return 'task' in body ? body.task : body
+    }
+    let task = await ask(`/v1/tasks/${id}`)
+    while (task && !isFinished(task)) task = await ask(`/v1/tasks/${id}/wait?timeoutMs=25000`, 25_000)
+    if (task) return task
+  }
+  throw new UnrecoverableError(`${LOST_PREFIX}worker ${earlier} stopped answering while it ran the task (its lock on the job expired), and the task cannot be found there`)
 }
 
 /** Stops the task a published kill names, if it is this daemon's and has not ended. */
@@ -86,8 +126,12 @@ async function killFromCluster(context: DaemonContext, message: string): Promise
   }
 }
 
-async function runJob(context: DaemonContext, worker: string, job: Job<ClusterJobData>): Promise<Task> {
+async function runJob(context: DaemonContext, worker: string, job: Job<ClusterJobData>, registry: Registry): Promise<Task> {
   const id = job.id!
+  const earlier = typeof job.progress === 'object' && job.progress !== null ? (job.progress as unknown as ClusterProgress).worker : null
+  // Taken before by a worker whose lock on it expired (it died, or Redis was away): the task may
+  // still run there, and is never started a second time. Its end is awaited there, or it is lost.
+  if (earlier && earlier !== worker && !context.store.find(id)) return endOnEarlierWorker(id, earlier, registry)
   const request = job.data.request as unknown as StartTaskBody
   // The same job delivered again (a stalled check) finds the task it started.
   const task = await context.supervisor.start(request, { id, idempotencyKey: `cluster-${id}` })

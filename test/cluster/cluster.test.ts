@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ClusterClient } from '../../client/cluster.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { createTempHome, daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 /*
  * Two worker daemons with homes of their own (two machines) on one real redis-server, and a
@@ -154,6 +155,78 @@ describe('a cluster of two workers', () => {
       expect(Date.now() - startedAt).toBeLessThan(10_000)
     } finally {
       await nowhere.close()
+    }
+  })
+})
+
+describe('faults', () => {
+  test('a worker killed with -9 mid-task: the task ends lost within the stall interval, naming the worker, and never runs twice', async () => {
+    const own = await startRedis()
+    const workers = await Promise.all(
+      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
+    )
+    const client = new ClusterClient(own.url)
+    try {
+      const submitted = await client.start({ command: ['sleep', '1000'], sandbox: 'off' })
+      await waitFor('the task to run on a worker', async () => (await client.get(submitted.id)).state === 'running')
+      const { worker } = await client.get(submitted.id)
+      const victim = workers[worker === 'first' ? 0 : 1]!
+      const survivor = workers[worker === 'first' ? 1 : 0]!
+      await victim.crash()
+      const lost = await waitFor('the task to be lost', async () => {
+        const now = await client.get(submitted.id)
+        return now.state === 'lost' ? now : null
+      }, 20_000)
+      expect(lost.reason).toContain(`worker ${worker} stopped answering`)
+      // The survivor never started it.
+      expect(existsSync(join(survivor.home, 'spool', submitted.id))).toBe(false)
+      expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length).toBeLessThanOrEqual(1)
+      await killEverythingOf(victim.home)
+    } finally {
+      await client.close()
+      for (const each of workers) await each.stop()
+      await own.stop()
+    }
+  })
+
+  test('Redis stopped and restarted while tasks run: nothing is lost and every completion is published once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
+    const own = await startRedis({ persistIn: dir })
+    const workers = await Promise.all(['one', 'two'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const client = new ClusterClient(own.url)
+    try {
+      const submitted = await Promise.all(Array.from({ length: 8 }, (_, n) => client.start({ command: ['sh', '-c', `sleep 1; echo done ${n}`], sandbox: 'off' })))
+      await waitFor('every task to be taken', async () => (await Promise.all(submitted.map((task) => client.get(task.id)))).every((each) => each.worker !== null))
+      await client.close()
+      await own.stop()
+      // While Redis is away the tasks end on their workers.
+      await waitFor('every task to end on its worker', async () => {
+        const ended = await Promise.all(workers.map(async (worker) => (await worker.client.list({ all: true })).filter((task) => task.state === 'exited').length))
+        return ended.reduce((sum, count) => sum + count, 0) === submitted.length
+      }, 30_000)
+      await own.restart()
+      const back = new ClusterClient(own.url)
+      try {
+        const finished = await Promise.all(submitted.map((task) => back.wait(task.id, { timeoutMs: 30_000 })))
+        for (const [n, done] of finished.entries()) expect(done.task, JSON.stringify(done)).toMatchObject({ state: 'exited', exitCode: 0, outputBytes: `done ${n}\n`.length })
+        // Each ran once, on one worker.
+        for (const task of submitted) expect(workers.filter((worker) => existsSync(join(worker.home, 'spool', task.id)))).toHaveLength(1)
+        // Each completion is in the queue's event stream once.
+        const redisClient = new (await import('ioredis')).default(own.port, '127.0.0.1')
+        try {
+          const entries = (await redisClient.xrange('bull:tend:events', '-', '+')) as Array<[string, string[]]>
+          const completed = entries.map(([, fields]) => fields).filter((fields) => fields[1] === 'completed').map((fields) => fields[fields.indexOf('jobId') + 1])
+          for (const task of submitted) expect(completed.filter((id) => id === task.id), task.id).toHaveLength(1)
+        } finally {
+          redisClient.disconnect()
+        }
+      } finally {
+        await back.close()
+      }
+    } finally {
+      for (const each of workers) await each.stop()
+      await own.stop()
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })

@@ -36,14 +36,16 @@ function answersPing(port: number): Promise<boolean> {
 }
 
 /**
- * A real redis-server (Debian's, which .ci/run installs) on a free loopback port, with nothing
- * kept on disk. A test that needs it fails, loudly, without it.
+ * A real redis-server (Debian's, which .ci/run installs) on a free loopback port, keeping nothing
+ * on disk unless asked. A test that needs it fails, loudly, without it.
  */
-export async function startRedis(): Promise<TestRedis> {
+export async function startRedis(options: { persistIn?: string } = {}): Promise<TestRedis> {
   const port = await freePort()
   let child: ChildProcess | null = null
+  // With persistIn, every write is in an append-only file there: a restart loses nothing.
+  const persistence = options.persistIn ? ['--dir', options.persistIn, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] : ['--save', '', '--appendonly', 'no']
   const start = async () => {
-    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', ...persistence], { stdio: 'ignore' })
     const failed = new Promise<never>((_, reject) => started.once('error', (error) => reject(new Error(`redis-server could not start (is it installed? .ci/run installs it): ${error.message}`))))
     child = started
     await Promise.race([waitFor(`redis-server on port ${port}`, () => answersPing(port)), failed])
