@@ -2,6 +2,7 @@
 import { cliCapture } from './cli-capture.js'
 import { cliLatency } from './cli-latency.js'
 import { cliStartRate } from './cli-start-rate.js'
+import { clusterBench } from './cluster.js'
 import { coldStart } from './cold-start.js'
 import { daemonMemory } from './daemon-memory.js'
 import { daemonRss } from './daemon-rss.js'
@@ -26,6 +27,7 @@ const benches = [
   ['cli start rate', cliStartRate],
   ['cli capture', cliCapture],
   ['cold start', coldStart],
+  ['cluster', clusterBench],
 ]
 
 const rows = []

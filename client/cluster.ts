@@ -191,6 +191,8 @@ export class ClusterClient {
       entry = { queue: new this.bullmq.Queue(name, { connection }), events: null }
       this.queues.set(name, entry)
       const queue = entry.queue
+      // Each wait listens on the queue until it ends: many waits at once are many listeners, not a leak.
+      queue.setMaxListeners(0)
       queue.on('error', () => undefined)
       try {
         await withTimeout(queue.waitUntilReady(), CONNECT_TIMEOUT_MS)
@@ -202,6 +204,7 @@ export class ClusterClient {
     }
     if (withEvents && !entry.eventsReady) {
       const events = new this.bullmq.QueueEvents(name, { connection: redisConnection(this.redisUrl) })
+      events.setMaxListeners(0)
       entry.events = events
       entry.eventsReady = events.waitUntilReady().then(() => undefined)
     }
