@@ -1,6 +1,7 @@
 // Bench: a cluster task against a local one. Per-task overhead: one `true` at a time, submitted
 // and waited for through the cluster's queue (Redis, two workers) and through a local daemon's
-// socket, alternating; medians. Throughput: 1,000 `true` tasks submitted at once, then waited for,
+// socket, alternating; medians. A kill: from the submitter until the worker has stopped the task.
+// Throughput: 1,000 `true` tasks submitted at once, then waited for,
 // on two workers against one local daemon. A real redis-server on a loopback port (Debian's).
 import { spawn } from 'node:child_process'
 import { connect, createServer } from 'node:net'
@@ -11,6 +12,8 @@ import { rmSync } from 'node:fs'
 
 const ONE_AT_A_TIME = Number(process.env.BENCH_CLUSTER_TASKS ?? 50)
 const BURST = Number(process.env.BENCH_CLUSTER_BURST ?? 1000)
+const KILLS = Number(process.env.BENCH_CLUSTER_KILLS ?? 10)
+const KILL_TARGET_MS = 100
 const SETTINGS = { TEND_SANDBOX: 'off', TEND_CONCURRENCY: '16', TEND_PER_OWNER_CONCURRENCY: '16', TEND_CLUSTER_CONCURRENCY: '16' }
 
 async function freePort() {
@@ -78,6 +81,24 @@ export async function clusterBench({ log = console.log } = {}) {
     }
     log(`  one task: cluster ${median(viaCluster).toFixed(2)} ms, local ${median(viaLocal).toFixed(2)} ms (medians of ${ONE_AT_A_TIME})`)
 
+    // A kill from the submitter until the worker has stopped the task (polled on its socket).
+    const killMs = []
+    for (let i = 0; i < KILLS; i++) {
+      const { id } = await cluster.start({ command: ['sleep', '1000'], cwd, sandbox: 'off' })
+      let holder
+      for (const deadline = Date.now() + 10_000; !holder; await delay(5)) {
+        const taken = await cluster.get(id)
+        if (taken.state === 'running') holder = workers[taken.worker === 'one' ? 0 : 1]
+        if (Date.now() > deadline) throw new Error(`cluster task ${id} did not start within 10 s`)
+      }
+      const start = process.hrtime.bigint()
+      const killed = cluster.kill(id, { signal: 'SIGKILL' })
+      while ((await holder.client.get(id)).state === 'running') await delay(1)
+      killMs.push(elapsedMs(start))
+      await killed
+    }
+    log(`  kill: ${median(killMs).toFixed(1)} ms until the worker had stopped the task (median of ${KILLS})`)
+
     let start = process.hrtime.bigint()
     const submitted = await Promise.all(Array.from({ length: BURST }, () => cluster.start({ command: ['true'], cwd, sandbox: 'off' })))
     await Promise.all(submitted.map((task) => cluster.wait(task.id, { timeoutMs: 300_000 })))
@@ -89,6 +110,7 @@ export async function clusterBench({ log = console.log } = {}) {
     log(`  ${BURST} tasks: two workers ${clusterRate.toFixed(0)}/s, one local daemon ${localRate.toFixed(0)}/s`)
     return [
       row({ bench: 'cluster task, true, one at a time', value: median(viaCluster), baseline: median(viaLocal), unit: 'ms/task', ratio: median(viaCluster) / median(viaLocal), target: 'reported', pass: true }),
+      row({ bench: 'cluster kill, submitter to stopped on its worker', value: median(killMs), unit: 'ms', target: `<= ${KILL_TARGET_MS} ms`, pass: median(killMs) <= KILL_TARGET_MS }),
       row({ bench: `${BURST} true, two workers vs one daemon`, value: clusterRate, baseline: localRate, unit: 'tasks/s', ratio: clusterRate / localRate, target: 'reported', pass: true }),
     ]
   } finally {
