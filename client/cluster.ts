@@ -104,6 +104,35 @@ export class ClusterClient {
     return this.wait(id, { timeoutMs: (options.graceMs ?? 3000) + 30_000 })
   }
 
+  /**
+   * Forgets a finished cluster task everywhere: its spool folder on its worker (through the
+   * worker's API), its job and its entry in Redis. A task still queued or running is refused
+   * (TEND_ERR_TASK_NOT_FINISHED), as locally.
+   */
+  async remove(id: string): Promise<{ removed: string; freedBytes: number }> {
+    const found = await this.job(id)
+    let freedBytes = 0
+    if (found) {
+      const where = describe(id, found.name, found.job, found.state)
+      if (found.state !== 'completed' && found.state !== 'failed') throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: where.state })
+      if (where.task && where.worker) {
+        const { client } = await this.workerClient(id)
+        try {
+          freedBytes = (await client.remove(id)).freedBytes
+        } catch (error) {
+          // Gone from the worker already (its spool cleaned): the cluster's entries go all the same.
+          if (!(error instanceof TendError) || error.code !== 'TEND_ERR_TASK_NOT_FOUND') throw error
+        } finally {
+          client.close()
+        }
+      }
+      await found.job.remove()
+    }
+    const client = await (await this.queue(this.base)).queue.client
+    await client.hdel(taskQueuesKey(this.base), id)
+    return { removed: id, freedBytes }
+  }
+
   /** The cluster's tasks, unfinished ones only unless `all`: in the order they were submitted. */
   async list(options: { all?: boolean } = {}): Promise<ClusterTask[]> {
     const client = await (await this.queue(this.base)).queue.client

@@ -147,6 +147,25 @@ describe('a cluster of two workers', () => {
     }
   })
 
+  test('rm removes a finished cluster task everywhere (its spool on the worker, its job); a running one is refused', async () => {
+    const env = daemonEnv(createTempHome())
+    const done = await cluster.start({ command: ['echo', 'to remove'], sandbox: 'off' })
+    const finished = await cluster.wait(done.id, { timeoutMs: 30_000 })
+    const where = finished.worker === 'plain' ? plain : gpu
+    expect(existsSync(join(where.home, 'spool', done.id))).toBe(true)
+    const running = await cluster.start({ command: ['sleep', '1000'], sandbox: 'off' })
+    await waitFor('the task to run', async () => (await cluster.get(running.id)).state === 'running')
+    const removed = await runCli(['rm', '--json', '--cluster', redis.url, done.id, running.id], env)
+    expect(removed.exitCode).toBe(1)
+    const answer = JSON.parse(removed.stdout) as { removed: Array<{ removed: string; freedBytes: number }>; errors: Array<{ id: string; error: { code: string } }> }
+    expect(answer.removed).toEqual([{ removed: done.id, freedBytes: expect.any(Number) }])
+    expect(answer.removed[0]!.freedBytes).toBeGreaterThan(0)
+    expect(answer.errors).toEqual([{ id: running.id, error: expect.objectContaining({ code: 'TEND_ERR_TASK_NOT_FINISHED' }) }])
+    expect(existsSync(join(where.home, 'spool', done.id))).toBe(false)
+    await expect(cluster.get(done.id)).rejects.toMatchObject({ code: 'TEND_ERR_TASK_NOT_FOUND' })
+    await cluster.kill(running.id, { signal: 'SIGKILL' })
+  })
+
   test('Redis unreachable: a submission fails with a clear error at once', async () => {
     const nowhere = new ClusterClient('redis://127.0.0.1:9')
     try {
