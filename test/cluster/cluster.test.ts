@@ -133,8 +133,8 @@ describe('a cluster of two workers', () => {
     expect(streamed.exitCode).toBe(4)
     expect(streamed.stdout).toBe('streamed\n')
     // Redis holds the task's spec and state, never its bytes.
-    const client = await (await import('ioredis')).default
-    const redisClient = new client(redis.port, '127.0.0.1')
+    const { Redis } = await import('ioredis')
+    const redisClient = new Redis(redis.port, '127.0.0.1')
     try {
       const keys = await redisClient.keys('*')
       for (const key of keys) {
@@ -231,7 +231,8 @@ describe('faults', () => {
         // Each ran once, on one worker.
         for (const task of submitted) expect(workers.filter((worker) => existsSync(join(worker.home, 'spool', task.id)))).toHaveLength(1)
         // Each completion is in the queue's event stream once.
-        const redisClient = new (await import('ioredis')).default(own.port, '127.0.0.1')
+        const { Redis } = await import('ioredis')
+        const redisClient = new Redis(own.port, '127.0.0.1')
         try {
           const entries = (await redisClient.xrange('bull:tend:events', '-', '+')) as Array<[string, string[]]>
           const completed = entries.map(([, fields]) => fields).filter((fields) => fields[1] === 'completed').map((fields) => fields[fields.indexOf('jobId') + 1])

@@ -3,7 +3,6 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 import { request as httpsRequest } from 'node:https'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { TendClient, type ConsoleInfo } from '../../client/index.js'
@@ -11,6 +10,7 @@ import { runCli } from '../helpers/cli.js'
 import { openConsole } from '../helpers/console.js'
 import { createTempHome, daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { freePort } from '../helpers/ports.js'
 
 /*
  * The console's TCP listener, tried as a stranger would: no token, a wrong or revoked one,
@@ -353,15 +353,3 @@ describe('the console setting', () => {
     }
   })
 })
-
-/** A TCP port free right now (the kernel's choice for port 0, released at once). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
-}

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { connect, createServer } from 'node:net'
+import { connect } from 'node:net'
+import { freePort } from './ports.js'
 import { waitFor } from './wait-for.js'
 
 export interface TestRedis {
@@ -9,18 +10,6 @@ export interface TestRedis {
   stop: () => Promise<void>
   /** Starts it again on the same port (after stop): an outage ends. */
   restart: () => Promise<void>
-}
-
-/** A TCP port free right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
 }
 
 function answersPing(port: number): Promise<boolean> {
