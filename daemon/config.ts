@@ -146,7 +146,9 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   // ajv fills the defaults in place (useDefaults), on a copy.
   const settings = structuredClone(known) as unknown
   const seen = new Set<string>()
-  for (const error of settingsErrors(settings)) {
+  // The most telling error of each setting first: for a value that may be null or a string of some
+  // shape, "must match pattern" says more than "must be null".
+  for (const error of [...settingsErrors(settings)].sort((a, b) => telling(a) - telling(b))) {
     const key = error.instancePath.replace(/^\//, '')
     if (seen.has(key)) continue
     seen.add(key)
@@ -164,6 +166,12 @@ let validateSettings: ValidateFunction | undefined
 function settingsErrors(settings: unknown): ErrorObject[] {
   validateSettings ??= compileValidator('settings', DaemonSettingsSchema)
   return validateSettings(settings) ? [] : (validateSettings.errors ?? [])
+}
+
+/** Errors that say what a value must be come before the ones that only say what it is not. */
+function telling(error: ErrorObject): number {
+  if (['pattern', 'minimum', 'maximum', 'minLength', 'maxLength', 'additionalProperties'].includes(error.keyword)) return 0
+  return error.keyword === 'anyOf' ? 1 : 2
 }
 
 /** ajv's words, except for a choice among names: those are listed. */

@@ -166,6 +166,17 @@ describe('a cluster of two workers', () => {
     await cluster.kill(running.id, { signal: 'SIGKILL' })
   })
 
+  test('tend worker refuses a URL that is not Redis\'s, naming the setting and what it expects', async () => {
+    const home = createTempHome()
+    const refused = await runCli(['worker', '--redis', 'http://127.0.0.1:6379'], daemonEnv(home))
+    expect(refused.exitCode).toBe(2)
+    expect(refused.stderr).toContain('TEND_CLUSTER_REDIS=http://127.0.0.1:6379')
+    expect(refused.stderr).toContain('rediss?://')
+    const labels = await runCli(['worker', '--redis', redis.url, '--labels', 'gpu'], daemonEnv(home))
+    expect(labels.exitCode).toBe(2)
+    expect(labels.stderr).toContain('TEND_CLUSTER_LABELS')
+  })
+
   test('Redis unreachable: a submission fails with a clear error at once', async () => {
     const nowhere = new ClusterClient('redis://127.0.0.1:9')
     try {
