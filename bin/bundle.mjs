@@ -46,7 +46,7 @@ const keepModuleUrls = {
  * static import: that would turn into a require, which fails for an ES module (execa) before
  * Node 20.19.
  */
-const LOADED_WHEN_USED = { daemon: ['execa', '@fastify/swagger', '@fastify/static', 'bullmq'], cli: ['bullmq'] }
+const LOADED_WHEN_USED = { daemon: ['execa', '@fastify/swagger', '@fastify/static', 'bullmq', 'ioredis'], cli: ['bullmq'] }
 
 /** Options for one bundle; `write: false` answers the bundle and its metafile without writing. */
 export function bundleOptions(name, overrides = {}) {
