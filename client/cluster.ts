@@ -184,6 +184,7 @@ export class ClusterClient {
     const announced = await client.hget(workersKey(this.base), cluster.worker)
     if (!announced) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker}, which ran task ${id}, is not announced in the cluster` })
     const entry = JSON.parse(announced) as WorkerEntry
+    if (!entry.origin || !entry.token) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker} announced no console (its log says why): task ${id}'s output is read on that machine only` })
     return { cluster, client: new TendClient({ url: entry.origin, token: entry.token }) }
   }
 

@@ -130,8 +130,9 @@ export function workersKey(base: string): string {
  */
 export interface WorkerEntry {
   name: string
-  origin: string
-  token: string
+  /** null: the worker's console could not listen; its tasks' output is read on its machine only. */
+  origin: string | null
+  token: string | null
   labels: Labels
   startedAt: string
 }

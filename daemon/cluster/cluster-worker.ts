@@ -54,18 +54,23 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     return worker
   })
   // What stays on this machine (output) is read through its console's API: started if it is not,
-  // with a token of its own, announced where every client of the cluster finds it.
+  // with a token of its own, announced where every client of the cluster finds it. A console that
+  // cannot listen leaves the worker running tasks; their output is then read on this machine only.
   const { Redis } = await import('ioredis')
-  const opened = await context.console!.open()
+  const opened = await context.console!.open().catch((error: unknown) => {
+    log.error({ err: error }, 'console not started: other machines cannot read the output of cluster tasks run here')
+    return null
+  })
   const registryClient = new Redis(connection)
   registryClient.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
-  const entry: WorkerEntry = { name, origin: opened.origin!, token: opened.token!, labels: config.clusterLabels, startedAt: new Date().toISOString() }
-  await registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) })
+  const entry: WorkerEntry = { name, origin: opened?.origin ?? null, token: opened?.token ?? null, labels: config.clusterLabels, startedAt: new Date().toISOString() }
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   const kills = new Redis(connection)
   kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
   kills.on('message', (_channel: string, message: string) => void killFromCluster(context, message))
-  await kills.subscribe(killChannel(config.clusterQueue))
+  // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
+  void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch((error: unknown) => log.warn({ err: error }, 'worker not announced'))
+  void kills.subscribe(killChannel(config.clusterQueue)).catch((error: unknown) => log.warn({ err: error }, 'kill channel not subscribed'))
   log.info({ worker: name, queues }, 'cluster worker started')
   return {
     name,
@@ -94,7 +99,7 @@ const EARLIER_WORKER_TIMEOUT_MS = 5000
 async function endOnEarlierWorker(id: string, earlier: string, registry: Registry): Promise<Task> {
   const { UnrecoverableError } = await import('bullmq')
   const entry = await registry(earlier)
-  if (entry) {
+  if (entry?.origin && entry.token) {
     const ask = async (path: string, waitMs = 0): Promise<Task | null> => {
       const answer = await fetch(`${entry.origin}${path}`, { headers: { authorization: `Bearer ${entry.token}` }, signal: AbortSignal.timeout(EARLIER_WORKER_TIMEOUT_MS + waitMs) }).catch(() => null)
       if (!answer?.ok) return null

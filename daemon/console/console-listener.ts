@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { isIP } from 'node:net'
 import { createSecureContext } from 'node:tls'
+import { LogController } from 'fastify'
 import { TendError } from '../../protocol/index.js'
 import type { DaemonContext } from '../context.js'
 import type { PeerCheckStatus } from '../peer/index.js'
@@ -49,7 +50,7 @@ export async function startConsoleListener(
   if (!loopback && !address.tls && !address.insecure) throw new TendError('TEND_ERR_CONSOLE_INSECURE', { host: address.host })
   const https = address.tls ? await readTls(address.tls) : undefined
   // Its requests are not logged: a page's first address carries the token (?token=), and the log must never hold one.
-  const app = buildApp(context, { disableRequestLogging: true, ...(https ? { https } : {}) })
+  const app = buildApp(context, { logController: new LogController({ disableRequestLogging: true }), ...(https ? { https } : {}) })
   let port = address.port
   const allowedHosts = () => (loopback ? new Set(['127.0.0.1', 'localhost', '[::1]', address.host.toLowerCase()].map((name) => `${name}:${port}`)) : null)
   app.addHook('onRequest', consoleGuard({ ...auth, tls: https !== undefined, allowedHosts, cookieName: () => `tend_console_${port}` }))

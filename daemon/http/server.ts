@@ -45,7 +45,7 @@ export async function createServer(context: DaemonContext): Promise<{ app: TendA
  * A fastify app with tend's compilers, error shape and router errors, and no routes yet: the
  * socket's (above) or the console's TCP listener's (daemon/console/).
  */
-export function buildApp(context: DaemonContext, options: Pick<FastifyServerOptions, 'serverFactory' | 'disableRequestLogging'> & { https?: { cert: Buffer; key: Buffer } }): TendApp {
+export function buildApp(context: DaemonContext, options: Pick<FastifyServerOptions, 'serverFactory' | 'logController'> & { https?: { cert: Buffer; key: Buffer } }): TendApp {
   const app = Fastify({
     loggerInstance: context.log as FastifyBaseLogger,
     ...options,

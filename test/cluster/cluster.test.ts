@@ -219,6 +219,24 @@ describe('faults', () => {
     }
   })
 
+  test('a worker whose Redis is away serves its own socket, stops cleanly, and joins the cluster when Redis comes', async () => {
+    const own = await startRedis()
+    await own.stop()
+    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'patient' } })
+    const client = new ClusterClient(own.url)
+    try {
+      const local = await worker.client.wait((await worker.client.start({ command: ['echo', 'local'] })).id)
+      expect(local).toMatchObject({ state: 'exited', exitCode: 0 })
+      await own.restart()
+      const remote = await client.start({ command: ['echo', 'remote'], sandbox: 'off' })
+      expect(await client.wait(remote.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', worker: 'patient' })
+    } finally {
+      await client.close()
+      await worker.stop()
+      await own.stop()
+    }
+  })
+
   test('Redis stopped and restarted while tasks run: nothing is lost and every completion is published once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
     const own = await startRedis({ persistIn: dir })
