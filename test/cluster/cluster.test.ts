@@ -18,8 +18,13 @@ let redis: TestRedis
 let plain: TestDaemon
 let gpu: TestDaemon
 let cluster: ClusterClient
+/** The CLI's environment on the submitter's machine: a home of its own, where no daemon may start. */
+let submitterHome: string
+let submitterEnv: Record<string, string>
 
 beforeAll(async () => {
+  submitterHome = createTempHome()
+  submitterEnv = daemonEnv(submitterHome)
   redis = await startRedis()
   plain = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: 'plain', TEND_CLUSTER_CONCURRENCY: '8' } })
   gpu = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: 'gpu', TEND_CLUSTER_LABELS: 'gpu=1,zone=eu', TEND_CLUSTER_CONCURRENCY: '8' } })
@@ -30,6 +35,7 @@ afterAll(async () => {
   await plain?.stop()
   await gpu?.stop()
   await redis?.stop()
+  rmSync(submitterHome, { recursive: true, force: true })
 })
 
 /** Processes of a task, on whichever worker (its marker is in every process of it). */
@@ -69,7 +75,7 @@ describe('a cluster of two workers', () => {
   })
 
   test('the CLI submits with --cluster and --require, and wait and show answer from the queue', async () => {
-    const env = daemonEnv(createTempHome())
+    const env = submitterEnv
     const started = await runCli(['run', '--json', '--cluster', redis.url, '--require', 'gpu=1', '--', 'sh', '-c', 'exit 3'], env)
     expect(started.exitCode, started.stderr).toBe(0)
     const { id } = JSON.parse(started.stdout) as { id: string }
@@ -104,7 +110,7 @@ describe('a cluster of two workers', () => {
     expect(killed.task).toMatchObject({ id: submitted.id, state: 'killed', stoppedBy: 'operator', signal: 'SIGTERM' })
     expect(taskProcesses(submitted.id)).toEqual([])
     // Through the CLI too, by signal name.
-    const env = daemonEnv(createTempHome())
+    const env = submitterEnv
     const again = await cluster.start({ command: ['sleep', '1000'], sandbox: 'off' })
     await waitFor('the second task to run', async () => (await cluster.get(again.id)).state === 'running')
     const cli = await runCli(['kill', '--json', '--cluster', redis.url, '-s', 'KILL', again.id], env)
@@ -121,7 +127,7 @@ describe('a cluster of two workers', () => {
   })
 
   test("logs and logs --follow from the submitter read the output on the worker, never through Redis; run --wait streams it", async () => {
-    const env = daemonEnv(createTempHome())
+    const env = submitterEnv
     const lines = 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done'
     const started = JSON.parse((await runCli(['run', '--json', '--cluster', redis.url, '--sandbox', 'off', '-c', lines], env)).stdout) as { id: string }
     const followed = await runCli(['logs', '--follow', '--cluster', redis.url, started.id], env)
@@ -148,7 +154,7 @@ describe('a cluster of two workers', () => {
   })
 
   test('rm removes a finished cluster task everywhere (its spool on the worker, its job); a running one is refused', async () => {
-    const env = daemonEnv(createTempHome())
+    const env = submitterEnv
     const done = await cluster.start({ command: ['echo', 'to remove'], sandbox: 'off' })
     const finished = await cluster.wait(done.id, { timeoutMs: 30_000 })
     const where = finished.worker === 'plain' ? plain : gpu
@@ -167,12 +173,11 @@ describe('a cluster of two workers', () => {
   })
 
   test('tend worker refuses a URL that is not Redis\'s, naming the setting and what it expects', async () => {
-    const home = createTempHome()
-    const refused = await runCli(['worker', '--redis', 'http://127.0.0.1:6379'], daemonEnv(home))
+    const refused = await runCli(['worker', '--redis', 'http://127.0.0.1:6379'], submitterEnv)
     expect(refused.exitCode).toBe(2)
     expect(refused.stderr).toContain('TEND_CLUSTER_REDIS=http://127.0.0.1:6379')
     expect(refused.stderr).toContain('rediss?://')
-    const labels = await runCli(['worker', '--redis', redis.url, '--labels', 'gpu'], daemonEnv(home))
+    const labels = await runCli(['worker', '--redis', redis.url, '--labels', 'gpu'], submitterEnv)
     expect(labels.exitCode).toBe(2)
     expect(labels.stderr).toContain('TEND_CLUSTER_LABELS')
   })
