@@ -2,7 +2,8 @@ import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
 import { isFinished, killChannel, LOST_PREFIX, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
-import type { StartTaskBody } from '../../protocol/schemas.js'
+import { StartTaskBody } from '../../protocol/schemas.js'
+import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'
 import { normalizeSignal } from '../tasks/signals.js'
 
@@ -34,6 +35,9 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   const name = config.clusterName ?? `${hostname()}:${basename(config.layout.home)}`
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
   const connection = redisConnection(config.clusterRedis!)
+  const { Redis } = await import('ioredis')
+  const registryClient = new Redis(connection)
+  registryClient.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
   const registry: Registry = async (worker) => {
     const announced = await registryClient.hget(workersKey(config.clusterQueue), worker)
     return announced ? (JSON.parse(announced) as WorkerEntry) : null
@@ -56,13 +60,10 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // What stays on this machine (output) is read through its console's API: started if it is not,
   // with a token of its own, announced where every client of the cluster finds it. A console that
   // cannot listen leaves the worker running tasks; their output is then read on this machine only.
-  const { Redis } = await import('ioredis')
   const opened = await context.console!.open().catch((error: unknown) => {
     log.error({ err: error }, 'console not started: other machines cannot read the output of cluster tasks run here')
     return null
   })
-  const registryClient = new Redis(connection)
-  registryClient.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
   const entry: WorkerEntry = { name, origin: opened?.origin ?? null, token: opened?.token ?? null, labels: config.clusterLabels, startedAt: new Date().toISOString() }
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   const kills = new Redis(connection)
@@ -133,11 +134,21 @@ async function killFromCluster(context: DaemonContext, message: string): Promise
 
 async function runJob(context: DaemonContext, worker: string, job: Job<ClusterJobData>, registry: Registry): Promise<Task> {
   const id = job.id!
+  // Whoever can write to the cluster's Redis can put a job there: its request is checked as the
+  // socket checks a POST /v1/tasks body, and a bad one fails its job, naming what is wrong.
+  const request = job.data.request as unknown as StartTaskBody
+  const validate = compileValidator('body', StartTaskBody)
+  if (!validate(request)) {
+    const { UnrecoverableError } = await import('bullmq')
+    const problems = (validate.errors ?? []).map((error) =>
+      error.keyword === 'additionalProperties' ? `unknown field ${String(error.params.additionalProperty)}` : `${error.instancePath.slice(1) || 'request'} ${error.message}`,
+    )
+    throw new UnrecoverableError(`the task's start request is not valid: ${problems.join('; ')}`)
+  }
   const earlier = typeof job.progress === 'object' && job.progress !== null ? (job.progress as unknown as ClusterProgress).worker : null
   // Taken before by a worker whose lock on it expired (it died, or Redis was away): the task may
   // still run there, and is never started a second time. Its end is awaited there, or it is lost.
   if (earlier && earlier !== worker && !context.store.find(id)) return endOnEarlierWorker(id, earlier, registry)
-  const request = job.data.request as unknown as StartTaskBody
   // The same job delivered again (a stalled check) finds the task it started.
   const task = await context.supervisor.start(request, { id, idempotencyKey: `cluster-${id}` })
   await job.updateProgress({ worker, state: task.state, pid: task.pid } satisfies ClusterProgress)

@@ -172,6 +172,27 @@ describe('a cluster of two workers', () => {
     await cluster.kill(running.id, { signal: 'SIGKILL' })
   })
 
+  test('a job put on the queue by hand with a bad request fails, naming what is wrong; no task starts', async () => {
+    const { Queue } = await import('bullmq')
+    const { Redis } = await import('ioredis')
+    const queue = new Queue('tend', { connection: { host: '127.0.0.1', port: redis.port } })
+    const raw = new Redis(redis.port, '127.0.0.1')
+    const id = 'badrequest01'
+    try {
+      await raw.hset('tend:tend:task-queues', { [id]: 'tend' })
+      await queue.add('task', { request: { command: 'rm -rf /', cwd: 'relative', bogus: 1 }, requirements: {}, submittedAt: new Date().toISOString() }, { jobId: id })
+      const failed = await cluster.wait(id, { timeoutMs: 30_000 })
+      expect(failed).toMatchObject({ state: 'failed', task: null })
+      expect(failed.reason).toContain('not valid')
+      expect(failed.reason).toContain('command must be array')
+      expect(failed.reason).toContain('unknown field bogus')
+      expect(holder(id)).toEqual([])
+    } finally {
+      raw.disconnect()
+      await queue.close()
+    }
+  })
+
   test('tend worker refuses a URL that is not Redis\'s, naming the setting and what it expects', async () => {
     const refused = await runCli(['worker', '--redis', 'http://127.0.0.1:6379'], submitterEnv)
     expect(refused.exitCode).toBe(2)
