@@ -8,6 +8,7 @@ import {
   TASK_ID_LENGTH,
   TendError,
   DEFAULT_CLUSTER_QUEUE,
+  DEFAULT_OWNER,
   KILLED_WHILE_QUEUED,
   LOST_PREFIX,
   killChannel,
@@ -27,6 +28,8 @@ export interface ClusterTask {
   id: string
   /** The queue it was put on (the base queue and its requirements). */
   queue: string
+  /** Who it is for (null: killed before a worker took it, its request gone with its job). */
+  owner: string | null
   /** queued (waiting for a worker), a task state while a worker runs it, or its final state. */
   state: string
   /** The worker that took it; null while it waits. */
@@ -67,7 +70,7 @@ export class ClusterClient {
     const client = await queue.client
     await client.hset(taskQueuesKey(this.base), { [id]: name })
     await queue.add('task', data, { jobId: id, removeOnComplete: false, removeOnFail: false })
-    return { id, queue: name, state: 'queued', worker: null, task: null, reason: null }
+    return { id, queue: name, owner: options.owner ?? DEFAULT_OWNER, state: 'queued', worker: null, task: null, reason: null }
   }
 
   async get(id: string): Promise<ClusterTask> {
@@ -256,19 +259,20 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 }
 
 function killedWhileQueued(id: string): ClusterTask {
-  return { id, queue: '', state: 'killed', worker: null, task: null, reason: 'killed before a worker took it' }
+  return { id, queue: '', owner: null, state: 'killed', worker: null, task: null, reason: 'killed before a worker took it' }
 }
 
 function describe(id: string, queue: string, job: Job<ClusterJobData, Task>, state: string): ClusterTask {
   const progress = typeof job.progress === 'object' ? (job.progress as unknown as ClusterProgress) : null
+  const owner = typeof job.data.request.owner === 'string' ? job.data.request.owner : DEFAULT_OWNER
   if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
-    return { id, queue, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
+    return { id, queue, owner, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
   }
   if (state === 'failed') {
     const reason = job.failedReason ?? ''
     const lost = reason.startsWith(LOST_PREFIX)
-    return { id, queue, state: lost ? 'lost' : 'failed', worker: progress?.worker ?? null, task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
+    return { id, queue, owner, state: lost ? 'lost' : 'failed', worker: progress?.worker ?? null, task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
   }
-  if (state === 'active') return { id, queue, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
-  return { id, queue, state: 'queued', worker: null, task: null, reason: null }
+  if (state === 'active') return { id, queue, owner, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
+  return { id, queue, owner, state: 'queued', worker: null, task: null, reason: null }
 }

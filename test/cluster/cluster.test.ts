@@ -89,9 +89,12 @@ describe('a cluster of two workers', () => {
     expect(listed.find((each) => each.id === id)).toMatchObject({ state: 'exited', worker: 'gpu' })
     const running = await cluster.start({ command: ['sleep', '1000'], sandbox: 'off' })
     await waitFor('the task to run', async () => (await cluster.get(running.id)).state === 'running')
-    const unfinished = JSON.parse((await runCli(['ps', '--json', '--cluster', redis.url], env)).stdout) as Array<{ id: string }>
+    const unfinished = JSON.parse((await runCli(['ps', '--json', '--cluster', redis.url], env)).stdout) as Array<{ id: string; owner: string }>
     expect(unfinished.map((each) => each.id)).toContain(running.id)
     expect(unfinished.map((each) => each.id)).not.toContain(id)
+    expect(unfinished.find((each) => each.id === running.id)).toMatchObject({ owner: 'operator' })
+    const anothers = JSON.parse((await runCli(['ps', '--json', '--owner', 'alice', '--cluster', redis.url], env)).stdout) as unknown[]
+    expect(anothers).toEqual([])
     await cluster.kill(running.id, { signal: 'SIGKILL' })
     const unknown = await runCli(['show', '--cluster', redis.url, 'zzzzzzzzzzzz'], env)
     expect(unknown.exitCode).toBe(1)
