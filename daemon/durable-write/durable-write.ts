@@ -1,5 +1,5 @@
 import { appendFile, mkdir, open, unlink } from 'node:fs/promises'
-import { createRequire } from 'node:module'
+import { loadAddon } from '../native-addon.js'
 import { fileURLToPath } from 'node:url'
 import { getSystemErrorMap } from 'node:util'
 
@@ -35,13 +35,8 @@ export const FS_DURABLE_WRITER: DurableWriter = { write: writeWithFs, via: 'fs',
 
 /** The addon when it was built, else Node's fs calls. */
 export function loadDurableWriter(path: string = DEFAULT_ADDON_PATH): DurableWriter {
-  try {
-    const addon = createRequire(import.meta.url)(path) as DurableWriteAddon
-    if (typeof addon.writeFile !== 'function') return { write: writeWithFs, via: 'fs', reason: `${path} is not the durable-write addon` }
-    return { write: (file) => writeWithAddon(addon, file), via: 'addon' }
-  } catch (error) {
-    return { write: writeWithFs, via: 'fs', reason: `the durable-write addon could not be loaded from ${path}: ${(error as Error).message}` }
-  }
+  const { addon, reason } = loadAddon<DurableWriteAddon>(path, 'durable-write', ['writeFile'])
+  return addon ? { write: (file) => writeWithAddon(addon, file), via: 'addon' } : { write: writeWithFs, via: 'fs', reason }
 }
 
 function writeWithAddon(addon: DurableWriteAddon, file: DurableFile): Promise<void> {

@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module'
+import { loadAddon } from '../native-addon.js'
 import { fileURLToPath } from 'node:url'
 
 /** dist/daemon/memory/release-memory.node, built by daemon/memory/build.mjs. */
@@ -13,13 +13,8 @@ interface MemoryReleaseAddon {
 
 /** The addon's release (true when pages went back to the kernel), or why there is none. */
 export function loadMemoryRelease(path: string = DEFAULT_ADDON_PATH): { release: () => boolean } | { reason: string } {
-  try {
-    const addon = createRequire(import.meta.url)(path) as MemoryReleaseAddon
-    if (typeof addon.releaseFreeMemory !== 'function') return { reason: `${path} is not the memory-release addon` }
-    return { release: () => addon.releaseFreeMemory() }
-  } catch (error) {
-    return { reason: `the memory-release addon could not be loaded from ${path}: ${(error as Error).message}` }
-  }
+  const { addon, reason } = loadAddon<MemoryReleaseAddon>(path, 'memory-release', ['releaseFreeMemory'])
+  return addon ? { release: () => addon.releaseFreeMemory() } : { reason }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module'
+import { loadAddon } from '../native-addon.js'
 import { fileURLToPath } from 'node:url'
 
 /** The namespaces the check compares: a bubblewrap sandbox has its own of each. */
@@ -59,15 +59,5 @@ export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./peer-credentials.node
 /** Loads the addon; a missing or broken build is a reason, not a throw (the daemon runs without the check). */
 export function loadPeerAddon(path: string = DEFAULT_ADDON_PATH): AddonLoad {
   if (process.platform !== 'linux') return { addon: null, reason: `peer credentials need Linux, this is ${process.platform}` }
-  try {
-    const addon = createRequire(import.meta.url)(path) as PeerCredentialsAddon
-    if (typeof addon.inspect !== 'function' || typeof addon.ownNamespaces !== 'function') return { addon: null, reason: `${path} is not the peer-credentials addon` }
-    return { addon }
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    if (code === 'MODULE_NOT_FOUND' || (code === 'ERR_DLOPEN_FAILED' && /No such file/.test((error as Error).message))) {
-      return { addon: null, reason: `the peer-credentials addon was not built (${path} is missing: building it needs a C compiler and Node's headers, see daemon/peer/build.mjs)` }
-    }
-    return { addon: null, reason: `the peer-credentials addon could not be loaded from ${path}: ${(error as Error).message}` }
-  }
+  return loadAddon<PeerCredentialsAddon>(path, 'peer-credentials', ['inspect', 'ownNamespaces'])
 }
