@@ -67,8 +67,7 @@ export class ClusterClient {
     const name = queueFor(this.base, options.require ?? {})
     const { queue } = await this.queue(name)
     const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString() }
-    const client = await queue.client
-    await client.hset(taskQueuesKey(this.base), { [id]: name })
+    await (await this.redis()).hset(taskQueuesKey(this.base), { [id]: name })
     await queue.add('task', data, { jobId: id, removeOnComplete: false, removeOnFail: false })
     return { id, queue: name, owner: options.owner ?? DEFAULT_OWNER, state: 'queued', worker: null, task: null, reason: null }
   }
@@ -95,15 +94,13 @@ export class ClusterClient {
         () => false,
       )
       if (removed) {
-        await (await this.queue(this.base)).queue.client.then((client) => client.hset(taskQueuesKey(this.base), { [id]: KILLED_WHILE_QUEUED }))
+        await (await this.redis()).hset(taskQueuesKey(this.base), { [id]: KILLED_WHILE_QUEUED })
         return killedWhileQueued(id)
       }
     }
     if (state === 'completed' || state === 'failed') return describe(id, name, job, state)
     const message: ClusterKill = { id, signal: options.signal, graceMs: options.graceMs, reason: options.reason }
-    // BullMQ's client type leaves out publish; the connection is ioredis's, which has it.
-    const client = (await (await this.queue(this.base)).queue.client) as unknown as { publish: (channel: string, message: string) => Promise<number> }
-    await client.publish(killChannel(this.base), JSON.stringify(message))
+    await (await this.redis()).publish(killChannel(this.base), JSON.stringify(message))
     return this.wait(id, { timeoutMs: (options.graceMs ?? 3000) + 30_000 })
   }
 
@@ -131,15 +128,13 @@ export class ClusterClient {
       }
       await found.job.remove()
     }
-    const client = await (await this.queue(this.base)).queue.client
-    await client.hdel(taskQueuesKey(this.base), id)
+    await (await this.redis()).hdel(taskQueuesKey(this.base), id)
     return { removed: id, freedBytes }
   }
 
   /** The cluster's tasks, unfinished ones only unless `all`: in the order they were submitted. */
   async list(options: { all?: boolean } = {}): Promise<ClusterTask[]> {
-    const client = await (await this.queue(this.base)).queue.client
-    const where = await client.hgetall(taskQueuesKey(this.base))
+    const where = await (await this.redis()).hgetall(taskQueuesKey(this.base))
     const found = await Promise.all(
       Object.entries(where).map(async ([id, name]) => {
         if (name === KILLED_WHILE_QUEUED) return { task: killedWhileQueued(id), at: '' }
@@ -147,9 +142,8 @@ export class ClusterClient {
         return found ? { task: describe(id, name, found.job, found.state), at: found.job.data.submittedAt } : null
       }),
     )
-    const finished = new Set(['exited', 'killed', 'timed_out', 'failed', 'lost'])
     return found
-      .filter((each): each is { task: ClusterTask; at: string } => each !== null && (options.all === true || !finished.has(each.task.state)))
+      .filter((each): each is { task: ClusterTask; at: string } => each !== null && (options.all === true || !hasEnded(each.task)))
       .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
       .map((each) => each.task)
   }
@@ -180,8 +174,7 @@ export class ClusterClient {
   async workerClient(id: string): Promise<{ cluster: ClusterTask; client: TendClient }> {
     const cluster = await this.get(id)
     if (!cluster.worker) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `task ${id} is ${cluster.state}: no worker has taken it, it has no output yet` })
-    const client = await (await this.queue(this.base)).queue.client
-    const announced = await client.hget(workersKey(this.base), cluster.worker)
+    const announced = await (await this.redis()).hget(workersKey(this.base), cluster.worker)
     if (!announced) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker}, which ran task ${id}, is not announced in the cluster` })
     const entry = JSON.parse(announced) as WorkerEntry
     if (!entry.origin || !entry.token) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker} announced no console (its log says why): task ${id}'s output is read on that machine only` })
@@ -196,13 +189,18 @@ export class ClusterClient {
     this.queues.clear()
   }
 
+  /** The base queue's Redis connection, for tend's own keys and the kill channel. */
+  private async redis(): Promise<RedisCommands> {
+    // BullMQ's client type leaves out publish; the connection is ioredis's, which has it.
+    return (await (await this.queue(this.base)).queue.client) as unknown as RedisCommands
+  }
+
   /**
    * The task's job, queue and state; null for a task killed before any worker took it. The state
    * is read before the job: a job found completed then carries its return value.
    */
   private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string; state: string } | null> {
-    const anyQueue = (await this.queue(this.base)).queue
-    const name = await (await anyQueue.client).hget(taskQueuesKey(this.base), id)
+    const name = await (await this.redis()).hget(taskQueuesKey(this.base), id)
     if (!name) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
     if (name === KILLED_WHILE_QUEUED) return null
     const { queue } = await this.queue(name)
@@ -256,6 +254,20 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms)
   })
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
+}
+
+/** What tend asks of Redis itself, beside BullMQ's own commands. */
+interface RedisCommands {
+  hset(key: string, fields: Record<string, string>): Promise<number>
+  hget(key: string, field: string): Promise<string | null>
+  hgetall(key: string): Promise<Record<string, string>>
+  hdel(key: string, field: string): Promise<number>
+  publish(channel: string, message: string): Promise<number>
+}
+
+/** Ended: neither waiting for a worker nor run by one (queued and running are the only states before an end). */
+function hasEnded(task: ClusterTask): boolean {
+  return task.state !== 'queued' && task.state !== 'running'
 }
 
 function killedWhileQueued(id: string): ClusterTask {
