@@ -52,8 +52,8 @@ export class TaskStore {
   /** Every task in list order (created, then id); null when it must be sorted again (a task adopted out of order). */
   private ordered: Task[] | null = []
   private readonly versions = new Map<string, number>()
-  /** The version and state last on disk (reported and announced) per task: each version at most once, in order. */
-  private readonly announced = new Map<string, { version: number; state: Task['state'] }>()
+  /** The version last on disk (reported and announced) per task: each version at most once, in order. Its state is the reported task's. */
+  private readonly landedVersions = new Map<string, number>()
   /** Per task, the write of its newest version: answers once that version is on disk. */
   private readonly landing = new Map<string, Promise<Task>>()
   /** Per task, who waits for an announced state: each is called with every state announced. */
@@ -72,7 +72,7 @@ export class TaskStore {
   adopt(task: Task): void {
     this.install(task)
     this.versions.set(task.id, 0)
-    this.announced.set(task.id, { version: 0, state: task.state })
+    this.landedVersions.set(task.id, 0)
   }
 
   /**
@@ -190,7 +190,7 @@ export class TaskStore {
       if (index !== -1) this.ordered.splice(index, 1)
     }
     this.versions.delete(id)
-    this.announced.delete(id)
+    this.landedVersions.delete(id)
     this.landing.delete(id)
     this.events.publish('task.removed', task)
   }
@@ -306,16 +306,18 @@ export class TaskStore {
    */
   private landed(written: Task, version: number): void {
     const { id } = written
-    const last = this.announced.get(id)
-    if (last && last.version >= version) return
-    this.announced.set(id, { version, state: written.state })
+    const lastVersion = this.landedVersions.get(id)
+    if (lastVersion !== undefined && lastVersion >= version) return
+    this.landedVersions.set(id, version)
     if (this.versions.get(id) === version) this.unwritten.delete(id)
     const previous = this.tasks.get(id)!
+    // A new task (no version landed before) is announced whatever it is; a later one when its state changed.
+    const stateChanged = lastVersion === undefined || previous.state !== written.state
     // A running task's output only grows: the size patched meanwhile may be ahead of the record's.
     const live = previous.outputBytes
     const task = isFinished(written) || live <= written.outputBytes ? written : Object.assign({}, written, { outputBytes: live })
     this.replace(previous, task)
-    if (last?.state === task.state) return
+    if (!stateChanged) return
     this.events.publishState(task)
     const waiters = this.stateWaiters.get(task.id)
     if (!waiters) return
