@@ -3,7 +3,7 @@ import { waitFor } from '../helpers/wait-for.js'
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import Fastify from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import type { Task } from '../../protocol/index.js'
 import type { DaemonContext } from '../../daemon/context.js'
 import { OutputWatch, type WakeReason } from '../../daemon/tasks/output-watch.js'
@@ -52,13 +52,22 @@ describe('long-poll wake-ups', () => {
   const spool = mkdtempSync(join(tmpdir(), 'tend-long-poll-'))
   afterAll(() => rmSync(spool, { recursive: true, force: true }))
 
+  /** The read route alone, on a spool holding the task's output.log, its store answering `task()`. */
+  async function readRoute(id: string, output: string, task: () => Task): Promise<{ app: FastifyInstance; outputWatch: OutputWatch }> {
+    mkdirSync(join(spool, id))
+    writeFileSync(join(spool, id, 'output.log'), output)
+    const outputWatch = new OutputWatch()
+    const context = { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch } as unknown as DaemonContext
+    const app = Fastify()
+    registerReadOutputRoute(app, context)
+    await app.ready()
+    return { app, outputWatch }
+  }
+
   test('bytes written after the reader looked at the file but before its watch was armed wake the long-poll at once', async () => {
     const id = 'racewrite001'
-    mkdirSync(join(spool, id))
-    const file = join(spool, id, 'output.log')
-    writeFileSync(file, '')
     const task = { id, owner: 'default', state: 'running', maxOutputBytes: 1024 } as unknown as Task
-    const outputWatch = new OutputWatch()
+    const { app, outputWatch } = await readRoute(id, '', () => task)
     const reasons: WakeReason[] = []
     const wait = outputWatch.waitForChange.bind(outputWatch)
     outputWatch.waitForChange = async (...args) => {
@@ -66,10 +75,6 @@ describe('long-poll wake-ups', () => {
       reasons.push(reason)
       return reason
     }
-    const context = { config: { layout: { spool } }, store: { get: () => task, find: () => task }, outputWatch } as unknown as DaemonContext
-    const app = Fastify()
-    registerReadOutputRoute(app, context)
-    await app.ready()
     try {
       seam.beforeWatch = (watched) => appendFileSync(watched, 'late bytes\n')
       // Without the wake-up it would wait out its 20 s.
@@ -86,16 +91,8 @@ describe('long-poll wake-ups', () => {
 
   test('a task that ends after the reader looked at its state but before it began to wait wakes the long-poll at once', async () => {
     const id = 'raceended001'
-    mkdirSync(join(spool, id))
-    const file = join(spool, id, 'output.log')
-    writeFileSync(file, 'all of it\n')
     let task = { id, owner: 'default', state: 'running', maxOutputBytes: 1024 } as unknown as Task
-    const outputWatch = new OutputWatch()
-    const current = () => task
-    const context = { config: { layout: { spool } }, store: { get: current, find: current }, outputWatch } as unknown as DaemonContext
-    const app = Fastify()
-    registerReadOutputRoute(app, context)
-    await app.ready()
+    const { app, outputWatch } = await readRoute(id, 'all of it\n', () => task)
     try {
       // The end is recorded and every waiting reader woken after this reader looked at the state, before it waits.
       seam.beforeStat = () => {
