@@ -1,7 +1,6 @@
 import { randomInt } from 'node:crypto'
-import type { Job, Queue, QueueEvents } from 'bullmq'
+import type { Queue, QueueEvents } from 'bullmq'
 import {
-  isFinished,
   queueFor,
   taskQueuesKey,
   TASK_ID_ALPHABET,
@@ -10,35 +9,21 @@ import {
   DEFAULT_CLUSTER_QUEUE,
   DEFAULT_OWNER,
   KILLED_WHILE_QUEUED,
-  LOST_PREFIX,
   killChannel,
+  killedRecordsKey,
   redisConnection,
   type ClusterKill,
   workersKey,
   type WorkerEntry,
   type ClusterJobData,
-  type ClusterProgress,
   type Labels,
+  type RequestedStop,
   type Task,
 } from '../protocol/index.js'
 import { startRequestBody, TendClient, type StartOptions } from './client.js'
+import { describeJob, killedWhileQueuedRecord, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
 
-/** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
-export interface ClusterTask {
-  id: string
-  /** The queue it was put on (the base queue and its requirements). */
-  queue: string
-  /** Who it is for (null: killed before a worker took it, its request gone with its job). */
-  owner: string | null
-  /** queued (waiting for a worker), a task state while a worker runs it, or its final state. */
-  state: string
-  /** The worker that took it; null while it waits. */
-  worker: string | null
-  /** Its final record, once it has ended. */
-  task: Task | null
-  /** Why BullMQ failed the job (the worker could not start it), when it did. */
-  reason: string | null
-}
+export type { ClusterTask }
 
 export interface ClusterStartOptions extends StartOptions {
   /** Labels the worker must have, each name=value. */
@@ -53,6 +38,7 @@ export interface ClusterStartOptions extends StartOptions {
 export class ClusterClient {
   private readonly queues = new Map<string, { queue: Queue; events: QueueEvents | null; eventsReady?: Promise<void> }>()
   private bullmq: typeof import('bullmq') | undefined
+  private readonly workerClients = new Map<string, Promise<TendClient>>()
 
   constructor(
     readonly redisUrl: string,
@@ -74,8 +60,29 @@ export class ClusterClient {
 
   async get(id: string): Promise<ClusterTask> {
     const found = await this.job(id)
-    if (!found) return killedWhileQueued(id)
-    return describe(id, found.name, found.job, found.state)
+    if (!found) return this.killedWhileQueued(id)
+    return describeJob(id, found.name, found.job, found.state)
+  }
+
+  /**
+   * The task's record: its final one once it has ended; while it runs, the one its worker holds
+   * (asked over the worker's API, with the live output size); else what the queue knows of it.
+   */
+  async record(id: string): Promise<{ cluster: ClusterTask; task: Task }> {
+    const found = await this.job(id)
+    if (!found) {
+      const cluster = await this.killedWhileQueued(id)
+      return { cluster, task: cluster.task! }
+    }
+    const cluster = describeJob(id, found.name, found.job, found.state)
+    if (cluster.task) return { cluster, task: cluster.task }
+    if (cluster.worker) {
+      const live = await this.clientOfWorker(cluster.worker, id)
+        .then((client) => client.get(id))
+        .catch(() => null)
+      if (live) return { cluster, task: live }
+    }
+    return { cluster, task: recordOfJob(id, found.job, cluster) }
   }
 
   /**
@@ -83,9 +90,9 @@ export class ClusterClient {
    * there, its whole tree, through the kill channel. Resolves with where it is once it has ended
    * (or after the grace and 30 s more).
    */
-  async kill(id: string, options: { signal?: string | number; graceMs?: number; reason?: string } = {}): Promise<ClusterTask> {
+  async kill(id: string, options: { signal?: string | number; graceMs?: number; reason?: string; stoppedBy?: RequestedStop } = {}): Promise<ClusterTask> {
     const found = await this.job(id)
-    if (!found) return killedWhileQueued(id)
+    if (!found) return this.killedWhileQueued(id)
     const { job, name, state } = found
     if (state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') {
       // Taken off the queue if no worker has taken it meanwhile (then it is locked, and killed where it runs).
@@ -94,12 +101,15 @@ export class ClusterClient {
         () => false,
       )
       if (removed) {
-        await (await this.redis()).hset(taskQueuesKey(this.base), { [id]: KILLED_WHILE_QUEUED })
-        return killedWhileQueued(id)
+        const record = killedWhileQueuedRecord(id, job, options.stoppedBy ?? 'operator', options.reason)
+        const redis = await this.redis()
+        await redis.hset(killedRecordsKey(this.base), { [id]: JSON.stringify(record) })
+        await redis.hset(taskQueuesKey(this.base), { [id]: KILLED_WHILE_QUEUED })
+        return killedWhileQueuedTask(record)
       }
     }
-    if (state === 'completed' || state === 'failed') return describe(id, name, job, state)
-    const message: ClusterKill = { id, signal: options.signal, graceMs: options.graceMs, reason: options.reason }
+    if (state === 'completed' || state === 'failed') return describeJob(id, name, job, state)
+    const message: ClusterKill = { id, signal: options.signal, graceMs: options.graceMs, reason: options.reason, stoppedBy: options.stoppedBy }
     await (await this.redis()).publish(killChannel(this.base), JSON.stringify(message))
     return this.wait(id, { timeoutMs: (options.graceMs ?? 3000) + 30_000 })
   }
@@ -113,7 +123,7 @@ export class ClusterClient {
     const found = await this.job(id)
     let freedBytes = 0
     if (found) {
-      const where = describe(id, found.name, found.job, found.state)
+      const where = describeJob(id, found.name, found.job, found.state)
       if (found.state !== 'completed' && found.state !== 'failed') throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: where.state })
       if (where.task && where.worker) {
         const { client } = await this.workerClient(id)
@@ -128,7 +138,9 @@ export class ClusterClient {
       }
       await found.job.remove()
     }
-    await (await this.redis()).hdel(taskQueuesKey(this.base), id)
+    const redis = await this.redis()
+    await redis.hdel(taskQueuesKey(this.base), id)
+    await redis.hdel(killedRecordsKey(this.base), id)
     return { removed: id, freedBytes }
   }
 
@@ -137,9 +149,12 @@ export class ClusterClient {
     const where = await (await this.redis()).hgetall(taskQueuesKey(this.base))
     const found = await Promise.all(
       Object.entries(where).map(async ([id, name]) => {
-        if (name === KILLED_WHILE_QUEUED) return { task: killedWhileQueued(id), at: '' }
+        if (name === KILLED_WHILE_QUEUED) {
+          const task = await this.killedWhileQueued(id).catch(() => null)
+          return task ? { task, at: task.task!.createdAt } : null
+        }
         const found = await this.job(id).catch(() => null)
-        return found ? { task: describe(id, name, found.job, found.state), at: found.job.data.submittedAt } : null
+        return found ? { task: describeJob(id, name, found.job, found.state), at: found.job.data.submittedAt } : null
       }),
     )
     return found
@@ -149,21 +164,22 @@ export class ClusterClient {
   }
 
   /** Resolves with the task once it has ended (its final record), or with where it is after timeoutMs. */
-  async wait(id: string, options: { timeoutMs?: number } = {}): Promise<ClusterTask> {
+  async wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<ClusterTask> {
     const found = await this.job(id)
-    if (!found) return killedWhileQueued(id)
+    if (!found) return this.killedWhileQueued(id)
     const { job, name } = found
     const { events } = await this.queue(name, true)
     const deadline = Date.now() + (options.timeoutMs ?? Infinity)
     for (;;) {
+      options.signal?.throwIfAborted()
       // The event stream announces the end at once; a completion that falls between BullMQ's own
       // look and its first read of the stream is missed by it, so the job is looked at again each slice.
       // A job that failed rejects with its reason, a slice that ran out with a time-out: either
       // way the job, looked at next, says where it is (and a Redis that is gone fails that look).
       await job.waitUntilFinished(events!, Math.max(1, Math.min(WAIT_SLICE_MS, deadline - Date.now()))).catch(() => undefined)
       const fresh = await this.job(id)
-      if (!fresh) return killedWhileQueued(id)
-      if (fresh.state === 'completed' || fresh.state === 'failed' || Date.now() >= deadline) return describe(id, name, fresh.job, fresh.state)
+      if (!fresh) return this.killedWhileQueued(id)
+      if (fresh.state === 'completed' || fresh.state === 'failed' || Date.now() >= deadline) return describeJob(id, name, fresh.job, fresh.state)
     }
   }
 
@@ -173,15 +189,71 @@ export class ClusterClient {
    */
   async workerClient(id: string): Promise<{ cluster: ClusterTask; client: TendClient }> {
     const cluster = await this.get(id)
-    if (!cluster.worker) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `task ${id} is ${cluster.state}: no worker has taken it, it has no output yet` })
-    const announced = await (await this.redis()).hget(workersKey(this.base), cluster.worker)
-    if (!announced) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker}, which ran task ${id}, is not announced in the cluster` })
+    if (!cluster.worker) throw new TendError('TEND_ERR_CLUSTER_QUEUED', { id, what: 'output' })
+    return { cluster, client: await this.connectToWorker(cluster.worker, id) }
+  }
+
+  /** A client of a worker's API, kept for this client's life (close() releases it); `id` is the task it is asked about. */
+  clientOfWorker(worker: string, id: string): Promise<TendClient> {
+    let client = this.workerClients.get(worker)
+    if (!client) {
+      client = this.connectToWorker(worker, id)
+      this.workerClients.set(worker, client)
+      // A worker that could not be reached is asked again next time (it may have come back).
+      client.catch(() => this.workerClients.delete(worker))
+    }
+    return client
+  }
+
+  private async connectToWorker(worker: string, id: string): Promise<TendClient> {
+    const announced = await (await this.redis()).hget(workersKey(this.base), worker)
+    if (!announced) throw new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id, detail: 'it is not announced in the cluster' })
     const entry = JSON.parse(announced) as WorkerEntry
-    if (!entry.origin || !entry.token) throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: `worker ${cluster.worker} announced no console (its log says why): task ${id}'s output is read on that machine only` })
-    return { cluster, client: new TendClient({ url: entry.origin, token: entry.token }) }
+    if (!entry.origin || !entry.token) throw new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id, detail: 'it announced no console (its log says why): the output of its tasks is read on that machine only' })
+    return new TendClient({ url: entry.origin, token: entry.token })
+  }
+
+  /** A task killed before any worker took it: its final record, kept in Redis when its job went. */
+  private async killedWhileQueued(id: string): Promise<ClusterTask> {
+    const kept = await (await this.redis()).hget(killedRecordsKey(this.base), id)
+    if (!kept) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+    return killedWhileQueuedTask(JSON.parse(kept) as Task)
+  }
+
+  /**
+   * Resolves when a job on one of these queues has ended (a worker completed or failed it), or
+   * after ms, or on abort: a wake-up for whoever then looks at the tasks it follows.
+   */
+  async whenAnyEnds(queues: string[], ms: number, signal?: AbortSignal): Promise<void> {
+    const listening: QueueEvents[] = []
+    let ended = false
+    let finish!: () => void
+    const over = new Promise<void>((resolve) => (finish = resolve))
+    const timer = setTimeout(finish, ms)
+    signal?.addEventListener('abort', finish, { once: true })
+    // The time limit holds from the start, also while the streams connect (Redis may be away).
+    void Promise.all(
+      [...new Set(queues)].map(async (name) => {
+        const { events } = await this.queue(name, true)
+        if (ended) return
+        listening.push(events!)
+        events!.once('completed', finish)
+        events!.once('failed', finish)
+      }),
+    ).catch(() => undefined)
+    await over
+    ended = true
+    clearTimeout(timer)
+    signal?.removeEventListener('abort', finish)
+    for (const events of listening) {
+      events.off('completed', finish)
+      events.off('failed', finish)
+    }
   }
 
   async close(): Promise<void> {
+    for (const client of this.workerClients.values()) client.then((each) => each.close()).catch(() => undefined)
+    this.workerClients.clear()
     for (const { queue, events } of this.queues.values()) {
       await events?.close()
       await queue.close()
@@ -199,13 +271,13 @@ export class ClusterClient {
    * The task's job, queue and state; null for a task killed before any worker took it. The state
    * is read before the job: a job found completed then carries its return value.
    */
-  private async job(id: string): Promise<{ job: Job<ClusterJobData, Task>; name: string; state: string } | null> {
+  private async job(id: string): Promise<{ job: ClusterJob; name: string; state: string } | null> {
     const name = await (await this.redis()).hget(taskQueuesKey(this.base), id)
     if (!name) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
     if (name === KILLED_WHILE_QUEUED) return null
     const { queue } = await this.queue(name)
     const state = await queue.getJobState(id)
-    const job = (await this.bullmq!.Job.fromId(queue, id)) as Job<ClusterJobData, Task> | undefined
+    const job = (await this.bullmq!.Job.fromId(queue, id)) as ClusterJob | undefined
     if (!job) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
     return { job, name, state }
   }
@@ -270,21 +342,6 @@ function hasEnded(task: ClusterTask): boolean {
   return task.state !== 'queued' && task.state !== 'running'
 }
 
-function killedWhileQueued(id: string): ClusterTask {
-  return { id, queue: '', owner: null, state: 'killed', worker: null, task: null, reason: 'killed before a worker took it' }
-}
-
-function describe(id: string, queue: string, job: Job<ClusterJobData, Task>, state: string): ClusterTask {
-  const progress = typeof job.progress === 'object' ? (job.progress as unknown as ClusterProgress) : null
-  const owner = typeof job.data.request.owner === 'string' ? job.data.request.owner : DEFAULT_OWNER
-  if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
-    return { id, queue, owner, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
-  }
-  if (state === 'failed') {
-    const reason = job.failedReason ?? ''
-    const lost = reason.startsWith(LOST_PREFIX)
-    return { id, queue, owner, state: lost ? 'lost' : 'failed', worker: progress?.worker ?? null, task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
-  }
-  if (state === 'active') return { id, queue, owner, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
-  return { id, queue, owner, state: 'queued', worker: null, task: null, reason: null }
+function killedWhileQueuedTask(record: Task): ClusterTask {
+  return { id: record.id, queue: '', owner: record.owner, state: 'killed', worker: null, task: record, reason: record.reason }
 }

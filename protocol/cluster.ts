@@ -1,3 +1,5 @@
+import type { StoppedBy } from './task.js'
+
 /**
  * A cluster of tend workers on a shared BullMQ queue (docs/cluster.md): a task that requires
  * labels goes to the queue named after them, and a worker serves the queue of every subset of its
@@ -114,10 +116,21 @@ export interface ClusterKill {
   signal?: string | number
   graceMs?: number
   reason?: string
+  /** Who asks: the task's agent (`owner`), its session's end, or (the default) the operator. */
+  stoppedBy?: RequestedStop
 }
+
+/** Who can ask for a kill, as a task's stoppedBy records it. */
+export const REQUESTED_STOPS = ['owner', 'operator', 'session-end'] as const satisfies readonly StoppedBy[]
+export type RequestedStop = (typeof REQUESTED_STOPS)[number]
 
 /** What the task-queues hash holds for a task killed before any worker took it. */
 export const KILLED_WHILE_QUEUED = '!killed'
+
+/** The Redis hash of the final records of tasks killed before any worker took them: id → Task (JSON). */
+export function killedRecordsKey(base: string): string {
+  return `tend:${base}:killed`
+}
 
 /** The Redis hash of the cluster's workers: name → WorkerEntry (JSON). */
 export function workersKey(base: string): string {

@@ -22,6 +22,8 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_CONSOLE_INSECURE: { statusCode: 400, message: 'the console would serve {host} in clear text: set consoleTlsCert and consoleTlsKey (tend console --tls-cert, --tls-key) for TLS, or pass --insecure (consoleInsecure) to accept that', blame: 'caller', retryable: false },
   TEND_ERR_CONSOLE_TLS: { statusCode: 400, message: "the console's TLS certificate or key cannot be used: {detail}", blame: 'caller', retryable: false },
   TEND_ERR_CONSOLE_LISTEN: { statusCode: 409, message: 'the console cannot listen on {address}: {detail}', blame: 'caller', retryable: false },
+  TEND_ERR_CLUSTER_WORKER: { statusCode: 503, message: 'the cluster worker {worker}, which holds task {id}, cannot be asked: {detail}', blame: 'system', retryable: true, local: true },
+  TEND_ERR_CLUSTER_QUEUED: { statusCode: 409, message: "task {id} waits on the cluster's queue: no worker has taken it yet, so it has no {what} yet", blame: 'caller', retryable: true, local: true },
   TEND_ERR_CLUSTER_UNAVAILABLE: { statusCode: 503, message: "the cluster's Redis at {url} cannot be reached: {detail}", blame: 'system', retryable: true, local: true },
   TEND_ERR_OPERATOR_ONLY: { statusCode: 403, message: 'operator only: {action} cannot be done for an owner (request made for owner {owner})', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },

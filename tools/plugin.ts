@@ -13,6 +13,10 @@ export interface TendPluginConfig extends Partial<ToolSettings> {
   home?: string
   /** Stop an agent's running tasks when the agent is disposed (false keeps them). Default true. */
   stopTasksOnDispose?: boolean
+  /** A cluster's Redis (redis://host:port): the tasks run on its workers. Default TEND_CLUSTER; unset: the local daemon. */
+  cluster?: string
+  /** The cluster's queue. Default TEND_CLUSTER_QUEUE, else the default queue. */
+  clusterQueue?: string
 }
 
 /** The host surface the plugin uses: a cordis context with the harness's `tools` service. */
@@ -37,10 +41,10 @@ export function createTendTools(deps: ToolDeps): Tool[] {
  * running unless their agent is disposed.
  */
 export function apply(ctx: ToolsHost, config: TendPluginConfig = {}): void {
-  const { home, stopTasksOnDispose = true, ...overrides } = config
+  const { home, stopTasksOnDispose = true, cluster, clusterQueue, ...overrides } = config
   const settings: ToolSettings = { ...DEFAULT_TOOL_SETTINGS, ...overrides }
   const sessions = new SessionRegistry({
-    client: home === undefined ? {} : { home },
+    client: { home, cluster, clusterQueue },
     stopTasksOnDispose,
     sinkFor: (agent) => (notice) => {
       // A disposed agent throws here; the session then keeps the notice for the next result.

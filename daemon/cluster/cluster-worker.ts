@@ -1,7 +1,7 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { isFinished, killChannel, LOST_PREFIX, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import { isFinished, killChannel, REQUESTED_STOPS, LOST_PREFIX, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
 import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'
@@ -126,7 +126,9 @@ async function killFromCluster(context: DaemonContext, message: string): Promise
   if (!task || isFinished(task)) return
   context.log.info({ taskId: task.id }, 'task killed through the cluster')
   try {
-    await context.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: kill.reason })
+    // Whoever can publish on the channel can say who asks: a stoppedBy tend does not know is the operator's.
+    const stoppedBy = REQUESTED_STOPS.find((each) => each === kill.stoppedBy) ?? 'operator'
+    await context.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: typeof kill.reason === 'string' ? kill.reason.slice(0, 500) : undefined, stoppedBy })
   } catch (error) {
     context.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
   }

@@ -1,5 +1,6 @@
 import { join } from 'node:path'
-import { plainTextChunk, type Task, type TendClient } from '../../client/index.js'
+import { plainTextChunk, type Task } from '../../client/index.js'
+import type { TaskService } from '../../client/task-service.js'
 
 /** Default byte budget for output handed to the model. */
 export const DEFAULT_OUTPUT_BUDGET_BYTES = 30_000
@@ -45,7 +46,7 @@ export function outputPathOf(task: Pick<Task, 'spool'>): string {
  * output is — so the error at the end is never what gets cut.
  */
 export async function readForModel(
-  client: TendClient,
+  client: TaskService,
   taskId: string,
   from: number,
   end: number,
@@ -102,7 +103,7 @@ function joinHeadAndTail(head: ShownText, tail: ShownText, from: number | null, 
 }
 
 /** Bytes [from, from+length) of a task's output, in as many reads as it takes. */
-export async function readBytes(client: TendClient, taskId: string, from: number, length: number): Promise<Buffer> {
+export async function readBytes(client: TaskService, taskId: string, from: number, length: number): Promise<Buffer> {
   const parts: Buffer[] = []
   let cursor = from
   while (cursor < from + length) {

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { isFinished, isTendError, TendClient, type Task, type TendClientOptions } from '../../client/index.js'
+import { isFinished, isTendError, type Task } from '../../client/index.js'
+import { connectTasks, type TaskService, type TaskServiceOptions } from '../../client/task-service.js'
 import { noticeText } from './notice.js'
 
 /** Hands a completion notice to the agent; answers false when it could not be delivered. */
@@ -14,7 +15,7 @@ const RESUBSCRIBE_DELAY_MS = 500
  * delivered wait for the agent's next tend tool result.
  */
 export class OwnerSession {
-  readonly client: TendClient
+  readonly client: TaskService
   private readonly cursors = new Map<string, number>()
   private readonly seenEndings = new Set<string>()
   private readonly noticed = new Set<string>()
@@ -28,10 +29,10 @@ export class OwnerSession {
 
   constructor(
     readonly owner: string,
-    clientOptions: TendClientOptions,
+    clientOptions: TaskServiceOptions,
     private readonly sink: NoticeSink,
   ) {
-    this.client = new TendClient({ ...clientOptions, owner })
+    this.client = connectTasks(clientOptions, owner)
   }
 
   /** Subscribes to this owner's events; resolves once endings from now on will be seen. */

@@ -1,4 +1,4 @@
-import type { TendClientOptions } from '../../client/index.js'
+import type { TaskServiceOptions } from '../../client/task-service.js'
 import { OwnerSession, type NoticeSink } from './owner-session.js'
 import { ToolFailure } from './operations.js'
 
@@ -9,7 +9,8 @@ export interface OwnerAgent {
 }
 
 export interface SessionRegistryOptions {
-  client: TendClientOptions
+  /** The local daemon's client options, or a cluster (`cluster`, else TEND_CLUSTER). */
+  client: TaskServiceOptions
   /** Stop an agent's running tasks when it is disposed. Default true. */
   stopTasksOnDispose: boolean
   /** Builds the notice sink for an agent (the host's delivery: inject, followup, MCP log...). */

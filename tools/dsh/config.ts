@@ -14,6 +14,10 @@ export const DshPluginConfigSchema = Type.Object(
      * Past it, notices wait for the agent's next step, whatever starts it. Default 3.
      */
     maxWakeupsPerUserMessage: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** A cluster's Redis (redis://host:port): the tasks run on its workers. Default TEND_CLUSTER; unset: the local daemon. */
+    cluster: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+    /** The cluster's queue. Default TEND_CLUSTER_QUEUE, else the default queue. */
+    clusterQueue: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' })),
     /** Folder to load the harness packages from when they are not installed beside tend. Default: beside tend, then the working directory. */
     harnessFrom: Type.Optional(Type.String({ minLength: 1 })),
     /** Bytes of output handed to the model per result. Default 30000. */
@@ -38,6 +42,8 @@ export interface DshPluginOptions {
   stopTasksOnDispose: boolean
   maxWakeupsPerUserMessage: number
   harnessFrom: string | undefined
+  cluster: string | undefined
+  clusterQueue: string | undefined
   settings: ToolSettings
 }
 
@@ -58,7 +64,7 @@ export function normalizeDshPluginConfig(config: unknown = {}): Readonly<DshPlug
   }
   if (problems.length > 0) throw new TypeError(`invalid tend plugin configuration: ${problems.join('; ')}`)
   const valid = given as DshPluginConfig
-  const { home, stopTasksOnDispose = true, maxWakeupsPerUserMessage = DEFAULT_MAX_WAKEUPS_PER_USER_MESSAGE, harnessFrom, ...rest } = valid
+  const { home, stopTasksOnDispose = true, maxWakeupsPerUserMessage = DEFAULT_MAX_WAKEUPS_PER_USER_MESSAGE, harnessFrom, cluster, clusterQueue, ...rest } = valid
   const overrides = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined))
-  return Object.freeze({ home, stopTasksOnDispose, maxWakeupsPerUserMessage, harnessFrom, settings: Object.freeze({ ...DEFAULT_TOOL_SETTINGS, ...overrides }) })
+  return Object.freeze({ home, stopTasksOnDispose, maxWakeupsPerUserMessage, harnessFrom, cluster, clusterQueue, settings: Object.freeze({ ...DEFAULT_TOOL_SETTINGS, ...overrides }) })
 }

@@ -30,7 +30,7 @@ export async function apply(ctx: DshHost, config?: DshPluginConfig): Promise<voi
     onRouted: (event) => ctx.emit('tend/notice', event),
   })
   const sessions = new SessionRegistry({
-    client: options.home === undefined ? {} : { home: options.home },
+    client: { home: options.home, cluster: options.cluster, clusterQueue: options.clusterQueue },
     stopTasksOnDispose: options.stopTasksOnDispose,
     sinkFor: (owner) => {
       const { agent } = owner as DshOwner

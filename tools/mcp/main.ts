@@ -3,19 +3,22 @@ import { readFileSync } from 'node:fs'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { serveMcp } from './server.js'
 
-const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks]'
+const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks] [--cluster REDIS_URL [--queue NAME]]'
 
 /** `tend mcp`: an MCP server on stdin/stdout. Answers the exit code when the client goes away. */
 export async function runMcp(argv: string[]): Promise<number> {
   let values
   try {
-    ;({ values } = parseArgs({ args: argv, options: { owner: { type: 'string' }, 'keep-tasks': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true }))
+    ;({ values } = parseArgs({ args: argv, options: { owner: { type: 'string' }, 'keep-tasks': { type: 'boolean' }, cluster: { type: 'string' }, queue: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }))
   } catch (error) {
     process.stderr.write(`tend mcp: ${(error as Error).message}\n${USAGE}\n`)
     return 2
   }
   if (values.help) {
-    process.stderr.write(`${USAGE}\nServes bash, task_output, task_kill and task_list over MCP on stdio; one owner per session.\n`)
+    process.stderr.write(
+      `${USAGE}\nServes bash, task_output, task_input, task_kill and task_list over MCP on stdio; one owner per session.\n` +
+        `With --cluster (or TEND_CLUSTER), the tasks run on that cluster's workers (docs/cluster.md).\n`,
+    )
     return 0
   }
   const version = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version
@@ -27,7 +30,11 @@ export async function runMcp(argv: string[]): Promise<number> {
     // session's tasks stopped: the signal ends the session like a closed stdin.
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(signal, () => resolve())
   })
-  const server = await serveMcp(transport, { owner: values.owner, stopTasksOnClose: !values['keep-tasks'], version })
+  if (values.queue !== undefined && values.cluster === undefined && !process.env.TEND_CLUSTER) {
+    process.stderr.write(`tend mcp: --queue needs --cluster (or TEND_CLUSTER)\n${USAGE}\n`)
+    return 2
+  }
+  const server = await serveMcp(transport, { owner: values.owner, stopTasksOnClose: !values['keep-tasks'], version, cluster: values.cluster, clusterQueue: values.queue })
   await closed
   await server.close()
   return 0

@@ -15,6 +15,10 @@ export interface McpServerOptions {
   stopTasksOnClose?: boolean
   settings?: Partial<ToolSettings>
   version: string
+  /** A cluster's Redis: the tasks run on its workers (default TEND_CLUSTER; unset: the local daemon). */
+  cluster?: string
+  /** The cluster's queue (default TEND_CLUSTER_QUEUE, else the default queue). */
+  clusterQueue?: string
 }
 
 /**
@@ -26,7 +30,7 @@ export async function serveMcp(transport: Transport, options: McpServerOptions):
   const owner = options.owner ?? `mcp-${randomBytes(6).toString('hex')}`
   const server = new Server({ name: 'tend', version: options.version }, { capabilities: { tools: {}, logging: {} } })
   const sessions = new SessionRegistry({
-    client: options.home === undefined ? {} : { home: options.home },
+    client: { home: options.home, cluster: options.cluster, clusterQueue: options.clusterQueue },
     stopTasksOnDispose: false,
     sinkFor: () => (notice) => {
       void server.sendLoggingMessage({ level: 'notice', logger: 'tend', data: notice }).catch(() => undefined)

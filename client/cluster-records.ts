@@ -1,0 +1,105 @@
+import type { Job } from 'bullmq'
+import { DEFAULT_LIFETIME, DEFAULT_OWNER, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
+
+/** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
+export interface ClusterTask {
+  id: string
+  /** The queue it was put on (the base queue and its requirements). */
+  queue: string
+  /** Who it is for. */
+  owner: string
+  /** queued (waiting for a worker), a task state while a worker runs it, or its final state. */
+  state: string
+  /** The worker that took it; null while it waits. */
+  worker: string | null
+  /** Its final record, once it has ended. */
+  task: Task | null
+  /** Why BullMQ failed the job (the worker could not start it), when it did. */
+  reason: string | null
+}
+
+export type ClusterJob = Job<ClusterJobData, Task>
+
+/** Where a job is, from its BullMQ state and what its worker reported on it. */
+export function describeJob(id: string, queue: string, job: ClusterJob, state: string): ClusterTask {
+  const progress = progressOf(job)
+  const owner = typeof job.data.request.owner === 'string' ? job.data.request.owner : DEFAULT_OWNER
+  if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
+    return { id, queue, owner, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
+  }
+  if (state === 'failed') {
+    const reason = job.failedReason ?? ''
+    const lost = reason.startsWith(LOST_PREFIX)
+    return { id, queue, owner, state: lost ? 'lost' : 'failed', worker: progress?.worker ?? null, task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
+  }
+  if (state === 'active') return { id, queue, owner, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
+  return { id, queue, owner, state: 'queued', worker: null, task: null, reason: null }
+}
+
+/**
+ * The task record a job stands for when no worker has the task's own: queued (no worker took it
+ * yet), running (as its worker last reported it, when the worker itself cannot be asked), or the
+ * final record of a job that failed (lost with its worker, or a start request a worker refused).
+ * What only a worker knows (its spool folder, its default sandbox and output cap) is empty or the
+ * request's own.
+ */
+export function recordOfJob(id: string, job: ClusterJob, where: ClusterTask): Task {
+  const base = baseOfRequest(id, job.data.request as unknown as StartTaskBody, job.data.submittedAt)
+  const progress = progressOf(job)
+  const startedAt = job.processedOn ? new Date(job.processedOn).toISOString() : job.data.submittedAt
+  const endedAt = new Date(job.finishedOn ?? Date.now()).toISOString()
+  const reason = where.reason ?? 'its worker gave no reason'
+  const none = { exitCode: null, signal: null, stoppedBy: null } as const
+  if (where.state === 'lost') return { ...base, ...none, state: 'lost', startedAt, pid: progress?.pid ?? 0, endedAt, reason }
+  if (where.state === 'failed') return { ...base, ...none, state: 'failed', startedAt: null, pid: null, endedAt, reason }
+  if (where.state === 'running' && progress?.pid) return { ...base, ...none, state: 'running', startedAt, pid: progress.pid, endedAt: null, reason: null }
+  return { ...base, ...none, state: 'queued', startedAt: null, pid: null, endedAt: null, reason: null }
+}
+
+/** The final record of a task killed before any worker took it (its job is gone; this stays). */
+export function killedWhileQueuedRecord(id: string, job: ClusterJob, stoppedBy: RequestedStop, note: string | undefined): Task {
+  const base = baseOfRequest(id, job.data.request as unknown as StartTaskBody, job.data.submittedAt)
+  const reason = note ? `${KILLED_WHILE_QUEUED_REASON}: ${note}` : KILLED_WHILE_QUEUED_REASON
+  return { ...base, state: 'killed', startedAt: null, pid: null, endedAt: new Date().toISOString(), exitCode: null, signal: null, reason, stoppedBy }
+}
+
+export const KILLED_WHILE_QUEUED_REASON = 'killed before a worker took it'
+
+/**
+ * The fields of a record, from a job's start request. A request read from Redis may be anything
+ * (a worker refuses a bad one and fails its job): what does not have its type is left empty.
+ */
+function baseOfRequest(id: string, given: StartTaskBody, submittedAt: string): TaskBase {
+  const request = (typeof given === 'object' && given !== null ? given : {}) as Partial<StartTaskBody>
+  const argv = Array.isArray(request.command) ? request.command.filter((each) => typeof each === 'string') : []
+  const line = request.shell === true
+  const tty = request.tty === true ? { ...DEFAULT_TERMINAL_SIZE } : typeof request.tty === 'object' && request.tty !== null ? { ...DEFAULT_TERMINAL_SIZE, ...request.tty } : null
+  return {
+    id,
+    name: typeof request.name === 'string' ? request.name : null,
+    owner: typeof request.owner === 'string' ? request.owner : DEFAULT_OWNER,
+    command: line ? ['sh', '-c', argv[0] ?? ''] : argv,
+    shell: line,
+    cwd: typeof request.cwd === 'string' ? request.cwd : '',
+    envKeys: typeof request.env === 'object' && request.env !== null ? Object.keys(request.env) : [],
+    timeoutMs: request.timeoutMs ?? null,
+    // 0: the cap is the worker's own default, known once a worker has the task.
+    maxOutputBytes: request.maxOutputBytes ?? 0,
+    outputBytes: 0,
+    lifetime: request.lifetime ?? DEFAULT_LIFETIME,
+    stdin: tty ? 'pipe' : (request.stdin ?? 'null'),
+    tty,
+    sandbox: request.sandbox ?? 'workspace',
+    network: request.network ?? false,
+    writablePaths: request.writablePaths ?? [],
+    memoryBytes: request.memoryBytes ?? null,
+    pidsMax: request.pidsMax ?? null,
+    createdAt: submittedAt,
+    // The spool folder is on the worker's machine, made when a worker takes the task.
+    spool: '',
+  }
+}
+
+function progressOf(job: ClusterJob): ClusterProgress | null {
+  return typeof job.progress === 'object' && job.progress !== null ? (job.progress as unknown as ClusterProgress) : null
+}

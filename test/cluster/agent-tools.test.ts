@@ -1,0 +1,212 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import type { Context } from 'cordis'
+import * as tendPlugin from '../../tools/index.js'
+import { ClusterClient } from '../../client/cluster.js'
+import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { createTempHome, daemonEnv, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * The agent tools (the harness plugin) and `tend mcp`, unchanged, against a cluster: two worker
+ * daemons with homes of their own, one real redis-server, and an agent whose machine runs no
+ * daemon and reaches only Redis (and the workers' APIs, for output).
+ */
+
+let redis: TestRedis
+let workers: TestDaemon[]
+let cluster: ClusterClient
+let agentHome: string
+let workspace: string
+let host: Context
+let plugin: { dispose: () => unknown }
+
+beforeAll(async () => {
+  redis = await startRedis()
+  workers = await Promise.all(['east', 'west'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: name } })))
+  cluster = new ClusterClient(redis.url)
+  agentHome = createTempHome()
+  // Under /var/tmp: a sandboxed task has a /tmp of its own.
+  workspace = mkdtempSync('/var/tmp/tend-cluster-tools-')
+  host = createHost()
+  plugin = host.plugin(tendPlugin, { home: agentHome, cluster: redis.url })
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
+})
+afterAll(async () => {
+  plugin?.dispose()
+  await cluster?.close()
+  await Promise.all((workers ?? []).map((worker) => worker.stop()))
+  await redis?.stop()
+  // The agent's machine never started a daemon of its own.
+  expect(existsSync(join(agentHome, 'tend.sock'))).toBe(false)
+  rmSync(agentHome, { recursive: true, force: true })
+  rmSync(workspace, { recursive: true, force: true })
+})
+
+const idIn = (text: string) => /(?:Started background task|task) ([0-9a-z]{12})/.exec(text)![1]!
+
+/** Which workers hold the task's spool folder. */
+function holders(id: string): TestDaemon[] {
+  return workers.filter((worker) => existsSync(join(worker.home, 'spool', id)))
+}
+
+function liveProcessesOf(id: string): number[] {
+  return processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive)
+}
+
+async function background(agent: TestAgent, command: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const started = await callTool(host, agent, { name: 'bash', arguments: { command, run_in_background: true, cwd: workspace, ...extra } })
+  expect(started.isError, textOf(started)).toBe(false)
+  return idIn(textOf(started))
+}
+
+/** A marker task after the others: once its notice is in, any notice of an earlier ending is too. */
+async function settle(agent: TestAgent): Promise<void> {
+  const marker = await background(agent, 'true', { description: 'marker' })
+  await waitFor('the marker notice', () => agent.notices().some((notice) => notice.includes(marker)))
+}
+
+describe('the agent tools against a cluster', () => {
+  test('a foreground bash runs on a worker, for the agent, and returns its output and exit code', async () => {
+    const agent = new TestAgent('alice')
+    const result = await callTool(host, agent, { name: 'bash', arguments: { command: 'echo hello from the cluster; exit 3', cwd: workspace } })
+    expect(result.isError, textOf(result)).toBe(false)
+    expect(textOf(result)).toContain('hello from the cluster')
+    expect(textOf(result)).toContain('[exit code: 3]')
+    const meta = result.meta as { taskId: string }
+    const [worker, ...more] = holders(meta.taskId)
+    expect(more).toEqual([])
+    expect(await worker!.client.get(meta.taskId)).toMatchObject({ owner: 'alice', state: 'exited', exitCode: 3 })
+    await settle(agent)
+    // Its ending was the call's own result: no notice.
+    expect(agent.notices().filter((notice) => notice.includes(meta.taskId))).toEqual([])
+  })
+
+  test('task_output reads by cursor: each call returns what the agent has not seen yet', async () => {
+    const agent = new TestAgent('bob')
+    const gate = join(workspace, 'gate-cursor')
+    const id = await background(agent, `echo one; until [ -e ${gate} ]; do sleep 0.02; done; echo two`)
+    const first = await waitFor('the first line', async () => {
+      const read = textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 5000 } }))
+      return read.includes('one') ? read : undefined
+    })
+    // Lines of output (the header names the command, which has both words).
+    expect(first).toMatch(/^one$/m)
+    expect(first).not.toMatch(/^two$/m)
+    writeFileSync(gate, '')
+    const second = textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 30_000 } }))
+    expect(second).toMatch(/^two$/m)
+    expect(second).not.toMatch(/^one$/m)
+    expect(second).toContain('[exit code: 0]')
+    // A non-consuming read from byte 0 has it all.
+    const whole = textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, from: 0 } }))
+    expect(whole).toContain('one\ntwo')
+    await settle(agent)
+    // The read showed the ending: no notice.
+    expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([])
+  })
+
+  test('a background task that ends unseen is announced exactly once, by inject', async () => {
+    const agent = new TestAgent('carol')
+    const id = await background(agent, 'exit 2')
+    const expected = `background task ${id} (exit 2) finished [status: exited, exit code: 2]. Read its output with task_output.`
+    await waitFor('the notice', () => agent.notices().includes(expected))
+    await settle(agent)
+    await settle(agent)
+    expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([expected])
+  })
+
+  test('task_kill stops the whole tree on the worker, recorded as stopped by the owner; no process is left', async () => {
+    const agent = new TestAgent('dave')
+    const id = await background(agent, 'sleep 1000 & sleep 1000 & wait')
+    await waitFor('the task to run on a worker', async () => (await cluster.get(id)).state === 'running' && liveProcessesOf(id).length > 0)
+    const killed = await callTool(host, agent, { name: 'task_kill', arguments: { task_id: id } })
+    expect(killed.isError, textOf(killed)).toBe(false)
+    expect(liveProcessesOf(id)).toEqual([])
+    expect((await cluster.get(id)).task).toMatchObject({ state: 'killed', owner: 'dave', stoppedBy: 'owner' })
+    await settle(agent)
+    expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([])
+  })
+
+  test("task_list lists the agent's own tasks only; another agent cannot read or kill them", async () => {
+    const erin = new TestAgent('erin')
+    const frank = new TestAgent('frank')
+    const id = await background(erin, 'sleep 1000')
+    const listed = textOf(await callTool(host, erin, { name: 'task_list', arguments: {} }))
+    expect(listed).toContain(id)
+    expect(textOf(await callTool(host, frank, { name: 'task_list', arguments: {} }))).not.toContain(id)
+    const read = await callTool(host, frank, { name: 'task_output', arguments: { task_id: id } })
+    expect(read.isError).toBe(true)
+    expect(textOf(read)).toContain(`task not found: ${id}`)
+    const kill = await callTool(host, frank, { name: 'task_kill', arguments: { task_id: id } })
+    expect(kill.isError).toBe(true)
+    expect((await cluster.get(id)).state).not.toBe('killed')
+    await callTool(host, erin, { name: 'task_kill', arguments: { task_id: id } })
+    expect(liveProcessesOf(id)).toEqual([])
+  })
+
+  test("task_input writes to a cluster task's stdin on its worker", async () => {
+    const agent = new TestAgent('grace')
+    const id = await background(agent, 'read line; echo "got $line"', { stdin: true })
+    await waitFor('the task to run', async () => (await cluster.get(id)).state === 'running')
+    const answered = textOf(await callTool(host, agent, { name: 'task_input', arguments: { task_id: id, text: 'hello\n', yield_ms: 10_000 } }))
+    expect(answered).toContain('got hello')
+  })
+
+  test("a disposed agent's tasks are stopped on their workers, as stopped by its session's end; persistent ones run on", async () => {
+    const agent = new TestAgent('heidi')
+    const owned = await background(agent, 'sleep 1000')
+    const persistent = await background(agent, 'sleep 1000', { persistent: true })
+    await waitFor('both tasks to run', async () => (await cluster.get(owned)).state === 'running' && (await cluster.get(persistent)).state === 'running')
+    agent.dispose()
+    await waitFor('the owned task to be stopped', async () => (await cluster.get(owned)).task?.stoppedBy === 'session-end')
+    expect(liveProcessesOf(owned)).toEqual([])
+    expect((await cluster.get(persistent)).state).toBe('running')
+    await cluster.kill(persistent)
+    expect(liveProcessesOf(persistent)).toEqual([])
+  })
+})
+
+describe('tend mcp --cluster', () => {
+  test('serves the same tools on the cluster: background bash, its notice once as a log message and on the next result, a read by cursor', async () => {
+    const transport = new StdioClientTransport({ command: process.execPath, args: [TEND_BIN, 'mcp', '--owner', 'mcp-agent', '--cluster', redis.url], env: daemonEnv(agentHome), stderr: 'pipe' })
+    let stderr = ''
+    transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const client = new Client({ name: 'tend-cluster-test', version: '0.0.0' })
+    const logs: string[] = []
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => void logs.push(String(notification.params.data)))
+    await client.connect(transport)
+    const pid = transport.pid!
+    const call = async (name: string, args: Record<string, unknown>) => {
+      const result = await client.callTool({ name, arguments: args })
+      return { text: (result.content as Array<{ text: string }>).map((block) => block.text).join('\n'), isError: result.isError === true }
+    }
+    try {
+      const started = await call('bash', { command: 'echo from mcp; exit 4', run_in_background: true, cwd: workspace })
+      expect(started.isError, `${started.text} ${stderr}`).toBe(false)
+      const id = idIn(started.text)
+      const notice = `background task ${id} (echo from mcp; exit 4) finished [status: exited, exit code: 4]. Read its output with task_output.`
+      await waitFor('the notice as a log message', () => logs.includes(notice))
+      // Not shown to the model yet: it rides on the next result, once.
+      const listed = await call('task_list', {})
+      expect(listed.text).toContain(notice)
+      expect((await call('task_list', {})).text).not.toContain(notice)
+      const read = await call('task_output', { task_id: id })
+      expect(read.text).toMatch(/^from mcp$/m)
+      expect(read.text).toContain('[exit code: 4]')
+      const again = await call('task_output', { task_id: id })
+      expect(again.text).not.toMatch(/^from mcp$/m)
+      expect((await cluster.get(id)).task).toMatchObject({ owner: 'mcp-agent', exitCode: 4 })
+      expect(logs.filter((each) => each.includes(id))).toEqual([notice])
+    } finally {
+      await client.close()
+      await waitFor(`tend mcp ${pid} to exit (stderr: ${stderr})`, () => !isAlive(pid))
+    }
+  })
+})
