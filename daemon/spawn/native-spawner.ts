@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { readExitFile, signalName } from './exit-file.js'
+import { exitOf, readExitFile, signalName } from './exit-file.js'
 import {
   cwdChangedFailure,
   dataFileFailure,
@@ -137,7 +137,7 @@ export class NativeSpawner implements Spawner {
         if (outcome.code !== 'ESRCH') return orphan.reject(new Error(`the native spawner died, and the keeper of pid ${taskPid} could not be watched again: ${outcome.message}`))
         // The keeper is gone already: its exit file says how the task ended.
         const recorded = exitFile ? readExitFile(exitFile) : null
-        if (recorded && recorded.pid === taskPid) return orphan.resolve({ exitCode: recorded.exitCode, signal: recorded.signal })
+        if (recorded && recorded.pid === taskPid) return orphan.resolve(exitOf(recorded))
         return orphan.resolve(UNKNOWN_EXIT)
       })
     }
@@ -297,7 +297,8 @@ class Helper {
         if (!running) return this.log?.warn({ line }, 'native spawner: exit of an unknown child')
         if (watchers!.length === 0) this.running.delete(pid)
         if (code === -2) return running.resolve(UNKNOWN_EXIT)
-        return running.resolve(code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null })
+        const exit: SpawnExit = code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null }
+        return running.resolve(parts[4] === 'lifeline' ? { ...exit, lifelineBroke: true } : exit)
       }
       case 'failed': {
         const id = Number(parts[1])
@@ -430,13 +431,15 @@ function fields(id: number, request: SpawnRequest): string[] {
   const { argv, extraFiles, cgroupProcs, cwdIdentity, user } = request
   const pinnedDirs = request.pinnedDirs ?? []
   // A task with a stdin FIFO, or a terminal, is a request of its own kind; the plain one stays as it was.
+  // A task that ends with its daemon has +lifeline after its kind.
   const { stdinFifo, terminal } = request
+  const lifeline = request.endsWithDaemon ? '+lifeline' : ''
   const kind =
     terminal && stdinFifo !== undefined
-      ? ['spawn-tty', String(id), request.exitFile ?? '', stdinFifo, terminal.resizeFifo, String(terminal.cols), String(terminal.rows)]
+      ? [`spawn-tty${lifeline}`, String(id), request.exitFile ?? '', stdinFifo, terminal.resizeFifo, String(terminal.cols), String(terminal.rows)]
       : stdinFifo !== undefined
-        ? ['spawn-stdin', String(id), request.exitFile ?? '', stdinFifo]
-        : ['spawn', String(id), request.exitFile ?? '']
+        ? [`spawn-stdin${lifeline}`, String(id), request.exitFile ?? '', stdinFifo]
+        : [`spawn${lifeline}`, String(id), request.exitFile ?? '']
   return [
     ...kind, request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
     cwdIdentity?.dev ?? '', cwdIdentity?.ino ?? '', user ? String(user.uid) : '', user ? String(user.gid) : '',
@@ -501,6 +504,8 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
       if (!request.stdinFifo) return `could not open /dev/null as stdin: ${code}`
       if (code === 'ENXIO') return `the task's stdin pipe is not a FIFO: ${request.stdinFifo}`
       return `could not make or open the task's stdin pipe ${request.stdinFifo}: ${code}`
+    case 'lifeline':
+      return `could not make the task's keeper watch its daemon, so that the task ends with it: ${code}`
     case 'tty':
       if (code === 'ENXIO') return `the task's resize pipe is not a FIFO: ${request.terminal?.resizeFifo}`
       return `could not give the task a terminal: ${code}`

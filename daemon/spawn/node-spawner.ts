@@ -13,6 +13,7 @@ import {
   type SpawnOutcome,
   type SpawnRequest,
   type Spawner,
+  LIFELINE_UNSUPPORTED,
   STDIN_PIPE_UNSUPPORTED,
   TTY_UNSUPPORTED,
 } from './spawner.js'
@@ -64,6 +65,8 @@ export class NodeSpawner implements Spawner {
     // A stdin pipe must outlive the daemon (its keeper holds it): without keepers there is none.
     if (request.terminal) return { started: false, stage: 'tty', code: 'ENOTSUP', message: TTY_UNSUPPORTED }
     if (request.stdinFifo) return { started: false, stage: 'stdin', code: 'ENOTSUP', message: STDIN_PIPE_UNSUPPORTED }
+    // Its task is the daemon's child, and outlives a daemon that dies: nothing here would end it.
+    if (request.endsWithDaemon) return { started: false, stage: 'lifeline', code: 'ENOTSUP', message: LIFELINE_UNSUPPORTED }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)

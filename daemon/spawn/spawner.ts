@@ -31,6 +31,15 @@ export interface SpawnRequest {
    */
   terminal?: { resizeFifo: string; cols: number; rows: number }
   /**
+   * End the task when the daemon ends, however it ends (SIGKILL included), within milliseconds,
+   * instead of leaving it to its keeper for the next daemon: its keeper watches the spawner's helper
+   * (which dies with the daemon) and, once it is gone, SIGKILLs the task with everything it started
+   * and writes `lifelineBroke` into the exit file. For tasks that must never run on unwatched (a
+   * cluster task retried elsewhere). Native spawner only (the node spawner refuses it at stage
+   * `lifeline`). Default: false.
+   */
+  endsWithDaemon?: boolean
+  /**
    * Where the task's keeper writes how the task ended (`<spool>/<id>/exit.json`), so that a later
    * daemon learns it even when no spawner was left to hear it: an absolute path whose folder exists
    * (see readExitFile, daemon/spawn/exit-file.ts). Written atomically (an unnamed temporary file in
@@ -101,7 +110,7 @@ export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dat
   return { extra, data, pinned }
 }
 
-/** What is wrong with the optional fields of a request (dataFiles, pinnedDirs, cwdIdentity, user), or null. */
+/** What is wrong with the optional fields of a request (dataFiles, pinnedDirs, cwdIdentity, endsWithDaemon, user), or null. */
 export function spawnRequestProblem(request: SpawnRequest): string | null {
   for (const [index, data] of (request.dataFiles ?? []).entries()) {
     if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
@@ -115,6 +124,7 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
     const problem = identityProblem('cwdIdentity', request.cwdIdentity)
     if (problem) return problem
   }
+  if (request.endsWithDaemon !== undefined && typeof request.endsWithDaemon !== 'boolean') return `endsWithDaemon must be a boolean, got ${typeof request.endsWithDaemon}`
   if (request.user) {
     for (const key of ['uid', 'gid'] as const) {
       const id = request.user[key]
@@ -174,6 +184,11 @@ export interface SpawnExit {
    * daemon records such a task `lost`.
    */
   unknown?: true
+  /**
+   * Set when the task was ended by its keeper because the spawner's helper was gone (a task started
+   * with endsWithDaemon): the helper died, or the daemon with it.
+   */
+  lifelineBroke?: true
 }
 
 /**
@@ -209,8 +224,8 @@ export type SpawnOutcome =
   /** keeper: null when the spawner has none (node): the task's exit is then lost with the daemon. */
   | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
   /**
-   * Nothing is left running. `stage` says which step failed: request, output, stdin, tty, extra, data,
-   * pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
+   * Nothing is left running. `stage` says which step failed: request, output, stdin, tty, lifeline,
+   * extra, data, pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
    */
   | { started: false; stage: string; code: string; message: string }
 
@@ -231,3 +246,5 @@ export interface Spawner {
 export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
 /** Why the node spawner starts no task with a stdin pipe (the daemon refuses such tasks at admission). */
 export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'
+/** Why the node spawner starts no task that is to end with its daemon. */
+export const LIFELINE_UNSUPPORTED = 'a task that is to end with its daemon needs the native spawner (its keeper kills it once the daemon is gone); this daemon runs the node fallback spawner'

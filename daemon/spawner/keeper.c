@@ -3,8 +3,8 @@
  * the daemon's session, ignores every signal that could end it but SIGKILL, keeps no descriptor of
  * the helper's but its report pipe, forks the task child (child.c), tells the helper how the start
  * went, waits for the task, tells the helper (if one still listens) how it ended, writes that
- * atomically into the exit file and exits. Nothing ties it to the daemon or the helper: a task
- * outlives them, and a later daemon learns how it ended from the exit file (a keeper that is gone
+ * atomically into the exit file and exits. Nothing ties it to the daemon or the helper (unless the
+ * task is to end with its daemon, below): a task outlives them, and a later daemon learns how it ended from the exit file (a keeper that is gone
  * has written it, unless it was SIGKILLed; one that is alive will have when it exits). A sandboxed
  * task's bubblewrap runs with --die-with-parent: its parent is the keeper, so a SIGKILLed keeper
  * takes its sandbox along.
@@ -15,6 +15,9 @@
  * go. SIGUSR1 is "end of input": the keeper closes its descriptor, and the task reads EOF once
  * the pipe is drained and no writer is left. The handler is installed only once the child has
  * exec'd (a vfork child must never run a handler of the keeper's), before the keeper says so.
+ *
+ * A task that ends with its daemon (lifeline.c): the keeper also watches its report pipe, and when
+ * the helper is gone, kills the task with everything it started and records that in the exit file.
  *
  * A terminal task (terminal.c): the keeper also holds the task's pseudo-terminal and a resize FIFO,
  * and, instead of a plain wait, relays between them and the files until the task has ended and
@@ -324,6 +327,12 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int holder = -1;
   if (*r->stdin_fifo && (holder = hold_fifo(r->stdin_fifo)) < 0) keeper_fail(report_fd, "stdin", errno);
   int tty = r->tty;
+  struct lifeline lifeline = {.fd = -1, .children = -1};
+  struct lifeline *watched = NULL;
+  if (r->lifeline) {
+    if (lifeline_begin(&lifeline, report_fd) != 0) keeper_fail(report_fd, "lifeline", errno);
+    watched = &lifeline;
+  }
   struct relay relay = {.master = -1, .output = -1, .input = holder, .resize = -1};
   if (tty) open_relay(r, &relay, report_fd);
   else stdin_holder = holder;
@@ -332,13 +341,14 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) keeper_fail(report_fd, "fork", errno);
   int highest = highest_known;
-  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize};
+  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
     if (ours[i] > highest) highest = ours[i];
   pid_t task = start_child(r, pipe_fds[1], highest);
   int fork_error = errno;
   close(pipe_fds[1]);
   if (task < 0) keeper_fail(report_fd, "fork", fork_error);
+  lifeline.task = task;
 
   /* The child has exec'd or failed: the request (in the helper's buffers) is no longer needed. */
   r = NULL;
@@ -377,22 +387,24 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   say(report_fd, line, snprintf(line, sizeof line, "s %d %llu\n", (int)task, start));
 
   int status;
-  if (tty) status = relay_terminal(&relay, task);
+  if (tty) status = relay_terminal(&relay, task, watched);
+  else if (watched) status = lifeline_wait(watched);
   else
     while (waitpid(task, &status, 0) < 0)
       if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
+  if (lifeline.ending) lifeline_end_tree(&lifeline);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   long long ended_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
-  char text[160], code_text[16], signal_text[16];
+  char text[192], code_text[16], signal_text[16];
   if (code >= 0) snprintf(code_text, sizeof code_text, "%d", code);
   else strcpy(code_text, "null");
   if (signal_number > 0) snprintf(signal_text, sizeof signal_text, "%d", signal_number);
   else strcpy(signal_text, "null");
-  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld}\n", (int)task, code_text, signal_text, ended_ms);
+  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld%s}\n", (int)task, code_text, signal_text, ended_ms, lifeline.broke ? ",\"lifelineBroke\":true" : "");
   int exited_length = snprintf(line, sizeof line, "x %d %d\n", code, signal_number);
 
   if (dir_fd < 0) {
@@ -447,7 +459,7 @@ static const char *integer_or_null(const char *at, long long *value, int *is_nul
   return at;
 }
 
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number) {
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *lifeline_broke) {
   if (!path || !*path) return 0;
   int fd;
   do fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -464,13 +476,16 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number) 
   }
   close(fd);
   text[total] = 0;
-  /* Exactly what a keeper writes: {"pid":N,"exitCode":N|null,"signal":N|null,"endedAtMs":N} */
+  /* Exactly what a keeper writes: {"pid":N,"exitCode":N|null,"signal":N|null,"endedAtMs":N} with
+   * ,"lifelineBroke":true before the brace when the helper's end ended the task. */
   long long pid = 0, exit_code = 0, signal_value = 0, ended = 0;
   int pid_null = 1, code_null = 1, signal_null = 1, ended_null = 1;
   const char *at = integer_or_null(expect(text, "{\"pid\":"), &pid, &pid_null);
   at = integer_or_null(expect(at, ",\"exitCode\":"), &exit_code, &code_null);
   at = integer_or_null(expect(at, ",\"signal\":"), &signal_value, &signal_null);
   at = integer_or_null(expect(at, ",\"endedAtMs\":"), &ended, &ended_null);
+  const char *broke = expect(at, ",\"lifelineBroke\":true");
+  if (broke) at = broke;
   at = expect(at, "}");
   if (!at || (*at && strcmp(at, "\n") != 0)) return 0;
   if (pid_null || pid != (long long)task || ended_null) return 0;
@@ -479,5 +494,6 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number) 
   if (!signal_null && (signal_value < 1 || signal_value > 64)) return 0;
   *code = code_null ? -1 : (int)exit_code;
   *signal_number = signal_null ? 0 : (int)signal_value;
+  *lifeline_broke = broke != NULL;
   return 1;
 }

@@ -155,6 +155,16 @@ static void parse_attach(struct cursor cursor, struct attach *attach) {
   if (cursor.at != cursor.end) malformed("attach request has %zu trailing bytes", (size_t)(cursor.end - cursor.at));
 }
 
+/* Whether `first` names this spawn kind, bare or ending in +lifeline (which sets *lifeline). */
+static int is_kind(const char *first, const char *kind, int *lifeline) {
+  size_t length = strlen(kind);
+  if (strncmp(first, kind, length) != 0) return 0;
+  if (first[length] == 0) return 1;
+  if (strcmp(first + length, "+lifeline") != 0) return 0;
+  *lifeline = 1;
+  return 1;
+}
+
 enum request_kind parse_request(char *payload, size_t length, struct request *spawn, struct attach *attach, void **allocation) {
   struct cursor cursor = {payload, payload + length};
   const char *first = next_string(&cursor, "request kind or reqid");
@@ -167,8 +177,9 @@ enum request_kind parse_request(char *payload, size_t length, struct request *sp
   spawn->tty = 0;
   spawn->resize_fifo = "";
   spawn->cols = spawn->rows = 0;
-  int with_stdin = strcmp(first, "spawn-stdin") == 0, with_tty = strcmp(first, "spawn-tty") == 0;
-  if (strcmp(first, "spawn") == 0 || with_stdin || with_tty) {
+  spawn->lifeline = 0;
+  int with_stdin = is_kind(first, "spawn-stdin", &spawn->lifeline), with_tty = is_kind(first, "spawn-tty", &spawn->lifeline);
+  if (is_kind(first, "spawn", &spawn->lifeline) || with_stdin || with_tty) {
     spawn->reqid = next_string(&cursor, "reqid");
     check_reqid(spawn->reqid);
     spawn->exit_file = next_exit_file(&cursor);

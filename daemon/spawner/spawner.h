@@ -5,10 +5,12 @@
  *   keeper.c        the keeper: one per task, the task's parent, writes its exit file
  *   child.c         the task child's setup, from signals to exec
  *   terminal.c      a terminal task's pseudo-terminal, and the keeper's relay between it and files
+ *   lifeline.c      a keeper's watch on the helper, for a task that must end with its daemon
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -48,6 +50,7 @@ struct request {
   int tty;
   const char *resize_fifo;
   unsigned cols, rows;
+  int lifeline; /* the kind ended in +lifeline: the keeper ends the task when the helper is gone */
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
@@ -77,6 +80,30 @@ void close_from(int low, int keep, int highest_known);
 /* Sets the task up and execs it; a failing step writes "<stage> <errno>[ <index>]" to error_fd. */
 __attribute__((noreturn)) void run_child(struct request *r, int error_fd, int highest_known);
 
+/* ----------------------------------------------------------- lifeline.c */
+
+struct lifeline {
+  int fd;       /* the report pipe's write end, watched for POLLERR; -1 once it broke */
+  int children; /* a signalfd for SIGCHLD */
+  pid_t task;
+  int task_status, task_reaped;
+  int ending; /* the lifeline broke: what is left of the task is being killed */
+  int broke;  /* ... and it broke while the task ran: the exit file says so */
+};
+
+/* Before the fork: the keeper becomes a child subreaper and reads SIGCHLD through a signalfd. -1
+ * with errno set on failure. */
+int lifeline_begin(struct lifeline *lifeline, int report_fd);
+/* The two descriptors to poll (the lifeline, SIGCHLD), for a loop of the keeper's own. */
+void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]);
+/* After that poll: reaps what ended (keeping the task's status); once the lifeline broke, kills the
+ * task's process group and the keeper's children. */
+void lifeline_on_ready(struct lifeline *lifeline, const struct pollfd fds[2]);
+/* A plain task's wait, watching the lifeline meanwhile; returns the task's wait status. */
+int lifeline_wait(struct lifeline *lifeline);
+/* After the lifeline broke and the task was reaped: kills and reaps until the keeper has no child. */
+void lifeline_end_tree(struct lifeline *lifeline);
+
 /* ----------------------------------------------------------- terminal.c */
 
 /* A new pseudo-terminal of this size: its master (O_CLOEXEC, non-blocking), and in *terminal its
@@ -88,9 +115,9 @@ struct relay {
 };
 
 /* Until the task (the keeper's child) has ended and its terminal is drained: copies the terminal's
- * output to the output file, types the input FIFO's bytes into it, applies resize requests. Returns
- * the task's wait status. */
-int relay_terminal(const struct relay *relay, pid_t task);
+ * output to the output file, types the input FIFO's bytes into it, applies resize requests, and
+ * watches the lifeline (NULL: none), which then reaps the task. Returns the task's wait status. */
+int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline);
 
 /* A FIFO, made (0600) if missing and opened O_RDWR | O_NONBLOCK (which never waits on Linux); a
  * path that is not a FIFO is refused (ENXIO). -1 with errno set on failure. */
@@ -103,7 +130,8 @@ int hold_fifo(const char *path);
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known);
 /* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
 int proc_start_time(pid_t pid, unsigned long long *start);
-/* An exit file for this task: 1 with its code (-1 for a signal) and signal (0 for an exit), else 0. */
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number);
+/* An exit file for this task: 1 with its code (-1 for a signal), signal (0 for an exit) and whether
+ * its lifeline broke, else 0. */
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *lifeline_broke);
 
 #endif

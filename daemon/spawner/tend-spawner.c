@@ -3,11 +3,11 @@
  * (see daemon/native-spawner.ts) and sends requests to over its stdin. For every task it forks a
  * keeper (keeper.c) from its own small address space (cheap, unlike forking the ~100 MiB daemon);
  * the keeper forks the task child (child.c), becomes its parent, relays how the start went, and
- * outlives the helper and the daemon: when the task ends it tells the helper if one still listens,
- * writes the exit status into the task's exit file, and exits. The helper reaps its keepers
- * and reports on stdout; a later helper can attach to a keeper it did not fork (a pidfd). Single-
- * threaded: poll() on stdin, on a signalfd for SIGCHLD, on every keeper's report pipe and on the
- * pidfd of every keeper it attached to.
+ * outlives the helper and the daemon (unless its task is to end with them: lifeline.c): when the
+ * task ends it tells the helper if one still listens, writes the exit status into the task's exit
+ * file, and exits. The helper reaps its keepers and reports on stdout; a later helper can attach to
+ * a keeper it did not fork (a pidfd). Single-threaded: poll() on stdin, on a signalfd for SIGCHLD,
+ * on every keeper's report pipe and on the pidfd of every keeper it attached to.
  *
  * Usage: tend-spawner [<parent-pid>]   (with the pid, the helper exits at once if its parent is
  * already gone; in any case it gets SIGKILL when its parent dies. Its keepers do not.)
@@ -23,6 +23,8 @@
  *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
  *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
  *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.
+ *   spawn+lifeline, spawn-stdin+lifeline, spawn-tty+lifeline: as those, and the task ends with the
+ *     helper, so with the daemon (see Keeper below, and lifeline.c).
  *   attach, reqid, keeperPid, keeperStart, taskPid, exitFile
  *   anything else: a spawn in the first format, without the kind and without exitFile (the first
  *     string is then the reqid: reqid, file, cwd, ...); its keeper writes no exit file.
@@ -37,8 +39,8 @@
  *                                            /proc/<keeperpid>/stat (start time in clock ticks
  *                                            after boot): with keeperpid, what an attach needs.
  *   failed <reqid> <stage> <errno> [<index>] nothing is left running; stage is one of output,
- *                                            stdin, tty, extra, data, pinned, cgroup, limits, setsid,
- *                                            chdir, user, exec, fork. For the stages extra, data,
+ *                                            stdin, tty, lifeline, extra, data, pinned, cgroup, limits,
+ *                                            setsid, chdir, user, exec, fork. For the stages extra, data,
  *                                            pinned and cgroup a 5th field gives the 0-based index
  *                                            of the entry that failed (in extraFiles, the blobs,
  *                                            the pinned folders or cgroupProcs), so the daemon can
@@ -52,15 +54,18 @@
  *                                            process's now: its start time differs); the exit
  *                                            file, if any, is the daemon's to read. ENOSYS: no
  *                                            pidfd_open (Linux < 5.3).
- *   exited <taskpid> <code> <signal>         code is -1 when a signal ended it, signal 0 when it
+ *   exited <taskpid> <code> <signal> [lifeline]
+ *                                            code is -1 when a signal ended it, signal 0 when it
  *                                            exited. Code -2 with signal 0: unknown (the keeper
  *                                            was killed, or its exit file is missing or invalid).
+ *                                            A 5th field `lifeline`: its exit file says the task
+ *                                            was ended because an earlier helper was gone.
  *                                            Always after the `started` or `attached` of that
  *                                            task; the exits of children that failed are never
  *                                            reported.
  *   error <message>                          malformed request; the helper then exits 2.
  * On stdin EOF the helper reports the spawns it already forked, then exits 0 without touching its
- * keepers or their tasks.
+ * keepers or their tasks (but a lifeline task's keeper ends its task once the helper is gone).
  *
  * Keeper (keeper.c): setsid(); every signal that would end it ignored but SIGKILL (and the
  * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. With a stdinFifo it
@@ -75,6 +80,13 @@
  * report (see keeper.c). So a keeper that has exited has
  * written its exit file (unless it was SIGKILLed, or the folder was removed): an attach waits for
  * the keeper's exit, then reads the file.
+ *
+ * Lifeline (lifeline.c), for a +lifeline kind: the keeper becomes a child subreaper (failing that,
+ * stage lifeline) and watches its report pipe: once no helper holds its read end (the helper exited
+ * or was killed, as it is when the daemon dies), it SIGKILLs the task's process group and then its
+ * own children (the task's leftovers, handed to it as their parents die) until it has none, and adds
+ * `"lifelineBroke":true` to the exit file (before the closing brace) when the task had not ended by
+ * itself. A terminal task's keeper watches it in its relay loop.
  *
  * Child setup (child.c), in order: signal dispositions to SIG_DFL and an empty mask; setsid();
  * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); 0 (the
@@ -288,16 +300,16 @@ void release_helper_memory(void) {
   drop_pages(poll_fds, poll_cap * sizeof *poll_fds);
 }
 
-static void report_exit(struct keeper *keeper, int code, int signal_number) {
-  out_printf("exited %d %d %d\n", (int)keeper->task, code, signal_number);
+static void report_exit(struct keeper *keeper, int code, int signal_number, int lifeline_broke) {
+  out_printf("exited %d %d %d%s\n", (int)keeper->task, code, signal_number, lifeline_broke ? " lifeline" : "");
   keeper->state = DONE;
 }
 
 /* The keeper is gone without a word about the exit: its exit file says, or nobody knows (-2). */
 static void report_exit_from_file(struct keeper *keeper) {
-  int code, signal_number;
-  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number)) report_exit(keeper, code, signal_number);
-  else report_exit(keeper, -2, 0);
+  int code, signal_number, lifeline_broke;
+  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number, &lifeline_broke)) report_exit(keeper, code, signal_number, lifeline_broke);
+  else report_exit(keeper, -2, 0, 0);
 }
 
 static void on_report_line(struct keeper *keeper, char *line) {
@@ -317,7 +329,7 @@ static void on_report_line(struct keeper *keeper, char *line) {
   } else if (kind == 'x' && keeper->state == RUNNING) {
     int code, signal_number;
     if (sscanf(rest, "%d %d", &code, &signal_number) != 2) return;
-    report_exit(keeper, code, signal_number);
+    report_exit(keeper, code, signal_number, 0);
   }
 }
 
@@ -421,10 +433,10 @@ static void handle_attach(const struct attach *attach) {
       error = stat_error == 0 || stat_error == ENOENT ? ESRCH : stat_error;
     }
   }
-  int code, signal_number;
-  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number)) {
+  int code, signal_number, lifeline_broke;
+  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number, &lifeline_broke)) {
     if (pidfd >= 0) close(pidfd);
-    out_printf("attached %s\nexited %d %d %d\n", attach->reqid, (int)attach->task, code, signal_number);
+    out_printf("attached %s\nexited %d %d %d%s\n", attach->reqid, (int)attach->task, code, signal_number, lifeline_broke ? " lifeline" : "");
     return;
   }
   if (pidfd < 0) {

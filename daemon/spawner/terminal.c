@@ -165,20 +165,24 @@ static void apply_resizes(const struct relay *relay) {
   }
 }
 
-int relay_terminal(const struct relay *relay, pid_t task) {
-  int pidfd = (int)syscall(SYS_pidfd_open, task, 0);
+int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline) {
+  /* With a lifeline, the task is reaped through it (SIGCHLD: it reaps the orphans it adopts too). */
+  int pidfd = lifeline ? -1 : (int)syscall(SYS_pidfd_open, task, 0);
   int status = 0, reaped = 0, open = 1;
   long long reaped_at = 0;
   for (;;) {
     int pending = input_start < input_end;
-    struct pollfd fds[4] = {
+    struct pollfd fds[6] = {
         {.fd = open ? relay->master : -1, .events = (short)(POLLIN | (pending ? POLLOUT : 0))},
         {.fd = open && !pending ? relay->input : -1, .events = POLLIN},
         {.fd = open ? relay->resize : -1, .events = POLLIN},
         {.fd = reaped ? -1 : pidfd, .events = POLLIN},
+        {.fd = -1},
+        {.fd = -1},
     };
-    int timeout = reaped ? DRAIN_QUIET_MS : pidfd < 0 ? NO_PIDFD_POLL_MS : -1;
-    int ready = poll(fds, 4, timeout);
+    if (lifeline) lifeline_poll_fds(lifeline, fds + 4);
+    int timeout = reaped ? DRAIN_QUIET_MS : pidfd < 0 && !lifeline ? NO_PIDFD_POLL_MS : -1;
+    int ready = poll(fds, 6, timeout);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) ready = 0; /* cannot happen with these descriptors; treated as quiet */
     int copied = 0;
@@ -186,7 +190,14 @@ int relay_terminal(const struct relay *relay, pid_t task) {
     if (open && (fds[0].revents & POLLOUT)) type_input(relay);
     if (fds[1].revents & POLLIN) read_input(relay);
     if (fds[2].revents & POLLIN) apply_resizes(relay);
-    if (!reaped && (pidfd < 0 || fds[3].revents)) {
+    if (lifeline) {
+      lifeline_on_ready(lifeline, fds + 4);
+      if (!reaped && lifeline->task_reaped) {
+        status = lifeline->task_status;
+        reaped = 1;
+        reaped_at = now_ms();
+      }
+    } else if (!reaped && (pidfd < 0 || fds[3].revents)) {
       pid_t pid;
       do pid = waitpid(task, &status, WNOHANG);
       while (pid < 0 && errno == EINTR);

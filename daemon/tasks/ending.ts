@@ -51,3 +51,10 @@ export function signalName(signal: NodeJS.Signals | number): string {
   const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
   return entry ? entry[0] : String(signal)
 }
+
+/** A task started to end with its daemon (endsWithDaemon), as a later daemon finds it. */
+export const DAEMON_ENDED_LIFELINE = 'its daemon ended, and the task with it (it was started to end with its daemon)'
+/** ... as its own daemon finds it, when its spawner's helper died (it takes such tasks along). */
+export const SPAWNER_ENDED_LIFELINE = "tend's process spawner ended, and the task with it (it was started to end with its daemon)"
+/** Why a restart (stop with keepTasks) stops such a task instead of handing it over. */
+export const RESTART_STOPS_LIFELINE = 'daemon stopped to hand its tasks to the next one, which this task cannot go to (it was started to end with its daemon)'

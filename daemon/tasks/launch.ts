@@ -6,8 +6,11 @@ import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
 import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
 
-/** What a plan needs, but the program (resolved here), and the spawner to start it with. */
-export type LaunchRequest = Omit<PlanRequest, 'programPath'> & { spawner: Spawner }
+/**
+ * What a plan needs, but the program (resolved here), and the spawner to start it with;
+ * endsWithDaemon: the task ends with the daemon (see SpawnRequest), default false.
+ */
+export type LaunchRequest = Omit<PlanRequest, 'programPath'> & { spawner: Spawner; endsWithDaemon?: boolean }
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -27,9 +30,9 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const checkFirst = task.sandbox !== 'off' || request.spawner.kind !== 'native'
   const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
-  const { spawner, ...planned } = request
+  const { spawner, endsWithDaemon, ...planned } = request
   const plan = await planLaunch({ ...planned, programPath: program.path })
-  const outcome = await spawner.spawn(plan.request)
+  const outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
     // cgroup or marker, so nothing of a task recorded `failed` is left running.

@@ -32,13 +32,13 @@ import { Scheduler } from './scheduler.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
 import { SettleLater } from './settle-later.js'
-import { readExitFile } from '../spawn/exit-file.js'
+import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
-import { decideEnding, signalName, type Stopping } from './ending.js'
+import { DAEMON_ENDED_LIFELINE, decideEnding, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED } from '../spawn/spawner.js'
 
 const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
@@ -64,13 +64,31 @@ interface RunningEntry {
   signalled?: boolean
   /** When the stop began: whether the leader caught or ignored its signal (else that signal would have ended it). */
   leaderHandles?: boolean
+  /** This daemon started it to end with it (endsWithDaemon): a restart cannot hand it over. */
+  endsWithDaemon?: boolean
 }
 
 /** A task whose process has started: what supervise() needs; `settle()` ends its launching. */
 interface Launched {
   current: Task
   outcome: Extract<LaunchOutcome, { started: true }>
+  endsWithDaemon: boolean
   settle: () => void
+}
+
+/** How a task is admitted besides its request: never part of an HTTP body. */
+export interface StartOptions {
+  /** A retry of the same submission with this key answers the first task. Default: none. */
+  idempotencyKey?: string
+  /** The id the task has everywhere (a cluster task), checked. Default: a new one. */
+  id?: string
+  /**
+   * The task ends when this daemon ends, however it ends (SIGKILL included), instead of running on
+   * for the next daemon: for a task that may be run again elsewhere (a cluster retry), which must
+   * never run twice at once. A later daemon records it lost; a restart stops it first. Needs the
+   * native spawner (under the node one the task fails, saying why). Default: false.
+   */
+  endsWithDaemon?: boolean
 }
 
 /** What a running task holds besides its processes: its cgroups, released once it has ended. */
@@ -92,7 +110,7 @@ export class Supervisor {
   /** Tasks whose process is being started: settles once it is tracked, failed, or killed. */
   private readonly launching = new Map<string, Promise<void>>()
   /** What tasks not started yet need at launch: env values (never persisted) and the folders pinned at acceptance. */
-  private readonly pending = new Map<string, { env: Record<string, string>; paths: TaskPaths }>()
+  private readonly pending = new Map<string, { env: Record<string, string>; paths: TaskPaths; endsWithDaemon: boolean }>()
   private readonly checkTimer: NodeJS.Timeout
   private readonly submissions = new Submissions()
   private readonly bootId = readBootId()
@@ -119,8 +137,8 @@ export class Supervisor {
    * Admits a task: its spool folder and record exist when this resolves. With an idempotency key,
    * a retry of the same submission answers the first task instead of starting another.
    */
-  start(request: StartTaskBody, options: { idempotencyKey?: string; id?: string } = {}): Promise<Task> {
-    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission, options.id))
+  start(request: StartTaskBody, options: StartOptions = {}): Promise<Task> {
+    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission, options))
   }
 
   /** Relearns the idempotency keys of tasks loaded from the spool. */
@@ -128,8 +146,8 @@ export class Supervisor {
     this.submissions.remember(tasks)
   }
 
-  /** `givenId`: the id a cluster task has everywhere (daemon/cluster/), checked; otherwise a new one. */
-  private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null, givenId?: string): Promise<Task> {
+  private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null, options: StartOptions): Promise<Task> {
+    const givenId = options.id
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
     if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
     if (request.shell && request.command.length !== 1) {
@@ -196,7 +214,7 @@ export class Supervisor {
     const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
     // Recorded first: a task that cannot be written (disk full) is refused and leaves nothing.
     await this.store.create(task)
-    this.pending.set(id, { env, paths })
+    this.pending.set(id, { env, paths, endsWithDaemon: options.endsWithDaemon === true })
     this.log.info({ taskId: id, owner: task.owner }, 'task queued')
     this.scheduler.submit(task.owner, () => this.run(id))
     return task
@@ -256,7 +274,9 @@ export class Supervisor {
     }
     await Promise.all([...this.launching.values()])
     if (options.keepTasks) {
-      // The tasks run on under their keepers; this daemon only lets go of them.
+      // A task that is to end with this daemon would end as it leaves: stopped first, and recorded so.
+      await this.stopAll([...this.running].filter(([, entry]) => entry.endsWithDaemon), RESTART_STOPS_LIFELINE)
+      // The others run on under their keepers; this daemon only lets go of them.
       this.keepingTasks = true
       for (const entry of this.running.values()) entry.timeoutTimer?.clear()
       await Promise.allSettled(cancelled)
@@ -265,17 +285,22 @@ export class Supervisor {
       await this.store.flush()
       return
     }
-    await Promise.all(
-      [...this.running.entries()].map(([id, entry]) => {
-        this.stop(id, entry, { state: 'killed', stoppedBy: 'daemon-stop', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
-        return entry.finished.promise.catch(() => undefined)
-      }),
-    )
+    await this.stopAll([...this.running], reason)
     await Promise.allSettled(cancelled)
     // The spawner must outlive every job, so it closes once they are all done.
     await this.scheduler.idle()
     await this.store.flush()
     await this.spawner.close()
+  }
+
+  /** Stops these tasks for the daemon's stop; resolves once each is recorded. */
+  private async stopAll(entries: Array<[string, RunningEntry]>, reason: string): Promise<void> {
+    await Promise.all(
+      entries.map(([id, entry]) => {
+        this.stop(id, entry, { state: 'killed', stoppedBy: 'daemon-stop', reason, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
+        return entry.finished.promise.catch(() => undefined)
+      }),
+    )
   }
 
   /** Whether this daemon's tasks can outlive it (each has a keeper): what stop --keep-tasks needs. */
@@ -298,6 +323,7 @@ export class Supervisor {
     const { cgroups, release } = outcome.plan
     const resources: TaskResources = { cgroups, release }
     const entry = this.track(id, current, outcome.pid, outcome.exited, resources)
+    entry.endsWithDaemon = launched.endsWithDaemon
     // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
     // the record is written while the task runs: neither the task nor its slot waits for it.
     const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.bootId))
@@ -424,7 +450,7 @@ export class Supervisor {
     if (this.keepingTasks) return 'kept'
     const task = this.store.current(id)
     const recorded = task.state === 'running' && task.keeper ? readExitFile(exitPath(this.config.layout.spool, id)) : null
-    return recorded && recorded.pid === entry.pid ? { exitCode: recorded.exitCode, signal: recorded.signal } : result
+    return recorded && recorded.pid === entry.pid ? exitOf(recorded) : result
   }
 
   /**
@@ -456,6 +482,7 @@ export class Supervisor {
       exitFile: exitPath(this.config.layout.spool, id),
       envAdditions: pending.env,
       paths: pending.paths,
+      endsWithDaemon: pending.endsWithDaemon,
       masks: task.sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).masks,
       config: this.config,
       capabilities: this.capabilities,
@@ -481,7 +508,7 @@ export class Supervisor {
       this.finishTask(await this.store.transition(id, (latest) => markFailed(latest, outcome.reason, new Date())))
       return null
     }
-    return { current, outcome, settle }
+    return { current, outcome, endsWithDaemon: pending.endsWithDaemon, settle }
   }
 
   /**
@@ -499,10 +526,13 @@ export class Supervisor {
       if (cgroups) await killMembers(() => cgroups.members())
       else await killLeftovers([id], [entry.pid])
     }
-    if (result.unknown) {
+    if (result.unknown || result.lifelineBroke) {
       await plan.release()
       const outputBytes = await this.settleOutput(this.store.current(id))
-      return { saved: this.store.transition(id, (task) => markLost(task, 'its keeper is gone without recording how it ended; what was left of it was killed', outputBytes, new Date())) }
+      // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
+      const lifeline = entry.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE
+      const reason = result.unknown ? 'its keeper is gone without recording how it ended; what was left of it was killed' : lifeline
+      return { saved: this.store.transition(id, (task) => markLost(task, reason, outputBytes, new Date())) }
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.

@@ -1,0 +1,148 @@
+/*
+ * tend-spawner: a keeper's lifeline, for a task that must end with its daemon (a spawn request of a
+ * kind ending in +lifeline; a cluster task that may be retried elsewhere must never run on there).
+ *
+ * The lifeline is the keeper's report pipe. The helper holds its read end, and nothing else does
+ * (every keeper closes what it inherits of the helper's); the helper dies with the daemon
+ * (PR_SET_PDEATHSIG SIGKILL), however the daemon ends. So once the helper is gone, crashed or
+ * exited, the pipe has no reader and its write end polls POLLERR: the keeper kills the task at once.
+ *
+ * "The task" is everything it started: the keeper is made a child subreaper before the fork, so a
+ * process the task leaves behind (setsid, a double fork) becomes the keeper's child when its parent
+ * dies, not init's. The keeper SIGKILLs the task's process group, then its own children, again and
+ * again as more are handed to it, until it has none. A sandboxed task's bubblewrap is the keeper's
+ * child like any task: with it goes its pid namespace (--unshare-pid), and the kernel kills
+ * everything inside. While the task runs, the keeper reaps the orphans it adopts (SIGCHLD, read
+ * through a signalfd), so none of them lingers as a zombie.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "spawner.h"
+
+/* Between two rounds of killing what is left; at most END_TREE_MAX_MS in all: a process stuck in
+ * the kernel (D state) dies only once it returns, and the exit file must not wait for it forever. */
+enum { END_TREE_POLL_MS = 10, END_TREE_MAX_MS = 10000 };
+
+int lifeline_begin(struct lifeline *lifeline, int report_fd) {
+  *lifeline = (struct lifeline){.fd = report_fd, .children = -1};
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) != 0) return -1;
+  /* Blocked before the fork, so no SIGCHLD is lost; the child empties its mask (child.c). */
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, NULL) != 0) return -1;
+  lifeline->children = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  return lifeline->children < 0 ? -1 : 0;
+}
+
+/* Reaps every child that has ended (the task's status is kept); 0 once the keeper has no child left. */
+static int reap(struct lifeline *lifeline) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) return 0;
+    if (pid == 0) return 1;
+    if (pid == lifeline->task) {
+      lifeline->task_status = status;
+      lifeline->task_reaped = 1;
+    }
+  }
+}
+
+/* The parent's pid in /proc/<pid>/stat (field 4), or -1. */
+static pid_t parent_of(const char *pid) {
+  char path[64], text[512];
+  snprintf(path, sizeof path, "/proc/%s/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  text[n] = 0;
+  /* The command name (field 2) may hold spaces and parentheses: fields 3 and 4 follow the last ')'. */
+  const char *after = strrchr(text, ')');
+  if (!after || after[1] != ' ' || !after[2] || after[3] != ' ') return -1;
+  return (pid_t)atol(after + 4);
+}
+
+/* SIGKILLs every child of the keeper: a child cannot be reaped (and its pid reused) meanwhile, but by us. */
+static void kill_children(void) {
+  pid_t self = getpid();
+  DIR *proc = opendir("/proc");
+  if (!proc) return;
+  struct dirent *entry;
+  while ((entry = readdir(proc)) != NULL) {
+    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+    if (parent_of(entry->d_name) == self) kill((pid_t)atol(entry->d_name), SIGKILL);
+  }
+  closedir(proc);
+}
+
+void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]) {
+  /* No events asked of the pipe: POLLERR (no reader left) is always reported. */
+  fds[0] = (struct pollfd){.fd = lifeline->fd, .events = 0};
+  fds[1] = (struct pollfd){.fd = lifeline->children, .events = POLLIN};
+}
+
+void lifeline_on_ready(struct lifeline *lifeline, const struct pollfd fds[2]) {
+  if (fds[1].revents & POLLIN) {
+    struct signalfd_siginfo info[8];
+    while (read(lifeline->children, info, sizeof info) > 0) {
+    }
+  }
+  reap(lifeline);
+  if (lifeline->fd >= 0 && (fds[0].revents & (POLLERR | POLLHUP))) {
+    lifeline->fd = -1;
+    lifeline->ending = 1;
+    /* A task that had ended by itself is recorded as it ended; its group may be gone (its id free). */
+    if (!lifeline->task_reaped) {
+      lifeline->broke = 1;
+      kill(-lifeline->task, SIGKILL);
+      kill(lifeline->task, SIGKILL);
+    }
+  }
+  if (lifeline->ending) kill_children();
+}
+
+int lifeline_wait(struct lifeline *lifeline) {
+  reap(lifeline);
+  while (!lifeline->task_reaped) {
+    struct pollfd fds[2];
+    lifeline_poll_fds(lifeline, fds);
+    /* On a failure (EINTR) revents stay 0: it only reaps, and polls again. */
+    poll(fds, 2, -1);
+    lifeline_on_ready(lifeline, fds);
+  }
+  return lifeline->task_status;
+}
+
+static long long monotonic_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+void lifeline_end_tree(struct lifeline *lifeline) {
+  long long deadline = monotonic_ms() + END_TREE_MAX_MS;
+  for (;;) {
+    kill_children();
+    if (!reap(lifeline) || monotonic_ms() >= deadline) return;
+    struct pollfd chld = {.fd = lifeline->children, .events = POLLIN};
+    poll(&chld, 1, END_TREE_POLL_MS);
+    struct signalfd_siginfo info[8];
+    while (read(lifeline->children, info, sizeof info) > 0) {
+    }
+  }
+}
