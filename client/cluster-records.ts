@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq'
-import { DEFAULT_LIFETIME, DEFAULT_OWNER, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
+import { DEFAULT_LIFETIME, DEFAULT_OWNER, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
 
 /** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
 export interface ClusterTask {
@@ -16,6 +16,10 @@ export interface ClusterTask {
   task: Task | null
   /** Why BullMQ failed the job (the worker could not start it), when it did. */
   reason: string | null
+  /** Which run of the task this is (or was, once ended): 1, then one more per retry. */
+  attempt: number
+  /** The earlier attempts, each lost with its worker, oldest first. */
+  earlier: ClusterAttempt[]
 }
 
 export type ClusterJob = Job<ClusterJobData, Task>
@@ -24,16 +28,18 @@ export type ClusterJob = Job<ClusterJobData, Task>
 export function describeJob(id: string, queue: string, job: ClusterJob, state: string): ClusterTask {
   const progress = progressOf(job)
   const owner = typeof job.data.request.owner === 'string' ? job.data.request.owner : DEFAULT_OWNER
+  const known = { id, queue, owner, worker: progress?.worker ?? null, attempt: progress?.attempt ?? 1, earlier: progress?.earlier ?? [] }
   if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
-    return { id, queue, owner, state: job.returnvalue.state, worker: progress?.worker ?? null, task: job.returnvalue, reason: job.returnvalue.reason }
+    return { ...known, state: job.returnvalue.state, task: job.returnvalue, reason: job.returnvalue.reason }
   }
   if (state === 'failed') {
     const reason = job.failedReason ?? ''
     const lost = reason.startsWith(LOST_PREFIX)
-    return { id, queue, owner, state: lost ? 'lost' : 'failed', worker: progress?.worker ?? null, task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
+    return { ...known, state: lost ? 'lost' : 'failed', task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
   }
-  if (state === 'active') return { id, queue, owner, state: progress?.state ?? 'queued', worker: progress?.worker ?? null, task: null, reason: null }
-  return { id, queue, owner, state: 'queued', worker: null, task: null, reason: null }
+  if (state === 'active') return { ...known, state: progress?.state ?? 'queued', task: null, reason: null }
+  // Waiting for a worker to take it (again, when the one that had it stopped answering: the worker that takes it judges that attempt).
+  return { ...known, state: 'queued', worker: null, task: null, reason: null }
 }
 
 /**

@@ -2,12 +2,14 @@ import { randomInt } from 'node:crypto'
 import type { Queue, QueueEvents } from 'bullmq'
 import {
   queueFor,
+  queuesKey,
   taskQueuesKey,
   TASK_ID_ALPHABET,
   TASK_ID_LENGTH,
   TendError,
   DEFAULT_CLUSTER_QUEUE,
   DEFAULT_OWNER,
+  MAX_CLUSTER_RETRIES,
   KILLED_WHILE_QUEUED,
   killChannel,
   killedRecordsKey,
@@ -28,6 +30,12 @@ export type { ClusterTask }
 export interface ClusterStartOptions extends StartOptions {
   /** Labels the worker must have, each name=value. */
   require?: Labels
+  /**
+   * How many times the task runs again, on another worker, when it is lost with its worker (the
+   * worker died, or lost Redis for the stall interval): 0 to MAX_CLUSTER_RETRIES. Such a task
+   * ends with its worker's daemon, so that two attempts never run at once. Default 0.
+   */
+  retries?: number
 }
 
 /**
@@ -49,13 +57,19 @@ export class ClusterClient {
 
   /** Puts the task on the queue of its requirements; answers once Redis holds it. */
   async start(options: ClusterStartOptions): Promise<ClusterTask> {
+    const retries = options.retries ?? 0
+    if (!Number.isInteger(retries) || retries < 0 || retries > MAX_CLUSTER_RETRIES) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `retries: expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(options.retries)}` })
+    }
     const id = Array.from({ length: TASK_ID_LENGTH }, () => TASK_ID_ALPHABET[randomInt(TASK_ID_ALPHABET.length)]).join('')
     const name = queueFor(this.base, options.require ?? {})
     const { queue } = await this.queue(name)
-    const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString() }
-    await (await this.redis()).hset(taskQueuesKey(this.base), { [id]: name })
+    const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}) }
+    const redis = await this.redis()
+    await redis.sadd(queuesKey(this.base), name)
+    await redis.hset(taskQueuesKey(this.base), { [id]: name })
     await queue.add('task', data, { jobId: id, removeOnComplete: false, removeOnFail: false })
-    return { id, queue: name, owner: options.owner ?? DEFAULT_OWNER, state: 'queued', worker: null, task: null, reason: null }
+    return { id, queue: name, owner: options.owner ?? DEFAULT_OWNER, state: 'queued', worker: null, task: null, reason: null, attempt: 1, earlier: [] }
   }
 
   async get(id: string): Promise<ClusterTask> {
@@ -335,6 +349,7 @@ interface RedisCommands {
   hgetall(key: string): Promise<Record<string, string>>
   hdel(key: string, field: string): Promise<number>
   publish(channel: string, message: string): Promise<number>
+  sadd(key: string, member: string): Promise<number>
 }
 
 /** Ended: neither waiting for a worker nor run by one (queued and running are the only states before an end). */
@@ -343,5 +358,5 @@ function hasEnded(task: ClusterTask): boolean {
 }
 
 function killedWhileQueuedTask(record: Task): ClusterTask {
-  return { id: record.id, queue: '', owner: record.owner, state: 'killed', worker: null, task: record, reason: record.reason }
+  return { id: record.id, queue: '', owner: record.owner, state: 'killed', worker: null, task: record, reason: record.reason, attempt: 1, earlier: [] }
 }

@@ -57,6 +57,34 @@ export function queuesServed(base: string, labels: Labels): string[] {
   return queues
 }
 
+/** The labels a queue's tasks require, from its name (queueFor's inverse); null for another base's queue. */
+export function requirementsOf(base: string, queue: string): Labels | null {
+  const [head, ...parts] = queue.split('~')
+  if (head !== base) return null
+  const requirements: Labels = {}
+  for (const part of parts) {
+    const at = part.indexOf('=')
+    if (at <= 0) return null
+    requirements[part.slice(0, at)] = part.slice(at + 1)
+  }
+  return requirements
+}
+
+/** Whether a worker with these labels takes the tasks of this queue: it has every label the queue requires. */
+export function serves(labels: Labels, requirements: Labels): boolean {
+  return Object.entries(requirements).every(([key, value]) => labels[key] === value)
+}
+
+/** The Redis set of every queue a task was ever put on (a worker looks after those no live worker serves). */
+export function queuesKey(base: string): string {
+  return `tend:${base}:queues`
+}
+
+/** A worker's heartbeat key: it exists while the worker is alive (set again before it expires). */
+export function aliveKey(base: string, worker: string): string {
+  return `tend:${base}:alive:${worker}`
+}
+
 /** The Redis hash that says which queue holds each cluster task (any client finds a task by its id). */
 export function taskQueuesKey(base: string): string {
   return `tend:${base}:task-queues`
@@ -68,13 +96,30 @@ export interface ClusterJobData {
   requirements: Labels
   /** When it was submitted, ISO. */
   submittedAt: string
+  /** How many times a task lost with its worker runs again elsewhere (absent: 0). */
+  retries?: number
 }
+
+/** The most retries a cluster task may ask for. */
+export const MAX_CLUSTER_RETRIES = 10
 
 /** What a worker reports on a job while the task runs (BullMQ progress). */
 export interface ClusterProgress {
   worker: string
   state: string
   pid: number | null
+  /** Which run of the task this is: 1, then one more per retry (absent: 1). */
+  attempt?: number
+  /** How the earlier attempts ended, oldest first. */
+  earlier?: ClusterAttempt[]
+}
+
+/** An attempt of a cluster task that was lost with its worker. */
+export interface ClusterAttempt {
+  attempt: number
+  worker: string
+  /** Why it counts as lost. */
+  reason: string
 }
 
 /** What ioredis (under BullMQ) is given to reach Redis. */

@@ -9,6 +9,7 @@ const WORDS: Record<StoppedBy, string> = {
   'session-end': 'session-end (its agent session ended)',
   'daemon-stop': 'daemon-stop (the daemon was stopped)',
   'outside-signal': 'outside-signal (a signal tend did not send)',
+  'cluster-lease': 'cluster-lease (its cluster worker lost its lease on the job: the task may run again elsewhere)',
 }
 
 /** `stoppedBy` for people: the value, then what it means (`timeout (its time limit passed)`). */

@@ -1,14 +1,11 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { isFinished, killChannel, REQUESTED_STOPS, LOST_PREFIX, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
-import { StartTaskBody } from '../../protocol/schemas.js'
-import { compileValidator } from '../precompiled/schema-code.js'
+import { aliveKey, isFinished, killChannel, REQUESTED_STOPS, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type WorkerEntry } from '../../protocol/index.js'
 import type { DaemonContext } from '../context.js'
 import { normalizeSignal } from '../tasks/signals.js'
-
-/** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
-const FINISH_WAIT_MS = 60_000
+import { runJob, type JobRunner, type Registry } from './run-job.js'
+import { checkOrphanedJobs } from './orphan-check.js'
 
 export interface ClusterWorker {
   name: string
@@ -42,15 +39,19 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     const announced = await registryClient.hget(workersKey(config.clusterQueue), worker)
     return announced ? (JSON.parse(announced) as WorkerEntry) : null
   }
+  // Lease watches must hear at once that Redis is away, not queue their questions until it is back.
+  const leaseClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+  leaseClient.on('error', () => undefined)
+  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs } }
   const workers: Worker[] = queues.map((queue) => {
-    const worker = new Worker(queue, (job: Job<ClusterJobData>) => runJob(context, name, job, registry), {
+    const worker = new Worker(queue, (job: Job<ClusterJobData>, token?: string) => runJob(runner, job, token), {
       connection,
       concurrency: config.clusterConcurrency,
       autorun: true,
       // A worker that stops renewing its lock (it died, or lost Redis) is found within the stall interval.
       lockDuration: config.clusterStallMs,
       stalledInterval: config.clusterStallMs / 2,
-      // A stalled job always comes back: the worker that takes it decides (endOnEarlierWorker).
+      // A stalled job always comes back: the worker that takes it judges the attempt (run-job.ts).
       maxStalledCount: Number.MAX_SAFE_INTEGER,
     })
     // Redis going away is logged once per worker and retried by ioredis; running tasks go on.
@@ -72,6 +73,12 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
   void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch((error: unknown) => log.warn({ err: error }, 'worker not announced'))
   void kills.subscribe(killChannel(config.clusterQueue)).catch((error: unknown) => log.warn({ err: error }, 'kill channel not subscribed'))
+  // A heartbeat that lives one stall interval: other workers tell from it whether anyone serves a queue.
+  const beat = () => void registryClient.set(aliveKey(config.clusterQueue, name), entry.startedAt, 'PX', config.clusterStallMs).catch(() => undefined)
+  beat()
+  const heartbeat = setInterval(beat, config.clusterStallMs / 3)
+  heartbeat.unref()
+  const orphans = checkOrphanedJobs({ redis: registryClient, redisUrl: config.clusterRedis!, base: config.clusterQueue, served: queues, stallMs: config.clusterStallMs, registry, log })
   log.info({ worker: name, queues }, 'cluster worker started')
   return {
     name,
@@ -82,36 +89,12 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     },
     close: async ({ keepTasks }) => {
       await Promise.all(workers.map((worker) => worker.close(keepTasks)))
+      clearInterval(heartbeat)
+      await orphans.stop()
       registryClient.disconnect()
+      leaseClient.disconnect()
     },
   }
-}
-
-/** A worker's announcement in the cluster, or null. */
-type Registry = (name: string) => Promise<WorkerEntry | null>
-
-/** How long the look at an earlier worker may take before it counts as gone. */
-const EARLIER_WORKER_TIMEOUT_MS = 5000
-
-/**
- * The task's final record from the worker that ran it first, once it has ended there; the job
- * fails as lost (no retry) when that worker does not answer or does not have it.
- */
-async function endOnEarlierWorker(id: string, earlier: string, registry: Registry): Promise<Task> {
-  const { UnrecoverableError } = await import('bullmq')
-  const entry = await registry(earlier)
-  if (entry?.origin && entry.token) {
-    const ask = async (path: string, waitMs = 0): Promise<Task | null> => {
-      const answer = await fetch(`${entry.origin}${path}`, { headers: { authorization: `Bearer ${entry.token}` }, signal: AbortSignal.timeout(EARLIER_WORKER_TIMEOUT_MS + waitMs) }).catch(() => null)
-      if (!answer?.ok) return null
-      const body = (await answer.json()) as Task | { task: Task }
-      return 'task' in body ? body.task : body
-    }
-    let task = await ask(`/v1/tasks/${id}`)
-    while (task && !isFinished(task)) task = await ask(`/v1/tasks/${id}/wait?timeoutMs=25000`, 25_000)
-    if (task) return task
-  }
-  throw new UnrecoverableError(`${LOST_PREFIX}worker ${earlier} stopped answering while it ran the task (its lock on the job expired), and the task cannot be found there`)
 }
 
 /** Stops the task a published kill names, if it is this daemon's and has not ended. */
@@ -132,31 +115,4 @@ async function killFromCluster(context: DaemonContext, message: string): Promise
   } catch (error) {
     context.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
   }
-}
-
-async function runJob(context: DaemonContext, worker: string, job: Job<ClusterJobData>, registry: Registry): Promise<Task> {
-  const id = job.id!
-  // Whoever can write to the cluster's Redis can put a job there: its request is checked as the
-  // socket checks a POST /v1/tasks body, and a bad one fails its job, naming what is wrong.
-  const request = job.data.request as unknown as StartTaskBody
-  const validate = compileValidator('body', StartTaskBody)
-  if (!validate(request)) {
-    const { UnrecoverableError } = await import('bullmq')
-    const problems = (validate.errors ?? []).map((error) =>
-      error.keyword === 'additionalProperties' ? `unknown field ${String(error.params.additionalProperty)}` : `${error.instancePath.slice(1) || 'request'} ${error.message}`,
-    )
-    throw new UnrecoverableError(`the task's start request is not valid: ${problems.join('; ')}`)
-  }
-  const earlier = typeof job.progress === 'object' && job.progress !== null ? (job.progress as unknown as ClusterProgress).worker : null
-  // Taken before by a worker whose lock on it expired (it died, or Redis was away): the task may
-  // still run there, and is never started a second time. Its end is awaited there, or it is lost.
-  if (earlier && earlier !== worker && !context.store.find(id)) return endOnEarlierWorker(id, earlier, registry)
-  // The same job delivered again (a stalled check) finds the task it started.
-  const task = await context.supervisor.start(request, { id, idempotencyKey: `cluster-${id}` })
-  await job.updateProgress({ worker, state: task.state, pid: task.pid } satisfies ClusterProgress)
-  const started = await context.store.whenState(id, (each) => each.state !== 'queued', FINISH_WAIT_MS)
-  if (!isFinished(started)) await job.updateProgress({ worker, state: started.state, pid: started.pid } satisfies ClusterProgress)
-  let current = started
-  while (!isFinished(current)) current = await context.store.whenFinished(id, FINISH_WAIT_MS)
-  return current
 }

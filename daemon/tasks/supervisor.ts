@@ -99,8 +99,11 @@ export interface KillRequest {
   graceMs?: number
   /** The caller's words, appended to the recorded reason. */
   note?: string
-  /** Who asks: an agent (`owner`), its session's disposal (`session-end`), else the operator. */
-  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end'>
+  /**
+   * Who asks: an agent (`owner`), its session's disposal (`session-end`), the cluster worker that
+   * lost its lease on the task's job (`cluster-lease`), else the operator.
+   */
+  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end' | 'cluster-lease'>
 }
 
 /** Starts, watches and stops tasks; the only module that touches task processes. */

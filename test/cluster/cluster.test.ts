@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ClusterClient } from '../../client/cluster.js'
@@ -241,6 +241,114 @@ describe('faults', () => {
       expect(existsSync(join(survivor.home, 'spool', submitted.id))).toBe(false)
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length).toBeLessThanOrEqual(1)
       await killEverythingOf(victim.home)
+    } finally {
+      await client.close()
+      for (const each of workers) await each.stop()
+      await own.stop()
+    }
+  })
+
+  test('a worker killed with -9 mid-task, with --retries 1: the task runs again on the other worker as attempt 2, never beside attempt 1', async () => {
+    const own = await startRedis()
+    const workers = await Promise.all(
+      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
+    )
+    const client = new ClusterClient(own.url)
+    // Shared by both workers (one machine here): the task holds a lock on a file while it runs, so
+    // an attempt that started while another still ran would find it held and say so.
+    const shared = mkdtempSync('/var/tmp/tend-cluster-retry-')
+    try {
+      const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
+      const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
+      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+      const first = await client.get(submitted.id)
+      expect(first).toMatchObject({ state: 'running', attempt: 1, earlier: [] })
+      const victim = workers[first.worker === 'first' ? 0 : 1]!
+      const survivor = workers[first.worker === 'first' ? 1 : 0]!
+      rmSync(join(shared, 'running'))
+      await victim.crash()
+      // The task ended with its worker's daemon: none of its processes is left on that worker.
+      await waitFor("attempt 1's processes to end with their daemon", () => processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length === 0 || existsSync(join(shared, 'running')))
+      const second = await waitFor('attempt 2 to run on the other worker', async () => {
+        const now = await client.get(submitted.id)
+        return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+      }, 20_000)
+      expect(second.worker).toBe(survivor === workers[0] ? 'first' : 'second')
+      expect(second.earlier).toEqual([{ attempt: 1, worker: first.worker, reason: expect.stringContaining(`worker ${first.worker} stopped answering`) }])
+      writeFileSync(join(shared, 'go'), '')
+      const done = await client.wait(submitted.id, { timeoutMs: 30_000 })
+      expect(done).toMatchObject({ state: 'exited', attempt: 2, worker: second.worker })
+      expect(done.task).toMatchObject({ id: submitted.id, state: 'exited', exitCode: 0 })
+      // Two starts, and the second found the lock free: the attempts never ran at once.
+      expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
+      expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
+      // The crashed worker's next daemon finds attempt 1 lost with its daemon.
+      await killEverythingOf(victim.home)
+    } finally {
+      await client.close()
+      for (const each of workers) await each.stop()
+      await own.stop()
+      rmSync(shared, { recursive: true, force: true })
+    }
+  })
+
+  test('a worker that loses Redis mid-task stops a task with --retries before its lease can expire; the next attempt runs once Redis is back', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
+    const own = await startRedis({ persistIn: dir })
+    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'fenced', TEND_CLUSTER_STALL: '2s' } })
+    const client = new ClusterClient(own.url)
+    const shared = mkdtempSync('/var/tmp/tend-cluster-fence-')
+    try {
+      const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
+      const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
+      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+      rmSync(join(shared, 'running'))
+      await client.close()
+      await own.stop()
+      // Without Redis the worker cannot confirm its lease: it stops the task before the lease could expire.
+      const fenced = await waitFor('attempt 1 to be stopped for its lease', async () => {
+        const task = await worker.client.get(submitted.id)
+        return task.state === 'killed' ? task : null
+      }, 10_000)
+      expect(fenced).toMatchObject({ stoppedBy: 'cluster-lease', signal: 'SIGKILL' })
+      expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
+      await own.restart()
+      const back = new ClusterClient(own.url)
+      try {
+        await waitFor('attempt 2 to run', () => existsSync(join(shared, 'running')), 20_000)
+        writeFileSync(join(shared, 'go'), '')
+        const done = await back.wait(submitted.id, { timeoutMs: 30_000 })
+        expect(done).toMatchObject({ state: 'exited', attempt: 2, worker: 'fenced', earlier: [{ attempt: 1, worker: 'fenced', reason: expect.stringContaining('lease') }] })
+        expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
+      } finally {
+        await back.close()
+      }
+    } finally {
+      await worker.stop()
+      await own.stop()
+      rmSync(dir, { recursive: true, force: true })
+      rmSync(shared, { recursive: true, force: true })
+    }
+  })
+
+  test('a task that required the labels of a worker killed with -9, the only one that had them, still ends lost within the stall interval', async () => {
+    const own = await startRedis()
+    const workers = await Promise.all([
+      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'only-gpu', TEND_CLUSTER_LABELS: 'gpu=1', TEND_CLUSTER_STALL: '2s' } }),
+      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'plain-one', TEND_CLUSTER_STALL: '2s' } }),
+    ])
+    const client = new ClusterClient(own.url)
+    try {
+      const submitted = await client.start({ command: ['sleep', '1000'], require: { gpu: '1' } })
+      await waitFor('the task to run on the gpu worker', async () => (await client.get(submitted.id)).state === 'running')
+      await workers[0]!.crash()
+      const lost = await waitFor('the task to be lost', async () => {
+        const now = await client.get(submitted.id)
+        return now.state === 'lost' ? now : null
+      }, 20_000)
+      expect(lost.reason).toContain('worker only-gpu stopped answering')
+      expect(existsSync(join(workers[1]!.home, 'spool', submitted.id))).toBe(false)
+      await killEverythingOf(workers[0]!.home)
     } finally {
       await client.close()
       for (const each of workers) await each.stop()

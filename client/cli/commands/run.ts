@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import { exitStatusOf, type Labels, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, labelsOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, labelsOption, retriesOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
 import { printJson, stoppedByText, type CliIo } from '../output.js'
 import { addClusterOptions, withCluster } from '../cluster-options.js'
 import type { ClusterClient, ClusterStartOptions } from '../../cluster.js'
@@ -29,6 +29,7 @@ interface RunFlags {
   cols?: number
   rows?: number
   require?: Labels
+  retries?: number
   cluster?: string
   queue?: string
 }
@@ -58,6 +59,7 @@ export function registerRunCommand(program: Command): void {
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
     .option('--require <k=v,...>', 'with --cluster: run only on a worker with these labels (repeatable)', labelsOption)
+    .option('--retries <n>', 'with --cluster: when its worker is lost mid-task, run it again on another worker, up to N times (0-10; default 0); it then ends with its worker', retriesOption)
   addClusterOptions(command)
   command.action(
     action(
@@ -88,9 +90,10 @@ export function registerRunCommand(program: Command): void {
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
         } as const
-        const clusterStatus = await withCluster(flags, client.options.env, (cluster) => runOnCluster(cluster, io, { ...options, require: flags.require }, flags.wait === true))
+        const clusterStatus = await withCluster(flags, client.options.env, (cluster) => runOnCluster(cluster, io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true))
         if (clusterStatus !== null) return clusterStatus
         if (flags.require) throw new TendError('TEND_ERR_USAGE', { detail: '--require needs --cluster (or TEND_CLUSTER): labels belong to cluster workers' })
+        if (flags.retries !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: '--retries needs --cluster (or TEND_CLUSTER): a task runs again on another worker of a cluster' })
         const task = await client.start(options)
         if (!flags.wait) {
           if (io.json) printJson(io, task)

@@ -1,0 +1,188 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import type { Job } from 'bullmq'
+import { isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import { StartTaskBody } from '../../protocol/schemas.js'
+import { compileValidator } from '../precompiled/schema-code.js'
+import type { DaemonContext } from '../context.js'
+import { watchLease, type LeaseWatchOptions } from './lease-watch.js'
+
+/** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
+const FINISH_WAIT_MS = 60_000
+
+/** How long the look at an earlier worker may take before it counts as gone. */
+const EARLIER_WORKER_TIMEOUT_MS = 5000
+
+/** A worker's announcement in the cluster, or null. */
+export type Registry = (name: string) => Promise<WorkerEntry | null>
+
+export interface JobRunner {
+  context: DaemonContext
+  /** This worker's name. */
+  worker: string
+  registry: Registry
+  /** What a lease watch needs besides the job's own lock: a connection, and the lock's life. */
+  lease: Pick<LeaseWatchOptions, 'redis' | 'lockMs'>
+}
+
+/** An earlier attempt, judged: it ended (its record is the job's), or it was lost with its worker. */
+export type Verdict = { ended: Task } | { lost: string }
+
+/**
+ * Runs one job: its task, admitted with the job's id as its id (the same id everywhere) and run
+ * like any local task; the job completes with the task's final record once it has ended, whatever
+ * its exit. A job taken before by a worker whose lock expired is judged first: the task may still
+ * run there, and is never started beside it. If that attempt was lost and the task may be retried,
+ * it runs again here as the next attempt; otherwise the job ends with that attempt's end, or lost.
+ */
+export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token: string | undefined): Promise<Task> {
+  const { context, worker } = runner
+  const { UnrecoverableError } = await import('bullmq')
+  const id = job.id!
+  // Whoever can write to the cluster's Redis can put a job there: its request is checked as the
+  // socket checks a POST /v1/tasks body, and a bad one fails its job, naming what is wrong.
+  const request = job.data.request as unknown as StartTaskBody
+  const problems = checkJob(job.data)
+  if (problems.length > 0) throw new UnrecoverableError(`the task's start request is not valid: ${problems.join('; ')}`)
+  const retries = job.data.retries ?? 0
+  const progress = typeof job.progress === 'object' && job.progress !== null ? (job.progress as unknown as ClusterProgress) : null
+  let attempt = progress?.attempt ?? 1
+  const earlier: ClusterAttempt[] = [...(progress?.earlier ?? [])]
+  // Taken before: a worker reports on a job once it has admitted its task. Its lock expired: that
+  // worker died or lost Redis, or this one was restarted.
+  if (progress) {
+    const verdict = progress.worker === worker ? await judgeHere(context, id, worker) : await judgeElsewhere(id, progress.worker, runner.registry)
+    if ('ended' in verdict) return verdict.ended
+    if (attempt > retries) throw new UnrecoverableError(`${LOST_PREFIX}${verdict.lost}`)
+    earlier.push({ attempt, worker: progress.worker, reason: verdict.lost })
+    attempt += 1
+    // The lost attempt ran here: its record gives way to the next attempt's (its end is in `earlier`).
+    if (context.store.find(id)) await context.cleanup.remove(id)
+  }
+  const lockKey = `${job.queueQualifiedName}:${id}:lock`
+  for (;;) {
+    const task = await runAttempt(runner, job, token, { request, retries, attempt, earlier, lockKey })
+    // Stopped because the lease was about to go: the next attempt runs here if the job is still
+    // this worker's (Redis came back in time); otherwise the worker that takes the job runs it.
+    if (task.stoppedBy !== 'cluster-lease' || attempt > retries) return task
+    if (!token || !(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
+    earlier.push({ attempt, worker, reason: task.reason ?? 'its worker lost its lease on the job' })
+    attempt += 1
+    await context.cleanup.remove(id)
+  }
+}
+
+/** One attempt: the task admitted and run here, the job's progress reported; answers its final record. */
+async function runAttempt(
+  runner: JobRunner,
+  job: Job<ClusterJobData>,
+  token: string | undefined,
+  { request, retries, attempt, earlier, lockKey }: { request: StartTaskBody; retries: number; attempt: number; earlier: ClusterAttempt[]; lockKey: string },
+): Promise<Task> {
+  const { context, worker } = runner
+  const id = job.id!
+  const report = (task: Task) => job.updateProgress({ worker, state: task.state, pid: task.pid, attempt, earlier } satisfies ClusterProgress)
+  const task = await context.supervisor.start(request, {
+    id,
+    idempotencyKey: attempt === 1 ? `cluster-${id}` : `cluster-${id}-${attempt}`,
+    // A task that may run again elsewhere must never outlive this daemon, nor its lease on the job.
+    endsWithDaemon: retries > 0,
+  })
+  await report(task)
+  const stopWatch = retries > 0 && token ? watchLease({ ...runner.lease, lockKey, token, onLost: (why) => void fence(context, id, why) }) : undefined
+  try {
+    const started = await context.store.whenState(id, (each) => each.state !== 'queued', FINISH_WAIT_MS)
+    if (!isFinished(started)) await report(started)
+    let current = started
+    while (!isFinished(current)) current = await context.store.whenFinished(id, FINISH_WAIT_MS)
+    return current
+  } finally {
+    stopWatch?.()
+  }
+}
+
+/** Whether Redis still holds the job's lock with this worker's token: asked until Redis answers. */
+async function stillHeld(lease: JobRunner['lease'], lockKey: string, token: string): Promise<boolean> {
+  for (;;) {
+    const answers = await lease.redis
+      .multi()
+      .get(lockKey)
+      .exec()
+      .catch(() => null)
+    if (answers) return answers[0]?.[1] === token
+    await delay(lease.lockMs / 5)
+  }
+}
+
+/** What is wrong with a job's data (nothing: an empty list). */
+function checkJob(data: ClusterJobData): string[] {
+  const validate = compileValidator('body', StartTaskBody)
+  const problems = validate(data.request)
+    ? []
+    : (validate.errors ?? []).map((error) => (error.keyword === 'additionalProperties' ? `unknown field ${String(error.params.additionalProperty)}` : `${error.instancePath.slice(1) || 'request'} ${error.message}`))
+  const { retries } = data
+  if (retries !== undefined && (!Number.isInteger(retries) || retries < 0 || retries > MAX_CLUSTER_RETRIES)) problems.push(`retries must be a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(retries)}`)
+  return problems
+}
+
+/** Stops a task whose worker is about to lose its lease on the job: another may take it from then on. */
+async function fence(context: DaemonContext, id: string, why: string): Promise<void> {
+  context.log.warn({ taskId: id, why }, 'lease on a cluster job lost: its task is stopped, so that a retry never runs beside it')
+  try {
+    await context.supervisor.kill(id, { signal: 'SIGKILL', graceMs: 0, note: `its worker lost its lease on the job (${why})`, stoppedBy: 'cluster-lease' })
+  } catch (error) {
+    context.log.error({ err: error, taskId: id }, 'a task whose lease was lost could not be stopped')
+  }
+}
+
+/**
+ * An attempt is lost when it ended without running its course because its worker was lost: its
+ * daemon ended under it (lost), stopped it (a restart: a daemon stopped for good completes its
+ * jobs, so a job that comes back after a daemon-stop was left by a restart), or it was stopped
+ * because the worker lost its lease on the job.
+ */
+function lostAttempt(task: Task): string | null {
+  if (task.state === 'lost') return task.reason
+  if (task.stoppedBy === 'cluster-lease' || task.stoppedBy === 'daemon-stop') return task.reason
+  return null
+}
+
+/** The attempt that ran on this worker, before this daemon (or its lease) was lost. */
+async function judgeHere(context: DaemonContext, id: string, worker: string): Promise<Verdict> {
+  let task = context.store.find(id)
+  if (!task) return { lost: `worker ${worker} ran the task before and no longer has its record` }
+  // Still running (this daemon was restarted with it): it is the attempt, and its end is the job's.
+  while (!isFinished(task)) task = await context.store.whenFinished(id, FINISH_WAIT_MS)
+  const lost = lostAttempt(task)
+  return lost === null ? { ended: task } : { lost }
+}
+
+/**
+ * The attempt that ran on the worker that had the job before: its end, asked over that worker's
+ * API (awaited while it still runs there), or lost when that worker does not answer.
+ */
+async function judgeElsewhere(id: string, earlier: string, registry: Registry): Promise<Verdict> {
+  for (;;) {
+    const seen = await lookAtEarlierAttempt(id, earlier, registry, 25_000)
+    if (seen !== 'running') return seen
+  }
+}
+
+/**
+ * What the worker that had the job before says of the task: still running there (after waiting
+ * up to waitMs for its end), its end, or nothing (it does not answer, or has no such task: lost).
+ */
+export async function lookAtEarlierAttempt(id: string, earlier: string, registry: Registry, waitMs = 0): Promise<Verdict | 'running'> {
+  const entry = await registry(earlier)
+  if (entry?.origin && entry.token) {
+    const path = waitMs > 0 ? `/v1/tasks/${id}/wait?timeoutMs=${waitMs}` : `/v1/tasks/${id}`
+    const answer = await fetch(`${entry.origin}${path}`, { headers: { authorization: `Bearer ${entry.token}` }, signal: AbortSignal.timeout(EARLIER_WORKER_TIMEOUT_MS + waitMs) }).catch(() => null)
+    if (answer?.ok) {
+      const body = (await answer.json()) as Task | { task: Task }
+      const task = 'task' in body ? body.task : body
+      if (!isFinished(task)) return 'running'
+      const lost = lostAttempt(task)
+      return lost === null ? { ended: task } : { lost: `on worker ${earlier}: ${lost}` }
+    }
+  }
+  return { lost: `worker ${earlier} stopped answering while it ran the task (its lock on the job expired), and the task cannot be found there` }
+}
