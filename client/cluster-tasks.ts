@@ -152,7 +152,9 @@ export class ClusterTasks implements TaskService {
         const where = await this.cluster.get(id).catch((error: unknown) => (error instanceof TendError && error.code === 'TEND_ERR_TASK_NOT_FOUND' ? null : Promise.reject(error)))
         // Removed meanwhile (tend rm): nothing is left to announce.
         if (where === null) this.following.delete(id)
-        return where?.task ?? null
+        if (where === null || where.state === 'queued' || where.state === 'running') return null
+        // Lost with its worker, or refused by it: the record is the queue's.
+        return where.task ?? (await this.cluster.record(id)).task
       }),
     )
     return looked.filter((task): task is Task => task !== null && isFinished(task))

@@ -10,7 +10,7 @@ import { ClusterClient } from '../../client/cluster.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { createTempHome, daemonEnv, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -171,6 +171,40 @@ describe('the agent tools against a cluster', () => {
     expect((await cluster.get(persistent)).state).toBe('running')
     await cluster.kill(persistent)
     expect(liveProcessesOf(persistent)).toEqual([])
+  })
+})
+
+describe('the agent tools when a worker is lost', () => {
+  test("a background task lost with its worker is announced once, as lost, naming the worker; task_output says so", async () => {
+    const own = await startRedis()
+    const pair = await Promise.all(['doomed', 'steady'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const ownHost = createHost()
+    const ownPlugin = ownHost.plugin(tendPlugin, { home: agentHome, cluster: own.url })
+    const probe = new ClusterClient(own.url)
+    try {
+      await waitFor('the tend tools to be registered', () => ownHost.tools.tools.size === 5)
+      const agent = new TestAgent('ivan')
+      const started = await callTool(ownHost, agent, { name: 'bash', arguments: { command: 'echo before the loss; sleep 1000', run_in_background: true, cwd: workspace } })
+      const id = idIn(textOf(started))
+      const taken = await waitFor('the task to run on a worker', async () => {
+        const now = await probe.get(id)
+        return now.state === 'running' ? now : null
+      })
+      await pair[taken.worker === 'doomed' ? 0 : 1]!.crash()
+      const notice = await waitFor('the notice of the loss', () => agent.notices().find((each) => each.includes(id)), 20_000)
+      expect(notice).toContain('[status: lost, exit code: none]')
+      const read = textOf(await callTool(ownHost, agent, { name: 'task_output', arguments: { task_id: id } }))
+      expect(read).toContain(`worker ${taken.worker} stopped answering`)
+      const marker = idIn(textOf(await callTool(ownHost, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, cwd: workspace } })))
+      await waitFor('the marker notice', () => agent.notices().some((each) => each.includes(marker)))
+      expect(agent.notices().filter((each) => each.includes(id))).toEqual([notice])
+      await killEverythingOf(pair[taken.worker === 'doomed' ? 0 : 1]!.home)
+    } finally {
+      ownPlugin.dispose()
+      await probe.close()
+      for (const each of pair) await each.stop()
+      await own.stop()
+    }
   })
 })
 

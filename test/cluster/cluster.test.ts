@@ -104,6 +104,25 @@ describe('a cluster of two workers', () => {
     expect(noCluster.stderr).toContain('--require needs --cluster')
   })
 
+  test('run --retries: checked, refused without --cluster, and carried to the job; show --cluster says where and in which attempt it ran', async () => {
+    const env = submitterEnv
+    const alone = await runCli(['run', '--retries', '1', '--', 'true'], env)
+    expect(alone.exitCode).toBe(2)
+    expect(alone.stderr).toContain('--retries needs --cluster')
+    const tooMany = await runCli(['run', '--cluster', redis.url, '--retries', '11', '--', 'true'], env)
+    expect(tooMany.exitCode).toBe(2)
+    expect(tooMany.stderr).toContain('expected a whole number from 0 to 10, got "11"')
+    await expect(cluster.start({ command: ['true'], retries: -1 })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('retries') })
+    const started = await runCli(['run', '--json', '--cluster', redis.url, '--retries', '2', '--sandbox', 'off', '--', 'sh', '-c', 'echo retried'], env)
+    expect(started.exitCode, started.stderr).toBe(0)
+    const { id } = JSON.parse(started.stdout) as { id: string }
+    await cluster.wait(id, { timeoutMs: 30_000 })
+    const shown = JSON.parse((await runCli(['show', '--json', '--cluster', redis.url, id], env)).stdout) as { state: string; cluster: { attempt: number; earlier: unknown[]; worker: string } }
+    expect(shown).toMatchObject({ state: 'exited', cluster: { attempt: 1, earlier: [], worker: expect.stringMatching(/^(plain|gpu)$/) } })
+    const text = await runCli(['show', '--cluster', redis.url, id], env)
+    expect(text.stdout).toMatch(/^worker: +(plain|gpu)$/m)
+  })
+
   test('a kill from the submitter stops the whole tree on the worker that runs it: no process is left', async () => {
     const submitted = await cluster.start({ command: 'sleep 1000 & sleep 1000 & wait', shell: true, sandbox: 'off', require: { gpu: '1' } })
     await waitFor('the task to run on a worker', async () => (await cluster.get(submitted.id)).state === 'running')
@@ -279,6 +298,9 @@ describe('faults', () => {
       const done = await client.wait(submitted.id, { timeoutMs: 30_000 })
       expect(done).toMatchObject({ state: 'exited', attempt: 2, worker: second.worker })
       expect(done.task).toMatchObject({ id: submitted.id, state: 'exited', exitCode: 0 })
+      const shown = await runCli(['show', '--cluster', own.url, submitted.id], submitterEnv)
+      expect(shown.stdout).toMatch(/^attempt: +2$/m)
+      expect(shown.stdout).toMatch(new RegExp(`^attempt 1: +lost on ${first.worker}: worker ${first.worker} stopped answering`, 'm'))
       // Two starts, and the second found the lock free: the attempts never ran at once.
       expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])

@@ -4,6 +4,7 @@ import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { paintState, printJson, type CliIo } from '../output.js'
 import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
+import type { ClusterTask } from '../../cluster.js'
 
 export function registerShowCommand(program: Command): void {
   const command = program.command('show').summary('show one task').argument('<id>', 'task id')
@@ -13,13 +14,17 @@ export function registerShowCommand(program: Command): void {
       const onCluster = await withCluster(flags, client.options.env, (cluster) => cluster.get(id))
       if (onCluster && !onCluster.task) {
         if (io.json) printJson(io, onCluster)
-        else {
-          const fields: Array<[string, string | null]> = [['id', id], ['state', onCluster.state], ['worker', onCluster.worker], ['queue', onCluster.queue], ['reason', onCluster.reason]]
-          io.out(fields.filter(([, value]) => value !== null).map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`).join('\n'))
-        }
+        else io.out(formatFields([['id', id], ['state', onCluster.state], ['worker', onCluster.worker], ['queue', onCluster.queue], ['reason', onCluster.reason], ...attemptFields(onCluster)]))
         return EXIT.ok
       }
       const task = onCluster?.task ?? (await client.get(id))
+      if (onCluster) {
+        // A cluster task's final record, and where and in which attempt it ran.
+        const { task: _record, ...where } = onCluster
+        if (io.json) printJson(io, { ...task, cluster: where })
+        else io.out(`${describeTask(io, task)}\n${formatFields([['worker', onCluster.worker], ['queue', onCluster.queue], ...attemptFields(onCluster)])}`)
+        return EXIT.ok
+      }
       if (io.json) printJson(io, task)
       else if (task.state === 'corrupt') {
         io.out(describeCorrupt(io, task))
@@ -83,6 +88,12 @@ function formatFields(fields: Array<[string, string | null]>): string {
     .filter((field): field is [string, string] => field[1] !== null)
     .map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`)
     .join('\n')
+}
+
+/** A cluster task's attempt, once it was retried, and how each earlier attempt was lost. */
+function attemptFields(cluster: ClusterTask): Array<[string, string | null]> {
+  if (cluster.attempt === 1 && cluster.earlier.length === 0) return []
+  return [['attempt', String(cluster.attempt)], ...cluster.earlier.map((each): [string, string] => [`attempt ${each.attempt}`, `lost on ${each.worker}: ${each.reason}`])]
 }
 
 /** Nothing for the usual /dev/null; a pipe says how to write to it. */
