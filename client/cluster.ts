@@ -1,11 +1,8 @@
-import { randomInt } from 'node:crypto'
 import type { Queue, QueueEvents } from 'bullmq'
 import {
   queueFor,
   queuesKey,
   taskQueuesKey,
-  TASK_ID_ALPHABET,
-  TASK_ID_LENGTH,
   TendError,
   DEFAULT_CLUSTER_QUEUE,
   DEFAULT_OWNER,
@@ -22,6 +19,7 @@ import {
   type RequestedStop,
   type Task,
 } from '../protocol/index.js'
+import { newTaskId } from '../protocol/task-id.js'
 import { startRequestBody, TendClient, type StartOptions } from './client.js'
 import { describeJob, killedWhileQueuedRecord, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
 
@@ -61,7 +59,7 @@ export class ClusterClient {
     if (!Number.isInteger(retries) || retries < 0 || retries > MAX_CLUSTER_RETRIES) {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `retries: expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(options.retries)}` })
     }
-    const id = Array.from({ length: TASK_ID_LENGTH }, () => TASK_ID_ALPHABET[randomInt(TASK_ID_ALPHABET.length)]).join('')
+    const id = newTaskId()
     const name = queueFor(this.base, options.require ?? {})
     const { queue } = await this.queue(name)
     const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}) }

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs'
 import { truncate } from 'node:fs/promises'
-import { customAlphabet } from 'nanoid'
 import type { Logger } from 'pino'
 import { constants } from 'node:os'
 import {
@@ -10,9 +9,7 @@ import {
   formatBytes,
   formatDuration,
   isFinished,
-  TASK_ID_ALPHABET,
   isTaskId,
-  TASK_ID_LENGTH,
   TendError,
   type RunningTask,
   type StartTaskBody,
@@ -28,6 +25,7 @@ import { launchTask, type LaunchOutcome } from './launch.js'
 import type { LaunchPlan } from '../sandbox/index.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
 import type { OutputWatch } from './output-watch.js'
+import { newTaskId } from '../../protocol/task-id.js'
 import { Scheduler } from './scheduler.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
@@ -41,7 +39,6 @@ import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markS
 import { DAEMON_ENDED_LIFELINE, decideEnding, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED } from '../spawn/spawner.js'
 
-const createTaskId = customAlphabet(TASK_ID_ALPHABET, TASK_ID_LENGTH)
 
 
 interface RunningEntry {
@@ -187,7 +184,7 @@ export class Supervisor {
       protectedPlaces: sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).places,
       user: this.config.taskIdentity,
     })
-    const id = givenId ?? createTaskId()
+    const id = givenId ?? newTaskId()
     const spool = taskDir(this.config.layout.spool, id)
     const env = request.env ?? {}
     const fields = {
