@@ -10,7 +10,7 @@ import { ClusterClient } from '../../client/cluster.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, stopAll, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -181,6 +181,7 @@ describe('the agent tools when a worker is lost', () => {
     const ownHost = createHost()
     const ownPlugin = ownHost.plugin(tendPlugin, { home: agentHome, cluster: own.url })
     const probe = new ClusterClient(own.url)
+    let crashed: TestDaemon | undefined
     try {
       await waitFor('the tend tools to be registered', () => ownHost.tools.tools.size === 5)
       const agent = new TestAgent('ivan')
@@ -190,7 +191,8 @@ describe('the agent tools when a worker is lost', () => {
         const now = await probe.get(id)
         return now.state === 'running' ? now : null
       })
-      await pair[taken.worker === 'doomed' ? 0 : 1]!.crash()
+      crashed = pair[taken.worker === 'doomed' ? 0 : 1]!
+      await crashed.crash()
       const notice = await waitFor('the notice of the loss', () => agent.notices().find((each) => each.includes(id)), 20_000)
       expect(notice).toContain('[status: lost, exit code: none]')
       const read = textOf(await callTool(ownHost, agent, { name: 'task_output', arguments: { task_id: id } }))
@@ -198,12 +200,11 @@ describe('the agent tools when a worker is lost', () => {
       const marker = idIn(textOf(await callTool(ownHost, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, cwd: workspace } })))
       await waitFor('the marker notice', () => agent.notices().some((each) => each.includes(marker)))
       expect(agent.notices().filter((each) => each.includes(id))).toEqual([notice])
-      await killEverythingOf(pair[taken.worker === 'doomed' ? 0 : 1]!.home)
     } finally {
       ownPlugin.dispose()
       await probe.close()
-      for (const each of pair) await each.stop()
-      await own.stop()
+      if (crashed) await killEverythingOf(crashed.home)
+      await stopAll(...pair, own)
     }
   })
 })

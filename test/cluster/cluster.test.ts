@@ -7,7 +7,7 @@ import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, processesOfHome, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
 
 /*
  * Two worker daemons with homes of their own (two machines) on one real redis-server, and a
@@ -244,12 +244,14 @@ describe('faults', () => {
       ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
     )
     const client = new ClusterClient(own.url)
+    let crashed: TestDaemon | undefined
     try {
       const submitted = await client.start({ command: ['sleep', '1000'], sandbox: 'off' })
       await waitFor('the task to run on a worker', async () => (await client.get(submitted.id)).state === 'running')
       const { worker } = await client.get(submitted.id)
       const victim = workers[worker === 'first' ? 0 : 1]!
       const survivor = workers[worker === 'first' ? 1 : 0]!
+      crashed = victim
       await victim.crash()
       const lost = await waitFor('the task to be lost', async () => {
         const now = await client.get(submitted.id)
@@ -259,11 +261,11 @@ describe('faults', () => {
       // The survivor never started it.
       expect(existsSync(join(survivor.home, 'spool', submitted.id))).toBe(false)
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length).toBeLessThanOrEqual(1)
-      await killEverythingOf(victim.home)
     } finally {
       await client.close()
-      for (const each of workers) await each.stop()
-      await own.stop()
+      // The crashed worker's task ran on under its keeper: it goes with everything of its home.
+      if (crashed) await killEverythingOf(crashed.home)
+      await stopAll(...workers, own)
     }
   })
 
@@ -276,6 +278,7 @@ describe('faults', () => {
     // Shared by both workers (one machine here): the task holds a lock on a file while it runs, so
     // an attempt that started while another still ran would find it held and say so.
     const shared = mkdtempSync('/var/tmp/tend-cluster-retry-')
+    let crashed: TestDaemon | undefined
     try {
       const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
       const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
@@ -285,6 +288,7 @@ describe('faults', () => {
       const victim = workers[first.worker === 'first' ? 0 : 1]!
       const survivor = workers[first.worker === 'first' ? 1 : 0]!
       rmSync(join(shared, 'running'))
+      crashed = victim
       await victim.crash()
       // The task ended with its worker's daemon: none of its processes is left on that worker.
       await waitFor("attempt 1's processes to end with their daemon", () => processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length === 0 || existsSync(join(shared, 'running')))
@@ -304,12 +308,12 @@ describe('faults', () => {
       // Two starts, and the second found the lock free: the attempts never ran at once.
       expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
-      // The crashed worker's next daemon finds attempt 1 lost with its daemon.
-      await killEverythingOf(victim.home)
+      // Nothing of the crashed worker runs on: its task ended with it.
+      expect(processesOfHome(victim.home)).toEqual([])
     } finally {
       await client.close()
-      for (const each of workers) await each.stop()
-      await own.stop()
+      if (crashed) await killEverythingOf(crashed.home)
+      await stopAll(...workers, own)
       rmSync(shared, { recursive: true, force: true })
     }
   })
@@ -346,8 +350,7 @@ describe('faults', () => {
         await back.close()
       }
     } finally {
-      await worker.stop()
-      await own.stop()
+      await stopAll(worker, own)
       rmSync(dir, { recursive: true, force: true })
       rmSync(shared, { recursive: true, force: true })
     }
@@ -360,9 +363,11 @@ describe('faults', () => {
       startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'plain-one', TEND_CLUSTER_STALL: '2s' } }),
     ])
     const client = new ClusterClient(own.url)
+    let crashed: TestDaemon | undefined
     try {
       const submitted = await client.start({ command: ['sleep', '1000'], require: { gpu: '1' } })
       await waitFor('the task to run on the gpu worker', async () => (await client.get(submitted.id)).state === 'running')
+      crashed = workers[0]!
       await workers[0]!.crash()
       const lost = await waitFor('the task to be lost', async () => {
         const now = await client.get(submitted.id)
@@ -370,11 +375,10 @@ describe('faults', () => {
       }, 20_000)
       expect(lost.reason).toContain('worker only-gpu stopped answering')
       expect(existsSync(join(workers[1]!.home, 'spool', submitted.id))).toBe(false)
-      await killEverythingOf(workers[0]!.home)
     } finally {
       await client.close()
-      for (const each of workers) await each.stop()
-      await own.stop()
+      if (crashed) await killEverythingOf(crashed.home)
+      await stopAll(...workers, own)
     }
   })
 
@@ -391,8 +395,7 @@ describe('faults', () => {
       expect(await client.wait(remote.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', worker: 'patient' })
     } finally {
       await client.close()
-      await worker.stop()
-      await own.stop()
+      await stopAll(worker, own)
     }
   })
 
@@ -432,8 +435,7 @@ describe('faults', () => {
         await back.close()
       }
     } finally {
-      for (const each of workers) await each.stop()
-      await own.stop()
+      await stopAll(...workers, own)
       rmSync(dir, { recursive: true, force: true })
     }
   })

@@ -324,3 +324,13 @@ function commandLine(pid: number): string {
     return 'gone'
   }
 }
+
+/**
+ * Stops each in turn (daemons, then the Redis they use, …) even when one of them fails, and then
+ * throws the first failure: a test that failed midway still leaves nothing running.
+ */
+export async function stopAll(...stoppable: Array<{ stop: () => Promise<void> } | undefined>): Promise<void> {
+  const failures: unknown[] = []
+  for (const each of stoppable) await each?.stop().catch((error: unknown) => failures.push(error))
+  if (failures.length > 0) throw failures[0]
+}
