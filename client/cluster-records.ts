@@ -34,8 +34,13 @@ export function describeJob(id: string, queue: string, job: ClusterJob, state: s
   }
   if (state === 'failed') {
     const reason = job.failedReason ?? ''
-    const lost = reason.startsWith(LOST_PREFIX)
-    return { ...known, state: lost ? 'lost' : 'failed', task: null, reason: lost ? reason.slice(LOST_PREFIX.length) : reason || null }
+    // Lost with its worker: it ran, and its final record is the queue's (its worker cannot give one).
+    // Refused by the worker (a bad request): no record, the reason says why.
+    if (reason.startsWith(LOST_PREFIX)) {
+      const lost: ClusterTask = { ...known, state: 'lost', task: null, reason: reason.slice(LOST_PREFIX.length) }
+      return { ...lost, task: recordOfJob(id, job, lost) }
+    }
+    return { ...known, state: 'failed', task: null, reason: reason || null }
   }
   if (state === 'active') return { ...known, state: progress?.state ?? 'queued', task: null, reason: null }
   // Waiting for a worker to take it (again, when the one that had it stopped answering: the worker that takes it judges that attempt).

@@ -258,6 +258,11 @@ describe('faults', () => {
         return now.state === 'lost' ? now : null
       }, 20_000)
       expect(lost.reason).toContain(`worker ${worker} stopped answering`)
+      expect(lost.task).toMatchObject({ id: submitted.id, state: 'lost', reason: lost.reason, exitCode: null })
+      // The CLI waits on it as on a local task lost with its daemon: exit 125, saying why.
+      const waited = await runCli(['wait', '--cluster', own.url, submitted.id], submitterEnv)
+      expect(waited.exitCode).toBe(125)
+      expect(waited.stderr).toContain(`lost: worker ${worker} stopped answering`)
       // The survivor never started it.
       expect(existsSync(join(survivor.home, 'spool', submitted.id))).toBe(false)
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length).toBeLessThanOrEqual(1)
