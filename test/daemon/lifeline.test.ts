@@ -9,6 +9,7 @@ import { NodeSpawner } from '../../dist/daemon/spawn/node-spawner.js'
 import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { FIXTURES } from '../helpers/test-daemon.js'
+import { spawnRequest } from '../helpers/spawn-request.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -59,20 +60,6 @@ function freshDir(): string {
   return mkdtempSync(join(scratch, `t${dirCount++}-`))
 }
 
-function request(dir: string, overrides: Partial<SpawnRequest> & { file: string }): SpawnRequest {
-  return {
-    argv: [overrides.file],
-    env: {},
-    cwd: dir,
-    outputFile: join(dir, 'output.log'),
-    exitFile: join(dir, 'exit.json'),
-    extraFiles: [],
-    cgroupProcs: [],
-    limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
-    ...overrides,
-  }
-}
-
 interface Started {
   pid: number
   keeper: KeeperRef
@@ -92,7 +79,7 @@ function started(outcome: SpawnOutcome): Started {
  * that ignores TERM. Answers the task and every pid of its tree, keeper included.
  */
 async function startTree(spawner: NativeSpawner, dir: string, extra: Partial<SpawnRequest> = {}): Promise<{ task: Started; pids: number[] }> {
-  const task = started(await spawner.spawn(request(dir, { file: '/bin/sh', argv: ['sh', join(FIXTURES, 'escaping-tree.sh'), dir], ...extra })))
+  const task = started(await spawner.spawn(spawnRequest(dir, { file: '/bin/sh', argv: ['sh', join(FIXTURES, 'escaping-tree.sh'), dir], ...extra })))
   const escapees = await waitFor(`the escaping tree in ${dir} to start`, () => {
     const names = ['setsid', 'orphan', 'ignore-term']
     if (!names.every((name) => existsSync(join(dir, `${name}.pid`)))) return undefined
@@ -141,7 +128,7 @@ describe('native spawner: a task that ends with its daemon', () => {
     const [key, value] = marker.split('=') as [string, string]
     const inside = 'setsid sleep 600 & sleep 600'
     const bwrap = ['/usr/bin/bwrap', '--die-with-parent', '--unshare-pid', '--new-session', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '/bin/sh', '-c', inside]
-    const task = started(await spawner.spawn(request(dir, { file: bwrap[0]!, argv: bwrap, env: { [key]: value }, endsWithDaemon: true })))
+    const task = started(await spawner.spawn(spawnRequest(dir, { file: bwrap[0]!, argv: bwrap, env: { [key]: value }, endsWithDaemon: true })))
     // bubblewrap, its init in the new pid namespace, sh, and the two sleeps.
     const sandbox = await waitFor('the sandbox to be up', () => {
       const pids = processesWithEnv(marker).filter(isAlive)
@@ -179,7 +166,7 @@ describe('native spawner: a task that ends with its daemon', () => {
   test('such a task that ends by itself is recorded as it ended, with no word of a lifeline', async () => {
     const spawner = await ownSpawner()
     const dir = freshDir()
-    const task = started(await spawner.spawn(request(dir, { file: '/bin/sh', argv: ['sh', '-c', 'sleep 0 & exit 3'], endsWithDaemon: true })))
+    const task = started(await spawner.spawn(spawnRequest(dir, { file: '/bin/sh', argv: ['sh', '-c', 'sleep 0 & exit 3'], endsWithDaemon: true })))
     expect(await task.exited).toEqual({ exitCode: 3, signal: null })
     await waitFor('the keeper to be gone', () => !isAlive(task.keeper.pid), 5000)
     expect(exitRecord(join(dir, 'exit.json'))).toEqual({ pid: task.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number) })
@@ -187,7 +174,7 @@ describe('native spawner: a task that ends with its daemon', () => {
 
   test('the node spawner refuses such a task at stage lifeline, saying why', async () => {
     const dir = freshDir()
-    const outcome = await new NodeSpawner().spawn(request(dir, { file: '/bin/true', endsWithDaemon: true }))
+    const outcome = await new NodeSpawner().spawn(spawnRequest(dir, { file: '/bin/true', endsWithDaemon: true }))
     expect(outcome).toMatchObject({ started: false, stage: 'lifeline', code: 'ENOTSUP', message: expect.stringContaining('end with its daemon') })
     expect(existsSync(join(dir, 'output.log'))).toBe(false)
   })

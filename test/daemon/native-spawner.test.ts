@@ -9,6 +9,7 @@ import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
 import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { REPO_ROOT } from '../helpers/test-daemon.js'
+import { spawnRequest } from '../helpers/spawn-request.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /**
@@ -56,18 +57,7 @@ function freshDir(): string {
 }
 
 function request(overrides: Partial<SpawnRequest> & { file: string }): SpawnRequest {
-  const dir = overrides.cwd ?? freshDir()
-  return {
-    argv: [overrides.file],
-    env: {},
-    cwd: dir,
-    outputFile: join(dir, 'output.log'),
-    exitFile: join(dir, 'exit.json'),
-    extraFiles: [],
-    cgroupProcs: [],
-    limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
-    ...overrides,
-  }
+  return spawnRequest(overrides.cwd ?? freshDir(), overrides)
 }
 
 function started(outcome: SpawnOutcome): { pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> } {
