@@ -104,3 +104,18 @@ function normalizeRequestTimeout(option: number | undefined, variable: string | 
 function validateTimeout(value: number, message: string): void {
   if (!Number.isFinite(value) || value < 1 || value > MAX_TIMEOUT_MS) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: message })
 }
+
+/** A cluster's Redis and queue, as the options give them, else TEND_CLUSTER and TEND_CLUSTER_QUEUE. */
+export interface ClusterChoice {
+  redis: string
+  /** undefined: the default queue. */
+  queue: string | undefined
+}
+
+/** The cluster the options or the environment name; undefined when neither does (the local daemon). */
+export function normalizeClusterChoice(options: { cluster?: string; clusterQueue?: string; env?: Record<string, string | undefined> }): ClusterChoice | undefined {
+  const env = options.env ?? process.env
+  const redis = options.cluster ?? (env.TEND_CLUSTER || undefined)
+  if (redis === undefined) return undefined
+  return { redis, queue: options.clusterQueue ?? (env.TEND_CLUSTER_QUEUE || undefined) }
+}

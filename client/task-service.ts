@@ -3,7 +3,7 @@ import { TendClient, type KillOptions, type ListOptions, type ReadOptions, type 
 import { ClusterClient } from './cluster.js'
 import { ClusterTasks } from './cluster-tasks.js'
 import type { EventsOptions } from './events.js'
-import type { TendClientOptions } from './options.js'
+import { normalizeClusterChoice, type TendClientOptions } from './options.js'
 
 /**
  * What an agent's tools ask of tend, for one owner: the local daemon (TendClient) answers it, and
@@ -32,8 +32,8 @@ export interface TaskServiceOptions extends TendClientOptions {
 
 /** The owner's tasks on the cluster the options (or the environment) name, else on the local daemon. */
 export function connectTasks(options: TaskServiceOptions, owner: string): TaskService {
-  const env = options.env ?? process.env
-  const { cluster = env.TEND_CLUSTER || undefined, clusterQueue = env.TEND_CLUSTER_QUEUE || undefined, ...client } = options
-  if (cluster === undefined) return new TendClient({ ...client, owner })
-  return new ClusterTasks(new ClusterClient(cluster, clusterQueue), owner)
+  const { cluster: _cluster, clusterQueue: _clusterQueue, ...client } = options
+  const chosen = normalizeClusterChoice(options)
+  if (chosen === undefined) return new TendClient({ ...client, owner })
+  return new ClusterTasks(new ClusterClient(chosen.redis, chosen.queue), owner)
 }

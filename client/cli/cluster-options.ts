@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { DEFAULT_CLUSTER_QUEUE } from '../../protocol/index.js'
 import type { ClusterClient } from '../cluster.js'
+import { normalizeClusterChoice } from '../options.js'
 
 export interface ClusterFlags {
   cluster?: string
@@ -19,10 +20,10 @@ export function addClusterOptions(command: Command): Command {
  * answers null when no cluster is named. The cluster's code (BullMQ) loads only then.
  */
 export async function withCluster<T>(flags: ClusterFlags, env: Record<string, string | undefined>, work: (cluster: ClusterClient) => Promise<T>): Promise<T | null> {
-  const url = flags.cluster ?? (env.TEND_CLUSTER || undefined)
-  if (url === undefined) return null
+  const chosen = normalizeClusterChoice({ cluster: flags.cluster, clusterQueue: flags.queue, env })
+  if (chosen === undefined) return null
   const { ClusterClient } = await import('../cluster.js')
-  const cluster = new ClusterClient(url, flags.queue ?? (env.TEND_CLUSTER_QUEUE || DEFAULT_CLUSTER_QUEUE))
+  const cluster = new ClusterClient(chosen.redis, chosen.queue)
   try {
     return await work(cluster)
   } finally {

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
+import { normalizeClusterChoice } from '../../client/options.js'
 import { serveMcp } from './server.js'
 
 const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks] [--cluster REDIS_URL [--queue NAME]]'
@@ -30,7 +31,7 @@ export async function runMcp(argv: string[]): Promise<number> {
     // session's tasks stopped: the signal ends the session like a closed stdin.
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(signal, () => resolve())
   })
-  if (values.queue !== undefined && values.cluster === undefined && !process.env.TEND_CLUSTER) {
+  if (values.queue !== undefined && normalizeClusterChoice({ cluster: values.cluster }) === undefined) {
     process.stderr.write(`tend mcp: --queue needs --cluster (or TEND_CLUSTER)\n${USAGE}\n`)
     return 2
   }
