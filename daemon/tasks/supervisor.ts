@@ -5,7 +5,6 @@ import { constants } from 'node:os'
 import {
   DEFAULT_LIFETIME,
   DEFAULT_OWNER,
-  DEFAULT_TERMINAL_SIZE,
   formatBytes,
   formatDuration,
   isFinished,
@@ -15,7 +14,6 @@ import {
   type StartTaskBody,
   type StoppedBy,
   type Task,
-  type TerminalSize,
 } from '../../protocol/index.js'
 import { exitPath, outputPath, outputSize, outputSizeSync, taskDir } from '../../spool/index.js'
 import type { DaemonConfig } from '../config.js'
@@ -37,7 +35,7 @@ import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
-import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED } from '../spawn/spawner.js'
+import { checkStartRequest } from './admission.js'
 
 
 
@@ -150,30 +148,7 @@ export class Supervisor {
     const givenId = options.id
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
     if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
-    if (request.shell && request.command.length !== 1) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
-    }
-    if (!request.cwd.startsWith('/')) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: expected an absolute path, got ${JSON.stringify(request.cwd)}` })
-    }
-    const sandbox = request.sandbox ?? this.config.sandbox
-    if (!this.capabilities.profiles.includes(sandbox)) {
-      throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: this.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason' })
-    }
-    if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
-    }
-    const tty = terminalSize(request.tty)
-    if (tty && request.stdin === 'null') {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: "body/stdin: a task on a terminal takes its input from the terminal, got stdin 'null' with tty" })
-    }
-    if (tty && this.spawner.kind !== 'native') throw new TendError('TEND_ERR_TTY_UNAVAILABLE', { detail: TTY_UNSUPPORTED })
-    if (request.stdin === 'pipe' && this.spawner.kind !== 'native') {
-      throw new TendError('TEND_ERR_STDIN_UNAVAILABLE', { detail: STDIN_PIPE_UNSUPPORTED })
-    }
-    if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
-    }
+    const { sandbox, tty } = checkStartRequest(request, { defaultSandbox: this.config.sandbox, capabilities: this.capabilities, spawnerKind: this.spawner.kind })
     // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
     const paths = await resolveTaskPaths({
       profile: sandbox,
@@ -654,13 +629,6 @@ function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
 function isProcessRunning(pid: number): boolean {
   const state = processState(pid)
   return state !== null && state !== 'Z' && state !== 'X'
-}
-
-/** The terminal a start request asks for (true: the default size), or null for none. */
-function terminalSize(asked: StartTaskBody['tty']): TerminalSize | null {
-  if (asked === undefined || asked === false) return null
-  if (asked === true) return { ...DEFAULT_TERMINAL_SIZE }
-  return { cols: asked.cols ?? DEFAULT_TERMINAL_SIZE.cols, rows: asked.rows ?? DEFAULT_TERMINAL_SIZE.rows }
 }
 
 function withNote(reason: string, note: string | undefined): string {

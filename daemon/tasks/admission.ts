@@ -1,0 +1,51 @@
+import { DEFAULT_TERMINAL_SIZE, TendError, type SandboxProfile, type StartTaskBody, type TerminalSize } from '../../protocol/index.js'
+import type { SandboxCapabilities } from '../sandbox/index.js'
+import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED, type Spawner } from '../spawn/spawner.js'
+
+/** What decides whether a start request can be run here. */
+export interface AdmissionFacts {
+  /** The profile a request that names none gets (the daemon's `sandbox` setting). */
+  defaultSandbox: SandboxProfile
+  capabilities: SandboxCapabilities
+  spawnerKind: Spawner['kind']
+}
+
+/**
+ * The sandbox profile and terminal a start request asks for, once it is known they can be given
+ * here: throws the coded error that names what cannot (a field that contradicts another, a
+ * profile or a stdin this machine lacks). The schema has checked each field on its own already.
+ */
+export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts): { sandbox: SandboxProfile; tty: TerminalSize | null } {
+  if (request.shell && request.command.length !== 1) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
+  }
+  if (!request.cwd.startsWith('/')) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: expected an absolute path, got ${JSON.stringify(request.cwd)}` })
+  }
+  const sandbox = request.sandbox ?? facts.defaultSandbox
+  if (!facts.capabilities.profiles.includes(sandbox)) {
+    throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: facts.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason' })
+  }
+  if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
+  }
+  const tty = terminalSize(request.tty)
+  if (tty && request.stdin === 'null') {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: "body/stdin: a task on a terminal takes its input from the terminal, got stdin 'null' with tty" })
+  }
+  if (tty && facts.spawnerKind !== 'native') throw new TendError('TEND_ERR_TTY_UNAVAILABLE', { detail: TTY_UNSUPPORTED })
+  if (request.stdin === 'pipe' && facts.spawnerKind !== 'native') {
+    throw new TendError('TEND_ERR_STDIN_UNAVAILABLE', { detail: STDIN_PIPE_UNSUPPORTED })
+  }
+  if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
+  }
+  return { sandbox, tty }
+}
+
+/** The terminal a start request asks for (true: the default size), or null for none. */
+function terminalSize(asked: StartTaskBody['tty']): TerminalSize | null {
+  if (asked === undefined || asked === false) return null
+  if (asked === true) return { ...DEFAULT_TERMINAL_SIZE }
+  return { cols: asked.cols ?? DEFAULT_TERMINAL_SIZE.cols, rows: asked.rows ?? DEFAULT_TERMINAL_SIZE.rows }
+}
