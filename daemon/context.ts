@@ -29,8 +29,8 @@ export interface DaemonContext {
   log: Logger
   /** Asks the daemon to stop (answers at once; the stop happens after the reply is sent). */
   requestStop: (options?: { keepTasks?: boolean }) => void
-  /** The operator console and its TCP listener; set once the socket's server is built. */
-  console: ConsoleControl | null
+  /** The operator console and its TCP listener (listening only once started). */
+  console: ConsoleControl
   /** Closes live streams (event subscribers) so the server can close. */
   readonly closing: AbortSignal
 }

@@ -12,6 +12,7 @@ import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
 import { createServer, type TendApp } from './http/server.js'
 import { ConsoleControl } from './console/console-control.js'
+import { createPeerCheck } from './peer/index.js'
 import { startClusterWorker } from './cluster/cluster-worker.js'
 import { SpoolCleanup } from './store/spool-cleanup.js'
 import { readBootId, Supervisor } from './tasks/supervisor.js'
@@ -84,7 +85,10 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
   const daemonHomes = { homes: cachedLiveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
-  const context: DaemonContext = {
+  // Who may call: decided once, for the socket and for what the console reports of it.
+  const peerCheck = createPeerCheck()
+  if (!peerCheck.status.enforced) log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
+  const base: Omit<DaemonContext, 'console'> = {
     config,
     sandbox,
     version: readVersion(),
@@ -98,9 +102,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     outputWatch,
     log,
     requestStop: (options) => requestStop(options),
-    console: null,
     closing: closingController.signal,
   }
+  // The console serves the context it belongs to: it completes it, before anything uses either.
+  const context = base as DaemonContext
+  context.console = new ConsoleControl(context, peerCheck.status)
 
   await markSpoolTopDirectory(layout.spool, log)
   // Tasks of an earlier daemon that still run under their keepers are supervised again. The
@@ -114,8 +120,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()
 
-  const { app, peerStatus } = await createServer(context)
-  context.console = new ConsoleControl(context, peerStatus)
+  const app = await createServer(context, peerCheck)
   if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
   await rm(layout.socket, { force: true })
   const previousMask = process.umask(0o177)
@@ -143,7 +148,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       await cluster?.close({ keepTasks: options.keepTasks === true })
       closingController.abort()
       outputWatch.close()
-      await context.console?.close()
+      await context.console.close()
       await app.close()
       await store.close()
       await rm(layout.socket, { force: true })

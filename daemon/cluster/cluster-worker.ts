@@ -61,7 +61,7 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // What stays on this machine (output) is read through its console's API: started if it is not,
   // with a token of its own, announced where every client of the cluster finds it. A console that
   // cannot listen leaves the worker running tasks; their output is then read on this machine only.
-  const opened = await context.console!.open().catch((error: unknown) => {
+  const opened = await context.console.open().catch((error: unknown) => {
     log.error({ err: error }, 'console not started: other machines cannot read the output of cluster tasks run here')
     return null
   })

@@ -3,7 +3,7 @@ import { TendError } from '../../protocol/index.js'
 import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { registerHome } from '../store/home-registry.js'
-import { createPeerCheck, peerCheckedServerFactory, type PeerCheckStatus } from '../peer/index.js'
+import { peerCheckedServerFactory, type PeerCheck, type PeerCheckStatus } from '../peer/index.js'
 import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.js'
 import { validatorCompiler } from './request-validation.js'
 import { registerEventsRoute } from './routes/events.js'
@@ -29,16 +29,14 @@ export type TendApp = FastifyInstance
  * Builds the HTTP API on the daemon's Unix socket (`/v1/...`): every route defined by its schema,
  * one error shape; and the routes that only the socket serves (the console's control).
  */
-export async function createServer(context: DaemonContext): Promise<{ app: TendApp; peerStatus: PeerCheckStatus }> {
-  const peerCheck = createPeerCheck()
-  if (!peerCheck.status.enforced) context.log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
+export async function createServer(context: DaemonContext, peerCheck: PeerCheck): Promise<TendApp> {
   // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
   const app = buildApp(context, { serverFactory: peerCheckedServerFactory(peerCheck, context.log) })
   registerApi(app, context, peerCheck.status)
   registerSocketOnlyApi(app, context)
   announceHome(app, context)
   await app.ready()
-  return { app, peerStatus: peerCheck.status }
+  return app
 }
 
 /**

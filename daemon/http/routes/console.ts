@@ -1,7 +1,6 @@
 import { Type } from 'typebox'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { TendError } from '../../../protocol/index.js'
 import { ConsoleBody, ConsoleInfoSchema, ErrorSchema } from '../../../protocol/schemas.js'
 import { requireOperator } from '../owner-scope.js'
 import type { ConsoleControl } from '../../console/console-control.js'
@@ -14,10 +13,7 @@ const responses = { 200: ConsoleInfoSchema, 400: ErrorSchema, 403: ErrorSchema, 
  * POST /v1/console/revoke revokes every token and ends every session.
  */
 export function registerConsoleRoutes(app: TendApp, context: DaemonContext): void {
-  const control = (): ConsoleControl => {
-    if (!context.console) throw new TendError('TEND_ERR_INTERNAL', { detail: 'the console is not set up yet' })
-    return context.console
-  }
+  const control = (): ConsoleControl => context.console
   app.get('/v1/console', { schema: { summary: 'Where the operator console listens (operator only)', response: responses } }, async (request) => {
     requireOperator(request, 'the console')
     return control().info()
