@@ -22,7 +22,7 @@ export class ConsoleControl {
     private readonly context: DaemonContext,
     private readonly peerStatus: PeerCheckStatus,
   ) {
-    this.tokens = new ConsoleTokens(context.config.layout.consoleTokens)
+    this.tokens = new ConsoleTokens(context.config.layout.consoleTokens, context.log)
     this.sessions = new ConsoleSessions(this.tokens)
   }
 

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { rename, writeFile } from 'node:fs/promises'
+import type { Logger } from 'pino'
 
 /** Tokens kept at most: each `tend console` makes one, the oldest go first. */
 const MAX_TOKENS = 32
@@ -19,8 +20,11 @@ interface KeptToken {
 export class ConsoleTokens {
   private kept: KeptToken[]
 
-  constructor(private readonly file: string) {
-    this.kept = readKept(file)
+  constructor(
+    private readonly file: string,
+    log: Pick<Logger, 'warn'>,
+  ) {
+    this.kept = readKept(file, log)
   }
 
   get count(): number {
@@ -72,13 +76,20 @@ function digestOf(token: string): string {
   return createHash('sha256').update(token).digest('hex')
 }
 
-/** The kept digests; a file that is missing or unreadable keeps none (tokens are made again with `tend console`). */
-function readKept(file: string): KeptToken[] {
+/**
+ * The kept digests. A missing file keeps none; one that cannot be read or parsed keeps none too
+ * (tokens are made again with `tend console`), and the log says why the earlier ones stopped working.
+ */
+function readKept(file: string, log: Pick<Logger, 'warn'>): KeptToken[] {
+  let parsed: { tokens?: unknown }
   try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { tokens?: unknown }
-    if (!Array.isArray(parsed.tokens)) return []
-    return parsed.tokens.filter((each): each is KeptToken => typeof each?.digest === 'string' && /^[0-9a-f]{64}$/.test(each.digest))
-  } catch {
+    parsed = JSON.parse(readFileSync(file, 'utf8')) as { tokens?: unknown }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.warn({ err: error, file }, 'console tokens unreadable: earlier tokens no longer work (tend console makes a new one)')
     return []
   }
+  const listed = Array.isArray(parsed?.tokens) ? parsed.tokens : []
+  const kept = listed.filter((each): each is KeptToken => typeof each?.digest === 'string' && /^[0-9a-f]{64}$/.test(each.digest))
+  if (kept.length !== listed.length || !Array.isArray(parsed?.tokens)) log.warn({ file, kept: kept.length, listed: listed.length }, 'console tokens file holds entries that are not tokens: those are ignored')
+  return kept
 }

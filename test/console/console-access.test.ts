@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { tmpdir } from 'node:os'
@@ -335,6 +335,22 @@ describe('the console setting', () => {
       await daemon.crash()
       daemon = await startTestDaemon({ home, env: { TEND_CONSOLE: '1', TEND_CONSOLE_PORT: String(port) } })
       await waitFor('the console of the new daemon to answer', async () => (await send({ port }, 'GET', '/v1/status', { authorization: `Bearer ${info.token}` }).catch(() => null))?.status === 200)
+    } finally {
+      await daemon.stop()
+      rmSync(home, { recursive: true, force: true })
+    }
+  })
+
+  test('a tokens file that cannot be read is logged when the daemon starts: the operator learns why the earlier tokens stopped working', async () => {
+    const home = createTempHome()
+    writeFileSync(join(home, 'console-tokens.json'), '{"tokens": [ broken', { mode: 0o600 })
+    const daemon = await startTestDaemon({ home })
+    try {
+      // The console is made when the daemon starts; its tokens file is read then.
+      await waitFor('the warning in daemon.log', () => readFileSync(join(home, 'daemon.log'), 'utf8').includes('console tokens unreadable: earlier tokens no longer work'))
+      // A new token works all the same.
+      const info = await openConsole(daemon.env)
+      expect((await send({ port: info.port! }, 'GET', '/v1/status', { authorization: `Bearer ${info.token}` })).status).toBe(200)
     } finally {
       await daemon.stop()
       rmSync(home, { recursive: true, force: true })
