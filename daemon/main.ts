@@ -49,11 +49,11 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
   try {
     ;({ values } = parseArgs({
       args,
-      options: { redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, labels: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
+      options: { redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, labels: { type: 'string' }, name: { type: 'string' }, stall: { type: 'string' }, json: { type: 'boolean' } },
       strict: true,
     }))
   } catch (error) {
-    print(`tend worker: ${(error as Error).message} (tend worker --redis URL [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME])`)
+    print(`tend worker: ${(error as Error).message} (tend worker --redis URL [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION])`)
     return 2
   }
   const redis = values.redis ?? env.TEND_CLUSTER_REDIS
@@ -67,6 +67,7 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
     TEND_CLUSTER_CONCURRENCY: values.concurrency,
     TEND_CLUSTER_LABELS: values.labels,
     TEND_CLUSTER_NAME: values.name,
+    TEND_CLUSTER_STALL: values.stall,
   }
   return runDaemonForeground({ ...env, ...Object.fromEntries(Object.entries(cluster).filter(([, value]) => value !== undefined)) }, print)
 }

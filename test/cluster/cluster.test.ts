@@ -223,6 +223,9 @@ describe('a cluster of two workers', () => {
     const labels = await runCli(['worker', '--redis', redis.url, '--labels', 'gpu'], submitterEnv)
     expect(labels.exitCode).toBe(2)
     expect(labels.stderr).toContain('TEND_CLUSTER_LABELS')
+    const stall = await runCli(['worker', '--redis', redis.url, '--stall', 'soon'], submitterEnv)
+    expect(stall.exitCode).toBe(2)
+    expect(stall.stderr).toContain('TEND_CLUSTER_STALL')
   })
 
   test('Redis unreachable: a submission fails with a clear error at once', async () => {
