@@ -5,6 +5,7 @@ import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'
 import { watchLease, type LeaseWatchOptions } from './lease-watch.js'
+import { writeLease } from '../tasks/lease-file.js'
 
 /** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
 const FINISH_WAIT_MS = 60_000
@@ -81,14 +82,25 @@ async function runAttempt(
   const { context, worker } = runner
   const id = job.id!
   const report = (task: Task) => job.updateProgress({ worker, state: task.state, pid: task.pid, attempt, earlier } satisfies ClusterProgress)
+  const retried = retries > 0 && token !== undefined
   const task = await context.supervisor.start(request, {
     id,
     idempotencyKey: attempt === 1 ? `cluster-${id}` : `cluster-${id}-${attempt}`,
-    // A task that may run again elsewhere must never outlive this daemon, nor its lease on the job.
-    endsWithDaemon: retries > 0,
+    // A task that may run again elsewhere must never outlive this daemon, nor its lease on the job:
+    // its keeper holds it to a lease this worker renews while Redis confirms the job's lock (the
+    // first one is a conservative half of the lock's life: the lock was taken a moment ago).
+    ...(retried ? { endsWithDaemon: true, leaseMs: runner.lease.lockMs / 2 } : {}),
   })
   await report(task)
-  const stopWatch = retries > 0 && token ? watchLease({ ...runner.lease, lockKey, token, onLost: (why) => void fence(context, id, why) }) : undefined
+  const stopWatch = retried
+    ? watchLease({
+        ...runner.lease,
+        lockKey,
+        token,
+        onLost: (why) => void fence(context, id, why),
+        onConfirmed: (until) => void writeLease(task.spool, until - Date.now()).catch((error: unknown) => context.log.warn({ err: error, taskId: id }, 'lease not renewed')),
+      })
+    : undefined
   try {
     const started = await context.store.whenState(id, (each) => each.state !== 'queued', FINISH_WAIT_MS)
     if (!isFinished(started)) await report(started)
@@ -161,10 +173,10 @@ async function judgeHere(context: DaemonContext, id: string, worker: string): Pr
  * API (awaited while it still runs there), or lost when that worker does not answer.
  */
 async function judgeElsewhere(id: string, earlier: string, registry: Registry): Promise<Verdict> {
-  for (;;) {
-    const seen = await lookAtEarlierAttempt(id, earlier, registry, 25_000)
-    if (seen !== 'running') return seen
-  }
+  // A first look that does not wait: a worker that does not answer it (gone, or frozen) is judged at once.
+  let seen = await lookAtEarlierAttempt(id, earlier, registry)
+  while (seen === 'running') seen = await lookAtEarlierAttempt(id, earlier, registry, 25_000)
+  return seen
 }
 
 /**

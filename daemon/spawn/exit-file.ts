@@ -7,7 +7,8 @@ import type { SpawnExit } from './spawner.js'
  * JSON object on one line, `{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}`, where
  * exactly one of exitCode (0..255) and signal (a signal number) is a number and endedAtMs is the
  * wall-clock time of the end; `"lifelineBroke":true` is added when the keeper ended the task
- * because the spawner's helper was gone (a task started to end with its daemon). The keeper writes it whole (temporary file, fsync, rename), so a file
+ * because the spawner's helper was gone (a task started to end with its daemon), and
+ * `"leaseRanOut":true` when it did because the lease the daemon wrote ran out. The keeper writes it whole (temporary file, fsync, rename), so a file
  * that is there is complete; it is missing when the task has not ended yet, when it never started,
  * when its keeper was SIGKILLed, or when the disk refused it for a minute.
  *
@@ -33,10 +34,11 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
     return null
   }
   if (typeof record !== 'object' || record === null || Array.isArray(record)) return null
-  const { pid, exitCode, signal, endedAtMs, lifelineBroke } = record as Record<string, unknown>
+  const { pid, exitCode, signal, endedAtMs, lifelineBroke, leaseRanOut } = record as Record<string, unknown>
   if (!isInteger(pid) || pid <= 0) return null
   if (!isInteger(endedAtMs) || endedAtMs < 0) return null
   if (lifelineBroke !== undefined && lifelineBroke !== true) return null
+  if (leaseRanOut !== undefined && leaseRanOut !== true) return null
   const endedAt = new Date(endedAtMs)
   if (Number.isNaN(endedAt.getTime())) return null
   let exit: SpawnExit
@@ -44,13 +46,19 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
   else if (signal === null && isInteger(exitCode) && exitCode >= 0 && exitCode <= 255) exit = { exitCode, signal: null }
   else return null
   // Only when set: an ordinary exit reads exactly as it always did.
-  return lifelineBroke ? { pid, ...exit, lifelineBroke, endedAt: endedAt.toISOString() } : { pid, ...exit, endedAt: endedAt.toISOString() }
+  return { pid, ...endedBy(exit, lifelineBroke === true, leaseRanOut === true), endedAt: endedAt.toISOString() }
 }
 
 /** The exit an exit file recorded, without the file's own fields (pid, endedAt). */
 export function exitOf(recorded: SpawnExit): SpawnExit {
-  const exit: SpawnExit = { exitCode: recorded.exitCode, signal: recorded.signal }
-  return recorded.lifelineBroke ? { ...exit, lifelineBroke: true } : exit
+  return endedBy({ exitCode: recorded.exitCode, signal: recorded.signal }, recorded.lifelineBroke === true, recorded.leaseRanOut === true)
+}
+
+/** The exit, with what ended it besides itself when something did (its keeper: lifeline, lease). */
+export function endedBy(exit: SpawnExit, lifelineBroke: boolean, leaseRanOut: boolean): SpawnExit {
+  if (lifelineBroke) return { ...exit, lifelineBroke: true }
+  if (leaseRanOut) return { ...exit, leaseRanOut: true }
+  return exit
 }
 
 function isInteger(value: unknown): value is number {

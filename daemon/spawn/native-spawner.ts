@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { exitOf, readExitFile, signalName } from './exit-file.js'
+import { endedBy, exitOf, readExitFile, signalName } from './exit-file.js'
 import {
   cwdChangedFailure,
   dataFileFailure,
@@ -298,7 +298,7 @@ class Helper {
         if (watchers!.length === 0) this.running.delete(pid)
         if (code === -2) return running.resolve(UNKNOWN_EXIT)
         const exit: SpawnExit = code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null }
-        return running.resolve(parts[4] === 'lifeline' ? { ...exit, lifelineBroke: true } : exit)
+        return running.resolve(endedBy(exit, parts[4] === 'lifeline', parts[4] === 'lease'))
       }
       case 'failed': {
         const id = Number(parts[1])

@@ -189,6 +189,12 @@ export interface SpawnExit {
    * with endsWithDaemon): the helper died, or the daemon with it.
    */
   lifelineBroke?: true
+  /**
+   * Set when the task was ended by its keeper because the lease the daemon keeps writing into the
+   * task's folder (`lease`, daemon/tasks/lease-file.ts) ran out: the daemon stopped renewing it
+   * (frozen, or too slow) while its helper still ran.
+   */
+  leaseRanOut?: true
 }
 
 /**

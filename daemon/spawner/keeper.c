@@ -17,7 +17,8 @@
  * exec'd (a vfork child must never run a handler of the keeper's), before the keeper says so.
  *
  * A task that ends with its daemon (lifeline.c): the keeper also watches its report pipe, and when
- * the helper is gone, kills the task with everything it started and records that in the exit file.
+ * the helper is gone, kills the task with everything it started and records that in the exit file;
+ * so it does when the lease the daemon keeps writing into the task's folder runs out.
  *
  * A terminal task (terminal.c): the keeper also holds the task's pseudo-terminal and a resize FIFO,
  * and, instead of a plain wait, relays between them and the files until the task has ended and
@@ -27,7 +28,8 @@
  *   s <taskpid> <keeperstart>   the child has exec'd; keeperstart is field 22 of /proc/<keeper>/stat
  *   f <stage> <errno>[ <index>] the child failed (or the keeper could not set itself up); the keeper
  *                               has reaped it and exits: nothing is left running
- *   x <code> <signal>           the task ended (code -1 for a signal, signal 0 for an exit); said as
+ *   x <code> <signal>[ lease]   the task ended (code -1 for a signal, signal 0 for an exit; `lease`:
+ *                               the keeper killed it, its lease having run out); said as
  *                               soon as the task is reaped: the exit file is written after it, and
  *                               the keeper exits only once the file is written (or given up: its
  *                               folder is gone, or the disk refused it for about a minute)
@@ -330,7 +332,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   struct lifeline lifeline = {.fd = -1, .children = -1};
   struct lifeline *watched = NULL;
   if (r->lifeline) {
-    if (lifeline_begin(&lifeline, report_fd) != 0) keeper_fail(report_fd, "lifeline", errno);
+    if (lifeline_begin(&lifeline, report_fd, dir_fd) != 0) keeper_fail(report_fd, "lifeline", errno);
     watched = &lifeline;
   }
   struct relay relay = {.master = -1, .output = -1, .input = holder, .resize = -1};
@@ -404,8 +406,9 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   else strcpy(code_text, "null");
   if (signal_number > 0) snprintf(signal_text, sizeof signal_text, "%d", signal_number);
   else strcpy(signal_text, "null");
-  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld%s}\n", (int)task, code_text, signal_text, ended_ms, lifeline.broke ? ",\"lifelineBroke\":true" : "");
-  int exited_length = snprintf(line, sizeof line, "x %d %d\n", code, signal_number);
+  const char *ended_by = lifeline.lease_ran_out ? ",\"leaseRanOut\":true" : lifeline.broke ? ",\"lifelineBroke\":true" : "";
+  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld%s}\n", (int)task, code_text, signal_text, ended_ms, ended_by);
+  int exited_length = snprintf(line, sizeof line, "x %d %d%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF));
 
   if (dir_fd < 0) {
     say(report_fd, line, exited_length);
@@ -459,7 +462,11 @@ static const char *integer_or_null(const char *at, long long *value, int *is_nul
   return at;
 }
 
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *lifeline_broke) {
+const char *ended_by_word(int ended_by) {
+  return ended_by == ENDED_BY_LIFELINE ? " lifeline" : ended_by == ENDED_BY_LEASE ? " lease" : "";
+}
+
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by) {
   if (!path || !*path) return 0;
   int fd;
   do fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -477,7 +484,8 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, 
   close(fd);
   text[total] = 0;
   /* Exactly what a keeper writes: {"pid":N,"exitCode":N|null,"signal":N|null,"endedAtMs":N} with
-   * ,"lifelineBroke":true before the brace when the helper's end ended the task. */
+   * ,"lifelineBroke":true before the brace when the helper's end ended the task, ,"leaseRanOut":true
+   * when the lease the daemon wrote ran out. */
   long long pid = 0, exit_code = 0, signal_value = 0, ended = 0;
   int pid_null = 1, code_null = 1, signal_null = 1, ended_null = 1;
   const char *at = integer_or_null(expect(text, "{\"pid\":"), &pid, &pid_null);
@@ -485,7 +493,9 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, 
   at = integer_or_null(expect(at, ",\"signal\":"), &signal_value, &signal_null);
   at = integer_or_null(expect(at, ",\"endedAtMs\":"), &ended, &ended_null);
   const char *broke = expect(at, ",\"lifelineBroke\":true");
+  const char *ran_out = broke ? NULL : expect(at, ",\"leaseRanOut\":true");
   if (broke) at = broke;
+  if (ran_out) at = ran_out;
   at = expect(at, "}");
   if (!at || (*at && strcmp(at, "\n") != 0)) return 0;
   if (pid_null || pid != (long long)task || ended_null) return 0;
@@ -494,6 +504,6 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, 
   if (!signal_null && (signal_value < 1 || signal_value > 64)) return 0;
   *code = code_null ? -1 : (int)exit_code;
   *signal_number = signal_null ? 0 : (int)signal_value;
-  *lifeline_broke = broke != NULL;
+  *ended_by = broke ? ENDED_BY_LIFELINE : ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF;
   return 1;
 }

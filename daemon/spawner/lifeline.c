@@ -34,8 +34,11 @@
  * the kernel (D state) dies only once it returns, and the exit file must not wait for it forever. */
 enum { END_TREE_POLL_MS = 10, END_TREE_MAX_MS = 10000 };
 
-int lifeline_begin(struct lifeline *lifeline, int report_fd) {
-  *lifeline = (struct lifeline){.fd = report_fd, .children = -1};
+/* How often the lease file is read: a lease is a fraction of the stall interval (seconds). */
+enum { LEASE_CHECK_MS = 50 };
+
+int lifeline_begin(struct lifeline *lifeline, int report_fd, int lease_dir) {
+  *lifeline = (struct lifeline){.fd = report_fd, .children = -1, .lease_dir = lease_dir};
   if (prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) != 0) return -1;
   /* Blocked before the fork, so no SIGCHLD is lost; the child empties its mask (child.c). */
   sigset_t chld;
@@ -90,6 +93,37 @@ static void kill_children(void) {
   closedir(proc);
 }
 
+static long long monotonic_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* Whether the lease the daemon last wrote has run out. No file (not written yet), or one that does
+ * not hold a number, is no deadline: the lifeline alone then bounds the task. */
+static int lease_ran_out(const struct lifeline *lifeline) {
+  if (lifeline->lease_dir < 0) return 0;
+  int fd;
+  do fd = openat(lifeline->lease_dir, "lease", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return 0;
+  char text[32];
+  ssize_t n;
+  do n = read(fd, text, sizeof text - 1);
+  while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = 0;
+  long long deadline = 0;
+  int digits = 0;
+  for (const char *at = text; *at >= '0' && *at <= '9' && digits < 18; at++, digits++) deadline = deadline * 10 + (*at - '0');
+  return digits > 0 && monotonic_ms() >= deadline;
+}
+
+int lifeline_timeout_ms(const struct lifeline *lifeline) {
+  return lifeline->lease_dir >= 0 && !lifeline->ending ? LEASE_CHECK_MS : -1;
+}
+
 void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]) {
   /* No events asked of the pipe: POLLERR (no reader left) is always reported. */
   fds[0] = (struct pollfd){.fd = lifeline->fd, .events = 0};
@@ -113,6 +147,12 @@ void lifeline_on_ready(struct lifeline *lifeline, const struct pollfd fds[2]) {
       kill(lifeline->task, SIGKILL);
     }
   }
+  if (!lifeline->ending && !lifeline->task_reaped && lease_ran_out(lifeline)) {
+    lifeline->ending = 1;
+    lifeline->lease_ran_out = 1;
+    kill(-lifeline->task, SIGKILL);
+    kill(lifeline->task, SIGKILL);
+  }
   if (lifeline->ending) kill_children();
 }
 
@@ -122,16 +162,10 @@ int lifeline_wait(struct lifeline *lifeline) {
     struct pollfd fds[2];
     lifeline_poll_fds(lifeline, fds);
     /* On a failure (EINTR) revents stay 0: it only reaps, and polls again. */
-    poll(fds, 2, -1);
+    poll(fds, 2, lifeline_timeout_ms(lifeline));
     lifeline_on_ready(lifeline, fds);
   }
   return lifeline->task_status;
-}
-
-static long long monotonic_ms(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
 void lifeline_end_tree(struct lifeline *lifeline) {

@@ -89,11 +89,19 @@ struct lifeline {
   int task_status, task_reaped;
   int ending; /* the lifeline broke: what is left of the task is being killed */
   int broke;  /* ... and it broke while the task ran: the exit file says so */
+  /* The task's folder (-1: none). Its file "lease", once the daemon has written it, holds until when
+   * (CLOCK_MONOTONIC, ms) the daemon may still run the task: past that, the keeper ends it as if the
+   * lifeline broke, even though the helper (and the daemon) are still there: a daemon that is
+   * frozen (stopped, or too slow to renew) must not run a task another machine may now run. */
+  int lease_dir;
+  int lease_ran_out; /* the lease ran out while the task ran: the exit file says so */
 };
 
-/* Before the fork: the keeper becomes a child subreaper and reads SIGCHLD through a signalfd. -1
- * with errno set on failure. */
-int lifeline_begin(struct lifeline *lifeline, int report_fd);
+/* Before the fork: the keeper becomes a child subreaper and reads SIGCHLD through a signalfd;
+ * lease_dir is the task's folder (or -1). -1 with errno set on failure. */
+int lifeline_begin(struct lifeline *lifeline, int report_fd, int lease_dir);
+/* How long a poll of the keeper's may wait before the lease is looked at again (-1: forever). */
+int lifeline_timeout_ms(const struct lifeline *lifeline);
 /* The two descriptors to poll (the lifeline, SIGCHLD), for a loop of the keeper's own. */
 void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]);
 /* After that poll: reaps what ended (keeping the task's status); once the lifeline broke, kills the
@@ -130,8 +138,12 @@ int hold_fifo(const char *path);
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known);
 /* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
 int proc_start_time(pid_t pid, unsigned long long *start);
-/* An exit file for this task: 1 with its code (-1 for a signal), signal (0 for an exit) and whether
- * its lifeline broke, else 0. */
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *lifeline_broke);
+/* What ended a task, besides itself: its keeper, because the helper was gone or its lease ran out. */
+enum { ENDED_BY_ITSELF = 0, ENDED_BY_LIFELINE = 1, ENDED_BY_LEASE = 2 };
+/* The 5th word of an `exited` line for what ended the task ("" when it ended by itself). */
+const char *ended_by_word(int ended_by);
+/* An exit file for this task: 1 with its code (-1 for a signal), signal (0 for an exit) and what
+ * ended it (ENDED_BY_*), else 0. */
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by);
 
 #endif

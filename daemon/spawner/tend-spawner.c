@@ -54,12 +54,14 @@
  *                                            process's now: its start time differs); the exit
  *                                            file, if any, is the daemon's to read. ENOSYS: no
  *                                            pidfd_open (Linux < 5.3).
- *   exited <taskpid> <code> <signal> [lifeline]
+ *   exited <taskpid> <code> <signal> [lifeline|lease]
  *                                            code is -1 when a signal ended it, signal 0 when it
  *                                            exited. Code -2 with signal 0: unknown (the keeper
  *                                            was killed, or its exit file is missing or invalid).
  *                                            A 5th field `lifeline`: its exit file says the task
- *                                            was ended because an earlier helper was gone.
+ *                                            was ended because an earlier helper was gone;
+ *                                            `lease`: its keeper ended it because the lease the
+ *                                            daemon wrote in its folder ran out (lifeline.c).
  *                                            Always after the `started` or `attached` of that
  *                                            task; the exits of children that failed are never
  *                                            reported.
@@ -300,15 +302,15 @@ void release_helper_memory(void) {
   drop_pages(poll_fds, poll_cap * sizeof *poll_fds);
 }
 
-static void report_exit(struct keeper *keeper, int code, int signal_number, int lifeline_broke) {
-  out_printf("exited %d %d %d%s\n", (int)keeper->task, code, signal_number, lifeline_broke ? " lifeline" : "");
+static void report_exit(struct keeper *keeper, int code, int signal_number, int ended_by) {
+  out_printf("exited %d %d %d%s\n", (int)keeper->task, code, signal_number, ended_by_word(ended_by));
   keeper->state = DONE;
 }
 
 /* The keeper is gone without a word about the exit: its exit file says, or nobody knows (-2). */
 static void report_exit_from_file(struct keeper *keeper) {
-  int code, signal_number, lifeline_broke;
-  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number, &lifeline_broke)) report_exit(keeper, code, signal_number, lifeline_broke);
+  int code, signal_number, ended_by;
+  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number, &ended_by)) report_exit(keeper, code, signal_number, ended_by);
   else report_exit(keeper, -2, 0, 0);
 }
 
@@ -328,8 +330,9 @@ static void on_report_line(struct keeper *keeper, char *line) {
     keeper->state = DONE;
   } else if (kind == 'x' && keeper->state == RUNNING) {
     int code, signal_number;
-    if (sscanf(rest, "%d %d", &code, &signal_number) != 2) return;
-    report_exit(keeper, code, signal_number, 0);
+    char by[8] = "";
+    if (sscanf(rest, "%d %d %7s", &code, &signal_number, by) < 2) return;
+    report_exit(keeper, code, signal_number, strcmp(by, "lease") == 0 ? ENDED_BY_LEASE : ENDED_BY_ITSELF);
   }
 }
 
@@ -433,10 +436,10 @@ static void handle_attach(const struct attach *attach) {
       error = stat_error == 0 || stat_error == ENOENT ? ESRCH : stat_error;
     }
   }
-  int code, signal_number, lifeline_broke;
-  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number, &lifeline_broke)) {
+  int code, signal_number, ended_by;
+  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number, &ended_by)) {
     if (pidfd >= 0) close(pidfd);
-    out_printf("attached %s\nexited %d %d %d%s\n", attach->reqid, (int)attach->task, code, signal_number, lifeline_broke ? " lifeline" : "");
+    out_printf("attached %s\nexited %d %d %d%s\n", attach->reqid, (int)attach->task, code, signal_number, ended_by_word(ended_by));
     return;
   }
   if (pidfd < 0) {

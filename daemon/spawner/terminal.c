@@ -181,7 +181,7 @@ int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifel
         {.fd = -1},
     };
     if (lifeline) lifeline_poll_fds(lifeline, fds + 4);
-    int timeout = reaped ? DRAIN_QUIET_MS : pidfd < 0 && !lifeline ? NO_PIDFD_POLL_MS : -1;
+    int timeout = reaped ? DRAIN_QUIET_MS : pidfd < 0 && !lifeline ? NO_PIDFD_POLL_MS : lifeline ? lifeline_timeout_ms(lifeline) : -1;
     int ready = poll(fds, 6, timeout);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) ready = 0; /* cannot happen with these descriptors; treated as quiet */

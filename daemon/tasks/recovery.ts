@@ -9,7 +9,7 @@ import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
 import { readExitFile } from '../spawn/exit-file.js'
-import { DAEMON_ENDED_LIFELINE, outsideSignal } from './ending.js'
+import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
 
@@ -113,7 +113,7 @@ export async function recoverSpool(
       const outputBytes = Math.min(bytes, task.maxOutputBytes)
       const exit = endedMeanwhile.get(task.id)
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.
-      if (exit?.lifelineBroke) await store.save(markLost(task, DAEMON_ENDED_LIFELINE, outputBytes, new Date(exit.endedAt)))
+      if (exit?.lifelineBroke || exit?.leaseRanOut) await store.save(markLost(task, exit.leaseRanOut ? LEASE_RAN_OUT : DAEMON_ENDED_LIFELINE, outputBytes, new Date(exit.endedAt)))
       else if (exit) await store.save(markEnded(task, endingFromExit(exit), outputBytes, new Date(exit.endedAt)))
       else if (rebooted.has(task.id)) await store.save(markLost(task, 'the machine restarted while the task ran', outputBytes, now))
       else await store.save(markLost(task, exit === undefined && task.keeper ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed' : 'the daemon stopped while the task ran; its processes were killed by the next daemon', outputBytes, now))

@@ -34,8 +34,9 @@ import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
-import { DAEMON_ENDED_LIFELINE, decideEnding, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
+import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
+import { writeLease } from './lease-file.js'
 
 
 
@@ -84,6 +85,12 @@ export interface StartOptions {
    * native spawner (under the node one the task fails, saying why). Default: false.
    */
   endsWithDaemon?: boolean
+  /**
+   * The task runs only while it holds a lease: its keeper ends it, on its own, once the lease runs
+   * out (daemon/tasks/lease-file.ts). The first lease lasts this long from admission (in ms); who
+   * started the task renews it with writeLease. Implies endsWithDaemon. Default: none.
+   */
+  leaseMs?: number
 }
 
 /** What a running task holds besides its processes: its cgroups, released once it has ended. */
@@ -189,7 +196,9 @@ export class Supervisor {
     const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
     // Recorded first: a task that cannot be written (disk full) is refused and leaves nothing.
     await this.store.create(task)
-    this.pending.set(id, { env, paths, endsWithDaemon: options.endsWithDaemon === true })
+    // Before the task can start: its keeper finds the lease there from its first look.
+    if (options.leaseMs !== undefined) await writeLease(spool, options.leaseMs)
+    this.pending.set(id, { env, paths, endsWithDaemon: options.endsWithDaemon === true || options.leaseMs !== undefined })
     this.log.info({ taskId: id, owner: task.owner }, 'task queued')
     this.scheduler.submit(task.owner, () => this.run(id))
     return task
@@ -501,11 +510,11 @@ export class Supervisor {
       if (cgroups) await killMembers(() => cgroups.members())
       else await killLeftovers([id], [entry.pid])
     }
-    if (result.unknown || result.lifelineBroke) {
+    if (result.unknown || result.lifelineBroke || result.leaseRanOut) {
       await plan.release()
       const outputBytes = await this.settleOutput(this.store.current(id))
       // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
-      const lifeline = entry.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE
+      const lifeline = result.leaseRanOut ? LEASE_RAN_OUT : entry.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE
       const reason = result.unknown ? 'its keeper is gone without recording how it ended; what was left of it was killed' : lifeline
       return { saved: this.store.transition(id, (task) => markLost(task, reason, outputBytes, new Date())) }
     }

@@ -326,6 +326,47 @@ describe('faults', () => {
     }
   })
 
+  test('a worker frozen mid-task (SIGSTOP), with --retries 1: its keeper ends the task before the lock expires, and attempt 2 runs elsewhere, never beside it', async () => {
+    const own = await startRedis()
+    const workers = await Promise.all(['north', 'south'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const client = new ClusterClient(own.url)
+    const shared = mkdtempSync('/var/tmp/tend-cluster-frozen-')
+    let frozen: TestDaemon | undefined
+    try {
+      const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
+      const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
+      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+      const first = await client.get(submitted.id)
+      frozen = workers[first.worker === 'north' ? 0 : 1]!
+      rmSync(join(shared, 'running'))
+      // Frozen, not dead: its spawner's helper runs on, so only the lease can end the task.
+      frozen.process.kill('SIGSTOP')
+      const second = await waitFor('attempt 2 to run on the other worker', async () => {
+        const now = await client.get(submitted.id)
+        return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+      }, 20_000)
+      expect(second.worker).not.toBe(first.worker)
+      writeFileSync(join(shared, 'go'), '')
+      expect(await client.wait(submitted.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', attempt: 2 })
+      expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
+      // Thawed, the frozen worker records its attempt lost to its lease, and runs nothing of it.
+      frozen.process.kill('SIGCONT')
+      const thawed = frozen
+      frozen = undefined
+      const recorded = await waitFor('the thawed worker to record attempt 1', async () => {
+        const task = await thawed.client.get(submitted.id).catch(() => null)
+        return task && task.state !== 'running' ? task : null
+      })
+      expect(recorded).toMatchObject({ state: 'lost', reason: expect.stringContaining('its lease ran out') })
+      expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
+    } finally {
+      frozen?.process.kill('SIGCONT')
+      await client.close()
+      await stopAll(...workers, own)
+      rmSync(shared, { recursive: true, force: true })
+    }
+  })
+
   test('a worker that loses Redis mid-task stops a task with --retries before its lease can expire; the next attempt runs once Redis is back', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
     const own = await startRedis({ persistIn: dir })
@@ -340,11 +381,14 @@ describe('faults', () => {
       await client.close()
       await own.stop()
       // Without Redis the worker cannot confirm its lease: it stops the task before the lease could expire.
+      // The worker stops it itself (killed, stoppedBy cluster-lease); had it been too slow, the
+      // task's keeper would have, at the lease the worker last wrote (lost: its lease ran out).
       const fenced = await waitFor('attempt 1 to be stopped for its lease', async () => {
         const task = await worker.client.get(submitted.id)
-        return task.state === 'killed' ? task : null
+        return task.state !== 'running' ? task : null
       }, 10_000)
-      expect(fenced).toMatchObject({ stoppedBy: 'cluster-lease', signal: 'SIGKILL' })
+      if (fenced.state === 'killed') expect(fenced).toMatchObject({ stoppedBy: 'cluster-lease', signal: 'SIGKILL' })
+      else expect(fenced).toMatchObject({ state: 'lost', reason: expect.stringContaining('its lease ran out') })
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
       await own.restart()
       const back = new ClusterClient(own.url)

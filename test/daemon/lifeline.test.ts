@@ -172,6 +172,32 @@ describe('native spawner: a task that ends with its daemon', () => {
     expect(exitRecord(join(dir, 'exit.json'))).toEqual({ pid: task.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number) })
   })
 
+  test('a lease that runs out ends such a task with all it started while the helper runs on; one renewed in time does not', async () => {
+    const spawner = await ownSpawner()
+    const endingDir = freshDir()
+    const renewedDir = freshDir()
+    const leaseFor = (dir: string, ms: number) => writeFileSync(join(dir, 'lease'), `${Number(process.hrtime.bigint() / 1_000_000n) + ms}\n`)
+    leaseFor(endingDir, 400)
+    leaseFor(renewedDir, 400)
+    const ending = await startTree(spawner, endingDir, { endsWithDaemon: true })
+    const renewed = await startTree(spawner, renewedDir, { endsWithDaemon: true })
+    // Renewed well before each deadline, as a worker does while Redis confirms its lock.
+    const renewing = setInterval(() => leaseFor(renewedDir, 400), 100)
+    try {
+      expect(await ending.task.exited).toEqual({ exitCode: null, signal: 'SIGKILL', leaseRanOut: true })
+      await waitFor('the whole tree of the task whose lease ran out to be gone', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
+      expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), leaseRanOut: true })
+      expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, leaseRanOut: true })
+      // The helper is there all along: only the lease ended it.
+      expect(isAlive(spawner.helperPid!)).toBe(true)
+      expect(renewed.pids.filter(isAlive)).toEqual(renewed.pids)
+    } finally {
+      clearInterval(renewing)
+    }
+    // Not renewed any more: it goes too.
+    await waitFor('the task whose renewals stopped to be gone', () => renewed.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
+  })
+
   test('the node spawner refuses such a task at stage lifeline, saying why', async () => {
     const dir = freshDir()
     const outcome = await new NodeSpawner().spawn(spawnRequest(dir, { file: '/bin/true', endsWithDaemon: true }))
