@@ -465,7 +465,8 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
   test('the helper runs with a fixed minimal environment, not the daemon\'s', async () => {
     const own = await NativeSpawner.start(binary!)
     extraSpawners.push(own)
-    const environ = readFileSync(`/proc/${own.helperPid}/environ`, 'latin1')
+    // Empty until the kernel has set up the new program's memory (seen once on a loaded machine).
+    const environ = await waitFor('the helper to have an environment', () => readFileSync(`/proc/${own.helperPid}/environ`, 'latin1') || undefined, 5000)
     expect(environ).toBe('PATH=/usr/sbin:/usr/bin:/sbin:/bin\0')
   })
 
