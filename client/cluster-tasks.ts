@@ -46,7 +46,7 @@ export class ClusterTasks implements TaskService {
 
   /** The owner's tasks, unfinished ones unless `all`, in the order they were submitted. */
   async list(options: ListOptions = {}): Promise<Task[]> {
-    const mine = (await this.cluster.list({ all: options.all })).filter((each) => each.owner === this.owner)
+    const mine = await this.cluster.list({ all: options.all, owner: this.owner })
     return Promise.all(mine.map(async (each) => each.task ?? (await this.cluster.record(each.id)).task))
   }
 
@@ -142,7 +142,7 @@ export class ClusterTasks implements TaskService {
   /** The owner's tasks that ran or waited before this stream was first read are followed too. */
   private async primeFollowing(): Promise<void> {
     if (this.followingPrimed) return
-    for (const each of await this.cluster.list()) if (each.owner === this.owner) this.follow(each)
+    for (const each of await this.cluster.list({ owner: this.owner })) this.follow(each)
     this.followingPrimed = true
   }
 

@@ -2,6 +2,7 @@ import type { Queue, QueueEvents } from 'bullmq'
 import {
   queueFor,
   queuesKey,
+  ownerTasksKey,
   taskQueuesKey,
   TendError,
   DEFAULT_CLUSTER_QUEUE,
@@ -65,6 +66,7 @@ export class ClusterClient {
     const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}) }
     const redis = await this.redis()
     await redis.sadd(queuesKey(this.base), name)
+    await redis.sadd(ownerTasksKey(this.base, options.owner ?? DEFAULT_OWNER), id)
     await redis.hset(taskQueuesKey(this.base), { [id]: name })
     await queue.add('task', data, { jobId: id, removeOnComplete: false, removeOnFail: false })
     return { id, queue: name, owner: options.owner ?? DEFAULT_OWNER, state: 'queued', worker: null, task: null, reason: null, attempt: 1, earlier: [] }
@@ -151,16 +153,26 @@ export class ClusterClient {
       await found.job.remove()
     }
     const redis = await this.redis()
+    const owner = found ? describeJob(id, found.name, found.job, found.state).owner : (await this.killedWhileQueued(id).catch(() => null))?.owner
+    if (owner !== undefined) await redis.srem(ownerTasksKey(this.base, owner), id)
     await redis.hdel(taskQueuesKey(this.base), id)
     await redis.hdel(killedRecordsKey(this.base), id)
     return { removed: id, freedBytes }
   }
 
-  /** The cluster's tasks, unfinished ones only unless `all`: in the order they were submitted. */
-  async list(options: { all?: boolean } = {}): Promise<ClusterTask[]> {
-    const where = await (await this.redis()).hgetall(taskQueuesKey(this.base))
+  /** The cluster's tasks (one owner's only, with `owner`), unfinished ones only unless `all`: in the order they were submitted. */
+  async list(options: { all?: boolean; owner?: string } = {}): Promise<ClusterTask[]> {
+    const redis = await this.redis()
+    let where: Array<[string, string | null]>
+    if (options.owner === undefined) where = Object.entries(await redis.hgetall(taskQueuesKey(this.base)))
+    else {
+      const ids = await redis.smembers(ownerTasksKey(this.base, options.owner))
+      const names = ids.length > 0 ? await redis.hmget(taskQueuesKey(this.base), ...ids) : []
+      where = ids.map((id, index) => [id, names[index] ?? null])
+    }
     const found = await Promise.all(
-      Object.entries(where).map(async ([id, name]) => {
+      where.map(async ([id, name]) => {
+        if (name === null) return null
         if (name === KILLED_WHILE_QUEUED) {
           const task = await this.killedWhileQueued(id).catch(() => null)
           return task ? { task, at: task.task!.createdAt } : null
@@ -170,7 +182,7 @@ export class ClusterClient {
       }),
     )
     return found
-      .filter((each): each is { task: ClusterTask; at: string } => each !== null && (options.all === true || !hasEnded(each.task)))
+      .filter((each): each is { task: ClusterTask; at: string } => each !== null && (options.all === true || !hasEnded(each.task)) && (options.owner === undefined || each.task.owner === options.owner))
       .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
       .map((each) => each.task)
   }
@@ -348,6 +360,9 @@ interface RedisCommands {
   hdel(key: string, field: string): Promise<number>
   publish(channel: string, message: string): Promise<number>
   sadd(key: string, member: string): Promise<number>
+  srem(key: string, member: string): Promise<number>
+  smembers(key: string): Promise<string[]>
+  hmget(key: string, ...fields: string[]): Promise<Array<string | null>>
 }
 
 /** Ended: neither waiting for a worker nor run by one (queued and running are the only states before an end). */

@@ -85,6 +85,11 @@ export function aliveKey(base: string, worker: string): string {
   return `tend:${base}:alive:${worker}`
 }
 
+/** The Redis set of one owner's cluster tasks (ids): an agent's list reads only its own. */
+export function ownerTasksKey(base: string, owner: string): string {
+  return `tend:${base}:owner:${owner}`
+}
+
 /** The Redis hash that says which queue holds each cluster task (any client finds a task by its id). */
 export function taskQueuesKey(base: string): string {
   return `tend:${base}:task-queues`

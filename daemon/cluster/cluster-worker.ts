@@ -1,11 +1,11 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { aliveKey, isFinished, killChannel, REQUESTED_STOPS, queuesServed, redisConnection, workersKey, type ClusterJobData, type ClusterKill, type WorkerEntry } from '../../protocol/index.js'
+import { aliveKey, killChannel, queuesServed, redisConnection, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
 import type { DaemonContext } from '../context.js'
-import { normalizeSignal } from '../tasks/signals.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
 import { checkOrphanedJobs } from './orphan-check.js'
+import { ClusterKills } from './cluster-kills.js'
 
 export interface ClusterWorker {
   name: string
@@ -42,7 +42,8 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // Lease watches must hear at once that Redis is away, not queue their questions until it is back.
   const leaseClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
   leaseClient.on('error', () => undefined)
-  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs } }
+  const clusterKills = new ClusterKills(context)
+  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs }, kills: clusterKills }
   const workers: Worker[] = queues.map((queue) => {
     const worker = new Worker(queue, (job: Job<ClusterJobData>, token?: string) => runJob(runner, job, token), {
       connection,
@@ -69,7 +70,7 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   const kills = new Redis(connection)
   kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
-  kills.on('message', (_channel: string, message: string) => void killFromCluster(context, message))
+  kills.on('message', (_channel: string, message: string) => clusterKills.heard(message))
   // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
   void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch((error: unknown) => log.warn({ err: error }, 'worker not announced'))
   void kills.subscribe(killChannel(config.clusterQueue)).catch((error: unknown) => log.warn({ err: error }, 'kill channel not subscribed'))
@@ -94,25 +95,5 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       registryClient.disconnect()
       leaseClient.disconnect()
     },
-  }
-}
-
-/** Stops the task a published kill names, if it is this daemon's and has not ended. */
-async function killFromCluster(context: DaemonContext, message: string): Promise<void> {
-  let kill: ClusterKill
-  try {
-    kill = JSON.parse(message) as ClusterKill
-  } catch {
-    return context.log.warn({ message: message.slice(0, 200) }, 'cluster kill that is not JSON, ignored')
-  }
-  const task = typeof kill.id === 'string' ? context.store.find(kill.id) : undefined
-  if (!task || isFinished(task)) return
-  context.log.info({ taskId: task.id }, 'task killed through the cluster')
-  try {
-    // Whoever can publish on the channel can say who asks: a stoppedBy tend does not know is the operator's.
-    const stoppedBy = REQUESTED_STOPS.find((each) => each === kill.stoppedBy) ?? 'operator'
-    await context.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: typeof kill.reason === 'string' ? kill.reason.slice(0, 500) : undefined, stoppedBy })
-  } catch (error) {
-    context.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
   }
 }

@@ -6,6 +6,7 @@ import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'
 import { watchLease, type LeaseWatchOptions } from './lease-watch.js'
 import { writeLease } from '../tasks/lease-file.js'
+import type { ClusterKills } from './cluster-kills.js'
 
 /** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
 const FINISH_WAIT_MS = 60_000
@@ -23,6 +24,8 @@ export interface JobRunner {
   registry: Registry
   /** What a lease watch needs besides the job's own lock: a connection, and the lock's life. */
   lease: Pick<LeaseWatchOptions, 'redis' | 'lockMs'>
+  /** Kills heard before their task was admitted here. */
+  kills: Pick<ClusterKills, 'takeEarly'>
 }
 
 /** An earlier attempt, judged: it ended (its record is the job's), or it was lost with its worker. */
@@ -92,6 +95,8 @@ async function runAttempt(
     ...(retried ? { endsWithDaemon: true, leaseMs: runner.lease.lockMs / 2 } : {}),
   })
   await report(task)
+  // Killed while this worker was taking the job: stopped as soon as it exists.
+  await runner.kills.takeEarly(id)
   const stopWatch = retried
     ? watchLease({
         ...runner.lease,

@@ -94,7 +94,7 @@ describe('the agent tools against a cluster', () => {
     const id = await background(agent, `echo one; until [ -e ${gate} ]; do sleep 0.02; done; echo two`)
     const first = await waitFor('the first line', async () => {
       const read = textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 5000 } }))
-      return read.includes('one') ? read : undefined
+      return /^one$/m.test(read) ? read : undefined
     })
     // Lines of output (the header names the command, which has both words).
     expect(first).toMatch(/^one$/m)

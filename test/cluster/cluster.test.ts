@@ -215,6 +215,27 @@ describe('a cluster of two workers', () => {
     }
   })
 
+  test('a kill that comes while a worker is taking the job, before its task exists there, is not lost: the task is stopped as soon as it is admitted', async () => {
+    const { Queue } = await import('bullmq')
+    const { Redis } = await import('ioredis')
+    const queue = new Queue('tend', { connection: { host: '127.0.0.1', port: redis.port } })
+    const raw = new Redis(redis.port, '127.0.0.1')
+    const id = 'killedearly1'
+    try {
+      // The kill is published first: no worker has the task yet, as in the moment between a worker
+      // taking the job and admitting its task.
+      await raw.publish('tend:tend:kill', JSON.stringify({ id, signal: 'SIGKILL', reason: 'early' }))
+      await raw.hset('tend:tend:task-queues', { [id]: 'tend' })
+      await queue.add('task', { request: { command: ['sleep', '1000'], cwd: tmpdir(), sandbox: 'off' }, requirements: {}, submittedAt: new Date().toISOString() }, { jobId: id })
+      const ended = await cluster.wait(id, { timeoutMs: 20_000 })
+      expect(ended.task).toMatchObject({ id, state: 'killed', signal: 'SIGKILL', stoppedBy: 'operator', reason: expect.stringContaining('early') })
+      expect(taskProcesses(id)).toEqual([])
+    } finally {
+      raw.disconnect()
+      await queue.close()
+    }
+  })
+
   test('tend worker refuses a URL that is not Redis\'s, naming the setting and what it expects', async () => {
     const refused = await runCli(['worker', '--redis', 'http://127.0.0.1:6379'], submitterEnv)
     expect(refused.exitCode).toBe(2)

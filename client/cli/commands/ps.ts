@@ -14,12 +14,11 @@ export function registerPsCommand(program: Command): void {
   addClusterOptions(command)
   command.action(
     action(command, async ({ client, io }, flags: { all?: boolean; owner?: string } & ClusterFlags) => {
-      const onCluster = await withCluster(flags, client.options.env, (cluster) => cluster.list({ all: flags.all }))
+      const onCluster = await withCluster(flags, client.options.env, (cluster) => cluster.list({ all: flags.all, owner: flags.owner }))
       if (onCluster) {
-        const shown = flags.owner === undefined ? onCluster : onCluster.filter((each) => each.owner === flags.owner)
-        if (io.json) printJson(io, shown)
-        else if (shown.length === 0) io.err(flags.all ? 'no cluster tasks' : 'no running or queued cluster tasks (tend ps --all shows finished ones)')
-        else io.out(formatTable(['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'], shown.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : ''])))
+        if (io.json) printJson(io, onCluster)
+        else if (onCluster.length === 0) io.err(flags.all ? 'no cluster tasks' : 'no running or queued cluster tasks (tend ps --all shows finished ones)')
+        else io.out(formatTable(['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'], onCluster.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : ''])))
         return EXIT.ok
       }
       const tasks = await client.list({ all: flags.all, owner: flags.owner })
