@@ -38,6 +38,13 @@ afterAll(async () => {
   rmSync(submitterHome, { recursive: true, force: true })
 })
 
+/**
+ * An attempt of a task run in a folder both workers share (one machine here): it says it started,
+ * then holds a lock on a file until `go` exists, so that an attempt that started while another
+ * still ran finds the lock held and writes TWICE. `running` appears once it holds the lock.
+ */
+const EXCLUSIVE_ATTEMPT = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
+
 /** Processes of a task, on whichever worker (its marker is in every process of it). */
 function taskProcesses(id: string): number[] {
   return processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive)
@@ -304,13 +311,10 @@ describe('faults', () => {
       ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
     )
     const client = new ClusterClient(own.url)
-    // Shared by both workers (one machine here): the task holds a lock on a file while it runs, so
-    // an attempt that started while another still ran would find it held and say so.
     const shared = mkdtempSync('/var/tmp/tend-cluster-retry-')
     let crashed: TestDaemon | undefined
     try {
-      const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
-      const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
+      const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
       const first = await client.get(submitted.id)
       expect(first).toMatchObject({ state: 'running', attempt: 1, earlier: [] })
@@ -354,8 +358,7 @@ describe('faults', () => {
     const shared = mkdtempSync('/var/tmp/tend-cluster-frozen-')
     let frozen: TestDaemon | undefined
     try {
-      const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
-      const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
+      const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
       const first = await client.get(submitted.id)
       frozen = workers[first.worker === 'north' ? 0 : 1]!
@@ -395,8 +398,7 @@ describe('faults', () => {
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-fence-')
     try {
-      const line = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
-      const submitted = await client.start({ command: line, shell: true, cwd: shared, retries: 1 })
+      const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
       rmSync(join(shared, 'running'))
       await client.close()
