@@ -42,6 +42,9 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   const { context, worker } = runner
   const { UnrecoverableError } = await import('bullmq')
   const id = job.id!
+  // A stopping daemon's worker can still be handed a job (a fetch already waiting in Redis): it
+  // puts it back for another worker.
+  if (!context.supervisor.admitting && token) return putBack(job, token)
   // Whoever can write to the cluster's Redis can put a job there: its request is checked as the
   // socket checks a POST /v1/tasks body, and a bad one fails its job, naming what is wrong.
   const request = job.data.request as unknown as StartTaskBody
@@ -65,11 +68,15 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   const lockKey = `${job.queueQualifiedName}:${id}:lock`
   for (;;) {
     const task = await runAttempt(runner, job, token, { request, retries, attempt, earlier, lockKey })
-    // Stopped because the lease was about to go: the next attempt runs here if the job is still
-    // this worker's (Redis came back in time); otherwise the worker that takes the job runs it.
-    if (task.stoppedBy !== 'cluster-lease' || attempt > retries) return task
-    if (!token || !(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
-    earlier.push({ attempt, worker, reason: task.reason ?? 'its worker lost its lease on the job' })
+    const lost = lostAttempt(task)
+    if (lost === null || attempt > retries || !token) return task
+    // This daemon is stopping (its task was stopped with it, or went with its spawner): the next
+    // attempt is another worker's, which judges this one.
+    if (task.stoppedBy === 'daemon-stop' || !context.supervisor.admitting) return putBack(job, token)
+    // Stopped for its lease: the next attempt runs here if the job is still this worker's (Redis
+    // came back in time); otherwise the worker that takes the job judges this attempt and runs it.
+    if (!(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
+    earlier.push({ attempt, worker, reason: lost })
     attempt += 1
     await context.cleanup.remove(id)
   }
@@ -128,6 +135,13 @@ async function stillHeld(lease: JobRunner['lease'], lockKey: string, token: stri
     if (answers) return answers[0]?.[1] === token
     await delay(lease.lockMs / 5)
   }
+}
+
+/** Puts the job back on its queue, as it is, for the next worker that takes it (BullMQ's WaitingError). */
+async function putBack(job: Job<ClusterJobData>, token: string): Promise<never> {
+  const { WaitingError } = await import('bullmq')
+  await job.moveToWait(token)
+  throw new WaitingError()
 }
 
 /** What is wrong with a job's data (nothing: an empty list). */

@@ -204,6 +204,11 @@ export class Supervisor {
     return task
   }
 
+  /** False once the daemon is stopping: no task is admitted any more. */
+  get admitting(): boolean {
+    return this.accepting
+  }
+
   get spawnerKind(): Spawner['kind'] {
     return this.spawner.kind
   }

@@ -88,28 +88,35 @@ describe('the agent tools against a cluster', () => {
     expect(agent.notices().filter((notice) => notice.includes(meta.taskId))).toEqual([])
   })
 
-  test('task_output reads by cursor: each call returns what the agent has not seen yet', async () => {
+  test('task_output reads by cursor: each call returns what the agent has not seen yet; a read in flight at the end shows it, and no notice follows', async () => {
     const agent = new TestAgent('bob')
     const gate = join(workspace, 'gate-cursor')
-    const id = await background(agent, `echo one; until [ -e ${gate} ]; do sleep 0.02; done; echo two`)
-    const first = await waitFor('the first line', async () => {
-      const read = textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 5000 } }))
-      return /^one$/m.test(read) ? read : undefined
-    })
+    const id = await background(agent, `echo one; until [ -e ${gate}-1 ]; do sleep 0.02; done; echo two; until [ -e ${gate}-2 ]; do sleep 0.02; done`)
+    const read = async () => textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 30_000 } }))
     // Lines of output (the header names the command, which has both words).
-    expect(first).toMatch(/^one$/m)
+    const first = await waitFor('the first line', async () => {
+      const text = await read()
+      return /^one$/m.test(text) ? text : undefined
+    })
     expect(first).not.toMatch(/^two$/m)
-    writeFileSync(gate, '')
-    // A read returns on new output or the end: 'two' may come a read before the end does.
-    let second = ''
-    while (!second.includes('[exit code: 0]')) second += textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 30_000 } }))
-    expect(second.match(/^two$/gm)).toEqual(['two'])
+    writeFileSync(`${gate}-1`, '')
+    const second = await waitFor('the second line', async () => {
+      const text = await read()
+      return /^two$/m.test(text) ? text : undefined
+    })
     expect(second).not.toMatch(/^one$/m)
+    expect(second).toContain('still running')
+    // The task ends while this read waits: the read shows the ending, with no output it has shown already.
+    const last = read()
+    await waitFor('the read to be in flight', async () => (await cluster.get(id)).state === 'running')
+    writeFileSync(`${gate}-2`, '')
+    const ending = await last
+    expect(ending).toContain('[exit code: 0]')
+    expect(ending).not.toMatch(/^(one|two)$/m)
     // A non-consuming read from byte 0 has it all.
     const whole = textOf(await callTool(host, agent, { name: 'task_output', arguments: { task_id: id, from: 0 } }))
     expect(whole).toContain('one\ntwo')
     await settle(agent)
-    // The read showed the ending: no notice.
     expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([])
   })
 
