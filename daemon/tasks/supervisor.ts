@@ -457,6 +457,12 @@ export class Supervisor {
       this.finishTask(await this.store.transition(id, (current) => markFailed(current, 'the task was accepted by an earlier daemon and never started', new Date())))
       return null
     }
+    // Admitted while the daemon began to stop (after its pass over the queued tasks): it never
+    // starts, or it would run on with nobody to stop it.
+    if (!this.accepting) {
+      this.finishTask(await this.store.transition(id, (current) => (current.state === 'queued' ? markFailed(current, 'daemon stopped before the task started', new Date(), 'daemon-stop') : null)))
+      return null
+    }
     let launchSettled!: () => void
     this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
     const settle = () => {
