@@ -69,10 +69,9 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   for (;;) {
     const task = await runAttempt(runner, job, token, { request, retries, attempt, earlier, lockKey })
     const lost = lostAttempt(task)
-    if (lost === null || attempt > retries || !token) return task
-    // This daemon is stopping (its task was stopped with it, or went with its spawner): the next
-    // attempt is another worker's, which judges this one.
-    if (task.stoppedBy === 'daemon-stop' || !context.supervisor.admitting) return putBack(job, token)
+    // A worker stopped by its operator (tend stop) ends its tasks with it, as every daemon does:
+    // the job ends with that record. (A restart hands the job to the next daemon, which retries.)
+    if (lost === null || attempt > retries || !token || !context.supervisor.admitting) return task
     // Stopped for its lease: the next attempt runs here if the job is still this worker's (Redis
     // came back in time); otherwise the worker that takes the job judges this attempt and runs it.
     if (!(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
