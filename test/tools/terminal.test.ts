@@ -93,6 +93,8 @@ describe('terminal output in bash and task_output results', () => {
     const command = `printf 'ready \\033[3'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '1mred\\033[0m done\\n'`
     const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
     await waitFor('the cut sequence in output.log', async () => (await rawOutputOf(id)).endsWith('\x1b[3'))
+    // Output can be there a moment before the running record is (it is written once the task runs).
+    await waitFor('the task to be recorded running', async () => (await shared.daemon.client.get(id)).state === 'running')
     const first = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
     expect(textOf(first)).toBe(`task ${id} (${(await shared.daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`)
     writeFileSync(gate, '')
