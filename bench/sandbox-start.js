@@ -1,7 +1,10 @@
 // Bench 4: a sandboxed `true` task through tend vs a bare `bwrap … -- true` spawned from Node.
 // Sequential, one at a time, alternating; the figure is tend's overhead per task on top of bubblewrap.
+// With BENCH_REFERENCE_TREE (another checkout, built), the same task through that tree's daemon too,
+// in turn with this one's, for a side-by-side ratio (a change's cost, on a noisy machine).
 import { execFileSync } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { elapsedMs, median, row, run, runIfMain, startDaemon, tempDir, warmUp } from './lib.js'
 
@@ -86,31 +89,37 @@ function replayable(argv) {
   return out
 }
 
-export async function sandboxStart({ tasks = TASKS, log = console.log } = {}) {
+export async function sandboxStart({ tasks = TASKS, log = console.log, referenceTree = process.env.BENCH_REFERENCE_TREE } = {}) {
   const bwrap = bwrapPath()
   const daemon = await startDaemon('sandbox', { TEND_SANDBOX: 'workspace' })
+  const reference = referenceTree ? await startDaemon('sandbox-ref', { TEND_SANDBOX: 'workspace' }, { bin: join(referenceTree, 'bin', 'tend.js') }) : null
   const workspace = tempDir('sandbox-ws')
   const tend = []
   const bare = []
   const own = []
+  const other = []
   const phases = { admit: [], launch: [], run: [], answer: [] }
+  const otherPhases = { admit: [], launch: [], run: [], answer: [] }
   let ownArgv
   try {
     const status = await daemon.client.status()
     if (!status.sandbox.profiles.includes('workspace')) throw new Error(`workspace is not available here: ${status.sandbox.missing.workspace}`)
     await warmUp(daemon.client, workspace, 20)
+    if (reference) await warmUp(reference.client, workspace, 20)
     // The native spawner sets the task's limits in the forked child itself, so the command line is bubblewrap's alone.
     ownArgv = await tendCommandLine(daemon.client, workspace)
     for (let i = 0; i < tasks; i++) {
       bare.push(await spawnOnce(bwrap, BARE_ARGS, 'bare bwrap'))
       own.push(await spawnOnce(ownArgv[0], ownArgv.slice(1), "tend's bwrap command line"))
+      if (reference) other.push(await tendOnce(reference.client, workspace, otherPhases))
       tend.push(await tendOnce(daemon.client, workspace, phases))
       if ((i + 1) % 25 === 0) {
-        log(`  sandbox start ${i + 1}/${tasks}: median bare bwrap ${median(bare).toFixed(2)} ms, tend's command line alone ${median(own).toFixed(2)} ms, tend ${median(tend).toFixed(2)} ms`)
+        log(`  sandbox start ${i + 1}/${tasks}: median bare bwrap ${median(bare).toFixed(2)} ms, tend's command line alone ${median(own).toFixed(2)} ms,${reference ? ` reference ${median(other).toFixed(2)} ms,` : ''} tend ${median(tend).toFixed(2)} ms`)
       }
     }
   } finally {
     await daemon.stop()
+    await reference?.stop()
     rmSync(workspace, { recursive: true, force: true })
   }
   const overhead = median(tend) - median(bare)
@@ -120,6 +129,9 @@ export async function sandboxStart({ tasks = TASKS, log = console.log } = {}) {
   return [
     row({ bench: `workspace true task, x${tasks} seq`, value: median(tend), baseline: median(bare), unit: 'ms/task', ratio: median(tend) / median(bare), target: `< bare bwrap + ${TARGET_MS} ms`, pass: overhead < TARGET_MS }),
     row({ bench: "  vs tend's own bwrap argv", value: median(tend), baseline: median(own), unit: 'ms/task', ratio: median(tend) / median(own), target: '(info)', pass: true }),
+    ...(reference
+      ? [row({ bench: '  vs the reference tree', value: median(tend), baseline: median(other), unit: 'ms/task', ratio: median(tend) / median(other), target: '<= 1.05x', pass: median(tend) / median(other) <= 1.05 })]
+      : []),
   ]
 }
 

@@ -1,4 +1,7 @@
 // Bench 2: 500 `true` tasks through the client vs 500 child_process.spawn('true') at the same parallelism.
+// With BENCH_REFERENCE_TREE (another checkout, built), the same tasks through that tree's daemon too,
+// in turn with this one's, for a side-by-side ratio (a change's cost, on a noisy machine).
+import { join } from 'node:path'
 import { elapsedMs, median, row, run, runIfMain, startDaemon, warmUp } from './lib.js'
 
 const TASKS = Number(process.env.BENCH_TASKS ?? 500)
@@ -34,32 +37,46 @@ async function plainOnce() {
   return elapsedMs(start)
 }
 
-export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 5), log = console.log } = {}) {
+export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 5), log = console.log, referenceTree = process.env.BENCH_REFERENCE_TREE } = {}) {
   // Sandbox off: this measures tend's own spawn path against a plain spawn; bench/sandbox-start.js measures the sandbox.
-  const daemon = await startDaemon('spawn', { TEND_CONCURRENCY: String(CONCURRENCY), TEND_PER_OWNER_CONCURRENCY: String(CONCURRENCY), TEND_SANDBOX: 'off' })
+  const settings = { TEND_CONCURRENCY: String(CONCURRENCY), TEND_PER_OWNER_CONCURRENCY: String(CONCURRENCY), TEND_SANDBOX: 'off' }
+  const daemon = await startDaemon('spawn', settings)
+  const reference = referenceTree ? await startDaemon('spawn-ref', settings, { bin: join(referenceTree, 'bin', 'tend.js') }) : null
   const tend = []
   const plain = []
+  const other = []
   const finished = []
+  const otherFinished = []
   try {
     await warmUp(daemon.client, daemon.home, 20)
+    if (reference) await warmUp(reference.client, reference.home, 20)
     // One untimed round of each side first: a long-lived daemon has run this path many times (its
     // code is optimized by then), and the plain loop gets the same chance.
     await plainOnce()
     await tendOnce(daemon.client, daemon.home, finished)
+    if (reference) await tendOnce(reference.client, reference.home, otherFinished)
     for (let i = 0; i < runs; i++) {
       plain.push(await plainOnce())
+      if (reference) other.push(await tendOnce(reference.client, reference.home, otherFinished))
       tend.push(await tendOnce(daemon.client, daemon.home, finished))
-      log(`  spawn run ${i + 1}/${runs}: plain ${plain.at(-1).toFixed(0)} ms, tend ${tend.at(-1).toFixed(0)} ms for ${TASKS} tasks`)
+      log(`  spawn run ${i + 1}/${runs}: plain ${plain.at(-1).toFixed(0)} ms,${reference ? ` reference ${other.at(-1).toFixed(0)} ms,` : ''} tend ${tend.at(-1).toFixed(0)} ms for ${TASKS} tasks`)
     }
     for (const id of finished) await daemon.client.remove(id)
+    if (reference) for (const id of otherFinished) await reference.client.remove(id)
   } finally {
     await daemon.stop()
+    await reference?.stop()
   }
   const rate = (ms) => TASKS / (ms / 1000)
   const value = rate(median(tend))
   const baseline = rate(median(plain))
   const ratio = value / baseline
-  return [row({ bench: `${TASKS} true tasks (x${CONCURRENCY})`, value, baseline, unit: 'tasks/s', ratio, target: '>= 0.70x', pass: ratio >= 0.7 })]
+  const rows = [row({ bench: `${TASKS} true tasks (x${CONCURRENCY})`, value, baseline, unit: 'tasks/s', ratio, target: '>= 0.70x', pass: ratio >= 0.7 })]
+  if (reference) {
+    const referenceRate = rate(median(other))
+    rows.push(row({ bench: `  vs the reference tree`, value, baseline: referenceRate, unit: 'tasks/s', ratio: value / referenceRate, target: '>= 0.95x', pass: value / referenceRate >= 0.95 }))
+  }
+  return rows
 }
 
 await runIfMain(import.meta.url, spawnRate)
