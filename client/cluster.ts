@@ -1,4 +1,5 @@
 import type { Queue, QueueEvents } from 'bullmq'
+import { randomBytes } from 'node:crypto'
 import {
   queueFor,
   queuesKey,
@@ -12,6 +13,16 @@ import {
   killChannel,
   killedRecordsKey,
   redisConnection,
+  redactRedisUrl,
+  readClusterKey,
+  requestChannel,
+  seal,
+  sealEnv,
+  CLUSTER_KEY_HOWTO,
+  INPUT_MAX_BYTES,
+  type ClusterReply,
+  type ClusterRequest,
+  type TaskInputResult,
   type ClusterKill,
   workersKey,
   type WorkerEntry,
@@ -42,16 +53,29 @@ export interface ClusterStartOptions extends StartOptions {
  * reaches Redis, run by the workers whose labels match, followed by their id. BullMQ is loaded
  * only here.
  */
+export interface ClusterClientOptions {
+  /**
+   * The cluster key's file (32 random bytes, 0600): a task's environment values are sealed with
+   * it before they reach Redis, and its stdin input too. Default: none (a task with environment
+   * values is then refused).
+   */
+  keyFile?: string
+}
+
 export class ClusterClient {
   private readonly queues = new Map<string, { queue: Queue; events: QueueEvents | null; eventsReady?: Promise<void> }>()
   private bullmq: typeof import('bullmq') | undefined
   private readonly workerClients = new Map<string, Promise<TendClient>>()
+  readonly keyFile: string | undefined
+  private key: Buffer | undefined
 
   constructor(
     readonly redisUrl: string,
     readonly base: string = DEFAULT_CLUSTER_QUEUE,
+    options: ClusterClientOptions = {},
   ) {
-    if (!/^rediss?:\/\//.test(redisUrl)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redisUrl)}` })
+    if (!/^rediss?:\/\//.test(redisUrl)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactRedisUrl(redisUrl))}` })
+    this.keyFile = options.keyFile
   }
 
   /** Puts the task on the queue of its requirements; answers once Redis holds it. */
@@ -61,9 +85,12 @@ export class ClusterClient {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `retries: expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(options.retries)}` })
     }
     const id = newTaskId()
+    const { env, ...request } = startRequestBody(options)
+    // Environment values never reach Redis in the clear: sealed for this task, or refused.
+    const sealedEnv = env && Object.keys(env).length > 0 ? sealEnv(env as Record<string, string>, this.clusterKey('a task with environment values'), id) : undefined
     const name = queueFor(this.base, options.require ?? {})
     const { queue } = await this.queue(name)
-    const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}) }
+    const data: ClusterJobData = { request, requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}), ...(sealedEnv ? { sealedEnv } : {}) }
     const redis = await this.redis()
     await redis.sadd(queuesKey(this.base), name)
     await redis.sadd(ownerTasksKey(this.base, options.owner ?? DEFAULT_OWNER), id)
@@ -140,14 +167,11 @@ export class ClusterClient {
       const where = describeJob(id, found.name, found.job, found.state)
       if (found.state !== 'completed' && found.state !== 'failed') throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: where.state })
       if (where.task && where.worker) {
-        const { client } = await this.workerClient(id)
         try {
-          freedBytes = (await client.remove(id)).freedBytes
+          freedBytes = ((await this.ask(where.worker, { op: 'remove', id }, REMOVE_ANSWER_MS)) as { freedBytes: number }).freedBytes
         } catch (error) {
           // Gone from the worker already (its spool cleaned): the cluster's entries go all the same.
           if (!(error instanceof TendError) || error.code !== 'TEND_ERR_TASK_NOT_FOUND') throw error
-        } finally {
-          client.close()
         }
       }
       await found.job.remove()
@@ -215,6 +239,44 @@ export class ClusterClient {
     const cluster = await this.get(id)
     if (!cluster.worker) throw new TendError('TEND_ERR_CLUSTER_QUEUED', { id, what: 'output' })
     return { cluster, client: await this.connectToWorker(cluster.worker, id) }
+  }
+
+  /**
+   * Writes to the stdin of a task a worker runs. The token a worker publishes only reads, so the
+   * bytes go through Redis, to that worker (sealed with the cluster key when there is one), and its
+   * answer comes back the same way.
+   */
+  async input(worker: string, id: string, data: string | Buffer, options: { eof?: boolean } = {}): Promise<TaskInputResult> {
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
+    if (bytes.length > INPUT_MAX_BYTES) throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
+    const content = this.keyFile === undefined ? { data: bytes.toString('base64') } : { sealed: seal(bytes, this.clusterKey('input'), `input:${id}`) }
+    return (await this.ask(worker, { op: 'input', id, eof: options.eof, ...content }, INPUT_ANSWER_MS)) as TaskInputResult
+  }
+
+  /** Asks the worker that holds a task to change something, through Redis; answers what it answered. */
+  private async ask(worker: string, request: DistributiveOmit<ClusterRequest, 'replyTo' | 'worker'>, answerMs: number): Promise<unknown> {
+    const redis = await this.redis()
+    const replyTo = `tend:${this.base}:reply:${randomBytes(12).toString('hex')}`
+    const listener = redis.duplicate()
+    listener.on('error', () => undefined)
+    try {
+      const answered = new Promise<string>((resolve) => listener.on('message', (_channel: string, message: string) => resolve(message)))
+      await listener.subscribe(replyTo)
+      const heard = await redis.publish(requestChannel(this.base), JSON.stringify({ ...request, worker, replyTo } satisfies ClusterRequest))
+      if (heard === 0) throw new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id: request.id, detail: 'no worker listens on the cluster' })
+      const reply = JSON.parse(await withTimeout(answered, answerMs).catch(() => Promise.reject(new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id: request.id, detail: `it did not answer within ${answerMs / 1000} s` })))) as ClusterReply
+      if (!reply.ok) throw TendError.fromWire(reply.error)
+      return reply.result
+    } finally {
+      listener.disconnect()
+    }
+  }
+
+  /** The cluster key, read once; TEND_ERR_CLUSTER_KEY, saying how to make one, when none is configured. */
+  private clusterKey(what: string): Buffer {
+    if (this.keyFile === undefined) throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `${what} on a cluster needs the cluster key, which seals it on its way through Redis, and none is configured: ${CLUSTER_KEY_HOWTO}` })
+    this.key ??= readClusterKey(this.keyFile)
+    return this.key
   }
 
   /** A client of a worker's API, kept for this client's life (close() releases it); `id` is the task it is asked about. */
@@ -323,7 +385,7 @@ export class ClusterClient {
       } catch (error) {
         this.queues.delete(name)
         await queue.close().catch(() => undefined)
-        throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: (error as Error).message }, { cause: error })
+        throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: redactRedisUrl(this.redisUrl), detail: (error as Error).message }, { cause: error })
       }
     }
     if (withEvents && !entry.eventsReady) {
@@ -340,6 +402,12 @@ export class ClusterClient {
 
 /** How long a wait trusts the event stream alone before it looks at the job itself. */
 const WAIT_SLICE_MS = 1000
+
+/** How long a worker may take to answer an input (it may wait for the task's stdin to drain) and a removal. */
+const INPUT_ANSWER_MS = 30_000
+const REMOVE_ANSWER_MS = 10_000
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 /** How long a submitter waits for Redis to answer before it says it cannot be reached. */
 const CONNECT_TIMEOUT_MS = 5000
@@ -359,6 +427,7 @@ interface RedisCommands {
   hgetall(key: string): Promise<Record<string, string>>
   hdel(key: string, field: string): Promise<number>
   publish(channel: string, message: string): Promise<number>
+  duplicate(): RedisCommands & { subscribe(channel: string): Promise<unknown>; on(event: string, listener: (...args: never[]) => void): unknown; disconnect(): void }
   sadd(key: string, member: string): Promise<number>
   srem(key: string, member: string): Promise<number>
   smembers(key: string): Promise<string[]>

@@ -86,8 +86,8 @@ describe('the audit log of the console', () => {
       return found.length >= 2 ? found : null
     })
     expect(lines).toEqual([
-      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 201, taskId: id, caller: { via: 'console', tokenId, scope: 'operator', address: '127.0.0.1' } }),
-      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 401, caller: { via: 'console', tokenId: null, scope: null, address: '127.0.0.1' } }),
+      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 201, taskId: id, caller: { via: 'console', tokenId, scope: 'operator', address: '127.0.0.1', owner: 'operator' } }),
+      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 401, caller: { via: 'console', tokenId: null, scope: null, address: '127.0.0.1', owner: null } }),
     ])
     const log = readFileSync(join(daemon.home, 'daemon.log'), 'utf8')
     expect(log).not.toContain(token)
