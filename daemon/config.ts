@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, parseDuration, parseLabels, parseSize, readClusterKey, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { homeLayout, parseDuration, parseLabels, parseSize, readClusterKey, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 const GiB = 1024 ** 3
 
@@ -142,7 +142,7 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   for (const [name, { key, parse }] of Object.entries(ENV_SETTINGS)) {
     const text = env[name]
     if (text === undefined || text === '') continue
-    sources.set(key, CREDENTIAL_VARIABLES.has(name) ? name : `${name}=${text}`)
+    sources.set(key, `${name}=${CREDENTIAL_VARIABLES.has(name) ? redactRedisUrl(text) : text}`)
     try {
       fromEnv[key] = parse(text)
     } catch (error) {

@@ -217,7 +217,7 @@ describe('the token a worker publishes in Redis', () => {
     expect((await ask('GET', `/v1/tasks/${task.id}`)).status).toBe(200)
     await waitFor('its output readable with the published token', async () => ((await (await ask('GET', `/v1/tasks/${task.id}/output`)).json()) as { data: string }).data === 'readable\n')
     const changes: Array<[string, string, unknown?]> = [
-      ['POST', '/v1/tasks', { command: ['touch', join(fromEnv.home, 'started-with-a-read-token')], sandbox: 'off' }],
+      ['POST', '/v1/tasks', { command: ['touch', join(fromEnv.home, 'started-with-a-read-token')], cwd: tmpdir(), sandbox: 'off' }],
       ['POST', `/v1/tasks/${task.id}/kill`, {}],
       ['POST', `/v1/tasks/${task.id}/input`, undefined],
       ['DELETE', `/v1/tasks/${task.id}`],
