@@ -294,3 +294,38 @@ describe('the sandbox profiles a worker accepts', () => {
     expect(await cluster.wait(allowed.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', worker: 'from-env' })
   })
 })
+
+describe('the Redis ACL docs/cluster.md gives', () => {
+  test('is enough for a worker and a submitter: start, output, input, kill, remove; and the default user is off', async () => {
+    const docs = readFileSync(new URL('../../docs/cluster.md', import.meta.url), 'utf8')
+    const rule = /^user tend on >CHANGE-THIS-LONG-RANDOM-PASSWORD (.+)$/m.exec(docs)?.[1]
+    expect(rule, 'the ACL line of docs/cluster.md').toBeDefined()
+    expect(docs).toMatch(/^user default off$/m)
+    const password = `acl-${randomBytes(8).toString('hex')}`
+    const own = await startRedis({ user: 'tend', password, configuration: [`user tend on >${password} ${rule}`, 'user default off'] })
+    let worker: TestDaemon | undefined
+    const submitter = new ClusterClient(own.url, undefined, { keyFile: cluster.keyFile })
+    try {
+      const anonymous = new Redis(own.url.replace(/\/\/[^@]*@/, '//'), { maxRetriesPerRequest: 0, lazyConnect: true })
+      anonymous.on('error', () => undefined)
+      await expect(anonymous.connect().then(() => anonymous.get('tend:anything'))).rejects.toThrow()
+      anonymous.disconnect()
+      worker = await startTestDaemon({ command: ['worker', '--name', 'acl'], env: { TEND_REDIS_URL: own.url, TEND_CLUSTER_KEY_FILE: cluster.keyFile! } })
+      const echoed = await submitter.start({ command: ['sh', '-c', 'echo "acl $VALUE"'], env: { VALUE: 'works' }, sandbox: 'workspace' })
+      expect(await submitter.wait(echoed.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', worker: 'acl' })
+      const { client } = await submitter.workerClient(echoed.id)
+      expect((await client.read(echoed.id)).data).toBe('acl works\n')
+      client.close()
+      const reading = await submitter.start({ command: ['sh', '-c', 'read line; echo "got $line"; exec sleep 1000'], stdin: 'pipe', sandbox: 'workspace' })
+      await waitFor('the reading task running', async () => (await submitter.get(reading.id)).state === 'running', 30_000)
+      await new ClusterTasks(submitter, 'operator').input(reading.id, 'typed\n')
+      await waitFor('its answer', async () => (await worker!.client.read(reading.id)).data === 'got typed\n')
+      expect(await submitter.kill(reading.id, { signal: 'SIGKILL' })).toMatchObject({ state: 'killed' })
+      expect(await submitter.remove(echoed.id)).toMatchObject({ removed: echoed.id })
+      expect(existsSync(join(worker.home, 'spool', echoed.id))).toBe(false)
+    } finally {
+      await submitter.close()
+      await stopAll(worker, own)
+    }
+  })
+})
