@@ -259,6 +259,11 @@ describe('environment values on the queue', () => {
       }
       expect(await keysHolding(planted)).toEqual([])
       expect(await cluster.kill(submitted.id, { signal: 'SIGKILL' })).toMatchObject({ state: 'killed' })
+      for (const worker of [later, fromFile, fromEnv]) {
+        const log = readFileSync(join(worker.home, 'daemon.log'), 'utf8')
+        expect(log, `${worker.home}/daemon.log`).not.toContain(planted)
+        expect(log, `${worker.home}/daemon.log`).not.toContain(PASSWORD)
+      }
     } finally {
       await later.stop()
     }
@@ -289,6 +294,11 @@ describe('the sandbox profiles a worker accepts', () => {
       expect(ended.reason).toContain('--allow-sandbox off')
     }
     expect(existsSync(marker)).toBe(false)
+    // Each refusal is in the worker's audit log, with where the job came from.
+    const audited = readFileSync(join(fromFile.home, 'daemon.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+    for (const job of [asked, byDefault]) {
+      expect(audited).toContainEqual(expect.objectContaining({ msg: 'change requested', taskId: job.id, outcome: 'TEND_ERR_SANDBOX_NOT_ALLOWED', caller: { via: 'cluster', queue: 'tend', channel: 'jobs' } }))
+    }
     // The worker that allows it runs it.
     const allowed = await cluster.start({ command: ['true'], sandbox: 'off', require: { via: 'env' } })
     expect(await cluster.wait(allowed.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', worker: 'from-env' })
