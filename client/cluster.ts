@@ -1,5 +1,4 @@
 import type { Queue, QueueEvents } from 'bullmq'
-import { randomBytes } from 'node:crypto'
 import {
   queueFor,
   queuesKey,
@@ -15,13 +14,10 @@ import {
   redisConnection,
   redactRedisUrl,
   readClusterKey,
-  requestChannel,
   seal,
   sealEnv,
   CLUSTER_KEY_HOWTO,
   INPUT_MAX_BYTES,
-  type ClusterReply,
-  type ClusterRequest,
   type TaskInputResult,
   type ClusterKill,
   workersKey,
@@ -33,6 +29,7 @@ import {
 } from '../protocol/index.js'
 import { newTaskId } from '../protocol/task-id.js'
 import { startRequestBody, TendClient, type StartOptions } from './client.js'
+import { askWorker, type RequestRedis } from './cluster-requests.js'
 import { describeJob, killedWhileQueuedRecord, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
 
 export type { ClusterTask }
@@ -168,7 +165,7 @@ export class ClusterClient {
       if (found.state !== 'completed' && found.state !== 'failed') throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: where.state })
       if (where.task && where.worker) {
         try {
-          freedBytes = ((await this.ask(where.worker, { op: 'remove', id }, REMOVE_ANSWER_MS)) as { freedBytes: number }).freedBytes
+          freedBytes = ((await askWorker(await this.redis(), this.base, where.worker, { op: 'remove', id }, REMOVE_ANSWER_MS)) as { freedBytes: number }).freedBytes
         } catch (error) {
           // Gone from the worker already (its spool cleaned): the cluster's entries go all the same.
           if (!(error instanceof TendError) || error.code !== 'TEND_ERR_TASK_NOT_FOUND') throw error
@@ -250,26 +247,7 @@ export class ClusterClient {
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
     if (bytes.length > INPUT_MAX_BYTES) throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
     const content = this.keyFile === undefined ? { data: bytes.toString('base64') } : { sealed: seal(bytes, this.clusterKey('input'), `input:${id}`) }
-    return (await this.ask(worker, { op: 'input', id, eof: options.eof, ...content }, INPUT_ANSWER_MS)) as TaskInputResult
-  }
-
-  /** Asks the worker that holds a task to change something, through Redis; answers what it answered. */
-  private async ask(worker: string, request: DistributiveOmit<ClusterRequest, 'replyTo' | 'worker'>, answerMs: number): Promise<unknown> {
-    const redis = await this.redis()
-    const replyTo = `tend:${this.base}:reply:${randomBytes(12).toString('hex')}`
-    const listener = redis.duplicate()
-    listener.on('error', () => undefined)
-    try {
-      const answered = new Promise<string>((resolve) => listener.on('message', (_channel: string, message: string) => resolve(message)))
-      await listener.subscribe(replyTo)
-      const heard = await redis.publish(requestChannel(this.base), JSON.stringify({ ...request, worker, replyTo } satisfies ClusterRequest))
-      if (heard === 0) throw new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id: request.id, detail: 'no worker listens on the cluster' })
-      const reply = JSON.parse(await withTimeout(answered, answerMs).catch(() => Promise.reject(new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id: request.id, detail: `it did not answer within ${answerMs / 1000} s` })))) as ClusterReply
-      if (!reply.ok) throw TendError.fromWire(reply.error)
-      return reply.result
-    } finally {
-      listener.disconnect()
-    }
+    return (await askWorker(await this.redis(), this.base, worker, { op: 'input', id, eof: options.eof, ...content }, INPUT_ANSWER_MS)) as TaskInputResult
   }
 
   /** The cluster key, read once; TEND_ERR_CLUSTER_KEY, saying how to make one, when none is configured. */
@@ -407,8 +385,6 @@ const WAIT_SLICE_MS = 1000
 const INPUT_ANSWER_MS = 30_000
 const REMOVE_ANSWER_MS = 10_000
 
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
-
 /** How long a submitter waits for Redis to answer before it says it cannot be reached. */
 const CONNECT_TIMEOUT_MS = 5000
 
@@ -427,7 +403,7 @@ interface RedisCommands {
   hgetall(key: string): Promise<Record<string, string>>
   hdel(key: string, field: string): Promise<number>
   publish(channel: string, message: string): Promise<number>
-  duplicate(): RedisCommands & { subscribe(channel: string): Promise<unknown>; on(event: string, listener: (...args: never[]) => void): unknown; disconnect(): void }
+  duplicate: RequestRedis['duplicate']
   sadd(key: string, member: string): Promise<number>
   srem(key: string, member: string): Promise<number>
   smembers(key: string): Promise<string[]>
