@@ -15,7 +15,7 @@ const ONE_AT_A_TIME = Number(process.env.BENCH_CLUSTER_TASKS ?? 50)
 const BURST = Number(process.env.BENCH_CLUSTER_BURST ?? 1000)
 const KILLS = Number(process.env.BENCH_CLUSTER_KILLS ?? 10)
 const KILL_TARGET_MS = 100
-const SETTINGS = { TEND_SANDBOX: 'off', TEND_CONCURRENCY: '16', TEND_PER_OWNER_CONCURRENCY: '16', TEND_CLUSTER_CONCURRENCY: '16' }
+const SETTINGS = { TEND_SANDBOX: 'off', TEND_CONCURRENCY: '16', TEND_PER_OWNER_CONCURRENCY: '16', TEND_CLUSTER_CONCURRENCY: '16', TEND_CLUSTER_ALLOW_SANDBOX: 'off' }
 
 async function freePort() {
   const server = createServer()

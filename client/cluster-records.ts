@@ -55,7 +55,7 @@ export function describeJob(id: string, queue: string, job: ClusterJob, state: s
  * request's own.
  */
 export function recordOfJob(id: string, job: ClusterJob, where: ClusterTask): Task {
-  const base = baseOfRequest(id, job.data.request as unknown as StartTaskBody, job.data.submittedAt)
+  const base = baseOfRequest(id, job.data, job.data.submittedAt)
   const progress = progressOf(job)
   const startedAt = job.processedOn ? new Date(job.processedOn).toISOString() : job.data.submittedAt
   const endedAt = new Date(job.finishedOn ?? Date.now()).toISOString()
@@ -69,7 +69,7 @@ export function recordOfJob(id: string, job: ClusterJob, where: ClusterTask): Ta
 
 /** The final record of a task killed before any worker took it (its job is gone; this stays). */
 export function killedWhileQueuedRecord(id: string, job: ClusterJob, stoppedBy: RequestedStop, note: string | undefined): Task {
-  const base = baseOfRequest(id, job.data.request as unknown as StartTaskBody, job.data.submittedAt)
+  const base = baseOfRequest(id, job.data, job.data.submittedAt)
   const reason = note ? `${KILLED_WHILE_QUEUED_REASON}: ${note}` : KILLED_WHILE_QUEUED_REASON
   return { ...base, state: 'killed', startedAt: null, pid: null, endedAt: new Date().toISOString(), exitCode: null, signal: null, reason, stoppedBy }
 }
@@ -80,8 +80,11 @@ export const KILLED_WHILE_QUEUED_REASON = 'killed before a worker took it'
  * The fields of a record, from a job's start request. A request read from Redis may be anything
  * (a worker refuses a bad one and fails its job): what does not have its type is left empty.
  */
-function baseOfRequest(id: string, given: StartTaskBody, submittedAt: string): TaskBase {
+function baseOfRequest(id: string, data: ClusterJobData, submittedAt: string): TaskBase {
+  const given = data.request as unknown
   const request = (typeof given === 'object' && given !== null ? given : {}) as Partial<StartTaskBody>
+  // The values travel sealed; their names are in the clear.
+  const sealedKeys = Array.isArray(data.sealedEnv?.keys) ? data.sealedEnv.keys.filter((key) => typeof key === 'string') : []
   const argv = Array.isArray(request.command) ? request.command.filter((each) => typeof each === 'string') : []
   const line = request.shell === true
   const tty = request.tty === true ? { ...DEFAULT_TERMINAL_SIZE } : typeof request.tty === 'object' && request.tty !== null ? { ...DEFAULT_TERMINAL_SIZE, ...request.tty } : null
@@ -92,7 +95,7 @@ function baseOfRequest(id: string, given: StartTaskBody, submittedAt: string): T
     command: line ? ['sh', '-c', argv[0] ?? ''] : argv,
     shell: line,
     cwd: typeof request.cwd === 'string' ? request.cwd : '',
-    envKeys: typeof request.env === 'object' && request.env !== null ? Object.keys(request.env) : [],
+    envKeys: typeof request.env === 'object' && request.env !== null ? Object.keys(request.env) : sealedKeys,
     timeoutMs: request.timeoutMs ?? null,
     // 0: the cap is the worker's own default, known once a worker has the task.
     maxOutputBytes: request.maxOutputBytes ?? 0,

@@ -87,7 +87,7 @@ export class ClusterTasks implements TaskService {
       if (isFinished(task)) throw new TendError('TEND_ERR_NO_STDIN', { id, stdin: 'gone: the task has ended' })
       throw new TendError('TEND_ERR_CLUSTER_QUEUED', { id, what: 'stdin' })
     }
-    return (await this.cluster.clientOfWorker(cluster.worker, id)).input(id, data, options)
+    return this.cluster.input(cluster.worker, id, data, options)
   }
 
   async status(): Promise<{ events: { daemonId: string; lastSeq: number } }> {

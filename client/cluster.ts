@@ -12,6 +12,13 @@ import {
   killChannel,
   killedRecordsKey,
   redisConnection,
+  redactRedisUrl,
+  readClusterKey,
+  seal,
+  sealEnv,
+  CLUSTER_KEY_HOWTO,
+  INPUT_MAX_BYTES,
+  type TaskInputResult,
   type ClusterKill,
   workersKey,
   type WorkerEntry,
@@ -22,6 +29,7 @@ import {
 } from '../protocol/index.js'
 import { newTaskId } from '../protocol/task-id.js'
 import { startRequestBody, TendClient, type StartOptions } from './client.js'
+import { askWorker, type RequestRedis } from './cluster-requests.js'
 import { describeJob, killedWhileQueuedRecord, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
 
 export type { ClusterTask }
@@ -42,16 +50,29 @@ export interface ClusterStartOptions extends StartOptions {
  * reaches Redis, run by the workers whose labels match, followed by their id. BullMQ is loaded
  * only here.
  */
+export interface ClusterClientOptions {
+  /**
+   * The cluster key's file (32 random bytes, 0600): a task's environment values are sealed with
+   * it before they reach Redis, and its stdin input too. Default: none (a task with environment
+   * values is then refused).
+   */
+  keyFile?: string
+}
+
 export class ClusterClient {
   private readonly queues = new Map<string, { queue: Queue; events: QueueEvents | null; eventsReady?: Promise<void> }>()
   private bullmq: typeof import('bullmq') | undefined
   private readonly workerClients = new Map<string, Promise<TendClient>>()
+  readonly keyFile: string | undefined
+  private key: Buffer | undefined
 
   constructor(
     readonly redisUrl: string,
     readonly base: string = DEFAULT_CLUSTER_QUEUE,
+    options: ClusterClientOptions = {},
   ) {
-    if (!/^rediss?:\/\//.test(redisUrl)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redisUrl)}` })
+    if (!/^rediss?:\/\//.test(redisUrl)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactRedisUrl(redisUrl))}` })
+    this.keyFile = options.keyFile
   }
 
   /** Puts the task on the queue of its requirements; answers once Redis holds it. */
@@ -61,9 +82,12 @@ export class ClusterClient {
       throw new TendError('TEND_ERR_VALIDATION', { detail: `retries: expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(options.retries)}` })
     }
     const id = newTaskId()
+    const { env, ...request } = startRequestBody(options)
+    // Environment values never reach Redis in the clear: sealed for this task, or refused.
+    const sealedEnv = env && Object.keys(env).length > 0 ? sealEnv(env as Record<string, string>, this.clusterKey('a task with environment values'), id) : undefined
     const name = queueFor(this.base, options.require ?? {})
     const { queue } = await this.queue(name)
-    const data: ClusterJobData = { request: startRequestBody(options), requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}) }
+    const data: ClusterJobData = { request, requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}), ...(sealedEnv ? { sealedEnv } : {}) }
     const redis = await this.redis()
     await redis.sadd(queuesKey(this.base), name)
     await redis.sadd(ownerTasksKey(this.base, options.owner ?? DEFAULT_OWNER), id)
@@ -140,14 +164,11 @@ export class ClusterClient {
       const where = describeJob(id, found.name, found.job, found.state)
       if (found.state !== 'completed' && found.state !== 'failed') throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: where.state })
       if (where.task && where.worker) {
-        const { client } = await this.workerClient(id)
         try {
-          freedBytes = (await client.remove(id)).freedBytes
+          freedBytes = ((await askWorker(await this.redis(), this.base, where.worker, { op: 'remove', id }, REMOVE_ANSWER_MS)) as { freedBytes: number }).freedBytes
         } catch (error) {
           // Gone from the worker already (its spool cleaned): the cluster's entries go all the same.
           if (!(error instanceof TendError) || error.code !== 'TEND_ERR_TASK_NOT_FOUND') throw error
-        } finally {
-          client.close()
         }
       }
       await found.job.remove()
@@ -215,6 +236,25 @@ export class ClusterClient {
     const cluster = await this.get(id)
     if (!cluster.worker) throw new TendError('TEND_ERR_CLUSTER_QUEUED', { id, what: 'output' })
     return { cluster, client: await this.connectToWorker(cluster.worker, id) }
+  }
+
+  /**
+   * Writes to the stdin of a task a worker runs. The token a worker publishes only reads, so the
+   * bytes go through Redis, to that worker (sealed with the cluster key when there is one), and its
+   * answer comes back the same way.
+   */
+  async input(worker: string, id: string, data: string | Buffer, options: { eof?: boolean } = {}): Promise<TaskInputResult> {
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
+    if (bytes.length > INPUT_MAX_BYTES) throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
+    const content = this.keyFile === undefined ? { data: bytes.toString('base64') } : { sealed: seal(bytes, this.clusterKey('input'), `input:${id}`) }
+    return (await askWorker(await this.redis(), this.base, worker, { op: 'input', id, eof: options.eof, ...content }, INPUT_ANSWER_MS)) as TaskInputResult
+  }
+
+  /** The cluster key, read once; TEND_ERR_CLUSTER_KEY, saying how to make one, when none is configured. */
+  private clusterKey(what: string): Buffer {
+    if (this.keyFile === undefined) throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `${what} on a cluster needs the cluster key, which seals it on its way through Redis, and none is configured: ${CLUSTER_KEY_HOWTO}` })
+    this.key ??= readClusterKey(this.keyFile)
+    return this.key
   }
 
   /** A client of a worker's API, kept for this client's life (close() releases it); `id` is the task it is asked about. */
@@ -323,7 +363,7 @@ export class ClusterClient {
       } catch (error) {
         this.queues.delete(name)
         await queue.close().catch(() => undefined)
-        throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: this.redisUrl, detail: (error as Error).message }, { cause: error })
+        throw new TendError('TEND_ERR_CLUSTER_UNAVAILABLE', { url: redactRedisUrl(this.redisUrl), detail: (error as Error).message }, { cause: error })
       }
     }
     if (withEvents && !entry.eventsReady) {
@@ -340,6 +380,10 @@ export class ClusterClient {
 
 /** How long a wait trusts the event stream alone before it looks at the job itself. */
 const WAIT_SLICE_MS = 1000
+
+/** How long a worker may take to answer an input (it may wait for the task's stdin to drain) and a removal. */
+const INPUT_ANSWER_MS = 30_000
+const REMOVE_ANSWER_MS = 10_000
 
 /** How long a submitter waits for Redis to answer before it says it cannot be reached. */
 const CONNECT_TIMEOUT_MS = 5000
@@ -359,6 +403,7 @@ interface RedisCommands {
   hgetall(key: string): Promise<Record<string, string>>
   hdel(key: string, field: string): Promise<number>
   publish(channel: string, message: string): Promise<number>
+  duplicate: RequestRedis['duplicate']
   sadd(key: string, member: string): Promise<number>
   srem(key: string, member: string): Promise<number>
   smembers(key: string): Promise<string[]>

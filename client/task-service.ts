@@ -28,12 +28,14 @@ export interface TaskServiceOptions extends TendClientOptions {
   cluster?: string
   /** The cluster's queue. Default TEND_CLUSTER_QUEUE, else the default queue. */
   clusterQueue?: string
+  /** The cluster key's file, which seals tasks' environment values. Default TEND_CLUSTER_KEY_FILE. */
+  clusterKeyFile?: string
 }
 
 /** The owner's tasks on the cluster the options (or the environment) name, else on the local daemon. */
 export function connectTasks(options: TaskServiceOptions, owner: string): TaskService {
-  const { cluster: _cluster, clusterQueue: _clusterQueue, ...client } = options
+  const { cluster: _cluster, clusterQueue: _clusterQueue, clusterKeyFile: _clusterKeyFile, ...client } = options
   const chosen = normalizeClusterChoice(options)
   if (chosen === undefined) return new TendClient({ ...client, owner })
-  return new ClusterTasks(new ClusterClient(chosen.redis, chosen.queue), owner)
+  return new ClusterTasks(new ClusterClient(chosen.redis, chosen.queue, { keyFile: chosen.keyFile }), owner)
 }

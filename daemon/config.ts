@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, parseDuration, parseLabels, parseSize, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { homeLayout, parseDuration, parseLabels, parseSize, readClusterKey, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 const GiB = 1024 ** 3
 
@@ -68,6 +68,10 @@ export const DaemonSettingsSchema = Type.Object(
     clusterLabels: Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), { default: {} }),
     /** How long a worker may go without renewing its lock on a job before its task counts as lost, in milliseconds. Default 10000. */
     clusterStallMs: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
+    /** Sandbox profiles this worker runs cluster jobs in; a job asking for another fails. `off` must be named. Default workspace and strict. */
+    clusterAllowSandbox: Type.Array(Type.Union([Type.Literal('off'), Type.Literal('workspace'), Type.Literal('strict')]), { default: ['workspace', 'strict'] }),
+    /** The cluster key (32 random bytes, a 0600 file of this user's) that seals cluster tasks' environment values, an absolute path. Default null (none: such tasks are refused). */
+    clusterKeyFile: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
     /** How other machines know this worker. Default: the host name and the home folder's name. */
     clusterName: Type.Union([Type.Null(), Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,128}$' })], { default: null }),
     /** pino log level. Default info. */
@@ -104,12 +108,18 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_CONSOLE_TLS_KEY: { key: 'consoleTlsKey', parse: String },
   TEND_CONSOLE_INSECURE: { key: 'consoleInsecure', parse: parseSwitch },
   TEND_CLUSTER_REDIS: { key: 'clusterRedis', parse: String },
+  TEND_REDIS_URL: { key: 'clusterRedis', parse: String },
+  TEND_CLUSTER_ALLOW_SANDBOX: { key: 'clusterAllowSandbox', parse: (text) => text.split(',').filter(Boolean) },
+  TEND_CLUSTER_KEY_FILE: { key: 'clusterKeyFile', parse: String },
   TEND_CLUSTER_QUEUE: { key: 'clusterQueue', parse: String },
   TEND_CLUSTER_CONCURRENCY: { key: 'clusterConcurrency', parse: Number },
   TEND_CLUSTER_LABELS: { key: 'clusterLabels', parse: parseLabels },
   TEND_CLUSTER_NAME: { key: 'clusterName', parse: String },
   TEND_CLUSTER_STALL: { key: 'clusterStallMs', parse: parseDuration },
 }
+
+/** Variables that hold credentials: never shown in a message, never handed to a task. */
+const CREDENTIAL_VARIABLES = new Set(['TEND_REDIS_URL', 'TEND_CLUSTER_REDIS', 'TEND_CLUSTER', 'TEND_TOKEN'])
 
 /** 1/true/yes or 0/false/no, as an environment variable writes a switch. */
 function parseSwitch(text: string): boolean {
@@ -132,7 +142,7 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   for (const [name, { key, parse }] of Object.entries(ENV_SETTINGS)) {
     const text = env[name]
     if (text === undefined || text === '') continue
-    sources.set(key, `${name}=${text}`)
+    sources.set(key, `${name}=${CREDENTIAL_VARIABLES.has(name) ? redactRedisUrl(text) : text}`)
     try {
       fromEnv[key] = parse(text)
     } catch (error) {
@@ -154,10 +164,12 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
     seen.add(key)
     problems.push(`${sources.get(key) ?? sources.get(key.split('/')[0]!) ?? key}: ${key} ${settingProblem(error)}`)
   }
+  const keyFile = (settings as DaemonSettings).clusterKeyFile
+  if (problems.length === 0 && keyFile !== null) checkClusterKey(keyFile, sources.get('clusterKeyFile') ?? 'clusterKeyFile', problems)
   const taskUser = (settings as DaemonSettings).taskUser
   const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
-  const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined))
+  const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && !CREDENTIAL_VARIABLES.has(entry[0])))
   return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv), taskIdentity: taskIdentity && Object.freeze(taskIdentity) })
 }
 
@@ -187,6 +199,15 @@ function choicesOf(key: string): string[] | null {
   const schema = (DaemonSettingsSchema.properties as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key]
   const consts = schema?.anyOf?.map((branch) => branch.const)
   return consts && consts.every((value) => typeof value === 'string') ? (consts as string[]) : null
+}
+
+/** The cluster key file must be there and usable at start, not at the first job that needs it. */
+function checkClusterKey(path: string, source: string, problems: string[]): void {
+  try {
+    readClusterKey(path)
+  } catch (error) {
+    problems.push(`${source}: ${(error as Error).message}`)
+  }
 }
 
 /** A user name or uid as the system's user database knows it (id(1) asks NSS, not just /etc/passwd). */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { setFlagsFromString } from 'node:v8'
 import { parseArgs } from 'node:util'
-import { isTendError } from '../protocol/index.js'
+import { isTendError, readRedisUrlFile, redisUrlHasPassword, TendError } from '../protocol/index.js'
 import { loadDaemonConfig } from './config.js'
 import { startDaemon } from './run-daemon.js'
 
@@ -39,26 +39,45 @@ export async function runDaemonForeground(env: Record<string, string | undefined
   return 0
 }
 
+const WORKER_USAGE = 'tend worker [--redis-url-file FILE] [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION] [--allow-sandbox PROFILE,...]'
+
 /**
- * `tend worker --redis URL [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME]`: the
- * daemon in the foreground, also taking tasks from a cluster's shared queue (docs/cluster.md).
- * The flags are the cluster settings (TEND_CLUSTER_*), which they override.
+ * `tend worker`: the daemon in the foreground, also taking tasks from a cluster's shared queue
+ * (docs/cluster.md). The Redis URL comes from `--redis-url-file FILE` (0600), TEND_REDIS_URL or
+ * TEND_CLUSTER_REDIS, never with its password on the command line (`--redis` takes a URL without
+ * one). The flags are the cluster settings (TEND_CLUSTER_*), which they override.
  */
 export async function runWorkerForeground(args: string[], env: Record<string, string | undefined>, print: (line: string) => void): Promise<number> {
   let values
   try {
     ;({ values } = parseArgs({
       args,
-      options: { redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, labels: { type: 'string' }, name: { type: 'string' }, stall: { type: 'string' }, json: { type: 'boolean' } },
+      options: {
+        redis: { type: 'string' },
+        'redis-url-file': { type: 'string' },
+        queue: { type: 'string' },
+        concurrency: { type: 'string' },
+        labels: { type: 'string' },
+        name: { type: 'string' },
+        stall: { type: 'string' },
+        'allow-sandbox': { type: 'string', multiple: true },
+        json: { type: 'boolean' },
+      },
       strict: true,
     }))
   } catch (error) {
-    print(`tend worker: ${(error as Error).message} (tend worker --redis URL [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION])`)
+    print(`tend worker: ${(error as Error).message} (${WORKER_USAGE})`)
     return 2
   }
-  const redis = values.redis ?? env.TEND_CLUSTER_REDIS
+  let redis: string | undefined
+  try {
+    redis = workerRedisUrl(values.redis, values['redis-url-file'], env)
+  } catch (error) {
+    print(`tend worker: ${(error as Error).message}`)
+    return 2
+  }
   if (!redis) {
-    print('tend worker: --redis URL is needed (or TEND_CLUSTER_REDIS): the Redis of the cluster\'s queue, e.g. redis://127.0.0.1:6379')
+    print("tend worker: the cluster's Redis is needed: --redis-url-file FILE (a 0600 file holding the URL), TEND_REDIS_URL, or --redis URL without a password, e.g. redis://127.0.0.1:6379")
     return 2
   }
   const cluster: Record<string, string | undefined> = {
@@ -68,8 +87,18 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
     TEND_CLUSTER_LABELS: values.labels,
     TEND_CLUSTER_NAME: values.name,
     TEND_CLUSTER_STALL: values.stall,
+    TEND_CLUSTER_ALLOW_SANDBOX: values['allow-sandbox']?.join(','),
   }
-  return runDaemonForeground({ ...env, ...Object.fromEntries(Object.entries(cluster).filter(([, value]) => value !== undefined)) }, print)
+  // The URL travels in this object only, never in an argv or the process's environment.
+  return runDaemonForeground({ ...env, TEND_REDIS_URL: undefined, ...Object.fromEntries(Object.entries(cluster).filter(([, value]) => value !== undefined)) }, print)
+}
+
+/** The worker's Redis URL: from its file, the flag (refused with a password), TEND_REDIS_URL, then TEND_CLUSTER_REDIS. */
+function workerRedisUrl(flag: string | undefined, file: string | undefined, env: Record<string, string | undefined>): string | undefined {
+  if (flag !== undefined && redisUrlHasPassword(flag)) throw new TendError('TEND_ERR_SECRET_IN_ARGV', { flag: '--redis', variable: 'TEND_REDIS_URL', fileFlag: '--redis-url-file' })
+  if (flag !== undefined && file !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: 'give --redis or --redis-url-file, not both' })
+  if (file !== undefined) return readRedisUrlFile(file)
+  return flag ?? (env.TEND_REDIS_URL || undefined) ?? (env.TEND_CLUSTER_REDIS || undefined)
 }
 
 /**

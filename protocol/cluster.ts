@@ -1,4 +1,6 @@
 import type { StoppedBy } from './task.js'
+import type { Sealed, SealedEnv } from './sealed-env.js'
+import type { WireError } from './errors.js'
 
 /**
  * A cluster of tend workers on a shared BullMQ queue (docs/cluster.md): a task that requires
@@ -103,6 +105,11 @@ export interface ClusterJobData {
   submittedAt: string
   /** How many times a task lost with its worker runs again elsewhere (absent: 0). */
   retries?: number
+  /**
+   * The request's environment values, sealed with the cluster key (the request itself carries
+   * none): removed from the job once a worker has taken it for its last possible attempt.
+   */
+  sealedEnv?: SealedEnv
 }
 
 /** The most retries a cluster task may ask for. */
@@ -140,6 +147,28 @@ export interface RedisConnection {
   enableOfflineQueue?: boolean
 }
 
+/** Whether a Redis URL carries a password (or a user's credentials): such a URL is never put in an argv. */
+export function redisUrlHasPassword(url: string): boolean {
+  try {
+    const parsed = new URL(url)
+    return parsed.password !== '' || parsed.username !== ''
+  } catch {
+    // Not a URL: whatever it holds, it is not shown back.
+    return /@/.test(url)
+  }
+}
+
+/** The URL as it may be shown (in a message, a log): its password replaced. */
+export function redactRedisUrl(url: string): string {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== '') parsed.password = '***'
+    return parsed.toString()
+  } catch {
+    return '(a URL that cannot be parsed)'
+  }
+}
+
 /** Connection options from a redis:// or rediss:// URL (user, password, database as /N). */
 export function redisConnection(url: string): RedisConnection {
   const parsed = new URL(url)
@@ -159,6 +188,22 @@ export function redisConnection(url: string): RedisConnection {
 export function killChannel(base: string): string {
   return `tend:${base}:kill`
 }
+
+/**
+ * The Redis channel of the other changes a cluster's clients ask of the worker that holds a task
+ * (stdin, removal): the token a worker publishes only reads, so they come this way, as kills do.
+ */
+export function requestChannel(base: string): string {
+  return `tend:${base}:requests`
+}
+
+/** A change asked of the worker that holds a task; its answer is published on `replyTo`. */
+export type ClusterRequest =
+  | { op: 'input'; id: string; worker: string; replyTo: string; eof?: boolean; data?: string; sealed?: Sealed }
+  | { op: 'remove'; id: string; worker: string; replyTo: string }
+
+/** A worker's answer to a ClusterRequest: what the socket's route would answer, or its error. */
+export type ClusterReply = { ok: true; result: unknown } | { ok: false; error: WireError }
 
 /** A kill, as published. */
 export interface ClusterKill {
@@ -189,7 +234,8 @@ export function workersKey(base: string): string {
 
 /**
  * How a worker is reached for what stays on it (a task's output): its console's TCP API and a
- * token of it. Whoever can read the cluster's Redis can use them: Redis is the cluster's trust.
+ * token of the read scope: whoever can read the cluster's Redis can read records and output with
+ * it, and change nothing (docs/console.md, token scopes).
  */
 export interface WorkerEntry {
   name: string

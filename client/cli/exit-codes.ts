@@ -24,6 +24,9 @@ export function exitCodeForError(error: unknown): number {
     case 'TEND_ERR_INVALID_SIGNAL':
     case 'TEND_ERR_CONSOLE_INSECURE':
     case 'TEND_ERR_CONSOLE_TLS':
+    case 'TEND_ERR_SECRET_IN_ARGV':
+    case 'TEND_ERR_SECRET_FILE':
+    case 'TEND_ERR_CLUSTER_KEY':
       return EXIT.usage
     case 'TEND_ERR_DAEMON_UNAVAILABLE':
     case 'TEND_ERR_DAEMON_TIMEOUT':

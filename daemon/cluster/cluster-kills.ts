@@ -1,6 +1,7 @@
 import { isFinished, REQUESTED_STOPS, type ClusterKill } from '../../protocol/index.js'
 import type { DaemonContext } from '../context.js'
 import { normalizeSignal } from '../tasks/signals.js'
+import { logClusterChange } from '../http/audit.js'
 
 /** How long a kill of a task this worker does not have is kept, in case its job is being taken here. */
 const EARLY_KILL_KEEP_MS = 60_000
@@ -44,7 +45,7 @@ export class ClusterKills {
     const { context } = this
     const task = context.store.find(kill.id)
     if (!task || isFinished(task)) return
-    context.log.info({ taskId: task.id }, 'task killed through the cluster')
+    logClusterChange(context.log, { queue: context.config.clusterQueue, channel: 'kills', action: 'kill', taskId: task.id, outcome: 'applied' })
     try {
       // Whoever can publish on the channel can say who asks: a stoppedBy tend does not know is the operator's.
       const stoppedBy = REQUESTED_STOPS.find((each) => each === kill.stoppedBy) ?? 'operator'

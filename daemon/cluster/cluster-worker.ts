@@ -1,11 +1,12 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { aliveKey, killChannel, queuesServed, redisConnection, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
+import { aliveKey, killChannel, queuesServed, readClusterKey, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
 import type { DaemonContext } from '../context.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
 import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
+import { clusterRequests } from './cluster-requests.js'
 
 export interface ClusterWorker {
   name: string
@@ -43,7 +44,9 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   const leaseClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
   leaseClient.on('error', () => undefined)
   const clusterKills = new ClusterKills(context)
-  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs }, kills: clusterKills }
+  // Checked when the settings were read: it opens the environment values jobs carry sealed.
+  const key = config.clusterKeyFile === null ? null : readClusterKey(config.clusterKeyFile)
+  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs }, kills: clusterKills, key, queue: config.clusterQueue }
   const workers: Worker[] = queues.map((queue) => {
     const worker = new Worker(queue, (job: Job<ClusterJobData>, token?: string) => runJob(runner, job, token), {
       connection,
@@ -62,18 +65,21 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // What stays on this machine (output) is read through its console's API: started if it is not,
   // with a token of its own, announced where every client of the cluster finds it. A console that
   // cannot listen leaves the worker running tasks; their output is then read on this machine only.
-  const opened = await context.console.open().catch((error: unknown) => {
+  // Its token only reads: it sits in Redis, where whoever reads the queue finds it (docs/console.md).
+  const opened = await context.console.open({}, 'read').catch((error: unknown) => {
     log.error({ err: error }, 'console not started: other machines cannot read the output of cluster tasks run here')
     return null
   })
   const entry: WorkerEntry = { name, origin: opened?.origin ?? null, token: opened?.token ?? null, labels: config.clusterLabels, startedAt: new Date().toISOString() }
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
+  // The other changes asked of a task's worker (its stdin, its removal) come on another.
+  const requests = clusterRequests({ context, worker: name, queue: config.clusterQueue, key, reply: (channel, message) => registryClient.publish(channel, message) })
   const kills = new Redis(connection)
   kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
-  kills.on('message', (_channel: string, message: string) => clusterKills.heard(message))
+  kills.on('message', (channel: string, message: string) => (channel === requestChannel(config.clusterQueue) ? requests.heard(message) : clusterKills.heard(message)))
   // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
   void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch((error: unknown) => log.warn({ err: error }, 'worker not announced'))
-  void kills.subscribe(killChannel(config.clusterQueue)).catch((error: unknown) => log.warn({ err: error }, 'kill channel not subscribed'))
+  void kills.subscribe(killChannel(config.clusterQueue), requestChannel(config.clusterQueue)).catch((error: unknown) => log.warn({ err: error }, 'kill channel not subscribed'))
   // A heartbeat that lives one stall interval: other workers tell from it whether anyone serves a queue.
   const beat = () => void registryClient.set(aliveKey(config.clusterQueue, name), entry.startedAt, 'PX', config.clusterStallMs).catch(() => undefined)
   beat()

@@ -1,12 +1,13 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Job } from 'bullmq'
-import { isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import { CLUSTER_KEY_HOWTO, isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, TendError, unsealEnv, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
 import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'
 import { watchLease, type LeaseWatchOptions } from './lease-watch.js'
 import { writeLease } from '../tasks/lease-file.js'
 import type { ClusterKills } from './cluster-kills.js'
+import { logClusterChange } from '../http/audit.js'
 
 /** How long a job's wait for its task's end is, at most, between looks (the end is announced; this is a bound). */
 const FINISH_WAIT_MS = 60_000
@@ -26,6 +27,10 @@ export interface JobRunner {
   lease: Pick<LeaseWatchOptions, 'redis' | 'lockMs'>
   /** Kills heard before their task was admitted here. */
   kills: Pick<ClusterKills, 'takeEarly'>
+  /** The cluster key, which opens the environment values jobs carry sealed; null: none here. */
+  key: Buffer | null
+  /** The cluster's base queue (for the audit log). */
+  queue: string
 }
 
 /** An earlier attempt, judged: it ended (its record is the job's), or it was lost with its worker. */
@@ -46,10 +51,21 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   // puts it back for another worker.
   if (!context.supervisor.admitting && token) return putBack(job, token)
   // Whoever can write to the cluster's Redis can put a job there: its request is checked as the
-  // socket checks a POST /v1/tasks body, and a bad one fails its job, naming what is wrong.
-  const request = job.data.request as unknown as StartTaskBody
+  // socket checks a POST /v1/tasks body, its profile against what this worker's operator allows,
+  // and a bad one fails its job, naming what is wrong.
   const problems = checkJob(job.data)
-  if (problems.length > 0) throw new UnrecoverableError(`the task's start request is not valid: ${problems.join('; ')}`)
+  if (problems.length > 0) return refuse(runner, job, `the task's start request is not valid: ${problems.join('; ')}`, 'TEND_ERR_VALIDATION')
+  const profile = (job.data.request.sandbox as StartTaskBody['sandbox']) ?? context.config.sandbox
+  if (!context.config.clusterAllowSandbox.includes(profile)) {
+    return refuse(runner, job, new TendError('TEND_ERR_SANDBOX_NOT_ALLOWED', { profile, worker, allowed: context.config.clusterAllowSandbox.join(', ') }).message, 'TEND_ERR_SANDBOX_NOT_ALLOWED')
+  }
+  let env: Record<string, string> | undefined
+  try {
+    env = openEnv(runner, id, job.data)
+  } catch (error) {
+    return refuse(runner, job, (error as Error).message, (error as TendError).code ?? 'TEND_ERR_CLUSTER_KEY')
+  }
+  const request = { ...(job.data.request as unknown as StartTaskBody), ...(env ? { env } : {}) }
   const retries = job.data.retries ?? 0
   const progress = typeof job.progress === 'object' && job.progress !== null ? (job.progress as unknown as ClusterProgress) : null
   let attempt = progress?.attempt ?? 1
@@ -58,6 +74,7 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   // worker died or lost Redis, or this one was restarted.
   if (progress) {
     const verdict = progress.worker === worker ? await judgeHere(context, id, worker) : await judgeElsewhere(id, progress.worker, runner.registry)
+    if ('ended' in verdict || attempt > retries) await forgetEnv(job)
     if ('ended' in verdict) return verdict.ended
     if (attempt > retries) throw new UnrecoverableError(`${LOST_PREFIX}${verdict.lost}`)
     earlier.push({ attempt, worker: progress.worker, reason: verdict.lost })
@@ -65,13 +82,20 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
     // The lost attempt ran here: its record gives way to the next attempt's (its end is in `earlier`).
     if (context.store.find(id)) await context.cleanup.remove(id)
   }
+  // Taken for the last attempt it may have: its environment values leave Redis now. (A task that
+  // may run again elsewhere keeps them, sealed, until its job ends.)
+  if (attempt > retries) await forgetEnv(job)
+  logClusterChange(context.log, { queue: runner.queue, channel: 'jobs', action: attempt === 1 ? 'start' : `start attempt ${attempt}`, taskId: id, outcome: 'admitted' })
   const lockKey = `${job.queueQualifiedName}:${id}:lock`
   for (;;) {
     const task = await runAttempt(runner, job, token, { request, retries, attempt, earlier, lockKey })
     const lost = lostAttempt(task)
     // A worker stopped by its operator (tend stop) ends its tasks with it, as every daemon does:
     // the job ends with that record. (A restart hands the job to the next daemon, which retries.)
-    if (lost === null || attempt > retries || !token || !context.supervisor.admitting) return task
+    if (lost === null || attempt > retries || !token || !context.supervisor.admitting) {
+      await forgetEnv(job)
+      return task
+    }
     // Stopped for its lease: the next attempt runs here if the job is still this worker's (Redis
     // came back in time); otherwise the worker that takes the job judges this attempt and runs it.
     if (!(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
@@ -141,6 +165,31 @@ async function putBack(job: Job<ClusterJobData>, token: string): Promise<never> 
   const { WaitingError } = await import('bullmq')
   await job.moveToWait(token)
   throw new WaitingError()
+}
+
+/** Fails a job for good, with a reason its submitter sees; nothing was started. */
+async function refuse(runner: JobRunner, job: Job<ClusterJobData>, reason: string, code: string): Promise<never> {
+  const { UnrecoverableError } = await import('bullmq')
+  logClusterChange(runner.context.log, { queue: runner.queue, channel: 'jobs', action: 'start', taskId: job.id!, outcome: code })
+  await forgetEnv(job)
+  throw new UnrecoverableError(reason)
+}
+
+/** The job's environment values, opened with the cluster key; none in the clear is taken. */
+function openEnv(runner: JobRunner, id: string, data: ClusterJobData): Record<string, string> | undefined {
+  if (data.request.env !== undefined) {
+    throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `the job carries environment values in the clear, readable by whoever reads the queue: a submitter seals them with the cluster key (${CLUSTER_KEY_HOWTO})` })
+  }
+  if (data.sealedEnv === undefined) return undefined
+  if (runner.key === null) throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `the job's environment values are sealed with the cluster key, and worker ${runner.worker} has none: ${CLUSTER_KEY_HOWTO}` })
+  return unsealEnv(data.sealedEnv, runner.key, id)
+}
+
+/** Deletes the job's sealed environment values from Redis. */
+async function forgetEnv(job: Job<ClusterJobData>): Promise<void> {
+  if (job.data.sealedEnv === undefined) return
+  const { sealedEnv: _sealed, ...rest } = job.data
+  await job.updateData(rest)
 }
 
 /** What is wrong with a job's data (nothing: an empty list). */

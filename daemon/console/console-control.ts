@@ -1,10 +1,12 @@
-import { TendError } from '../../protocol/index.js'
+import { readdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { consoleRedirectFileName, TendError } from '../../protocol/index.js'
 import type { ConsoleBody, ConsoleInfo } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import type { PeerCheckStatus } from '../peer/index.js'
 import { startConsoleListener, type ConsoleAddress, type ConsoleListener } from './console-listener.js'
 import { ConsoleSessions } from './sessions.js'
-import { ConsoleTokens } from './tokens.js'
+import { ConsoleTokens, type TokenScope, type VerifiedToken } from './tokens.js'
 
 /**
  * The console, from the daemon's side: at most one listener, started by `tend console` (or the
@@ -40,20 +42,36 @@ export class ConsoleControl {
     }
   }
 
-  /** Listens where asked (the settings fill what the request leaves out), and makes a fresh token. */
-  open(request: ConsoleBody = {}): Promise<ConsoleInfo> {
+  /**
+   * Listens where asked (the settings fill what the request leaves out), and makes a fresh token:
+   * the operator's, or one that only reads (what a cluster worker publishes).
+   */
+  open(request: ConsoleBody = {}, scope: TokenScope = 'operator'): Promise<ConsoleInfo> {
     return this.serially(async () => {
       const address = this.addressFor(request)
       if (!this.listener || !sameAddress(this.listener.address, address)) {
         // The new listener first: if it cannot listen, the one there is stays.
-        const next = await startConsoleListener(this.context, this.peerStatus, address, { tokens: this.tokens, sessions: this.sessions })
+        const next = await startConsoleListener(this.context, this.peerStatus, address, { tokens: this.tokens, sessions: this.sessions, onPageOpened: (token) => this.redirectServed(token) })
         const previous = this.listener
         this.listener = next
         await previous?.close()
         this.context.log.info({ origin: next.origin, tls: address.tls !== null }, 'console listening')
       }
-      return this.info(await this.tokens.mint())
+      return this.info(await this.tokens.mint(scope))
     })
+  }
+
+  /** Redirect files of tokens no longer valid: a browser that never came leaves one behind. */
+  private async removeRedirectFiles(): Promise<void> {
+    const { home } = this.context.config.layout
+    const names = await readdir(home).catch(() => [])
+    await Promise.all(names.filter((name) => /^console-open-[0-9a-f]+\.html$/.test(name)).map((name) => rm(join(home, name), { force: true }).catch(() => undefined)))
+  }
+
+  /** The browser came with the token `tend console` left in a redirect file: that file has served. */
+  private redirectServed(token: VerifiedToken): void {
+    const file = join(this.context.config.layout.home, consoleRedirectFileName(token.id))
+    rm(file, { force: true }).catch((error: unknown) => this.context.log.warn({ err: error, file }, 'console redirect file not removed'))
   }
 
   /** Stops listening; tokens stay valid for the next open. */
@@ -72,6 +90,7 @@ export class ConsoleControl {
     return this.serially(async () => {
       await this.tokens.revokeAll()
       this.sessions.clear()
+      await this.removeRedirectFiles()
       this.context.log.info('console tokens revoked')
       return this.info()
     })

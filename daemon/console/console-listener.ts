@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { isIP } from 'node:net'
 import { createSecureContext } from 'node:tls'
-import { LogController } from 'fastify'
+import { LogController, type FastifyRequest } from 'fastify'
 import { TendError } from '../../protocol/index.js'
 import type { DaemonContext } from '../context.js'
 import type { PeerCheckStatus } from '../peer/index.js'
@@ -10,7 +10,8 @@ import { buildApp, registerApi, type TendApp } from '../http/server.js'
 import { consoleGuard } from './guard.js'
 import { registerPageRoutes } from './page-routes.js'
 import type { ConsoleSessions } from './sessions.js'
-import type { ConsoleTokens } from './tokens.js'
+import type { ConsoleTokens, VerifiedToken } from './tokens.js'
+import { ownerHeader, type Caller } from '../http/audit.js'
 
 export interface ConsoleAddress {
   host: string
@@ -44,13 +45,15 @@ export async function startConsoleListener(
   context: DaemonContext,
   peerStatus: PeerCheckStatus,
   address: ConsoleAddress,
-  auth: { tokens: ConsoleTokens; sessions: ConsoleSessions },
+  auth: { tokens: ConsoleTokens; sessions: ConsoleSessions; onPageOpened?: (token: VerifiedToken) => void },
 ): Promise<ConsoleListener> {
   const loopback = isLoopback(address.host)
   if (!loopback && !address.tls && !address.insecure) throw new TendError('TEND_ERR_CONSOLE_INSECURE', { host: address.host })
   const https = address.tls ? await readTls(address.tls) : undefined
   // Its requests are not logged: a page's first address carries the token (?token=), and the log must never hold one.
-  const app = buildApp(context, { logController: new LogController({ disableRequestLogging: true }), ...(https ? { https } : {}) })
+  // The guard notes who each request came from; one it refused before that was no one's token.
+  const callerOf = (request: FastifyRequest): Caller => ({ via: 'console', tokenId: null, scope: null, address: request.ip, owner: ownerHeader(request) })
+  const app = buildApp(context, { logController: new LogController({ disableRequestLogging: true }), callerOf, ...(https ? { https } : {}) })
   let port = address.port
   const allowedHosts = () => (loopback ? new Set(['127.0.0.1', 'localhost', '[::1]', address.host.toLowerCase()].map((name) => `${name}:${port}`)) : null)
   app.addHook('onRequest', consoleGuard({ ...auth, tls: https !== undefined, allowedHosts, cookieName: () => `tend_console_${port}` }))

@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import type { ConsoleTokens } from './tokens.js'
+import { tokenIdOf, type ConsoleTokens, type VerifiedToken } from './tokens.js'
 
 /** How long a page's session lasts after it was opened with a token. */
 const SESSION_MS = 12 * 60 * 60 * 1000
@@ -27,16 +27,18 @@ export class ConsoleSessions {
     return { id, maxAgeSeconds: SESSION_MS / 1000 }
   }
 
-  /** Whether the id is a live session whose token is still kept; compared in constant time. */
-  check(id: string | undefined): boolean {
-    if (!id) return false
+  /** The token a live session was opened with (its id and scope), while that token is kept; compared in constant time. */
+  check(id: string | undefined): VerifiedToken | null {
+    if (!id) return null
     const presented = Buffer.from(id)
     let found: Session | undefined
     for (const [known, session] of this.sessions) {
       const candidate = Buffer.from(known)
       if (candidate.length === presented.length && timingSafeEqual(candidate, presented)) found = session
     }
-    return found !== undefined && found.expiresAt > Date.now() && this.tokens.isKept(found.tokenDigest)
+    if (found === undefined || found.expiresAt <= Date.now()) return null
+    const scope = this.tokens.scopeOf(found.tokenDigest)
+    return scope && { id: tokenIdOf(found.tokenDigest), scope }
   }
 
   clear(): void {

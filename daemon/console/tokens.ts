@@ -2,14 +2,34 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { rename, writeFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
+import { TOKEN_ID_DIGITS } from '../../protocol/index.js'
 
 /** Tokens kept at most: each `tend console` makes one, the oldest go first. */
 const MAX_TOKENS = 32
+
+/**
+ * What a token may do: `operator`, everything the API serves on the listener; `read`, only what
+ * changes nothing (GET and HEAD). A cluster worker publishes a read token in Redis.
+ */
+export type TokenScope = 'operator' | 'read'
 
 interface KeptToken {
   /** SHA-256 of the token, hex: the token itself is shown once and never stored. */
   digest: string
   createdAt: string
+  /** Absent in files written before scopes: those tokens were the operator's. */
+  scope?: TokenScope
+}
+
+/** A token as a request showed it: its id (a digest prefix, what logs name it by) and its scope. */
+export interface VerifiedToken {
+  id: string
+  scope: TokenScope
+}
+
+/** The id a token (or session) is named by in logs, from its digest. */
+export function tokenIdOf(digest: string): string {
+  return digest.slice(0, TOKEN_ID_DIGITS)
 }
 
 /**
@@ -32,22 +52,29 @@ export class ConsoleTokens {
   }
 
   /** A new token, valid from the moment its digest is on disk. */
-  async mint(): Promise<string> {
+  async mint(scope: TokenScope = 'operator'): Promise<string> {
     const token = randomBytes(32).toString('base64url')
-    this.kept = [...this.kept, { digest: digestOf(token), createdAt: new Date().toISOString() }].slice(-MAX_TOKENS)
+    this.kept = [...this.kept, { digest: digestOf(token), createdAt: new Date().toISOString(), scope }].slice(-MAX_TOKENS)
     await this.save()
     return token
   }
 
-  /** Whether the token is one of the kept ones; every kept digest is compared, each in constant time. */
-  verify(token: string | undefined): boolean {
-    if (!token) return false
-    const presented = Buffer.from(digestOf(token), 'hex')
-    let found = false
+  /** The token's id and scope when it is one of the kept ones, else null; every kept digest is compared, each in constant time. */
+  verify(token: string | undefined): VerifiedToken | null {
+    if (!token) return null
+    const digest = digestOf(token)
+    const presented = Buffer.from(digest, 'hex')
+    let found: KeptToken | null = null
     for (const kept of this.kept) {
-      if (timingSafeEqual(presented, Buffer.from(kept.digest, 'hex'))) found = true
+      if (timingSafeEqual(presented, Buffer.from(kept.digest, 'hex'))) found = kept
     }
-    return found
+    return found && { id: tokenIdOf(digest), scope: found.scope ?? 'operator' }
+  }
+
+  /** The scope of a kept digest (a session's token), or null once it is no longer kept. */
+  scopeOf(digest: string): TokenScope | null {
+    const kept = this.kept.find((each) => each.digest === digest)
+    return kept ? (kept.scope ?? 'operator') : null
   }
 
   /** The digest a verified token is known by (sessions remember it, to end with it). */
@@ -89,7 +116,7 @@ function readKept(file: string, log: Pick<Logger, 'warn'>): KeptToken[] {
     return []
   }
   const listed = Array.isArray(parsed?.tokens) ? parsed.tokens : []
-  const kept = listed.filter((each): each is KeptToken => typeof each?.digest === 'string' && /^[0-9a-f]{64}$/.test(each.digest))
+  const kept = listed.filter((each): each is KeptToken => typeof each?.digest === 'string' && /^[0-9a-f]{64}$/.test(each.digest) && (each.scope === undefined || each.scope === 'operator' || each.scope === 'read'))
   if (kept.length !== listed.length || !Array.isArray(parsed?.tokens)) log.warn({ file, kept: kept.length, listed: listed.length }, 'console tokens file holds entries that are not tokens: those are ignored')
   return kept
 }

@@ -1,9 +1,10 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import { TendError } from '../../protocol/index.js'
 import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import { registerHome } from '../store/home-registry.js'
-import { peerCheckedServerFactory, type PeerCheck, type PeerCheckStatus } from '../peer/index.js'
+import { peerCheckedServerFactory, peerOf, type PeerCheck, type PeerCheckStatus } from '../peer/index.js'
+import { ownerHeader, registerAuditLog, type Caller } from './audit.js'
 import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.js'
 import { validatorCompiler } from './request-validation.js'
 import { registerEventsRoute } from './routes/events.js'
@@ -31,7 +32,7 @@ export type TendApp = FastifyInstance
  */
 export async function createServer(context: DaemonContext, peerCheck: PeerCheck): Promise<TendApp> {
   // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
-  const app = buildApp(context, { serverFactory: peerCheckedServerFactory(peerCheck, context.log) })
+  const app = buildApp(context, { serverFactory: peerCheckedServerFactory(peerCheck, context.log), callerOf: socketCaller })
   registerApi(app, context, peerCheck.status)
   registerSocketOnlyApi(app, context)
   announceHome(app, context)
@@ -43,7 +44,10 @@ export async function createServer(context: DaemonContext, peerCheck: PeerCheck)
  * A fastify app with tend's compilers, error shape and router errors, and no routes yet: the
  * socket's (above) or the console's TCP listener's (daemon/console/).
  */
-export function buildApp(context: DaemonContext, options: Pick<FastifyServerOptions, 'serverFactory' | 'logController'> & { https?: { cert: Buffer; key: Buffer } }): TendApp {
+export function buildApp(
+  context: DaemonContext,
+  { callerOf, ...options }: Pick<FastifyServerOptions, 'serverFactory' | 'logController'> & { https?: { cert: Buffer; key: Buffer }; callerOf: (request: FastifyRequest) => Caller },
+): TendApp {
   const app = Fastify({
     loggerInstance: context.log as FastifyBaseLogger,
     ...options,
@@ -68,7 +72,14 @@ export function buildApp(context: DaemonContext, options: Pick<FastifyServerOpti
     const error = new TendError('TEND_ERR_ROUTE_NOT_FOUND', { method: request.method, url: request.url })
     void reply.status(404).send(error.toWire())
   })
+  registerAuditLog(app as unknown as TendApp, context.log, callerOf)
   return app as unknown as TendApp
+}
+
+/** Who made a request on the socket: the peer's uid and pid as the kernel gave them at connect (SO_PEERCRED). */
+function socketCaller(request: FastifyRequest): Caller {
+  const peer = peerOf(request.raw.socket)
+  return { via: 'socket', uid: peer?.uid ?? null, pid: peer && peer.pid > 0 ? peer.pid : null, owner: ownerHeader(request) }
 }
 
 /**

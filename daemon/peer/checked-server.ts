@@ -5,6 +5,14 @@ import type { Logger } from 'pino'
 import { TendError } from '../../protocol/index.js'
 import type { PeerCheck, PeerVerdict } from './peer-check.js'
 
+/** Each connection's verdict, taken once when it was accepted (or at its first request). */
+const verdicts = new WeakMap<Socket, PeerVerdict>()
+
+/** What the kernel said of a connection's peer: its pid and uid (for the audit log); undefined before its check. */
+export function peerOf(socket: Socket): PeerVerdict | undefined {
+  return verdicts.get(socket)
+}
+
 /** How long a refused connection may stay open without sending a request, in milliseconds. */
 const REFUSED_IDLE_MS = 2000
 
@@ -16,7 +24,6 @@ const REFUSED_IDLE_MS = 2000
  */
 export function peerCheckedServerFactory(peerCheck: PeerCheck, log: Logger): FastifyServerFactory<Server> {
   return (handler, options) => {
-    const verdicts = new WeakMap<Socket, PeerVerdict>()
     const verdictOf = (socket: Socket): PeerVerdict => {
       let verdict = verdicts.get(socket)
       if (verdict === undefined) {

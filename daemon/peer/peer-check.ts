@@ -9,7 +9,8 @@ export interface PeerCheckStatus {
 }
 
 export type PeerVerdict =
-  | { allowed: true; pid: number }
+  /** `uid` is absent when the check is off (nothing was asked of the kernel). */
+  | { allowed: true; pid: number; uid?: number }
   /** `detail` completes TEND_ERR_SANDBOXED_CALLER's message: "pid 42 in another user/pid/mount namespace". */
   | { allowed: false; pid: number; uid: number | null; detail: string }
 
@@ -95,7 +96,7 @@ export function decidePeer(own: OwnIdentity, peer: PeerInspection): PeerVerdict 
     return refuse(`pid ${peer.pid} in another ${names.join('/')} namespace`)
   }
   if (!peer.alive) return refuse(`pid ${peer.pid} exited before it could be checked, so it counts as sandboxed`)
-  return { allowed: true, pid: peer.pid }
+  return { allowed: true, pid: peer.pid, uid: peer.uid }
 }
 
 function readOrNull<T>(read: () => T): T | null {

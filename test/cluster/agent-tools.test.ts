@@ -19,6 +19,9 @@ import { waitFor } from '../helpers/wait-for.js'
  * daemon and reaches only Redis (and the workers' APIs, for output).
  */
 
+/** These workers take unsandboxed jobs too (most tests here run `off`): a worker takes only workspace and strict unless told. */
+const ALLOW_EVERY_PROFILE = 'off,workspace,strict'
+
 let redis: TestRedis
 let workers: TestDaemon[]
 let cluster: ClusterClient
@@ -29,7 +32,7 @@ let plugin: { dispose: () => unknown }
 
 beforeAll(async () => {
   redis = await startRedis()
-  workers = await Promise.all(['east', 'west'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: name } })))
+  workers = await Promise.all(['east', 'west'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name } })))
   cluster = new ClusterClient(redis.url)
   agentHome = createTempHome()
   // Under /var/tmp: a sandboxed task has a /tmp of its own.
@@ -184,7 +187,7 @@ describe('the agent tools against a cluster', () => {
 describe('the agent tools when a worker is lost', () => {
   test("a background task lost with its worker is announced once, as lost, naming the worker; task_output says so", async () => {
     const own = await startRedis()
-    const pair = await Promise.all(['doomed', 'steady'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const pair = await Promise.all(['doomed', 'steady'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
     const ownHost = createHost()
     const ownPlugin = ownHost.plugin(tendPlugin, { home: agentHome, cluster: own.url })
     const probe = new ClusterClient(own.url)

@@ -14,6 +14,9 @@ import { createTempHome, daemonEnv, killEverythingOf, processesOfHome, startTest
  * submitter that reaches only Redis.
  */
 
+/** These workers take unsandboxed jobs too (most tests here run `off`): a worker takes only workspace and strict unless told. */
+const ALLOW_EVERY_PROFILE = 'off,workspace,strict'
+
 let redis: TestRedis
 let plain: TestDaemon
 let gpu: TestDaemon
@@ -26,8 +29,8 @@ beforeAll(async () => {
   submitterHome = createTempHome()
   submitterEnv = daemonEnv(submitterHome)
   redis = await startRedis()
-  plain = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: 'plain', TEND_CLUSTER_CONCURRENCY: '8' } })
-  gpu = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: 'gpu', TEND_CLUSTER_LABELS: 'gpu=1,zone=eu', TEND_CLUSTER_CONCURRENCY: '8' } })
+  plain = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'plain', TEND_CLUSTER_CONCURRENCY: '8' } })
+  gpu = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'gpu', TEND_CLUSTER_LABELS: 'gpu=1,zone=eu', TEND_CLUSTER_CONCURRENCY: '8' } })
   cluster = new ClusterClient(redis.url)
 })
 afterAll(async () => {
@@ -272,7 +275,7 @@ describe('faults', () => {
   test('a worker killed with -9 mid-task: the task ends lost within the stall interval, naming the worker, and never runs twice', async () => {
     const own = await startRedis()
     const workers = await Promise.all(
-      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
+      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
     )
     const client = new ClusterClient(own.url)
     let crashed: TestDaemon | undefined
@@ -308,7 +311,7 @@ describe('faults', () => {
   test('a worker killed with -9 mid-task, with --retries 1: the task runs again on the other worker as attempt 2, never beside attempt 1', async () => {
     const own = await startRedis()
     const workers = await Promise.all(
-      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
+      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
     )
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-retry-')
@@ -353,7 +356,7 @@ describe('faults', () => {
 
   test('a worker frozen mid-task (SIGSTOP), with --retries 1: its keeper ends the task before the lock expires, and attempt 2 runs elsewhere, never beside it', async () => {
     const own = await startRedis()
-    const workers = await Promise.all(['north', 'south'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const workers = await Promise.all(['north', 'south'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-frozen-')
     let frozen: TestDaemon | undefined
@@ -394,7 +397,7 @@ describe('faults', () => {
   test('a worker that loses Redis mid-task stops a task with --retries before its lease can expire; the next attempt runs once Redis is back', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
     const own = await startRedis({ persistIn: dir })
-    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'fenced', TEND_CLUSTER_STALL: '2s' } })
+    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'fenced', TEND_CLUSTER_STALL: '2s' } })
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-fence-')
     try {
@@ -434,8 +437,8 @@ describe('faults', () => {
   test('a task that required the labels of a worker killed with -9, the only one that had them, still ends lost within the stall interval', async () => {
     const own = await startRedis()
     const workers = await Promise.all([
-      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'only-gpu', TEND_CLUSTER_LABELS: 'gpu=1', TEND_CLUSTER_STALL: '2s' } }),
-      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'plain-one', TEND_CLUSTER_STALL: '2s' } }),
+      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'only-gpu', TEND_CLUSTER_LABELS: 'gpu=1', TEND_CLUSTER_STALL: '2s' } }),
+      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'plain-one', TEND_CLUSTER_STALL: '2s' } }),
     ])
     const client = new ClusterClient(own.url)
     let crashed: TestDaemon | undefined
@@ -460,7 +463,7 @@ describe('faults', () => {
   test('a worker whose Redis is away serves its own socket, stops cleanly, and joins the cluster when Redis comes', async () => {
     const own = await startRedis()
     await own.stop()
-    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: 'patient' } })
+    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'patient' } })
     const client = new ClusterClient(own.url)
     try {
       const local = await worker.client.wait((await worker.client.start({ command: ['echo', 'local'] })).id)
@@ -477,7 +480,7 @@ describe('faults', () => {
   test('Redis stopped and restarted while tasks run: nothing is lost and every completion is published once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
     const own = await startRedis({ persistIn: dir })
-    const workers = await Promise.all(['one', 'two'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const workers = await Promise.all(['one', 'two'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
     const client = new ClusterClient(own.url)
     try {
       const submitted = await Promise.all(Array.from({ length: 8 }, (_, n) => client.start({ command: ['sh', '-c', `sleep 1; echo done ${n}`], sandbox: 'off' })))

@@ -44,6 +44,8 @@ export interface TestDaemonOptions {
    * read the repository or run node, or cannot run bubblewrap. Default: the test's own user.
    */
   user?: 'unprivileged'
+  /** What tend runs: `['daemon']` (the default), or e.g. `['worker', '--redis-url-file', F]`. */
+  command?: string[]
 }
 
 /** The dedicated non-root user for tests (`bash .ci/run` creates it). */
@@ -76,6 +78,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   const user = options.user === 'unprivileged' ? checkUnprivilegedUser() : undefined
   const home = options.home ?? createTempHome()
   let env = daemonEnv(home, options.env)
+  const command = options.command ?? ['daemon']
   let child: ChildProcess
   let userHome: string | undefined
   if (user) {
@@ -86,9 +89,9 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     chmodSync(userHome, 0o700)
     // A HOME the test gives (a planted one) wins over the temp one.
     env = { ...unprivilegedEnv(env, user, userHome), ...(options.env?.HOME ? { HOME: options.env.HOME } : {}) }
-    child = spawn('setpriv', [...setprivArgs(user), '--', process.execPath, TEND_BIN, 'daemon'], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
+    child = spawn('setpriv', [...setprivArgs(user), '--', process.execPath, TEND_BIN, ...command], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
   } else {
-    child = spawn(process.execPath, [TEND_BIN, 'daemon'], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+    child = spawn(process.execPath, [TEND_BIN, ...command], { env, stdio: ['ignore', 'ignore', 'pipe'] })
   }
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))

@@ -1,16 +1,16 @@
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
-import { normalizeClusterChoice } from '../../client/options.js'
+import { clusterUrlFromArgv, normalizeClusterChoice } from '../../client/options.js'
 import { serveMcp } from './server.js'
 
-const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks] [--cluster REDIS_URL [--queue NAME]]'
+const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks] [--cluster REDIS_URL | --cluster-url-file FILE [--queue NAME]]'
 
 /** `tend mcp`: an MCP server on stdin/stdout. Answers the exit code when the client goes away. */
 export async function runMcp(argv: string[]): Promise<number> {
   let values
   try {
-    ;({ values } = parseArgs({ args: argv, options: { owner: { type: 'string' }, 'keep-tasks': { type: 'boolean' }, cluster: { type: 'string' }, queue: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }))
+    ;({ values } = parseArgs({ args: argv, options: { owner: { type: 'string' }, 'keep-tasks': { type: 'boolean' }, cluster: { type: 'string' }, 'cluster-url-file': { type: 'string' }, queue: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }))
   } catch (error) {
     process.stderr.write(`tend mcp: ${(error as Error).message}\n${USAGE}\n`)
     return 2
@@ -22,6 +22,13 @@ export async function runMcp(argv: string[]): Promise<number> {
     )
     return 0
   }
+  let cluster: string | undefined
+  try {
+    cluster = clusterUrlFromArgv({ flag: '--cluster', url: values.cluster, file: values['cluster-url-file'], fileFlag: '--cluster-url-file' })
+  } catch (error) {
+    process.stderr.write(`tend mcp: ${(error as Error).message}\n${USAGE}\n`)
+    return 2
+  }
   const version = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version
   const transport = new StdioServerTransport()
   const closed = new Promise<void>((resolve) => {
@@ -31,11 +38,11 @@ export async function runMcp(argv: string[]): Promise<number> {
     // session's tasks stopped: the signal ends the session like a closed stdin.
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(signal, () => resolve())
   })
-  if (values.queue !== undefined && normalizeClusterChoice({ cluster: values.cluster }) === undefined) {
+  if (values.queue !== undefined && normalizeClusterChoice({ cluster }) === undefined) {
     process.stderr.write(`tend mcp: --queue needs --cluster (or TEND_CLUSTER)\n${USAGE}\n`)
     return 2
   }
-  const server = await serveMcp(transport, { owner: values.owner, stopTasksOnClose: !values['keep-tasks'], version, cluster: values.cluster, clusterQueue: values.queue })
+  const server = await serveMcp(transport, { owner: values.owner, stopTasksOnClose: !values['keep-tasks'], version, cluster, clusterQueue: values.queue })
   await closed
   await server.close()
   return 0

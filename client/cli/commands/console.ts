@@ -1,7 +1,10 @@
 import type { Command } from 'commander'
 import { spawn } from 'node:child_process'
+import { constants, openSync, writeSync, closeSync } from 'node:fs'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { InvalidArgumentError } from 'commander'
-import { TendError, type ConsoleInfo } from '../../../protocol/index.js'
+import { consoleRedirectFileName, consoleTokenId, TendError, type ConsoleInfo } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
@@ -54,7 +57,7 @@ export function registerConsoleCommand(program: Command): void {
         io.out(`  the page, and the API over TCP with Authorization: Bearer ${info.token}`)
         io.out('  the token is shown once; tend console --revoke ends every token and session')
       }
-      if (flags.open && info.url && !io.json) openBrowser(info.url, client.options.env)
+      if (flags.open && info.url && info.token && !io.json) openBrowser(info.url, info.token, client.options.layout.home, client.options.env)
       return EXIT.ok
     }),
   )
@@ -65,14 +68,38 @@ function describe(info: ConsoleInfo, prefix: string): string {
   return `${prefix}the console listens on ${info.origin}; ${info.tokens} token(s) valid`
 }
 
-/** Opens the page in the desktop's browser when there is a desktop; a headless machine just prints the URL. */
-function openBrowser(url: string, env: Record<string, string | undefined>): void {
+/**
+ * Opens the page in the desktop's browser when there is a desktop; a headless machine just prints
+ * the URL. The browser is given a file, never the URL: a token in the opener's (and so the
+ * browser's) argv is readable by every local user in /proc/PID/cmdline. The file (0600, in the
+ * 0700 home) sends the browser on to the URL; the daemon removes it once a page opened with that
+ * token, and `tend console --revoke` removes any left.
+ */
+function openBrowser(url: string, token: string, home: string, env: Record<string, string | undefined>): void {
   if (!env.DISPLAY && !env.WAYLAND_DISPLAY) return
+  const file = join(home, consoleRedirectFileName(consoleTokenId(token)))
   try {
-    const child = spawn('xdg-open', [url], { detached: true, stdio: 'ignore' })
+    const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)
+    try {
+      writeSync(fd, redirectPage(url))
+    } finally {
+      closeSync(fd)
+    }
+    const child = spawn('xdg-open', [pathToFileURL(file).href], { detached: true, stdio: 'ignore' })
     child.on('error', () => undefined)
     child.unref()
   } catch {
-    // No xdg-open: the URL is printed above.
+    // No xdg-open, or no file: the URL is printed above.
   }
+}
+
+/** A page that goes on to the URL at once (as Jupyter's), with a link for a browser that does not follow. */
+function redirectPage(url: string): string {
+  const attribute = url.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="0; url=${attribute}">
+<title>tend console</title></head>
+<body><p>Opening <a href="${attribute}">the tend console</a>.</p></body></html>
+`
 }

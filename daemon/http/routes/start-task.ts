@@ -3,6 +3,7 @@ import type { DaemonContext } from '../../context.js'
 import { IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, TendError } from '../../../protocol/index.js'
 import { ErrorSchema, StartTaskBody } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
+import { noteStartedTask } from '../audit.js'
 import { Type } from 'typebox'
 
 /** POST /v1/tasks — admits a task and answers with its record (usually `queued`). */
@@ -23,6 +24,7 @@ export function registerStartTaskRoute(app: TendApp, context: DaemonContext): vo
         throw new TendError('TEND_ERR_VALIDATION', { detail: `body/owner: a request acting for ${owner} cannot start a task for ${body.owner}` })
       }
       const task = await context.supervisor.start({ ...body, owner: owner ?? body.owner }, { idempotencyKey: idempotencyKey(request.headers[IDEMPOTENCY_HEADER]) })
+      noteStartedTask(request, task)
       return reply.status(201).send(task)
     },
   )
