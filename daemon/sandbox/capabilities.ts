@@ -1,7 +1,8 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { promisify } from 'node:util'
 import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
+import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -39,9 +40,10 @@ export function findOnPath(program: string, path: string | undefined): string | 
  */
 export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
   const found = findOnPath('bwrap', path)
-  const [bwrap, canUnshareUser] = await Promise.all([
+  const [bwrap, canUnshareUser, filterLoads] = await Promise.all([
     describeBwrap(found),
     found !== null && probe(found, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']),
+    found !== null && seccompSupported() && loadsFilter(found),
   ])
   const userNamespaces = bwrap !== null && canUnshareUser
   const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
@@ -51,6 +53,8 @@ export async function detectSandbox(path: string | undefined): Promise<SandboxCa
     const lacking = NEEDED_BWRAP_FLAGS.filter((flag) => !bwrap.flags.includes(flag))
     if (lacking.length > 0) missing.workspace = `bubblewrap ${bwrap.version} lacks ${lacking.join(', ')}: install bubblewrap 0.8 or newer`
     else if (!userNamespaces) missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
+    else if (!seccompSupported()) missing.workspace = `tend has no seccomp filter for this architecture (${process.arch}; it has them for x64 and arm64)`
+    else if (!filterLoads) missing.workspace = "bubblewrap could not load tend's seccomp filter here (the kernel needs CONFIG_SECCOMP_FILTER), or `true` did not run under it"
   }
   if (missing.workspace) missing.strict = missing.workspace
   else if (!cgroups.memory || !cgroups.pids) missing.strict = strictHint([!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter((each): each is 'memory' | 'pids' => Boolean(each)))
@@ -80,6 +84,23 @@ async function probe(file: string, args: string[]): Promise<boolean> {
   } catch {
     return false
   }
+}
+
+/** bubblewrap loads the workspace filter from a descriptor, as for a task, and `true` runs under it. */
+function loadsFilter(file: string): Promise<boolean> {
+  return new Promise((resolveLoads) => {
+    const child = spawn(file, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--seccomp', '3', '--', 'true'], {
+      stdio: ['ignore', 'ignore', 'ignore', 'pipe'],
+      env: { PATH: '/usr/bin:/bin' },
+      timeout: 5000,
+    })
+    const program = child.stdio[3] as NodeJS.WritableStream
+    // bubblewrap may exit before it reads (a missing flag): the write then fails, and the exit says why.
+    program.on('error', () => {})
+    program.end(seccompProgram(PROFILE_FILTERS.workspace))
+    child.once('error', () => resolveLoads(false))
+    child.once('exit', (code) => resolveLoads(code === 0))
+  })
 }
 
 /**
