@@ -30,7 +30,7 @@ export const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> =
     'setuid/setgid modes', 'extended attributes (file capabilities)', 'new user namespaces', 'keyrings', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring',
     'kernel modules', 'kexec', 'ia32 and x32 system calls',
   ],
-  strict: ['everything baseline denies', 'ptrace', 'process_vm_readv/writev', 'Unix-domain sockets'],
+  strict: ['everything the baseline denies', 'ptrace', 'process_vm_readv/writev', 'Unix-domain sockets'],
 }
 
 /** Each profile's filter as `tend status` shows it. */

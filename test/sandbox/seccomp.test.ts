@@ -414,11 +414,11 @@ function defineSuite(who: 'root' | 'non-root'): void {
       expect(status.sandbox.filters).toEqual({
         off: null,
         workspace: { name: 'baseline', denies: expect.arrayContaining(['setuid/setgid modes', 'new user namespaces', 'keyrings', 'io_uring', 'ia32 and x32 system calls']) },
-        strict: { name: 'strict', denies: expect.arrayContaining(['everything baseline denies', 'ptrace', 'Unix-domain sockets']) },
+        strict: { name: 'strict', denies: expect.arrayContaining(['everything the baseline denies', 'ptrace', 'Unix-domain sockets']) },
       })
       const cli = await runCli(['status'], daemon.env)
       expect(cli.exitCode).toBe(0)
-      expect(cli.stdout).toMatch(/^seccomp: {5}workspace: the baseline filter \(denies setuid\/setgid modes, .*io_uring.*\)\n {13}strict: the strict filter \(denies everything baseline denies, ptrace, .*\)\n {13}off: none\n/m)
+      expect(cli.stdout).toMatch(/^seccomp: {5}workspace: the baseline filter \(denies setuid\/setgid modes, .*io_uring.*\)\n {13}strict: the strict filter \(denies everything the baseline denies, ptrace, .*\)\n {13}off: none\n/m)
       const json = await runCli(['status', '--json'], daemon.env)
       expect(JSON.parse(json.stdout).sandbox.filters).toEqual(status.sandbox.filters)
     })
