@@ -361,16 +361,36 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     })
 
+    /** Files in a task's spool folder that hold a seccomp program: one starts with its first instruction, load the architecture (BPF_LD|BPF_W|BPF_ABS, offset 4). */
+    function programsIn(spool: string): string[] {
+      const programStart = Buffer.from([0x20, 0, 0, 0, 4, 0, 0, 0])
+      return readdirSync(spool).filter((name) => {
+        const path = join(spool, name)
+        return lstatSync(path).isFile() && readFileSync(path).subarray(0, 8).equals(programStart)
+      })
+    }
+
     eachProfile('the filter reaches bubblewrap in memory: the task runs under one seccomp filter, and nothing is written into its spool folder for it', async (sandbox) => {
       const { task, output } = await run("grep -E '^Seccomp(_filters)?:' /proc/self/status", { sandbox })
       expect(output).toMatch(/^Seccomp:\s+2\nSeccomp_filters:\s+1\n$/)
-      // A program on disk would start with its first instruction: load the architecture (BPF_LD|BPF_W|BPF_ABS, offset 4).
-      const programStart = Buffer.from([0x20, 0, 0, 0, 4, 0, 0, 0])
-      const holdingProgram = readdirSync(task.spool).filter((name) => {
-        const path = join(task.spool, name)
-        return lstatSync(path).isFile() && readFileSync(path).subarray(0, 8).equals(programStart)
-      })
-      expect(holdingProgram).toEqual([])
+      expect(programsIn(task.spool)).toEqual([])
+    })
+
+    eachProfile('the node fallback spawner hands bubblewrap the same filter', async (sandbox) => {
+      const fallback = await startTestDaemon({ user: daemonUser, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPAWNER: 'node' } })
+      try {
+        expect((await fallback.client.status()).spawner).toBe('node')
+        const cwd = workspace()
+        const started = await fallback.client.start({ command: "grep -E '^Seccomp(_filters)?:' /proc/self/status; cp /bin/sh sh-copy && chmod 4755 sh-copy", shell: true, cwd, sandbox })
+        taskIds.push(started.id)
+        const task = await fallback.client.wait(started.id, { timeoutMs: 60_000 })
+        const output = (await fallback.client.read(started.id)).data
+        expect(output).toMatch(/^Seccomp:\s+2\nSeccomp_filters:\s+1\nchmod: changing permissions of 'sh-copy': Operation not permitted\n$/)
+        expect(setIdFiles(cwd)).toEqual([])
+        expect(programsIn(task.spool)).toEqual([])
+      } finally {
+        await fallback.stop()
+      }
     })
 
     describe('everyday work under the filter', () => {
