@@ -370,9 +370,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     }
 
-    eachProfile('the filter reaches bubblewrap in memory: the task runs under one seccomp filter, and nothing is written into its spool folder for it', async (sandbox) => {
-      const { task, output } = await run("grep -E '^Seccomp(_filters)?:' /proc/self/status", { sandbox })
-      expect(output).toMatch(/^Seccomp:\s+2\nSeccomp_filters:\s+1\n$/)
+    eachProfile('the filter reaches bubblewrap in memory: the task and its sandbox\'s init (which it may ptrace) run under one seccomp filter, and nothing is written into its spool folder for it', async (sandbox) => {
+      const { task, output } = await run("grep -E '^Seccomp(_filters)?:' /proc/1/status /proc/self/status", { sandbox })
+      expect(output).toMatch(/^\/proc\/1\/status:Seccomp:\s+2\n\/proc\/1\/status:Seccomp_filters:\s+1\n\/proc\/self\/status:Seccomp:\s+2\n\/proc\/self\/status:Seccomp_filters:\s+1\n$/)
       expect(programsIn(task.spool)).toEqual([])
     })
 
