@@ -77,7 +77,7 @@ function ruleBlock(rule: Rule): Instruction[] {
   conditions.forEach((condition, index) => {
     const { arg } = condition
     if (!Number.isInteger(arg) || arg < 0 || arg > 5) throw new Error(`seccomp rule for call ${rule.nr}: argument ${arg} is not 0..5`)
-    const toReload = 2 * conditions.length + 1 - (2 * index + 1) - 1
+    const toReload = 2 * (conditions.length - index) - 1
     const test: Instruction = 'anyOf' in condition ? [JMP_JSET_K, 0, toReload, condition.anyOf] : [JMP_JEQ_K, 0, toReload, condition.equals]
     body.push([LD_W_ABS, 0, 0, argLowWord(arg)], test)
   })

@@ -5,12 +5,13 @@
  * every way to plant a privilege on the host. Keyrings, bpf, perf events, userfaultfd, io_uring
  * (whose requests would bypass the mode checks below), kernel modules and kexec fail with EPERM. A
  * setuid or setgid bit in a mode (the chmod family; open, creat, mkdir, mknod that create with it)
- * fails with EPERM, as does every setxattr: `security.capability` cannot be told from other names
- * in BPF (a pointer), so user xattrs and ACLs go too. New user namespaces (unshare, clone with
- * CLONE_NEWUSER) fail with EPERM. clone3 and openat2 hide their flags and mode in a struct BPF
- * cannot read: they answer ENOSYS, and libc falls back to clone and openat. A call of another ABI
- * (ia32 through `int $0x80`, arm32) kills the process: the rules name native numbers only. x32
- * calls fail with EPERM.
+ * fails with EPERM. Every setxattr answers EOPNOTSUPP: `security.capability` cannot be told from
+ * other names in BPF (a pointer), so user xattrs and ACLs go too, and "not supported" is what lets
+ * `cp -p` and `mv` carry on without them, as on a file system that has none. New user namespaces
+ * (unshare, clone with CLONE_NEWUSER) fail with EPERM. clone3 and openat2 hide their flags and mode
+ * in a struct BPF cannot read: they answer ENOSYS, and callers fall back to clone and openat. A
+ * call of another ABI (ia32 through `int $0x80`, arm32) kills the process: the rules name native
+ * numbers only. x32 calls fail with EPERM.
  *
  * `strict` adds: ptrace and process_vm_readv/writev (EPERM), new Unix-domain sockets and socket
  * pairs (EAFNOSUPPORT).
@@ -25,7 +26,7 @@ export type SeccompFilter = 'baseline' | 'strict'
 export const PROFILE_FILTERS = { off: null, workspace: 'baseline', strict: 'strict' } as const satisfies Record<string, SeccompFilter | null>
 
 /** What each filter denies, in words, for `tend status`. */
-export const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> = {
+const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> = {
   baseline: [
     'setuid/setgid modes', 'extended attributes (file capabilities)', 'new user namespaces', 'keyrings', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring',
     'kernel modules', 'kexec', 'ia32 and x32 system calls',
@@ -50,8 +51,17 @@ export function seccompSupported(arch: string = process.arch): boolean {
 
 const SET_ID_BITS = S_ISUID | S_ISGID
 
-/** The classic-BPF program of a filter for this architecture. */
+const programs = new Map<string, Buffer>()
+
+/** The classic-BPF program of a filter for this architecture (made once; callers only read it). */
 export function seccompProgram(filter: SeccompFilter, arch: string = process.arch): Buffer {
+  const key = `${filter} ${arch}`
+  let program = programs.get(key)
+  if (!program) programs.set(key, (program = assembleProgram(filter, arch)))
+  return program
+}
+
+function assembleProgram(filter: SeccompFilter, arch: string): Buffer {
   const table = ARCH_TABLES[arch]
   if (!table) throw new Error(`no seccomp filter for architecture ${arch}`)
   const rules = filter === 'strict' ? [...baselineRules(table), ...strictRules(table)] : baselineRules(table)
