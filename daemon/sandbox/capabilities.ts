@@ -35,16 +35,18 @@ export function findOnPath(program: string, path: string | undefined): string | 
 }
 
 /**
- * Asks bubblewrap (its version, its flags, and whether it can make a user namespace here) and the
- * cgroup folders. The three bwrap runs go at once: a daemon's start waits for the slowest only.
+ * Asks bubblewrap (its version, its flags, and whether it can make a user namespace and load the
+ * seccomp filter here) and the cgroup folders. The three bwrap runs go at once: a daemon's start
+ * waits for the slowest only.
  */
 export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
   const found = findOnPath('bwrap', path)
-  const [bwrap, canUnshareUser, filterLoads] = await Promise.all([
-    describeBwrap(found),
-    found !== null && probe(found, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']),
-    found !== null && seccompSupported() && loadsFilter(found),
-  ])
+  const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
+  // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
+  // from a descriptor, as for a task, and `true` runs under it); only a failure is asked again
+  // without the filter, to tell which of the two is missing.
+  const [bwrap, filterLoads] = await Promise.all([describeBwrap(found), found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace))])
+  const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
   const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
   const missing: SandboxCapabilities['missing'] = {}
@@ -77,29 +79,18 @@ async function describeBwrap(found: string | null): Promise<SandboxCapabilities[
   }
 }
 
-async function probe(file: string, args: string[]): Promise<boolean> {
-  try {
-    await run(file, args, { timeout: 5000, env: { PATH: '/usr/bin:/bin' } })
-    return true
-  } catch {
-    return false
-  }
-}
-
-/** bubblewrap loads the workspace filter from a descriptor, as for a task, and `true` runs under it. */
-function loadsFilter(file: string): Promise<boolean> {
-  return new Promise((resolveLoads) => {
-    const child = spawn(file, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--seccomp', '3', '--', 'true'], {
-      stdio: ['ignore', 'ignore', 'ignore', 'pipe'],
-      env: { PATH: '/usr/bin:/bin' },
-      timeout: 5000,
-    })
-    const program = child.stdio[3] as NodeJS.WritableStream
-    // bubblewrap may exit before it reads (a missing flag): the write then fails, and the exit says why.
-    program.on('error', () => {})
-    program.end(seccompProgram(PROFILE_FILTERS.workspace))
-    child.once('error', () => resolveLoads(false))
-    child.once('exit', (code) => resolveLoads(code === 0))
+/** Whether bubblewrap with these arguments exits 0; `fd3` is written to its descriptor 3. */
+function runsTrue(file: string, args: string[], fd3?: Buffer): Promise<boolean> {
+  return new Promise((resolveRuns) => {
+    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'ignore', fd3 ? 'pipe' : 'ignore'], env: { PATH: '/usr/bin:/bin' }, timeout: 5000 })
+    if (fd3) {
+      const input = child.stdio[3] as NodeJS.WritableStream
+      // bubblewrap may exit before it reads (a flag it lacks): the write then fails, and the exit says so.
+      input.on('error', () => {})
+      input.end(fd3)
+    }
+    child.once('error', () => resolveRuns(false))
+    child.once('exit', (code) => resolveRuns(code === 0))
   })
 }
 

@@ -429,6 +429,25 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     })
 
+    test('a bubblewrap that cannot load the filter leaves workspace and strict unavailable, saying why, and their tasks are refused', async () => {
+      // What a kernel without CONFIG_SECCOMP_FILTER does to bubblewrap: the real one, failing wherever it is handed a filter.
+      const bin = join(base, 'no-seccomp-bin')
+      mkdirSync(bin)
+      writeFileSync(join(bin, 'bwrap'), '#!/bin/sh\nfor arg in "$@"; do [ "$arg" = --seccomp ] && { echo "bwrap: prctl(PR_SET_SECCOMP): Invalid argument" >&2; exit 1; }; done\nexec /usr/bin/bwrap "$@"\n', { mode: 0o755 })
+      chownTree(bin)
+      const without = await startTestDaemon({ user: daemonUser, env: { HOME: userHome, PATH: `${bin}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace' } })
+      try {
+        const status = await without.client.status()
+        expect(status.sandbox.profiles).toEqual(['off'])
+        for (const profile of ['workspace', 'strict'] as const) expect(status.sandbox.missing[profile]).toMatch(/could not load tend's seccomp filter here \(the kernel needs CONFIG_SECCOMP_FILTER\)/)
+        for (const sandbox of ['workspace', 'strict'] as const) {
+          await expect(without.client.start({ command: ['true'], cwd: workspace(), sandbox })).rejects.toMatchObject({ code: 'TEND_ERR_SANDBOX_UNAVAILABLE', statusCode: 503 })
+        }
+      } finally {
+        await without.stop()
+      }
+    })
+
     test('tend status says which filter each profile gets', async () => {
       const status = await daemon.client.status()
       expect(status.sandbox.filters).toEqual({
