@@ -75,7 +75,7 @@ async function tendCommandLine(client, cwd) {
 /**
  * The same command line without the descriptors only tend's spawner hands bubblewrap: a pinned
  * folder bound by path instead of by descriptor (the same mount), and the environment (`--args`,
- * a few `--setenv`) left out.
+ * a few `--setenv`) and the seccomp program (`--seccomp`, loaded once per task) left out.
  */
 function replayable(argv) {
   const out = []
@@ -83,7 +83,7 @@ function replayable(argv) {
     if (argv[i] === '--bind-fd') {
       out.push('--bind', argv[i + 2], argv[i + 2])
       i += 2
-    } else if (argv[i] === '--args') i += 1
+    } else if (argv[i] === '--args' || argv[i] === '--seccomp') i += 1
     else out.push(argv[i])
   }
   return out

@@ -179,6 +179,8 @@ export type GcResult = Static<typeof GcResultSchema>
 export const RemoveResultSchema = Type.Object({ removed: Type.String(), freedBytes: Type.Integer() })
 export type RemoveResult = Static<typeof RemoveResultSchema>
 
+const SeccompFilterSchema = Type.Object({ name: Type.String(), denies: Type.Array(Type.String()) })
+
 export const StatusSchema = Type.Object({
   pid: Type.Integer(),
   version: Type.String(),
@@ -208,7 +210,11 @@ export const StatusSchema = Type.Object({
     bubblewrap: Nullable(Type.Object({ path: Type.String(), version: Type.String() })),
     userNamespaces: Type.Boolean(),
     cgroups: Type.Object({ memory: Type.Boolean(), pids: Type.Boolean() }),
-    seccomp: Type.Boolean(),
+    seccomp: Type.Boolean({ description: 'tend has seccomp filters for this architecture (x64, arm64); without them no sandboxed profile runs' }),
+    filters: Type.Object(
+      { off: Type.Null(), workspace: SeccompFilterSchema, strict: SeccompFilterSchema },
+      { description: 'the seccomp filter each profile gets: its name and what it denies, in words (docs/sandbox.md)' },
+    ),
   }),
 })
 export type DaemonStatus = Static<typeof StatusSchema>

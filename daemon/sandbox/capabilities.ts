@@ -1,7 +1,8 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { promisify } from 'node:util'
 import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
+import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -34,15 +35,18 @@ export function findOnPath(program: string, path: string | undefined): string | 
 }
 
 /**
- * Asks bubblewrap (its version, its flags, and whether it can make a user namespace here) and the
- * cgroup folders. The three bwrap runs go at once: a daemon's start waits for the slowest only.
+ * Asks bubblewrap (its version, its flags, and whether it can make a user namespace and load the
+ * seccomp filter here) and the cgroup folders. The three bwrap runs go at once: a daemon's start
+ * waits for the slowest only.
  */
 export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
   const found = findOnPath('bwrap', path)
-  const [bwrap, canUnshareUser] = await Promise.all([
-    describeBwrap(found),
-    found !== null && probe(found, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']),
-  ])
+  const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
+  // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
+  // from a descriptor, as for a task, and `true` runs under it); only a failure is asked again
+  // without the filter, to tell which of the two is missing.
+  const [bwrap, filterLoads] = await Promise.all([describeBwrap(found), found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace))])
+  const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
   const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
   const missing: SandboxCapabilities['missing'] = {}
@@ -51,6 +55,8 @@ export async function detectSandbox(path: string | undefined): Promise<SandboxCa
     const lacking = NEEDED_BWRAP_FLAGS.filter((flag) => !bwrap.flags.includes(flag))
     if (lacking.length > 0) missing.workspace = `bubblewrap ${bwrap.version} lacks ${lacking.join(', ')}: install bubblewrap 0.8 or newer`
     else if (!userNamespaces) missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
+    else if (!seccompSupported()) missing.workspace = `tend has no seccomp filter for this architecture (${process.arch}; it has them for x64 and arm64)`
+    else if (!filterLoads) missing.workspace = "bubblewrap could not load tend's seccomp filter here (the kernel needs CONFIG_SECCOMP_FILTER), or `true` did not run under it"
   }
   if (missing.workspace) missing.strict = missing.workspace
   else if (!cgroups.memory || !cgroups.pids) missing.strict = strictHint([!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter((each): each is 'memory' | 'pids' => Boolean(each)))
@@ -73,13 +79,19 @@ async function describeBwrap(found: string | null): Promise<SandboxCapabilities[
   }
 }
 
-async function probe(file: string, args: string[]): Promise<boolean> {
-  try {
-    await run(file, args, { timeout: 5000, env: { PATH: '/usr/bin:/bin' } })
-    return true
-  } catch {
-    return false
-  }
+/** Whether bubblewrap with these arguments exits 0; `fd3` is written to its descriptor 3. */
+function runsTrue(file: string, args: string[], fd3?: Buffer): Promise<boolean> {
+  return new Promise((resolveRuns) => {
+    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'ignore', fd3 ? 'pipe' : 'ignore'], env: { PATH: '/usr/bin:/bin' }, timeout: 5000 })
+    if (fd3) {
+      const input = child.stdio[3] as NodeJS.WritableStream
+      // bubblewrap may exit before it reads (a flag it lacks): the write then fails, and the exit says so.
+      input.on('error', () => {})
+      input.end(fd3)
+    }
+    child.once('error', () => resolveRuns(false))
+    child.once('exit', (code) => resolveRuns(code === 0))
+  })
 }
 
 /**

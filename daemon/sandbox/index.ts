@@ -2,4 +2,4 @@ export { detectSandbox, findOnPath, strictHint, type SandboxCapabilities } from 
 export { resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
 export { planLaunch, type LaunchPlan, type PlanRequest } from './plan.js'
 export { protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'
-export { seccompSupported } from './seccomp.js'
+export { seccompFilters, seccompSupported } from './seccomp.js'

@@ -1,15 +1,14 @@
 import { readdirSync, readlinkSync, statSync, type Dirent } from 'node:fs'
-import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
-import type { SpawnRequest } from '../spawn/spawner.js'
+import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
 import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { isWithin, reachableBy, type TaskPaths } from './path-policy.js'
-import { strictSeccompProgram } from './seccomp.js'
+import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
 import { INPUT_FIFO, RESIZE_FIFO } from '../../spool/layout.js'
 
 /** How to start one task (what the spawner gets), and what to release after it. */
@@ -64,16 +63,6 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     const limits = task.sandbox === 'strict' ? { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } : null
     cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, limits)
   }
-  const extraFiles: string[] = []
-  if (task.sandbox === 'strict') {
-    const programFile = join(task.spool, 'seccomp.bpf')
-    // A program that cannot be written (disk full) fails the task, and leaves no group behind.
-    await writeFile(programFile, strictSeccompProgram(), { mode: 0o600 }).catch(async (error: unknown) => {
-      await release()
-      throw error
-    })
-    extraFiles.push(programFile)
-  }
   const common = {
     cwd: paths.cwd.path,
     cwdIdentity: { dev: paths.cwd.dev, ino: paths.cwd.ino },
@@ -82,7 +71,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     // The FIFO (or the terminal) is the task's fd 0 before bubblewrap starts: the sandboxed command inherits it.
     ...(task.stdin === 'pipe' ? { stdinFifo: join(task.spool, INPUT_FIFO) } : {}),
     ...(task.tty ? { terminal: { resizeFifo: join(task.spool, RESIZE_FIFO), cols: task.tty.cols, rows: task.tty.rows } } : {}),
-    extraFiles,
+    extraFiles: [],
     cgroupProcs: cgroups?.procsFiles() ?? [],
     limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },
     ...(config.taskIdentity ? { user: config.taskIdentity } : {}),
@@ -91,20 +80,22 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     const env = { ...baseEnv, ...request.envAdditions, ...marker }
     return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, release }
   }
-  // Descriptors after stdio: the seccomp program (extraFiles), the environment (dataFiles), then the
-  // pinned folders, in the spawner's fixed order.
-  const argsFd = 3 + extraFiles.length
-  const firstPinnedFd = argsFd + 1
   const environment = sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
+  // no file that anyone could swap between the write and bubblewrap's read.
+  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox])]
+  const layout = descriptorLayout({ extraFiles: [], dataFiles })
+  const [argsFd, seccompFd] = layout.data as [number, number]
+  const firstPinnedFd = seccompFd + 1
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
-    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd: extraFiles.length > 0 ? 3 : null, argsFd, firstPinnedFd }),
+    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd }),
     '--',
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles: [environmentArgs(environment)], pinnedDirs: paths.writable },
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs: paths.writable },
     cgroups,
     release,
   }
@@ -125,14 +116,15 @@ export interface BubblewrapOptions {
   config: Readonly<DaemonConfig>
   paths: TaskPaths
   masks: readonly string[]
-  seccompFd: number | null
+  /** Descriptor holding the profile's seccomp program. */
+  seccompFd: number
   /** Descriptor holding `--clearenv --setenv K V …` (NUL-separated). */
   argsFd: number
   /** Descriptor of paths.writable[0]; the others follow. */
   firstPinnedFd: number
 }
 
-/** The bubblewrap command line of the workspace profile (strict adds a seccomp program). */
+/** The bubblewrap command line of a sandboxed profile (each loads its own seccomp program). */
 export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   const { task, config, paths } = options
   const tmpSize = String(config.tmpSizeBytes)
@@ -175,8 +167,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   // connect(), an empty /run does. With network access, DNS keeps its resolver folder.
   args.push('--tmpfs', '/run', '--remount-ro', '/run')
   if (task.network) args.push('--ro-bind-try', '/run/systemd/resolve', '/run/systemd/resolve')
-  args.push('--chdir', paths.cwd.path, '--args', String(options.argsFd))
-  if (options.seccompFd !== null) args.push('--seccomp', String(options.seccompFd))
+  args.push('--chdir', paths.cwd.path, '--args', String(options.argsFd), '--seccomp', String(options.seccompFd))
   return args
 }
 

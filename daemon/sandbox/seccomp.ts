@@ -1,64 +1,106 @@
 /**
- * The strict profile's seccomp filter, as the classic-BPF program bubblewrap loads with
- * `--seccomp FD`: it denies ptrace and reading other processes' memory, io_uring, new Unix-domain
- * sockets, kernel keyrings, bpf, userfaultfd and perf events; everything else is allowed.
+ * The seccomp filters of the sandboxed profiles, as bubblewrap loads them (`--seccomp FD`).
+ *
+ * `baseline` (workspace, and under strict's): what an agent's builds and tests never need, and
+ * every way to plant a privilege on the host. Keyrings, bpf, perf events, userfaultfd, io_uring
+ * (whose requests would bypass the mode checks below), kernel modules and kexec fail with EPERM. A
+ * setuid or setgid bit in a mode (the chmod family; open, creat, mkdir, mknod that create with it)
+ * fails with EPERM. Every setxattr answers EOPNOTSUPP: `security.capability` cannot be told from
+ * other names in BPF (a pointer), so user xattrs and ACLs go too, and "not supported" is what lets
+ * `cp -p` and `mv` carry on without them, as on a file system that has none. New user namespaces
+ * (unshare, clone with CLONE_NEWUSER) fail with EPERM. clone3 and openat2 hide their flags and mode
+ * in a struct BPF cannot read: they answer ENOSYS, and callers fall back to clone and openat. A
+ * call of another ABI (ia32 through `int $0x80`, arm32) kills the process: the rules name native
+ * numbers only. x32 calls fail with EPERM.
+ *
+ * `strict` adds: ptrace and process_vm_readv/writev (EPERM), new Unix-domain sockets and socket
+ * pairs (EAFNOSUPPORT).
  */
 
-const LD_W_ABS = 0x20
-const JMP_JEQ_K = 0x15
-const JMP_JGE_K = 0x35
-const RET_K = 0x06
-const RET_ALLOW = 0x7fff0000
-const RET_KILL_PROCESS = 0x80000000
-const retErrno = (errno: number) => 0x00050000 | errno
-const EPERM = 1
-const EAFNOSUPPORT = 97
-const OFFSET_NR = 0
-const OFFSET_ARCH = 4
-const OFFSET_ARG0 = 16
-const AF_UNIX = 1
-const X32_SYSCALL_BIT = 0x40000000
+import { assembleFilter, RET_KILL_PROCESS, retErrno, type ArgCondition, type Rule } from './seccomp-bpf.js'
+import { AF_UNIX, ARCH_TABLES, CLONE_NEWUSER, EAFNOSUPPORT, ENOSYS, EOPNOTSUPP, EPERM, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID, type ArchTable, type SyscallName } from './seccomp-tables.js'
 
-interface ArchTable {
-  audit: number
-  denied: number[]
-  socket: number
-  socketpair: number
-  hasX32: boolean
+export type SeccompFilter = 'baseline' | 'strict'
+
+/** The filter each profile gets (`off` none). */
+export const PROFILE_FILTERS = { off: null, workspace: 'baseline', strict: 'strict' } as const satisfies Record<string, SeccompFilter | null>
+
+/** What each filter denies, in words, for `tend status`. */
+const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> = {
+  baseline: [
+    'setuid/setgid modes', 'extended attributes (file capabilities)', 'new user namespaces', 'keyrings', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring',
+    'kernel modules', 'kexec', 'ia32 and x32 system calls',
+  ],
+  strict: ['everything the baseline denies', 'ptrace', 'process_vm_readv/writev', 'Unix-domain sockets'],
 }
 
-const ARCHES: Record<string, ArchTable> = {
-  // ptrace, process_vm_readv, process_vm_writev, io_uring_setup/enter/register, keyctl, add_key, request_key, bpf, userfaultfd, perf_event_open
-  x64: { audit: 0xc000003e, denied: [101, 310, 311, 425, 426, 427, 250, 248, 249, 321, 323, 298], socket: 41, socketpair: 53, hasX32: true },
-  arm64: { audit: 0xc00000b7, denied: [117, 270, 271, 425, 426, 427, 219, 217, 218, 280, 282, 241], socket: 198, socketpair: 199, hasX32: false },
+/** Each profile's filter as `tend status` shows it. */
+export function seccompFilters(): { off: null; workspace: FilterSummary; strict: FilterSummary } {
+  const summary = (name: SeccompFilter): FilterSummary => ({ name, denies: [...FILTER_DENIES[name]] })
+  return { off: null, workspace: summary(PROFILE_FILTERS.workspace), strict: summary(PROFILE_FILTERS.strict) }
+}
+
+export interface FilterSummary {
+  name: SeccompFilter
+  denies: string[]
 }
 
 export function seccompSupported(arch: string = process.arch): boolean {
-  return arch in ARCHES
+  return arch in ARCH_TABLES
 }
 
-type Instruction = [code: number, jt: number, jf: number, k: number]
+const SET_ID_BITS = S_ISUID | S_ISGID
 
-export function strictSeccompProgram(arch: string = process.arch): Buffer {
-  const table = ARCHES[arch]
+const programs = new Map<string, Buffer>()
+
+/** The classic-BPF program of a filter for this architecture (made once; callers only read it). */
+export function seccompProgram(filter: SeccompFilter, arch: string = process.arch): Buffer {
+  const key = `${filter} ${arch}`
+  let program = programs.get(key)
+  if (!program) programs.set(key, (program = assembleProgram(filter, arch)))
+  return program
+}
+
+function assembleProgram(filter: SeccompFilter, arch: string): Buffer {
+  const table = ARCH_TABLES[arch]
   if (!table) throw new Error(`no seccomp filter for architecture ${arch}`)
-  const program: Instruction[] = [
-    [LD_W_ABS, 0, 0, OFFSET_ARCH],
-    [JMP_JEQ_K, 1, 0, table.audit],
-    [RET_K, 0, 0, RET_KILL_PROCESS],
-  ]
-  if (table.hasX32) program.push([LD_W_ABS, 0, 0, OFFSET_NR], [JMP_JGE_K, 0, 1, X32_SYSCALL_BIT], [RET_K, 0, 0, retErrno(EPERM)])
-  for (const nr of table.denied) program.push([LD_W_ABS, 0, 0, OFFSET_NR], [JMP_JEQ_K, 0, 1, nr], [RET_K, 0, 0, retErrno(EPERM)])
-  for (const nr of [table.socket, table.socketpair]) {
-    program.push([LD_W_ABS, 0, 0, OFFSET_NR], [JMP_JEQ_K, 0, 3, nr], [LD_W_ABS, 0, 0, OFFSET_ARG0], [JMP_JEQ_K, 0, 1, AF_UNIX], [RET_K, 0, 0, retErrno(EAFNOSUPPORT)])
-  }
-  program.push([RET_K, 0, 0, RET_ALLOW])
-  const bytes = Buffer.alloc(program.length * 8)
-  program.forEach(([code, jt, jf, k], index) => {
-    bytes.writeUInt16LE(code, index * 8)
-    bytes.writeUInt8(jt, index * 8 + 2)
-    bytes.writeUInt8(jf, index * 8 + 3)
-    bytes.writeUInt32LE(k >>> 0, index * 8 + 4)
+  const rules = filter === 'strict' ? [...baselineRules(table), ...strictRules(table)] : baselineRules(table)
+  return assembleFilter({
+    audit: table.audit,
+    foreignArchRet: RET_KILL_PROCESS,
+    ...(table.x32Bit ? { numbersFrom: { nr: table.x32Bit, ret: retErrno(EPERM) } } : {}),
+    rules,
   })
-  return bytes
+}
+
+function baselineRules(table: ArchTable): Rule[] {
+  const rule = rulesFor(table)
+  const setIdIn = (arg: number): ArgCondition[] => [{ arg, anyOf: SET_ID_BITS }]
+  return [
+    ...rule(['keyctl', 'add_key', 'request_key', 'bpf', 'perf_event_open', 'userfaultfd'], EPERM),
+    ...rule(['io_uring_setup', 'io_uring_enter', 'io_uring_register'], EPERM),
+    ...rule(['init_module', 'finit_module', 'delete_module', 'kexec_load', 'kexec_file_load'], EPERM),
+    ...rule(['setxattr', 'lsetxattr', 'fsetxattr', 'setxattrat'], EOPNOTSUPP),
+    ...rule(['clone3', 'openat2'], ENOSYS),
+    ...rule(['unshare', 'clone'], EPERM, [{ arg: 0, anyOf: CLONE_NEWUSER }]),
+    ...rule(['chmod', 'fchmod', 'creat', 'mkdir', 'mknod'], EPERM, setIdIn(1)),
+    ...rule(['fchmodat', 'fchmodat2', 'mkdirat', 'mknodat'], EPERM, setIdIn(2)),
+    // The mode of open and openat counts only when they create; otherwise it is whatever the register held.
+    ...rule(['open'], EPERM, [{ arg: 1, anyOf: O_CREAT | O_TMPFILE_BIT }, ...setIdIn(2)]),
+    ...rule(['openat'], EPERM, [{ arg: 2, anyOf: O_CREAT | O_TMPFILE_BIT }, ...setIdIn(3)]),
+  ]
+}
+
+function strictRules(table: ArchTable): Rule[] {
+  const rule = rulesFor(table)
+  return [...rule(['ptrace', 'process_vm_readv', 'process_vm_writev'], EPERM), ...rule(['socket', 'socketpair'], EAFNOSUPPORT, [{ arg: 0, equals: AF_UNIX }])]
+}
+
+/** One rule per call this architecture has. */
+function rulesFor(table: ArchTable) {
+  return (names: readonly SyscallName[], errno: number, when?: ArgCondition[]): Rule[] =>
+    names.flatMap((name) => {
+      const nr = table.calls[name]
+      return nr === undefined ? [] : [{ nr, ret: retErrno(errno), ...(when ? { when } : {}) }]
+    })
 }

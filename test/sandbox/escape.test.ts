@@ -601,7 +601,7 @@ describe('processes', () => {
     const workspace = await attempt(line)
     expect(workspace.output).toContain('attach daemon: denied: No such process')
     expect(workspace.output).not.toContain('ESCAPED')
-    // workspace has no seccomp filter: a task may trace its own children.
+    // workspace's filter leaves ptrace alone: a task may trace its own children (debuggers, strace).
     expect(workspace.output).toContain('attach own child: ALLOWED')
     if (hasStrict) {
       const strict = await attempt(line, { sandbox: 'strict' })

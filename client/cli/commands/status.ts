@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { formatBytes } from '../../../protocol/index.js'
+import { formatBytes, type DaemonStatus } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
@@ -25,9 +25,16 @@ export function registerStatusCommand(program: Command): void {
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
             (status.sandbox.bubblewrap ? ` (bubblewrap ${status.sandbox.bubblewrap.version} at ${status.sandbox.bubblewrap.path})` : ''),
           ...Object.entries(status.sandbox.missing).map(([profile, why]) => `             ${profile} unavailable: ${why}`),
+          ...seccompLines(status.sandbox.filters),
         ].join('\n'),
       )
       return EXIT.ok
     }),
   )
+}
+
+/** Which seccomp filter each profile gets, and what it denies. */
+function seccompLines(filters: DaemonStatus['sandbox']['filters']): string[] {
+  const lines = (['workspace', 'strict'] as const).map((profile) => `${profile}: the ${filters[profile].name} filter (denies ${filters[profile].denies.join(', ')})`)
+  return [...lines, 'off: none'].map((line, index) => `${index === 0 ? 'seccomp:     ' : '             '}${line}`)
 }
