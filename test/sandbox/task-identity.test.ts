@@ -63,6 +63,8 @@ elif command == 'probe':
 `
 
 const q = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
+/** Who a task ran as: set once it started (a corrupt entry has none). */
+const ranAsOf = (task: Task) => ('ranAs' in task ? task.ranAs : undefined)
 
 function defineSuite(who: 'root' | 'non-root'): void {
   describe(`task identity, daemon as ${who}`, () => {
@@ -191,7 +193,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const text = await runCli(['status'], daemon.env)
         expect(text.stdout).toContain(`uid ${uid} gid ${gid}`)
         const running = await daemon.client.get(task.id)
-        expect(running.ranAs).toEqual({ uid, gid, identity: 'task', keyring: 'own' })
+        expect(ranAsOf(running)).toEqual({ uid, gid, identity: 'task', keyring: 'own' })
         await daemon.client.kill(task.id, { graceMs: 0 })
       })
 
@@ -246,8 +248,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
           const { task, output } = await attempt('id -u; echo x > made', { cwd: mountPoint, sandbox: 'workspace' })
           expect(task.state, output).toBe('exited')
           expect(output).toBe('0\n')
-          expect(task.ranAs).toMatchObject({ uid: 0, gid: 0, identity: 'daemon', keyring: 'own' })
-          expect(task.ranAs?.fallback).toMatch(new RegExp(`${mountPoint}.*EINVAL`))
+          expect(ranAsOf(task)).toMatchObject({ uid: 0, gid: 0, identity: 'daemon', keyring: 'own' })
+          expect(ranAsOf(task)?.fallback).toMatch(new RegExp(`${mountPoint}.*EINVAL`))
         } finally {
           execFileSync('umount', [mountPoint])
         }
@@ -258,7 +260,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(task.state, output).toBe('exited')
         expect(output).toBe(`${owner.uid}\n${owner.gid}\ndone\n`)
         expect(Object.values(owners(task.cwd))).toEqual([`${owner.uid}:${owner.gid}`, `${owner.uid}:${owner.gid}`])
-        expect(task.ranAs).toEqual({ uid: owner.uid, gid: owner.gid, identity: 'daemon', keyring: 'own' })
+        expect(ranAsOf(task)).toEqual({ uid: owner.uid, gid: owner.gid, identity: 'daemon', keyring: 'own' })
         const status = await daemon.client.status()
         expect(status.sandbox.identity).toMatchObject({ as: 'daemon', uid: owner.uid, gid: owner.gid, fallback: null })
       })
@@ -311,7 +313,7 @@ describe('task identity: where idmapped mounts cannot be made', () => {
       const started = await daemon.client.start({ command: 'id -u', shell: true, cwd: mkdtempSync(join(base, 'ws-')), sandbox: 'workspace' })
       const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
       expect((await daemon.client.read(started.id)).data).toBe('0\n')
-      expect(task.ranAs).toEqual({ uid: 0, gid: 0, identity: 'daemon', fallback: status.sandbox.identity.fallback, keyring: 'daemon' })
+      expect(ranAsOf(task)).toEqual({ uid: 0, gid: 0, identity: 'daemon', fallback: status.sandbox.identity.fallback, keyring: 'daemon' })
     } finally {
       await daemon.stop()
       rmSync(base, { recursive: true, force: true })
