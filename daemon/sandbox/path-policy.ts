@@ -147,8 +147,9 @@ function refuseProtected(profile: SandboxProfile, field: string, given: string, 
 }
 
 function refuseUnreachable(field: string, given: string, real: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[], label: string): void {
-  if (reachableBy(`${real}/.`, user, seen)) return
-  throw invalid(field, `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): a folder on its way lacks the search permission for it`)
+  const blocked = blockingFolder(`${real}/.`, user, seen)
+  if (blocked === null) return
+  throw invalid(field, `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): it may not enter ${blocked}. Let others enter that folder (chmod o+x ${blocked}), or choose a folder it can reach`)
 }
 
 function realPath(path: string, field: string): string {
@@ -207,19 +208,24 @@ function gitFolders(cwd: string): string[] {
  * of its group when it has the root's group: that is how the user sees it there.
  */
 export function reachableBy(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
+  return blockingFolder(path, user, seen) === null
+}
+
+/** The folder on the way to `path` that the user may not enter (see reachableBy), or null. */
+function blockingFolder(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[]): string | null {
   for (let dir = dirname(path); ; dir = dirname(dir)) {
     let info
     try {
       info = statSync(dir)
     } catch {
-      return false
+      return dir
     }
     const root = innermost(dir, seen)
     const owned = root ? info.uid === root.uid : info.uid === user.uid
     const grouped = root ? info.gid === root.gid : info.gid === user.gid
     const bit = owned ? 0o100 : grouped ? 0o010 : 0o001
-    if ((info.mode & bit) === 0) return false
-    if (dir === '/') return true
+    if ((info.mode & bit) === 0) return dir
+    if (dir === '/') return null
   }
 }
 

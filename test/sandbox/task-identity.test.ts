@@ -238,7 +238,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const cwd = join(locked, 'project')
         mkdirSync(cwd)
         const attempted = daemon.client.start({ command: 'echo ran', shell: true, cwd, sandbox: 'workspace' })
-        await expect(attempted).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringMatching(new RegExp(`${cwd} cannot be reached by the tasks' user \\(uid \\d+`)) })
+        await expect(attempted).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringMatching(new RegExp(`${cwd} cannot be reached by the tasks' user \\(uid \\d+.*\\): it may not enter ${locked}\\. .*chmod o\\+x ${locked}`)) })
       })
 
       test('a writable folder on a file system without idmapped mounts (ramfs) runs the task on uid 0, and the task says why', async () => {
