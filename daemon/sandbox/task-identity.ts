@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { RanAs, SandboxProfile } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
@@ -37,6 +37,7 @@ export const TASK_ID_LAST = 2147483646
 const FOREIGN_FIRST = 2147352576
 const FOREIGN_LAST = 2147418111
 const PROBE_TIMEOUT_MS = 10_000
+const PROBE_PREFIX = 'identity-probe-'
 /** How many ids after the home's own are tried before giving up. */
 const MAX_PROBES = 4096
 
@@ -151,7 +152,9 @@ function realHome(home: string | undefined): string | null {
  * ran, else why not.
  */
 async function probeIdentity(spawner: Spawner, config: Readonly<DaemonConfig>, bwrapPath: string, identity: { uid: number; gid: number }, home: string | null): Promise<string | null> {
-  const dir = mkdtempSync(join(config.layout.home, 'identity-probe-'))
+  // One a daemon that died mid-probe left (the home is this daemon's alone: it holds its lock).
+  for (const name of readdirSync(config.layout.home)) if (name.startsWith(PROBE_PREFIX)) rmSync(join(config.layout.home, name), { recursive: true, force: true })
+  const dir = mkdtempSync(join(config.layout.home, PROBE_PREFIX))
   try {
     const views = [dir, ...(home ? [home] : [])].map((path) => viewOf(path)).filter((view): view is PinnedDir => view !== null)
     const outputFile = join(dir, 'output.log')

@@ -222,7 +222,8 @@ export function cgroupFailure(path: string, code: string): string {
 /** A folder the child could not idmap (index undefined: its mount namespace). */
 export function idmapFailure(path: string | undefined, code: string): string {
   if (path === undefined) return `could not give the task a mount namespace of its own for its idmapped folders: ${code}`
-  return `could not idmap ${path} for the task's user: ${code}${code === 'EINVAL' ? ' (its file system does not support idmapped mounts)' : ''}`
+  const why = code === 'EINVAL' ? ' (its file system, or one mounted inside it, does not support idmapped mounts)' : code === 'ENOSYS' ? ' (this kernel has no idmapped mounts: Linux 5.12 or later is needed)' : ''
+  return `could not idmap ${path} for the task's user: ${code}${why}`
 }
 
 export function keyringFailure(code: string): string {

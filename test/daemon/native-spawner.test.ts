@@ -972,7 +972,7 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
       const cwd = ownedDir()
       const req = idRequest(cwd, { file: '/bin/true', pinnedDirs: [mappedPinOf(cwd), mappedPinOf(mountPoint)] })
       const outcome = await spawner.spawn(req)
-      expect(outcome).toEqual({ started: false, stage: 'idmap', code: 'EINVAL', message: `could not idmap ${mountPoint} for the task's user: EINVAL (its file system does not support idmapped mounts)` })
+      expect(outcome).toEqual({ started: false, stage: 'idmap', code: 'EINVAL', message: `could not idmap ${mountPoint} for the task's user: EINVAL (its file system, or one mounted inside it, does not support idmapped mounts)` })
     } finally {
       execFileSync('umount', [mountPoint])
     }

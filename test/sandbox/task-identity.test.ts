@@ -8,6 +8,7 @@ import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { chooseTaskId, idTaken, TASK_ID_LAST } from '../../daemon/sandbox/task-identity.js'
 
 /*
  * A task's identity (issue 24: "a task never holds a privileged host identity"): a root daemon's
@@ -319,5 +320,28 @@ describe('task identity: where idmapped mounts cannot be made', () => {
       rmSync(base, { recursive: true, force: true })
     }
     expect(existsSync(base)).toBe(false)
+  })
+})
+
+describe('choosing the task uid', () => {
+  test('a home gets the same uid at every start, another home another; a taken one is passed over for the next', () => {
+    const first = chooseTaskId('/var/lib/tend-a', () => false)!
+    expect(first).toBeGreaterThanOrEqual(TASK_ID_FIRST)
+    expect(first).toBeLessThanOrEqual(TASK_ID_LAST)
+    expect(chooseTaskId('/var/lib/tend-a', () => false)).toBe(first)
+    expect(chooseTaskId('/var/lib/tend-b', () => false)).not.toBe(first)
+    expect(chooseTaskId('/var/lib/tend-a', (id) => id === first)).toBe(first === TASK_ID_LAST ? TASK_ID_FIRST : first + 1)
+    expect(chooseTaskId('/var/lib/tend-a', () => true)).toBeNull()
+  })
+
+  test('an id is taken when the user database or the group database knows it', () => {
+    const user = checkUnprivilegedUser()
+    expect(idTaken(0)).toBe(true)
+    expect(idTaken(user.uid)).toBe(true)
+    // A group that no user shares its number with counts too.
+    const groupOnly = readFileSync('/etc/group', 'utf8').split('\n').map((line) => Number(line.split(':')[2])).find((gid) => Number.isInteger(gid) && spawnSync('getent', ['passwd', String(gid)]).status === 2)
+    expect(groupOnly, 'a group whose number no user has').toBeDefined()
+    expect(idTaken(groupOnly!)).toBe(true)
+    expect(idTaken(TASK_ID_LAST)).toBe(false)
   })
 })
