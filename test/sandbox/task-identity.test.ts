@@ -198,7 +198,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
         await daemon.client.kill(task.id, { graceMs: 0 })
       })
 
-      eachSandbox("what the task makes belongs to each folder's owner: root in a root-owned cwd, tend-test in a writable folder of tend-test's", async (sandbox) => {
+      eachSandbox("what the task makes belongs to each folder's owner: root in a root-owned cwd, tend-test in a cwd or writable folder of tend-test's", async (sandbox) => {
         const user = checkUnprivilegedUser()
         const cwd = folder()
         const theirs = folder(user)
@@ -211,6 +211,11 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(owners(cwd)).toEqual({ made: '0:0', 'made/deeper': '0:0', 'made/deeper/file': '0:0', top: '0:0', link: '0:0' })
         const mine = `${user.uid}:${user.gid}`
         expect(owners(theirs)).toEqual({ mine, 'mine/file': mine, top: mine })
+        // And with tend-test's folder as the cwd itself.
+        const theirCwd = folder(user)
+        const second = await attempt('mkdir made && echo x > made/file && echo done', { cwd: theirCwd, sandbox })
+        expect(second.output).toBe('done\n')
+        expect(owners(theirCwd)).toEqual({ made: mine, 'made/file': mine })
       })
 
       eachSandbox('a root-only file outside its folders and the masks, which uid 0 could read, stays unreadable', async (sandbox) => {
