@@ -238,6 +238,15 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(Object.entries(owners(repo)).filter(([, who]) => who !== '0:0')).toEqual([])
       })
 
+      eachSandbox("a project inside the daemon's 0700 HOME is reached and written as root's, while the rest of HOME stays read-only", async (sandbox) => {
+        const project = mkdtempSync(join(home, 'project-'))
+        const { task, output } = await attempt(`echo x > made && cat ~/.gitconfig | head -1; (echo y > ~/planted) 2>&1 | sed 's/.*: //'; echo done`, { cwd: project, sandbox })
+        expect(task.state, output).toBe('exited')
+        expect(output).toBe('[user]\nRead-only file system\ndone\n')
+        expect(owners(project)).toEqual({ made: '0:0' })
+        expect(existsSync(join(home, 'planted'))).toBe(false)
+      })
+
       test("a cwd behind a folder the task's uid cannot enter is refused when submitted, naming it", async () => {
         const locked = mkdtempSync(join(base, 'locked-'))
         chmodSync(locked, 0o700)
