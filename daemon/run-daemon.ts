@@ -19,7 +19,7 @@ import { readBootId, Supervisor } from './tasks/supervisor.js'
 import { TaskInput } from './tasks/task-input.js'
 import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
-import { detectSandbox } from './sandbox/index.js'
+import { decideTaskIdentity, detectSandbox } from './sandbox/index.js'
 import { cachedLiveDaemonHomes, homeRegistryDir } from './store/home-registry.js'
 import { TaskStore } from './store/task-store.js'
 import { readVersion } from './version.js'
@@ -78,7 +78,12 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
-  const [sandbox, spawner] = await Promise.all([detectSandbox(config.baseEnv.PATH), createSpawner(config.spawner, log)])
+  const [detected, spawner] = await Promise.all([detectSandbox(config.baseEnv.PATH), createSpawner(config.spawner, log)])
+  // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.
+  const identity = await decideTaskIdentity({ config, spawner, bwrapPath: detected.bwrap?.path ?? null, workspaceMissing: detected.missing.workspace })
+  if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
+  if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
+  const sandbox = { ...detected, identity }
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }

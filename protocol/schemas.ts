@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
-import { LIFETIMES, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
+import { LIFETIMES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 const strict = { additionalProperties: false } as const
@@ -34,6 +34,18 @@ export const TaskSchema = Type.Object(
     sandboxWritable: Type.Optional(Type.Array(Type.String())),
     keeper: Type.Optional(Type.Union([Type.Null(), Type.Object({ pid: Type.Integer(), startTicks: Type.Integer() })], { description: "the task's keeper process (its parent, which records its exit): it outlives the daemon" })),
     bootId: Type.Optional(Type.String({ description: 'the boot the task started in' })),
+    ranAs: Type.Optional(
+      Type.Object(
+        {
+          uid: Type.Integer(),
+          gid: Type.Integer(),
+          identity: Type.Enum(RAN_AS_IDENTITIES, { description: "task: a root daemon's own unprivileged identity for sandboxed tasks (writable folders idmapped); taskUser; daemon: the daemon's uid" }),
+          fallback: Type.Optional(Type.String({ description: "why a root daemon's sandboxed task ran as uid 0 (without capabilities) instead of its own identity" })),
+          keyring: Type.Enum(RAN_AS_KEYRINGS, { description: "own: a new, empty session keyring; daemon: the daemon's (node spawner)" }),
+        },
+        { description: 'who the task ran as (absent in older records and on tasks that never started)' },
+      ),
+    ),
     idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
     requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
     memoryBytes: Nullable(Type.Integer()),
@@ -214,6 +226,23 @@ export const StatusSchema = Type.Object({
     filters: Type.Object(
       { off: Type.Null(), workspace: SeccompFilterSchema, strict: SeccompFilterSchema },
       { description: 'the seccomp filter each profile gets: its name and what it denies, in words (docs/sandbox.md)' },
+    ),
+    identity: Type.Object(
+      {
+        as: Type.Enum(['task', 'taskUser', 'daemon'] as const, {
+          description: "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
+        }),
+        uid: Type.Integer(),
+        gid: Type.Integer(),
+        home: Nullable(Type.String({ description: "the daemon's HOME, shown read-only through an idmapped mount to tasks on their own identity" })),
+        fallback: Nullable(Type.String({ description: "why a root daemon's sandboxed tasks run as uid 0 (without capabilities) instead of their own identity" })),
+        off: Type.Object({ as: Type.Enum(['taskUser', 'daemon'] as const), uid: Type.Integer(), gid: Type.Integer() }, { description: 'who off tasks run as' }),
+      },
+      { description: 'who tasks run as' },
+    ),
+    keyring: Type.Object(
+      { fresh: Type.Boolean({ description: 'every task gets a new, empty session keyring of its own' }), reason: Type.Optional(Type.String({ description: 'why not' })) },
+      { description: "tasks' session keyrings" },
     ),
   }),
 })

@@ -106,6 +106,24 @@ export interface TaskBase {
   requestHash?: string
 }
 
+/**
+ * Who a task ran as, recorded when it started. `identity`: `task` (a root daemon's own unprivileged
+ * identity for its sandboxed tasks: writable folders idmapped, so what it makes there belongs to
+ * each folder's owner), `taskUser` (the configured taskUser) or `daemon` (the daemon's uid: `off`,
+ * an unprivileged daemon, or a fallback). `fallback`: why a root daemon's sandboxed task ran as uid 0
+ * (without capabilities) instead of its own identity. `keyring`: `own` (a new, empty session
+ * keyring) or `daemon` (the daemon's: the node spawner cannot give it one).
+ */
+export interface RanAs {
+  uid: number
+  gid: number
+  identity: 'task' | 'taskUser' | 'daemon'
+  fallback?: string
+  keyring: 'own' | 'daemon'
+}
+export const RAN_AS_IDENTITIES = ['task', 'taskUser', 'daemon'] as const
+export const RAN_AS_KEYRINGS = ['own', 'daemon'] as const
+
 interface NotStarted { startedAt: null; pid: null }
 interface Started {
   startedAt: string
@@ -118,6 +136,8 @@ interface Started {
   keeper?: { pid: number; startTicks: number } | null
   /** The boot the task started in (/proc/sys/kernel/random/boot_id): after a reboot it is lost. */
   bootId?: string
+  /** Who it ran as (uid, gid, which identity, its keyring). Absent in records of older tends. */
+  ranAs?: RanAs
 }
 interface NotEnded { endedAt: null; exitCode: null; signal: null; reason: null; stoppedBy: null }
 

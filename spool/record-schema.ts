@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { fullFormats } from 'ajv-formats/dist/formats.js'
 import { Type, type TSchema } from 'typebox'
-import { isTaskId, LIFETIMES, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
+import { isTaskId, LIFETIMES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -40,6 +40,10 @@ export const RECORD_BASE_FIELDS = {
   spool: Type.String(),
   idempotencyKey: Type.Optional(Type.String()),
   requestHash: Type.Optional(Type.String()),
+  // Set once a task starts; absent in records of tends before task identities.
+  ranAs: Type.Optional(
+    Type.Object({ uid: Count, gid: Count, identity: Type.Enum(RAN_AS_IDENTITIES), fallback: Type.Optional(Type.String()), keyring: Type.Enum(RAN_AS_KEYRINGS) }),
+  ),
 }
 
 const notStarted = { startedAt: Type.Null(), pid: Type.Null() }

@@ -3,6 +3,7 @@ import { promisify } from 'node:util'
 import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
+import type { TaskIdentity } from './task-identity.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -15,6 +16,8 @@ export interface SandboxCapabilities {
   profiles: Array<'off' | 'workspace' | 'strict'>
   /** Why a profile cannot run, by profile. */
   missing: Partial<Record<'workspace' | 'strict', string>>
+  /** Who tasks run as (task-identity.ts): decided at start, once the spawner is known. */
+  identity: TaskIdentity
 }
 
 const NEEDED_BWRAP_FLAGS = ['--unshare-pid', '--die-with-parent', '--new-session', '--cap-drop', '--disable-userns', '--clearenv', '--size', '--seccomp', '--json-status-fd', '--args', '--bind-fd', '--ro-bind-try', '--remount-ro', '--perms']
@@ -39,7 +42,7 @@ export function findOnPath(program: string, path: string | undefined): string | 
  * seccomp filter here) and the cgroup folders. The three bwrap runs go at once: a daemon's start
  * waits for the slowest only.
  */
-export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
+export async function detectSandbox(path: string | undefined): Promise<Omit<SandboxCapabilities, 'identity'>> {
   const found = findOnPath('bwrap', path)
   const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
   // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter

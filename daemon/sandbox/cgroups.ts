@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { formatBytes } from '../../protocol/index.js'
+import type { CgroupJoin } from '../spawn/spawner.js'
 
 export interface CgroupLimits {
   memoryBytes: number
@@ -12,7 +13,7 @@ export interface CgroupLimits {
 /**
  * A task's own cgroup v1 groups. Every task gets a pids group, which lists its processes exactly
  * (whatever they did to their environment or session); the strict profile adds a memory group and
- * sets both limits. The task moves itself in before it execs anything (see `procsFiles`), so no
+ * sets both limits. The task moves itself in before it execs anything (see `joinEntries`), so no
  * child can start outside them.
  */
 export class TaskCgroups {
@@ -22,16 +23,21 @@ export class TaskCgroups {
     private readonly limits: CgroupLimits | null,
   ) {}
 
+  /** Each group folder as it was right after it was made: path, identity, owner (empty for groups found by existing()). */
+  readonly dirs: CgroupJoin[] = []
+
   /** Makes the task's groups and sets their limits; on any failure removes what it made, then throws. */
   static async create(roots: { memory: string | null; pids: string }, taskId: string, limits: CgroupLimits | null): Promise<TaskCgroups> {
     const pidsDir = join(roots.pids, taskId)
     // cgroupfs lives in memory: a plain mkdir costs less than a trip through the thread pool.
     mkdirSync(pidsDir, { recursive: true })
-    if (!limits || !roots.memory) return new TaskCgroups(null, pidsDir, null)
+    const pidsMade = madeAs(pidsDir)
+    if (!limits || !roots.memory) return withDirs(new TaskCgroups(null, pidsDir, null), [pidsMade])
     const memoryDir = join(roots.memory, taskId)
     const groups = new TaskCgroups(memoryDir, pidsDir, limits)
     try {
       await mkdir(memoryDir, { recursive: true })
+      withDirs(groups, [madeAs(memoryDir), pidsMade])
       await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
       // Without this the limit only moves the excess to swap.
       await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
@@ -54,13 +60,15 @@ export class TaskCgroups {
   }
 
   /**
-   * The files the task's first process joins its groups by, before it execs: each group's `tasks`
-   * (it moves itself, a single thread, which the kernel does without the global lock that a write
-   * to cgroup.procs takes; see child.c). `members()` still reads cgroup.procs: every process with
-   * a thread in the group.
+   * What the task's first process joins its groups by, before it execs: each group's folder as it
+   * was made (device, inode, owner). The spawner opens the folder without following a symbolic link,
+   * checks it is that folder still, and writes into its `tasks` file from there (the process moves
+   * itself, a single thread, which the kernel does without the global lock that a write to
+   * cgroup.procs takes; see child.c): a group renamed and replaced since (its parent may be another
+   * uid's) fails the spawn. `members()` still reads cgroup.procs: every process with a thread in the group.
    */
-  procsFiles(): string[] {
-    return [this.memoryDir, this.pidsDir].filter((dir): dir is string => dir !== null).map((dir) => join(dir, 'tasks'))
+  joinEntries(): CgroupJoin[] {
+    return this.dirs.map((dir) => ({ ...dir }))
   }
 
   /** The task's live processes. */
@@ -119,4 +127,15 @@ async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
     }
     await delay(10)
   }
+}
+
+/** A group folder's identity, read right after it was made. */
+function madeAs(path: string): CgroupJoin {
+  const info = statSync(path, { bigint: true })
+  return { path, dev: String(info.dev), ino: String(info.ino), uid: Number(info.uid) }
+}
+
+function withDirs(groups: TaskCgroups, dirs: CgroupJoin[]): TaskCgroups {
+  groups.dirs.push(...dirs)
+  return groups
 }

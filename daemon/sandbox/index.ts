@@ -3,3 +3,4 @@ export { resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy
 export { planLaunch, type LaunchPlan, type PlanRequest } from './plan.js'
 export { protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'
 export { seccompFilters, seccompSupported } from './seccomp.js'
+export { decideTaskIdentity, taskRunAs, type TaskIdentity } from './task-identity.js'

@@ -10,11 +10,20 @@ import { checkCwdSync } from '../spawn/cwd-check.js'
  * a folder around a protected one can hand it over.
  */
 
-/** A folder as it was when the task was accepted: its real path and its identity. */
+/** A folder as it was when the task was accepted: its real path, its identity and its owner. */
 export interface PinnedPath {
   path: string
   dev: string
   ino: string
+  uid: number
+  gid: number
+}
+
+/** A folder the task sees through an idmapped mount: its owner (uid, gid) shows as the task's user. */
+export interface IdmappedRoot {
+  path: string
+  uid: number
+  gid: number
 }
 
 /** A place no sandboxed task may write, with what it is (for the refusal's message). */
@@ -49,8 +58,14 @@ export interface PathRequest {
   /** The daemon's configured writable paths (operator's, but checked the same way). */
   configWritablePaths: readonly string[]
   protectedPlaces: readonly ProtectedPlace[]
-  /** The taskUser tasks run as, if any: every folder must be reachable by it. */
+  /** The user sandboxed tasks run as when not the daemon's (taskUser, or their own identity): every folder must be reachable by it. */
   user?: { uid: number; gid: number } | null
+  /** What that user is, for a refusal: `taskUser`, "the tasks' own identity". */
+  userLabel?: string
+  /** Folders it sees through idmapped mounts besides its writable ones (the daemon's HOME). */
+  views?: readonly IdmappedRoot[]
+  /** Its writable folders are idmapped onto it (their owners show as it). */
+  idmapWritable?: boolean
 }
 
 /** Resolves, checks and pins a task's cwd and writable paths; throws TEND_ERR_VALIDATION naming the field. */
@@ -58,12 +73,13 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   const { profile } = request
   // pin() below stats it synchronously anyway: a round trip through the thread pool first costs more than the call.
   const cwdProblem = checkCwdSync(request.cwd)
-  if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0' }, writable: [], cwdProblem }
+  if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0', uid: 0, gid: 0 }, writable: [], cwdProblem }
   if (profile === 'off') return { cwd: pin(request.cwd, request.cwd, 'cwd'), writable: [] }
   const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...request.protectedPlaces]
   const cwd = pin(realPath(request.cwd, 'cwd'), request.cwd, 'cwd')
   refuseProtected(profile, 'cwd', request.cwd, cwd.path, places)
-  refuseUnreachable('cwd', request.cwd, cwd.path, request.user)
+  // Which the tasks' user must reach: checked once every writable folder is known (each idmapped one opens the way to those inside).
+  const needed = [{ field: 'cwd', given: request.cwd, real: cwd.path }]
   const writable: PinnedPath[] = []
   const add = (entry: PinnedPath) => {
     if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
@@ -93,13 +109,18 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
       }
       if (real === null) continue
       refuseProtected(profile, field, path, real, places)
-      refuseUnreachable(field, path, real, request.user)
+      needed.push({ field, given: path, real })
       add(pin(real, path, field))
     }
   }
   // Ancestors first: a folder bound inside another must be mounted after it.
   writable.sort((a, b) => a.path.length - b.path.length)
-  return { cwd, writable }
+  const { user } = request
+  if (!user) return { cwd, writable }
+  const seen = [...(request.views ?? []), ...(request.idmapWritable ? writable : [])]
+  for (const each of needed) refuseUnreachable(each.field, each.given, each.real, user, seen, request.userLabel ?? 'taskUser')
+  // A work tree's root the user cannot reach is not widened to (it is a convenience).
+  return { cwd, writable: writable.filter((entry) => reachableBy(`${entry.path}/.`, user, seen)) }
 }
 
 /** Is `inner` the same path as `outer`, or inside it? Both real, absolute, without a trailing slash. */
@@ -125,9 +146,10 @@ function refuseProtected(profile: SandboxProfile, field: string, given: string, 
   throw invalid(field, `under sandbox ${profile} ${given} would become writable${alias}, and it ${target}: choose a project folder, or sandbox off`)
 }
 
-function refuseUnreachable(field: string, given: string, real: string, user: PathRequest['user']): void {
-  if (!user || reachableBy(`${real}/.`, user)) return
-  throw invalid(field, `${given} cannot be reached by the tasks' user (taskUser, uid ${user.uid}): a folder on its way lacks the search permission for it`)
+function refuseUnreachable(field: string, given: string, real: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[], label: string): void {
+  const blocked = blockingFolder(`${real}/.`, user, seen)
+  if (blocked === null) return
+  throw invalid(field, `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): it may not enter ${blocked}. Let others enter that folder (chmod o+x ${blocked}), or choose a folder it can reach`)
 }
 
 function realPath(path: string, field: string): string {
@@ -148,7 +170,7 @@ function pin(path: string, given: string, field: string): PinnedPath {
     throw invalid(field, code === 'ENOENT' ? `${given} does not exist` : `${given} cannot be used (${code})`)
   }
   if (!info.isDirectory()) throw invalid(field, `${given} is not a directory`)
-  return { path, dev: String(info.dev), ino: String(info.ino) }
+  return { path, dev: String(info.dev), ino: String(info.ino), uid: Number(info.uid), gid: Number(info.gid) }
 }
 
 /**
@@ -181,20 +203,36 @@ function gitFolders(cwd: string): string[] {
 
 /**
  * Whether a user (with no supplementary groups) can reach `path` through its folders' modes: the
- * search bit of owner, group or others on every folder on the way.
+ * search bit of owner, group or others on every folder on the way. A folder inside an idmapped
+ * root (`seen`: the innermost one counts) is owned by the user when it has the root's owner, and
+ * of its group when it has the root's group: that is how the user sees it there.
  */
-export function reachableBy(path: string, user: { uid: number; gid: number }): boolean {
+export function reachableBy(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
+  return blockingFolder(path, user, seen) === null
+}
+
+/** The folder on the way to `path` that the user may not enter (see reachableBy), or null. */
+function blockingFolder(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[]): string | null {
   for (let dir = dirname(path); ; dir = dirname(dir)) {
     let info
     try {
       info = statSync(dir)
     } catch {
-      return false
+      return dir
     }
-    const bit = info.uid === user.uid ? 0o100 : info.gid === user.gid ? 0o010 : 0o001
-    if ((info.mode & bit) === 0) return false
-    if (dir === '/') return true
+    const root = innermost(dir, seen)
+    const owned = root ? info.uid === root.uid : info.uid === user.uid
+    const grouped = root ? info.gid === root.gid : info.gid === user.gid
+    const bit = owned ? 0o100 : grouped ? 0o010 : 0o001
+    if ((info.mode & bit) === 0) return dir
+    if (dir === '/') return null
   }
+}
+
+function innermost(dir: string, roots: readonly IdmappedRoot[]): IdmappedRoot | null {
+  let found: IdmappedRoot | null = null
+  for (const root of roots) if (isWithin(dir, root.path) && (!found || root.path.length > found.path.length)) found = root
+  return found
 }
 
 function readOrEmpty(path: string): string {

@@ -1,20 +1,22 @@
 import { readdirSync, readlinkSync, statSync, type Dirent } from 'node:fs'
 import { join } from 'node:path'
-import type { Task } from '../../protocol/index.js'
+import type { RanAs, Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
 import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
-import { isWithin, reachableBy, type TaskPaths } from './path-policy.js'
+import { isWithin, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
+import { taskRunAs, viewOf } from './task-identity.js'
 import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
 import { INPUT_FIFO, RESIZE_FIFO } from '../../spool/layout.js'
 
-/** How to start one task (what the spawner gets), and what to release after it. */
+/** How to start one task (what the spawner gets), who it runs as, and what to release after it. */
 export interface LaunchPlan {
   request: SpawnRequest
   cgroups: TaskCgroups | null
+  ranAs: RanAs
   release: () => Promise<void>
 }
 
@@ -32,6 +34,8 @@ export interface PlanRequest {
   masks: readonly string[]
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
+  /** Why this task cannot have its own identity after all (an idmapped mount failed): it runs as uid 0. */
+  identityFallback?: string
 }
 
 /**
@@ -51,6 +55,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
   const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
+  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.identityFallback)
   let cgroups: TaskCgroups | null = null
   const release = async () => {
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
@@ -72,14 +77,20 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     ...(task.stdin === 'pipe' ? { stdinFifo: join(task.spool, INPUT_FIFO) } : {}),
     ...(task.tty ? { terminal: { resizeFifo: join(task.spool, RESIZE_FIFO), cols: task.tty.cols, rows: task.tty.rows } } : {}),
     extraFiles: [],
-    cgroupProcs: cgroups?.procsFiles() ?? [],
+    cgroups: cgroups?.joinEntries() ?? [],
     limits: { openFiles: config.openFilesLimit, fileSizeBytes: Math.max(config.fileSizeLimitBytes, task.maxOutputBytes + 1) },
-    ...(config.taskIdentity ? { user: config.taskIdentity } : {}),
+    ...(runAs.user ? { user: runAs.user } : {}),
   }
+  const { ranAs } = runAs
   if (task.sandbox === 'off') {
     const env = { ...baseEnv, ...request.envAdditions, ...marker }
-    return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, release }
+    return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, ranAs, release }
   }
+  // On its own identity the task writes its folders through idmapped mounts (each owner shows as
+  // the task's user), and sees the daemon's HOME through a read-only one.
+  const pinnedDirs = paths.writable.map(({ path, dev, ino, uid, gid }) => (runAs.idmap ? { path, dev, ino, owner: { uid, gid } } : { path, dev, ino }))
+  const home = runAs.idmap && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home) : null
+  const idmapped = runAs.idmap ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...paths.writable] : []
   const environment = sandboxEnvironment(baseEnv, request.envAdditions, marker)
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
   // no file that anyone could swap between the write and bubblewrap's read.
@@ -90,13 +101,14 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
-    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd }),
+    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped }),
     '--',
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs: paths.writable },
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(home ? { idmappedViews: [home] } : {}) },
     cgroups,
+    ranAs,
     release,
   }
 }
@@ -122,6 +134,10 @@ export interface BubblewrapOptions {
   argsFd: number
   /** Descriptor of paths.writable[0]; the others follow. */
   firstPinnedFd: number
+  /** Who bubblewrap runs as when not the daemon (null): it reaches only what that user can. */
+  user?: { uid: number; gid: number } | null
+  /** Folders that user sees through idmapped mounts (their owners show as it). */
+  idmapped?: readonly IdmappedRoot[]
 }
 
 /** The bubblewrap command line of a sandboxed profile (each loads its own seccomp program). */
@@ -148,9 +164,10 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     '--proc', '/proc', '--remount-ro', '/proc',
     '--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp',
   ]
-  // Run as taskUser, bubblewrap sees only what that user can reach: the rest is protected by file
-  // modes, and a mount on it would fail.
-  const reachable = (path: string) => config.taskIdentity === null || reachableBy(path, config.taskIdentity)
+  // Run as another user (taskUser, the tasks' own identity), bubblewrap sees only what that user can
+  // reach: the rest is protected by file modes, and a mount on it would fail.
+  const { user } = options
+  const reachable = (path: string) => !user || reachableBy(path, user, options.idmapped)
   const home = config.baseEnv.HOME
   if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, tmpSize))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.

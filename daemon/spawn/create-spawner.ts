@@ -51,7 +51,7 @@ async function probe(binary: string, log: Logger): Promise<NativeSpawner | strin
   async function run(): Promise<NativeSpawner> {
     spawner = await NativeSpawner.start(binary, log)
     // No exit file: the probe's end is heard by this spawner, nobody else needs it.
-    const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: '/dev/null', exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
+    const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: '/dev/null', exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
     if (!outcome.started) throw new Error(outcome.message)
     const exit = await outcome.exited
     if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)

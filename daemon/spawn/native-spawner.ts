@@ -6,15 +6,19 @@ import { resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { endedBy, exitOf, readExitFile, signalName } from './exit-file.js'
 import {
+  cgroupFailure,
   cwdChangedFailure,
   dataFileFailure,
   descriptorLayout,
+  idmapFailure,
+  keyringFailure,
   pinnedDirFailure,
   spawnRequestProblem,
   userFailure,
   type AttachOutcome,
   type AttachRequest,
   type KeeperRef,
+  type PinnedDir,
   type SpawnExit,
   type SpawnOutcome,
   type SpawnRequest,
@@ -50,7 +54,7 @@ const MAX_REATTACH = 3
  * The native spawner: a small C helper (daemon/spawner/tend-spawner.c, built at install) that the
  * daemon starts once and sends spawn requests to over a pipe. For every task it forks a keeper from
  * its own tiny address space; the keeper sets the child up (session, limits, cgroups, descriptors,
- * cwd, user), execs it, becomes its parent, and outlives the helper and the daemon: when the task
+ * idmapped folders, cwd, user, a session keyring of its own), execs it, becomes its parent, and outlives the helper and the daemon: when the task
  * ends it writes the exit file and tells the helper, which reports the exit. The daemon's thread
  * only writes one request and parses a few short lines per task. The wire protocol is described at
  * the top of the C file.
@@ -428,8 +432,10 @@ function frame(all: string[]): Buffer {
 /** The request's string fields in wire order (see the C file): counts before each list; the blobs follow. */
 function fields(id: number, request: SpawnRequest): string[] {
   const env = Object.entries(request.env).map(([key, value]) => `${key}=${value}`)
-  const { argv, extraFiles, cgroupProcs, cwdIdentity, user } = request
+  const { argv, extraFiles, cgroups, cwdIdentity, user } = request
   const pinnedDirs = request.pinnedDirs ?? []
+  const views = request.idmappedViews ?? []
+  const folder = (pinned: PinnedDir) => [pinned.path, pinned.dev, pinned.ino, pinned.owner ? String(pinned.owner.uid) : '', pinned.owner ? String(pinned.owner.gid) : '']
   // A task with a stdin FIFO, or a terminal, is a request of its own kind; the plain one stays as it was.
   // A task that ends with its daemon has +lifeline after its kind.
   const { stdinFifo, terminal } = request
@@ -446,8 +452,9 @@ function fields(id: number, request: SpawnRequest): string[] {
     String(argv.length), ...argv,
     String(env.length), ...env,
     String(extraFiles.length), ...extraFiles,
-    String(cgroupProcs.length), ...cgroupProcs,
-    String(pinnedDirs.length), ...pinnedDirs.flatMap((pinned) => [pinned.path, pinned.dev, pinned.ino]),
+    String(cgroups.length), ...cgroups.flatMap((group) => [group.path, group.dev, group.ino, String(group.uid)]),
+    String(pinnedDirs.length), ...pinnedDirs.flatMap(folder),
+    String(views.length), ...views.flatMap(folder),
     String(request.dataFiles?.length ?? 0),
   ]
 }
@@ -468,6 +475,7 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   const layout = descriptorLayout(request)
   const descriptors = layout.extra.length + layout.data.length + layout.pinned.length
   if (descriptors > MAX_DESCRIPTORS) return `too many extra files, in-memory files and pinned folders: ${descriptors} (at most ${MAX_DESCRIPTORS})`
+  if ((request.idmappedViews?.length ?? 0) > MAX_DESCRIPTORS) return `too many idmapped views: ${request.idmappedViews!.length} (at most ${MAX_DESCRIPTORS})`
   const all = fields(id, request)
   // NUL ends a field on the wire: a value holding one cannot be carried.
   const carrier = all.find((field) => field.includes('\0'))
@@ -496,6 +504,12 @@ function errnoName(value: number): string {
   return ERRNO_NAMES.get(value) ?? `errno ${value}`
 }
 
+/** The pinned folder, or past them the view, a failure's index names. */
+function folderAt(request: SpawnRequest, index: number): PinnedDir | undefined {
+  const pinned = request.pinnedDirs ?? []
+  return index < pinned.length ? pinned[index] : request.idmappedViews?.[index - pinned.length]
+}
+
 function failureMessage(stage: string, code: string, index: number | undefined, request: SpawnRequest): string {
   switch (stage) {
     case 'output':
@@ -516,14 +530,18 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
     case 'data':
       return dataFileFailure(index ?? 0, code)
     case 'pinned': {
-      const pinned = index === undefined ? undefined : request.pinnedDirs?.[index]
+      const pinned = index === undefined ? undefined : folderAt(request, index)
       return pinnedDirFailure(pinned?.path ?? (request.pinnedDirs ?? []).map((dir) => dir.path).join(', '), code)
     }
+    case 'idmap':
+      return idmapFailure(index === undefined ? undefined : (folderAt(request, index)?.path ?? `folder ${index}`), code)
+    case 'keyring':
+      return keyringFailure(code)
     case 'user':
       return request.user ? userFailure(request.user, code) : `could not switch user: ${code}`
     case 'cgroup': {
-      const file = index === undefined ? request.cgroupProcs.join(', ') : request.cgroupProcs[index]
-      return `could not join cgroup ${file}: ${code}`
+      const group = index === undefined ? request.cgroups.map((each) => each.path).join(', ') : request.cgroups[index]?.path
+      return cgroupFailure(group ?? `${index}`, code)
     }
     case 'limits':
       return `could not set the resource limits (open files ${request.limits.openFiles}, file size ${request.limits.fileSizeBytes} bytes): ${code}`

@@ -2,17 +2,20 @@ import { closeSync, constants as fsConstants, existsSync, fstatSync, lstatSync, 
 import type { Readable } from 'node:stream'
 import { checkCwd } from './cwd-check.js'
 import {
+  cgroupFailure,
   cwdChangedFailure,
   descriptorLayout,
   pinnedDirFailure,
   spawnRequestProblem,
   userFailure,
   type AttachOutcome,
+  type CgroupJoin,
   type PinnedDir,
   type SpawnExit,
   type SpawnOutcome,
   type SpawnRequest,
   type Spawner,
+  IDMAP_UNSUPPORTED,
   LIFELINE_UNSUPPORTED,
   STDIN_PIPE_UNSUPPORTED,
   TTY_UNSUPPORTED,
@@ -43,10 +46,15 @@ type Failure = Extract<SpawnOutcome, { started: false }>
  *
  * The prelude reports a failing check on its stdout, a pipe to the daemon; right before the exec it
  * points stdout at the output file, so the pipe's end (with nothing said) means the program is
- * being exec'd. Pinned folders are opened and checked here in the daemon and handed down; each
- * in-memory file reaches the child as a socket that execa writes whole and ends (the daemon never
- * reads from it). Another user is set by util-linux's setpriv, exec'd by the prelude after the
- * cgroups are joined (which takes the daemon's privileges).
+ * being exec'd. Pinned folders are opened and checked here in the daemon and handed down, and so
+ * is each cgroup's `tasks` file, opened from its folder once checked (the prelude writes its pid
+ * there and closes it); each in-memory file reaches the child as a socket that execa writes whole
+ * and ends (the daemon never reads from it). Another user is set by util-linux's setpriv, exec'd by
+ * the prelude after the cgroups are joined (which takes the daemon's privileges).
+ *
+ * What only a child that is still root, or a system call, can do is left out: no idmapped folders
+ * (a request with them fails at stage idmap; the daemon plans its tasks without), and the task
+ * keeps the daemon's session keyring (KEYRING_UNSUPPORTED: `tend status` says so).
  *
  * No keeper: the task is the daemon's child and its exit is known only to the daemon (`keeper: null`,
  * exitFile ignored, attach answers ENOTSUP); a daemon that dies loses it, and the next one records
@@ -67,6 +75,8 @@ export class NodeSpawner implements Spawner {
     if (request.stdinFifo) return { started: false, stage: 'stdin', code: 'ENOTSUP', message: STDIN_PIPE_UNSUPPORTED }
     // Its task is the daemon's child, and outlives a daemon that dies: nothing here would end it.
     if (request.endsWithDaemon) return { started: false, stage: 'lifeline', code: 'ENOTSUP', message: LIFELINE_UNSUPPORTED }
+    // Only a child that is still root can mount them; the daemon plans without them here.
+    if ((request.pinnedDirs ?? []).some((pinned) => pinned.owner) || (request.idmappedViews?.length ?? 0) > 0) return { started: false, stage: 'idmap', code: 'ENOTSUP', message: IDMAP_UNSUPPORTED }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)
@@ -77,7 +87,7 @@ export class NodeSpawner implements Spawner {
     try {
       const opened = openDescriptors(request, descriptors)
       if ('stage' in opened) return opened
-      const subprocess = execa('/bin/sh', ['-c', prelude(request), 'tend-task', request.file, ...request.argv.slice(1)], {
+      const subprocess = execa('/bin/sh', ['-c', prelude(request, opened.cgroupFds), 'tend-task', request.file, ...request.argv.slice(1)], {
         cwd: request.cwd,
         env: request.env,
         extendEnv: false,
@@ -116,10 +126,12 @@ export class NodeSpawner implements Spawner {
 
 /**
  * fd 0 ignored (/dev/null), fd 1 the prelude's report pipe (the output file once it execs), fd 2
- * the output file, then the layout: extra files, data (written by execa and ended), pinned folders.
- * Every descriptor opened here is pushed to `opened`, for the caller to close after the spawn.
+ * the output file, then the layout: extra files, data (written by execa and ended), pinned folders;
+ * after them each cgroup's `tasks` file (cgroupFds: their numbers in the child), which the prelude
+ * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
+ * after the spawn.
  */
-function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[] } | Failure {
+function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[] } | Failure {
   const open = (path: string, flags: string | number): number => {
     const fd = openSync(path, flags, 0o600)
     opened.push(fd)
@@ -147,7 +159,33 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     if (typeof fd === 'string') return { started: false, stage: 'pinned', code: fd, message: pinnedDirFailure(pinned.path, fd) }
     stdio[layout.pinned[index]!] = fd
   }
-  return { stdio }
+  const cgroupFds: number[] = []
+  for (const group of request.cgroups) {
+    const fd = openCgroupTasks(group, opened)
+    if (typeof fd === 'string') return { started: false, stage: 'cgroup', code: fd, message: cgroupFailure(group.path, fd) }
+    cgroupFds.push(stdio.length)
+    stdio.push(fd)
+  }
+  return { stdio, cgroupFds }
+}
+
+/**
+ * The `tasks` file of a cgroup folder, opened for writing from that very folder: the folder opened
+ * without following a symbolic link (ELOOP when one is anywhere in its path: the kernel's name for
+ * it must be the path itself), checked against the identity and owner it was made with (ESTALE),
+ * and the file opened through the folder's descriptor, never by its path again. Or the errno name.
+ */
+function openCgroupTasks(group: CgroupJoin, opened: number[]): number | string {
+  const dir = openPinned(group, opened)
+  if (typeof dir === 'string') return dir
+  try {
+    if (fstatSync(dir, { bigint: true }).uid !== BigInt(group.uid)) return 'ESTALE'
+    const tasks = openSync(`/proc/self/fd/${dir}/tasks`, fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
+    opened.push(tasks)
+    return tasks
+  } catch (error) {
+    return errorCode(error)
+  }
 }
 
 type StdioEntry = 'ignore' | 'pipe' | number | Uint8Array
@@ -159,7 +197,7 @@ type ExecaStdio = ['ignore', 'pipe', 3, ...(3 | Uint8Array)[]]
  * when a symbolic link is anywhere in its path (the kernel's name for it must be the path itself),
  * ESTALE when it is another directory.
  */
-function openPinned(pinned: PinnedDir, opened: number[]): number | string {
+function openPinned(pinned: Pick<PinnedDir, 'path' | 'dev' | 'ino'>, opened: number[]): number | string {
   let fd: number
   try {
     fd = openSync(pinned.path, PINNED_DIR_FLAGS)
@@ -179,12 +217,12 @@ function openPinned(pinned: PinnedDir, opened: number[]): number | string {
   }
 }
 
-/** The shell prelude: limits, cgroups, the cwd check, then the exec (through setpriv for another user). */
-function prelude(request: SpawnRequest): string {
+/** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through setpriv for another user). */
+function prelude(request: SpawnRequest, cgroupFds: number[]): string {
   const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
   const steps = [`ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}`]
-  const joins = request.cgroupProcs.map((file) => `echo $$ > ${shellQuote(file)}`).join(' && ')
-  if (joins) steps.push(`${joins} || exit 125`)
+  // Each `tasks` file is closed once written: the task never holds it.
+  for (const [index, fd] of cgroupFds.entries()) steps.push(`{ echo $$ >&${fd}; } 2>/dev/null || { echo cgroup EIO ${index}; exit 125; }; exec ${fd}>&-`)
   if (request.cwdIdentity) {
     const { dev, ino } = request.cwdIdentity
     steps.push(`[ "$(${shellQuote(STAT!)} -c %d:%i .)" = ${dev}:${ino} ] || { echo chdir ESTALE; exit 125; }`)
@@ -219,8 +257,9 @@ async function readToEnd(stream: Readable | null): Promise<string> {
 }
 
 function preludeFailure(said: string, request: SpawnRequest): Failure {
-  const [stage = 'exec', code = 'UNKNOWN'] = said.split(/\s+/)
+  const [stage = 'exec', code = 'UNKNOWN', index] = said.split(/\s+/)
   if (stage === 'chdir' && code === 'ESTALE') return { started: false, stage, code, message: cwdChangedFailure(request.cwd) }
+  if (stage === 'cgroup') return { started: false, stage, code, message: cgroupFailure(request.cgroups[Number(index)]?.path ?? '', code) }
   return { started: false, stage, code, message: `could not start ${request.file} (${stage}): ${code}` }
 }
 

@@ -53,8 +53,14 @@ export interface SpawnRequest {
   exitFile: string
   /** Files opened read-only as the child's fd 3, 4, … (the seccomp program). */
   extraFiles: string[]
-  /** cgroup files the child joins before it execs: v1 `tasks` files (the native child writes 0, itself; the node prelude its pid). */
-  cgroupProcs: string[]
+  /**
+   * The cgroup folders the child joins before it execs, each as the daemon made it: the folder is
+   * opened without following a symbolic link and must still be that directory (device, inode) with
+   * that owner (uid), or the spawn fails at stage `cgroup` (ESTALE); then the child writes itself
+   * into the group's v1 `tasks` file, opened from the folder's descriptor (the native child writes
+   * 0, itself; the node prelude its pid, to a descriptor the daemon opened the same way).
+   */
+  cgroups: CgroupJoin[]
   /** Resource limits set (soft and hard) in the child; core dumps are always off. */
   limits: { openFiles: number; fileSizeBytes: number }
   /**
@@ -66,9 +72,20 @@ export interface SpawnRequest {
   /**
    * Folders pinned when the task was accepted, opened O_PATH in the child on the descriptors after
    * the data files. Each must still resolve without any symbolic link and be the same directory
-   * (device and inode), or the spawn fails at stage `pinned`. Default: none.
+   * (device and inode), or the spawn fails at stage `pinned`. One with an `owner` (which it must
+   * still have) is idmapped onto `user`, which must be set (native spawner only): its descriptor
+   * names an idmapped mount of it, private to the child, in which that owner's files show as
+   * `user`'s and what `user` creates belongs to the owner on disk; one the kernel or its file system
+   * cannot idmap fails the spawn at stage `idmap` (daemon/spawner/idmap.c). Default: none.
    */
   pinnedDirs?: PinnedDir[]
+  /**
+   * Folders the child shows `user` read-only through an idmapped mount (as for a pinned folder with
+   * an owner, which each must have), in its own mount namespace, on no descriptor: e.g. the
+   * daemon's HOME, whose owner-only files (~/.gitconfig) the task may read. A failure reads as a
+   * pinned folder's, with the index counted on after the pinned folders. Default: none.
+   */
+  idmappedViews?: PinnedDir[]
   /**
    * The device and inode cwd had when the task was accepted: after the chdir, `.` must still be
    * that directory, or the spawn fails at stage `chdir` with ESTALE. Default: not checked.
@@ -91,6 +108,14 @@ export interface FileIdentity {
 /** A directory pinned by identity; `path` is a real path (no symbolic link in any component). */
 export interface PinnedDir extends FileIdentity {
   path: string
+  /** Its owner as pinned: the folder is then idmapped so that this owner shows as the request's user. */
+  owner?: { uid: number; gid: number }
+}
+
+/** A cgroup folder as TaskCgroups made it: its real path, identity and owner. */
+export interface CgroupJoin extends FileIdentity {
+  path: string
+  uid: number
 }
 
 /** The child's descriptor numbers: 0 stdin, 1 and 2 the output file, then these, in this order. */
@@ -110,14 +135,22 @@ export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dat
   return { extra, data, pinned }
 }
 
-/** What is wrong with the optional fields of a request (dataFiles, pinnedDirs, cwdIdentity, endsWithDaemon, user), or null. */
+/** What is wrong with the cgroups and the optional fields of a request (dataFiles, pinnedDirs, idmappedViews, cwdIdentity, endsWithDaemon, user), or null. */
 export function spawnRequestProblem(request: SpawnRequest): string | null {
   for (const [index, data] of (request.dataFiles ?? []).entries()) {
     if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
   }
-  for (const [index, pinned] of (request.pinnedDirs ?? []).entries()) {
-    if (!pinned.path.startsWith('/') || pinned.path.includes('\0')) return `pinnedDirs[${index}].path must be an absolute path, got ${JSON.stringify(pinned.path)}`
-    const problem = identityProblem(`pinnedDirs[${index}]`, pinned)
+  for (const [field, folders] of [['pinnedDirs', request.pinnedDirs ?? []], ['idmappedViews', request.idmappedViews ?? []]] as const) {
+    for (const [index, pinned] of folders.entries()) {
+      const problem = folderProblem(`${field}[${index}]`, pinned) ?? (pinned.owner ? idsProblem(`${field}[${index}].owner`, pinned.owner) : null)
+      if (problem) return problem
+      if (field === 'idmappedViews' && !pinned.owner) return `${field}[${index}].owner is missing: a view is always idmapped`
+      // The mapping is onto the request's user: without one there is none to map to.
+      if (pinned.owner && !request.user) return `${field}[${index}] is idmapped to its owner, but the request has no user to map to`
+    }
+  }
+  for (const [index, group] of (request.cgroups ?? []).entries()) {
+    const problem = folderProblem(`cgroups[${index}]`, group) ?? idsProblem(`cgroups[${index}]`, { uid: group.uid })
     if (problem) return problem
   }
   if (request.cwdIdentity) {
@@ -125,12 +158,21 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
     if (problem) return problem
   }
   if (request.endsWithDaemon !== undefined && typeof request.endsWithDaemon !== 'boolean') return `endsWithDaemon must be a boolean, got ${typeof request.endsWithDaemon}`
-  if (request.user) {
-    for (const key of ['uid', 'gid'] as const) {
-      const id = request.user[key]
-      // (uid_t)-1 means "unchanged" to the kernel: never a user to run as.
-      if (!Number.isSafeInteger(id) || id < 0 || id >= 0xffffffff) return `user.${key} must be an integer from 0 to 4294967294, got ${id}`
-    }
+  if (request.user) return idsProblem('user', request.user)
+  return null
+}
+
+function folderProblem(field: string, folder: { path: string } & FileIdentity): string | null {
+  if (typeof folder.path !== 'string' || !folder.path.startsWith('/') || folder.path.includes('\0')) return `${field}.path must be an absolute path, got ${JSON.stringify(folder.path)}`
+  return identityProblem(field, folder)
+}
+
+function idsProblem(field: string, ids: { uid?: number; gid?: number }): string | null {
+  for (const key of ['uid', 'gid'] as const) {
+    if (!(key in ids)) continue
+    const id = ids[key]
+    // (uid_t)-1 means "unchanged" to the kernel: never a user to run as.
+    if (!Number.isSafeInteger(id) || id! < 0 || id! >= 0xffffffff) return `${field}.${key} must be an integer from 0 to 4294967294, got ${id}`
   }
   return null
 }
@@ -168,6 +210,24 @@ export function cwdChangedFailure(cwd: string): string {
 
 export function userFailure(user: { uid: number; gid: number }, reason: string): string {
   return `could not run the task as uid ${user.uid} gid ${user.gid}: ${reason}`
+}
+
+/** A cgroup folder that could not be joined (code: ESTALE for another folder, or another owner). */
+export function cgroupFailure(path: string, code: string): string {
+  if (code === 'ESTALE') return `could not join cgroup ${path}: it is no longer the folder the daemon made (another folder, or another owner, is at its path) (ESTALE)`
+  if (code === 'ELOOP') return `could not join cgroup ${path}: a symbolic link is in its path (ELOOP)`
+  return `could not join cgroup ${path}: ${code}`
+}
+
+/** A folder the child could not idmap (index undefined: its mount namespace). */
+export function idmapFailure(path: string | undefined, code: string): string {
+  if (path === undefined) return `could not give the task a mount namespace of its own for its idmapped folders: ${code}`
+  const why = code === 'EINVAL' ? ' (its file system, or one mounted inside it, does not support idmapped mounts)' : code === 'ENOSYS' ? ' (this kernel has no idmapped mounts: Linux 5.12 or later is needed)' : ''
+  return `could not idmap ${path} for the task's user: ${code}${why}`
+}
+
+export function keyringFailure(code: string): string {
+  return `could not give the task a session keyring of its own: ${code}`
 }
 
 export function dataFileFailure(index: number, code: string): string {
@@ -231,7 +291,7 @@ export type SpawnOutcome =
   | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
   /**
    * Nothing is left running. `stage` says which step failed: request, output, stdin, tty, lifeline,
-   * extra, data, pinned, cgroup, limits, setsid, chdir, user, exec, fork, spawner.
+   * extra, data, pinned, idmap, cgroup, limits, setsid, chdir, user, keyring, exec, fork, spawner.
    */
   | { started: false; stage: string; code: string; message: string }
 
@@ -252,5 +312,9 @@ export interface Spawner {
 export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
 /** Why the node spawner starts no task with a stdin pipe (the daemon refuses such tasks at admission). */
 export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'
+/** Why the node spawner gives a task no idmapped folder (the daemon then plans without). */
+export const IDMAP_UNSUPPORTED = 'idmapped folders need the native spawner (its child mounts them while still root); this daemon runs the node fallback spawner'
+/** Why the node spawner's tasks keep the daemon's session keyring. */
+export const KEYRING_UNSUPPORTED = "the node fallback spawner cannot give a task a session keyring of its own: its tasks share the daemon's"
 /** Why the node spawner starts no task that is to end with its daemon. */
 export const LIFELINE_UNSUPPORTED = 'a task that is to end with its daemon needs the native spawner (its keeper kills it once the daemon is gone); this daemon runs the node fallback spawner'

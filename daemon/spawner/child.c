@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/keyctl.h>
 #include <linux/openat2.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -34,21 +35,39 @@ __attribute__((noreturn)) static void child_fail(const char *stage, int error, l
   _exit(127);
 }
 
-void close_from(int low, int keep, int highest_known) {
+static int kept(int fd, int keep, const int *more, size_t count) {
+  if (fd == keep) return 1;
+  for (size_t i = 0; i < count; i++)
+    if (more[i] == fd) return 1;
+  return 0;
+}
+
+void close_except(int low, int keep, const int *more, size_t count, int highest_known) {
 #ifdef SYS_close_range
-  int ok = 1;
-  if (keep >= low) {
-    if (keep > low && syscall(SYS_close_range, (unsigned)low, (unsigned)keep - 1, 0u) != 0) ok = 0;
-    if (ok && syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) != 0) ok = 0;
-  } else if (syscall(SYS_close_range, (unsigned)low, ~0u, 0u) != 0) {
-    ok = 0;
+  /* The gaps between the kept descriptors, lowest first: a few kept ones, so a scan per gap. */
+  int from = low, ok = 1;
+  while (ok) {
+    int next = -1;
+    if (keep >= from) next = keep;
+    for (size_t i = 0; i < count; i++)
+      if (more[i] >= from && (next < 0 || more[i] < next)) next = more[i];
+    if (next < 0) {
+      if (syscall(SYS_close_range, (unsigned)from, ~0u, 0u) != 0) ok = 0;
+      break;
+    }
+    if (next > from && syscall(SYS_close_range, (unsigned)from, (unsigned)next - 1, 0u) != 0) ok = 0;
+    from = next + 1;
   }
   if (ok) return;
 #endif
   /* No close_range (kernel < 5.9): every descriptor the helper opens is below highest_known
    * and O_CLOEXEC anyway. */
   for (int fd = low; fd <= highest_known; fd++)
-    if (fd != keep) close(fd);
+    if (!kept(fd, keep, more, count)) close(fd);
+}
+
+void close_from(int low, int keep, int highest_known) {
+  close_except(low, keep, NULL, 0, highest_known);
 }
 
 /* Moves fd to the lowest free descriptor >= low (O_CLOEXEC), so the dup2s cannot collide. */
@@ -92,8 +111,9 @@ static int open_blob(const struct blob *blob) {
   return readonly;
 }
 
-/* A pinned folder, opened without following any symbolic link; ESTALE when it is another one. */
-static int open_pinned(const struct pin *pin) {
+/* A pinned folder, opened without following any symbolic link; ESTALE when it is another one (or,
+ * with check_owner and mapped, has another owner: through an idmapped mount the owner shows mapped). */
+static int open_pinned(const struct pin *pin, int check_owner) {
   struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
   int fd;
   do fd = (int)syscall(SYS_openat2, AT_FDCWD, pin->path, &how, sizeof how);
@@ -103,10 +123,64 @@ static int open_pinned(const struct pin *pin) {
   int error = 0;
   if (fstat(fd, &info) != 0) error = errno;
   else if ((unsigned long long)info.st_dev != pin->dev || (unsigned long long)info.st_ino != pin->ino) error = ESTALE;
+  else if (check_owner && pin->mapped && ((unsigned long long)info.st_uid != pin->owner_uid || (unsigned long long)info.st_gid != pin->owner_gid)) error = ESTALE;
   if (!error) return fd;
   close(fd);
   errno = error;
   return -1;
+}
+
+/* Entry k of the pinned folders then the views, and where its descriptor is kept. */
+static const struct pin *folder(const struct request *r, size_t k) {
+  return k < r->pinc ? &r->pins[k] : &r->views[k - r->pinc];
+}
+static int *folder_fd(struct request *r, size_t k) {
+  return k < r->pinc ? &r->fds[r->extrac + r->datac + k] : &r->view_fds[k - r->pinc];
+}
+
+/*
+ * The pinned folders and the views, each opened and checked as pinned (a failure: stage pinned).
+ * Mapped ones then get an idmapped copy mounted over them (stage idmap), in a mount namespace of
+ * the child's own, ancestors first (shorter paths first) so that a folder mounted inside another
+ * stays visible. Each copy is taken from the folder as opened before anything was mounted (a copy
+ * of an idmapped mount cannot be idmapped again) and mounted onto the folder opened anew through
+ * what was mounted above it; its descriptor replaces the pinned one. The views' are closed after.
+ */
+static void open_folders(struct request *r, int low) {
+  size_t total = r->pinc + r->viewc;
+  if (r->usernsc > 0 && idmap_private_namespace() != 0) child_fail("idmap", errno, -1);
+  for (size_t k = 0; k < total; k++) {
+    int fd = move_above(open_pinned(folder(r, k), 1), low);
+    if (fd < 0) child_fail("pinned", errno, (long)k);
+    *folder_fd(r, k) = fd;
+  }
+  if (r->usernsc == 0) return;
+  size_t previous = total, previous_length = 0;
+  for (size_t done = 0; done < total; done++) {
+    size_t next = total, next_length = 0;
+    for (size_t k = 0; k < total; k++) {
+      size_t length = strlen(folder(r, k)->path);
+      int after = previous == total || length > previous_length || (length == previous_length && k > previous);
+      if (after && (next == total || length < next_length)) {
+        next = k;
+        next_length = length;
+      }
+    }
+    previous = next;
+    previous_length = next_length;
+    const struct pin *entry = folder(r, next);
+    if (!entry->mapped) continue;
+    int *fd = folder_fd(r, next);
+    int target = open_pinned(entry, 0);
+    if (target < 0) child_fail("pinned", errno, (long)next);
+    int attached = move_above(idmap_attach(*fd, target, entry->userns, next >= r->pinc), low);
+    if (attached < 0) child_fail("idmap", errno, (long)next);
+    close(target);
+    close(*fd);
+    *fd = attached;
+  }
+  for (size_t i = 0; i < r->viewc; i++) close(r->view_fds[i]);
+  for (size_t i = 0; i < r->usernsc; i++) close(r->userns_fds[i]);
 }
 
 /*
@@ -136,7 +210,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
   error_fd = error_pipe;
   /* Hygiene first: drop everything of the helper's but stdio and the error pipe, so the opens
    * below get low descriptors (the task's RLIMIT_NOFILE may be smaller than the helper's table). */
-  close_from(3, error_fd, highest_known);
+  close_except(3, error_fd, r->userns_fds, r->usernsc, highest_known);
 
   /* 1. Default signal dispositions, empty mask (the helper blocks SIGCHLD and ignores SIGPIPE). */
   struct sigaction default_action;
@@ -159,26 +233,17 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
   if (setrlimit(RLIMIT_NOFILE, &files) != 0) child_fail("limits", errno, -1);
   if (setrlimit(RLIMIT_FSIZE, &fsize) != 0) child_fail("limits", errno, -1);
 
-  /* 4. Join the cgroups: 0 (this thread) into each v1 `tasks` file. We have one thread, so that
-   * moves the whole process, and a thread moving itself is the one migration the kernel makes
-   * without its global threadgroup lock: writing our pid to cgroup.procs takes that lock, whose
-   * first writer after a quiet spell waits out an RCU grace period (5-16 ms per task measured
-   * here under load, 0.1 ms this way; docs/benchmarks.md). */
-  static const char pid_text[] = "0\n";
-  int pid_length = (int)sizeof pid_text - 1;
-  for (size_t i = 0; i < r->cgc; i++) {
-    int fd = open_retrying(r->cgroups[i], O_WRONLY, 0);
-    if (fd < 0) child_fail("cgroup", errno, (long)i);
-    ssize_t written;
-    do written = write(fd, pid_text, (size_t)pid_length);
-    while (written < 0 && errno == EINTR);
-    if (written < 0) child_fail("cgroup", errno, (long)i);
-    if (written != pid_length) child_fail("cgroup", EIO, (long)i);
-    close(fd);
-  }
+  /* 4. Join the cgroups, each through the folder the daemon made (cgroup.c): 0 (this thread) into
+   * its v1 `tasks` file. We have one thread, so that moves the whole process, and a thread moving
+   * itself is the one migration the kernel makes without its global threadgroup lock: writing our
+   * pid to cgroup.procs takes that lock, whose first writer after a quiet spell waits out an RCU
+   * grace period (5-16 ms per task measured here under load, 0.1 ms this way; docs/benchmarks.md). */
+  for (size_t i = 0; i < r->cgc; i++)
+    if (join_cgroup(&r->cgroups[i]) != 0) child_fail("cgroup", errno, (long)i);
 
   /* 5. Descriptors: open everything above the target range 0 .. 3+slots-1, then dup2 down. The
-   * slots are the extra files, then the blobs, then the pinned folders. */
+   * slots are the extra files, then the blobs, then the pinned folders (idmapped where asked:
+   * open_folders). */
   size_t slots = r->extrac + r->datac + r->pinc;
   int low = 3 + (int)slots;
   int moved = move_above(error_fd, low);
@@ -205,8 +270,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if ((*fds++ = move_above(open_retrying(r->extra[i], O_RDONLY, 0), low)) < 0) child_fail("extra", errno, (long)i);
   for (size_t i = 0; i < r->datac; i++)
     if ((*fds++ = move_above(open_blob(&r->data[i]), low)) < 0) child_fail("data", errno, (long)i);
-  for (size_t i = 0; i < r->pinc; i++)
-    if ((*fds++ = move_above(open_pinned(&r->pins[i]), low)) < 0) child_fail("pinned", errno, (long)i);
+  open_folders(r, low);
 
   /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
   if (dup2(stdin_fd, 0) < 0) child_fail("stdin", errno, -1);
@@ -242,7 +306,12 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if (r->uid != 0 && setuid(0) == 0) child_fail("user", EPERM, -1);
   }
 
-  /* 8. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
+  /* 8. A session keyring of its own, new and empty, whatever the profile: the one inherited is
+   * the daemon's (its keys, and a place to plant keys for other owners' tasks to find). Joined as
+   * the task's user, so that it is the task's. A kernel without keyrings has nothing to inherit. */
+  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS) child_fail("keyring", errno, -1);
+
+  /* 9. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
   if (strchr(r->file, '/') == NULL) {
     environ = r->envp;
     execvpe(r->file, r->argv, r->envp);

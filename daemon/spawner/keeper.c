@@ -288,13 +288,13 @@ __attribute__((noinline)) static pid_t start_child(struct request *r, int error_
 }
 
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known) {
-  /* Nothing of the helper's but the report pipe (not the daemon's pipes, not the signalfd, not the
-   * pipes of the other keepers); stdio on /dev/null. */
+  /* Nothing of the helper's but the report pipe and the user namespaces its child mounts with (not
+   * the daemon's pipes, not the signalfd, not the pipes of the other keepers); stdio on /dev/null. */
   if (report_fd < 3) {
     int moved = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
     if (moved >= 0) report_fd = moved;
   }
-  close_from(0, report_fd, highest_known);
+  close_except(0, report_fd, r->userns_fds, r->usernsc, highest_known);
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd >= 0) {
     for (int fd = 0; fd < 3; fd++)
@@ -349,6 +349,8 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   pid_t task = start_child(r, pipe_fds[1], highest);
   int fork_error = errno;
   close(pipe_fds[1]);
+  /* The child has made its idmapped mounts (or failed): the helper's user namespaces are no longer needed. */
+  for (size_t i = 0; i < r->usernsc; i++) close(r->userns_fds[i]);
   if (task < 0) keeper_fail(report_fd, "fork", fork_error);
   lifeline.task = task;
 

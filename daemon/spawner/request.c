@@ -74,6 +74,18 @@ static const char *next_exit_file(struct cursor *cursor) {
   return next_spool_path(cursor, "exitFile");
 }
 
+/* A pinned folder or a view: path, dev, ino, then its owner's uid and gid (both empty: not mapped). */
+static void next_pin(struct cursor *cursor, struct pin *pin, const char *what, int set_user) {
+  pin->path = next_string(cursor, what);
+  if (pin->path[0] != '/') malformed("%s path is not absolute", what);
+  pin->dev = next_number(cursor, what, ~0ULL);
+  pin->ino = next_number(cursor, what, ~0ULL);
+  pin->mapped = next_optional_pair(cursor, what, 0xfffffffeULL, &pin->owner_uid, &pin->owner_gid);
+  pin->userns = -1;
+  /* The mapping is onto the request's user: without one there is none to map to. */
+  if (pin->mapped && !set_user) malformed("%s mapped to its owner without a user to map to", what);
+}
+
 /* The fields of a spawn from `file` on (reqid and exitFile are already in *request). */
 static void parse_spawn(struct cursor cursor, struct request *request, void **allocation) {
   request->file = next_string(&cursor, "file");
@@ -94,32 +106,41 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   size_t extrac = next_count(&scan, "extrac");
   for (size_t i = 0; i < extrac; i++) next_string(&scan, "extraFiles");
   size_t cgc = next_count(&scan, "cgc");
-  for (size_t i = 0; i < cgc; i++) next_string(&scan, "cgroupProcs");
+  for (size_t i = 0; i < 4 * cgc; i++) next_string(&scan, "cgroup");
   size_t pinc = next_count(&scan, "pinc");
-  for (size_t i = 0; i < 3 * pinc; i++) next_string(&scan, "pinned folder");
+  for (size_t i = 0; i < 5 * pinc; i++) next_string(&scan, "pinned folder");
+  size_t viewc = next_count(&scan, "viewc");
+  for (size_t i = 0; i < 5 * viewc; i++) next_string(&scan, "view");
   size_t datac = next_count(&scan, "datac");
   for (size_t i = 0; i < datac; i++) next_blob(&scan);
   if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
   if (extrac + pinc + datac > 1024) malformed("too many extra files, blobs and pinned folders");
+  if (viewc > 1024) malformed("too many views");
 
   /* Pointers first, then the structs, then the ints: each part stays aligned. */
-  size_t pointers = (argc + 1) + (envc + 1) + extrac + cgc;
+  size_t pointers = (argc + 1) + (envc + 1) + extrac;
   size_t slots = extrac + datac + pinc;
-  char **table = xrealloc(NULL, pointers * sizeof(char *) + pinc * sizeof(struct pin) + datac * sizeof(struct blob) + slots * sizeof(int) + 1);
+  size_t ints = slots + viewc + pinc + viewc;
+  char **table = xrealloc(NULL, pointers * sizeof(char *) + cgc * sizeof(struct cgroup_join) + (pinc + viewc) * sizeof(struct pin) + datac * sizeof(struct blob) + ints * sizeof(int) + 1);
   *allocation = table;
   request->argc = argc;
   request->envc = envc;
   request->extrac = extrac;
   request->cgc = cgc;
   request->pinc = pinc;
+  request->viewc = viewc;
   request->datac = datac;
   request->argv = table;
   request->envp = request->argv + argc + 1;
   request->extra = request->envp + envc + 1;
-  request->cgroups = request->extra + extrac;
+  request->cgroups = (struct cgroup_join *)(void *)(request->extra + extrac);
   request->pins = (struct pin *)(void *)(request->cgroups + cgc);
-  request->data = (struct blob *)(void *)(request->pins + pinc);
+  request->views = request->pins + pinc;
+  request->data = (struct blob *)(void *)(request->views + viewc);
   request->fds = (int *)(void *)(request->data + datac);
+  request->view_fds = request->fds + slots;
+  request->userns_fds = request->view_fds + viewc;
+  request->usernsc = 0;
 
   next_string(&cursor, "argc");
   for (size_t i = 0; i < argc; i++) request->argv[i] = next_string(&cursor, "argv");
@@ -130,18 +151,24 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   next_string(&cursor, "extrac");
   for (size_t i = 0; i < extrac; i++) request->extra[i] = next_string(&cursor, "extraFiles");
   next_string(&cursor, "cgc");
-  for (size_t i = 0; i < cgc; i++) request->cgroups[i] = next_string(&cursor, "cgroupProcs");
+  for (size_t i = 0; i < cgc; i++) {
+    struct cgroup_join *group = &request->cgroups[i];
+    group->path = next_string(&cursor, "cgroup path");
+    if (group->path[0] != '/') malformed("cgroup path is not absolute");
+    group->dev = next_number(&cursor, "cgroup dev", ~0ULL);
+    group->ino = next_number(&cursor, "cgroup ino", ~0ULL);
+    group->uid = next_number(&cursor, "cgroup uid", 0xfffffffeULL);
+  }
   next_string(&cursor, "pinc");
-  for (size_t i = 0; i < pinc; i++) {
-    request->pins[i].path = next_string(&cursor, "pinned path");
-    if (request->pins[i].path[0] != '/') malformed("pinned path is not absolute");
-    request->pins[i].dev = next_number(&cursor, "pinned dev", ~0ULL);
-    request->pins[i].ino = next_number(&cursor, "pinned ino", ~0ULL);
+  for (size_t i = 0; i < pinc; i++) next_pin(&cursor, &request->pins[i], "pinned", request->set_user);
+  next_string(&cursor, "viewc");
+  for (size_t i = 0; i < viewc; i++) {
+    next_pin(&cursor, &request->views[i], "view", request->set_user);
+    if (!request->views[i].mapped) malformed("a view without its owner");
   }
   next_string(&cursor, "datac");
   for (size_t i = 0; i < datac; i++) request->data[i] = next_blob(&cursor);
 }
-
 
 static void parse_attach(struct cursor cursor, struct attach *attach) {
   attach->reqid = next_string(&cursor, "reqid");

@@ -6,6 +6,8 @@
  *   child.c         the task child's setup, from signals to exec
  *   terminal.c      a terminal task's pseudo-terminal, and the keeper's relay between it and files
  *   lifeline.c      a keeper's watch on the helper, for a task that must end with its daemon
+ *   idmap.c         idmapped mounts: the helper's user namespaces, the child's private mounts
+ *   cgroup.c        the child joining its cgroups through folders checked by identity
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -36,9 +38,21 @@ struct blob {
   size_t length;
 };
 
+/* A pinned folder (writable, handed to the task as a descriptor) or a view (read-only, not handed). */
 struct pin {
   const char *path;
   unsigned long long dev, ino;
+  /* Idmapped (always for a view): its owner as pinned, which the mount shows as (and writes for) the
+   * request's uid and gid; userns is the helper's user namespace of that mapping (idmap.c). */
+  int mapped;
+  unsigned long long owner_uid, owner_gid;
+  int userns;
+};
+
+/* A cgroup folder as the daemon made it: the child joins only that very folder (cgroup.c). */
+struct cgroup_join {
+  const char *path;
+  unsigned long long dev, ino, uid;
 };
 
 struct request {
@@ -54,11 +68,16 @@ struct request {
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
-  size_t argc, envc, extrac, cgc, pinc, datac;
-  char **argv, **envp, **extra, **cgroups;
-  struct pin *pins;
+  size_t argc, envc, extrac, cgc, pinc, viewc, datac;
+  char **argv, **envp, **extra;
+  struct cgroup_join *cgroups;
+  struct pin *pins, *views;
   struct blob *data;
   int *fds; /* the child's descriptors for extra, data, pinned, before they move to fd 3... */
+  int *view_fds; /* the child's descriptors of the views while it mounts them */
+  /* The distinct user namespaces of the mapped pins and views (set by the helper: idmap_prepare). */
+  int *userns_fds;
+  size_t usernsc;
 };
 
 struct attach {
@@ -77,6 +96,8 @@ enum request_kind parse_request(char *payload, size_t length, struct request *sp
 
 /* Closes every descriptor from low up but keep (-1: none); highest_known bounds the fallback loop. */
 void close_from(int low, int keep, int highest_known);
+/* The same, keeping also the count descriptors of more (no allocation: a vfork child calls it). */
+void close_except(int low, int keep, const int *more, size_t count, int highest_known);
 /* Sets the task up and execs it; a failing step writes "<stage> <errno>[ <index>]" to error_fd. */
 __attribute__((noreturn)) void run_child(struct request *r, int error_fd, int highest_known);
 
@@ -130,6 +151,25 @@ int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifel
 /* A FIFO, made (0600) if missing and opened O_RDWR | O_NONBLOCK (which never waits on Linux); a
  * path that is not a FIFO is refused (ENXIO). -1 with errno set on failure. */
 int hold_fifo(const char *path);
+
+/* -------------------------------------------------------------- idmap.c */
+
+/* In the helper, before the keeper is forked: the user namespace of every mapped pin and view (made
+ * once per mapping and kept), into their userns and r->userns_fds. -1 with errno, and in *index the
+ * entry (pins, then views) that failed. */
+int idmap_prepare(struct request *r, size_t *index);
+/* In the child: a mount namespace of its own whose mounts propagate nowhere. -1 with errno. */
+int idmap_private_namespace(void);
+/* In the child: a copy of the tree at source (with its submounts) idmapped through userns (and
+ * read-only if asked) is mounted onto target; answers an O_PATH descriptor of its root. -1 with errno. */
+int idmap_attach(int source, int target, int userns, int read_only);
+
+/* ------------------------------------------------------------- cgroup.c */
+
+/* Moves the calling thread into the group: its folder opened without following any symbolic link,
+ * checked to be the same folder (device, inode) with the same owner, then 0 written to its `tasks`
+ * file. A folder that is another one now: ESTALE. -1 with errno. */
+int join_cgroup(const struct cgroup_join *group);
 
 /* ------------------------------------------------------------- keeper.c */
 

@@ -17,9 +17,11 @@
  * Requests (stdin): a 4-byte little-endian payload length, then the payload, a sequence of
  * NUL-terminated strings. The first string says what it is:
  *   spawn, reqid, exitFile, file, cwd, outputFile, openFiles, fileSizeBytes, cwdDev, cwdIno, uid,
- *     gid, argc, argv[0..argc-1], envc, env[...] ("K=V"), extrac, extraFiles[...], cgc,
- *     cgroupProcs[...], pinc, then pinc triples (path, dev, ino), datac, then datac blobs, each a
- *     length string and then exactly that many raw bytes (no NUL).
+ *     gid, argc, argv[0..argc-1], envc, env[...] ("K=V"), extrac, extraFiles[...], cgc, then cgc
+ *     quadruples (path, dev, ino, uid: a cgroup folder as the daemon made it), pinc, then pinc
+ *     quintuples (path, dev, ino, ownerUid, ownerGid: a pinned folder), viewc, then viewc quintuples
+ *     (the same: a view), datac, then datac blobs, each a length string and then exactly that many
+ *     raw bytes (no NUL).
  *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
  *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
  *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.
@@ -29,9 +31,12 @@
  *   anything else: a spawn in the first format, without the kind and without exitFile (the first
  *     string is then the reqid: reqid, file, cwd, ...); its keeper writes no exit file.
  * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
- * given; uid and gid likewise (empty: keep the helper's user). reqid is 1..63 printable
+ * given; uid and gid likewise (empty: keep the helper's user); a pinned folder's ownerUid and
+ * ownerGid likewise (empty: bound as it is; given: idmapped, see Identity below, which needs uid and
+ * gid), and a view's are always given. reqid is 1..63 printable
  * characters without spaces. exitFile is empty (none) or an absolute path of at most 4000 bytes
- * whose last component is at most 255; stdinFifo and resizeFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together.
+ * whose last component is at most 255; stdinFifo and resizeFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together,
+ * and 1024 views.
  *
  * Replies (stdout), one line each, space-separated:
  *   started <reqid> <taskpid> <keeperpid> <keeperstart>
@@ -39,13 +44,17 @@
  *                                            /proc/<keeperpid>/stat (start time in clock ticks
  *                                            after boot): with keeperpid, what an attach needs.
  *   failed <reqid> <stage> <errno> [<index>] nothing is left running; stage is one of output,
- *                                            stdin, tty, lifeline, extra, data, pinned, cgroup, limits,
- *                                            setsid, chdir, user, exec, fork. For the stages extra, data,
- *                                            pinned and cgroup a 5th field gives the 0-based index
- *                                            of the entry that failed (in extraFiles, the blobs,
- *                                            the pinned folders or cgroupProcs), so the daemon can
- *                                            name it. A pinned folder that is no longer the same
- *                                            directory, or a cwd that is not, reads ESTALE.
+ *                                            stdin, tty, lifeline, extra, data, pinned, idmap, cgroup,
+ *                                            limits, setsid, chdir, user, keyring, exec, fork. For the
+ *                                            stages extra, data, pinned, idmap and cgroup a 5th field
+ *                                            gives the 0-based index of the entry that failed (in
+ *                                            extraFiles, the blobs, the pinned folders and then the
+ *                                            views, the cgroup folders), so the daemon can name it;
+ *                                            idmap without one: the child's mount namespace. A pinned
+ *                                            folder or view that is no longer the same directory (or,
+ *                                            mapped, has another owner), a cgroup folder that is no
+ *                                            longer the same (or has another owner), or a cwd that is
+ *                                            not, reads ESTALE.
  *                                            Stage keeper (errno ECHILD): the keeper was killed
  *                                            before it reported; its task may have started.
  *   attached <reqid>                         the keeper is alive and watched (or its exit file
@@ -91,18 +100,37 @@
  * itself. A terminal task's keeper watches it in its relay loop.
  *
  * Child setup (child.c), in order: signal dispositions to SIG_DFL and an empty mask; setsid();
- * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); 0 (the
- * child itself, one thread) written to each cgroupProcs file; descriptors: stdin /dev/null (or stdinFifo opened read-only,
+ * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); each cgroup
+ * joined (cgroup.c: its folder opened by openat2 with RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+ * its device, inode and owner checked, then 0, the child itself, one thread, written to the
+ * `tasks` file opened from that descriptor, O_NOFOLLOW); descriptors: stdin /dev/null (or stdinFifo opened read-only,
  * O_NOFOLLOW, checked to be a FIFO, blocking), stdout and stderr one O_APPEND
  * description of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs
  * (each a sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by
- * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode), every other
- * descriptor closed; chdir(cwd) (fchdir through the pinned descriptor when cwd is a pinned
- * folder), then `.` checked against cwdDev/cwdIno; for another user keep-caps off, setgroups(0),
- * setgid(gid), setuid(uid), and setuid(0) must then fail; execve(file, argv, env); a file without
+ * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode, and a mapped one
+ * against its owner; idmapped as below), every other descriptor closed; chdir(cwd) (fchdir
+ * through the pinned descriptor when cwd is a pinned folder), then `.` checked against
+ * cwdDev/cwdIno; for another user keep-caps off, setgroups(0), setgid(gid), setuid(uid), and
+ * setuid(0) must then fail; a new anonymous session keyring joined (KEYCTL_JOIN_SESSION_KEYRING;
+ * nothing on a kernel without keyrings), in every spawn; execve(file, argv, env); a file without
  * a slash is searched on the PATH of env (execvpe). openat2 needs Linux 5.6. A failing step writes
  * "<stage> <errno>[ <index>]" to an O_CLOEXEC pipe and _exits; EOF with no data on that pipe means
  * the exec succeeded. Relative paths (cwd, outputFile, ...) are resolved from the helper's cwd.
+ *
+ * Identity (idmap.c): a pinned folder with an owner, and every view, is idmapped: the child, still
+ * root, enters a mount namespace of its own (unshare(CLONE_NEWNS), every mount made private; a
+ * failure is stage idmap without an index), opens every pinned folder and view (checked as above),
+ * then, ancestors first (shorter paths first), copies each mapped one (open_tree OPEN_TREE_CLONE,
+ * with its submounts) from that descriptor, idmaps the copy through a user namespace whose
+ * uid_map reads "<ownerUid> <uid> 1" and gid_map "<ownerGid> <gid> 1" (mount_setattr
+ * MOUNT_ATTR_IDMAP; a view also MOUNT_ATTR_RDONLY) and mounts it onto the folder opened anew
+ * (move_mount; a failure of these is stage idmap with the entry's index). So under the request's
+ * user the owner's files show as that user's, and what it creates there belongs to the owner on
+ * disk. A pinned folder's descriptor then names its idmapped mount; a view is only mounted. The
+ * helper makes each such user namespace once (a process born in it by clone(CLONE_NEWUSER), its
+ * maps written, its namespace opened, then killed) and keeps it for later spawns; one it cannot
+ * make fails the spawn at stage idmap with the entry's index, before any fork. Needs Linux 5.12
+ * and a file system that supports idmapped mounts (EINVAL otherwise).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -395,6 +423,11 @@ static void reap(void) {
 /* ---------------------------------------------------------------- requests */
 
 static void handle_spawn(struct request *request) {
+  size_t failed_index = 0;
+  if (idmap_prepare(request, &failed_index) != 0) {
+    out_printf("failed %s idmap %d %zu\n", request->reqid, errno, failed_index);
+    return;
+  }
   int report[2];
   if (pipe2(report, O_CLOEXEC | O_NONBLOCK) != 0) {
     out_printf("failed %s fork %d\n", request->reqid, errno);
@@ -403,6 +436,8 @@ static void handle_spawn(struct request *request) {
   int highest = highest_fd();
   if (report[0] > highest) highest = report[0];
   if (report[1] > highest) highest = report[1];
+  for (size_t i = 0; i < request->usernsc; i++)
+    if (request->userns_fds[i] > highest) highest = request->userns_fds[i];
 
   pid_t pid = fork();
   if (pid == 0) {

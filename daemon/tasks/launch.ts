@@ -31,8 +31,15 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
   const { spawner, endsWithDaemon, ...planned } = request
-  const plan = await planLaunch({ ...planned, programPath: program.path })
-  const outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
+  let plan = await planLaunch({ ...planned, programPath: program.path })
+  let outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
+  if (!outcome.started && outcome.stage === 'idmap' && plan.ranAs.identity === 'task') {
+    // Its folders cannot be idmapped (a file system without support): it runs as uid 0 without
+    // capabilities instead, as on a machine without idmapped mounts, and its record says why.
+    await plan.release()
+    plan = await planLaunch({ ...planned, programPath: program.path, identityFallback: outcome.message })
+    outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
+  }
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
     // cgroup or marker, so nothing of a task recorded `failed` is left running.

@@ -33,6 +33,7 @@ import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
+import { admissionIdentity } from '../sandbox/task-identity.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
@@ -164,7 +165,7 @@ export class Supervisor {
       configWritablePaths: this.config.writablePaths,
       // Only a sandbox refuses protected places; finding them (every live daemon's home, the secret paths) costs ~0.3 ms.
       protectedPlaces: sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).places,
-      user: this.config.taskIdentity,
+      ...admissionIdentity(this.capabilities.identity),
     })
     const id = givenId ?? newTaskId()
     const spool = taskDir(this.config.layout.spool, id)
@@ -315,11 +316,14 @@ export class Supervisor {
     entry.endsWithDaemon = launched.endsWithDaemon
     // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
     // the record is written while the task runs: neither the task nor its slot waits for it.
-    const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.bootId))
+    const { ranAs } = outcome.plan
+    const startedSave = this.store.transition(id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.bootId, ranAs))
     startedSave.catch((error: unknown) => this.log.error({ taskId: id, err: error }, 'writing the running record failed'))
     launched.settle()
     this.armTimeout(id, entry, current.timeoutMs, Date.now())
-    this.log.info({ taskId: id, pid: outcome.pid }, 'task started')
+    this.log.info({ taskId: id, pid: outcome.pid, uid: ranAs.uid }, 'task started')
+    // A daemon-wide fallback is said once, at start; this one is this task's alone.
+    if (ranAs.fallback && ranAs.fallback !== this.capabilities.identity.fallback) this.log.warn({ taskId: id, fallback: ranAs.fallback }, 'task runs as uid 0 (without capabilities), not on its own identity')
     return this.watch(id, entry, resources)
   }
 

@@ -1,4 +1,4 @@
-import { TendError, type StoppedBy, type FailedTask, type FinishedTask, type KilledTask, type QueuedTask, type RunningTask, type Task, type TaskBase, type LostTask } from '../../protocol/index.js'
+import { TendError, type StoppedBy, type FailedTask, type FinishedTask, type KilledTask, type QueuedTask, type RunningTask, type Task, type TaskBase, type LostTask, type RanAs } from '../../protocol/index.js'
 
 /** How a started task ended, as the supervisor saw it. */
 export type Ending =
@@ -20,10 +20,11 @@ export function createQueuedTask(base: TaskBase): QueuedTask {
   return { ...base, state: 'queued', startedAt: null, pid: null, endedAt: null, exitCode: null, signal: null, reason: null, stoppedBy: null }
 }
 
-export function markStarted(task: Task, pid: number, at: Date, keeper: RunningTask['keeper'] = null, bootId?: string): RunningTask {
+export function markStarted(task: Task, pid: number, at: Date, keeper: RunningTask['keeper'] = null, bootId?: string, ranAs?: RanAs): RunningTask {
   if (task.state !== 'queued') throw illegal(task, 'running')
   const startedAt = at.toISOString()
-  // Two literals, not a spread of an optional field: see createQueuedTask.
+  // Literals, not a spread of an optional field: see createQueuedTask.
+  if (ranAs) return bootId ? { ...task, state: 'running', pid, startedAt, keeper, bootId, ranAs } : { ...task, state: 'running', pid, startedAt, keeper, ranAs }
   return bootId ? { ...task, state: 'running', pid, startedAt, keeper, bootId } : { ...task, state: 'running', pid, startedAt, keeper }
 }
 

@@ -1,12 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { execFileSync, spawn } from 'node:child_process'
-import { chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
+import { chmodSync, chownSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { constants, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
 // The built module (dist/daemon/spawn/): the helper binary is found beside its folder, in dist/daemon/spawner/.
 import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
-import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
+import type { KeeperRef, PinnedDir, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
+import { TaskCgroups } from '../../dist/daemon/sandbox/cgroups.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { REPO_ROOT } from '../helpers/test-daemon.js'
 import { spawnRequest } from '../helpers/spawn-request.js'
@@ -242,13 +243,16 @@ describe('native spawner', () => {
     expect(statSync(req.outputFile).size).toBe(1024)
   })
 
-  test('the child writes 0 (itself) to every cgroup file before it execs', async () => {
+  test("the child writes 0 (itself) into each cgroup folder's tasks file before it execs", async () => {
     const dir = freshDir()
-    const procs = [join(dir, 'memory.tasks'), join(dir, 'pids.tasks')]
-    for (const file of procs) writeFileSync(file, '')
-    const result = await run(request({ file: '/bin/true', argv: ['true'], cwd: dir, cgroupProcs: procs }))
+    const groups = ['memory', 'pids'].map((name) => join(dir, name))
+    for (const group of groups) {
+      mkdirSync(group)
+      writeFileSync(join(group, 'tasks'), '')
+    }
+    const result = await run(request({ file: '/bin/true', argv: ['true'], cwd: dir, cgroups: groups.map(groupOf) }))
     expect(result.exitCode).toBe(0)
-    for (const file of procs) expect(readFileSync(file, 'utf8')).toBe('0\n')
+    for (const group of groups) expect(readFileSync(join(group, 'tasks'), 'utf8')).toBe('0\n')
   })
 
   test('a task is in its cgroup from its first instruction: the child joins through the group\'s tasks file', async (context) => {
@@ -261,33 +265,65 @@ describe('native spawner', () => {
       return context.skip(`cannot create a pids cgroup here: ${(error as Error).message}`)
     }
     try {
-      const result = await run(request({ file: '/bin/cat', argv: ['cat', '/proc/self/cgroup'], cwd: freshDir(), cgroupProcs: [join(group, 'tasks')] }))
+      const result = await run(request({ file: '/bin/cat', argv: ['cat', '/proc/self/cgroup'], cwd: freshDir(), cgroups: [groupOf(group)] }))
       expect(result.exitCode).toBe(0)
       expect(result.output).toMatch(new RegExp(`^\\d+:pids:/tend-test-${process.pid}$`, 'm'))
     } finally {
-      await waitFor(`the pids cgroup ${group} to be empty and removed`, () => {
-        try {
-          rmdirSync(group)
-        } catch {
-          // rmdir of a cgroup: EBUSY until its last process is released.
-        }
-        return !existsSync(group)
-      })
+      await removeCgroup(group)
     }
   })
 
-  test('a cgroup that cannot be joined fails at stage cgroup, naming the file, before the output is opened', async () => {
+  test('a cgroup that cannot be joined fails at stage cgroup, naming the folder, before the output is opened', async () => {
     const dir = freshDir()
-    const good = join(dir, 'good.procs')
-    writeFileSync(good, '')
-    const missing = join(dir, 'missing', 'cgroup.procs')
-    const req = request({ file: '/bin/true', cwd: dir, cgroupProcs: [good, missing] })
+    const good = join(dir, 'good')
+    mkdirSync(good)
+    writeFileSync(join(good, 'tasks'), '')
+    const missing = join(dir, 'missing')
+    const req = request({ file: '/bin/true', cwd: dir, cgroups: [groupOf(good), { ...groupOf(good), path: missing }] })
     const outcome = await spawner.spawn(req)
     expect(outcome).toEqual({ started: false, stage: 'cgroup', code: 'ENOENT', message: `could not join cgroup ${missing}: ENOENT` })
     expect(existsSync(req.outputFile)).toBe(false)
-    // A directory cannot be opened for writing, even by root.
-    const unwritable = await spawner.spawn(request({ file: '/bin/true', cgroupProcs: [dir] }))
-    expect(unwritable).toMatchObject({ started: false, stage: 'cgroup', code: 'EISDIR', message: `could not join cgroup ${dir}: EISDIR` })
+    // A `tasks` that is a folder cannot be opened for writing, even by root.
+    const odd = join(dir, 'odd')
+    mkdirSync(join(odd, 'tasks'), { recursive: true })
+    const unwritable = await spawner.spawn(request({ file: '/bin/true', cgroups: [groupOf(odd)] }))
+    expect(unwritable).toMatchObject({ started: false, stage: 'cgroup', code: 'EISDIR', message: `could not join cgroup ${odd}: EISDIR` })
+  })
+
+  test("a cgroup folder renamed and replaced by another (its parent is another uid's) fails the spawn at stage cgroup, ESTALE: nothing joins the replacement", async (context) => {
+    const controller = '/sys/fs/cgroup/pids'
+    if (!existsSync(join(controller, 'cgroup.procs'))) return context.skip('no cgroup v1 pids hierarchy here')
+    const parent = join(controller, `tend-swap-${process.pid}`)
+    mkdirSync(parent)
+    const groups = await TaskCgroups.create({ memory: null, pids: parent }, 'swapped', null)
+    const [made] = groups.joinEntries()
+    try {
+      expect(made).toMatchObject({ path: join(parent, 'swapped'), uid: 0 })
+      renameSync(join(parent, 'swapped'), join(parent, 'swapped-made'))
+      // The replacement: a group without the limits, at the same path.
+      mkdirSync(join(parent, 'swapped'))
+      const req = request({ file: '/bin/sleep', argv: ['sleep', '60'], cgroups: [made!] })
+      const outcome = await spawner.spawn(req)
+      expect(outcome).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE', message: expect.stringContaining(`could not join cgroup ${made!.path}: it is no longer the folder the daemon made`) })
+      expect(readFileSync(join(parent, 'swapped', 'cgroup.procs'), 'utf8')).toBe('')
+      expect(existsSync(req.outputFile)).toBe(false)
+    } finally {
+      for (const name of ['swapped', 'swapped-made']) await removeCgroup(join(parent, name))
+      await removeCgroup(parent)
+    }
+  })
+
+  test('a cgroup folder with another owner, or reached through a symbolic link, is refused too', async () => {
+    const dir = freshDir()
+    const group = join(dir, 'group')
+    mkdirSync(group)
+    writeFileSync(join(group, 'tasks'), '')
+    const otherOwner = await spawner.spawn(request({ file: '/bin/true', cgroups: [{ ...groupOf(group), uid: 4242 }] }))
+    expect(otherOwner).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE' })
+    symlinkSync(dir, join(dir, 'link'))
+    const linked = await spawner.spawn(request({ file: '/bin/true', cgroups: [{ ...groupOf(group), path: join(dir, 'link', 'group') }] }))
+    expect(linked).toMatchObject({ started: false, stage: 'cgroup', code: 'ELOOP' })
+    expect(readFileSync(join(group, 'tasks'), 'utf8')).toBe('')
   })
 
   test('a missing cwd fails at stage chdir with ENOENT', async () => {
@@ -502,8 +538,8 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
     helper.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => helper.once('close', (code) => resolve(code)))
     helper.stdin.on('error', () => {})
-    // No cwd identity, no user, argv [true], no env, extra files, cgroups or pins, one blob of 100 bytes holding 3.
-    const fields = ['1', '/bin/true', '/tmp', '/tmp/x', '64', '1000', '', '', '', '', '1', 'true', '0', '0', '0', '0', '1', '100']
+    // No cwd identity, no user, argv [true], no env, extra files, cgroups, pins or views, one blob of 100 bytes holding 3.
+    const fields = ['1', '/bin/true', '/tmp', '/tmp/x', '64', '1000', '', '', '', '', '1', 'true', '0', '0', '0', '0', '0', '1', '100']
     const payload = Buffer.concat([Buffer.from(fields.map((field) => `${field}\0`).join('')), Buffer.from('abc')])
     const header = Buffer.alloc(4)
     header.writeUInt32LE(payload.length)
@@ -541,6 +577,30 @@ function exitRecord(path: string): Record<string, unknown> | undefined {
 function pinOf(path: string): { path: string; dev: string; ino: string } {
   const info = statSync(path, { bigint: true })
   return { path, dev: String(info.dev), ino: String(info.ino) }
+}
+
+/** A cgroup join entry for a folder as it is now. */
+function groupOf(path: string): { path: string; dev: string; ino: string; uid: number } {
+  const info = statSync(path, { bigint: true })
+  return { path, dev: String(info.dev), ino: String(info.ino), uid: Number(info.uid) }
+}
+
+/** A pinned folder idmapped to its owner as it is now. */
+function mappedPinOf(path: string): PinnedDir {
+  const info = statSync(path, { bigint: true })
+  return { path, dev: String(info.dev), ino: String(info.ino), owner: { uid: Number(info.uid), gid: Number(info.gid) } }
+}
+
+/** rmdir of a cgroup: EBUSY until its last process is released. */
+async function removeCgroup(group: string): Promise<void> {
+  await waitFor(`the cgroup ${group} to be empty and removed`, () => {
+    try {
+      rmdirSync(group)
+    } catch {
+      // busy, or gone
+    }
+    return !existsSync(group)
+  })
 }
 
 describe('native spawner: keepers', () => {
@@ -770,7 +830,8 @@ describe('native spawner: keepers', () => {
       header.writeUInt32LE(payload.length)
       return Buffer.concat([header, payload])
     }
-    helper.stdin.write(frame(['7', '/bin/sh', '/', '/dev/null', '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0']))
+    // argv [sh -c 'exit 6'], then no env, extra files, cgroups, pins, views or blobs.
+    helper.stdin.write(frame(['7', '/bin/sh', '/', '/dev/null', '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0', '0']))
     const lines = await waitFor('started and exited', () => {
       const said = stdout.split('\n')
       return said.length >= 3 ? said : undefined
@@ -827,6 +888,136 @@ describe('native spawner: a stdin FIFO held by the keeper', () => {
     const outcome = await spawner.spawn(request({ file: '/bin/true', stdinFifo: 'relative/input.fifo' }))
     expect(outcome).toMatchObject({ started: false, stage: 'request', code: 'EINVAL', message: expect.stringContaining('stdinFifo must be an absolute path') })
     expect((await run(request({ file: '/bin/true' }))).exitCode).toBe(0)
+  })
+})
+
+describe('native spawner: idmapped folders and a session keyring of its own', () => {
+  /** A uid and gid nobody has: what a root daemon's tasks run as. */
+  const TASK = { uid: 1879048301, gid: 1879048301 }
+  let base: string
+
+  beforeAll(() => {
+    // Others may enter it (the child runs as TASK): 0711.
+    base = mkdtempSync('/var/tmp/tend-native-idmap-')
+    chmodSync(base, 0o711)
+  })
+
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true })
+  })
+
+  /** A folder owned by `owner`, 0700; and a request whose output and exit files lie elsewhere. */
+  function ownedDir(owner = { uid: 0, gid: 0 }): string {
+    const dir = mkdtempSync(join(base, 'owned-'))
+    chownSync(dir, owner.uid, owner.gid)
+    return dir
+  }
+  function idRequest(cwd: string, overrides: Partial<SpawnRequest> & { file: string }): SpawnRequest {
+    const files = freshDir()
+    return spawnRequest(cwd, { outputFile: join(files, 'output.log'), exitFile: join(files, 'exit.json'), user: TASK, ...overrides })
+  }
+  function ownersUnder(dir: string): Record<string, string> {
+    const found: Record<string, string> = {}
+    const walk = (path: string) => {
+      for (const name of readdirSync(path).sort()) {
+        const info = lstatSync(join(path, name))
+        found[join(path, name).slice(dir.length + 1)] = `${info.uid}:${info.gid}`
+        if (info.isDirectory()) walk(join(path, name))
+      }
+    }
+    walk(dir)
+    return found
+  }
+
+  test("a pinned folder with an owner is idmapped onto the user: the child writes it as that user, and what it makes is the owner's on disk", async () => {
+    const dir = ownedDir()
+    const result = await run(idRequest(dir, { file: '/bin/sh', argv: ['sh', '-c', 'id -u; mkdir made && echo x > made/file && stat -c %u:%g . made made/file'], pinnedDirs: [mappedPinOf(dir)] }))
+    const as = `${TASK.uid}:${TASK.gid}`
+    expect(result).toMatchObject({ exitCode: 0, output: `${TASK.uid}\n${as}\n${as}\n${as}\n` })
+    expect(ownersUnder(dir)).toEqual({ made: '0:0', 'made/file': '0:0' })
+  })
+
+  test("the idmapped mount is the child's alone: the host's mount table never shows it", async () => {
+    const dir = ownedDir()
+    const child = await startSleeper({ ...idRequest(dir, { file: '/bin/sleep' }), argv: ['sleep', '600'], pinnedDirs: [mappedPinOf(dir)] })
+    const own = readFileSync(`/proc/${child.pid}/mountinfo`, 'utf8').split('\n').filter((line) => line.includes(` ${dir} `))
+    expect(own.length, own.join('\n')).toBe(1)
+    expect(own[0]).toMatch(/\bidmapped\b/)
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(` ${dir} `)
+  })
+
+  test("folders inside one another keep each its owner's mapping (the outer one mounted first)", async () => {
+    const outer = ownedDir()
+    const inner = join(outer, 'inner')
+    mkdirSync(inner, { mode: 0o700 })
+    chownSync(inner, 4242, 4343)
+    const result = await run(idRequest(outer, { file: '/bin/sh', argv: ['sh', '-c', 'echo a > here && echo b > inner/there && stat -c %u:%g inner inner/there'], pinnedDirs: [mappedPinOf(outer), mappedPinOf(inner)] }))
+    expect(result).toMatchObject({ exitCode: 0, output: `${TASK.uid}:${TASK.gid}\n${TASK.uid}:${TASK.gid}\n` })
+    expect(ownersUnder(outer)).toEqual({ here: '0:0', inner: '4242:4343', 'inner/there': '4242:4343' })
+  })
+
+  test("a view shows an owner-only folder to the user read-only: its 0600 file reads, nothing can be written", async () => {
+    const home = ownedDir()
+    writeFileSync(join(home, '.gitconfig'), '[user]\n\tname = viewed\n', { mode: 0o600 })
+    const result = await run(idRequest('/', { file: '/bin/sh', argv: ['sh', '-c', `cat ${home}/.gitconfig; echo x > ${home}/new 2>&1 || true`], idmappedViews: [mappedPinOf(home)] }))
+    expect(result.exitCode).toBe(0)
+    expect(result.output).toMatch(/^\[user\]\n\tname = viewed\n.*Read-only file system\n$/s)
+    expect(readdirSync(home)).toEqual(['.gitconfig'])
+  })
+
+  test('a folder on a file system without idmapped mounts (ramfs) fails the spawn at stage idmap, naming it', async () => {
+    const mountPoint = ownedDir()
+    execFileSync('mount', ['-t', 'ramfs', '-o', 'mode=0700', 'ramfs', mountPoint])
+    try {
+      const cwd = ownedDir()
+      const req = idRequest(cwd, { file: '/bin/true', pinnedDirs: [mappedPinOf(cwd), mappedPinOf(mountPoint)] })
+      const outcome = await spawner.spawn(req)
+      expect(outcome).toEqual({ started: false, stage: 'idmap', code: 'EINVAL', message: `could not idmap ${mountPoint} for the task's user: EINVAL (its file system, or one mounted inside it, does not support idmapped mounts)` })
+    } finally {
+      execFileSync('umount', [mountPoint])
+    }
+  })
+
+  test('a mapped folder whose owner changed since it was pinned fails at stage pinned (ESTALE); one without a user to map to is refused', async () => {
+    const dir = ownedDir()
+    const pinned = mappedPinOf(dir)
+    chownSync(dir, 4242, 4242)
+    expect(await spawner.spawn(idRequest(dir, { file: '/bin/true', pinnedDirs: [pinned] }))).toMatchObject({ started: false, stage: 'pinned', code: 'ESTALE' })
+    const unmapped = await spawner.spawn(spawnRequest(dir, { file: '/bin/true', outputFile: join(freshDir(), 'out'), pinnedDirs: [mappedPinOf(dir)] }))
+    expect(unmapped).toMatchObject({ started: false, stage: 'request', code: 'EINVAL', message: expect.stringContaining('no user to map to') })
+  })
+
+  test('the helper makes one user namespace per mapping, and keeps it for the next spawns', async () => {
+    const own = await NativeSpawner.start(binary!)
+    extraSpawners.push(own)
+    const namespaces = () => readdirSync(`/proc/${own.helperPid}/fd`).filter((fd) => { try { return readlinkSync(`/proc/${own.helperPid}/fd/${fd}`).startsWith('user:') } catch { return false } }).length
+    const first = ownedDir()
+    const second = ownedDir()
+    for (const dir of [first, second]) expect((await run(idRequest(dir, { file: '/bin/true', pinnedDirs: [mappedPinOf(dir)] }), own)).exitCode).toBe(0)
+    expect(namespaces()).toBe(1)
+    const other = ownedDir({ uid: 4242, gid: 4242 })
+    expect((await run(idRequest(other, { file: '/bin/true', pinnedDirs: [mappedPinOf(other)] }), own)).exitCode).toBe(0)
+    expect(namespaces()).toBe(2)
+  })
+
+  test('every child joins a new session keyring of its own, owned by its user: never its helper\'s, never another child\'s', async () => {
+    const describeSession = [
+      'import ctypes, platform',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      'libc.syscall.restype = ctypes.c_long',
+      "KEYCTL = {'x86_64': 250, 'aarch64': 219}[platform.machine()]",
+      'serial = libc.syscall(KEYCTL, ctypes.c_long(0), ctypes.c_long(-3), ctypes.c_long(0))',
+      'buffer = ctypes.create_string_buffer(256)',
+      'libc.syscall(KEYCTL, ctypes.c_long(6), ctypes.c_long(-3), buffer, ctypes.c_long(256))',
+      "print(serial, buffer.value.decode(), flush=True)",
+    ].join('\n')
+    const python = '/usr/bin/python3'
+    const outside = execFileSync(python, ['-c', describeSession], { encoding: 'utf8' }).trim().split(' ')[0]
+    const asRoot = (await run(request({ file: python, argv: ['python3', '-c', describeSession] }))).output.trim().split(' ')
+    const asTask = (await run(idRequest('/', { file: python, argv: ['python3', '-c', describeSession] }))).output.trim().split(' ')
+    expect(asRoot[1]).toMatch(/^keyring;0;0;[0-9a-f]+;_ses$/)
+    expect(asTask[1]).toMatch(new RegExp(`^keyring;${TASK.uid};${TASK.gid};[0-9a-f]+;_ses$`))
+    expect(new Set([outside, asRoot[0], asTask[0]]).size).toBe(3)
   })
 })
 

@@ -8,7 +8,7 @@ import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
 import { NodeSpawner } from '../../dist/daemon/spawn/node-spawner.js'
 import { descriptorLayout } from '../../dist/daemon/spawn/spawner.js'
 import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
-import type { PinnedDir, SpawnExit, SpawnRequest, Spawner } from '../../daemon/spawn/spawner.js'
+import type { CgroupJoin, PinnedDir, SpawnExit, SpawnRequest, Spawner } from '../../daemon/spawn/spawner.js'
 import { FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -49,7 +49,7 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     const starting = daemon.client.start({ command: ['cat'], cwd, stdin: 'pipe' })
     if (spawner === 'node') {
       await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_STDIN_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
-      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo') })
+      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo') })
       expect(direct).toMatchObject({ started: false, stage: 'stdin', code: 'ENOTSUP' })
       return
     }
@@ -67,7 +67,7 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     const starting = daemon.client.start({ command: 'test -t 0 && test -t 1 && echo terminal', shell: true, cwd, tty: true })
     if (spawner === 'node') {
       await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_TTY_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
-      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroupProcs: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo'), terminal: { resizeFifo: join(cwd, 'resize.fifo'), cols: 80, rows: 24 } })
+      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo'), terminal: { resizeFifo: join(cwd, 'resize.fifo'), cols: 80, rows: 24 } })
       expect(direct).toMatchObject({ started: false, stage: 'tty', code: 'ENOTSUP' })
       expect(existsSync(join(cwd, 'out'))).toBe(false)
       return
@@ -161,7 +161,7 @@ describe.each([
       outputFile: join(cwd, 'output.log'),
       exitFile: join(cwd, 'exit.json'),
       extraFiles: [],
-      cgroupProcs: [],
+      cgroups: [],
       limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
       ...overrides,
     }
@@ -301,11 +301,66 @@ describe.each([
     expect(await watching.exited).toEqual({ exitCode: 5, signal: null })
   })
 
-  test('invalid pins, identities and users are refused as a bad request', async () => {
+  /** A folder with a `tasks` file, as a cgroup folder has, and its join entry as made. */
+  function group(dir: string, name: string): CgroupJoin {
+    const path = join(dir, name)
+    mkdirSync(path)
+    writeFileSync(join(path, 'tasks'), '')
+    const info = statSync(path, { bigint: true })
+    return { path, dev: String(info.dev), ino: String(info.ino), uid: Number(info.uid) }
+  }
+
+  test("the child joins each cgroup through the folder as it was made: its tasks file gets the child's own entry", async () => {
+    const dir = freshDir()
+    const groups = [group(dir, 'memory'), group(dir, 'pids')]
+    const result = await run(shell('echo $$', { cwd: dir, cgroups: groups }))
+    expect(result.exitCode).toBe(0)
+    // The native child moves itself (0: this thread), the node prelude its shell's pid.
+    const written = kind === 'native' ? '0\n' : result.output.toString()
+    for (const each of groups) expect(readFileSync(join(each.path, 'tasks'), 'utf8')).toBe(written)
+  })
+
+  test('a cgroup folder renamed and replaced by another fails at stage cgroup (ESTALE), and neither folder is joined', async () => {
+    const dir = freshDir()
+    const made = group(dir, 'group')
+    renameSync(made.path, join(dir, 'group-made'))
+    mkdirSync(made.path)
+    writeFileSync(join(made.path, 'tasks'), '')
+    const request = shell('echo ran', { cwd: dir, cgroups: [made] })
+    const outcome = await spawner.spawn(request)
+    expect(outcome).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE', message: expect.stringContaining(`could not join cgroup ${made.path}: it is no longer the folder the daemon made`) })
+    expect(readFileSync(join(made.path, 'tasks'), 'utf8')).toBe('')
+    expect(readFileSync(join(dir, 'group-made', 'tasks'), 'utf8')).toBe('')
+    expect(existsSync(request.outputFile) ? readFileSync(request.outputFile, 'utf8') : '').toBe('')
+  })
+
+  test('a cgroup folder reached through a symbolic link fails at stage cgroup (ELOOP); one with another owner (ESTALE)', async () => {
+    const dir = freshDir()
+    const made = group(dir, 'group')
+    symlinkSync(dir, join(dir, 'link'))
+    expect(await spawner.spawn(shell('true', { cwd: dir, cgroups: [{ ...made, path: join(dir, 'link', 'group') }] }))).toMatchObject({ started: false, stage: 'cgroup', code: 'ELOOP' })
+    expect(await spawner.spawn(shell('true', { cwd: dir, cgroups: [{ ...made, uid: 4242 }] }))).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE' })
+    expect(readFileSync(join(made.path, 'tasks'), 'utf8')).toBe('')
+  })
+
+  if (kind === 'node') {
+    test('an idmapped folder is refused at stage idmap, saying that it needs the native spawner', async () => {
+      const dir = freshDir()
+      const outcome = await spawner.spawn(shell('true', { cwd: dir, user: { uid: 65534, gid: 65534 }, pinnedDirs: [{ ...pin(dir), owner: { uid: 0, gid: 0 } }] }))
+      expect(outcome).toMatchObject({ started: false, stage: 'idmap', code: 'ENOTSUP', message: expect.stringContaining('native spawner') })
+    })
+  }
+
+  test('invalid pins, views, cgroups, identities and users are refused as a bad request', async () => {
     const dir = freshDir()
     const bad: Partial<SpawnRequest>[] = [
       { pinnedDirs: [{ path: 'relative/dir', dev: '1', ino: '2' }] },
       { pinnedDirs: [{ path: dir, dev: '-1', ino: '2' }] },
+      { pinnedDirs: [{ ...pin(dir), owner: { uid: 0, gid: 0 } }] },
+      { user: { uid: 65534, gid: 65534 }, pinnedDirs: [{ ...pin(dir), owner: { uid: -1, gid: 0 } }] },
+      { user: { uid: 65534, gid: 65534 }, idmappedViews: [pin(dir)] },
+      { cgroups: [{ path: 'relative', dev: '1', ino: '2', uid: 0 }] },
+      { cgroups: [{ path: dir, dev: '1', ino: '2', uid: 1.5 }] },
       { cwdIdentity: { dev: '1', ino: 'x' } },
       { user: { uid: -1, gid: 0 } },
       { user: { uid: 0, gid: 1.5 } },

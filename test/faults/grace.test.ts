@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxProfile } from '../../protocol/index.js'
 import { startTestDaemon, UNPRIVILEGED_USER, type TestDaemon } from '../helpers/test-daemon.js'
@@ -8,6 +8,8 @@ import { waitFor } from '../helpers/wait-for.js'
 
 // Workspaces outside /tmp: a sandboxed task has a private /tmp.
 const base = mkdtempSync('/var/tmp/tend-grace-')
+// Others may enter it: a root daemon's sandboxed tasks run on a uid of their own, which must reach their cwd.
+chmodSync(base, 0o711)
 let daemon: TestDaemon
 let profiles: readonly string[] = []
 let missing: Record<string, string | undefined> = {}

@@ -10,7 +10,7 @@ export function spawnRequest(dir: string, overrides: Partial<SpawnRequest> & { f
     outputFile: join(dir, 'output.log'),
     exitFile: join(dir, 'exit.json'),
     extraFiles: [],
-    cgroupProcs: [],
+    cgroups: [],
     limits: { openFiles: 1024, fileSizeBytes: 1024 * 1024 * 1024 },
     ...overrides,
   }

@@ -46,6 +46,12 @@ export interface TestDaemonOptions {
   user?: 'unprivileged'
   /** What tend runs: `['daemon']` (the default), or e.g. `['worker', '--redis-url-file', F]`. */
   command?: string[]
+  /**
+   * A program (and its arguments) that runs first and execs the daemon, whose argv is appended:
+   * e.g. one that gives the daemon a session keyring of its own. It runs as the daemon's user.
+   * Default: none.
+   */
+  launcher?: string[]
 }
 
 /** The dedicated non-root user for tests (`bash .ci/run` creates it). */
@@ -77,6 +83,7 @@ const DAEMON_START_TIMEOUT_MS = 30_000
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
   const user = options.user === 'unprivileged' ? checkUnprivilegedUser() : undefined
   const home = options.home ?? createTempHome()
+  const launcher = options.launcher ?? []
   let env = daemonEnv(home, options.env)
   const command = options.command ?? ['daemon']
   let child: ChildProcess
@@ -89,9 +96,10 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     chmodSync(userHome, 0o700)
     // A HOME the test gives (a planted one) wins over the temp one.
     env = { ...unprivilegedEnv(env, user, userHome), ...(options.env?.HOME ? { HOME: options.env.HOME } : {}) }
-    child = spawn('setpriv', [...setprivArgs(user), '--', process.execPath, TEND_BIN, ...command], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
+    child = spawn('setpriv', [...setprivArgs(user), '--', ...launcher, process.execPath, TEND_BIN, ...command], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
   } else {
-    child = spawn(process.execPath, [TEND_BIN, ...command], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+    const [file, ...args] = [...launcher, process.execPath, TEND_BIN, ...command]
+    child = spawn(file!, args, { env, stdio: ['ignore', 'ignore', 'pipe'] })
   }
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))

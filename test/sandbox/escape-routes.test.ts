@@ -37,7 +37,9 @@ describe(`escape routes, daemon as ${who}`, () => {
   const daemonUser: TestDaemonOptions['user'] = who === 'root' ? undefined : 'unprivileged'
 
   function plantHost(): void {
-    mkdirSync(base, { mode: 0o700 })
+    // Others may enter it (not list it): a root daemon's tasks run on a uid of their own, which must reach their cwd.
+    mkdirSync(base, { mode: 0o711 })
+    chmodSync(base, 0o711)
     mkdirSync(join(userHome, '.ssh'), { recursive: true, mode: 0o700 })
     writeFileSync(join(userHome, '.ssh', 'id_rsa'), `${SSH_SECRET}\n`, { mode: 0o600 })
     writeFileSync(join(userHome, '.bashrc'), '# planted\n')
@@ -102,6 +104,8 @@ describe(`escape routes, daemon as ${who}`, () => {
   function workspace(): string {
     const dir = mkdtempSync(join(base, 'ws-'))
     chownSync(dir, owner.uid, owner.gid)
+    // Others may enter it: a project inside it stays reachable by a root daemon's task uid.
+    chmodSync(dir, 0o711)
     return dir
   }
 
@@ -174,7 +178,9 @@ describe(`escape routes, daemon as ${who}`, () => {
       const projects = mkdtempSync('/var/tmp/tend-as-user-')
       chmodSync(projects, 0o755)
       try {
-        const unreachable = mkdtempSync(join(base, 'as-user-'))
+        // The user's own folder, behind one of root's it cannot enter.
+        const unreachable = join(mkdtempSync(join(base, 'locked-')), 'as-user')
+        mkdirSync(unreachable)
         chownSync(unreachable, user.uid, user.gid)
         await expect(runAs.client.start({ command: 'true', shell: true, cwd: unreachable, sandbox: 'workspace' })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('cannot be reached by the tasks\' user') })
         for (const sandbox of ['off', 'workspace', 'strict'] as const) {

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createServer, type Server, type Socket } from 'node:net'
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
@@ -34,6 +34,8 @@ const TMP_SIZE = 8 * 1024 * 1024
 const OPEN_FILES = 256
 
 const base = mkdtempSync('/var/tmp/tend-escape-')
+// Others may enter it (not list it): a root daemon's tasks run on a uid of their own, which must reach their cwd.
+chmodSync(base, 0o711)
 const tendHome = join(base, 'tend-home')
 const userHome = join(base, 'user')
 const outside = join(base, 'outside')
@@ -355,6 +357,8 @@ describe('file system', () => {
         `touch ${probe} && echo ESCAPED-2`,
         `mount -t tmpfs none ${q(outside)} && echo ESCAPED-3`,
         `mount --bind . ${q(outside)} && echo ESCAPED-4`,
+        // mount(8) may refuse a task that is not uid 0 by itself: the system call is asked too.
+        `${PYTHON} -c ${q(`import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); failed = libc.mount(b'none', ${JSON.stringify(outside)}.encode(), b'tmpfs', 0, None); print('mount(2):', os.strerror(ctypes.get_errno()) if failed else 'ESCAPED-5')`)}`,
         'echo done',
       ].join('; '),
     )
@@ -536,6 +540,9 @@ describe('network', () => {
         socket.end('host-service\n')
       })
       await new Promise<void>((resolveListen) => unixServer.listen(path, resolveListen))
+      // As services that take anyone's connections make it (a task on a uid of its own needs write
+      // permission on the socket to connect).
+      chmodSync(path, 0o666)
     })
     afterAll(async () => {
       for (const socket of sockets) socket.destroy()

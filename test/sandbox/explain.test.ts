@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { strictHint } from '../../daemon/sandbox/index.js'
 import { endingText } from '../../tools/core/render.js'
@@ -14,6 +14,8 @@ import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 let daemon: TestDaemon
 const base = mkdtempSync('/var/tmp/tend-explain-')
+// Others may enter it: a root daemon's tasks run on a uid of their own, which must reach their cwd.
+chmodSync(base, 0o711)
 
 beforeAll(async () => {
   daemon = await startTestDaemon({ env: { TEND_SANDBOX: 'workspace' } })

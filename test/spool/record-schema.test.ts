@@ -35,6 +35,17 @@ describe('the record schema', () => {
     for (const task of everyState()) expect(recordProblem(record(task), ID), `a ${task.state} record`).toBeNull()
   })
 
+  test('who a task ran as is kept once it started, checked, and optional (older records have none)', () => {
+    const ranAs = { uid: 1879048300, gid: 1879048300, identity: 'task', keyring: 'own' } as const
+    const running = markStarted(createQueuedTask(base), 4242, at, null, undefined, ranAs)
+    expect(running.ranAs).toEqual(ranAs)
+    const ended = markEnded(running, { state: 'exited', exitCode: 0 }, 3, at)
+    expect(recordProblem(record(ended), ID)).toBeNull()
+    expect(recordProblem(record(ended, { ranAs: { uid: 0, gid: 0, identity: 'daemon', fallback: 'why', keyring: 'daemon' } }), ID)).toBeNull()
+    expect(recordProblem(record(everyState()[2]!), ID)).toBeNull()
+    expect(recordProblem(record(ended, { ranAs: { ...ranAs, identity: 'root' } }), ID)).toBe('task.json invalid: /ranAs/identity must be one of task, taskUser, daemon (got "root")')
+  })
+
   test('fields a later tend may add are let through', () => {
     expect(recordProblem(record(everyState()[2]!, { lifetime: 'persistent', stoppedBy: null }), ID)).toBeNull()
   })

@@ -25,6 +25,8 @@ export function registerStatusCommand(program: Command): void {
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
             (status.sandbox.bubblewrap ? ` (bubblewrap ${status.sandbox.bubblewrap.version} at ${status.sandbox.bubblewrap.path})` : ''),
           ...Object.entries(status.sandbox.missing).map(([profile, why]) => `             ${profile} unavailable: ${why}`),
+          `identity:    ${identityLine(status.sandbox.identity)}`,
+          `keyring:     ${status.sandbox.keyring.fresh ? 'every task gets a session keyring of its own' : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`}`,
           ...seccompLines(status.sandbox.filters),
         ].join('\n'),
       )
@@ -37,4 +39,15 @@ export function registerStatusCommand(program: Command): void {
 function seccompLines(filters: DaemonStatus['sandbox']['filters']): string[] {
   const lines = (['workspace', 'strict'] as const).map((profile) => `${profile}: the ${filters[profile].name} filter (denies ${filters[profile].denies.join(', ')})`)
   return [...lines, 'off: none'].map((line, index) => `${index === 0 ? 'seccomp:     ' : '             '}${line}`)
+}
+
+/** Who workspace and strict tasks run as, and off tasks. */
+function identityLine(identity: DaemonStatus['sandbox']['identity']): string {
+  const off = `off tasks as ${identity.off.as === 'taskUser' ? 'taskUser' : 'the daemon'} (uid ${identity.off.uid})`
+  if (identity.fallback) return `sandboxed tasks run as uid ${identity.uid} without capabilities: ${identity.fallback}; ${off}`
+  if (identity.as === 'task') {
+    const home = identity.home ? `, and see ${identity.home} read-only` : ''
+    return `sandboxed tasks run as uid ${identity.uid} gid ${identity.gid}, their own (what they make in their folders belongs to each folder's owner${home}); ${off}`
+  }
+  return `sandboxed tasks run as ${identity.as === 'taskUser' ? 'taskUser' : 'the daemon'} (uid ${identity.uid} gid ${identity.gid}); ${off}`
 }

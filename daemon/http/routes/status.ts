@@ -37,6 +37,15 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCh
         cgroups: { memory: context.sandbox.cgroups.memory !== null, pids: context.sandbox.cgroups.pids !== null },
         seccomp: seccompSupported(),
         filters: seccompFilters(),
+        identity: {
+          as: context.sandbox.identity.as,
+          uid: context.sandbox.identity.uid,
+          gid: context.sandbox.identity.gid,
+          home: context.sandbox.identity.home,
+          fallback: context.sandbox.identity.fallback,
+          off: context.sandbox.identity.off,
+        },
+        keyring: context.sandbox.identity.keyring,
       },
     }
   })
