@@ -227,7 +227,9 @@ export function idmapFailure(path: string | undefined, code: string): string {
 }
 
 export function keyringFailure(code: string): string {
-  return `could not give the task a session keyring of its own: ${code}`
+  // Every task's keyring counts against its daemon user's key quota (root's is a million keys).
+  const why = code === 'EDQUOT' ? ": the daemon's user has used up its kernel key quota (sysctl kernel.keys.maxkeys and kernel.keys.maxbytes; one key per running task): raise them, or run fewer tasks at once" : ''
+  return `could not give the task a session keyring of its own: ${code}${why}`
 }
 
 export function dataFileFailure(index: number, code: string): string {

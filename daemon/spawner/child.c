@@ -296,7 +296,14 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if ((unsigned long long)here.st_dev != r->cwd_dev || (unsigned long long)here.st_ino != r->cwd_ino) child_fail("chdir", ESTALE, -1);
   }
 
-  /* 7. The user, last. From root to another uid the kernel clears every capability (unless
+  /* 7. A session keyring of its own, new and empty, whatever the profile: the one inherited is
+   * the daemon's (its keys, and a place to plant keys for other owners' tasks to find). Joined
+   * before the user changes, so that a root daemon's keyrings count against root's key quota, not
+   * against the one uid every owner's tasks share (200 keys by default: a task per key). The task
+   * possesses it all the same. A kernel without keyrings has nothing to inherit. */
+  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS) child_fail("keyring", errno, -1);
+
+  /* 8. The user, last. From root to another uid the kernel clears every capability (unless
    * keep-caps is set: it is cleared first); a drop that could be undone fails the spawn. */
   if (r->set_user) {
     if (prctl(PR_SET_KEEPCAPS, 0L, 0L, 0L, 0L) != 0) child_fail("user", errno, -1);
@@ -305,11 +312,6 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if (setuid((uid_t)r->uid) != 0) child_fail("user", errno, -1);
     if (r->uid != 0 && setuid(0) == 0) child_fail("user", EPERM, -1);
   }
-
-  /* 8. A session keyring of its own, new and empty, whatever the profile: the one inherited is
-   * the daemon's (its keys, and a place to plant keys for other owners' tasks to find). Joined as
-   * the task's user, so that it is the task's. A kernel without keyrings has nothing to inherit. */
-  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS) child_fail("keyring", errno, -1);
 
   /* 9. exec. A file without a slash is searched on the task's own PATH (execvpe reads environ). */
   if (strchr(r->file, '/') == NULL) {

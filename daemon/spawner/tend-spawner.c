@@ -110,9 +110,9 @@
  * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode, and a mapped one
  * against its owner; idmapped as below), every other descriptor closed; chdir(cwd) (fchdir
  * through the pinned descriptor when cwd is a pinned folder), then `.` checked against
- * cwdDev/cwdIno; for another user keep-caps off, setgroups(0), setgid(gid), setuid(uid), and
- * setuid(0) must then fail; a new anonymous session keyring joined (KEYCTL_JOIN_SESSION_KEYRING;
- * nothing on a kernel without keyrings), in every spawn; execve(file, argv, env); a file without
+ * cwdDev/cwdIno; a new anonymous session keyring joined (KEYCTL_JOIN_SESSION_KEYRING; nothing on
+ * a kernel without keyrings), in every spawn; for another user keep-caps off, setgroups(0),
+ * setgid(gid), setuid(uid), and setuid(0) must then fail; execve(file, argv, env); a file without
  * a slash is searched on the PATH of env (execvpe). openat2 needs Linux 5.6. A failing step writes
  * "<stage> <errno>[ <index>]" to an O_CLOEXEC pipe and _exits; EOF with no data on that pipe means
  * the exec succeeded. Relative paths (cwd, outputFile, ...) are resolved from the helper's cwd.

@@ -301,10 +301,19 @@ function defineSuite(who: 'root' | 'non-root'): void {
         }
         const line = Object.entries(routes).map(([name, command]) => `if out=$( { ${command}; } 2>&1); then echo ${q(`${name}: OK`)}; else echo "${name}: failed: $out"; fi`).join('\n')
         const { output } = await run(line, { sandbox, cwd })
-        for (const name of Object.keys(routes)) expect(output, name).toMatch(new RegExp(`^${name.replace(/[+.]/g, '\\$&')}: failed: .*Operation not permitted`, 'm'))
+        // A task on an identity of its own (a root daemon's) cannot give its copy the source's owner
+        // (root), so cp drops the set-id bits itself, as coreutils does for any user: the copy is
+        // made, bare, and the filter never sees a set-id mode. Otherwise cp asks for the bits and is refused.
+        const ownIdentity = (await daemon.client.status()).sandbox.identity.as === 'task'
+        const copies = ['cp -p of a setuid file', 'cp -a of a setuid file']
+        for (const name of Object.keys(routes)) {
+          const pattern = ownIdentity && copies.includes(name) ? `^${name.replace(/[+.]/g, '\\$&')}: OK$` : `^${name.replace(/[+.]/g, '\\$&')}: failed: .*Operation not permitted`
+          expect(output, name).toMatch(new RegExp(pattern, 'm'))
+        }
         expect(setIdFiles(cwd)).toEqual([])
         // The copies that were made are there, only without the bits.
         expect(lstatSync(join(cwd, 'sh-copy')).mode & 0o777).toBe(0o755)
+        if (ownIdentity) for (const copy of ['sh-preserved', 'sh-archived']) expect(lstatSync(join(cwd, copy)).mode & 0o7777, copy).toBe(0o755)
       })
 
       eachProfile('no file capability can be set (setxattr, lsetxattr, fsetxattr, setxattrat): "not supported", and the host sees no extended attribute', async (sandbox) => {
