@@ -78,7 +78,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
-  const [sandbox, spawner] = await Promise.all([detectSandbox(config.baseEnv.PATH), createSpawner(config.spawner, log)])
+  const [sandbox, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!() }), createSpawner(config.spawner, log)])
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }

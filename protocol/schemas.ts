@@ -82,9 +82,9 @@ export const StartTaskBody = Type.Object(
       Type.Array(Text({ pattern: ABSOLUTE_PATH_PATTERN }), { maxItems: REQUEST_LIMITS.writablePaths, description: 'absolute paths writable inside the sandbox besides cwd' }),
     ),
     memoryBytes: Type.Optional(
-      Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (strict profile)' }),
+      Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (workspace and strict profiles)' }),
     ),
-    pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (strict profile)' })),
+    pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (workspace and strict profiles)' })),
     lifetime: Type.Optional(Type.Enum(LIFETIMES, { description: 'owner (default): stopped when its agent session ends; persistent: outlives the session' })),
     stdin: Type.Optional(Type.Enum(STDIN_MODES, { description: 'null (default): stdin is /dev/null; pipe: a pipe that POST /v1/tasks/:id/input writes to (native spawner only)' })),
     tty: Type.Optional(
@@ -179,6 +179,13 @@ export type GcResult = Static<typeof GcResultSchema>
 export const RemoveResultSchema = Type.Object({ removed: Type.String(), freedBytes: Type.Integer() })
 export type RemoveResult = Static<typeof RemoveResultSchema>
 
+const ProfileBoundsSchema = Type.Object({
+  pidsMax: Nullable(Type.Integer({ description: "the process-count limit of a task that gives none; null: not enforced here" })),
+  memoryBytes: Nullable(Type.Integer({ description: 'the memory limit of a task that gives none; null: none' })),
+  memoryAccounted: Type.Boolean({ description: "a task's memory, the tmpfs pages it writes included, is counted in a group of its own that --memory can limit" }),
+  tmpfsBytes: Type.Integer({ description: "what a task's private /tmp, /dev/shm and ~/.cache hold together, at most" }),
+})
+
 export const StatusSchema = Type.Object({
   pid: Type.Integer(),
   version: Type.String(),
@@ -209,6 +216,14 @@ export const StatusSchema = Type.Object({
     userNamespaces: Type.Boolean(),
     cgroups: Type.Object({ memory: Type.Boolean(), pids: Type.Boolean() }),
     seccomp: Type.Boolean(),
+    bounds: Type.Object(
+      {
+        workspace: Type.Optional(ProfileBoundsSchema),
+        strict: Type.Optional(ProfileBoundsSchema),
+        reason: Type.Optional(Type.String({ description: 'why processes and memory are not bounded here: what to fix' })),
+      },
+      { description: 'what each sandboxed profile this machine can run bounds, per task' },
+    ),
   }),
 })
 export type DaemonStatus = Static<typeof StatusSchema>

@@ -1,15 +1,16 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
+import { accessSync, constants, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
+import { findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
   bwrap: { path: string; version: string; flags: string[] } | null
   /** New user namespaces can be created (bubblewrap needs them when not run as root). */
   userNamespaces: boolean
-  /** cgroup v1 controller folders tend can create per-task groups in, or null. */
-  cgroups: { memory: string | null; pids: string | null }
+  /** This daemon's own cgroup v1 folders, per controller, that it makes task groups in (null: none), and why not. */
+  cgroups: CgroupRoots
   /** Profiles that can run here; `off` always can. */
   profiles: Array<'off' | 'workspace' | 'strict'>
   /** Why a profile cannot run, by profile. */
@@ -33,18 +34,28 @@ export function findOnPath(program: string, path: string | undefined): string | 
   return null
 }
 
+export interface DetectOptions {
+  /** The daemon's PATH, to find bwrap on. */
+  path: string | undefined
+  /** tend's folder in each cgroup controller (setting cgroupName). */
+  cgroupName: string
+  /** The daemon's uid, whose own folder of task groups is looked for. */
+  uid: number
+}
+
 /**
  * Asks bubblewrap (its version, its flags, and whether it can make a user namespace here) and the
  * cgroup folders. The three bwrap runs go at once: a daemon's start waits for the slowest only.
  */
-export async function detectSandbox(path: string | undefined): Promise<SandboxCapabilities> {
+export async function detectSandbox(options: DetectOptions): Promise<SandboxCapabilities> {
+  const { path } = options
   const found = findOnPath('bwrap', path)
   const [bwrap, canUnshareUser] = await Promise.all([
     describeBwrap(found),
     found !== null && probe(found, ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']),
   ])
   const userNamespaces = bwrap !== null && canUnshareUser
-  const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
+  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {
@@ -53,7 +64,7 @@ export async function detectSandbox(path: string | undefined): Promise<SandboxCa
     else if (!userNamespaces) missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
   }
   if (missing.workspace) missing.strict = missing.workspace
-  else if (!cgroups.memory || !cgroups.pids) missing.strict = strictHint([!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter((each): each is 'memory' | 'pids' => Boolean(each)))
+  else if (!cgroups.memory || !cgroups.pids) missing.strict = `strict needs per-task memory and pids cgroups, and ${cgroups.problem}`
   const profiles: SandboxCapabilities['profiles'] = ['off']
   if (!missing.workspace) profiles.push('workspace')
   if (!missing.strict) profiles.push('strict')
@@ -79,37 +90,5 @@ async function probe(file: string, args: string[]): Promise<boolean> {
     return true
   } catch {
     return false
-  }
-}
-
-/**
- * Why strict cannot run, and what would make it run on this machine: strict's limits are cgroup v1
- * memory and pids groups that the daemon creates per task.
- */
-export function strictHint(lacking: Array<'memory' | 'pids'>, cgroupBase = '/sys/fs/cgroup'): string {
-  const named = lacking.join(' and ')
-  const unmounted = lacking.filter((controller) => !existsSync(`${cgroupBase}/${controller}/cgroup.procs`))
-  if (unmounted.length > 0) {
-    const mounts = unmounted.map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`).join('; ')
-    const unified = existsSync(`${cgroupBase}/cgroup.controllers`) ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
-    return `strict needs the cgroup v1 ${named} controller${lacking.length > 1 ? 's' : ''}, and ${unmounted.join(' and ')} ${unmounted.length > 1 ? 'are' : 'is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
-  }
-  const folders = lacking.map((controller) => `${cgroupBase}/${controller}/tend`).join(' ')
-  return `strict needs per-task cgroups, and the daemon cannot create them under ${folders}: run the daemon as root, or as root create those folders and give them to the daemon's user (mkdir -p ${folders} && chown -R ${process.getuid?.() ?? 'USER'} ${folders}); then restart the daemon`
-}
-
-/** A folder under which tend may create per-task cgroups of one v1 controller. */
-function cgroupRoot(controller: 'memory' | 'pids'): string | null {
-  const root = `/sys/fs/cgroup/${controller}`
-  if (!existsSync(join(root, 'cgroup.procs'))) return null
-  const base = join(root, 'tend')
-  try {
-    mkdirSync(base, { recursive: true })
-    const probeDir = join(base, `probe-${process.pid}`)
-    mkdirSync(probeDir)
-    rmdirSync(probeDir)
-    return base
-  } catch {
-    return null
   }
 }

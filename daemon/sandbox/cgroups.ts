@@ -1,56 +1,89 @@
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs'
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { formatBytes } from '../../protocol/index.js'
 
+/** A task's limits; null: none of that kind (its group still counts). */
 export interface CgroupLimits {
-  memoryBytes: number
-  pidsMax: number
+  memoryBytes: number | null
+  pidsMax: number | null
+}
+
+/** The folders a daemon makes task groups in (its own, see cgroup-parent.ts). */
+export interface GroupRoots {
+  memory: string | null
+  pids: string | null
+}
+
+/** What groups a task gets: a memory group (workspace, strict) or only a pids group (off), and their limits. */
+export interface GroupRequest {
+  memory: boolean
+  limits: CgroupLimits
+}
+
+/**
+ * A group folder as the kernel had it right after the daemon made it: the task's first process
+ * joins only a folder that is still this one (same device, inode and owner), never whatever a path
+ * names by then.
+ */
+export interface CgroupDir {
+  path: string
+  dev: number
+  ino: number
+  uid: number
 }
 
 /**
  * A task's own cgroup v1 groups. Every task gets a pids group, which lists its processes exactly
- * (whatever they did to their environment or session); the strict profile adds a memory group and
- * sets both limits. The task moves itself in before it execs anything (see `procsFiles`), so no
- * child can start outside them.
+ * (whatever they did to their environment or session); a sandboxed task also gets a memory group,
+ * which counts its memory (tmpfs pages it writes included), and the limits it was given. The task
+ * moves itself in before it execs anything (see `procsFiles`), so no child can start outside them.
  */
 export class TaskCgroups {
   private constructor(
     private readonly memoryDir: string | null,
     private readonly pidsDir: string,
-    private readonly limits: CgroupLimits | null,
+    private readonly limits: CgroupLimits,
+    /** Each group folder's identity, memory first, then pids (the order of procsFiles()). */
+    readonly dirs: readonly CgroupDir[],
   ) {}
 
-  /** Makes the task's groups and sets their limits; on any failure removes what it made, then throws. */
-  static async create(roots: { memory: string | null; pids: string }, taskId: string, limits: CgroupLimits | null): Promise<TaskCgroups> {
-    const pidsDir = join(roots.pids, taskId)
-    // cgroupfs lives in memory: a plain mkdir costs less than a trip through the thread pool.
-    mkdirSync(pidsDir, { recursive: true })
-    if (!limits || !roots.memory) return new TaskCgroups(null, pidsDir, null)
-    const memoryDir = join(roots.memory, taskId)
-    const groups = new TaskCgroups(memoryDir, pidsDir, limits)
+  /**
+   * Makes the task's groups and sets their limits; on any failure removes what it made, then
+   * throws. cgroupfs lives in memory: plain synchronous calls cost less than trips through the
+   * thread pool, and the task's start waits for them either way.
+   */
+  static create(roots: GroupRoots & { pids: string }, taskId: string, request: GroupRequest): TaskCgroups {
+    const { limits } = request
+    const made: CgroupDir[] = []
     try {
-      await mkdir(memoryDir, { recursive: true })
-      await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
-      // Without this the limit only moves the excess to swap.
-      await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
-      await writeFile(join(pidsDir, 'pids.max'), String(limits.pidsMax))
+      if (request.memory && roots.memory) made.push(makeGroup(join(roots.memory, taskId)))
+      made.push(makeGroup(join(roots.pids, taskId)))
+      const memoryDir = request.memory && roots.memory ? made[0]!.path : null
+      const pidsDir = made[made.length - 1]!.path
+      if (memoryDir && limits.memoryBytes !== null) {
+        writeFileSync(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
+        // Without this the limit only moves the excess to swap (absent where swap is not accounted).
+        if (existsSync(join(memoryDir, 'memory.memsw.limit_in_bytes'))) writeFileSync(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes))
+      }
+      if (limits.pidsMax !== null) writeFileSync(join(pidsDir, 'pids.max'), String(limits.pidsMax))
+      return new TaskCgroups(memoryDir, pidsDir, limits, made)
     } catch (error) {
-      await groups.remove()
-      throw new Error(`setting the task's cgroup limits (memory ${limits.memoryBytes} bytes, ${limits.pidsMax} processes) failed: ${(error as Error).message}`, { cause: error })
+      for (const dir of made) rmdirQuietly(dir.path)
+      throw new Error(`making the task's cgroups (memory ${limits.memoryBytes ?? 'counted'}, processes ${limits.pidsMax ?? 'unlimited'}) failed: ${(error as Error).message}`, { cause: error })
     }
-    return groups
   }
 
   /**
    * The groups an earlier daemon made for a task that still runs (a restart): null when it has
-   * none (workspace tasks, or no cgroups on this machine).
+   * none (no cgroups on this machine, or a task of an older daemon without them).
    */
-  static existing(roots: { memory: string | null; pids: string | null }, taskId: string, limits: CgroupLimits | null): TaskCgroups | null {
+  static existing(roots: GroupRoots, taskId: string, limits: CgroupLimits): TaskCgroups | null {
     if (!roots.pids || !existsSync(join(roots.pids, taskId))) return null
-    const memoryDir = limits && roots.memory && existsSync(join(roots.memory, taskId)) ? join(roots.memory, taskId) : null
-    return new TaskCgroups(memoryDir, join(roots.pids, taskId), memoryDir ? limits : null)
+    const memoryDir = roots.memory && existsSync(join(roots.memory, taskId)) ? join(roots.memory, taskId) : null
+    const dirs = [memoryDir, join(roots.pids, taskId)].filter((dir): dir is string => dir !== null).flatMap((dir) => identityOf(dir) ?? [])
+    return new TaskCgroups(memoryDir, join(roots.pids, taskId), limits, dirs)
   }
 
   /**
@@ -70,14 +103,16 @@ export class TaskCgroups {
 
   /** Which limit the task ran into, if any, as words for its reason. */
   async limitsHit(): Promise<{ memory: string | null; pids: string | null }> {
-    if (!this.limits || !this.memoryDir) return { memory: null, pids: null }
-    const oomControl = await readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '')
+    const { memoryBytes, pidsMax } = this.limits
+    const [oomControl, pidsEvents] = await Promise.all([
+      memoryBytes !== null && this.memoryDir ? readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '') : '',
+      pidsMax !== null ? readFile(join(this.pidsDir, 'pids.events'), 'utf8').catch(() => '') : '',
+    ])
     const oomKills = Number(/oom_kill (\d+)/.exec(oomControl)?.[1] ?? 0)
-    const pidsEvents = await readFile(join(this.pidsDir, 'pids.events'), 'utf8').catch(() => '')
     const pidsRefused = Number(/max (\d+)/.exec(pidsEvents)?.[1] ?? 0)
     return {
-      memory: oomKills > 0 ? `memory limit of ${formatBytes(this.limits.memoryBytes)} reached` : null,
-      pids: pidsRefused > 0 ? `process limit of ${this.limits.pidsMax} reached` : null,
+      memory: oomKills > 0 && memoryBytes !== null ? `memory limit of ${formatBytes(memoryBytes)} reached` : null,
+      pids: pidsRefused > 0 && pidsMax !== null ? `process limit of ${pidsMax} reached` : null,
     }
   }
 
@@ -92,6 +127,37 @@ export class TaskCgroups {
 
   static async removeLeftover(roots: { memory: string | null; pids: string | null }, taskId: string): Promise<void> {
     await Promise.all([roots.memory && removeGroup(join(roots.memory, taskId)), roots.pids && removeGroup(join(roots.pids, taskId))])
+  }
+}
+
+/** A new group folder, and what it is: made here, so a folder that already exists is refused (EEXIST). */
+function makeGroup(path: string): CgroupDir {
+  mkdirSync(path)
+  const identity = identityOf(path)
+  if (!identity || identity.uid !== process.getuid!()) throw new Error(`${path} is not the folder the daemon just made`)
+  return identity
+}
+
+function identityOf(path: string): CgroupDir | null {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)
+  } catch {
+    return null
+  }
+  try {
+    const stat = fstatSync(fd)
+    return { path, dev: stat.dev, ino: stat.ino, uid: stat.uid }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function rmdirQuietly(path: string): void {
+  try {
+    rmdirSync(path)
+  } catch {
+    // gone already
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
 import { formatBytes } from '../../../protocol/index.js'
+import type { DaemonStatus } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
@@ -25,9 +26,25 @@ export function registerStatusCommand(program: Command): void {
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
             (status.sandbox.bubblewrap ? ` (bubblewrap ${status.sandbox.bubblewrap.version} at ${status.sandbox.bubblewrap.path})` : ''),
           ...Object.entries(status.sandbox.missing).map(([profile, why]) => `             ${profile} unavailable: ${why}`),
+          ...boundsLines(status.sandbox.bounds),
         ].join('\n'),
       )
       return EXIT.ok
     }),
   )
+}
+
+type ProfileBounds = NonNullable<DaemonStatus['sandbox']['bounds']['workspace']>
+
+/** One line: what each sandboxed profile bounds per task here; the next says why processes and memory are not, when they are not. */
+function boundsLines(bounds: DaemonStatus['sandbox']['bounds']): string[] {
+  const profiles = (['workspace', 'strict'] as const).filter((profile) => bounds[profile]).map((profile) => `${profile}: ${describeBounds(bounds[profile]!)}`)
+  if (profiles.length === 0) return []
+  return [`bounds:      ${profiles.join('; ')}`, ...(bounds.reason ? [`             no process or memory bounds: ${bounds.reason}`] : [])]
+}
+
+function describeBounds(bounds: ProfileBounds): string {
+  const processes = bounds.pidsMax === null ? 'processes unbounded' : `${bounds.pidsMax} processes`
+  const memory = bounds.memoryBytes !== null ? `memory ${formatBytes(bounds.memoryBytes)}` : bounds.memoryAccounted ? 'memory counted (no limit)' : 'memory unbounded'
+  return `${processes}, ${memory}, tmpfs ${formatBytes(bounds.tmpfsBytes)} in all`
 }

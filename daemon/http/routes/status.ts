@@ -3,7 +3,7 @@ import type { DaemonContext } from '../../context.js'
 import { type DaemonStatus } from '../../../protocol/index.js'
 import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
-import { seccompSupported } from '../../sandbox/index.js'
+import { sandboxBounds, seccompSupported } from '../../sandbox/index.js'
 import type { PeerCheckStatus } from '../../peer/index.js'
 
 /**
@@ -36,6 +36,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCh
         userNamespaces: context.sandbox.userNamespaces,
         cgroups: { memory: context.sandbox.cgroups.memory !== null, pids: context.sandbox.cgroups.pids !== null },
         seccomp: seccompSupported(),
+        bounds: sandboxBounds(context.sandbox, context.config),
       },
     }
   })
