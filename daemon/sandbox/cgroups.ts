@@ -1,4 +1,4 @@
-import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -138,18 +138,16 @@ function makeGroup(path: string): CgroupDir {
   return identity
 }
 
+/**
+ * A stat of the folder itself (no link is followed; cgroupfs has none, and only root or the daemon's
+ * uid can write its parent, see cgroup-parent.ts).
+ */
 function identityOf(path: string): CgroupDir | null {
-  let fd: number
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)
+    const stat = lstatSync(path)
+    return stat.isDirectory() ? { path, dev: stat.dev, ino: stat.ino, uid: stat.uid } : null
   } catch {
     return null
-  }
-  try {
-    const stat = fstatSync(fd)
-    return { path, dev: stat.dev, ino: stat.ino, uid: stat.uid }
-  } finally {
-    closeSync(fd)
   }
 }
 
