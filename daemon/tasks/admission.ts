@@ -62,7 +62,8 @@ function taskLimits(request: StartTaskBody, sandbox: SandboxProfile, facts: Admi
     return { memoryBytes: null, pidsMax: null }
   }
   const { cgroups } = facts.capabilities
-  const lacking = request.memoryBytes !== undefined && !cgroups.memory ? 'memoryBytes' : request.pidsMax !== undefined && !cgroups.pids ? 'pidsMax' : null
+  // Every group of a task hangs on its pids group: without one, neither limit can be set.
+  const lacking = asked && !cgroups.pids ? asked : request.memoryBytes !== undefined && !cgroups.memory ? 'memoryBytes' : null
   if (lacking) throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: `body/${lacking} needs a per-task cgroup, and ${cgroups.problem ?? 'there is none here'}` })
   const defaults = facts.limitDefaults
   if (sandbox === 'strict') return { memoryBytes: request.memoryBytes ?? defaults.strictMemoryBytes, pidsMax: request.pidsMax ?? defaults.strictPidsMax }
