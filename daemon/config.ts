@@ -26,7 +26,10 @@ export const DaemonSettingsSchema = Type.Object(
     sandbox: Type.Union([Type.Literal('off'), Type.Literal('workspace'), Type.Literal('strict')], { default: 'workspace' }),
     /** Absolute paths every sandboxed task may write besides its cwd. Default none. */
     writablePaths: Type.Array(Type.String({ pattern: '^/' }), { default: [] }),
-    /** Size of a sandboxed task's private /tmp, in bytes. Default 1 GiB. */
+    /**
+     * What a sandboxed task's private /tmp, /dev/shm and ~/.cache hold together, in bytes: half for
+     * /tmp, a quarter each for the other two. Default 1 GiB.
+     */
     tmpSizeBytes: Type.Integer({ minimum: 1024 * 1024, default: GiB }),
     /** Open-file limit of every task. Default 4096. */
     openFilesLimit: Type.Integer({ minimum: 64, default: 4096 }),
@@ -36,6 +39,13 @@ export const DaemonSettingsSchema = Type.Object(
     strictMemoryBytes: Type.Integer({ minimum: 1024 * 1024, default: 2 * GiB }),
     /** Process-count limit of strict tasks that give none. Default 512. */
     strictPidsMax: Type.Integer({ minimum: 1, default: 512 }),
+    /** Process-count limit of workspace tasks that give none, where cgroups can enforce it. Default 4096. */
+    workspacePidsMax: Type.Integer({ minimum: 1, maximum: 4_194_304, default: 4096 }),
+    /**
+     * tend's folder in each cgroup v1 controller: task groups are /sys/fs/cgroup/<controller>/<name>/<daemon uid>/<task id>.
+     * Default tend.
+     */
+    cgroupName: Type.String({ pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$', default: 'tend' }),
     /**
      * How tasks are started: native (a small C helper forks them, fast), node (child_process from the
      * daemon's own thread) or auto (native when the helper was built at install). Default auto.
@@ -101,6 +111,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_SPAWNER: { key: 'spawner', parse: String },
   TEND_TASK_USER: { key: 'taskUser', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
+  TEND_CGROUP_NAME: { key: 'cgroupName', parse: String },
   TEND_CONSOLE: { key: 'console', parse: parseSwitch },
   TEND_CONSOLE_HOST: { key: 'consoleHost', parse: String },
   TEND_CONSOLE_PORT: { key: 'consolePort', parse: Number },

@@ -94,9 +94,9 @@ export const StartTaskBody = Type.Object(
       Type.Array(Text({ pattern: ABSOLUTE_PATH_PATTERN }), { maxItems: REQUEST_LIMITS.writablePaths, description: 'absolute paths writable inside the sandbox besides cwd' }),
     ),
     memoryBytes: Type.Optional(
-      Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (strict profile)' }),
+      Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (workspace and strict profiles)' }),
     ),
-    pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (strict profile)' })),
+    pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (workspace and strict profiles)' })),
     lifetime: Type.Optional(Type.Enum(LIFETIMES, { description: 'owner (default): stopped when its agent session ends; persistent: outlives the session' })),
     stdin: Type.Optional(Type.Enum(STDIN_MODES, { description: 'null (default): stdin is /dev/null; pipe: a pipe that POST /v1/tasks/:id/input writes to (native spawner only)' })),
     tty: Type.Optional(
@@ -192,6 +192,12 @@ export const RemoveResultSchema = Type.Object({ removed: Type.String(), freedByt
 export type RemoveResult = Static<typeof RemoveResultSchema>
 
 const SeccompFilterSchema = Type.Object({ name: Type.String(), denies: Type.Array(Type.String()) })
+const ProfileBoundsSchema = Type.Object({
+  pidsMax: Nullable(Type.Integer({ description: "the process-count limit of a task that gives none; null: not enforced here" })),
+  memoryBytes: Nullable(Type.Integer({ description: 'the memory limit of a task that gives none; null: none' })),
+  memoryAccounted: Type.Boolean({ description: "a task's memory, the tmpfs pages it writes included, is counted in a group of its own that --memory can limit" }),
+  tmpfsBytes: Type.Integer({ description: "what a task's private /tmp, /dev/shm and ~/.cache hold together, at most" }),
+})
 
 export const StatusSchema = Type.Object({
   pid: Type.Integer(),
@@ -243,6 +249,14 @@ export const StatusSchema = Type.Object({
     keyring: Type.Object(
       { fresh: Type.Boolean({ description: 'every task gets a new, empty session keyring of its own' }), reason: Type.Optional(Type.String({ description: 'why not' })) },
       { description: "tasks' session keyrings" },
+    ),
+    bounds: Type.Object(
+      {
+        workspace: Type.Optional(ProfileBoundsSchema),
+        strict: Type.Optional(ProfileBoundsSchema),
+        reason: Type.Optional(Type.String({ description: 'why processes and memory are not bounded here: what to fix' })),
+      },
+      { description: 'what each sandboxed profile this machine can run bounds, per task' },
     ),
   }),
 })

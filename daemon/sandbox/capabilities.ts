@@ -1,17 +1,18 @@
 import { execFile, spawn } from 'node:child_process'
 import { promisify } from 'node:util'
-import { accessSync, constants, existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs'
+import { accessSync, constants, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 import type { TaskIdentity } from './task-identity.js'
+import { findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
   bwrap: { path: string; version: string; flags: string[] } | null
   /** New user namespaces can be created (bubblewrap needs them when not run as root). */
   userNamespaces: boolean
-  /** cgroup v1 controller folders tend can create per-task groups in, or null. */
-  cgroups: { memory: string | null; pids: string | null }
+  /** This daemon's own cgroup v1 folders, per controller, that it makes task groups in (null: none), and why not. */
+  cgroups: CgroupRoots
   /** Profiles that can run here; `off` always can. */
   profiles: Array<'off' | 'workspace' | 'strict'>
   /** Why a profile cannot run, by profile. */
@@ -37,12 +38,22 @@ export function findOnPath(program: string, path: string | undefined): string | 
   return null
 }
 
+export interface DetectOptions {
+  /** The daemon's PATH, to find bwrap on. */
+  path: string | undefined
+  /** tend's folder in each cgroup controller (setting cgroupName). */
+  cgroupName: string
+  /** The daemon's uid, whose own folder of task groups is looked for. */
+  uid: number
+}
+
 /**
  * Asks bubblewrap (its version, its flags, and whether it can make a user namespace and load the
  * seccomp filter here) and the cgroup folders. The three bwrap runs go at once: a daemon's start
  * waits for the slowest only.
  */
-export async function detectSandbox(path: string | undefined): Promise<Omit<SandboxCapabilities, 'identity'>> {
+export async function detectSandbox(options: DetectOptions): Promise<Omit<SandboxCapabilities, 'identity'>> {
+  const { path } = options
   const found = findOnPath('bwrap', path)
   const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
   // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
@@ -51,7 +62,7 @@ export async function detectSandbox(path: string | undefined): Promise<Omit<Sand
   const [bwrap, filterLoads] = await Promise.all([describeBwrap(found), found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace))])
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
-  const cgroups = { memory: cgroupRoot('memory'), pids: cgroupRoot('pids') }
+  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {
@@ -62,7 +73,7 @@ export async function detectSandbox(path: string | undefined): Promise<Omit<Sand
     else if (!filterLoads) missing.workspace = "bubblewrap could not load tend's seccomp filter here (the kernel needs CONFIG_SECCOMP_FILTER), or `true` did not run under it"
   }
   if (missing.workspace) missing.strict = missing.workspace
-  else if (!cgroups.memory || !cgroups.pids) missing.strict = strictHint([!cgroups.memory && 'memory', !cgroups.pids && 'pids'].filter((each): each is 'memory' | 'pids' => Boolean(each)))
+  else if (!cgroups.memory || !cgroups.pids) missing.strict = `strict needs per-task memory and pids cgroups, and ${cgroups.problem}`
   const profiles: SandboxCapabilities['profiles'] = ['off']
   if (!missing.workspace) profiles.push('workspace')
   if (!missing.strict) profiles.push('strict')
@@ -95,36 +106,4 @@ function runsTrue(file: string, args: string[], fd3?: Buffer): Promise<boolean> 
     child.once('error', () => resolveRuns(false))
     child.once('exit', (code) => resolveRuns(code === 0))
   })
-}
-
-/**
- * Why strict cannot run, and what would make it run on this machine: strict's limits are cgroup v1
- * memory and pids groups that the daemon creates per task.
- */
-export function strictHint(lacking: Array<'memory' | 'pids'>, cgroupBase = '/sys/fs/cgroup'): string {
-  const named = lacking.join(' and ')
-  const unmounted = lacking.filter((controller) => !existsSync(`${cgroupBase}/${controller}/cgroup.procs`))
-  if (unmounted.length > 0) {
-    const mounts = unmounted.map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`).join('; ')
-    const unified = existsSync(`${cgroupBase}/cgroup.controllers`) ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
-    return `strict needs the cgroup v1 ${named} controller${lacking.length > 1 ? 's' : ''}, and ${unmounted.join(' and ')} ${unmounted.length > 1 ? 'are' : 'is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
-  }
-  const folders = lacking.map((controller) => `${cgroupBase}/${controller}/tend`).join(' ')
-  return `strict needs per-task cgroups, and the daemon cannot create them under ${folders}: run the daemon as root, or as root create those folders and give them to the daemon's user (mkdir -p ${folders} && chown -R ${process.getuid?.() ?? 'USER'} ${folders}); then restart the daemon`
-}
-
-/** A folder under which tend may create per-task cgroups of one v1 controller. */
-function cgroupRoot(controller: 'memory' | 'pids'): string | null {
-  const root = `/sys/fs/cgroup/${controller}`
-  if (!existsSync(join(root, 'cgroup.procs'))) return null
-  const base = join(root, 'tend')
-  try {
-    mkdirSync(base, { recursive: true })
-    const probeDir = join(base, `probe-${process.pid}`)
-    mkdirSync(probeDir)
-    rmdirSync(probeDir)
-    return base
-  } catch {
-    return null
-  }
 }

@@ -1,62 +1,85 @@
-import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs'
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { formatBytes } from '../../protocol/index.js'
 import type { CgroupJoin } from '../spawn/spawner.js'
 
+/** A task's limits; null: none of that kind (its group still counts). */
 export interface CgroupLimits {
-  memoryBytes: number
-  pidsMax: number
+  memoryBytes: number | null
+  pidsMax: number | null
+}
+
+/** The folders a daemon makes task groups in (its own, see cgroup-parent.ts). */
+export interface GroupRoots {
+  memory: string | null
+  pids: string | null
+}
+
+/** What groups a task gets: a memory group (workspace, strict) or only a pids group (off), and their limits. */
+export interface GroupRequest {
+  memory: boolean
+  limits: CgroupLimits
 }
 
 /**
+ * A group folder as the kernel had it right after the daemon made it: the task's first process
+ * joins only a folder that is still this one (same device, inode and owner), never whatever a path
+ * names by then.
+ */
+export type CgroupDir = CgroupJoin
+
+/**
  * A task's own cgroup v1 groups. Every task gets a pids group, which lists its processes exactly
- * (whatever they did to their environment or session); the strict profile adds a memory group and
- * sets both limits. The task moves itself in before it execs anything (see `joinEntries`), so no
- * child can start outside them.
+ * (whatever they did to their environment or session); a sandboxed task also gets a memory group,
+ * which counts its memory (tmpfs pages it writes included), and the limits it was given. The task
+ * moves itself in before it execs anything (see `joinEntries`), so no child can start outside them.
  */
 export class TaskCgroups {
   private constructor(
     private readonly memoryDir: string | null,
     private readonly pidsDir: string,
-    private readonly limits: CgroupLimits | null,
+    private readonly limits: CgroupLimits,
+    /** Each group folder's identity, memory first, then pids. */
+    readonly dirs: readonly CgroupDir[],
   ) {}
 
-  /** Each group folder as it was right after it was made: path, identity, owner (empty for groups found by existing()). */
-  readonly dirs: CgroupJoin[] = []
-
-  /** Makes the task's groups and sets their limits; on any failure removes what it made, then throws. */
-  static async create(roots: { memory: string | null; pids: string }, taskId: string, limits: CgroupLimits | null): Promise<TaskCgroups> {
-    const pidsDir = join(roots.pids, taskId)
-    // cgroupfs lives in memory: a plain mkdir costs less than a trip through the thread pool.
-    mkdirSync(pidsDir, { recursive: true })
-    const pidsMade = madeAs(pidsDir)
-    if (!limits || !roots.memory) return withDirs(new TaskCgroups(null, pidsDir, null), [pidsMade])
-    const memoryDir = join(roots.memory, taskId)
-    const groups = new TaskCgroups(memoryDir, pidsDir, limits)
+  /**
+   * Makes the task's groups and sets their limits; on any failure removes what it made, then
+   * throws. cgroupfs lives in memory: plain synchronous calls cost less than trips through the
+   * thread pool, and the task's start waits for them either way.
+   */
+  static create(roots: GroupRoots & { pids: string }, taskId: string, request: GroupRequest): TaskCgroups {
+    const { limits } = request
+    const made: CgroupDir[] = []
     try {
-      await mkdir(memoryDir, { recursive: true })
-      withDirs(groups, [madeAs(memoryDir), pidsMade])
-      await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
-      // Without this the limit only moves the excess to swap.
-      await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined)
-      await writeFile(join(pidsDir, 'pids.max'), String(limits.pidsMax))
+      if (request.memory && roots.memory) made.push(makeGroup(join(roots.memory, taskId)))
+      made.push(makeGroup(join(roots.pids, taskId)))
+      const memoryDir = request.memory && roots.memory ? made[0]!.path : null
+      const pidsDir = made[made.length - 1]!.path
+      if (memoryDir && limits.memoryBytes !== null) {
+        writeFileSync(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
+        // Without this the limit only moves the excess to swap (absent where swap is not accounted).
+        if (existsSync(join(memoryDir, 'memory.memsw.limit_in_bytes'))) writeFileSync(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes))
+      }
+      if (limits.pidsMax !== null) writeFileSync(join(pidsDir, 'pids.max'), String(limits.pidsMax))
+      return new TaskCgroups(memoryDir, pidsDir, limits, made)
     } catch (error) {
-      await groups.remove()
-      throw new Error(`setting the task's cgroup limits (memory ${limits.memoryBytes} bytes, ${limits.pidsMax} processes) failed: ${(error as Error).message}`, { cause: error })
+      for (const dir of made) rmdirQuietly(dir.path)
+      throw new Error(`making the task's cgroups (memory ${limits.memoryBytes ?? 'counted'}, processes ${limits.pidsMax ?? 'unlimited'}) failed: ${(error as Error).message}`, { cause: error })
     }
-    return groups
   }
 
   /**
    * The groups an earlier daemon made for a task that still runs (a restart): null when it has
-   * none (workspace tasks, or no cgroups on this machine).
+   * none (no cgroups on this machine, or a task of an older daemon without them).
    */
-  static existing(roots: { memory: string | null; pids: string | null }, taskId: string, limits: CgroupLimits | null): TaskCgroups | null {
+  static existing(roots: GroupRoots, taskId: string, limits: CgroupLimits): TaskCgroups | null {
     if (!roots.pids || !existsSync(join(roots.pids, taskId))) return null
-    const memoryDir = limits && roots.memory && existsSync(join(roots.memory, taskId)) ? join(roots.memory, taskId) : null
-    return new TaskCgroups(memoryDir, join(roots.pids, taskId), memoryDir ? limits : null)
+    const memoryDir = roots.memory && existsSync(join(roots.memory, taskId)) ? join(roots.memory, taskId) : null
+    const dirs = [memoryDir, join(roots.pids, taskId)].filter((dir): dir is string => dir !== null).flatMap((dir) => identityOf(dir) ?? [])
+    return new TaskCgroups(memoryDir, join(roots.pids, taskId), limits, dirs)
   }
 
   /**
@@ -64,8 +87,8 @@ export class TaskCgroups {
    * was made (device, inode, owner). The spawner opens the folder without following a symbolic link,
    * checks it is that folder still, and writes into its `tasks` file from there (the process moves
    * itself, a single thread, which the kernel does without the global lock that a write to
-   * cgroup.procs takes; see child.c): a group renamed and replaced since (its parent may be another
-   * uid's) fails the spawn. `members()` still reads cgroup.procs: every process with a thread in the group.
+   * cgroup.procs takes; see child.c): a group renamed and replaced since fails the spawn.
+   * `members()` still reads cgroup.procs: every process with a thread in the group.
    */
   joinEntries(): CgroupJoin[] {
     return this.dirs.map((dir) => ({ ...dir }))
@@ -78,14 +101,16 @@ export class TaskCgroups {
 
   /** Which limit the task ran into, if any, as words for its reason. */
   async limitsHit(): Promise<{ memory: string | null; pids: string | null }> {
-    if (!this.limits || !this.memoryDir) return { memory: null, pids: null }
-    const oomControl = await readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '')
+    const { memoryBytes, pidsMax } = this.limits
+    const [oomControl, pidsEvents] = await Promise.all([
+      memoryBytes !== null && this.memoryDir ? readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '') : '',
+      pidsMax !== null ? readFile(join(this.pidsDir, 'pids.events'), 'utf8').catch(() => '') : '',
+    ])
     const oomKills = Number(/oom_kill (\d+)/.exec(oomControl)?.[1] ?? 0)
-    const pidsEvents = await readFile(join(this.pidsDir, 'pids.events'), 'utf8').catch(() => '')
     const pidsRefused = Number(/max (\d+)/.exec(pidsEvents)?.[1] ?? 0)
     return {
-      memory: oomKills > 0 ? `memory limit of ${formatBytes(this.limits.memoryBytes)} reached` : null,
-      pids: pidsRefused > 0 ? `process limit of ${this.limits.pidsMax} reached` : null,
+      memory: oomKills > 0 && memoryBytes !== null ? `memory limit of ${formatBytes(memoryBytes)} reached` : null,
+      pids: pidsRefused > 0 && pidsMax !== null ? `process limit of ${pidsMax} reached` : null,
     }
   }
 
@@ -100,6 +125,35 @@ export class TaskCgroups {
 
   static async removeLeftover(roots: { memory: string | null; pids: string | null }, taskId: string): Promise<void> {
     await Promise.all([roots.memory && removeGroup(join(roots.memory, taskId)), roots.pids && removeGroup(join(roots.pids, taskId))])
+  }
+}
+
+/** A new group folder, and what it is: made here, so a folder that already exists is refused (EEXIST). */
+function makeGroup(path: string): CgroupDir {
+  mkdirSync(path)
+  const identity = identityOf(path)
+  if (!identity || identity.uid !== process.getuid!()) throw new Error(`${path} is not the folder the daemon just made`)
+  return identity
+}
+
+/**
+ * A stat of the folder itself (no link is followed; cgroupfs has none, and only root or the daemon's
+ * uid can write its parent, see cgroup-parent.ts).
+ */
+function identityOf(path: string): CgroupDir | null {
+  try {
+    const stat = lstatSync(path, { bigint: true })
+    return stat.isDirectory() ? { path, dev: String(stat.dev), ino: String(stat.ino), uid: Number(stat.uid) } : null
+  } catch {
+    return null
+  }
+}
+
+function rmdirQuietly(path: string): void {
+  try {
+    rmdirSync(path)
+  } catch {
+    // gone already
   }
 }
 
@@ -127,15 +181,4 @@ async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
     }
     await delay(10)
   }
-}
-
-/** A group folder's identity, read right after it was made. */
-function madeAs(path: string): CgroupJoin {
-  const info = statSync(path, { bigint: true })
-  return { path, dev: String(info.dev), ino: String(info.ino), uid: Number(info.uid) }
-}
-
-function withDirs(groups: TaskCgroups, dirs: CgroupJoin[]): TaskCgroups {
-  groups.dirs.push(...dirs)
-  return groups
 }

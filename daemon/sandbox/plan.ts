@@ -5,11 +5,12 @@ import type { DaemonConfig } from '../config.js'
 import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
 import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
-import { TaskCgroups } from './cgroups.js'
+import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { isWithin, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
 import { taskRunAs, viewOf } from './task-identity.js'
 import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
+import { tmpfsSizes } from './tmpfs-sizes.js'
 import { INPUT_FIFO, RESIZE_FIFO } from '../../spool/layout.js'
 
 /** How to start one task (what the spawner gets), who it runs as, and what to release after it. */
@@ -61,12 +62,10 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
     await cgroups?.remove()
   }
-  // Joining a cgroup costs milliseconds of start latency (the kernel synchronizes on every move), so
-  // only where it buys something: strict's limits, and `off`, which has no pid namespace to find
-  // every process of the task by.
-  if (capabilities.cgroups.pids && task.sandbox !== 'workspace') {
-    const limits = task.sandbox === 'strict' ? { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } : null
-    cgroups = await TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, limits)
+  // Every task where the machine has cgroups: `off` for its exact process list (it has no pid
+  // namespace), sandboxes for their bounds (a pids limit, memory counted or limited).
+  if (capabilities.cgroups.pids) {
+    cgroups = TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, groupsFor(task, config))
   }
   const common = {
     cwd: paths.cwd.path,
@@ -113,6 +112,13 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   }
 }
 
+/** The groups a task gets, and their limits as recorded on it (strict's defaults for an older record without them). */
+function groupsFor(task: Task, config: Readonly<DaemonConfig>): GroupRequest {
+  if (task.sandbox === 'off') return { memory: false, limits: { memoryBytes: null, pidsMax: null } }
+  if (task.sandbox === 'strict') return { memory: true, limits: { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } }
+  return { memory: true, limits: { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax } }
+}
+
 /**
  * A terminal task's environment names a terminal type: full-screen programs (top, less, vim)
  * refuse to run without one, and a daemon started by a desktop app or a service manager has none.
@@ -143,7 +149,7 @@ export interface BubblewrapOptions {
 /** The bubblewrap command line of a sandboxed profile (each loads its own seccomp program). */
 export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   const { task, config, paths } = options
-  const tmpSize = String(config.tmpSizeBytes)
+  const sizes = tmpfsSizes(config.tmpSizeBytes)
   const args = [
     // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
     '--unshare-user', '--disable-userns',
@@ -154,22 +160,22 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     // /dev/tty): the only input it can fake there is its own, and the only reader is its keeper.
     '--die-with-parent', ...(task.tty ? [] : ['--new-session']), '--cap-drop', 'ALL',
     '--ro-bind', '/', '/',
-    // /dev: memory-backed like /tmp, so /dev/shm gets /tmp's cap and the rest of /dev is read-only.
+    // /dev: memory-backed like /tmp, so /dev/shm gets its share of the cap and the rest of /dev is read-only.
     '--dev', '/dev',
-    '--perms', '1777', '--size', tmpSize, '--tmpfs', '/dev/shm',
+    '--perms', '1777', '--size', String(sizes.shm), '--tmpfs', '/dev/shm',
     '--remount-ro', '/dev',
     // A fresh proc mount leaves the kernel's knobs writable to a uid-0 task without capabilities
     // (core_pattern alone runs a program as root on the host). The whole mount is read-only: every
     // knob this kernel has or will add, in one remount (binding each knob costs a mount apiece).
     '--proc', '/proc', '--remount-ro', '/proc',
-    '--perms', '1777', '--size', tmpSize, '--tmpfs', '/tmp',
+    '--perms', '1777', '--size', String(sizes.tmp), '--tmpfs', '/tmp',
   ]
   // Run as another user (taskUser, the tasks' own identity), bubblewrap sees only what that user can
   // reach: the rest is protected by file modes, and a mount on it would fail.
   const { user } = options
   const reachable = (path: string) => !user || reachableBy(path, user, options.idmapped)
   const home = config.baseEnv.HOME
-  if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, tmpSize))
+  if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, String(sizes.cache)))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
   paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
   // Masks come after the binds, so a writable path that contains them cannot uncover them. They are

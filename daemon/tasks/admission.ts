@@ -1,4 +1,5 @@
 import { DEFAULT_TERMINAL_SIZE, TendError, type SandboxProfile, type StartTaskBody, type TerminalSize } from '../../protocol/index.js'
+import type { DaemonConfig } from '../config.js'
 import type { SandboxCapabilities } from '../sandbox/index.js'
 import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED, type Spawner } from '../spawn/spawner.js'
 
@@ -8,6 +9,14 @@ export interface AdmissionFacts {
   defaultSandbox: SandboxProfile
   capabilities: SandboxCapabilities
   spawnerKind: Spawner['kind']
+  /** The limits a task that gives none gets. */
+  limitDefaults: Pick<DaemonConfig, 'strictMemoryBytes' | 'strictPidsMax' | 'workspacePidsMax'>
+}
+
+/** A task's limits as recorded on it: what its groups enforce (null: none of that kind). */
+export interface TaskLimits {
+  memoryBytes: number | null
+  pidsMax: number | null
 }
 
 /**
@@ -15,7 +24,7 @@ export interface AdmissionFacts {
  * here: throws the coded error that names what cannot (a field that contradicts another, a
  * profile or a stdin this machine lacks). The schema has checked each field on its own already.
  */
-export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts): { sandbox: SandboxProfile; tty: TerminalSize | null } {
+export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts): { sandbox: SandboxProfile; tty: TerminalSize | null; limits: TaskLimits } {
   if (request.shell && request.command.length !== 1) {
     throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
   }
@@ -26,9 +35,7 @@ export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts)
   if (!facts.capabilities.profiles.includes(sandbox)) {
     throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: facts.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason' })
   }
-  if (sandbox !== 'strict' && (request.memoryBytes !== undefined || request.pidsMax !== undefined)) {
-    throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${request.memoryBytes !== undefined ? 'memoryBytes' : 'pidsMax'}: limits need sandbox strict, got sandbox ${sandbox}` })
-  }
+  const limits = taskLimits(request, sandbox, facts)
   const tty = terminalSize(request.tty)
   if (tty && request.stdin === 'null') {
     throw new TendError('TEND_ERR_VALIDATION', { detail: "body/stdin: a task on a terminal takes its input from the terminal, got stdin 'null' with tty" })
@@ -40,7 +47,27 @@ export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts)
   if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
     throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
   }
-  return { sandbox, tty }
+  return { sandbox, tty, limits }
+}
+
+/**
+ * The limits a task runs under: strict always has both; workspace a process limit wherever
+ * cgroups can enforce it, and a memory limit when it asks (its memory is counted either way). A
+ * limit that cannot be enforced here is refused, never ignored.
+ */
+function taskLimits(request: StartTaskBody, sandbox: SandboxProfile, facts: AdmissionFacts): TaskLimits {
+  const asked = request.memoryBytes !== undefined ? 'memoryBytes' : request.pidsMax !== undefined ? 'pidsMax' : null
+  if (sandbox === 'off') {
+    if (asked) throw new TendError('TEND_ERR_VALIDATION', { detail: `body/${asked}: limits need sandbox workspace or strict, got sandbox off` })
+    return { memoryBytes: null, pidsMax: null }
+  }
+  const { cgroups } = facts.capabilities
+  // Every group of a task hangs on its pids group: without one, neither limit can be set.
+  const lacking = asked && !cgroups.pids ? asked : request.memoryBytes !== undefined && !cgroups.memory ? 'memoryBytes' : null
+  if (lacking) throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: `body/${lacking} needs a per-task cgroup, and ${cgroups.problem ?? 'there is none here'}` })
+  const defaults = facts.limitDefaults
+  if (sandbox === 'strict') return { memoryBytes: request.memoryBytes ?? defaults.strictMemoryBytes, pidsMax: request.pidsMax ?? defaults.strictPidsMax }
+  return { memoryBytes: request.memoryBytes ?? null, pidsMax: request.pidsMax ?? (cgroups.pids ? defaults.workspacePidsMax : null) }
 }
 
 /** The terminal a start request asks for (true: the default size), or null for none. */

@@ -156,7 +156,7 @@ export class Supervisor {
     const givenId = options.id
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
     if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
-    const { sandbox, tty } = checkStartRequest(request, { defaultSandbox: this.config.sandbox, capabilities: this.capabilities, spawnerKind: this.spawner.kind })
+    const { sandbox, tty, limits } = checkStartRequest(request, { defaultSandbox: this.config.sandbox, capabilities: this.capabilities, spawnerKind: this.spawner.kind, limitDefaults: this.config })
     // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
     const paths = await resolveTaskPaths({
       profile: sandbox,
@@ -188,8 +188,8 @@ export class Supervisor {
       network: sandbox === 'off' ? true : (request.network ?? false),
       writablePaths: request.writablePaths ?? [],
       sandboxWritable: paths.writable.map((entry) => entry.path),
-      memoryBytes: sandbox === 'strict' ? (request.memoryBytes ?? this.config.strictMemoryBytes) : null,
-      pidsMax: sandbox === 'strict' ? (request.pidsMax ?? this.config.strictPidsMax) : null,
+      memoryBytes: limits.memoryBytes,
+      pidsMax: limits.pidsMax,
       createdAt: new Date().toISOString(),
       spool,
     }
@@ -621,8 +621,7 @@ export class Supervisor {
 
 /** What a launch would have planned for a task that an earlier daemon started: its cgroups, to watch and release. */
 async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities): Promise<TaskResources> {
-  const limits = task.memoryBytes !== null && task.pidsMax !== null ? { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax } : null
-  const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, limits)
+  const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax })
   return { cgroups, release: async () => cgroups?.remove() }
 }
 

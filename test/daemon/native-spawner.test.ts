@@ -295,7 +295,7 @@ describe('native spawner', () => {
     if (!existsSync(join(controller, 'cgroup.procs'))) return context.skip('no cgroup v1 pids hierarchy here')
     const parent = join(controller, `tend-swap-${process.pid}`)
     mkdirSync(parent)
-    const groups = await TaskCgroups.create({ memory: null, pids: parent }, 'swapped', null)
+    const groups = TaskCgroups.create({ memory: null, pids: parent }, 'swapped', { memory: false, limits: { memoryBytes: null, pidsMax: null } })
     const [made] = groups.joinEntries()
     try {
       expect(made).toMatchObject({ path: join(parent, 'swapped'), uid: 0 })

@@ -315,14 +315,25 @@ function taskIdsOf(home: string): string[] {
   }
 }
 
-/** A task's cgroups outlive a daemon that died before it could remove them. */
+/** A task's cgroups outlive a daemon that died before it could remove them (tend/<daemon uid>/<task id>). */
 function removeTaskCgroups(home: string): void {
-  for (const id of taskIdsOf(home)) {
-    for (const controller of ['pids', 'memory']) {
-      try {
-        rmdirSync(join('/sys/fs/cgroup', controller, 'tend', id))
-      } catch {
-        // none, or not empty (its processes are reported above)
+  const ids = taskIdsOf(home)
+  if (ids.length === 0) return
+  for (const controller of ['pids', 'memory']) {
+    const top = join('/sys/fs/cgroup', controller, 'tend')
+    let owners: string[] = []
+    try {
+      owners = readdirSync(top).filter((name) => /^\d+$/.test(name))
+    } catch {
+      continue
+    }
+    for (const id of ids) {
+      for (const owner of owners) {
+        try {
+          rmdirSync(join(top, owner, id))
+        } catch {
+          // none, or not empty (its processes are reported above)
+        }
       }
     }
   }

@@ -104,12 +104,12 @@ describe('bubblewrap hidden from PATH', () => {
     expect(off).toMatchObject({ exitCode: 0, stdout: 'ran\n' })
   })
 
-  test('limits without strict are refused before anything runs (memoryBytes with sandbox off)', async () => {
+  test('limits without a sandbox are refused before anything runs (memoryBytes with sandbox off)', async () => {
     const before = spoolEntries(daemon.home)
     await expect(daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'off', memoryBytes: 64 * 1024 * 1024 })).rejects.toMatchObject({
       code: 'TEND_ERR_VALIDATION',
       statusCode: 400,
-      message: expect.stringContaining('memoryBytes: limits need sandbox strict, got sandbox off'),
+      message: expect.stringContaining('memoryBytes: limits need sandbox workspace or strict, got sandbox off'),
     })
     expect(spoolEntries(daemon.home)).toEqual(before)
   })
@@ -128,12 +128,12 @@ describe('limits and sandbox options need the right profile (bubblewrap present)
     rmSync(workspace, { recursive: true, force: true })
   })
 
-  test('memoryBytes or pidsMax with workspace are refused with 400 naming the field; no task record is created', async () => {
+  test('memoryBytes or pidsMax with sandbox off are refused with 400 naming the field; no task record is created', async () => {
     const status = await daemon.client.status()
     expect(status.sandbox.profiles, `workspace unavailable: ${status.sandbox.missing.workspace}`).toContain('workspace')
     const cases: Array<[Partial<StartOptions>, string]> = [
-      [{ memoryBytes: 64 * 1024 * 1024 }, 'body/memoryBytes: limits need sandbox strict, got sandbox workspace'],
-      [{ pidsMax: 32 }, 'body/pidsMax: limits need sandbox strict, got sandbox workspace'],
+      [{ sandbox: 'off', memoryBytes: 64 * 1024 * 1024 }, 'body/memoryBytes: limits need sandbox workspace or strict, got sandbox off'],
+      [{ sandbox: 'off', pidsMax: 32 }, 'body/pidsMax: limits need sandbox workspace or strict, got sandbox off'],
       [{ sandbox: 'off', writablePaths: [workspace] }, 'writablePaths and network: false need a sandbox'],
       [{ sandbox: 'off', network: false }, 'writablePaths and network: false need a sandbox'],
     ]
@@ -148,10 +148,10 @@ describe('limits and sandbox options need the right profile (bubblewrap present)
     expect(spoolEntries(daemon.home)).toEqual([])
   })
 
-  test('`tend run --memory 64M` without --sandbox strict exits 2 naming memoryBytes', async () => {
-    const cli = await runCli(['run', '--memory', '64M', '--cwd', workspace, '--', 'true'], daemon.env)
+  test('`tend run --memory 64M --sandbox off` exits 2 naming memoryBytes', async () => {
+    const cli = await runCli(['run', '--memory', '64M', '--sandbox', 'off', '--cwd', workspace, '--', 'true'], daemon.env)
     expect(cli.exitCode).toBe(2)
-    expect(cli.stderr).toContain('memoryBytes: limits need sandbox strict, got sandbox workspace')
+    expect(cli.stderr).toContain('memoryBytes: limits need sandbox workspace or strict, got sandbox off')
     expect(spoolEntries(daemon.home)).toEqual([])
   })
 })

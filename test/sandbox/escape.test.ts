@@ -128,6 +128,9 @@ while True:
 
 const q = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
 
+/** A task's group of one cgroup controller: in tend's folder of the daemon's uid. */
+const taskGroup = (controller: string, id: string) => `/sys/fs/cgroup/${controller}/tend/${daemon.uid}/${id}`
+
 /** A directory tree as text: path, kind, mode and content (or link target), for before/after checks. */
 function snapshot(root: string): string {
   const lines: string[] = []
@@ -158,8 +161,8 @@ afterAll(async () => {
   try {
     try {
       await waitFor('no process of any escape-suite task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
-      // Every strict task's cgroups are gone too.
-      expect(taskIds.flatMap((id) => ['memory', 'pids'].map((controller) => `/sys/fs/cgroup/${controller}/tend/${id}`)).filter((dir) => existsSync(dir))).toEqual([])
+      // Every task's cgroups are gone too.
+      expect(taskIds.flatMap((id) => ['memory', 'pids'].map((controller) => taskGroup(controller, id))).filter((dir) => existsSync(dir))).toEqual([])
     } finally {
       await daemon?.stop()
     }
@@ -720,13 +723,13 @@ describe('strict limits', () => {
     expect(ended.state).toBe('timed_out')
     expect(ended.reason).toBe('timed out after 3s; process limit of 32 reached')
     await waitFor(`no process of the fork bomb left`, () => processesWithEnv(marker).filter(isAlive).length === 0)
-    expect(existsSync(`/sys/fs/cgroup/pids/tend/${started.id}`)).toBe(false)
+    expect(existsSync(taskGroup('pids', started.id))).toBe(false)
   })
 
   strictTest(`a memory hog with memoryBytes 64M is killed, and the reason records the memory limit`, async () => {
     const { task } = await attempt(`${PYTHON} ${q(join(probes, 'hog.py'))}`, { sandbox: 'strict', memoryBytes: 64 * 1024 * 1024 })
     expect(task).toMatchObject({ state: 'killed', signal: 'SIGKILL', reason: 'memory limit of 64M reached', memoryBytes: 64 * 1024 * 1024 })
-    expect(existsSync(`/sys/fs/cgroup/memory/tend/${task.id}`)).toBe(false)
+    expect(existsSync(taskGroup('memory', task.id))).toBe(false)
     expect((await daemon.client.status()).pid).toBe(daemonPid)
   })
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { strictHint } from '../../daemon/sandbox/index.js'
+import { findCgroupRoots } from '../../daemon/sandbox/index.js'
 import { endingText } from '../../tools/core/render.js'
 import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -77,18 +77,20 @@ describe('where strict cannot run, status says how to make it run', () => {
   test('controllers that are not mounted: the mount commands, and the unified hierarchy named', () => {
     const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
     writeFileSync(join(cgroupBase, 'cgroup.controllers'), 'cpu memory pids\n')
-    const hint = strictHint(['memory', 'pids'], cgroupBase)
-    expect(hint).toContain(`mount -t cgroup -o memory cgroup ${cgroupBase}/memory`)
-    expect(hint).toContain(`mount -t cgroup -o pids cgroup ${cgroupBase}/pids`)
-    expect(hint).toContain('systemd.unified_cgroup_hierarchy=0')
+    const roots = findCgroupRoots({ name: 'tend', uid: 0, cgroupBase })
+    expect(roots).toMatchObject({ memory: null, pids: null })
+    expect(roots.problem).toContain(`mount -t cgroup -o memory cgroup ${cgroupBase}/memory`)
+    expect(roots.problem).toContain(`mount -t cgroup -o pids cgroup ${cgroupBase}/pids`)
+    expect(roots.problem).toContain('systemd.unified_cgroup_hierarchy=0')
   })
 
-  test('mounted but not writable by the daemon: the folders to create and give to its user', () => {
+  test('a folder that only looks like a controller (not cgroupfs) is not used, and nothing is made in it', () => {
     const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
     mkdirSync(join(cgroupBase, 'pids'))
     writeFileSync(join(cgroupBase, 'pids', 'cgroup.procs'), '')
-    const hint = strictHint(['pids'], cgroupBase)
-    expect(hint).toContain(`mkdir -p ${cgroupBase}/pids/tend && chown -R`)
-    expect(hint).toContain('run the daemon as root')
+    const roots = findCgroupRoots({ name: 'tend', uid: 0, cgroupBase })
+    expect(roots.pids).toBeNull()
+    expect(roots.problem).toContain(`${cgroupBase}/pids is not a cgroup file system`)
+    expect(readdirSync(join(cgroupBase, 'pids'))).toEqual(['cgroup.procs'])
   })
 })

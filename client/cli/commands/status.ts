@@ -28,6 +28,7 @@ export function registerStatusCommand(program: Command): void {
           `identity:    ${identityLine(status.sandbox.identity)}`,
           `keyring:     ${status.sandbox.keyring.fresh ? 'every task gets a session keyring of its own' : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`}`,
           ...seccompLines(status.sandbox.filters),
+          ...boundsLines(status.sandbox.bounds),
         ].join('\n'),
       )
       return EXIT.ok
@@ -50,4 +51,19 @@ function identityLine(identity: DaemonStatus['sandbox']['identity']): string {
     return `sandboxed tasks run as uid ${identity.uid} gid ${identity.gid}, their own (what they make in their folders belongs to each folder's owner${home}); ${off}`
   }
   return `sandboxed tasks run as ${identity.as === 'taskUser' ? 'taskUser' : 'the daemon'} (uid ${identity.uid} gid ${identity.gid}); ${off}`
+}
+
+type ProfileBounds = NonNullable<DaemonStatus['sandbox']['bounds']['workspace']>
+
+/** One line: what each sandboxed profile bounds per task here; the next says why processes and memory are not, when they are not. */
+function boundsLines(bounds: DaemonStatus['sandbox']['bounds']): string[] {
+  const profiles = (['workspace', 'strict'] as const).filter((profile) => bounds[profile]).map((profile) => `${profile}: ${describeBounds(bounds[profile]!)}`)
+  if (profiles.length === 0) return []
+  return [`bounds:      ${profiles.join('; ')}`, ...(bounds.reason ? [`             no process or memory bounds: ${bounds.reason}`] : [])]
+}
+
+function describeBounds(bounds: ProfileBounds): string {
+  const processes = bounds.pidsMax === null ? 'processes unbounded' : `${bounds.pidsMax} processes`
+  const memory = bounds.memoryBytes !== null ? `memory ${formatBytes(bounds.memoryBytes)}` : bounds.memoryAccounted ? 'memory counted (no limit)' : 'memory unbounded'
+  return `${processes}, ${memory}, tmpfs ${formatBytes(bounds.tmpfsBytes)} in all`
 }

@@ -3,7 +3,7 @@ import type { DaemonContext } from '../../context.js'
 import { type DaemonStatus } from '../../../protocol/index.js'
 import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
-import { seccompFilters, seccompSupported } from '../../sandbox/index.js'
+import { sandboxBounds, seccompFilters, seccompSupported } from '../../sandbox/index.js'
 import type { PeerCheckStatus } from '../../peer/index.js'
 
 /**
@@ -46,6 +46,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCh
           off: context.sandbox.identity.off,
         },
         keyring: context.sandbox.identity.keyring,
+        bounds: sandboxBounds(context.sandbox, context.config),
       },
     }
   })

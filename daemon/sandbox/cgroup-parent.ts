@@ -1,0 +1,131 @@
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, rmdirSync, statfsSync } from 'node:fs'
+import { join } from 'node:path'
+
+export type CgroupController = 'memory' | 'pids'
+
+/** Where this daemon makes its task groups, per controller (null: not here), and why not. */
+export interface CgroupRoots {
+  memory: string | null
+  pids: string | null
+  /** Why a controller has no folder here and what would give it one; null when both have one. */
+  problem: string | null
+}
+
+export interface CgroupParentOptions {
+  /** tend's folder in each controller (setting cgroupName). */
+  name: string
+  /** The daemon's uid: its own folder is <name>/<uid>. */
+  uid: number
+  /** Where the v1 controllers are mounted. Default /sys/fs/cgroup. */
+  cgroupBase?: string
+}
+
+const CGROUP_SUPER_MAGIC = 0x27e0eb
+
+/**
+ * One folder of task groups per daemon uid: <controller mount>/<name>/<uid>. A task group is made,
+ * then joined a moment later; whoever can write a folder on its way could swap it in between for
+ * one without limits. So every folder from the controller's mount down must be owned by root or by
+ * the daemon's uid (the last one by the daemon's uid) and writable by nobody else, checked on a
+ * descriptor opened without following a symlink. A root daemon makes <name> and its own folder; an
+ * unprivileged daemon's folder is made and given to it by the operator (or by itself, where it
+ * owns <name>).
+ */
+export function findCgroupRoots(options: CgroupParentOptions): CgroupRoots {
+  const found = { memory: cgroupParent('memory', options), pids: cgroupParent('pids', options) }
+  const problems = [found.memory, found.pids].filter((each): each is { problem: string } => 'problem' in each).map((each) => each.problem)
+  return {
+    memory: 'path' in found.memory ? found.memory.path : null,
+    pids: 'path' in found.pids ? found.pids.path : null,
+    problem: problems.length > 0 ? [...new Set(problems)].join('; ') : null,
+  }
+}
+
+type Found = { path: string } | { problem: string }
+
+function cgroupParent(controller: CgroupController, options: CgroupParentOptions): Found {
+  const mount = join(options.cgroupBase ?? '/sys/fs/cgroup', controller)
+  if (!existsSync(join(mount, 'cgroup.procs'))) return { problem: unmountedHint([controller], options.cgroupBase) }
+  try {
+    if (statfsSync(mount).type !== CGROUP_SUPER_MAGIC) return { problem: `${mount} is not a cgroup file system` }
+  } catch (error) {
+    return { problem: `${mount} cannot be read: ${(error as Error).message}` }
+  }
+  const top = join(mount, options.name)
+  const own = join(top, String(options.uid))
+  const mountChecked = checkFolder(mount, [0, options.uid], options.uid)
+  if ('problem' in mountChecked) return mountChecked
+  // Top down: nothing is made inside a folder before it is known that no other uid can write it.
+  if (options.uid === 0) makeFolder(top)
+  else if (!existsSync(top)) return { problem: `${own} does not exist: as root, ${delegation(own, options.uid)}` }
+  const topChecked = checkFolder(top, [0, options.uid], options.uid, mountChecked.dev)
+  if ('problem' in topChecked) return topChecked
+  makeFolder(own)
+  if (!existsSync(own)) return { problem: `${own} does not exist: as root, ${delegation(own, options.uid)}` }
+  const ownChecked = checkFolder(own, [options.uid], options.uid, mountChecked.dev)
+  if ('problem' in ownChecked) return ownChecked
+  // Owned and checked, yet perhaps not usable (a controller that refuses new groups): one probe.
+  const probe = join(own, `probe-${process.pid}`)
+  try {
+    mkdirSync(probe)
+    rmdirSync(probe)
+  } catch (error) {
+    return { problem: `the daemon cannot create groups in ${own} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
+  }
+  return { path: own }
+}
+
+/** A folder the daemon may create: made when it can be, left to the checks below when not. */
+function makeFolder(path: string): void {
+  try {
+    mkdirSync(path, { mode: 0o755 })
+  } catch {
+    // exists, or not ours to make: the checks say which
+  }
+}
+
+/**
+ * The folder as the kernel has it, opened without following a symlink: a directory owned by one of
+ * `owners`, writable by no group or other user.
+ */
+function checkFolder(path: string, owners: readonly number[], uid: number, mountDev?: number): { dev: number } | { problem: string } {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)
+  } catch (error) {
+    return { problem: `${path} cannot be opened as a folder (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
+  }
+  try {
+    const stat = fstatSync(fd)
+    if (!stat.isDirectory()) return { problem: `${path} is not a folder` }
+    if (mountDev !== undefined && stat.dev !== mountDev) return { problem: `${path} is not on the cgroup file system mounted above it` }
+    if (!owners.includes(stat.uid)) {
+      const own = owners.length === 1
+      const fix = own ? `chown ${uid} ${path}` : `chown root:root ${path}`
+      const owner = own ? `the daemon's uid ${uid}` : `root or the daemon's uid ${uid}`
+      return { problem: `${path} is owned by uid ${stat.uid}, not ${owner}: that user could replace this daemon's task groups with ones without limits; as root, ${fix}` }
+    }
+    if ((stat.mode & 0o022) !== 0) {
+      return { problem: `${path} is writable by its group or by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')}): they could replace this daemon's task groups with ones without limits; as root, chmod go-w ${path}` }
+    }
+    return { dev: stat.dev }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** What an operator runs to give an unprivileged daemon its own folder of groups. */
+function delegation(path: string, uid: number): string {
+  return `mkdir -p ${path} && chown ${uid} ${path} && chmod 0755 ${path} (the folder above it owned by root, mode 0755); then restart the daemon`
+}
+
+/**
+ * Why a controller cannot be used because it is not mounted, and how to mount it (cgroup v1; a
+ * machine on the unified hierarchy is told how to get v1 controllers).
+ */
+export function unmountedHint(lacking: CgroupController[], cgroupBase = '/sys/fs/cgroup'): string {
+  const named = lacking.join(' and ')
+  const mounts = lacking.map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`).join('; ')
+  const unified = existsSync(`${cgroupBase}/cgroup.controllers`) ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
+  return `the cgroup v1 ${named} controller${lacking.length > 1 ? 's are' : ' is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
+}
