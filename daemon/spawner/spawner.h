@@ -6,6 +6,7 @@
  *   child.c         the task child's setup, from signals to exec
  *   terminal.c      a terminal task's pseudo-terminal, and the keeper's relay between it and files
  *   lifeline.c      a keeper's watch on the helper, for a task that must end with its daemon
+ *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -130,6 +131,13 @@ int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifel
 /* A FIFO, made (0600) if missing and opened O_RDWR | O_NONBLOCK (which never waits on Linux); a
  * path that is not a FIFO is refused (ENXIO). -1 with errno set on failure. */
 int hold_fifo(const char *path);
+
+/* ------------------------------------------------------------ regular.c */
+
+/* openat(dir_fd, path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode), then fstat: a
+ * descriptor of a regular file, or -1 with errno set (ENXIO: there is something else at path). The
+ * descriptor stays O_NONBLOCK, which changes nothing for a regular file. */
+int open_regular(int dir_fd, const char *path, int flags, mode_t mode);
 
 /* ------------------------------------------------------------- keeper.c */
 
