@@ -100,6 +100,9 @@ function asOutputError(path: string, error: unknown): unknown {
   }
   const problem = untrustedProblem(error)
   if (problem !== null) return replaced(path, problem, error)
+  // The kernel opens no socket (ENXIO), and some devices not at all: say what is there.
+  const info = lstatOrNull(path)
+  if (info && !info.isFile()) return replaced(path, fileKind(info), error)
   return error
 }
 

@@ -49,6 +49,10 @@ export function readOwnConfigFile(path: string, uid: number): string | null {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOENT') return null
     if (code === 'ELOOP') throw unsafe(`is a symbolic link: put the file itself there (\`cp --remove-destination "$(readlink -f ${path})" ${path}\`)`)
+    // Another user's file the daemon may not even read: say whose it is, not just EACCES.
+    const info = code === 'EACCES' ? lstatSync(path, { throwIfNoEntry: false }) : undefined
+    const problem = info && ownershipProblem(path, info, uid)
+    if (problem) throw unsafe(problem)
     throw error
   }
   try {

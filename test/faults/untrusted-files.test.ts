@@ -236,7 +236,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
           await first.crash()
           first = undefined
           second = await startTestDaemon({ user: daemonUser, home, env: { PATH: SYSTEM_PATH, TEND_KILL_GRACE: '500ms' } })
-          expect(await second.client.get(started.id)).toMatchObject({ state: 'running' })
+          const resumed = await second.client.get(started.id)
+          expect(resumed, `${resumed.reason}; the daemon's log: ${readFileSync(join(home, 'daemon.log'), 'utf8').split('\n').filter((line) => line.includes(started.id)).join('\n')}`).toMatchObject({ state: 'running' })
           execFileSync('touch', [join(cwd, 'release')])
           expect(await second.client.wait(started.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
         } finally {
