@@ -30,8 +30,13 @@ export function outputSizeSync(path: string): number {
  * 0 when missing or not a regular file.
  */
 export function outputAllocatedBytesSync(path: string): number {
-  const info = lstatOrNull(path)
-  return info?.isFile() ? info.blocks * 512 : 0
+  // Any failure (a folder it may not read, an entry that is a file) counts nothing.
+  try {
+    const info = lstatSync(path, { throwIfNoEntry: false })
+    return info?.isFile() ? info.blocks * 512 : 0
+  } catch {
+    return 0
+  }
 }
 
 /**
