@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, parseDuration, parseLabels, parseSize, readClusterKey, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { homeLayout, isTendError, parseDuration, parseLabels, parseSize, readClusterKey, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 
 const GiB = 1024 ** 3
 
@@ -145,6 +145,8 @@ function parseSwitch(text: string): boolean {
  */
 export function loadDaemonConfig(env: Record<string, string | undefined> = process.env): Readonly<DaemonConfig> {
   const layout = homeLayout(resolveHome(env))
+  // The home first: a config.json is only as safe as the folder that holds it.
+  checkHomeFolder(layout.home, process.geteuid!())
   const fromFile = readConfigFile(layout.config)
   const fromEnv: Record<string, unknown> = {}
   /** Where each setting came from, so a violation names the variable or file the user wrote. */
@@ -234,14 +236,19 @@ function resolveUser(user: string, source: string, problems: string[]): { uid: n
   }
 }
 
+/**
+ * config.json, read only when no one but the daemon's uid can change it (store/home-safety.ts):
+ * TEND_ERR_HOME_UNSAFE otherwise, before a byte of it is read.
+ */
 function readConfigFile(path: string): Record<string, unknown> {
-  let text: string
+  let text: string | null
   try {
-    text = readFileSync(path, 'utf8')
+    text = readOwnConfigFile(path, process.geteuid!())
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {}
+    if (isTendError(error)) throw error
     throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `${path}: ${(error as Error).message}` })
   }
+  if (text === null) return {}
   try {
     const parsed = JSON.parse(text) as unknown
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('expected a JSON object')

@@ -22,7 +22,7 @@ export async function runDaemonForeground(env: Record<string, string | undefined
       print(`tend: ${error.message}`)
       return 3
     }
-    if (isTendError(error, 'TEND_ERR_CONFIG_INVALID')) {
+    if (isTendError(error, 'TEND_ERR_CONFIG_INVALID') || isTendError(error, 'TEND_ERR_HOME_UNSAFE')) {
       print(`tend: ${error.message}`)
       return 2
     }

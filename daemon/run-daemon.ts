@@ -1,7 +1,8 @@
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, rm } from 'node:fs/promises'
 import { nanoid } from 'nanoid'
 import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
+import { openRegularFileForWrite, readRegularFile } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import type { DaemonContext } from './context.js'
 import { CorruptEntries } from './store/corrupt-entries.js'
@@ -20,7 +21,8 @@ import { TaskInput } from './tasks/task-input.js'
 import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
 import { decideTaskIdentity, detectSandbox } from './sandbox/index.js'
-import { cachedLiveDaemonHomes, homeRegistryDir } from './store/home-registry.js'
+import { cachedKnownHomes, currentRegistryUser, homeRegistryDir, prepareRegistry, registerHome } from './store/home-registry.js'
+import { markHome } from './store/home-marker.js'
 import { TaskStore } from './store/task-store.js'
 import { readVersion } from './version.js'
 import { precompiledCount, SCHEMA_CODE_PATH } from './precompiled/schema-code.js'
@@ -68,6 +70,17 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: await readPidFile(layout.home) })
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
   await writePidFile(layout.home)
+  // A home is known by its marker, and to every daemon of this user by the registry, before any
+  // task of any of them can be given it (docs/spool.md).
+  const registry = homeRegistryDir(currentRegistryUser())
+  try {
+    markHome(layout.home)
+    prepareRegistry(registry, process.geteuid!())
+    registerHome(registry, layout.home)
+  } catch (error) {
+    lock.release()
+    throw error
+  }
 
   const log = createDaemonLogger(config)
   const events = new EventLog(nanoid(10))
@@ -88,7 +101,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }
   // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
-  const daemonHomes = { homes: cachedLiveDaemonHomes(config.baseEnv), registry: homeRegistryDir(config.baseEnv) }
+  const daemonHomes = { homes: cachedKnownHomes(registry), registry }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()
@@ -198,10 +211,16 @@ function idleMemoryRelease(events: EventLog, log: Logger): { close: () => void }
 
 const pidFile = (home: string) => `${home}/daemon.pid`
 
+// In the home, which a task under `off` can write: no link followed, no FIFO waited on.
 async function writePidFile(home: string): Promise<void> {
-  await writeFile(pidFile(home), `${process.pid}\n`, { mode: 0o600 })
+  const handle = await openRegularFileForWrite(pidFile(home))
+  try {
+    await handle.writeFile(`${process.pid}\n`)
+  } finally {
+    await handle.close()
+  }
 }
 
 async function readPidFile(home: string): Promise<string> {
-  return (await readFile(pidFile(home), 'utf8').catch(() => 'unknown')).trim()
+  return (await readRegularFile(pidFile(home), 64).then((bytes) => bytes.toString('utf8'), () => 'unknown')).trim()
 }

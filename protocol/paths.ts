@@ -8,8 +8,16 @@ export function resolveHome(env: Record<string, string | undefined>): string {
   return join(homedir(), '.local', 'state', 'tend')
 }
 
+/**
+ * The file every daemon keeps in its home (made at start): a folder that holds it is a tend home,
+ * whoever made it and whether or not a registry knows it (docs/spool.md).
+ */
+export const HOME_MARKER = '.tend-home'
+
 export interface HomeLayout {
   home: string
+  /** HOME_MARKER in the home. */
+  marker: string
   socket: string
   spool: string
   log: string
@@ -23,6 +31,7 @@ export interface HomeLayout {
 export function homeLayout(home: string): HomeLayout {
   return {
     home,
+    marker: join(home, HOME_MARKER),
     socket: join(home, 'tend.sock'),
     spool: join(home, 'spool'),
     log: join(home, 'daemon.log'),

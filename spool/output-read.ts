@@ -1,41 +1,58 @@
-import { statSync } from 'node:fs'
-import { open, stat, type FileHandle } from 'node:fs/promises'
+import { lstatSync, type Stats } from 'node:fs'
+import { lstat, type FileHandle } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
+import { fileKind, openRegularFile, untrustedProblem } from './untrusted-file.js'
+
+/*
+ * output.log is the task's own file: under `off` it can replace it (a FIFO, a link, a socket), and
+ * under any profile it can take a lease on it through its stdout. Sizes are read with lstat (which
+ * neither follows a link nor waits on a lease), and every open is non-blocking and refuses
+ * anything but a regular file (untrusted-file.ts).
+ */
 
 /**
- * Size of a task's output.log, 0 when it does not exist. For bookkeeping (cap checks, recovery);
- * a reader uses readableOutputSize, for which a missing log is an error.
+ * Size of a task's output.log, 0 when it does not exist or is not a regular file. For bookkeeping
+ * (cap checks, recovery); a reader uses readableOutputSize, for which a missing log is an error.
  */
 export async function outputSize(path: string): Promise<number> {
-  try {
-    return (await stat(path)).size
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0
-    throw error
-  }
+  return sizeOf(await lstat(path).catch(missingAsNull))
 }
 
 /** The same, without a trip through the thread pool (a stat of a cached inode does not block). */
 export function outputSizeSync(path: string): number {
+  return sizeOf(lstatOrNull(path))
+}
+
+/**
+ * Bytes output.log takes on disk: its allocated blocks (st_blocks, in 512-byte units), not its
+ * logical size, which a task can make anything by truncating its own stdout (a sparse file).
+ * 0 when missing or not a regular file.
+ */
+export function outputAllocatedBytesSync(path: string): number {
+  // Any failure (a folder it may not read, an entry that is a file) counts nothing.
   try {
-    return statSync(path).size
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0
-    throw error
+    const info = lstatSync(path, { throwIfNoEntry: false })
+    return info?.isFile() ? info.blocks * 512 : 0
+  } catch {
+    return 0
   }
 }
 
 /**
  * Size of output.log for a reader. The file exists from the task's admission on, so a missing one
- * was deleted: TEND_ERR_OUTPUT_MISSING, never an empty output.
+ * was deleted, and one that is no regular file was replaced: TEND_ERR_OUTPUT_MISSING, never an
+ * empty output.
  */
 export async function readableOutputSize(path: string): Promise<number> {
+  let info: Stats
   try {
-    return (await stat(path)).size
+    info = await lstat(path)
   } catch (error) {
     throw asOutputError(path, error)
   }
+  if (!info.isFile()) throw replaced(path, fileKind(info))
+  return info.size
 }
 
 /**
@@ -43,29 +60,23 @@ export async function readableOutputSize(path: string): Promise<number> {
  * however the file grows meanwhile). A missing file is TEND_ERR_OUTPUT_MISSING.
  */
 export async function openOutputSnapshot(path: string): Promise<{ handle: FileHandle; size: number }> {
-  let handle: FileHandle
   try {
-    handle = await open(path, 'r')
+    const { handle, info } = await openRegularFile(path)
+    return { handle, size: info.size }
   } catch (error) {
     throw asOutputError(path, error)
-  }
-  try {
-    return { handle, size: (await handle.stat()).size }
-  } catch (error) {
-    await handle.close()
-    throw error
   }
 }
 
 /**
  * Reads up to maxBytes of output.log from byte offset `from`. Reads never consume: the file is
  * the only state, so any number of readers keep their own cursors. A missing file is
- * TEND_ERR_OUTPUT_MISSING.
+ * TEND_ERR_OUTPUT_MISSING; one under a lease, TEND_ERR_OUTPUT_BUSY at once.
  */
 export async function readOutputRange(path: string, from: number, maxBytes: number): Promise<Buffer> {
   let handle
   try {
-    handle = await open(path, 'r')
+    ;({ handle } = await openRegularFile(path))
   } catch (error) {
     throw asOutputError(path, error)
   }
@@ -83,11 +94,42 @@ export async function readOutputRange(path: string, from: number, maxBytes: numb
   }
 }
 
-/** A task's output.log that is gone, as the coded error (other failures pass through unchanged). */
+/** A task's output.log that is gone, replaced or leased, as the coded error (other failures pass through unchanged). */
 function asOutputError(path: string, error: unknown): unknown {
-  if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return error
   // The layout is <spool>/<id>/output.log.
-  return new TendError('TEND_ERR_OUTPUT_MISSING', { id: basename(dirname(path)), detail: `${path} does not exist (deleted outside tend?)` }, { cause: error })
+  const id = basename(dirname(path))
+  const { code } = error as NodeJS.ErrnoException
+  if (code === 'ENOENT') return new TendError('TEND_ERR_OUTPUT_MISSING', { id, detail: `${path} does not exist (deleted outside tend?)` }, { cause: error })
+  if (code === 'EWOULDBLOCK' || code === 'EAGAIN') {
+    return new TendError('TEND_ERR_OUTPUT_BUSY', { id, detail: `a process holds a lease on ${path} (the task itself, through its stdout): reading it would wait until the lease is broken, up to /proc/sys/fs/lease-break-time` }, { cause: error })
+  }
+  const problem = untrustedProblem(error)
+  if (problem !== null) return replaced(path, problem, error)
+  // The kernel opens no socket (ENXIO), and some devices not at all: say what is there.
+  const info = lstatOrNull(path)
+  if (info && !info.isFile()) return replaced(path, fileKind(info), error)
+  return error
+}
+
+function replaced(path: string, kind: string, cause?: unknown): TendError {
+  return new TendError('TEND_ERR_OUTPUT_MISSING', { id: basename(dirname(path)), detail: `${path} is ${kind}, not the task's output file (replaced outside tend, or by the task itself?): it is not read` }, cause === undefined ? {} : { cause })
+}
+
+function sizeOf(info: Stats | null): number {
+  return info?.isFile() ? info.size : 0
+}
+
+function lstatOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path)
+  } catch (error) {
+    return missingAsNull(error)
+  }
+}
+
+function missingAsNull(error: unknown): null {
+  if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+  throw error
 }
 
 /**

@@ -1,9 +1,10 @@
-import { constants, type Stats } from 'node:fs'
-import { chmod, lstat, open, readdir, rm, stat } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
+import { chmod, lstat, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { DEFAULT_LIFETIME, isTaskId, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
 import { OUTPUT_FILE, recordPath, taskDir } from './layout.js'
 import { recordProblem, salvageRecordFields } from './record-schema.js'
+import { NOT_REGULAR_FILE, readRegularFile } from './untrusted-file.js'
 
 /** A record is a few KiB; one past this is not a record (and is not read into memory). */
 const MAX_RECORD_BYTES = 16 * 1024 * 1024
@@ -52,26 +53,18 @@ function withCurrentFields(task: RecordedTask): RecordedTask {
 
 /**
  * task.json's text. Only a regular file is read: a symbolic link is not followed (the daemon may
- * run as root) and a FIFO does not block the start (O_NONBLOCK).
+ * run as root) and a FIFO does not block the start (untrusted-file.ts).
  */
 async function readRecordText(path: string): Promise<string> {
-  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
-  try {
-    const info = await handle.stat()
-    if (!info.isFile()) throw Object.assign(new Error(kindOf(info)), { code: 'ENOTFILE' })
-    if (info.size > MAX_RECORD_BYTES) throw Object.assign(new Error(`${info.size} bytes, more than a record's ${MAX_RECORD_BYTES}`), { code: 'EFBIG' })
-    return await handle.readFile('utf8')
-  } finally {
-    await handle.close()
-  }
+  return (await readRegularFile(path, MAX_RECORD_BYTES)).toString('utf8')
 }
 
 function unreadableReason(error: unknown): string {
-  const { code, message } = error as NodeJS.ErrnoException
+  const { code } = error as NodeJS.ErrnoException
   if (code === 'ENOENT') return 'task.json is missing'
   if (code === 'ELOOP') return 'task.json is a symbolic link, not a regular file'
-  if (code === 'ENOTFILE') return `task.json is ${message}, not a regular file`
-  if (code === 'EFBIG') return `task.json is too large: ${message}`
+  if (code === NOT_REGULAR_FILE) return `task.json is ${(error as { kind?: string }).kind ?? 'not a regular file'}, not a regular file`
+  if (code === 'EFBIG') return `task.json is too large: ${(error as { size?: number }).size} bytes, more than a record's ${MAX_RECORD_BYTES}`
   return `task.json cannot be read: ${summary(error)}`
 }
 
@@ -149,7 +142,7 @@ export async function listTaskIds(spoolRoot: string): Promise<string[]> {
   return entries.filter((entry) => isTaskId(entry.name)).map((entry) => entry.name)
 }
 
-/** Deletes a task's spool entry (its folder, or whatever is in its place); answers how many bytes it held. */
+/** Deletes a task's spool entry (its folder, or whatever is in its place); answers how many bytes of the disk it held. */
 export async function removeTaskDir(spoolRoot: string, id: string): Promise<number> {
   const dir = taskDir(spoolRoot, id)
   const bytes = await entryBytes(dir)
@@ -164,16 +157,17 @@ export async function removeTaskDir(spoolRoot: string, id: string): Promise<numb
   return bytes
 }
 
+/** The disk an entry takes: allocated blocks, not logical sizes (a task can make its output sparse). */
 async function entryBytes(dir: string): Promise<number> {
   const info = await lstat(dir).catch(() => undefined)
   if (!info) return 0
-  if (!info.isDirectory()) return info.isFile() ? info.size : 0
+  if (!info.isDirectory()) return info.isFile() ? info.blocks * 512 : 0
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
   let total = 0
   for (const entry of entries) {
     if (!entry.isFile()) continue
-    const file = await stat(join(dir, entry.name)).catch(() => undefined)
-    total += file?.size ?? 0
+    const file = await lstat(join(dir, entry.name)).catch(() => undefined)
+    total += file?.isFile() ? file.blocks * 512 : 0
   }
   return total
 }

@@ -68,6 +68,24 @@ static int make_folder(Job *job) {
   }
 }
 
+/*
+ * Opens (creating, 0600) a file in a task's spool folder for writing. A task under `off` can write
+ * that folder and guess the names: a link is not followed, a FIFO not waited on (O_NONBLOCK), and
+ * anything but a regular file is refused (ENXIO) before a byte is written.
+ */
+static int open_regular(const char *path, int flags) {
+  int fd;
+  do fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | flags, 0600);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  struct stat info;
+  int error = fstat(fd, &info) != 0 ? errno : S_ISREG(info.st_mode) ? 0 : ENXIO;
+  if (!error) return fd;
+  close(fd);
+  errno = error;
+  return -1;
+}
+
 static int close_checked(Job *job, int fd) {
   if (close(fd) == 0) return 0;
   fail(job, "close", job->path);
@@ -81,12 +99,18 @@ static void execute(napi_env env, void *data) {
   if (job->dir != NULL) {
     if (make_folder(job) != 0) return;
     // output.log exists from the start, so readers find an empty log rather than none.
-    int log = open(job->output_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int log = open_regular(job->output_file, O_APPEND);
     if (log < 0) return fail(job, "open", job->output_file);
     if (close(log) != 0) return fail(job, "close", job->output_file);
   }
-  int fd = open(job->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd = open_regular(job->path, 0);
   if (fd < 0) return fail(job, "open", job->path);
+  if (ftruncate(fd, 0) != 0) {
+    fail(job, "ftruncate", job->path);
+    close(fd);
+    unlink(job->path);
+    return;
+  }
   size_t offset = 0;
   while (offset < job->length) {
     ssize_t written = write(fd, job->bytes + offset, job->length - offset);

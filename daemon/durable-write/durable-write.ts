@@ -1,4 +1,5 @@
-import { appendFile, mkdir, open, unlink } from 'node:fs/promises'
+import { mkdir, unlink } from 'node:fs/promises'
+import { openRegularFileForWrite } from '../../spool/index.js'
 import { loadAddon } from '../native-addon.js'
 import { fileURLToPath } from 'node:url'
 import { getSystemErrorMap } from 'node:util'
@@ -57,10 +58,11 @@ function systemError(errno: number, syscall: string, path: string): NodeJS.Errno
 async function writeWithFs(file: DurableFile): Promise<void> {
   if (file.folder) {
     await mkdir(file.folder.dir, { recursive: true, mode: 0o700 })
-    await appendFile(file.folder.outputFile, '', { mode: 0o600 })
+    await (await openRegularFileForWrite(file.folder.outputFile, { append: true })).close()
   }
   const bytes = Buffer.from(file.text)
-  const handle = await open(file.path, 'w', 0o600)
+  // The same checks as the addon's: no link followed, no FIFO waited on, a regular file only.
+  const handle = await openRegularFileForWrite(file.path)
   try {
     let offset = 0
     while (offset < bytes.length) {

@@ -2,7 +2,6 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import { TendError } from '../../protocol/index.js'
 import { TaskSchema } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
-import { registerHome } from '../store/home-registry.js'
 import { peerCheckedServerFactory, peerOf, type PeerCheck, type PeerCheckStatus } from '../peer/index.js'
 import { ownerHeader, registerAuditLog, type Caller } from './audit.js'
 import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.js'
@@ -35,7 +34,6 @@ export async function createServer(context: DaemonContext, peerCheck: PeerCheck)
   const app = buildApp(context, { serverFactory: peerCheckedServerFactory(peerCheck, context.log), callerOf: socketCaller })
   registerApi(app, context, peerCheck.status)
   registerSocketOnlyApi(app, context)
-  announceHome(app, context)
   await app.ready()
   return app
 }
@@ -121,22 +119,6 @@ export function registerSocketOnlyApi(app: TendApp, context: DaemonContext): voi
 const validatorFactory = (() => lazyValidatorCompiler(validatorCompiler)) as unknown as NonNullable<
   NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
 >
-
-/** While the daemon runs, its home is in the per-user registry, so that every sandbox hides it. */
-function announceHome(app: TendApp, context: DaemonContext): void {
-  let unregister: (() => Promise<void>) | undefined
-  // onReady runs before the socket listens: a daemon that answers is always registered.
-  app.addHook('onReady', async () => {
-    try {
-      unregister = await registerHome(context.config.layout.home, context.config.baseEnv)
-    } catch (error) {
-      context.log.warn({ err: error }, 'home not registered: sandboxes of other daemons will not hide it')
-    }
-  })
-  app.addHook('onClose', async () => {
-    await unregister?.().catch((error: unknown) => context.log.warn({ err: error }, 'home registry entry not removed'))
-  })
-}
 
 /** The only path parameter is a task id, so a rejected segment under /v1/tasks/ is a bad id. */
 function routerError(error: { message?: string }, url: string): TendError {

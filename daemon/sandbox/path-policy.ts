@@ -1,6 +1,7 @@
-import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { lstatSync, realpathSync, statSync } from 'node:fs'
 import { dirname, resolve, sep } from 'node:path'
-import { TendError, type SandboxProfile } from '../../protocol/index.js'
+import { HOME_MARKER, TendError, type SandboxProfile } from '../../protocol/index.js'
+import { markedHomeAround } from '../store/home-marker.js'
 import { checkCwdSync } from '../spawn/cwd-check.js'
 
 /**
@@ -84,12 +85,12 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   const add = (entry: PinnedPath) => {
     if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
   }
-  for (const extra of gitFolders(cwd.path)) {
-    // Widening to the work tree is a convenience: a root that may not be written is just not added.
-    if (findProtected(extra, places)) continue
+  const root = gitWorkTreeRoot(cwd.path)
+  // Widening to the work tree is a convenience: a root that may not be written is just not added.
+  if (root !== null && !findProtected(root, places) && !findHome(root)) {
     let pinned: PinnedPath | null = null
     try {
-      pinned = pin(extra, extra, 'cwd')
+      pinned = pin(root, root, 'cwd')
     } catch {
       // gone since it was found: nothing to widen to
     }
@@ -138,8 +139,15 @@ function findProtected(real: string, places: readonly ProtectedPlace[]): { place
   return null
 }
 
+/** A tend home `real` is or lies in, by the marker every home holds (home-marker.ts), as a refusal. */
+function findHome(real: string): { place: ProtectedPlace; relation: string } | null {
+  const home = markedHomeAround(real)
+  if (home === null) return null
+  return { place: { path: home, what: `a tend home (it holds ${HOME_MARKER}: sockets, spool, logs)` }, relation: home === real ? 'is' : 'lies inside' }
+}
+
 function refuseProtected(profile: SandboxProfile, field: string, given: string, real: string, places: readonly ProtectedPlace[]): void {
-  const hit = findProtected(real, places)
+  const hit = findProtected(real, places) ?? findHome(real)
   if (!hit) return
   const alias = real !== resolve(given) ? ` (it is ${real})` : ''
   const target = hit.relation === 'is' ? `is ${hit.place.what}` : `${hit.relation} ${hit.place.path}, ${hit.place.what}`
@@ -174,30 +182,23 @@ function pin(path: string, given: string, field: string): PinnedPath {
 }
 
 /**
- * The git folders a task working in `cwd` writes to: the work tree's root (index.lock lives there)
- * and, when `.git` is a file (worktrees, submodules), the git directory it points to and that
- * directory's common folder. Nothing when cwd is not inside a work tree.
+ * The root of the git work tree a task working in `cwd` writes to (index.lock lives there), decided
+ * from the folder structure alone: the nearest folder at or above cwd that holds a `.git` folder
+ * (lstat: a link named .git does not count). Nothing in a `.git` file (`gitdir:`) or a git folder
+ * (`commondir`) is read: the task writes those, and what they name would become writable for the
+ * next task in that cwd. A linked worktree or a submodule reaches its git folder only through a
+ * path the operator gives (`--writable /repo/.git`, docs/sandbox.md). Nothing when cwd is not inside
+ * a work tree, or is its root.
  */
-function gitFolders(cwd: string): string[] {
+function gitWorkTreeRoot(cwd: string): string | null {
   for (let dir = cwd; ; dir = dirname(dir)) {
-    const dotGit = `${dir === '/' ? '' : dir}/.git`
-    const info = lstatSync(dotGit, { throwIfNoEntry: false })
-    if (info?.isDirectory() || info?.isFile()) {
+    const info = lstatSync(`${dir === '/' ? '' : dir}/.git`, { throwIfNoEntry: false })
+    if (info?.isDirectory()) {
       // A work tree rooted in a folder anyone may write (/var/tmp, /tmp) is not widened to.
       const worldWritable = ((statSync(dir, { throwIfNoEntry: false })?.mode ?? 0o002) & 0o002) !== 0
-      const folders = dir !== cwd && !worldWritable ? [dir] : []
-      if (info.isDirectory()) return folders
-      const gitDir = /^gitdir:\s*(.+)$/m.exec(readOrEmpty(dotGit))?.[1]
-      const realGitDir = gitDir ? realOrNull(resolve(dir, gitDir.trim())) : null
-      if (realGitDir) {
-        folders.push(realGitDir)
-        const common = readOrEmpty(`${realGitDir}/commondir`).trim()
-        const realCommon = common ? realOrNull(resolve(realGitDir, common)) : null
-        if (realCommon) folders.push(realCommon)
-      }
-      return folders
+      return dir !== cwd && !worldWritable ? dir : null
     }
-    if (dir === '/') return []
+    if (dir === '/') return null
   }
 }
 
@@ -233,22 +234,6 @@ function innermost(dir: string, roots: readonly IdmappedRoot[]): IdmappedRoot | 
   let found: IdmappedRoot | null = null
   for (const root of roots) if (isWithin(dir, root.path) && (!found || root.path.length > found.path.length)) found = root
   return found
-}
-
-function readOrEmpty(path: string): string {
-  try {
-    return readFileSync(path, 'utf8')
-  } catch {
-    return ''
-  }
-}
-
-function realOrNull(path: string): string | null {
-  try {
-    return realpathSync.native(path)
-  } catch {
-    return null
-  }
 }
 
 function invalid(field: string, detail: string): TendError {

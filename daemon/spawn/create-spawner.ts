@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { TendError } from '../../protocol/index.js'
 import type { DaemonSettings } from '../config.js'
@@ -50,12 +53,18 @@ async function probe(binary: string, log: Logger): Promise<NativeSpawner | strin
 
   async function run(): Promise<NativeSpawner> {
     spawner = await NativeSpawner.start(binary, log)
-    // No exit file: the probe's end is heard by this spawner, nobody else needs it.
-    const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: '/dev/null', exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
-    if (!outcome.started) throw new Error(outcome.message)
-    const exit = await outcome.exited
-    if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)
-    return spawner
+    // An output file like a task's (the spawner takes regular files only), in a folder of its own.
+    const scratch = await mkdtemp(join(tmpdir(), 'tend-spawner-probe-'))
+    try {
+      // No exit file: the probe's end is heard by this spawner, nobody else needs it.
+      const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: join(scratch, 'output.log'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
+      if (!outcome.started) throw new Error(outcome.message)
+      const exit = await outcome.exited
+      if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)
+      return spawner
+    } finally {
+      await rm(scratch, { recursive: true, force: true })
+    }
   }
 }
 

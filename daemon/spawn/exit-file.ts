@@ -1,6 +1,9 @@
-import { readFileSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
+import { readRegularFileSync } from '../../spool/index.js'
 import type { SpawnExit } from './spawner.js'
+
+/** An exit record is one short line; a file past this is not one (and is not read into memory). */
+const MAX_EXIT_FILE_BYTES = 4096
 
 /**
  * A task's exit file, as its keeper wrote it when the task ended (daemon/spawner/keeper.c): one
@@ -10,7 +13,8 @@ import type { SpawnExit } from './spawner.js'
  * because the spawner's helper was gone (a task started to end with its daemon), and
  * `"leaseRanOut":true` when it did because the lease the daemon wrote ran out. The keeper writes it whole (temporary file, fsync, rename), so a file
  * that is there is complete; it is missing when the task has not ended yet, when it never started,
- * when its keeper was SIGKILLed, or when the disk refused it for a minute.
+ * when its keeper was SIGKILLed, or when the disk refused it for a minute. Under `off` the task can
+ * replace it: anything but a regular file (a FIFO would block the daemon's start) is not read.
  *
  * Returns the exit (signal as its name, endedAt as an ISO time, pid the task's) or null when the
  * file is missing, unreadable or not a valid exit record. Synchronous: for recovery at start.
@@ -18,7 +22,7 @@ import type { SpawnExit } from './spawner.js'
 export function readExitFile(path: string): (SpawnExit & { endedAt: string; pid: number }) | null {
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
+    text = readRegularFileSync(path, MAX_EXIT_FILE_BYTES).toString('utf8')
   } catch {
     return null
   }

@@ -513,7 +513,8 @@ function folderAt(request: SpawnRequest, index: number): PinnedDir | undefined {
 function failureMessage(stage: string, code: string, index: number | undefined, request: SpawnRequest): string {
   switch (stage) {
     case 'output':
-      return `could not open the output file ${request.outputFile}: ${code}`
+      // ENXIO: something that is not a regular file is in its place (regular.c).
+      return code === 'ENXIO' ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)` : `could not open the output file ${request.outputFile}: ${code}`
     case 'stdin':
       if (!request.stdinFifo) return `could not open /dev/null as stdin: ${code}`
       if (code === 'ENXIO') return `the task's stdin pipe is not a FIFO: ${request.stdinFifo}`

@@ -104,6 +104,10 @@ export class NodeSpawner implements Spawner {
         return { started: false, stage: 'exec', code: String(result.code ?? 'UNKNOWN'), message: `could not start ${request.file}: ${result.originalMessage ?? result.shortMessage}` }
       }
       const exited: Promise<SpawnExit> = subprocess.then((result) => ({ exitCode: result.exitCode ?? null, signal: (result.signal as NodeJS.Signals | undefined) ?? null }))
+      // As a keeper does: a description of the output file open for reading while the task runs
+      // leaves it no write lease to take (every read would wait out its break).
+      descriptors.splice(descriptors.indexOf(opened.outputReader), 1)
+      void exited.finally(() => closeSync(opened.outputReader))
       const said = await readToEnd(subprocess.stdout)
       if (said) {
         // The prelude exits right after saying why: nothing of it is left once exited settles.
@@ -131,7 +135,7 @@ export class NodeSpawner implements Spawner {
  * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
  * after the spawn.
  */
-function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[] } | Failure {
+function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number } | Failure {
   const open = (path: string, flags: string | number): number => {
     const fd = openSync(path, flags, 0o600)
     opened.push(fd)
@@ -139,11 +143,16 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
   }
   const layout = descriptorLayout(request)
   const stdio: StdioEntry[] = ['ignore', 'pipe']
+  let outputReader: number
   try {
-    stdio[2] = open(request.outputFile, 'a')
+    // Never through a link, never waiting on a FIFO, a regular file only (the native spawner's regular.c).
+    stdio[2] = open(request.outputFile, OUTPUT_FLAGS)
+    outputReader = open(request.outputFile, OUTPUT_READER_FLAGS)
+    if (!fstatSync(stdio[2] as number).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENXIO' })
   } catch (error) {
     const code = errorCode(error)
-    return { started: false, stage: 'output', code, message: `could not open the output file ${request.outputFile}: ${code}` }
+    const message = code === 'ENXIO' ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)` : `could not open the output file ${request.outputFile}: ${code}`
+    return { started: false, stage: 'output', code, message }
   }
   for (const [index, file] of request.extraFiles.entries()) {
     try {
@@ -166,7 +175,7 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     cgroupFds.push(stdio.length)
     stdio.push(fd)
   }
-  return { stdio, cgroupFds }
+  return { stdio, cgroupFds, outputReader }
 }
 
 /**
@@ -187,6 +196,9 @@ function openCgroupTasks(group: CgroupJoin, opened: number[]): number | string {
     return errorCode(error)
   }
 }
+
+const OUTPUT_FLAGS = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY
+const OUTPUT_READER_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY
 
 type StdioEntry = 'ignore' | 'pipe' | number | Uint8Array
 // execa passes any numeric descriptor through to the child; its types only list 3..9.

@@ -206,6 +206,22 @@ static int open_stdin_fifo(const char *path) {
   return -1;
 }
 
+/*
+ * The output file, as a regular file only (regular.c: a link, FIFO, device or socket put in its
+ * place is refused), appended to. O_NONBLOCK, needed for the open, is cleared again: the task sees
+ * its stdout as any file it was handed.
+ */
+static int open_output(const char *path) {
+  int fd = open_regular(AT_FDCWD, path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+  if (fd < 0) return -1;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) return fd;
+  int error = errno;
+  close(fd);
+  errno = error;
+  return -1;
+}
+
 __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int highest_known) {
   error_fd = error_pipe;
   /* Hygiene first: drop everything of the helper's but stdio and the error pipe, so the opens
@@ -261,7 +277,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
   } else {
     stdin_fd = move_above(*r->stdin_fifo ? open_stdin_fifo(r->stdin_fifo) : open_retrying("/dev/null", O_RDONLY, 0), low);
     if (stdin_fd < 0) child_fail("stdin", errno, -1);
-    output_fd = move_above(open_retrying(r->output, O_WRONLY | O_APPEND | O_CREAT, 0600), low);
+    output_fd = move_above(open_output(r->output), low);
     if (output_fd < 0) child_fail("output", errno, -1);
   }
 

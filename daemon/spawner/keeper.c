@@ -200,9 +200,8 @@ static int write_exit_file_once(int dir_fd, const char *name, const char *text, 
 
 /* Fsyncs an exit file written without, then its folder; 0 or the errno. */
 static int make_durable(int dir_fd, const char *name) {
-  int fd;
-  do fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
+  /* By name: the task (under `off`) may have put anything there since the link. */
+  int fd = open_regular(dir_fd, name, O_RDONLY, 0);
   if (fd < 0) return errno;
   int error = 0;
   while (fsync(fd) != 0)
@@ -242,9 +241,7 @@ static void open_relay(struct request *r, struct relay *relay, int report_fd) {
   if ((relay->master = open_terminal(r->cols, r->rows, &terminal)) < 0) keeper_fail(report_fd, "tty", errno);
   /* Another user's task owns its terminal, as a login would (it can then reopen it, chmod it). */
   if (r->set_user && fchown(terminal, (uid_t)r->uid, (gid_t)r->gid) != 0) keeper_fail(report_fd, "tty", errno);
-  do relay->output = open(r->output, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-  while (relay->output < 0 && errno == EINTR);
-  if (relay->output < 0) keeper_fail(report_fd, "output", errno);
+  if ((relay->output = open_regular(AT_FDCWD, r->output, O_WRONLY | O_APPEND | O_CREAT, 0600)) < 0) keeper_fail(report_fd, "output", errno);
   if (dup2(terminal, 0) < 0) keeper_fail(report_fd, "tty", errno);
   close(terminal);
 }
@@ -338,12 +335,17 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   struct relay relay = {.master = -1, .output = -1, .input = holder, .resize = -1};
   if (tty) open_relay(r, &relay, report_fd);
   else stdin_holder = holder;
+  /* Held open read-only for the task's whole life, and never read: while another description of the
+   * output file is open, the kernel grants no write lease on it (F_SETLEASE: EAGAIN), so the task
+   * cannot make every reader of its output wait out a lease break (45 s a read). */
+  int output_reader = open_regular(AT_FDCWD, r->output, O_RDONLY | O_CREAT, 0600);
+  if (output_reader < 0) keeper_fail(report_fd, "output", errno);
   unsigned long long file_size = r->file_size;
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) keeper_fail(report_fd, "fork", errno);
   int highest = highest_known;
-  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children};
+  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
     if (ours[i] > highest) highest = ours[i];
   pid_t task = start_child(r, pipe_fds[1], highest);
@@ -470,9 +472,8 @@ const char *ended_by_word(int ended_by) {
 
 int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by) {
   if (!path || !*path) return 0;
-  int fd;
-  do fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  while (fd < 0 && errno == EINTR);
+  /* The helper's single thread reads it: a FIFO a task put there must not stop it. */
+  int fd = open_regular(AT_FDCWD, path, O_RDONLY, 0);
   if (fd < 0) return 0;
   char text[256];
   ssize_t total = 0;

@@ -8,6 +8,7 @@
  *   lifeline.c      a keeper's watch on the helper, for a task that must end with its daemon
  *   idmap.c         idmapped mounts: the helper's user namespaces, the child's private mounts
  *   cgroup.c        the child joining its cgroups through folders checked by identity
+ *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -170,6 +171,12 @@ int idmap_attach(int source, int target, int userns, int read_only);
  * checked to be the same folder (device, inode) with the same owner, then 0 written to its `tasks`
  * file. A folder that is another one now: ESTALE. -1 with errno. */
 int join_cgroup(const struct cgroup_join *group);
+/* ------------------------------------------------------------ regular.c */
+
+/* openat(dir_fd, path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode), then fstat: a
+ * descriptor of a regular file, or -1 with errno set (ENXIO: there is something else at path). The
+ * descriptor stays O_NONBLOCK, which changes nothing for a regular file. */
+int open_regular(int dir_fd, const char *path, int flags, mode_t mode);
 
 /* ------------------------------------------------------------- keeper.c */
 

@@ -79,7 +79,9 @@
  * keepers or their tasks (but a lifeline task's keeper ends its task once the helper is gone).
  *
  * Keeper (keeper.c): setsid(); every signal that would end it ignored but SIGKILL (and the
- * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. With a stdinFifo it
+ * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It holds outputFile
+ * open read-only (made 0600 if missing) until it exits, never reading it: no write lease can be
+ * taken on the file while the task runs (a failure here is stage output). With a stdinFifo it
  * makes that FIFO (mkfifo 0600; one already there is used) and holds it open O_RDWR until the task
  * ends or SIGUSR1 asks it to let go (end of input; a failure here is stage stdin). It forks the child,
  * reads the child's error pipe, reports on its own pipe, waits for the task, writes the exit file
@@ -98,6 +100,12 @@
  * own children (the task's leftovers, handed to it as their parents die) until it has none, and adds
  * `"lifelineBroke":true` to the exit file (before the closing brace) when the task had not ended by
  * itself. A terminal task's keeper watches it in its relay loop.
+ *
+ * Files a task could have made (regular.c): outputFile (keeper and child), the exit file (the
+ * keeper's fsync, the helper's read after an exit or an attach) and the lease file are opened with
+ * O_NOFOLLOW | O_NONBLOCK and checked with fstat to be regular files; anything else there (a link,
+ * FIFO, device, socket) is refused with ENXIO (an exit file refused reads as missing; outputFile:
+ * `failed <reqid> output 6`), never read or waited on.
  *
  * Child setup (child.c), in order: signal dispositions to SIG_DFL and an empty mask; setsid();
  * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); each cgroup

@@ -1,80 +1,115 @@
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
-import { mkdir, open, rename, rm } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
-import { resolveHome } from '../../protocol/index.js'
-
-type Env = Readonly<Record<string, string | undefined>>
+import { lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
+import { userInfo } from 'node:os'
+import { isAbsolute, join } from 'node:path'
+import { TendError } from '../../protocol/index.js'
+import { readRegularFileSync, writeRegularFileSync } from '../../spool/index.js'
+import { holdsMarker } from './home-marker.js'
+import { ownFolderProblem } from './home-safety.js'
 
 /**
- * The per-user folder where every running daemon announces its home, so that sandboxes can hide
- * all of them (a task must not reach any daemon's socket): beside the default home, as
- * `$XDG_STATE_HOME/tend-homes`, else `~/.local/state/tend-homes`. TEND_HOME does not move it.
+ * The per-user registry of tend homes: every daemon records its home there at start, and every
+ * daemon of that user hides every home it lists from its sandboxes and refuses them as folders to
+ * write. Its place depends on the uid alone, never on the daemon's environment: two daemons of one
+ * user started with different HOME or XDG_STATE_HOME must find each other.
+ *   - `<passwd home>/.local/state/tend-homes` when the user's home in the user database (not
+ *     $HOME) is a folder the user owns;
+ *   - else `/var/tmp/tend-homes-<uid>` (service users whose home is /nonexistent).
+ * Either way the daemon checks it before use (its own, 0700 or at least not writable by others,
+ * not a link) and refuses to start otherwise.
+ *
+ * An entry stays as long as its folder exists and holds the home marker: a stopped daemon's home
+ * is hidden and refused too (its config.json is read again at its next start).
  */
-export function homeRegistryDir(env: Env): string {
-  return join(dirname(defaultHome(env)), 'tend-homes')
+
+/** Who the registry is for: a uid and its home in the user database (null: none known). */
+export interface RegistryUser {
+  uid: number
+  passwdHome: string | null
 }
 
-/** The home a daemon uses when TEND_HOME is not set (protocol/paths.ts decides). */
-function defaultHome(env: Env): string {
-  return resolveHome({ ...env, TEND_HOME: undefined })
+/** This process's user, from the user database (getpwuid: $HOME plays no part). */
+export function currentRegistryUser(): RegistryUser {
+  const uid = process.getuid!()
+  let passwdHome: string | null = null
+  try {
+    passwdHome = userInfo().homedir || null
+  } catch {
+    // a uid without a user database entry (a container's arbitrary uid)
+  }
+  return { uid, passwdHome }
 }
 
-/** One file per running daemon: `<hash of its home>-<pid>.json`, so pruning a dead one never removes a live one. */
+/** Where `user`'s daemons record their homes. */
+export function homeRegistryDir(user: RegistryUser): string {
+  if (user.passwdHome && isAbsolute(user.passwdHome)) {
+    const info = statSync(user.passwdHome, { throwIfNoEntry: false })
+    if (info?.isDirectory() && info.uid === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
+  }
+  return `/var/tmp/tend-homes-${user.uid}`
+}
+
+/**
+ * Makes the registry folder if missing (0700) and checks it is this user's own: a folder (not a
+ * link), owned by uid, writable by nobody else. Throws TEND_ERR_HOME_UNSAFE naming what to fix.
+ */
+export function prepareRegistry(dir: string, uid: number): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+  } catch (error) {
+    throw new TendError('TEND_ERR_HOME_UNSAFE', { path: dir, detail: `the registry of tend homes cannot be made: ${(error as Error).message}` }, { cause: error })
+  }
+  const problem = ownFolderProblem(dir, uid)
+  if (problem) throw new TendError('TEND_ERR_HOME_UNSAFE', { path: dir, detail: `the registry of tend homes ${problem}` })
+}
+
+/** One file per home, `<hash of its real path>.json`: the home, and the daemon that last started there. */
 interface RegistryEntry {
   home: string
   pid: number
-  /** Start time of the process in clock ticks since boot (/proc/<pid>/stat): a reused pid does not match. */
-  startTicks: number | null
 }
 
+/** An entry is a few dozen bytes: anything much larger is not one. */
+const MAX_ENTRY_BYTES = 64 * 1024
+
 /**
- * Announces a running daemon's home (its real path): written atomically (a temporary file, fsync,
- * rename). Answers the function that removes it again, for a clean stop.
+ * Records a home (its real path) in the registry, replacing its earlier entry: written whole (a
+ * temporary file, renamed). Synchronous: once, at start, before the socket listens.
  */
-export async function registerHome(home: string, env: Env, pid: number = process.pid): Promise<() => Promise<void>> {
-  const dir = homeRegistryDir(env)
-  await mkdir(dir, { recursive: true, mode: 0o700 })
+export function registerHome(dir: string, home: string, pid: number = process.pid): void {
   const realHome = realpathSync(home)
-  const entry: RegistryEntry = { home: realHome, pid, startTicks: processStartTicks(pid) }
-  const file = join(dir, `${homeHash(realHome)}-${pid}.json`)
-  const temporary = `${file}.tmp`
-  const handle = await open(temporary, 'w', 0o600)
-  try {
-    await handle.writeFile(`${JSON.stringify(entry)}\n`)
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-  await rename(temporary, file)
-  return () => rm(file, { force: true })
+  const hash = homeHash(realHome)
+  const file = join(dir, `${hash}.json`)
+  const temporary = `${file}.${pid}.tmp`
+  const entry: RegistryEntry = { home: realHome, pid }
+  writeRegularFileSync(temporary, `${JSON.stringify(entry)}\n`)
+  renameSync(temporary, file)
+  // Entries of an older tend were one per daemon process: `<hash>-<pid>.json`.
+  for (const name of readdirSync(dir)) if (name.startsWith(`${hash}-`) && name.endsWith('.json')) rmSync(join(dir, name), { force: true })
 }
 
 /**
- * Real paths of every home a live daemon registered (dead entries are removed, best effort), plus
- * the default home (its real path when it exists), without duplicates. Synchronous and cheap: it is
- * meant to be called for each sandboxed task.
+ * Real paths of every home the registry lists that still exists and holds its marker; an entry
+ * whose folder is gone, or no longer a home, is removed (best effort).
  */
-export function liveDaemonHomes(env: Env): string[] {
-  const homes = new Set<string>([realPathOrSelf(defaultHome(env))])
-  const dir = homeRegistryDir(env)
-  if (!existsSync(dir)) return [...homes]
+export function knownHomes(dir: string): string[] {
   let names: string[]
   try {
     names = readdirSync(dir)
   } catch {
-    return [...homes]
+    return []
   }
+  const homes = new Set<string>()
   for (const name of names) {
     if (!name.endsWith('.json')) continue
     const file = join(dir, name)
-    const entry = readEntry(file)
-    if (entry === null) continue
-    if (!isRunning(entry)) {
+    const home = readEntry(file)
+    if (home === null) continue
+    if (!isHome(home)) {
       rmSync(file, { force: true })
       continue
     }
-    if (existsSync(entry.home)) homes.add(realPathOrSelf(entry.home))
+    homes.add(realOrSelf(home))
   }
   return [...homes]
 }
@@ -83,72 +118,47 @@ export function liveDaemonHomes(env: Env): string[] {
 const SETTLED_MS = 1000
 
 /**
- * liveDaemonHomes() for a caller that asks per task: the registry is read again only when its
- * folder has changed (a daemon registered or left). A daemon that died without leaving stays
- * masked until then, which hides nothing that should be seen. A folder changed within the last
- * second is read every time: a change in the same tick of its mtime would otherwise be missed.
+ * knownHomes() for a caller that asks per task: the registry is read again only when its folder
+ * has changed (a daemon registered, an entry was pruned). A folder changed within the last second
+ * is read every time: a change in the same tick of its mtime would otherwise be missed.
  */
-export function cachedLiveDaemonHomes(env: Env): () => string[] {
-  const dir = homeRegistryDir(env)
-  let cached: { stamp: string; registered: string[] } | null = null
+export function cachedKnownHomes(dir: string): () => string[] {
+  let cached: { stamp: string; homes: string[] } | null = null
   return () => {
     let stamp: string | null = null
     try {
       const info = statSync(dir, { bigint: true })
       if (Date.now() - Number(info.mtimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.mtimeNs}`
     } catch {
-      // No registry yet: nothing registered.
+      // No registry: nothing registered.
     }
-    if (stamp === null || cached?.stamp !== stamp) {
-      const registered = liveDaemonHomes(env)
-      cached = stamp === null ? null : { stamp, registered }
-      return registered
-    }
-    // The default home may have been made since: its real path is asked each time.
-    return [...new Set([realPathOrSelf(defaultHome(env)), ...cached.registered])]
+    if (stamp !== null && cached?.stamp === stamp) return cached.homes
+    const homes = knownHomes(dir)
+    cached = stamp === null ? null : { stamp, homes }
+    return homes
   }
 }
 
-function readEntry(file: string): RegistryEntry | null {
+/** The home an entry names, or null when it is not an entry (unreadable, not JSON, not an absolute path). */
+function readEntry(file: string): string | null {
   try {
-    const entry = JSON.parse(readFileSync(file, 'utf8')) as Partial<RegistryEntry>
-    if (typeof entry.home !== 'string' || !Number.isInteger(entry.pid) || (entry.pid as number) <= 0) return null
-    return { home: entry.home, pid: entry.pid as number, startTicks: typeof entry.startTicks === 'number' ? entry.startTicks : null }
+    const entry = JSON.parse(readRegularFileSync(file, MAX_ENTRY_BYTES).toString('utf8')) as Partial<RegistryEntry>
+    return typeof entry.home === 'string' && isAbsolute(entry.home) && entry.home !== '/' ? entry.home : null
   } catch {
-    // Unreadable or half-written by hand: left alone, it names nothing.
+    // Unreadable, half-written by hand, or not a regular file: left alone, it names nothing.
     return null
   }
 }
 
-function isRunning(entry: RegistryEntry): boolean {
-  const startTicks = processStartTicks(entry.pid)
-  if (startTicks !== null) return entry.startTicks === null || entry.startTicks === startTicks
-  try {
-    process.kill(entry.pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
-
-/** Field 22 of /proc/<pid>/stat (after the parenthesized command name, which may contain spaces). */
-function processStartTicks(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19])
-    return Number.isFinite(ticks) ? ticks : null
-  } catch {
-    return null
-  }
+function isHome(path: string): boolean {
+  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true && holdsMarker(path)
 }
 
 function homeHash(realHome: string): string {
   return createHash('sha256').update(realHome).digest('hex').slice(0, 16)
 }
 
-function realPathOrSelf(path: string): string {
-  // Called for every sandboxed task: no exception for the usual missing default home.
-  if (!existsSync(path)) return path
+function realOrSelf(path: string): string {
   try {
     return realpathSync.native(path)
   } catch {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../../protocol/index.js'
-import { removeTaskDir } from '../../spool/index.js'
+import { outputAllocatedBytesSync, outputPath, removeTaskDir } from '../../spool/index.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import type { TaskStore } from './task-store.js'
 
@@ -9,12 +9,16 @@ const RECORD_OVERHEAD_BYTES = 1024
 
 /**
  * Deletes finished tasks and corrupt spool entries: on request, by age, and when the spool passes
- * its quota. Its arithmetic trusts no size: one that is not a byte count is logged and left out,
- * so it can never make the quota delete what it should not.
+ * its quota. Its arithmetic counts what each output takes on disk, its allocated blocks, never the
+ * size a record states or the logical size of the file: a task can make its output.log as large
+ * as it likes without writing it (ftruncate: a sparse file), and that must not evict anyone.
  */
 export class SpoolCleanup {
-  /** Tasks whose size was found not to be a byte count (logged once each). */
-  private readonly unsized = new Set<string>()
+  /**
+   * Disk use of finished tasks' and corrupt entries' outputs, measured once (nothing writes them
+   * any more); a running task's is measured on every pass.
+   */
+  private readonly settledBytes = new Map<string, number>()
 
   constructor(
     private readonly spoolRoot: string,
@@ -43,17 +47,17 @@ export class SpoolCleanup {
     return this.removeAll([...this.corrupt.list(owner), ...old])
   }
 
-  /** Bytes the spool holds by the records: each task's and corrupt entry's output, plus its record. */
+  /** Bytes the spool takes on disk: each task's and corrupt entry's output (allocated blocks), plus its record. */
   usedBytes(): number {
     let used = 0
-    for (const entry of this.entries()) used += this.bytesOf(entry) ?? RECORD_OVERHEAD_BYTES
+    for (const entry of this.entries()) used += this.bytesOf(entry)
     return used
   }
 
   /**
    * Deletes until the spool fits its quota: corrupt entries first (unreadable, they are worth less
    * than any task that can still be shown), then the finished tasks that ended first. Never touches
-   * a running or queued task, nor a task whose size is not a byte count.
+   * a running or queued task.
    */
   async enforceQuota(): Promise<string[]> {
     let used = this.usedBytes()
@@ -65,10 +69,8 @@ export class SpoolCleanup {
     const victims: Task[] = []
     for (const entry of [...this.corrupt.list(), ...finished]) {
       if (used <= this.quotaBytes) break
-      const bytes = this.bytesOf(entry)
-      if (bytes === null) continue
       victims.push(entry)
-      used -= bytes
+      used -= this.bytesOf(entry)
     }
     const { removed, freedBytes } = await this.removeAll(victims)
     this.log.warn({ removed: removed.length, freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
@@ -79,15 +81,13 @@ export class SpoolCleanup {
     return [...this.corrupt.list(), ...this.store.list({ all: true })]
   }
 
-  /** What an entry counts for, or null when its size is not a byte count (logged once). */
-  private bytesOf(task: Task): number | null {
-    const bytes: unknown = task.outputBytes
-    if (typeof bytes === 'number' && Number.isSafeInteger(bytes) && bytes >= 0) return bytes + RECORD_OVERHEAD_BYTES
-    if (!this.unsized.has(task.id)) {
-      this.unsized.add(task.id)
-      this.log.error({ taskId: task.id, outputBytes: String(bytes) }, 'task size is not a byte count: left out of the spool quota')
-    }
-    return null
+  /** What an entry counts for: its output's allocated blocks (lstat: no link followed) and its record. */
+  private bytesOf(task: Task): number {
+    const settled = this.settledBytes.get(task.id)
+    if (settled !== undefined) return settled
+    const bytes = outputAllocatedBytesSync(outputPath(this.spoolRoot, task.id)) + RECORD_OVERHEAD_BYTES
+    if (isFinished(task) || task.state === 'corrupt') this.settledBytes.set(task.id, bytes)
+    return bytes
   }
 
   /** Removes each entry in turn; one that cannot be removed is logged and the others still go. */
@@ -119,7 +119,7 @@ export class SpoolCleanup {
     } catch (error) {
       throw new TendError('TEND_ERR_SPOOL_IO', { detail: `removing the spool entry ${entry.id}: ${(error as Error).message}` }, { cause: error })
     }
-    this.unsized.delete(entry.id)
+    this.settledBytes.delete(entry.id)
     if (entry.state === 'corrupt') {
       this.corrupt.forget(entry.id)
       this.log.warn({ taskId: entry.id, reason: entry.reason }, 'corrupt spool entry removed')

@@ -1,5 +1,6 @@
-import { rename, writeFile } from 'node:fs/promises'
+import { rename } from 'node:fs/promises'
 import { join } from 'node:path'
+import { openRegularFileForWrite } from '../../spool/index.js'
 
 /**
  * A task's lease: the file `lease` in its spool folder holds until when, in CLOCK_MONOTONIC
@@ -16,10 +17,19 @@ export function monotonicNowMs(): number {
   return Number(process.hrtime.bigint() / 1_000_000n)
 }
 
-/** Sets the lease of the task whose spool folder this is to `ms` from now; atomic (a temporary file renamed over it). */
+/**
+ * Sets the lease of the task whose spool folder this is to `ms` from now; atomic (a temporary file
+ * renamed over it). The temporary file's name can be guessed by a task under `off`: a link or FIFO
+ * planted there is refused, never written through or waited on.
+ */
 export async function writeLease(taskFolder: string, ms: number): Promise<void> {
   const path = join(taskFolder, LEASE_FILE)
   const temporary = `${path}.${process.pid}.tmp`
-  await writeFile(temporary, `${Math.floor(monotonicNowMs() + ms)}\n`, { mode: 0o600 })
+  const handle = await openRegularFileForWrite(temporary)
+  try {
+    await handle.writeFile(`${Math.floor(monotonicNowMs() + ms)}\n`)
+  } finally {
+    await handle.close()
+  }
   await rename(temporary, path)
 }

@@ -1,7 +1,7 @@
-import { readdir, truncate } from 'node:fs/promises'
+import { readdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Logger } from 'pino'
-import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, type SpoolEntry } from '../../spool/index.js'
+import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
 import type { RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
@@ -109,7 +109,7 @@ export async function recoverSpool(
       const file = outputPath(spoolRoot, task.id)
       const bytes = await outputSize(file)
       // Nobody enforced the cap while no daemon ran: cut the output back to it now.
-      if (bytes > task.maxOutputBytes) await truncate(file, task.maxOutputBytes)
+      if (bytes > task.maxOutputBytes) await truncateRegularFile(file, task.maxOutputBytes).catch((error: unknown) => log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
       const outputBytes = Math.min(bytes, task.maxOutputBytes)
       const exit = endedMeanwhile.get(task.id)
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.

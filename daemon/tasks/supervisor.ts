@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs'
-import { truncate } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { constants } from 'node:os'
 import {
@@ -15,7 +14,7 @@ import {
   type StoppedBy,
   type Task,
 } from '../../protocol/index.js'
-import { exitPath, outputPath, outputSize, outputSizeSync, taskDir } from '../../spool/index.js'
+import { exitPath, outputPath, outputSize, outputSizeSync, taskDir, truncateRegularFile } from '../../spool/index.js'
 import type { DaemonConfig } from '../config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from '../spawn/kill-tree.js'
 import { processState } from '../spawn/process-scan.js'
@@ -586,7 +585,8 @@ export class Supervisor {
     const file = outputPath(this.config.layout.spool, task.id)
     const size = outputSizeSync(file)
     if (size <= task.maxOutputBytes) return size
-    await truncate(file, task.maxOutputBytes)
+    // A file the task holds a lease on, or replaced, stays as it is: the record still says the cap.
+    await truncateRegularFile(file, task.maxOutputBytes).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
     return task.maxOutputBytes
   }
 

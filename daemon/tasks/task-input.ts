@@ -1,9 +1,9 @@
 import { constants } from 'node:fs'
-import { appendFile, open, stat, type FileHandle } from 'node:fs/promises'
+import { lstat, open, type FileHandle } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
-import { inputFifoPath, inputLogPath } from '../../spool/index.js'
+import { inputFifoPath, inputLogPath, openRegularFileForWrite } from '../../spool/index.js'
 import { isAliveIdentity } from '../spawn/process-scan.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markStdinClosed } from './transitions.js'
@@ -70,7 +70,7 @@ export class TaskInput {
       await this.store.transition(id, (latest) => markStdinClosed(latest))
       this.log.info({ taskId: id }, 'task stdin closed')
     }
-    const inputBytes = await stat(inputLogPath(this.spoolRoot, id)).then((info) => info.size, () => 0)
+    const inputBytes = await lstat(inputLogPath(this.spoolRoot, id)).then((info) => (info.isFile() ? info.size : 0), () => 0)
     return { acceptedBytes, eof, inputBytes, task: this.store.get(id) }
   }
 
@@ -101,11 +101,21 @@ export class TaskInput {
     return written
   }
 
-  /** Appends what reached the pipe to input.log; a log that cannot be written does not undo the input. */
+  /**
+   * Appends what reached the pipe to input.log; a log that cannot be written does not undo the
+   * input. A task under `off` can replace input.log: a link or FIFO there is refused, not followed.
+   */
   private async logInput(id: string, bytes: Buffer): Promise<void> {
-    await appendFile(inputLogPath(this.spoolRoot, id), bytes, { mode: 0o600 }).catch((error: unknown) =>
-      this.log.error({ taskId: id, err: error }, 'input.log could not be appended to'),
-    )
+    try {
+      const handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
+      try {
+        await handle.write(bytes)
+      } finally {
+        await handle.close()
+      }
+    } catch (error) {
+      this.log.error({ taskId: id, err: error }, 'input.log could not be appended to')
+    }
   }
 }
 

@@ -282,7 +282,9 @@ describe('native spawner', () => {
     const req = request({ file: '/bin/true', cwd: dir, cgroups: [groupOf(good), { ...groupOf(good), path: missing }] })
     const outcome = await spawner.spawn(req)
     expect(outcome).toEqual({ started: false, stage: 'cgroup', code: 'ENOENT', message: `could not join cgroup ${missing}: ENOENT` })
-    expect(existsSync(req.outputFile)).toBe(false)
+    // The keeper holds the output file from before the fork (no write lease can be had on it), so it
+    // exists, empty: the child never opened it to write.
+    expect(readFileSync(req.outputFile, 'utf8')).toBe('')
     // A `tasks` that is a folder cannot be opened for writing, even by root.
     const odd = join(dir, 'odd')
     mkdirSync(join(odd, 'tasks'), { recursive: true })
@@ -306,7 +308,7 @@ describe('native spawner', () => {
       const outcome = await spawner.spawn(req)
       expect(outcome).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE', message: expect.stringContaining(`could not join cgroup ${made!.path}: it is no longer the folder the daemon made`) })
       expect(readFileSync(join(parent, 'swapped', 'cgroup.procs'), 'utf8')).toBe('')
-      expect(existsSync(req.outputFile)).toBe(false)
+      expect(readFileSync(req.outputFile, 'utf8')).toBe('')
     } finally {
       for (const name of ['swapped', 'swapped-made']) await removeCgroup(join(parent, name))
       await removeCgroup(parent)
@@ -637,7 +639,11 @@ describe('native spawner: keepers', () => {
     const fds = readdirSync(`/proc/${keeper}/fd`).sort((a, b) => Number(a) - Number(b))
     const targets = fds.map((fd) => readlinkSync(`/proc/${keeper}/fd/${fd}`))
     expect(targets.slice(0, 3)).toEqual(['/dev/null', '/dev/null', '/dev/null'])
-    expect(targets.slice(3).sort()).toEqual([dirname(child.req.exitFile), expect.stringMatching(/^pipe:\[\d+\]$/)].sort())
+    // And the output file, read-only, never read: held so that no write lease can be taken on it.
+    expect(targets.slice(3).sort()).toEqual([dirname(child.req.exitFile), child.req.outputFile, expect.stringMatching(/^pipe:\[\d+\]$/)].sort())
+    const outputFd = fds[targets.indexOf(child.req.outputFile)]!
+    const flags = parseInt(/^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/${keeper}/fdinfo/${outputFd}`, 'utf8'))![1]!, 8)
+    expect(flags & 0o3 /* O_ACCMODE */).toBe(fsConstants.O_RDONLY)
     const pipe = targets.find((target) => target.startsWith('pipe:'))!
     // That pipe is one the helper reads, and none of the daemon's: not the helper's stdin, stdout or stderr.
     const helperFds = readdirSync(`/proc/${spawner.helperPid}/fd`).map((fd) => ({ fd, target: readlinkSync(`/proc/${spawner.helperPid}/fd/${fd}`) }))
@@ -830,8 +836,8 @@ describe('native spawner: keepers', () => {
       header.writeUInt32LE(payload.length)
       return Buffer.concat([header, payload])
     }
-    // argv [sh -c 'exit 6'], then no env, extra files, cgroups, pins, views or blobs.
-    helper.stdin.write(frame(['7', '/bin/sh', '/', '/dev/null', '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0', '0']))
+    // The output file is a regular file, as every output file must be (regular.c).
+    helper.stdin.write(frame(['7', '/bin/sh', '/', join(freshDir(), 'output.log'), '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0', '0']))
     const lines = await waitFor('started and exited', () => {
       const said = stdout.split('\n')
       return said.length >= 3 ? said : undefined

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { request } from 'node:http'
+import { userInfo } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
-import { homeRegistryDir, liveDaemonHomes } from '../../daemon/store/home-registry.js'
+import { currentRegistryUser, homeRegistryDir, knownHomes } from '../../daemon/store/home-registry.js'
 import { createPeerCheck, decidePeer, loadPeerAddon, type OwnIdentity, type PeerInspection } from '../../daemon/peer/index.js'
 import { runCli } from '../helpers/cli.js'
 import { assertNothingLeft, createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -40,8 +41,8 @@ function postFromHere(socketPath: string, body: string): Promise<Answer> {
 }
 
 /** The registry's entries, as files: which homes are announced. */
-function registeredHomes(env: Record<string, string>): string[] {
-  const dir = homeRegistryDir(env)
+function registeredHomes(): string[] {
+  const dir = homeRegistryDir(currentRegistryUser())
   if (!existsSync(dir)) return []
   return readdirSync(dir)
     .filter((name) => name.endsWith('.json'))
@@ -49,7 +50,6 @@ function registeredHomes(env: Record<string, string>): string[] {
 }
 
 let stateDir: string
-let registryEnv: Record<string, string>
 let daemonA: TestDaemon
 let daemonB: TestDaemon
 let socketB: string
@@ -58,9 +58,8 @@ let canary: string
 let scratch: string
 
 beforeAll(async () => {
-  // The registry lives beside the default home: its own XDG_STATE_HOME keeps the user's out of it.
+  // A state folder of their own: the default home is there (the registry does not move with it).
   stateDir = mkdtempSync('/var/tmp/tend-peer-state-')
-  registryEnv = { XDG_STATE_HOME: stateDir, HOME: process.env.HOME ?? '/root' }
   daemonA = await startTestDaemon({ env: { XDG_STATE_HOME: stateDir } })
   // Under /var/tmp, B's home stays visible inside bubblewrap (a sandbox gets its own /tmp).
   daemonB = await startTestDaemon({ home: mkdtempSync('/var/tmp/tend-peer-b-'), env: { XDG_STATE_HOME: stateDir } })
@@ -191,35 +190,48 @@ describe('the decision', () => {
 })
 
 describe('the home registry', () => {
-  test('lists every running daemon home and the default home', async () => {
+  test("is the user's own, wherever HOME and XDG_STATE_HOME point: it lists every daemon's home", async () => {
+    const dir = homeRegistryDir(currentRegistryUser())
+    expect(dir).toBe(join(userInfo().homedir, '.local', 'state', 'tend-homes'))
     const homes = await waitFor('both homes registered', () => {
-      const live = liveDaemonHomes(registryEnv)
-      return live.includes(realpathSync(daemonA.home)) && live.includes(realpathSync(daemonB.home)) && live
+      const known = knownHomes(dir)
+      return known.includes(realpathSync(daemonA.home)) && known.includes(realpathSync(daemonB.home)) && known
     })
-    expect(homes).toContain(join(stateDir, 'tend'))
-    expect(homeRegistryDir(registryEnv)).toBe(join(stateDir, 'tend-homes'))
+    expect(homes).not.toContain(join(stateDir, 'tend'))
+    // The default home of a daemon with another HOME is listed too, once a daemon has run there.
+    const otherHome = mkdtempSync('/var/tmp/tend-peer-otherhome-')
+    const other = await startTestDaemon({ home: join(otherHome, 'tend'), env: { HOME: otherHome, XDG_STATE_HOME: join(otherHome, 'state') } })
+    try {
+      expect(knownHomes(dir)).toContain(realpathSync(other.home))
+    } finally {
+      await other.stop()
+      rmSync(otherHome, { recursive: true, force: true })
+    }
   })
 
-  test('drops a home when its daemon stops, and prunes the entry of one that died', async () => {
+  test("keeps a stopped or crashed daemon's home while the folder holds its marker, and prunes it once the folder is gone", async () => {
+    const dir = homeRegistryDir(currentRegistryUser())
     const stopped = await startTestDaemon({ env: { XDG_STATE_HOME: stateDir } })
     const crashedHome = createTempHome()
     const crashed = await startTestDaemon({ home: crashedHome, env: { XDG_STATE_HOME: stateDir } })
+    const stoppedHome = realpathSync(stopped.home)
     try {
-      const stoppedHome = realpathSync(stopped.home)
-      await waitFor('both homes registered', () => registeredHomes(registryEnv).includes(stoppedHome) && registeredHomes(registryEnv).includes(realpathSync(crashedHome)))
-      await stopped.stop()
-      expect(registeredHomes(registryEnv)).not.toContain(stoppedHome)
-
+      await waitFor('both homes registered', () => registeredHomes().includes(stoppedHome) && registeredHomes().includes(realpathSync(crashedHome)))
+      stopped.process.kill('SIGTERM')
+      await waitFor('the stopped daemon to exit', () => stopped.process.exitCode !== null)
       await crashed.crash()
-      // A crash leaves its entry (and its home) behind: the dead pid keeps it out of the list.
-      expect(registeredHomes(registryEnv)).toContain(realpathSync(crashedHome))
-      expect(liveDaemonHomes(registryEnv)).not.toContain(realpathSync(crashedHome))
-      expect(registeredHomes(registryEnv)).not.toContain(realpathSync(crashedHome))
-      expect(liveDaemonHomes(registryEnv)).toContain(realpathSync(daemonA.home))
+      // Its config.json is read again at its next start: hidden and refused as long as it is a home.
+      expect(knownHomes(dir)).toEqual(expect.arrayContaining([stoppedHome, realpathSync(crashedHome)]))
+      await stopped.stop()
+      expect(knownHomes(dir)).not.toContain(stoppedHome)
+      expect(registeredHomes()).not.toContain(stoppedHome)
+      expect(knownHomes(dir)).toContain(realpathSync(crashedHome))
+      expect(knownHomes(dir)).toContain(realpathSync(daemonA.home))
     } finally {
       await assertNothingLeft(crashedHome)
       rmSync(crashedHome, { recursive: true, force: true })
     }
+    expect(knownHomes(dir)).not.toContain(crashedHome)
   })
 })
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pino } from 'pino'
 import { isTendError, TendClient, type Task } from '../../client/index.js'
@@ -123,8 +123,9 @@ describe('a spool with corrupt entries beside good tasks', () => {
     writeFileSync(join(spool, 'fileentry001'), 'not a folder\n')
     plant.copy('norecord0001', null)
     plant.copy('otherid00001', plant.record(good[1]!.task.id))
-    // A low quota: the good tasks fit it; a size that is not a number must not make it delete them.
-    daemon = await startTestDaemon({ home, env: { TEND_SPOOL_QUOTA: '64k' } })
+    // A low quota that every entry fits (each counts its output's blocks, 4 KiB here, and 1 KiB):
+    // a size that is not a number must not make it delete anything.
+    daemon = await startTestDaemon({ home, env: { TEND_SPOOL_QUOTA: '128k' } })
   })
 
   afterAll(async () => {
@@ -165,7 +166,7 @@ describe('a spool with corrupt entries beside good tasks', () => {
     for (const { task } of good) expect(existsSync(join(task.spool, 'task.json')), `${task.id} is kept`).toBe(true)
     const status = await daemon!.client.status()
     expect(Number.isInteger(status.spool.usedBytes)).toBe(true)
-    expect(status.spool.usedBytes).toBeLessThanOrEqual(64 * 1024)
+    expect(status.spool.usedBytes).toBeLessThanOrEqual(128 * 1024)
   })
 
   test('show prints a corrupt entry with its reason, and a good task as before', async () => {
@@ -268,6 +269,11 @@ function fakeStore(tasks: Task[]): CleanupStore {
   } as unknown as CleanupStore
 }
 
+/** What a file takes on disk (its allocated blocks), as the quota counts it. */
+function diskBytes(path: string): number {
+  return lstatSync(path).blocks * 512
+}
+
 /** A finished task of `bytes` output with its folder on disk (a record and an output.log). */
 function plantFinished(spool: string, id: string, second: number, bytes: number): Task {
   const at = (offset: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, second + offset)).toISOString()
@@ -289,7 +295,7 @@ describe('quota arithmetic', () => {
   })
   afterAll(() => rmSync(dirname(spool), { recursive: true, force: true }))
 
-  test('a size that is not a finite number never makes the quota enforcer delete the finished tasks', async () => {
+  test('a size a record states, finite or not, plays no part: the quota counts what the outputs take on disk', async () => {
     const ids = ['aaaaaaaaaaa1', 'aaaaaaaaaaa2', 'aaaaaaaaaaa3', 'aaaaaaaaaaa4']
     const tasks = ids.map((id, index) => plantFinished(spool, id, index * 10, 10))
     // Sizes no record can hold since records are validated, but arithmetic must not trust that.
@@ -297,7 +303,7 @@ describe('quota arithmetic', () => {
     tasks[2] = { ...tasks[2]!, outputBytes: Number.POSITIVE_INFINITY }
     tasks[3] = { ...tasks[3]!, outputBytes: -5 }
     const cleanup = new SpoolCleanup(spool, 64 * 1024, fakeStore(tasks), new CorruptEntries(), pino({ level: 'silent' }))
-    expect(cleanup.usedBytes()).toBe(10 + 4 * 1024)
+    expect(cleanup.usedBytes()).toBe(ids.reduce((sum, id) => sum + diskBytes(join(spool, id, 'output.log')) + 1024, 0))
     expect(await cleanup.enforceQuota()).toEqual([])
     for (const id of ids) expect(existsSync(join(spool, id, 'task.json')), `${id} is kept`).toBe(true)
   })
@@ -313,7 +319,7 @@ describe('quota arithmetic', () => {
     const corrupt = new CorruptEntries()
     corrupt.add(entry.corrupt!)
     const cleanup = new SpoolCleanup(spool, 64 * 1024, fakeStore([good]), corrupt, pino({ level: 'silent' }))
-    expect(cleanup.usedBytes()).toBe(70 * 1024 + 10 + 2 * 1024)
+    expect(cleanup.usedBytes()).toBe(diskBytes(join(spool, 'corrupt00001', 'output.log')) + diskBytes(join(good.spool, 'output.log')) + 2 * 1024)
     expect(await cleanup.enforceQuota()).toEqual(['corrupt00001'])
     expect(existsSync(join(spool, 'corrupt00001'))).toBe(false)
     expect(corrupt.find('corrupt00001')).toBeUndefined()

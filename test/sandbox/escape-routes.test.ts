@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { homeRegistryDir } from '../../daemon/store/home-registry.js'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { runCli } from '../helpers/cli.js'
@@ -393,8 +394,9 @@ describe(`escape routes, daemon as ${who}`, () => {
       // The daemon keeps what it read of a registry that has settled (unchanged for a second): let it
       // settle, have a task read it, register a newcomer, let the registry settle again. The
       // newcomer's home must be masked all the same.
-      // The daemons' HOME is userHome (the registry is beside their default home).
-      const registry = join(userHome, '.local', 'state', 'tend-homes')
+      // The registry is the daemons' user's (its place depends on the uid, not on HOME).
+      const passwdHome = execFileSync('getent', ['passwd', String(owner.uid)], { encoding: 'utf8' }).split(':')[5]!
+      const registry = homeRegistryDir({ uid: owner.uid, passwdHome })
       const settled = () => waitFor('the registry of daemon homes unchanged for over a second', () => Date.now() - statSync(registry).mtimeMs > 1500)
       await settled()
       await attempt('true')

@@ -12,7 +12,7 @@ import { openOutputSnapshot, outputPath } from '../../../spool/index.js'
 export function registerOutputFileRoute(app: TendApp, context: DaemonContext): void {
   app.get(
     '/v1/tasks/:id/output.log',
-    { schema: { summary: "Download a task's output.log", params: TaskIdParams, response: { 400: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema } } },
+    { schema: { summary: "Download a task's output.log", params: TaskIdParams, response: { 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema } } },
     async (request, reply) => {
       const { id } = request.params as TaskIdParams
       visibleTask(context.store, request, id)

@@ -10,12 +10,13 @@ const DEFAULT_READ_BYTES = 1024 * 1024
 /**
  * GET /v1/tasks/:id/output — reads output.log from a byte offset without consuming it. With
  * waitMs, answers as soon as there is output past `from` or the task has ended. An output.log that
- * is gone is TEND_ERR_OUTPUT_MISSING (410), never an empty output.
+ * is gone or replaced is TEND_ERR_OUTPUT_MISSING (410), never an empty output; one under a lease is
+ * TEND_ERR_OUTPUT_BUSY (409) at once.
  */
 export function registerReadOutputRoute(app: TendApp, context: DaemonContext): void {
   app.get(
     '/v1/tasks/:id/output',
-    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema } } },
+    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema } } },
     async (request): Promise<ReadResult> => {
       const { id } = request.params as TaskIdParams
       const query = request.query as ReadOutputQuery

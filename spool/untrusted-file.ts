@@ -1,0 +1,144 @@
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync, type Stats } from 'node:fs'
+import { open, type FileHandle } from 'node:fs/promises'
+
+/**
+ * Opening a file whose path a task could have made: in its spool folder under `off`, in its cwd,
+ * in a registry or home another process of the same user can write. Such a path may hold a
+ * symbolic link (to anything the daemon may read or write), a FIFO (an open blocks until a writer
+ * comes, holding a thread, or the daemon's only one), a device, or a regular file under a lease
+ * (an open for reading waits out the lease-break time, 45 s). So every open here:
+ *   - never follows a symbolic link in the last component (O_NOFOLLOW: ELOOP);
+ *   - never waits (O_NONBLOCK): a FIFO opens at once, and a lease makes the open fail with
+ *     EWOULDBLOCK at once instead of waiting for the holder;
+ *   - never makes a terminal the daemon's controlling terminal (O_NOCTTY);
+ *   - is checked with fstat on the descriptor before a byte is read or written: anything but a
+ *     regular file is closed again and refused (EFTYPE), never read.
+ * Node adds O_CLOEXEC to every open.
+ */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY
+const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY
+
+/** The code of the error for a path that is there but is not a regular file. */
+export const NOT_REGULAR_FILE = 'EFTYPE'
+
+/** A FIFO, a socket, a device, a folder: what a path is instead of a regular file, for messages. */
+export function fileKind(info: Pick<Stats, 'isFile' | 'isDirectory' | 'isSymbolicLink' | 'isFIFO' | 'isSocket'>): string {
+  if (info.isFile()) return 'a regular file'
+  if (info.isDirectory()) return 'a folder'
+  if (info.isSymbolicLink()) return 'a symbolic link'
+  if (info.isFIFO()) return 'a FIFO'
+  if (info.isSocket()) return 'a socket'
+  return 'a device'
+}
+
+/**
+ * What a failed open of an untrusted path was about, in words: `a symbolic link` (ELOOP), `a FIFO`,
+ * `a socket`, `a device`, `a folder` (EFTYPE), `under a lease` (EWOULDBLOCK); null for anything else.
+ */
+export function untrustedProblem(error: unknown): string | null {
+  const { code } = error as NodeJS.ErrnoException
+  if (code === NOT_REGULAR_FILE) return (error as { kind?: string }).kind ?? 'not a regular file'
+  if (code === 'ELOOP') return 'a symbolic link'
+  if (code === 'EWOULDBLOCK' || code === 'EAGAIN') return 'under a lease (held open by another process that will not let go yet)'
+  return null
+}
+
+function notRegular(path: string, info: Stats): NodeJS.ErrnoException {
+  const kind = fileKind(info)
+  return Object.assign(new Error(`${NOT_REGULAR_FILE}: ${path} is ${kind}, not a regular file`), { code: NOT_REGULAR_FILE, path, kind })
+}
+
+/** Opens a regular file for reading, never waiting and never following a link; its handle and its stat. */
+export async function openRegularFile(path: string): Promise<{ handle: FileHandle; info: Stats }> {
+  return checked(path, await open(path, READ_FLAGS))
+}
+
+/**
+ * Opens (creating, mode `mode`) a regular file for writing the same way; `append` adds at its end,
+ * else it is emptied first (after the type check: a FIFO or device is never truncated).
+ */
+export async function openRegularFileForWrite(path: string, options: { mode?: number; append?: boolean } = {}): Promise<FileHandle> {
+  const { handle } = await checked(path, await open(path, WRITE_FLAGS | (options.append ? constants.O_APPEND : 0), options.mode ?? 0o600))
+  if (!options.append) {
+    try {
+      await handle.truncate(0)
+    } catch (error) {
+      await handle.close()
+      throw error
+    }
+  }
+  return handle
+}
+
+async function checked(path: string, handle: FileHandle): Promise<{ handle: FileHandle; info: Stats }> {
+  try {
+    const info = await handle.stat()
+    if (!info.isFile()) throw notRegular(path, info)
+    return { handle, info }
+  } catch (error) {
+    await handle.close()
+    throw error
+  }
+}
+
+/** The whole file, at most maxBytes of it (EFBIG past that: it is not what the caller expects). */
+export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer> {
+  const { handle, info } = await openRegularFile(path)
+  try {
+    if (info.size > maxBytes) throw tooLarge(path, info.size, maxBytes)
+    return await handle.readFile()
+  } finally {
+    await handle.close()
+  }
+}
+
+/** readRegularFile without the thread pool: for start-up and recovery, and per-task checks of tiny files. */
+export function readRegularFileSync(path: string, maxBytes: number): Buffer {
+  const fd = openSync(path, READ_FLAGS)
+  try {
+    const info = fstatSync(fd)
+    if (!info.isFile()) throw notRegular(path, info)
+    if (info.size > maxBytes) throw tooLarge(path, info.size, maxBytes)
+    // One byte more than allowed tells a file that grew since the stat.
+    const buffer = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(info.size + 1, 4096)))
+    let filled = 0
+    for (;;) {
+      const read = readSync(fd, buffer, filled, buffer.length - filled, filled)
+      if (read === 0) break
+      filled += read
+      if (filled > maxBytes) throw tooLarge(path, filled, maxBytes)
+      if (filled === buffer.length) break
+    }
+    return buffer.subarray(0, filled)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Writes `data` as the whole content of a regular file (made with `mode` if missing), synchronously. */
+export function writeRegularFileSync(path: string, data: string | Buffer, mode = 0o600): void {
+  const fd = openSync(path, WRITE_FLAGS, mode)
+  try {
+    const info = fstatSync(fd)
+    if (!info.isFile()) throw notRegular(path, info)
+    ftruncateSync(fd, 0)
+    const bytes = typeof data === 'string' ? Buffer.from(data) : data
+    for (let offset = 0; offset < bytes.length; ) offset += writeSync(fd, bytes, offset, bytes.length - offset, offset)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function tooLarge(path: string, size: number, maxBytes: number): NodeJS.ErrnoException {
+  return Object.assign(new Error(`EFBIG: ${path} holds ${size} bytes, more than the ${maxBytes} expected`), { code: 'EFBIG', path, size, maxBytes })
+}
+
+/** Cuts a regular file to `bytes`, through a descriptor opened as above (no link followed, no lease waited on). */
+export async function truncateRegularFile(path: string, bytes: number): Promise<void> {
+  const { handle } = await checked(path, await open(path, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY))
+  try {
+    await handle.truncate(bytes)
+  } finally {
+    await handle.close()
+  }
+}
