@@ -13,10 +13,6 @@ import {
   killedRecordsKey,
   redisConnection,
   redactRedisUrl,
-  readClusterKey,
-  seal,
-  sealEnv,
-  CLUSTER_KEY_HOWTO,
   INPUT_MAX_BYTES,
   type TaskInputResult,
   type ClusterKill,
@@ -27,6 +23,8 @@ import {
   type RequestedStop,
   type Task,
 } from '../protocol/index.js'
+// Sealing loads node:crypto: kept out of protocol/index, which every CLI run loads.
+import { CLUSTER_KEY_HOWTO, readClusterKey, seal, sealEnv } from '../protocol/sealed-env.js'
 import { newTaskId } from '../protocol/task-id.js'
 import { startRequestBody, TendClient, type StartOptions } from './client.js'
 import { askWorker, type RequestRedis } from './cluster-requests.js'

@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, isTendError, parseDuration, parseLabels, parseSize, readClusterKey, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { homeLayout, isTendError, parseDuration, parseLabels, parseSize, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { readClusterKey } from '../protocol/sealed-env.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 
 const GiB = 1024 ** 3

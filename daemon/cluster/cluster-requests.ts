@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
-import { INPUT_MAX_BYTES, TendError, unseal, type ClusterReply, type ClusterRequest } from '../../protocol/index.js'
+import { INPUT_MAX_BYTES, TendError, type ClusterReply, type ClusterRequest } from '../../protocol/index.js'
+import { unseal } from '../../protocol/sealed-env.js'
 import type { DaemonContext } from '../context.js'
 import { logClusterChange } from '../http/audit.js'
 

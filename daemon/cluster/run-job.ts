@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Job } from 'bullmq'
-import { CLUSTER_KEY_HOWTO, isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, TendError, unsealEnv, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import { isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, TendError, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import { CLUSTER_KEY_HOWTO, unsealEnv } from '../../protocol/sealed-env.js'
 import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'

@@ -1,6 +1,7 @@
 import { readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { consoleRedirectFileName, TendError } from '../../protocol/index.js'
+import { TendError } from '../../protocol/index.js'
+import { consoleRedirectFileName } from '../../protocol/console-redirect.js'
 import type { ConsoleBody, ConsoleInfo } from '../../protocol/schemas.js'
 import type { DaemonContext } from '../context.js'
 import type { PeerCheckStatus } from '../peer/index.js'

@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { rename, writeFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
-import { TOKEN_ID_DIGITS } from '../../protocol/index.js'
+import { TOKEN_ID_DIGITS } from '../../protocol/console-redirect.js'
 
 /** Tokens kept at most: each `tend console` makes one, the oldest go first. */
 const MAX_TOKENS = 32

@@ -59,8 +59,9 @@
  *                                            before it reported; its task may have started.
  *   attached <reqid>                         the keeper is alive and watched (or its exit file
  *                                            is already there: its `exited` follows at once)
- *   failed <reqid> attach <errno>            ESRCH: no such keeper (gone, or its pid is another
- *                                            process's now: its start time differs); the exit
+ *   failed <reqid> attach <errno>            ESRCH: no such keeper (gone, exited and not reaped
+ *                                            yet, or its pid is another process's now: its start
+ *                                            time differs); the exit
  *                                            file, if any, is the daemon's to read. ENOSYS: no
  *                                            pidfd_open (Linux < 5.3).
  *   exited <taskpid> <code> <signal> [lifeline|lease]
@@ -464,6 +465,15 @@ static void handle_spawn(struct request *request) {
   add_keeper(pid, report[0], 0, request->reqid, request->exit_file);
 }
 
+/* Whether the process behind a pidfd has exited (a pidfd polls readable from then on). */
+static int has_exited(int pidfd) {
+  struct pollfd ready = {.fd = pidfd, .events = POLLIN};
+  int n;
+  do n = poll(&ready, 1, 0);
+  while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
 static void handle_attach(const struct attach *attach) {
   int error = 0;
   int pidfd = (int)syscall(SYS_pidfd_open, attach->keeper, 0);
@@ -477,6 +487,12 @@ static void handle_attach(const struct attach *attach) {
       close(pidfd);
       pidfd = -1;
       error = stat_error == 0 || stat_error == ENOENT ? ESRCH : stat_error;
+    } else if (has_exited(pidfd)) {
+      /* A zombie (killed, not reaped yet by whoever inherited it) is no keeper: it keeps its pid and
+       * start time, but will record nothing more. Said now, so that a recovering daemon knows. */
+      close(pidfd);
+      pidfd = -1;
+      error = ESRCH;
     }
   }
   int code, signal_number, ended_by;

@@ -732,6 +732,25 @@ describe('native spawner: keepers', () => {
     expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGKILL' })
   })
 
+  test('attach fails with ESRCH for a keeper that has exited and is not reaped yet (a zombie), without its exit file: a recovering daemon learns it is gone at once', async () => {
+    // A parent that never reaps: its child stays a zombie, start time and all, as a SIGKILLed keeper
+    // does until whoever inherited it reaps it.
+    const parent = spawn('/usr/bin/python3', ['-c', 'import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    try {
+      const zombie = Number(await new Promise<string>((resolve) => parent.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString()))))
+      const stat = await waitFor('the child to be a zombie', () => {
+        const text = readFileSync(`/proc/${zombie}/stat`, 'utf8')
+        return text.slice(text.lastIndexOf(')') + 2).startsWith('Z') ? text : null
+      })
+      const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19])
+      const outcome = await spawner.attach({ keeper: { pid: zombie, startTicks }, taskPid: zombie + 1, exitFile: join(freshDir(), 'exit.json') })
+      expect(outcome).toMatchObject({ attached: false, code: 'ESRCH' })
+    } finally {
+      parent.kill('SIGKILL')
+      await new Promise((resolve) => parent.once('exit', resolve))
+    }
+  })
+
   test('attach to a keeper whose exit file is already there reports the exit at once', async () => {
     const dir = freshDir()
     const req = request({ file: '/bin/sh', argv: ['sh', '-c', 'exit 5'], cwd: dir })

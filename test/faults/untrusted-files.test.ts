@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, existsSync, lchownSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { chmodSync, closeSync, constants, existsSync, lchownSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { isTendError, type StartOptions, type Task, type TendClient } from '../../client/index.js'
@@ -66,11 +66,14 @@ function defineSuite(who: 'root' | 'non-root'): void {
     function workspace(): string {
       const dir = mkdtempSync(join(base, 'ws-'))
       lchownSync(dir, owner.uid, owner.gid)
+      // Reachable by a root daemon's sandboxed tasks, which run on a uid of their own.
+      chmodSync(dir, 0o755)
       return dir
     }
 
     beforeAll(async () => {
-      mkdirSync(base, { mode: 0o700 })
+      // Others may pass through (not list): a root daemon's tasks run on a uid of their own.
+      mkdirSync(base, { mode: 0o711 })
       lchownSync(base, owner.uid, owner.gid)
       daemon = await startTestDaemon({ user: daemonUser, env: { PATH: SYSTEM_PATH, TEND_KILL_GRACE: '500ms' } })
     })
@@ -156,8 +159,11 @@ function defineSuite(who: 'root' | 'non-root'): void {
             expect(await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), sandbox), OTHER_OWNER_TIMEOUT_MS)).toBe('other owner\n')
             const answers = await within('the four reads of the leased output to be answered', Promise.allSettled(reads), READ_ANSWER_TIMEOUT_MS)
             for (const answer of answers) expect(answer.status === 'fulfilled' || isTendError(answer.reason), String((answer as PromiseRejectedResult).reason)).toBe(true)
-            // The keeper holds output.log open for reading all the task's life: no write lease can be had.
-            expect(state).toBe('refused EAGAIN\n')
+            // The keeper holds output.log open for reading all the task's life: no write lease can be
+            // had (EAGAIN). A root daemon's sandboxed task, on a uid of its own, does not even own the
+            // file: a lease needs its owner (EACCES).
+            const ownIdentity = sandbox !== 'off' && (await daemon.client.status()).sandbox.identity.as === 'task'
+            expect(state).toBe(ownIdentity ? 'refused EACCES\n' : 'refused EAGAIN\n')
           } finally {
             // A lease dies with its holder: stuck reads (if any) then go on.
             for (const pid of processesWithEnv(`TEND_TASK_ID=${started.id}`)) {

@@ -98,11 +98,23 @@ function rmdirIfPossible(dir: string): void {
 }
 
 /** A process of the task inside its sandbox (another mount namespace than ours), for /proc/<pid>/root. */
+/**
+ * A process of the task inside its sandbox: one in the mount namespace its sandbox's init made, not
+ * bubblewrap's own (which, for a task on its own identity, is in a private namespace of the
+ * spawner's too). The task's command runs as a child of that init, which runs as a child of
+ * bubblewrap: a process whose parent has the task's marker and another mount namespace than its own
+ * grandparent's is inside.
+ */
 function sandboxedProcess(id: string): number | null {
-  const ours = readlinkSync('/proc/self/ns/mnt')
-  for (const pid of processesWithEnv(`TEND_TASK_ID=${id}`)) {
+  const marked = new Set(processesWithEnv(`TEND_TASK_ID=${id}`))
+  const mountOf = (pid: number) => readlinkSync(`/proc/${pid}/ns/mnt`)
+  const parentOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1])
+  for (const pid of marked) {
     try {
-      if (readlinkSync(`/proc/${pid}/ns/mnt`) !== ours) return pid
+      const parent = parentOf(pid)
+      if (!marked.has(parent)) continue
+      const bwrap = parentOf(parent)
+      if (marked.has(bwrap) && mountOf(pid) === mountOf(parent) && mountOf(parent) !== mountOf(bwrap)) return pid
     } catch {
       // gone
     }

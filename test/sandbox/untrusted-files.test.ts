@@ -57,11 +57,14 @@ function defineSuite(who: 'root' | 'non-root'): void {
     function folder(parent: string, prefix: string): string {
       const dir = mkdtempSync(join(parent, prefix))
       chownSync(dir, owner.uid, owner.gid)
+      // Reachable by a root daemon's tasks (their own uid): a refusal must come from what the folder is.
+      chmodSync(dir, 0o711)
       return dir
     }
 
     beforeAll(async () => {
-      mkdirSync(base, { mode: 0o700 })
+      // Others may pass through (not list): a root daemon's tasks run on a uid of their own.
+      mkdirSync(base, { mode: 0o711 })
       mkdirSync(userHome)
       mkdirSync(outside)
       mkdirSync(tendHome)
@@ -217,7 +220,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
           ['writable path holds the home', { writablePaths: [holder] }],
         ]
         for (const [label, options] of attempts) {
-          await expect(attempt(rewrite, options), label).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION' })
+          await expect(attempt(rewrite, options), label).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('a tend home') })
         }
         const { output } = await attempt(`ls -A ${q(home)} | sed 's/^/listed: /'; cat ${q(join(home, 'config.json'))} 2>/dev/null | sed 's/^/read: /'; echo done`)
         expect(output).toContain('done\n')
@@ -232,7 +235,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const other = await startTestDaemon({ user: daemonUser, home, env: { HOME: otherUserHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'off' } })
         extraDaemons.push(other)
         await waitFor('the new home to be masked for the next task', async () => {
-          const { output } = await attempt(`ls -A ${q(home)} | wc -l`)
+          // Masked (an empty folder), or out of reach of the task's own uid (a root daemon's home is 0700).
+          const { output } = await attempt(`ls -A ${q(home)} 2>/dev/null | wc -l`)
           return output.trim() === '0'
         }, 20_000)
         await expectRefusedAndMasked(home, holder)

@@ -4,7 +4,7 @@ import { constants, openSync, writeSync, closeSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { InvalidArgumentError } from 'commander'
-import { consoleRedirectFileName, consoleTokenId, TendError, type ConsoleInfo } from '../../../protocol/index.js'
+import { TendError, type ConsoleInfo } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
@@ -57,7 +57,7 @@ export function registerConsoleCommand(program: Command): void {
         io.out(`  the page, and the API over TCP with Authorization: Bearer ${info.token}`)
         io.out('  the token is shown once; tend console --revoke ends every token and session')
       }
-      if (flags.open && info.url && info.token && !io.json) openBrowser(info.url, info.token, client.options.layout.home, client.options.env)
+      if (flags.open && info.url && info.token && !io.json) await openBrowser(info.url, info.token, client.options.layout.home, client.options.env)
       return EXIT.ok
     }),
   )
@@ -75,8 +75,10 @@ function describe(info: ConsoleInfo, prefix: string): string {
  * 0700 home) sends the browser on to the URL; the daemon removes it once a page opened with that
  * token, and `tend console --revoke` removes any left.
  */
-function openBrowser(url: string, token: string, home: string, env: Record<string, string | undefined>): void {
+async function openBrowser(url: string, token: string, home: string, env: Record<string, string | undefined>): Promise<void> {
   if (!env.DISPLAY && !env.WAYLAND_DISPLAY) return
+  // Loaded here: the token's id is a SHA-256, and node:crypto would cost every other command its load.
+  const { consoleRedirectFileName, consoleTokenId } = await import('../../../protocol/console-redirect.js')
   const file = join(home, consoleRedirectFileName(consoleTokenId(token)))
   try {
     const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)
