@@ -20,7 +20,7 @@ import { readBootId, Supervisor } from './tasks/supervisor.js'
 import { TaskInput } from './tasks/task-input.js'
 import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
-import { decideTaskIdentity, detectSandbox } from './sandbox/index.js'
+import { decideTaskIdentity, detectSandbox, removeDaemonCgroupFolders } from './sandbox/index.js'
 import { cachedKnownHomes, currentRegistryUser, homeRegistryDir, prepareRegistry, registerHome } from './store/home-registry.js'
 import { markHome } from './store/home-marker.js'
 import { TaskStore } from './store/task-store.js'
@@ -91,7 +91,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
-  const [detected, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!() }), createSpawner(config.spawner, log)])
+  const [detected, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home }), createSpawner(config.spawner, log)])
   // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.
   const identity = await decideTaskIdentity({ config, spawner, bwrapPath: detected.bwrap?.path ?? null, workspaceMissing: detected.missing.workspace })
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
@@ -169,6 +169,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       await context.console.close()
       await app.close()
       await store.close()
+      // Its folder of task groups, empty once its tasks are gone (a task kept running keeps it).
+      removeDaemonCgroupFolders(sandbox.cgroups)
       await rm(layout.socket, { force: true })
       await rm(pidFile(layout.home), { force: true })
       log.info('daemon stopped')

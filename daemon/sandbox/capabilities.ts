@@ -4,7 +4,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 import type { TaskIdentity } from './task-identity.js'
-import { findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
+import { daemonCgroupFolder, findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -45,6 +45,8 @@ export interface DetectOptions {
   cgroupName: string
   /** The daemon's uid, whose own folder of task groups is looked for. */
   uid: number
+  /** The daemon's home: its task groups have a folder of their own, named after it. */
+  home: string
 }
 
 /**
@@ -62,7 +64,7 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
   const [bwrap, filterLoads] = await Promise.all([describeBwrap(found), found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace))])
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
-  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid })
+  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid, daemon: daemonCgroupFolder(options.home) })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {

@@ -1,5 +1,6 @@
-import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, rmdirSync, statfsSync } from 'node:fs'
-import { join } from 'node:path'
+import { createHash } from 'node:crypto'
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, realpathSync, rmdirSync, statfsSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 
 export type CgroupController = 'memory' | 'pids'
 
@@ -16,6 +17,8 @@ export interface CgroupParentOptions {
   name: string
   /** The daemon's uid: its own folder is <name>/<uid>. */
   uid: number
+  /** This daemon's folder inside its uid's (daemonCgroupFolder of its home): <name>/<uid>/<daemon>. */
+  daemon: string
   /** Where the v1 controllers are mounted. Default /sys/fs/cgroup. */
   cgroupBase?: string
 }
@@ -23,7 +26,23 @@ export interface CgroupParentOptions {
 const CGROUP_SUPER_MAGIC = 0x27e0eb
 
 /**
- * One folder of task groups per daemon uid: <controller mount>/<name>/<uid>. A task group is made,
+ * The folder of one daemon's task groups inside its uid's, named after its home: daemons of one uid
+ * (two cluster workers on one machine, say) each have their own, so that one task id (a cluster
+ * task keeps its id from attempt to attempt) never names another daemon's group, left or live.
+ */
+export function daemonCgroupFolder(home: string): string {
+  let real: string
+  try {
+    real = realpathSync.native(home)
+  } catch {
+    real = resolve(home)
+  }
+  return `home-${createHash('sha256').update(real).digest('hex').slice(0, 16)}`
+}
+
+/**
+ * One folder of task groups per daemon uid: <controller mount>/<name>/<uid>, and in it one per
+ * daemon (daemonCgroupFolder), where its task groups are. A task group is made,
  * then joined a moment later; whoever can write a folder on its way could swap it in between for
  * one without limits. So every folder from the controller's mount down must be owned by root or by
  * the daemon's uid (the last one by the daemon's uid) and writable by nobody else, checked on a
@@ -64,15 +83,31 @@ function cgroupParent(controller: CgroupController, options: CgroupParentOptions
   if (!existsSync(own)) return { problem: `${own} does not exist: as root, ${delegation(own, options.uid)}` }
   const ownChecked = checkFolder(own, [options.uid], options.uid, mountChecked.dev)
   if ('problem' in ownChecked) return ownChecked
+  const daemon = join(own, options.daemon)
+  makeFolder(daemon)
+  const daemonChecked = checkFolder(daemon, [options.uid], options.uid, mountChecked.dev)
+  if ('problem' in daemonChecked) return existsSync(daemon) ? daemonChecked : { problem: `the daemon cannot create its folder of task groups ${daemon}` }
   // Owned and checked, yet perhaps not usable (a controller that refuses new groups): one probe.
-  const probe = join(own, `probe-${process.pid}`)
+  const probe = join(daemon, `probe-${process.pid}`)
   try {
     mkdirSync(probe)
     rmdirSync(probe)
   } catch (error) {
-    return { problem: `the daemon cannot create groups in ${own} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
+    return { problem: `the daemon cannot create groups in ${daemon} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
   }
-  return { path: own }
+  return { path: daemon }
+}
+
+/** When the daemon stops: its folder of task groups goes too, once no group is left in it. */
+export function removeDaemonCgroupFolders(roots: Pick<CgroupRoots, 'memory' | 'pids'>): void {
+  for (const path of [roots.memory, roots.pids]) {
+    if (path === null) continue
+    try {
+      rmdirSync(path)
+    } catch {
+      // a group of a task left running (stop --keep-tasks) is still in it
+    }
+  }
 }
 
 /** A folder the daemon may create: made when it can be, left to the checks below when not. */

@@ -1,5 +1,5 @@
 export { detectSandbox, findOnPath, type SandboxCapabilities } from './capabilities.js'
-export { findCgroupRoots, unmountedHint, type CgroupRoots } from './cgroup-parent.js'
+export { daemonCgroupFolder, findCgroupRoots, removeDaemonCgroupFolders, unmountedHint, type CgroupRoots } from './cgroup-parent.js'
 export { resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
 export { planLaunch, type LaunchPlan, type PlanRequest } from './plan.js'
 export { protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'

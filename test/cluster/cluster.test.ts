@@ -319,7 +319,11 @@ describe('faults', () => {
     try {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
-      const first = await client.get(submitted.id)
+      // The task's file can be there a moment before its worker reports it running.
+      const first = await waitFor('attempt 1 reported running', async () => {
+        const now = await client.get(submitted.id)
+        return now.state === 'running' ? now : null
+      })
       expect(first).toMatchObject({ state: 'running', attempt: 1, earlier: [] })
       const victim = workers[first.worker === 'first' ? 0 : 1]!
       const survivor = workers[first.worker === 'first' ? 1 : 0]!
@@ -363,7 +367,11 @@ describe('faults', () => {
     try {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
-      const first = await client.get(submitted.id)
+      // The task's file can be there a moment before its worker reports it running (and where).
+      const first = await waitFor('attempt 1 reported running', async () => {
+        const now = await client.get(submitted.id)
+        return now.state === 'running' ? now : null
+      })
       frozen = workers[first.worker === 'north' ? 0 : 1]!
       rmSync(join(shared, 'running'))
       // Frozen, not dead: its spawner's helper runs on, so only the lease can end the task.

@@ -6,6 +6,7 @@ import { TendClient } from '../../client/index.js'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { isAlive, processesWithEnv } from './processes.js'
 import { waitFor } from './wait-for.js'
+import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..')
 export const TEND_BIN = join(REPO_ROOT, 'bin', 'tend.js')
@@ -315,10 +316,13 @@ function taskIdsOf(home: string): string[] {
   }
 }
 
-/** A task's cgroups outlive a daemon that died before it could remove them (tend/<daemon uid>/<task id>). */
+/**
+ * A task's cgroups outlive a daemon that died before it could remove them
+ * (tend/<daemon uid>/<daemon's folder>/<task id>), and so does the daemon's folder.
+ */
 function removeTaskCgroups(home: string): void {
   const ids = taskIdsOf(home)
-  if (ids.length === 0) return
+  const daemonFolder = daemonCgroupFolder(home)
   for (const controller of ['pids', 'memory']) {
     const top = join('/sys/fs/cgroup', controller, 'tend')
     let owners: string[] = []
@@ -327,13 +331,18 @@ function removeTaskCgroups(home: string): void {
     } catch {
       continue
     }
-    for (const id of ids) {
-      for (const owner of owners) {
+    for (const owner of owners) {
+      for (const id of ids) {
         try {
-          rmdirSync(join(top, owner, id))
+          rmdirSync(join(top, owner, daemonFolder, id))
         } catch {
           // none, or not empty (its processes are reported above)
         }
+      }
+      try {
+        rmdirSync(join(top, owner, daemonFolder))
+      } catch {
+        // none, or not empty
       }
     }
   }

@@ -8,6 +8,7 @@ import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { runCli } from '../helpers/cli.js'
 import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
 
 /*
  * Bounds on what a sandboxed task may take from the host, checked from outside: its processes
@@ -77,11 +78,17 @@ function removeCgroupFolder(name: string): void {
   for (const controller of CONTROLLERS) {
     const top = cgroupDir(name, controller)
     if (!existsSync(top)) continue
+    // <top>/<uid>/<daemon>/<task id>: a daemon's folder may outlive it (a crash), its tasks' groups may not.
     for (const entry of readdirSync(top, { withFileTypes: true })) {
       if (!entry.isDirectory()) continue
       const owned = join(top, entry.name)
-      for (const group of readdirSync(owned, { withFileTypes: true })) if (group.isDirectory()) left.push(join(owned, group.name))
-      for (const group of left.filter((path) => path.startsWith(`${owned}/`))) rmdirIfPossible(group)
+      for (const daemonFolder of readdirSync(owned, { withFileTypes: true })) {
+        if (!daemonFolder.isDirectory()) continue
+        const folder = join(owned, daemonFolder.name)
+        for (const group of readdirSync(folder, { withFileTypes: true })) if (group.isDirectory()) left.push(join(folder, group.name))
+        for (const group of left.filter((path) => path.startsWith(`${folder}/`))) rmdirIfPossible(group)
+        rmdirIfPossible(folder)
+      }
       rmdirIfPossible(owned)
     }
     rmdirIfPossible(top)
@@ -150,7 +157,7 @@ function defineBounds(who: 'root' | 'non-root'): void {
     const owner = who === 'root' ? { uid: 0, gid: 0 } : checkUnprivilegedUser()
     const daemonUser: TestDaemonOptions['user'] = who === 'root' ? undefined : 'unprivileged'
     const env = { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_KILL_GRACE: '500ms', TEND_CGROUP_NAME: name }
-    const groupOf = (controller: string, id: string) => cgroupDir(name, controller, owner.uid, id)
+    const groupOf = (controller: string, id: string) => cgroupDir(name, controller, owner.uid, daemonCgroupFolder(daemon.home), id)
     const taskIds: string[] = []
     let daemon: TestDaemon
     /** Daemons a test crashed: their temp folders go once nothing of them runs (afterAll). */

@@ -8,6 +8,7 @@ import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
 
 /*
  * The escape suite: every attempt runs as a real task in a real sandbox and must fail, and the
@@ -129,7 +130,7 @@ while True:
 const q = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`
 
 /** A task's group of one cgroup controller: in tend's folder of the daemon's uid. */
-const taskGroup = (controller: string, id: string) => `/sys/fs/cgroup/${controller}/tend/${daemon.uid}/${id}`
+const taskGroup = (controller: string, id: string) => `/sys/fs/cgroup/${controller}/tend/${daemon.uid}/${daemonCgroupFolder(daemon.home)}/${id}`
 
 /** A directory tree as text: path, kind, mode and content (or link target), for before/after checks. */
 function snapshot(root: string): string {

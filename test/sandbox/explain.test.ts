@@ -77,7 +77,7 @@ describe('where strict cannot run, status says how to make it run', () => {
   test('controllers that are not mounted: the mount commands, and the unified hierarchy named', () => {
     const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
     writeFileSync(join(cgroupBase, 'cgroup.controllers'), 'cpu memory pids\n')
-    const roots = findCgroupRoots({ name: 'tend', uid: 0, cgroupBase })
+    const roots = findCgroupRoots({ name: 'tend', uid: 0, daemon: 'home-test', cgroupBase })
     expect(roots).toMatchObject({ memory: null, pids: null })
     expect(roots.problem).toContain(`mount -t cgroup -o memory cgroup ${cgroupBase}/memory`)
     expect(roots.problem).toContain(`mount -t cgroup -o pids cgroup ${cgroupBase}/pids`)
@@ -88,7 +88,7 @@ describe('where strict cannot run, status says how to make it run', () => {
     const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
     mkdirSync(join(cgroupBase, 'pids'))
     writeFileSync(join(cgroupBase, 'pids', 'cgroup.procs'), '')
-    const roots = findCgroupRoots({ name: 'tend', uid: 0, cgroupBase })
+    const roots = findCgroupRoots({ name: 'tend', uid: 0, daemon: 'home-test', cgroupBase })
     expect(roots.pids).toBeNull()
     expect(roots.problem).toContain(`${cgroupBase}/pids is not a cgroup file system`)
     expect(readdirSync(join(cgroupBase, 'pids'))).toEqual(['cgroup.procs'])
