@@ -171,7 +171,7 @@ describe('a daemon that dies in the middle of a kill', () => {
     removeHomeAfterwards(home, workspace)
     let daemon = await startTestDaemon({ home, env: { TEND_KILL_GRACE: '500ms' } })
     const status = await daemon.client.status()
-    if (!status.sandbox.profiles.includes('workspace')) context.skip(`workspace is not available: ${status.sandbox.missing.workspace}`)
+    expect(status.sandbox.profiles, `workspace is not available: ${status.sandbox.missing.workspace}`).toContain('workspace')
     const task = await daemon.client.start({ command: 'i=0; while :; do echo $i; i=$((i+1)); sleep 0.01; done', shell: true, cwd: workspace, sandbox: 'workspace' })
     const running = await waitFor('the task to run', async () => {
       const current = await daemon.client.get(task.id)

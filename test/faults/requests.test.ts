@@ -123,7 +123,7 @@ describe('requests against a running daemon', () => {
 
   test('the largest memoryBytes and pidsMax accepted reach the cgroups and the strict task runs', async (context) => {
     const { sandbox } = await daemon.client.status()
-    if (!sandbox.profiles.includes('strict')) context.skip(`strict is not available here: ${sandbox.missing.strict}`)
+    expect(sandbox.profiles, `strict is not available here: ${sandbox.missing.strict}`).toContain('strict')
     const task = await daemon.client.start({ command: ['true'], cwd: project, sandbox: 'strict', memoryBytes: 2 ** 40, pidsMax: 4_194_304 })
     const ended = await daemon.client.wait(task.id, { timeoutMs: 20_000 })
     expect(ended).toMatchObject({ state: 'exited', exitCode: 0, memoryBytes: 2 ** 40, pidsMax: 4_194_304 })

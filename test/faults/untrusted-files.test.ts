@@ -99,7 +99,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     async function available(sandbox: StartOptions['sandbox'], context: { skip: (note: string) => void }): Promise<void> {
       const status = await daemon.client.status()
-      if (sandbox && sandbox !== 'off' && !status.sandbox.profiles.includes(sandbox)) context.skip(`${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`)
+      if (sandbox && sandbox !== 'off') expect(status.sandbox.profiles, `${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`).toContain(sandbox)
     }
 
     async function run(line: string, options: Partial<StartOptions> = {}): Promise<{ task: Task; output: string }> {

@@ -9,6 +9,7 @@ import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { runCli } from '../helpers/cli.js'
 import { checkUnprivilegedUser, daemonEnv, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
 /*
  * The five escape routes of the sandbox-hardening issue, each tried as an attacker would, with a
@@ -91,16 +92,7 @@ describe(`escape routes, daemon as ${who}`, () => {
     }
   })
 
-  /** One test per sandbox profile; strict is skipped, with the daemon's reason, where it cannot be enforced. */
-  function eachProfile(title: string, body: (sandbox: 'workspace' | 'strict') => Promise<void>): void {
-    for (const sandbox of ['workspace', 'strict'] as const) {
-      test(`${sandbox}: ${title}`, async (context) => {
-        const status = await daemon.client.status()
-        if (!status.sandbox.profiles.includes(sandbox)) context.skip(`${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`)
-        await body(sandbox)
-      })
-    }
-  }
+  const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) => eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
 
   function workspace(): string {
     const dir = mkdtempSync(join(base, 'ws-'))

@@ -8,6 +8,7 @@ import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
 /*
  * The seccomp filters of the sandboxed profiles, tried as a hostile task would: every route to a
@@ -225,20 +226,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       return `'${value.replace(/'/g, `'\\''`)}'`
     }
 
-    /** One test per sandboxed profile; both must be available here (a profile missing is a failure, naming why). */
-    function eachProfile(title: string, body: (sandbox: 'workspace' | 'strict') => Promise<void>, timeoutMs?: number): void {
-      for (const sandbox of ['workspace', 'strict'] as const) {
-        test(
-          `${sandbox}: ${title}`,
-          async () => {
-            const status = await daemon.client.status()
-            expect(status.sandbox.profiles, `${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`).toContain(sandbox)
-            await body(sandbox)
-          },
-          timeoutMs,
-        )
-      }
-    }
+    const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) => eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
 
     async function run(line: string, options: Partial<StartOptions> & { sandbox: 'workspace' | 'strict' }): Promise<{ task: Task; output: string }> {
       const started = await daemon.client.start({ command: line, shell: true, cwd: options.cwd ?? workspace(), timeoutMs: 120_000, ...options })

@@ -8,6 +8,7 @@ import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, daemonEnv, setprivArgs, startTestDaemon, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
 /*
  * Nothing a task writes steers the daemon (issue 24, findings 1, 4 and 6): a `.git` file in the cwd,
@@ -82,16 +83,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       }
     })
 
-    /** One test per sandbox profile; strict is skipped, with the daemon's reason, where it cannot be enforced. */
-    function eachProfile(title: string, body: (sandbox: 'workspace' | 'strict') => Promise<void>): void {
-      for (const sandbox of ['workspace', 'strict'] as const) {
-        test(`${sandbox}: ${title}`, async (context) => {
-          const status = await daemon.client.status()
-          if (!status.sandbox.profiles.includes(sandbox)) context.skip(`${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`)
-          await body(sandbox)
-        })
-      }
-    }
+    const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) => eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
 
     async function attempt(line: string, options: Partial<StartOptions> & { on?: TestDaemon } = {}): Promise<{ task: Task; output: string }> {
       const { on = daemon, ...rest } = options
