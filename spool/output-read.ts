@@ -39,6 +39,12 @@ export function outputAllocatedBytesSync(path: string): number {
   }
 }
 
+/** output.log's logical size and the bytes it takes on disk (0 and 0 when missing or not a regular file). */
+export async function outputFootprint(path: string): Promise<{ size: number; allocatedBytes: number }> {
+  const info = await lstat(path).catch(missingAsNull)
+  return info?.isFile() ? { size: info.size, allocatedBytes: info.blocks * 512 } : { size: 0, allocatedBytes: 0 }
+}
+
 /**
  * Size of output.log for a reader. The file exists from the task's admission on, so a missing one
  * was deleted, and one that is no regular file was replaced: TEND_ERR_OUTPUT_MISSING, never an

@@ -16,6 +16,7 @@ export type SyscallName =
   | 'unshare' | 'clone' | 'clone3'
   | 'ptrace' | 'process_vm_readv' | 'process_vm_writev'
   | 'socket' | 'socketpair'
+  | 'fallocate'
 
 export interface ArchTable {
   /** AUDIT_ARCH_* of the native ABI. */
@@ -39,6 +40,7 @@ export const ARCH_TABLES: Readonly<Record<string, ArchTable>> = {
       init_module: 175, finit_module: 313, delete_module: 176, kexec_load: 246, kexec_file_load: 320,
       unshare: 272, clone: 56,
       ptrace: 101, process_vm_readv: 310, process_vm_writev: 311, socket: 41, socketpair: 53,
+      fallocate: 285,
     },
   },
   arm64: {
@@ -51,6 +53,7 @@ export const ARCH_TABLES: Readonly<Record<string, ArchTable>> = {
       init_module: 105, finit_module: 273, delete_module: 106, kexec_load: 104, kexec_file_load: 294,
       unshare: 97, clone: 220,
       ptrace: 117, process_vm_readv: 270, process_vm_writev: 271, socket: 198, socketpair: 199,
+      fallocate: 47,
     },
   },
 }

@@ -8,7 +8,10 @@
  * fails with EPERM. Every setxattr answers EOPNOTSUPP: `security.capability` cannot be told from
  * other names in BPF (a pointer), so user xattrs and ACLs go too, and "not supported" is what lets
  * `cp -p` and `mv` carry on without them, as on a file system that has none. New user namespaces
- * (unshare, clone with CLONE_NEWUSER) fail with EPERM. clone3 and openat2 hide their flags and mode
+ * (unshare, clone with CLONE_NEWUSER) fail with EPERM. fallocate with any mode but plain allocation
+ * (keep size, punch or zero a range, ...) answers EOPNOTSUPP: past the end of a file it takes disk
+ * that neither the file's size nor RLIMIT_FSIZE shows or bounds (the task's output.log included, in
+ * the spool), while plain allocation grows the size, which both do. clone3 and openat2 hide their flags and mode
  * in a struct BPF cannot read: they answer ENOSYS, and callers fall back to clone and openat. A
  * call of another ABI (ia32 through `int $0x80`, arm32) kills the process: the rules name native
  * numbers only. x32 calls fail with EPERM.
@@ -29,7 +32,7 @@ export const PROFILE_FILTERS = { off: null, workspace: 'baseline', strict: 'stri
 const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> = {
   baseline: [
     'setuid/setgid modes', 'extended attributes (file capabilities)', 'new user namespaces', 'keyrings', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring',
-    'kernel modules', 'kexec', 'ia32 and x32 system calls',
+    'kernel modules', 'kexec', 'fallocate past the end of a file', 'ia32 and x32 system calls',
   ],
   strict: ['everything the baseline denies', 'ptrace', 'process_vm_readv/writev', 'Unix-domain sockets'],
 }
@@ -82,6 +85,8 @@ function baselineRules(table: ArchTable): Rule[] {
     ...rule(['init_module', 'finit_module', 'delete_module', 'kexec_load', 'kexec_file_load'], EPERM),
     ...rule(['setxattr', 'lsetxattr', 'fsetxattr', 'setxattrat'], EOPNOTSUPP),
     ...rule(['clone3', 'openat2'], ENOSYS),
+    // Any mode bit: what a file system without those modes answers, so tools fall back to writing.
+    ...rule(['fallocate'], EOPNOTSUPP, [{ arg: 1, anyOf: 0xffffffff }]),
     ...rule(['unshare', 'clone'], EPERM, [{ arg: 0, anyOf: CLONE_NEWUSER }]),
     ...rule(['chmod', 'fchmod', 'creat', 'mkdir', 'mknod'], EPERM, setIdIn(1)),
     ...rule(['fchmodat', 'fchmodat2', 'mkdirat', 'mknodat'], EPERM, setIdIn(2)),

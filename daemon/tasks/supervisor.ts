@@ -4,7 +4,6 @@ import { constants } from 'node:os'
 import {
   DEFAULT_LIFETIME,
   DEFAULT_OWNER,
-  formatBytes,
   formatDuration,
   isFinished,
   isTaskId,
@@ -14,7 +13,8 @@ import {
   type StoppedBy,
   type Task,
 } from '../../protocol/index.js'
-import { exitPath, outputPath, outputSize, outputSizeSync, taskDir, truncateRegularFile } from '../../spool/index.js'
+import { exitPath, outputFootprint, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
+import { holdsDiskPastEnd, outputOverCap } from './output-cap.js'
 import type { DaemonConfig } from '../config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from '../spawn/kill-tree.js'
 import { processState } from '../spawn/process-scan.js'
@@ -580,14 +580,17 @@ export class Supervisor {
     )
   }
 
-  /** Final output size; output past the cap (written between two checks) is cut off. */
+  /**
+   * Final output size; output past the cap (written between two checks) is cut off, and disk taken
+   * past the output's end given back (a truncation to its own size frees it).
+   */
   private async settleOutput(task: Task): Promise<number> {
     const file = outputPath(this.config.layout.spool, task.id)
-    const size = outputSizeSync(file)
-    if (size <= task.maxOutputBytes) return size
+    const footprint = await outputFootprint(file)
+    const cut = footprint.size > task.maxOutputBytes ? task.maxOutputBytes : holdsDiskPastEnd(footprint, task.maxOutputBytes) ? footprint.size : null
     // A file the task holds a lease on, or replaced, stays as it is: the record still says the cap.
-    await truncateRegularFile(file, task.maxOutputBytes).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
-    return task.maxOutputBytes
+    if (cut !== null) await truncateRegularFile(file, cut).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
+    return Math.min(footprint.size, task.maxOutputBytes)
   }
 
   private async checkOutputs(): Promise<void> {
@@ -598,16 +601,11 @@ export class Supervisor {
   private async checkOutput(id: string, entry: RunningEntry): Promise<void> {
     const task = this.store.findCurrent(id)
     if (!task) return
-    const size = await outputSize(outputPath(this.config.layout.spool, id)).catch(() => task.outputBytes)
-    this.store.patch(id, { outputBytes: Math.min(size, task.maxOutputBytes) })
-    if (size > task.maxOutputBytes && !entry.stopping) {
-      this.stop(id, entry, {
-        state: 'killed',
-        stoppedBy: 'output-cap',
-        reason: `output cap of ${formatBytes(task.maxOutputBytes)} reached`,
-        signal: 'SIGTERM',
-        graceMs: this.config.killGraceMs,
-      })
+    const footprint = await outputFootprint(outputPath(this.config.layout.spool, id)).catch(() => ({ size: task.outputBytes, allocatedBytes: 0 }))
+    this.store.patch(id, { outputBytes: Math.min(footprint.size, task.maxOutputBytes) })
+    const over = outputOverCap(footprint, task.maxOutputBytes)
+    if (over !== null && !entry.stopping) {
+      this.stop(id, entry, { state: 'killed', stoppedBy: 'output-cap', reason: over, signal: 'SIGTERM', graceMs: this.config.killGraceMs })
     }
   }
 

@@ -320,6 +320,35 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     })
 
+    describe('no disk its files do not show', () => {
+      eachProfile('fallocate past the end of a file (keep size, punch or zero a range) is not supported, on its output and in its cwd; plain fallocate still works', async (sandbox) => {
+        const cwd = workspace()
+        // Python's os.posix_fallocate is mode 0; the other modes go through fallocate(2) by ctypes.
+        const probe = [
+          'import ctypes, os',
+          'libc = ctypes.CDLL(None, use_errno=True)',
+          'def fallocate(name, fd, mode):',
+          '    result = libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(256 << 20))',
+          "    print(f'{name}: ' + ('OK' if result == 0 else __import__('errno').errorcode[ctypes.get_errno()]), flush=True)",
+          "fd = os.open('big', os.O_WRONLY | os.O_CREAT, 0o644)",
+          "fallocate('keep size in the cwd', fd, 0x01)",
+          "fallocate('punch a hole', fd, 0x01 | 0x02)",
+          "fallocate('zero a range', fd, 0x10)",
+          "fallocate('keep size on the output', 1, 0x01)",
+          "os.posix_fallocate(fd, 0, 1 << 20)",
+          "print('plain: OK', flush=True)",
+        ].join('\n')
+        const { task, output } = await run(`${PYTHON} -c ${q(probe)}`, { sandbox, cwd })
+        // EOPNOTSUPP, which Python names ENOTSUP (the same 95 on Linux).
+        expect(results(output), output).toEqual({ 'keep size in the cwd': 'ENOTSUP', 'punch a hole': 'ENOTSUP', 'zero a range': 'ENOTSUP', 'keep size on the output': 'ENOTSUP', plain: 'OK' })
+        // What the host holds for them: the plain 1 MiB, nothing past the ends.
+        expect(lstatSync(join(cwd, 'big')).size).toBe(1 << 20)
+        expect(lstatSync(join(cwd, 'big')).blocks * 512).toBeLessThan(2 << 20)
+        const outputLog = join(daemon.home, 'spool', task.id, 'output.log')
+        expect(lstatSync(outputLog).blocks * 512).toBeLessThan(1 << 20)
+      })
+    })
+
     describe('kernel interfaces a build never needs', () => {
       eachProfile('keyrings, bpf, perf_event_open, userfaultfd, io_uring, kernel modules and kexec fail with EPERM', async (sandbox) => {
         const { output } = await run(`${PYTHON} ${q(join(probes, 'kernel.py'))}`, { sandbox })

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { spawn, execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import type { StartOptions, Task } from '../../client/index.js'
@@ -24,6 +24,7 @@ const PYTHON = '/usr/bin/python3'
 const HOME_MARKER = '.tend-home'
 /** How long a daemon that must refuse to start may take to say so. */
 const REFUSAL_TIMEOUT_MS = 20_000
+const MiB = 1024 ** 2
 const GiB = 1024 ** 3
 
 function q(value: string): string {
@@ -180,6 +181,19 @@ function defineSuite(who: 'root' | 'non-root'): void {
         } finally {
           await restarted?.stop()
           await quota.stop()
+        }
+      })
+      test('a task that takes disk past the end of its output (fallocate, keep size: no filter stops it under off) is stopped at its cap, and the disk it took is given back', async () => {
+        const grab = `${PYTHON} -c 'import ctypes, time; ctypes.CDLL(None).fallocate(1, 1, ctypes.c_long(0), ctypes.c_long(${256 * MiB})); print("grabbed", flush=True); time.sleep(600)'`
+        const started = await daemon.client.start({ command: grab, shell: true, cwd: folder(base, 'grab-'), sandbox: 'off', maxOutputBytes: MiB, timeoutMs: 120_000 })
+        taskIds.push(started.id)
+        try {
+          const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+          expect(task).toMatchObject({ state: 'killed', stoppedBy: 'output-cap' })
+          expect(task.reason).toBe('output cap of 1.0M reached (256M taken on disk past the end of its output)')
+          expect(lstatSync(join(daemon.home, 'spool', started.id, 'output.log')).blocks * 512).toBeLessThan(2 * MiB)
+        } finally {
+          await daemon.client.kill(started.id, { graceMs: 0 })
         }
       })
     })
