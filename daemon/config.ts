@@ -43,10 +43,16 @@ export const DaemonSettingsSchema = Type.Object(
     /** Process-count limit of workspace tasks that give none, where cgroups can enforce it. Default 4096. */
     workspacePidsMax: Type.Integer({ minimum: 1, maximum: 4_194_304, default: 4096 }),
     /**
-     * tend's folder in each cgroup v1 controller: task groups are /sys/fs/cgroup/<controller>/<name>/<daemon uid>/<task id>.
+     * tend's folder in each cgroup v1 controller: task groups are /sys/fs/cgroup/<controller>/<name>/<daemon uid>/home-<hash>/<task id>.
      * Default tend.
      */
     cgroupName: Type.String({ pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$', default: 'tend' }),
+    /**
+     * Process-count limit of all the daemon's tasks together, where cgroups are available: no
+     * number of tasks at their own limits can take the host's last pids. Default null: half of the
+     * kernel's pid_max (or threads-max, if smaller), the rest left to the host.
+     */
+    daemonPidsMax: Type.Union([Type.Null(), Type.Integer({ minimum: 1, maximum: 4_194_304 })], { default: null }),
     /**
      * How tasks are started: native (a small C helper forks them, fast), node (child_process from the
      * daemon's own thread) or auto (native when the helper was built at install). Default auto.
@@ -113,6 +119,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_TASK_USER: { key: 'taskUser', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
   TEND_CGROUP_NAME: { key: 'cgroupName', parse: String },
+  TEND_DAEMON_PIDS_MAX: { key: 'daemonPidsMax', parse: Number },
   TEND_CONSOLE: { key: 'console', parse: parseSwitch },
   TEND_CONSOLE_HOST: { key: 'consoleHost', parse: String },
   TEND_CONSOLE_PORT: { key: 'consolePort', parse: Number },

@@ -91,7 +91,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
-  const [detected, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home }), createSpawner(config.spawner, log)])
+  const [detected, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home, pidsMax: config.daemonPidsMax }), createSpawner(config.spawner, log)])
   // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.
   const identity = await decideTaskIdentity({ config, spawner, bwrapPath: detected.bwrap?.path ?? null, workspaceMissing: detected.missing.workspace })
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')

@@ -255,6 +255,7 @@ export const StatusSchema = Type.Object({
         workspace: Type.Optional(ProfileBoundsSchema),
         strict: Type.Optional(ProfileBoundsSchema),
         reason: Type.Optional(Type.String({ description: 'why processes and memory are not bounded here: what to fix' })),
+        allTasksPidsMax: Type.Optional(Nullable(Type.Integer({ description: "the process-count limit of all the daemon's tasks together (daemonPidsMax); null: none here" }))),
       },
       { description: 'what each sandboxed profile this machine can run bounds, per task' },
     ),

@@ -24,5 +24,6 @@ export function sandboxBounds(capabilities: SandboxCapabilities, config: Readonl
     bounds.strict = { pidsMax: config.strictPidsMax, memoryBytes: config.strictMemoryBytes, memoryAccounted: true, tmpfsBytes: config.tmpSizeBytes }
   }
   if (cgroups.problem) bounds.reason = cgroups.problem
+  bounds.allTasksPidsMax = cgroups.allTasksPidsMax ?? null
   return bounds
 }

@@ -4,7 +4,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 import type { TaskIdentity } from './task-identity.js'
-import { daemonCgroupFolder, findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
+import { daemonCgroupFolder, defaultDaemonPidsMax, findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -47,6 +47,8 @@ export interface DetectOptions {
   uid: number
   /** The daemon's home: its task groups have a folder of their own, named after it. */
   home: string
+  /** The process-count limit of all its tasks together (setting daemonPidsMax); null: the default. */
+  pidsMax?: number | null
 }
 
 /**
@@ -64,7 +66,8 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
   const [bwrap, filterLoads] = await Promise.all([describeBwrap(found), found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace))])
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
-  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid, daemon: daemonCgroupFolder(options.home) })
+  const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
+  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid, daemon: daemonCgroupFolder(options.home), ...(pidsMax !== undefined ? { pidsMax } : {}) })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, realpathSync, rmdirSync, statfsSync } from 'node:fs'
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, realpathSync, rmdirSync, statfsSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 
 export type CgroupController = 'memory' | 'pids'
@@ -10,6 +10,8 @@ export interface CgroupRoots {
   pids: string | null
   /** Why a controller has no folder here and what would give it one; null when both have one. */
   problem: string | null
+  /** The process-count limit of all the daemon's tasks together (on its pids folder), or null: none. */
+  allTasksPidsMax?: number | null
 }
 
 export interface CgroupParentOptions {
@@ -19,6 +21,8 @@ export interface CgroupParentOptions {
   uid: number
   /** This daemon's folder inside its uid's (daemonCgroupFolder of its home): <name>/<uid>/<daemon>. */
   daemon: string
+  /** The process-count limit of that folder: every task of the daemon together. Default: none. */
+  pidsMax?: number
   /** Where the v1 controllers are mounted. Default /sys/fs/cgroup. */
   cgroupBase?: string
 }
@@ -57,6 +61,7 @@ export function findCgroupRoots(options: CgroupParentOptions): CgroupRoots {
     memory: 'path' in found.memory ? found.memory.path : null,
     pids: 'path' in found.pids ? found.pids.path : null,
     problem: problems.length > 0 ? [...new Set(problems)].join('; ') : null,
+    allTasksPidsMax: 'path' in found.pids ? (options.pidsMax ?? null) : null,
   }
 }
 
@@ -95,7 +100,29 @@ function cgroupParent(controller: CgroupController, options: CgroupParentOptions
   } catch (error) {
     return { problem: `the daemon cannot create groups in ${daemon} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
   }
+  if (controller === 'pids' && options.pidsMax !== undefined) {
+    try {
+      writeFileSync(join(daemon, 'pids.max'), String(options.pidsMax))
+    } catch (error) {
+      return { problem: `the daemon cannot limit the processes of all its tasks in ${daemon} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
+    }
+  }
   return { path: daemon }
+}
+
+/**
+ * How many processes all of a daemon's tasks may have together by default: half of what the kernel
+ * hands out (pid_max, or threads-max when smaller), so that tasks at their own limits never take
+ * the pids the host needs.
+ */
+export function defaultDaemonPidsMax(): number | undefined {
+  const read = (name: string) => Number(readFileSync(`/proc/sys/kernel/${name}`, 'utf8'))
+  try {
+    const ceiling = Math.min(read('pid_max'), read('threads-max'))
+    return Number.isSafeInteger(ceiling) && ceiling > 1 ? Math.floor(ceiling / 2) : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** When the daemon stops: its folder of task groups goes too, once no group is left in it. */

@@ -225,13 +225,15 @@ function defineBounds(who: 'root' | 'non-root'): void {
     test('status says which bounds each profile gets here', async () => {
       const status = await daemon.client.status()
       expect(status.sandbox.profiles).toEqual(['off', 'workspace', 'strict'])
+      const allTasks = Math.floor(Math.min(Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')), Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))) / 2)
       expect(status.sandbox.bounds).toEqual({
         workspace: { pidsMax: DEFAULT_WORKSPACE_PIDS, memoryBytes: null, memoryAccounted: true, tmpfsBytes: TMP_SIZE },
         strict: { pidsMax: 512, memoryBytes: 2 * 1024 ** 3, memoryAccounted: true, tmpfsBytes: TMP_SIZE },
+        allTasksPidsMax: allTasks,
       })
       const text = await runCli(['status'], daemon.env)
       expect(text.exitCode).toBe(0)
-      expect(text.stdout).toContain('bounds:      workspace: 4096 processes, memory counted (no limit), tmpfs 64M in all; strict: 512 processes, memory 2.0G, tmpfs 64M in all\n')
+      expect(text.stdout).toContain(`bounds:      workspace: 4096 processes, memory counted (no limit), tmpfs 64M in all; strict: 512 processes, memory 2.0G, tmpfs 64M in all\n             all tasks together: ${allTasks} processes\n`)
     })
 
     test('workspace: a spawn loop stops at the default process limit, counted from outside; the host and other tasks keep working', async () => {
@@ -328,6 +330,29 @@ function defineBounds(who: 'root' | 'non-root'): void {
         code: 'TEND_ERR_VALIDATION',
         message: expect.stringContaining('body/pidsMax: limits need sandbox workspace or strict, got sandbox off'),
       })
+    })
+
+    test("all of a daemon's tasks together are bounded too (half the kernel's pid_max by default, the rest is the host's); the setting lowers it", async () => {
+      const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'))
+      const threadsMax = Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))
+      const daemonFolder = (home: string) => cgroupDir(name, 'pids', owner.uid, daemonCgroupFolder(home))
+      expect(readFileSync(join(daemonFolder(daemon.home), 'pids.max'), 'utf8').trim()).toBe(String(Math.floor(Math.min(pidMax, threadsMax) / 2)))
+      const small = await startTestDaemon({ user: daemonUser, env: { ...env, TEND_DAEMON_PIDS_MAX: '24' } })
+      try {
+        expect(readFileSync(join(daemonFolder(small.home), 'pids.max'), 'utf8').trim()).toBe('24')
+        const loops = await Promise.all([0, 1].map(async () => {
+          const started = await small.client.start({ command: `exec ${PYTHON} ${q(join(probes, 'spawn-loop.py'))} 40`, shell: true, cwd: workspace(), sandbox: 'workspace', timeoutMs: 120_000 })
+          taskIds.push(started.id)
+          return started
+        }))
+        await waitFor('both spawn loops to stop', async () => (await Promise.all(loops.map(async (task) => /refused|no refusal/.test((await small.client.read(task.id)).data)))).every(Boolean), 30_000)
+        const counted = loops.reduce((sum, task) => sum + processesWithEnv(`TEND_TASK_ID=${task.id}`).filter(isAlive).length, 0)
+        expect(counted, 'processes of both tasks together').toBeLessThanOrEqual(24)
+        expect((await Promise.all(loops.map(async (task) => (await small.client.read(task.id)).data))).join('')).toMatch(/refused after \d+: Resource temporarily unavailable/)
+        for (const task of loops) await small.client.kill(task.id, { graceMs: 0 })
+      } finally {
+        await small.stop()
+      }
     })
 
     test('groups outlive a daemon crash and are removed by the next daemon once the task is gone', async () => {
@@ -461,6 +486,7 @@ describe('the cgroup parent: a daemon uses only folders no other uid can write',
         expect(status.sandbox.missing.strict).toContain(each.fix(folder, uid))
         expect(status.sandbox.bounds.workspace).toEqual({ pidsMax: null, memoryBytes: null, memoryAccounted: false, tmpfsBytes: 1024 ** 3 })
         expect(status.sandbox.bounds.reason).toContain(folder)
+        expect(status.sandbox.bounds.allTasksPidsMax).toBeNull()
         // A limit cannot be honoured: refused, never ignored.
         await expect(daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace', pidsMax: 64 })).rejects.toMatchObject({ code: 'TEND_ERR_SANDBOX_UNAVAILABLE' })
         const started = await daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace' })

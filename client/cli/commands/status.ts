@@ -59,7 +59,8 @@ type ProfileBounds = NonNullable<DaemonStatus['sandbox']['bounds']['workspace']>
 function boundsLines(bounds: DaemonStatus['sandbox']['bounds']): string[] {
   const profiles = (['workspace', 'strict'] as const).filter((profile) => bounds[profile]).map((profile) => `${profile}: ${describeBounds(bounds[profile]!)}`)
   if (profiles.length === 0) return []
-  return [`bounds:      ${profiles.join('; ')}`, ...(bounds.reason ? [`             no process or memory bounds: ${bounds.reason}`] : [])]
+  const together = bounds.allTasksPidsMax ? [`             all tasks together: ${bounds.allTasksPidsMax} processes`] : []
+  return [`bounds:      ${profiles.join('; ')}`, ...together, ...(bounds.reason ? [`             no process or memory bounds: ${bounds.reason}`] : [])]
 }
 
 function describeBounds(bounds: ProfileBounds): string {
