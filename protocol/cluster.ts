@@ -151,7 +151,8 @@ export interface RedisConnection {
 export function redisUrlHasPassword(url: string): boolean {
   try {
     const parsed = new URL(url)
-    return parsed.password !== '' || parsed.username !== ''
+    // tend reads no option from the query, but other clients take ?password=: any query counts.
+    return parsed.password !== '' || parsed.username !== '' || parsed.search !== ''
   } catch {
     // Not a URL: whatever it holds, it is not shown back.
     return /@/.test(url)
@@ -163,6 +164,7 @@ export function redactRedisUrl(url: string): string {
   try {
     const parsed = new URL(url)
     if (parsed.password !== '') parsed.password = '***'
+    if (parsed.search !== '') parsed.search = '?***'
     return parsed.toString()
   } catch {
     return '(a URL that cannot be parsed)'
