@@ -37,6 +37,8 @@ export interface PlanRequest {
   capabilities: SandboxCapabilities
   /** Why this task cannot have its own identity after all (an idmapped mount failed): it runs as uid 0. */
   identityFallback?: string
+  /** Its owner's ids, when sandboxed tasks run on their own identity (task-identity.ts, ownerIdsOf). */
+  ownIds?: { uid: number; gid: number } | null
 }
 
 /**
@@ -56,7 +58,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
   const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
-  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.identityFallback)
+  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.ownIds ?? null, request.identityFallback)
   let cgroups: TaskCgroups | null = null
   const release = async () => {
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
