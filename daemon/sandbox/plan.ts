@@ -7,6 +7,8 @@ import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
+import { trustingEveryRepository } from './git-trust.js'
+import { hostAccountFiles } from './account-files.js'
 import { isWithin, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
 import { taskRunAs, viewOf } from './task-identity.js'
 import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
@@ -92,17 +94,20 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const pinnedDirs = paths.writable.map(({ path, dev, ino, uid, gid }) => (runAs.idmap ? { path, dev, ino, owner: { uid, gid } } : { path, dev, ino }))
   const home = runAs.idmap && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home) : null
   const idmapped = runAs.idmap ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...paths.writable] : []
-  const environment = sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  const environment = runAs.idmap ? trustingEveryRepository(sandboxEnvironment(baseEnv, request.envAdditions, marker)) : sandboxEnvironment(baseEnv, request.envAdditions, marker)
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
-  // no file that anyone could swap between the write and bubblewrap's read.
-  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox])]
+  // no file that anyone could swap between the write and bubblewrap's read. A task on its own
+  // identity also gets account files that name its uid and gid.
+  const accounts = runAs.idmap && runAs.user ? hostAccountFiles.filesFor(runAs.user, environment.HOME) : null
+  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(accounts ? [accounts.passwd, accounts.group] : [])]
   const layout = descriptorLayout({ extraFiles: [], dataFiles })
   const [argsFd, seccompFd] = layout.data as [number, number]
-  const firstPinnedFd = seccompFd + 1
+  const accountFds = accounts ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
+  const firstPinnedFd = seccompFd + 1 + (accounts ? 2 : 0)
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
-    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped }),
+    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped, ...(accountFds ? { accountFds } : {}) }),
     '--',
     ...task.command,
   ]
@@ -146,6 +151,8 @@ export interface BubblewrapOptions {
   user?: { uid: number; gid: number } | null
   /** Folders that user sees through idmapped mounts (their owners show as it). */
   idmapped?: readonly IdmappedRoot[]
+  /** Descriptors holding the /etc/passwd and /etc/group shown instead of the host's (account-files.ts). */
+  accountFds?: { passwd: number; group: number }
 }
 
 /** The bubblewrap command line of a sandboxed profile (each loads its own seccomp program). */
@@ -180,6 +187,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, String(sizes.cache)))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
   paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
+  if (options.accountFds) args.push('--ro-bind-data', String(options.accountFds.passwd), '/etc/passwd', '--ro-bind-data', String(options.accountFds.group), '/etc/group')
   // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
   for (const path of options.masks) {
