@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -6,7 +6,7 @@ import type { StartOptions, Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { eachSandboxedProfile } from '../helpers/profiles.js'
-import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -165,4 +165,38 @@ describe('each owner its own task uid, daemon as root', () => {
     },
     120_000,
   )
+
+  test("after a restart, an owner whose task still runs keeps that task's uid for its next tasks", async () => {
+    const home = createTempHome()
+    const env = { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_KILL_GRACE: '500ms' }
+    const first = await startTestDaemon({ home, env })
+    let second: TestDaemon | undefined
+    try {
+      const staying = await first.client.start({ command: 'id -u; echo ready; exec sleep 120', shell: true, cwd: folder(), sandbox: 'workspace', owner: 'carol', timeoutMs: 120_000 })
+      taskIds.push(staying.id)
+      const running = await waitFor('the running record, with its keeper and identity, on disk', () => {
+        const record = JSON.parse(readFileSync(join(home, 'spool', staying.id, 'task.json'), 'utf8')) as { state: string; keeper?: unknown; ranAs?: { uid: number } }
+        return record.state === 'running' && record.keeper ? record : undefined
+      })
+      const uid = running.ranAs!.uid
+      await waitFor(`task ${staying.id} to print ready`, async () => (await first.client.read(staying.id)).data === `${uid}\nready\n`)
+      // The daemon dies; the task runs on under its keeper, on carol's uid, and the next daemon takes it over.
+      await first.crash()
+      first.client.close()
+      second = await startTestDaemon({ home, env })
+      await waitFor(`task ${staying.id} supervised again`, async () => (await second!.client.get(staying.id)).state === 'running')
+      const next = await second.client.start({ command: 'id -u', shell: true, cwd: folder(), sandbox: 'workspace', owner: 'carol', timeoutMs: 30_000 })
+      taskIds.push(next.id)
+      await second.client.wait(next.id, { timeoutMs: 45_000 })
+      expect((await second.client.read(next.id)).data).toBe(`${uid}\n`)
+      expect((await second.client.status()).sandbox.identity.owners).toContainEqual({ owner: 'carol', uid, gid: uid })
+      await second.client.kill(staying.id, { graceMs: 0 })
+    } finally {
+      if (second) await second.stop()
+      else {
+        await killEverythingOf(home)
+        rmSync(home, { recursive: true, force: true })
+      }
+    }
+  })
 })
