@@ -94,7 +94,9 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const pinnedDirs = paths.writable.map(({ path, dev, ino, uid, gid }) => (runAs.idmap ? { path, dev, ino, owner: { uid, gid } } : { path, dev, ino }))
   const home = runAs.idmap && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home) : null
   const idmapped = runAs.idmap ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...paths.writable] : []
-  const environment = runAs.idmap ? trustingEveryRepository(sandboxEnvironment(baseEnv, request.envAdditions, marker)) : sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  const allowed = sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  // A task on its own identity owns only its idmapped folders: git must trust the rest (git-trust.ts).
+  const environment = runAs.idmap ? trustingEveryRepository(allowed) : allowed
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
   // no file that anyone could swap between the write and bubblewrap's read. A task on its own
   // identity also gets account files that name its uid and gid.
