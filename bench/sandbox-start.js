@@ -75,7 +75,8 @@ async function tendCommandLine(client, cwd) {
 /**
  * The same command line without the descriptors only tend's spawner hands bubblewrap: a pinned
  * folder bound by path instead of by descriptor (the same mount), and the environment (`--args`,
- * a few `--setenv`) and the seccomp program (`--seccomp`, loaded once per task) left out.
+ * a few `--setenv`), the seccomp program (`--seccomp`, loaded once per task) and the account files
+ * of a task on its own uid (`--ro-bind-data`) left out.
  */
 function replayable(argv) {
   const out = []
@@ -84,6 +85,7 @@ function replayable(argv) {
       out.push('--bind', argv[i + 2], argv[i + 2])
       i += 2
     } else if (argv[i] === '--args' || argv[i] === '--seccomp') i += 1
+    else if (argv[i] === '--ro-bind-data') i += 2
     else out.push(argv[i])
   }
   return out

@@ -236,10 +236,14 @@ export const StatusSchema = Type.Object({
     identity: Type.Object(
       {
         as: Type.Enum(['task', 'taskUser', 'daemon'] as const, {
-          description: "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
+          description: "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid for each owner of tasks, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
         }),
-        uid: Type.Integer(),
-        gid: Type.Integer(),
+        uid: Nullable(Type.Integer({ description: 'the uid of taskUser or the daemon; null for task (each owner has its own: owners)' })),
+        gid: Nullable(Type.Integer({ description: 'the gid, likewise' })),
+        range: Nullable(Type.Object({ first: Type.Integer(), last: Type.Integer() }, { description: 'for task: the ids owners get theirs from' })),
+        owners: Type.Array(Type.Object({ owner: Type.String(), uid: Type.Integer(), gid: Type.Integer() }), {
+          description: "for task: each owner's ids, once its first sandboxed task was accepted (and the default owner's, probed at start); empty otherwise",
+        }),
         home: Nullable(Type.String({ description: "the daemon's HOME, shown read-only through an idmapped mount to tasks on their own identity" })),
         fallback: Nullable(Type.String({ description: "why a root daemon's sandboxed tasks run as uid 0 (without capabilities) instead of their own identity" })),
         off: Type.Object({ as: Type.Enum(['taskUser', 'daemon'] as const), uid: Type.Integer(), gid: Type.Integer() }, { description: 'who off tasks run as' }),

@@ -108,8 +108,8 @@ export interface TaskBase {
 
 /**
  * Who a task ran as, recorded when it started. `identity`: `task` (a root daemon's own unprivileged
- * identity for its sandboxed tasks: writable folders idmapped, so what it makes there belongs to
- * each folder's owner), `taskUser` (the configured taskUser) or `daemon` (the daemon's uid: `off`,
+ * identity for its owner's sandboxed tasks: writable folders idmapped, so what it makes there
+ * belongs to each folder's owner), `taskUser` (the configured taskUser) or `daemon` (the daemon's uid: `off`,
  * an unprivileged daemon, or a fallback). `fallback`: why a root daemon's sandboxed task ran as uid 0
  * (without capabilities) instead of its own identity. `keyring`: `own` (a new, empty session
  * keyring) or `daemon` (the daemon's: the node spawner cannot give it one).

@@ -7,6 +7,8 @@ import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
+import { trustingEveryRepository } from './git-trust.js'
+import { hostAccountFiles } from './account-files.js'
 import { isWithin, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
 import { taskRunAs, viewOf } from './task-identity.js'
 import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
@@ -37,6 +39,8 @@ export interface PlanRequest {
   capabilities: SandboxCapabilities
   /** Why this task cannot have its own identity after all (an idmapped mount failed): it runs as uid 0. */
   identityFallback?: string
+  /** Its owner's ids, when sandboxed tasks run on their own identity (task-identity.ts, ownerIdsOf). */
+  ownIds?: { uid: number; gid: number } | null
 }
 
 /**
@@ -56,7 +60,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
   const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
-  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.identityFallback)
+  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.ownIds ?? null, request.identityFallback)
   let cgroups: TaskCgroups | null = null
   const release = async () => {
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
@@ -90,17 +94,22 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const pinnedDirs = paths.writable.map(({ path, dev, ino, uid, gid }) => (runAs.idmap ? { path, dev, ino, owner: { uid, gid } } : { path, dev, ino }))
   const home = runAs.idmap && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home) : null
   const idmapped = runAs.idmap ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...paths.writable] : []
-  const environment = sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  const allowed = sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  // A task on its own identity owns only its idmapped folders: git must trust the rest (git-trust.ts).
+  const environment = runAs.idmap ? trustingEveryRepository(allowed) : allowed
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
-  // no file that anyone could swap between the write and bubblewrap's read.
-  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox])]
+  // no file that anyone could swap between the write and bubblewrap's read. A task on its own
+  // identity also gets account files that name its uid and gid.
+  const accounts = runAs.idmap && runAs.user ? hostAccountFiles.filesFor(runAs.user, environment.HOME) : null
+  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(accounts ? [accounts.passwd, accounts.group] : [])]
   const layout = descriptorLayout({ extraFiles: [], dataFiles })
   const [argsFd, seccompFd] = layout.data as [number, number]
-  const firstPinnedFd = seccompFd + 1
+  const accountFds = accounts ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
+  const firstPinnedFd = seccompFd + 1 + (accounts ? 2 : 0)
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
-    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped }),
+    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped, ...(accountFds ? { accountFds } : {}) }),
     '--',
     ...task.command,
   ]
@@ -144,6 +153,8 @@ export interface BubblewrapOptions {
   user?: { uid: number; gid: number } | null
   /** Folders that user sees through idmapped mounts (their owners show as it). */
   idmapped?: readonly IdmappedRoot[]
+  /** Descriptors holding the /etc/passwd and /etc/group shown instead of the host's (account-files.ts). */
+  accountFds?: { passwd: number; group: number }
 }
 
 /** The bubblewrap command line of a sandboxed profile (each loads its own seccomp program). */
@@ -178,6 +189,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, String(sizes.cache)))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
   paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
+  if (options.accountFds) args.push('--ro-bind-data', String(options.accountFds.passwd), '/etc/passwd', '--ro-bind-data', String(options.accountFds.group), '/etc/group')
   // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
   for (const path of options.masks) {

@@ -315,7 +315,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
   /* 7. A session keyring of its own, new and empty, whatever the profile: the one inherited is
    * the daemon's (its keys, and a place to plant keys for other owners' tasks to find). Joined
    * before the user changes, so that a root daemon's keyrings count against root's key quota, not
-   * against the one uid every owner's tasks share (200 keys by default: a task per key). The task
+   * against the task uid every task of one owner shares (200 keys by default: a task per key). The task
    * possesses it all the same. A kernel without keyrings has nothing to inherit. */
   if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS) child_fail("keyring", errno, -1);
 

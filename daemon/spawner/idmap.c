@@ -3,10 +3,13 @@
  *
  * A root daemon's sandboxed task runs on a uid of its own, yet must write its folders as their
  * owners would. The child, still root, mounts a copy of each such folder idmapped through a user
- * namespace whose maps read "<owner> <task's id> 1": the owner's files show as the task's, and
- * what the task creates is written for the owner. Such a user namespace takes a process of its own
- * to make (~0.2 ms), so the helper makes one per mapping, once, and keeps its descriptor; every
- * keeper and child inherits it by fork.
+ * namespace that maps the owner to the task's id, and every other id to itself: the owner's files
+ * show as the task's, what the task creates is written for the owner, and a file of any other id
+ * keeps its id (unmapped, the kernel would refuse every change to it with EOVERFLOW, even a
+ * removal the folder's rights allow). The task's own id on disk stays unmapped: no file shows as
+ * the task's but the owner's. Such a user namespace takes a process of its own to make (~0.2 ms),
+ * so the helper makes one per mapping, once, and keeps its descriptor; every keeper and child
+ * inherits it by fork.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,8 +45,14 @@ struct mapping {
   int fd;
 };
 
-/* A daemon sees few folder owners; past this many mappings the oldest one not in use is replaced. */
-#define MAX_MAPPINGS 64
+/*
+ * One mapping per (folder owner, task id) pair: a daemon sees few folder owners, but each owner of
+ * tasks has a task id of its own. Bounded all the same, since owners are named by clients: past
+ * this many the next one not in use is replaced (and made again, ~0.2 ms, when asked for again).
+ * Each costs the helper a descriptor and the kernel a user namespace counted against root's
+ * user.max_user_namespaces.
+ */
+#define MAX_MAPPINGS 256
 static struct mapping mappings[MAX_MAPPINGS];
 static size_t mapping_count, next_replaced;
 
@@ -64,10 +73,31 @@ static int write_map(pid_t pid, const char *file, const char *text) {
   return error ? -1 : 0;
 }
 
+/* The highest valid id: (uid_t)-1 means "no id" to every system call. */
+#define LAST_ID 4294967294ULL
+
 /*
- * A user namespace mapping from_uid to to_uid and from_gid to to_gid (one id each): its first
- * process is born in it (clone with CLONE_NEWUSER, so there is nothing to wait for), gets its maps
- * written and its namespace opened, then is killed and reaped at once.
+ * A map (uid_map or gid_map format) that shows `from` as `to` and every other id as itself, but
+ * `to`, which nothing shows as but `from`: at most four extents (the kernel takes 340), whose
+ * inside ranges do not overlap, nor their outside ones. One line when from and to are the same id.
+ */
+static void write_id_map(char *map, size_t size, unsigned long long from, unsigned long long to) {
+  if (from == to) {
+    snprintf(map, size, "0 0 %llu\n", LAST_ID + 1);
+    return;
+  }
+  unsigned long long low = from < to ? from : to, high = from < to ? to : from;
+  size_t used = 0;
+  if (low > 0) used += (size_t)snprintf(map + used, size - used, "0 0 %llu\n", low);
+  if (high - low > 1) used += (size_t)snprintf(map + used, size - used, "%llu %llu %llu\n", low + 1, low + 1, high - low - 1);
+  if (high < LAST_ID) used += (size_t)snprintf(map + used, size - used, "%llu %llu %llu\n", high + 1, high + 1, LAST_ID - high);
+  snprintf(map + used, size - used, "%llu %llu 1\n", from, to);
+}
+
+/*
+ * A user namespace whose maps are write_id_map's for (from_uid, to_uid) and (from_gid, to_gid):
+ * its first process is born in it (clone with CLONE_NEWUSER, so there is nothing to wait for), gets
+ * its maps written and its namespace opened, then is killed and reaped at once.
  */
 static int make_userns(unsigned long long from_uid, unsigned long long from_gid, unsigned long long to_uid, unsigned long long to_gid) {
   pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWUSER | SIGCHLD), 0UL, 0UL, 0UL, 0UL);
@@ -77,9 +107,10 @@ static int make_userns(unsigned long long from_uid, unsigned long long from_gid,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     for (;;) pause();
   }
-  char uid_map[64], gid_map[64];
-  snprintf(uid_map, sizeof uid_map, "%llu %llu 1\n", from_uid, to_uid);
-  snprintf(gid_map, sizeof gid_map, "%llu %llu 1\n", from_gid, to_gid);
+  /* Four lines of three ids of at most ten digits each. */
+  char uid_map[160], gid_map[160];
+  write_id_map(uid_map, sizeof uid_map, from_uid, to_uid);
+  write_id_map(gid_map, sizeof gid_map, from_gid, to_gid);
   int fd = -1;
   int error = 0;
   if (write_map(pid, "uid_map", uid_map) != 0 || write_map(pid, "setgroups", "deny") != 0 || write_map(pid, "gid_map", gid_map) != 0) {

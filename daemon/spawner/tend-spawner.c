@@ -131,15 +131,18 @@
  * failure is stage idmap without an index), opens every pinned folder and view (checked as above),
  * then, ancestors first (shorter paths first), copies each mapped one (open_tree OPEN_TREE_CLONE,
  * with its submounts) from that descriptor, idmaps the copy through a user namespace whose
- * uid_map reads "<ownerUid> <uid> 1" and gid_map "<ownerGid> <gid> 1" (mount_setattr
- * MOUNT_ATTR_IDMAP; a view also MOUNT_ATTR_RDONLY) and mounts it onto the folder opened anew
- * (move_mount; a failure of these is stage idmap with the entry's index). So under the request's
- * user the owner's files show as that user's, and what it creates there belongs to the owner on
- * disk. A pinned folder's descriptor then names its idmapped mount; a view is only mounted. The
- * helper makes each such user namespace once (a process born in it by clone(CLONE_NEWUSER), its
- * maps written, its namespace opened, then killed) and keeps it for later spawns; one it cannot
- * make fails the spawn at stage idmap with the entry's index, before any fork. Needs Linux 5.12
- * and a file system that supports idmapped mounts (EINVAL otherwise).
+ * uid_map maps ownerUid to uid and every other id to itself but uid, which stays unmapped (for
+ * ownerUid < uid: "0 0 <ownerUid>", "<ownerUid+1> <ownerUid+1> <uid-ownerUid-1>",
+ * "<uid+1> <uid+1> <4294967294-uid>", "<ownerUid> <uid> 1"; extents that would be empty left
+ * out), and gid_map the same for ownerGid and gid (mount_setattr MOUNT_ATTR_IDMAP; a view also
+ * MOUNT_ATTR_RDONLY), and mounts it onto the folder opened anew (move_mount; a failure of these is
+ * stage idmap with the entry's index). So under the request's user the owner's files show as that
+ * user's, what it creates there belongs to the owner on disk, and files of other ids keep theirs.
+ * A pinned folder's descriptor then names its idmapped mount; a view is only mounted. The helper
+ * makes each such user namespace once (a process born in it by clone(CLONE_NEWUSER), its maps
+ * written, its namespace opened, then killed) and keeps up to 256 of them for later spawns; one it
+ * cannot make fails the spawn at stage idmap with the entry's index, before any fork. Needs Linux
+ * 5.12 and a file system that supports idmapped mounts (EINVAL otherwise).
  */
 #define _GNU_SOURCE
 #include <dirent.h>

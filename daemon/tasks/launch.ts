@@ -4,13 +4,14 @@ import type { Task } from '../../protocol/index.js'
 import { checkCwd } from '../spawn/cwd-check.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
 import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
+import { ownerIdsOf } from '../sandbox/task-identity.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
 
 /**
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
  * endsWithDaemon: the task ends with the daemon (see SpawnRequest), default false.
  */
-export type LaunchRequest = Omit<PlanRequest, 'programPath'> & { spawner: Spawner; endsWithDaemon?: boolean }
+export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds'> & { spawner: Spawner; endsWithDaemon?: boolean }
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -31,13 +32,17 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
   const { spawner, endsWithDaemon, ...planned } = request
-  let plan = await planLaunch({ ...planned, programPath: program.path })
+  // On its own identity a task runs on its owner's uid; an owner without one runs it as uid 0, saying why.
+  const owned = task.sandbox === 'off' ? null : await ownerIdsOf(request.capabilities.identity, task.owner)
+  const ownIds = owned && 'uid' in owned ? owned : null
+  const identityFallback = planned.identityFallback ?? (owned && 'problem' in owned ? owned.problem : undefined)
+  let plan = await planLaunch({ ...planned, programPath: program.path, ownIds, ...(identityFallback === undefined ? {} : { identityFallback }) })
   let outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
   if (!outcome.started && outcome.stage === 'idmap' && plan.ranAs.identity === 'task') {
     // Its folders cannot be idmapped (a file system without support): it runs as uid 0 without
     // capabilities instead, as on a machine without idmapped mounts, and its record says why.
     await plan.release()
-    plan = await planLaunch({ ...planned, programPath: program.path, identityFallback: outcome.message })
+    plan = await planLaunch({ ...planned, programPath: program.path, ownIds, identityFallback: outcome.message })
     outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
   }
   if (!outcome.started) {

@@ -32,7 +32,7 @@ import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
-import { admissionIdentity } from '../sandbox/task-identity.js'
+import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
@@ -156,6 +156,8 @@ export class Supervisor {
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
     if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
     const { sandbox, tty, limits } = checkStartRequest(request, { defaultSandbox: this.config.sandbox, capabilities: this.capabilities, spawnerKind: this.spawner.kind, limitDefaults: this.config })
+    // A sandboxed task on its own identity reaches its folders as its owner's uid (given at the owner's first task).
+    const own = sandbox === 'off' ? null : await ownerIdsOf(this.capabilities.identity, request.owner ?? DEFAULT_OWNER)
     // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
     const paths = await resolveTaskPaths({
       profile: sandbox,
@@ -164,7 +166,7 @@ export class Supervisor {
       configWritablePaths: this.config.writablePaths,
       // Only a sandbox refuses protected places; finding them (every live daemon's home, the secret paths) costs ~0.3 ms.
       protectedPlaces: sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).places,
-      ...admissionIdentity(this.capabilities.identity),
+      ...admissionIdentity(this.capabilities.identity, own && 'uid' in own ? own : null),
     })
     const id = givenId ?? newTaskId()
     const spool = taskDir(this.config.layout.spool, id)
@@ -349,6 +351,9 @@ export class Supervisor {
         // Gone meanwhile: its keeper reports how it ended.
       }
     }
+    // Its owner keeps the uid it runs on: no other owner is given it while it runs.
+    const { identity } = this.capabilities
+    if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
     const plan = await resumedPlan(task, this.capabilities)
     const entry = this.track(task.id, task, task.pid, attached.exited, plan)
     void this.watch(task.id, entry, plan)

@@ -8,7 +8,7 @@ import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { chooseTaskId, idTaken, TASK_ID_LAST } from '../../daemon/sandbox/task-identity.js'
+import { chooseTaskId, idTaken, TASK_ID_LAST } from '../../daemon/sandbox/owner-ids.js'
 
 /*
  * A task's identity (issue 24: "a task never holds a privileged host identity"): a root daemon's
@@ -189,10 +189,12 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(spawnSync('getent', ['passwd', String(uid)]).status, `getent passwd ${uid}`).toBe(2)
         expect(spawnSync('getent', ['group', String(gid)]).status, `getent group ${gid}`).toBe(2)
         const status = await daemon.client.status()
-        expect(status.sandbox.identity).toMatchObject({ as: 'task', uid, gid, fallback: null })
+        // The task is the default owner's: its uid is listed as that owner's.
+        expect(status.sandbox.identity).toMatchObject({ as: 'task', uid: null, gid: null, fallback: null })
+        expect(status.sandbox.identity.owners).toContainEqual({ owner: 'operator', uid, gid })
         expect(status.sandbox.keyring).toEqual({ fresh: true })
         const text = await runCli(['status'], daemon.env)
-        expect(text.stdout).toContain(`uid ${uid} gid ${gid}`)
+        expect(text.stdout).toContain(`operator ${uid}`)
         const running = await daemon.client.get(task.id)
         expect(ranAsOf(running)).toEqual({ uid, gid, identity: 'task', keyring: 'own' })
         await daemon.client.kill(task.id, { graceMs: 0 })
@@ -338,24 +340,25 @@ describe('task identity: where idmapped mounts cannot be made', () => {
 })
 
 describe('choosing the task uid', () => {
-  test('a home gets the same uid at every start, another home another; a taken one is passed over for the next', () => {
-    const first = chooseTaskId('/var/lib/tend-a', () => false)!
+  test('a seed gets the same uid every time, another seed another; a taken one is passed over for the next', async () => {
+    const first = (await chooseTaskId('/var/lib/tend-a\0alice', () => false))!
     expect(first).toBeGreaterThanOrEqual(TASK_ID_FIRST)
     expect(first).toBeLessThanOrEqual(TASK_ID_LAST)
-    expect(chooseTaskId('/var/lib/tend-a', () => false)).toBe(first)
-    expect(chooseTaskId('/var/lib/tend-b', () => false)).not.toBe(first)
-    expect(chooseTaskId('/var/lib/tend-a', (id) => id === first)).toBe(first === TASK_ID_LAST ? TASK_ID_FIRST : first + 1)
-    expect(chooseTaskId('/var/lib/tend-a', () => true)).toBeNull()
+    expect(await chooseTaskId('/var/lib/tend-a\0alice', () => false)).toBe(first)
+    expect(await chooseTaskId('/var/lib/tend-a\0bob', () => false)).not.toBe(first)
+    expect(await chooseTaskId('/var/lib/tend-b\0alice', () => false)).not.toBe(first)
+    expect(await chooseTaskId('/var/lib/tend-a\0alice', (id) => id === first)).toBe(first === TASK_ID_LAST ? TASK_ID_FIRST : first + 1)
+    expect(await chooseTaskId('/var/lib/tend-a\0alice', () => true)).toBeNull()
   })
 
-  test('an id is taken when the user database or the group database knows it', () => {
+  test('an id is taken when the user database or the group database knows it', async () => {
     const user = checkUnprivilegedUser()
-    expect(idTaken(0)).toBe(true)
-    expect(idTaken(user.uid)).toBe(true)
+    expect(await idTaken(0)).toBe(true)
+    expect(await idTaken(user.uid)).toBe(true)
     // A group that no user shares its number with counts too.
     const groupOnly = readFileSync('/etc/group', 'utf8').split('\n').map((line) => Number(line.split(':')[2])).find((gid) => Number.isInteger(gid) && spawnSync('getent', ['passwd', String(gid)]).status === 2)
     expect(groupOnly, 'a group whose number no user has').toBeDefined()
-    expect(idTaken(groupOnly!)).toBe(true)
-    expect(idTaken(TASK_ID_LAST)).toBe(false)
+    expect(await idTaken(groupOnly!)).toBe(true)
+    expect(await idTaken(TASK_ID_LAST)).toBe(false)
   })
 })

@@ -26,6 +26,7 @@ export function registerStatusCommand(program: Command): void {
             (status.sandbox.bubblewrap ? ` (bubblewrap ${status.sandbox.bubblewrap.version} at ${status.sandbox.bubblewrap.path})` : ''),
           ...Object.entries(status.sandbox.missing).map(([profile, why]) => `             ${profile} unavailable: ${why}`),
           `identity:    ${identityLine(status.sandbox.identity)}`,
+          ...taskUidsLine(status.sandbox.identity),
           `keyring:     ${status.sandbox.keyring.fresh ? 'every task gets a session keyring of its own' : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`}`,
           ...seccompLines(status.sandbox.filters),
           ...boundsLines(status.sandbox.bounds),
@@ -48,9 +49,21 @@ function identityLine(identity: DaemonStatus['sandbox']['identity']): string {
   if (identity.fallback) return `sandboxed tasks run as uid ${identity.uid} without capabilities: ${identity.fallback}; ${off}`
   if (identity.as === 'task') {
     const home = identity.home ? `, and see ${identity.home} read-only` : ''
-    return `sandboxed tasks run as uid ${identity.uid} gid ${identity.gid}, their own (what they make in their folders belongs to each folder's owner${home}); ${off}`
+    const range = identity.range ? `, from ${identity.range.first}-${identity.range.last}` : ''
+    return `sandboxed tasks run as a uid and gid of their owner's own${range} (what they make in their folders belongs to each folder's owner${home}); ${off}`
   }
   return `sandboxed tasks run as ${identity.as === 'taskUser' ? 'taskUser' : 'the daemon'} (uid ${identity.uid} gid ${identity.gid}); ${off}`
+}
+
+/** Owners shown by name in the text status; --json lists them all. */
+const OWNERS_SHOWN = 20
+
+/** Each owner's task uid (gid the same), when sandboxed tasks run on their own identity. */
+function taskUidsLine(identity: DaemonStatus['sandbox']['identity']): string[] {
+  if (identity.as !== 'task' || identity.fallback) return []
+  const shown = identity.owners.slice(0, OWNERS_SHOWN).map(({ owner, uid }) => `${owner} ${uid}`)
+  const more = identity.owners.length > OWNERS_SHOWN ? `, and ${identity.owners.length - OWNERS_SHOWN} more (--json lists them)` : ''
+  return [`task uids:   ${shown.length > 0 ? shown.join(', ') : 'none given yet'}${more}`]
 }
 
 type ProfileBounds = NonNullable<DaemonStatus['sandbox']['bounds']['workspace']>

@@ -4,6 +4,7 @@ import { type DaemonStatus } from '../../../protocol/index.js'
 import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import { sandboxBounds, seccompFilters, seccompSupported } from '../../sandbox/index.js'
+import { TASK_ID_FIRST, TASK_ID_LAST } from '../../sandbox/owner-ids.js'
 import type { PeerCheckStatus } from '../../peer/index.js'
 
 /**
@@ -41,6 +42,8 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCh
           as: context.sandbox.identity.as,
           uid: context.sandbox.identity.uid,
           gid: context.sandbox.identity.gid,
+          range: context.sandbox.identity.as === 'task' ? { first: TASK_ID_FIRST, last: TASK_ID_LAST } : null,
+          owners: context.sandbox.identity.owners?.list() ?? [],
           home: context.sandbox.identity.home,
           fallback: context.sandbox.identity.fallback,
           off: context.sandbox.identity.off,
