@@ -31,6 +31,8 @@ export interface IdmappedRoot {
 export interface ProtectedPlace {
   path: string
   what: string
+  /** Folders inside it may be given (a user's home holds projects): only it, and folders around it, are refused. */
+  holdsProjects?: boolean
 }
 
 /**
@@ -133,8 +135,8 @@ function findProtected(real: string, places: readonly ProtectedPlace[]): { place
   if (real === '/') return { place: { path: '/', what: 'the whole file system' }, relation: 'is' }
   for (const place of places) {
     if (real === place.path) return { place, relation: 'is' }
-    if (isWithin(real, place.path)) return { place, relation: 'lies inside' }
     if (isWithin(place.path, real)) return { place, relation: 'contains' }
+    if (!place.holdsProjects && isWithin(real, place.path)) return { place, relation: 'lies inside' }
   }
   return null
 }
