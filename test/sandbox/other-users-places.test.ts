@@ -5,7 +5,7 @@ import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, re
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { startTestDaemon, type TestDaemon, type UnprivilegedUser } from '../helpers/test-daemon.js'
+import { startTestDaemon, stopAll, type TestDaemon, type UnprivilegedUser } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
@@ -93,11 +93,13 @@ describe("another user's places, daemon as root", () => {
     try {
       await waitFor('no process of any task of this file left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
     } finally {
-      await daemon?.stop()
-      // X's home stays X's: its daemon's stop removes only its tend home.
-      await xDaemon?.stop()
-      rmSync(base, { recursive: true, force: true })
-      execFileSync('userdel', [userName])
+      try {
+        // X's daemon's stop removes only its tend home.
+        await stopAll(daemon, xDaemon)
+      } finally {
+        rmSync(base, { recursive: true, force: true })
+        execFileSync('userdel', [userName])
+      }
     }
   })
 
