@@ -38,8 +38,10 @@ export interface ProtectedPlace {
 /**
  * The system folders: the whole file system's programs, configuration, kernel and service state.
  * Binding one writable would replace the sandbox's own (/proc, /sys, /dev) or change the host.
+ * /var/spool holds cron's and at's jobs, which run as their file's owner (a root daemon's task
+ * writes a root-owned folder as root).
  */
-const SYSTEM_FOLDERS = ['/proc', '/sys', '/dev', '/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/run', '/var/run', '/var/lib', '/var/log']
+const SYSTEM_FOLDERS = ['/proc', '/sys', '/dev', '/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/run', '/var/run', '/var/lib', '/var/log', '/var/spool']
 
 export interface TaskPaths {
   /** The cwd the task runs in: its real path under a sandbox, the path as given with `off`. */

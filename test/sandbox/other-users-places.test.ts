@@ -172,6 +172,19 @@ describe("another user's places, daemon as root", () => {
     expectXUntouched()
   })
 
+  eachProfile('a cwd or writable path in /var/spool (cron and at run the jobs there as their owner) is refused', async (sandbox) => {
+    const spool = join('/var/spool', `tend-places-${tag}-${sandbox}`)
+    mkdirSync(spool, { mode: 0o755 })
+    try {
+      for (const options of [{ cwd: spool }, { cwd: scratch(), writablePaths: [spool] }]) {
+        await expect(attempt('echo job > planted; echo done', { ...options, sandbox }), JSON.stringify(options)).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('a system folder') })
+      }
+      expect(existsSync(join(spool, 'planted'))).toBe(false)
+    } finally {
+      rmSync(spool, { recursive: true, force: true })
+    }
+  })
+
   eachProfile("a user's world-readable secret is empty to a task anywhere", async (sandbox) => {
     const { output } = await attempt(`cat ${q(join(xHome, '.config', 'gh', 'hosts.yml'))} 2>&1; echo done`, { cwd: scratch(), sandbox })
     expect(output).toContain('done\n')
