@@ -17,7 +17,8 @@ import { HOME_SECRET_PARENTS, homeSecretPaths } from './secret-paths.js'
  *     the daemon's own.
  * Asked per task (admission and launch), so every part is kept until the files it was read from
  * change: /etc/passwd, /var/tmp, each registry folder, each home and the folders holding its
- * secret paths. The cost per task is one stat per user home and per registry folder.
+ * secret paths. The cost per task is one stat per user home (on a machine of more than
+ * EXACT_HOMES homes, once a second) and per registry folder.
  */
 
 export interface EveryUserPlaces {
@@ -27,6 +28,9 @@ export interface EveryUserPlaces {
 
 /** A folder unchanged for this long is trusted to stay as read: its mtime ticks coarsely. */
 const SETTLED_MS = 1000
+/** Up to this many homes, each is looked at for every task; past it, once per RELOOK_MS. */
+const EXACT_HOMES = 64
+const RELOOK_MS = 1000
 
 /** Builds the reader: call the answer per task. */
 export function everyUserPlaces(): () => EveryUserPlaces {
@@ -34,31 +38,43 @@ export function everyUserPlaces(): () => EveryUserPlaces {
   const shared = cachedSharedRegistries()
   let folders: string[] = []
   const tendHomes = cachedKnownHomes(() => folders, false)
-  const homes = new Map<string, () => HomeFacts | null>()
+  let homes = new Map<string, () => HomeFacts | null>()
   let basis: { users: readonly PasswdUser[]; shared: ReadonlyMap<number, readonly string[]> } | null = null
   let owners: Array<{ user: PasswdUser; facts: () => HomeFacts | null }> = []
   let last: { parts: unknown[]; view: EveryUserPlaces } | null = null
+  let facts: Array<HomeFacts | null> = []
+  let lastLook: number | null = null
+  let lookedWith: readonly PasswdUser[] | null = null
   return () => {
     const listed = users()
     const sharedNow = shared()
+    if (basis?.users !== listed) {
+      // One entry per home folder (several system users share /bin or /nonexistent).
+      const kept = new Map<string, () => HomeFacts | null>()
+      owners = []
+      for (const user of listed) {
+        if (user.home === null || kept.has(user.home)) continue
+        const read = homes.get(user.home) ?? cachedHomeFacts(user.home)
+        kept.set(user.home, read)
+        owners.push({ user, facts: read })
+      }
+      homes = kept
+    }
     if (basis?.users !== listed || basis.shared !== sharedNow) {
       basis = { users: listed, shared: sharedNow }
       // Registries of uids the user database does not know (a container's arbitrary uid) too.
       const known = new Set(listed.map((user) => user.uid))
       folders = [...new Set([...listed.flatMap((user) => registryFolders({ uid: user.uid, passwdHome: user.home }, sharedNow)), ...[...sharedNow].filter(([uid]) => !known.has(uid)).flatMap(([, dirs]) => dirs)])]
-      // One entry per home folder (several system users share /bin or /nonexistent).
-      const seen = new Set<string>()
-      owners = []
-      for (const user of listed) {
-        if (user.home === null || seen.has(user.home)) continue
-        seen.add(user.home)
-        let facts = homes.get(user.home)
-        if (!facts) homes.set(user.home, (facts = cachedHomeFacts(user.home)))
-        owners.push({ user, facts })
-      }
     }
     const found = tendHomes()
-    const facts = owners.map((owner) => owner.facts())
+    // Exact on a machine of a few dozen homes; on one of thousands, each is looked at again once a
+    // second at most (a new user's home at once: the user database has changed).
+    const now = Date.now()
+    if (owners.length <= EXACT_HOMES || lastLook === null || listed !== lookedWith || now - lastLook >= RELOOK_MS) {
+      facts = owners.map((owner) => owner.facts())
+      lastLook = now
+      lookedWith = listed
+    }
     const parts = [folders, found, ...facts]
     if (last && last.parts.length === parts.length && last.parts.every((part, index) => part === parts[index])) return last.view
     last = { parts, view: describe(owners.map((owner, index) => ({ user: owner.user, facts: facts[index]! })), folders, found) }
@@ -100,7 +116,7 @@ function cachedHomeFacts(home: string): () => HomeFacts | null {
     const now = Date.now()
     let settled = true
     for (const path of [home, ...(cached?.parents ?? [])]) {
-      const info = statSync(path, { bigint: true, throwIfNoEntry: false })
+      const info = statOrNone(path)
       if (info === undefined) {
         stamps.push('none')
         continue
@@ -117,7 +133,7 @@ function cachedHomeFacts(home: string): () => HomeFacts | null {
     const parents = HOME_SECRET_PARENTS.map((parent) => join(home, parent)).filter((path) => existsSync(path))
     // The stamps of the parents found now, for the next comparison.
     const parentStamps = parents.map((path) => {
-      const info = statSync(path, { bigint: true, throwIfNoEntry: false })
+      const info = statOrNone(path)
       if (info && now - Number(info.mtimeMs) <= SETTLED_MS) settled = false
       return info ? `${info.dev}:${info.ino}:${info.mtimeNs}` : 'none'
     })
@@ -144,6 +160,15 @@ function readHomeFacts(home: string): HomeFacts | null {
     }
   }
   return { home: real, secrets }
+}
+
+/** Its stat, or undefined when it is missing or cannot be reached (ENOENT raises no exception: most homes lack most paths). */
+function statOrNone(path: string) {
+  try {
+    return statSync(path, { bigint: true, throwIfNoEntry: false })
+  } catch {
+    return undefined
+  }
 }
 
 function realOrSelf(path: string): string {

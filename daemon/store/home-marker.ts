@@ -24,10 +24,16 @@ export function markHome(home: string): void {
 }
 
 export function holdsMarker(dir: string): boolean {
-  const marker = lstatSync(join(dir, HOME_MARKER), { throwIfNoEntry: false })
-  // Most folders hold none: the folder itself is only looked at when one is there.
-  if (marker === undefined || !marker.isFile()) return false
-  const folder = statSync(dir, { throwIfNoEntry: false })
+  let marker, folder
+  try {
+    marker = lstatSync(join(dir, HOME_MARKER), { throwIfNoEntry: false })
+    // Most folders hold none: the folder itself is only looked at when one is there.
+    if (marker === undefined || !marker.isFile()) return false
+    folder = statSync(dir, { throwIfNoEntry: false })
+  } catch {
+    // Not a folder (ENOTDIR), or one out of reach: no home there that this daemon could mask either.
+    return false
+  }
   return folder !== undefined && folder.uid === marker.uid && (folder.mode & 0o022) === 0
 }
 

@@ -42,8 +42,8 @@ export function currentRegistryUser(): RegistryUser {
 /** Where `user`'s daemons usually record their homes (registry-folders.ts: where they do). */
 export function homeRegistryDir(user: RegistryUser): string {
   if (user.passwdHome && isAbsolute(user.passwdHome)) {
-    const info = statSync(user.passwdHome, { throwIfNoEntry: false })
-    if (info?.isDirectory() && info.uid === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
+    const info = statOrNone(user.passwdHome)
+    if (info?.isDirectory() && Number(info.uid) === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
   }
   return `/var/tmp/tend-homes-${user.uid}`
 }
@@ -53,6 +53,9 @@ interface RegistryEntry {
   home: string
   pid: number
 }
+
+/** A user has a few homes; a registry is read up to this many entries. */
+const MAX_ENTRIES = 1024
 
 /** An entry is a few dozen bytes: anything much larger is not one. */
 const MAX_ENTRY_BYTES = 64 * 1024
@@ -86,8 +89,11 @@ export function knownHomes(dir: string, prune = true): string[] {
     return []
   }
   const homes = new Set<string>()
+  let entries = 0
   for (const name of names) {
     if (!name.endsWith('.json')) continue
+    // Only its own user fills a registry: past this, it costs every reader and protects nothing more.
+    if (++entries > MAX_ENTRIES) break
     const file = join(dir, name)
     const home = readEntry(file)
     if (home === null) continue
@@ -128,11 +134,8 @@ function cachedRegistry(dir: string, prune: boolean): () => string[] {
   let cached: { stamp: string; homes: string[] } | null = null
   const none: string[] = []
   return () => {
-    let info
-    try {
-      info = statSync(dir, { bigint: true })
-    } catch {
-      // No registry: nothing registered.
+    const info = statOrNone(dir)
+    if (info === undefined) {
       cached = null
       return none
     }
@@ -141,6 +144,15 @@ function cachedRegistry(dir: string, prune: boolean): () => string[] {
     const homes = knownHomes(dir, prune)
     cached = stamp === null ? null : { stamp, homes }
     return homes
+  }
+}
+
+/** The folder's stat, or undefined when there is none (or it cannot be reached). Most users have no registry: ENOENT raises no exception. */
+function statOrNone(dir: string) {
+  try {
+    return statSync(dir, { bigint: true, throwIfNoEntry: false })
+  } catch {
+    return undefined
   }
 }
 
@@ -155,8 +167,13 @@ function readEntry(file: string): string | null {
   }
 }
 
+/** Whether an entry's path is a home now. An entry is its user's text: a path through a file (ENOTDIR) or a folder out of reach is just not one. */
 function isHome(path: string): boolean {
-  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true && holdsMarker(path)
+  try {
+    return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true && holdsMarker(path)
+  } catch {
+    return false
+  }
 }
 
 function homeHash(realHome: string): string {

@@ -15,6 +15,8 @@ import { ownFolderProblem } from './home-safety.js'
 
 const SHARED_PARENT = '/var/tmp'
 const SHARED_NAME = /^tend-homes-(\d+)(?:\.[A-Za-z0-9]+)?$/
+/** Registry folders of one uid in /var/tmp that are read (sorted by name; the usual one sorts first). */
+const MAX_FOLDERS_PER_UID = 8
 
 /** The registry a daemon records its home in, and the usual folder it could not use (another user's), if so. */
 export interface OpenedRegistry {
@@ -82,7 +84,9 @@ export function sharedRegistriesByUid(): Map<number, string[]> {
     const path = join(SHARED_PARENT, name)
     const info = lstatSync(path, { throwIfNoEntry: false })
     if (!info?.isDirectory() || info.uid !== uid) continue
-    found.set(uid, [...(found.get(uid) ?? []), path])
+    const folders = found.get(uid) ?? []
+    // A daemon takes the first one of its own; more are its own user's doing, and cost every reader.
+    if (folders.length < MAX_FOLDERS_PER_UID) found.set(uid, [...folders, path])
   }
   return found
 }

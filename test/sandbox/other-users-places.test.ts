@@ -172,6 +172,24 @@ describe("another user's places, daemon as root", () => {
     expectXUntouched()
   })
 
+  eachProfile("entries a user writes in its own registry (a path through a file, a FIFO, a huge file) cost the daemon nothing: tasks are still accepted, and that user's homes still refused", async (sandbox) => {
+    const registry = join(xHome, '.local', 'state', 'tend-homes')
+    const planted = [join(registry, `planted-${sandbox}-through-a-file.json`), join(registry, `planted-${sandbox}-fifo.json`), join(registry, `planted-${sandbox}-huge.json`)]
+    writeFileSync(planted[0]!, JSON.stringify({ home: '/etc/passwd/inside', pid: 1 }))
+    execFileSync('mkfifo', [planted[1]!])
+    writeFileSync(planted[2]!, `{"home":"/var/tmp","pid":1,"pad":"${'x'.repeat(1024 * 1024)}"}`)
+    for (const path of planted) chownSync(path, x.uid, x.gid)
+    try {
+      // The registry changed just now: it is read again for this task.
+      const { task, output } = await attempt('echo done', { cwd: scratch(), sandbox })
+      expect(output, task.reason ?? '').toBe('done\n')
+      await expect(attempt(steal, { cwd: xOuterProject, sandbox })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('a tend home') })
+    } finally {
+      for (const path of planted) rmSync(path, { force: true })
+    }
+    expectXUntouched()
+  })
+
   eachProfile('a cwd or writable path in /var/spool (cron and at run the jobs there as their owner) is refused', async (sandbox) => {
     const spool = join('/var/spool', `tend-places-${tag}-${sandbox}`)
     mkdirSync(spool, { mode: 0o755 })
