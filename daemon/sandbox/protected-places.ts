@@ -55,12 +55,13 @@ export function protectedView(config: Readonly<DaemonConfig>, daemons: DaemonHom
 }
 
 /**
- * Files that let whoever reads them start tasks: the cluster key, the Redis URL file a worker was
- * given, the console's tokens (in the home, masked with it; named for a home that is not). The
- * default places (~/.config/tend) are secret paths.
+ * tend's own credentials: the cluster key and the Redis URL file a worker was given (whoever reads
+ * them starts tasks on every worker), the console's tokens (in the home, masked with it; named for
+ * a home that is not) and its TLS key (whoever holds it poses as the console). The default places
+ * (~/.config/tend) are secret paths.
  */
 function tendCredentials(config: Readonly<DaemonConfig>): string[] {
-  return [config.clusterKeyFile, config.clusterRedisUrlFile, config.layout.consoleTokens].filter((path): path is string => path !== null)
+  return [config.clusterKeyFile, config.clusterRedisUrlFile, config.layout.consoleTokens, config.consoleTlsKey].filter((path): path is string => path !== null)
 }
 
 /**

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
 import { openConsole } from '../helpers/console.js'
@@ -13,7 +14,7 @@ import { eachSandboxedProfile } from '../helpers/profiles.js'
 /*
  * tend's own credentials are hidden from every sandboxed task, wherever they are: the cluster key
  * (clusterKeyFile), the Redis URL file a worker was given (--redis-url-file), ~/.config/tend (where
- * docs/cluster.md keeps both), and the console's tokens. A --net task on a worker that reads the
+ * docs/cluster.md keeps both), the console's tokens and its TLS key. A --net task on a worker that reads the
  * Redis URL or the cluster key can start jobs on every worker of the cluster.
  */
 
@@ -66,13 +67,24 @@ function defineSuite(who: 'root' | 'non-root'): void {
         secretFile(join(dir, 'redis-url'), `${redis.url}\n`)
         secretFile(join(dir, 'cluster-key'), keyBytes)
       }
+      // The console's TLS key: whoever holds it can pose as the console to its operator.
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tend-test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(given, 'console-key.pem'), '-out', join(given, 'console-cert.pem')], { stdio: 'ignore' })
+      for (const file of ['console-key.pem', 'console-cert.pem']) chownSync(join(given, file), owner.uid, owner.gid)
+      chmodSync(join(given, 'console-key.pem'), 0o600)
       worker = await startTestDaemon({
         user: who === 'root' ? undefined : 'unprivileged',
         home,
         command: ['worker', '--redis-url-file', join(given, 'redis-url'), '--name', `creds-${who}`],
-        env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_CLUSTER_KEY_FILE: join(given, 'cluster-key') },
+        env: {
+          HOME: userHome,
+          PATH: SYSTEM_PATH,
+          TEND_SANDBOX: 'workspace',
+          TEND_CLUSTER_KEY_FILE: join(given, 'cluster-key'),
+          TEND_CONSOLE_TLS_CERT: join(given, 'console-cert.pem'),
+          TEND_CONSOLE_TLS_KEY: join(given, 'console-key.pem'),
+        },
       })
-      await openConsole(daemonEnv(home, { TEND_CONSOLE_PORT: '0' }))
+      expect((await openConsole(daemonEnv(home, { TEND_CONSOLE_PORT: '0' }))).tls).toBe(true)
       tokenDigestFile = join(home, 'console-tokens.json')
       expect(existsSync(tokenDigestFile)).toBe(true)
     })
@@ -93,14 +105,15 @@ function defineSuite(who: 'root' | 'non-root'): void {
       return { task, output: (await worker.client.read(started.id)).data }
     }
 
-    eachSandboxedProfile('a --net task reads neither the Redis URL, nor the cluster key, nor the console tokens, wherever they are', () => worker.client, async (sandbox) => {
-      const files = [join(documented, 'redis-url'), join(documented, 'cluster-key'), join(given, 'redis-url'), join(given, 'cluster-key'), tokenDigestFile]
+    eachSandboxedProfile("a --net task reads neither the Redis URL, nor the cluster key, nor the console's tokens or TLS key, wherever they are", () => worker.client, async (sandbox) => {
+      const files = [join(documented, 'redis-url'), join(documented, 'cluster-key'), join(given, 'redis-url'), join(given, 'cluster-key'), join(given, 'console-key.pem'), tokenDigestFile]
       const line = [...files.map((file) => `base64 -w0 ${q(file)} 2>/dev/null | sed 's|^|read ${file}: |'; echo`), 'echo done'].join('; ')
       const { task, output } = await attempt(line, sandbox)
       expect(output, task.reason ?? '').toContain('done\n')
       expect(output).not.toMatch(/read [^:]+: \S/)
       expect(output).not.toContain(redis.password!)
       expect(output).not.toContain(keyBytes.toString('base64'))
+      expect(output).not.toContain('PRIVATE KEY')
       // The files are there, as they were, on the host: the task could have read them had they shown.
       expect(readFileSync(join(given, 'cluster-key'))).toEqual(keyBytes)
       expect(readFileSync(join(documented, 'redis-url'), 'utf8')).toContain(redis.password!)
