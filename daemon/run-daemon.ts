@@ -105,10 +105,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }
   // Sandboxed tasks get every tend home masked, and none of them as a writable folder. Where they
-  // act as other folders' owners (idmapped), every user's places are theirs to keep apart too.
+  // act as someone else than the daemon (other folders' owners through idmapped mounts, or
+  // taskUser), every user's places are theirs to keep apart too.
   const sharedRegistries = cachedSharedRegistries()
   const registries = () => registryFolders(registryUser, sharedRegistries())
-  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as === 'task' ? { everyUser: everyUserPlaces() } : {}) }
+  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces() } : {}) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()

@@ -7,9 +7,9 @@ import type { ProtectedPlace } from './path-policy.js'
 import { HOME_SECRET_PARENTS, homeSecretPaths } from './secret-paths.js'
 
 /**
- * What every user of the machine keeps apart, for a daemon whose tasks act as other folders'
- * owners (a root daemon's tasks on their own identity: a folder of user X is idmapped to them, so
- * in it they have X's rights). Its own user's places are not enough there:
+ * What every user of the machine keeps apart, for a daemon whose tasks act as someone else: a
+ * root daemon's tasks on their own identity (a folder of user X is idmapped to them, so in it they
+ * have X's rights), or on taskUser (X itself). Its own user's places are not enough there:
  *   - each user's home (passwd): a cwd or writable path that is or holds it is refused (it would
  *     hand over the user's shell start-up files, keys, everything); one inside it, a project, is fine;
  *   - each user's secret paths (secret-paths.ts): refused when a path is, holds or lies in one; masked;

@@ -19,8 +19,8 @@ export interface DaemonHomes {
   /** Where the daemons of this uid register their homes (registry-folders.ts). */
   registries: () => readonly string[]
   /**
-   * Every user's places (every-user-places.ts), for a daemon whose tasks act as other folders'
-   * owners (a root daemon's tasks on their own identity); absent otherwise.
+   * Every user's places (every-user-places.ts), for a daemon whose tasks act as someone else than
+   * the daemon (a root daemon's tasks on their own identity, or taskUser); absent otherwise.
    */
   everyUser?: () => EveryUserPlaces
 }

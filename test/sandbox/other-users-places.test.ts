@@ -190,6 +190,24 @@ describe("another user's places, daemon as root", () => {
     expectXUntouched()
   })
 
+  eachProfile("with taskUser, the tasks run as that user: its secret paths are empty to them, and its home is refused", async (sandbox) => {
+    const asX = await startTestDaemon({ home: join(base, `task-user-${sandbox}`), env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_TASK_USER: userName } })
+    try {
+      expect((await asX.client.status()).sandbox.identity).toMatchObject({ as: 'taskUser', uid: x.uid })
+      const started = await asX.client.start({ command: `cat ${q(join(xHome, '.ssh', 'id_ed25519'))} ${q(join(xHome, '.config', 'gh', 'hosts.yml'))} 2>&1; echo done`, shell: true, cwd: xProject, sandbox, timeoutMs: 20_000 })
+      taskIds.push(started.id)
+      const task = await asX.client.wait(started.id, { timeoutMs: 40_000 })
+      const output = (await asX.client.read(started.id)).data
+      expect(output, task.reason ?? '').toContain('done\n')
+      expect(output).not.toContain(privateKey)
+      expect(output).not.toContain(ghToken)
+      await expect(asX.client.start({ command: steal, shell: true, cwd: xHome, sandbox })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining(`the home of ${userName}`) })
+    } finally {
+      await asX.stop()
+    }
+    expectXUntouched()
+  })
+
   eachProfile('a cwd or writable path in /var/spool (cron and at run the jobs there as their owner) is refused', async (sandbox) => {
     const spool = join('/var/spool', `tend-places-${tag}-${sandbox}`)
     mkdirSync(spool, { mode: 0o755 })
