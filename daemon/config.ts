@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, isTendError, parseDuration, parseLabels, parseSize, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { homeLayout, isTendError, parseDuration, parseLabels, parseSize, readRedisUrlFile, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 import { readClusterKey } from '../protocol/sealed-env.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 
@@ -77,6 +77,11 @@ export const DaemonSettingsSchema = Type.Object(
     consoleInsecure: Type.Boolean({ default: false }),
     /** Redis URL of a cluster's shared queue (docs/cluster.md): the daemon then also runs tasks from it. Default null (no cluster). */
     clusterRedis: Type.Union([Type.Null(), Type.String({ pattern: '^rediss?://' })], { default: null }),
+    /**
+     * A 0600 file of this user's whose first line is clusterRedis, an absolute path (what `tend worker
+     * --redis-url-file` sets); read when clusterRedis is not given. Hidden from every sandboxed task. Default null.
+     */
+    clusterRedisUrlFile: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
     /** The cluster's queue name. Default tend. */
     clusterQueue: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', default: 'tend' }),
     /** Cluster tasks this worker runs at once (its local tasks count apart). Default 4. */
@@ -128,6 +133,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_CONSOLE_INSECURE: { key: 'consoleInsecure', parse: parseSwitch },
   TEND_CLUSTER_REDIS: { key: 'clusterRedis', parse: String },
   TEND_REDIS_URL: { key: 'clusterRedis', parse: String },
+  TEND_REDIS_URL_FILE: { key: 'clusterRedisUrlFile', parse: String },
   TEND_CLUSTER_ALLOW_SANDBOX: { key: 'clusterAllowSandbox', parse: (text) => text.split(',').filter(Boolean) },
   TEND_CLUSTER_KEY_FILE: { key: 'clusterKeyFile', parse: String },
   TEND_CLUSTER_QUEUE: { key: 'clusterQueue', parse: String },
@@ -185,6 +191,10 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
     seen.add(key)
     problems.push(`${sources.get(key) ?? sources.get(key.split('/')[0]!) ?? key}: ${key} ${settingProblem(error)}`)
   }
+  const urlFile = (settings as DaemonSettings).clusterRedisUrlFile
+  if (problems.length === 0 && urlFile !== null && (settings as DaemonSettings).clusterRedis === null) {
+    ;(settings as DaemonSettings).clusterRedis = readClusterUrl(urlFile, sources.get('clusterRedisUrlFile') ?? 'clusterRedisUrlFile', problems)
+  }
   const keyFile = (settings as DaemonSettings).clusterKeyFile
   if (problems.length === 0 && keyFile !== null) checkClusterKey(keyFile, sources.get('clusterKeyFile') ?? 'clusterKeyFile', problems)
   const taskUser = (settings as DaemonSettings).taskUser
@@ -228,6 +238,16 @@ function checkClusterKey(path: string, source: string, problems: string[]): void
     readClusterKey(path)
   } catch (error) {
     problems.push(`${source}: ${(error as Error).message}`)
+  }
+}
+
+/** The Redis URL in the file, or null (a problem noted) when it cannot be read. */
+function readClusterUrl(path: string, source: string, problems: string[]): string | null {
+  try {
+    return readRedisUrlFile(path)
+  } catch (error) {
+    problems.push(`${source}: ${(error as Error).message}`)
+    return null
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import { setFlagsFromString } from 'node:v8'
 import { parseArgs } from 'node:util'
+import { resolve } from 'node:path'
 import { isTendError, readRedisUrlFile, redisUrlHasPassword, TendError } from '../protocol/index.js'
 import { loadDaemonConfig } from './config.js'
 import { startDaemon } from './run-daemon.js'
@@ -82,6 +83,8 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
   }
   const cluster: Record<string, string | undefined> = {
     TEND_CLUSTER_REDIS: redis,
+    // Where the URL came from: the daemon hides that file from its tasks.
+    TEND_REDIS_URL_FILE: values['redis-url-file'] === undefined ? undefined : resolve(values['redis-url-file']),
     TEND_CLUSTER_QUEUE: values.queue,
     TEND_CLUSTER_CONCURRENCY: values.concurrency,
     TEND_CLUSTER_LABELS: values.labels,

@@ -21,7 +21,9 @@ import { TaskInput } from './tasks/task-input.js'
 import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
 import { decideTaskIdentity, detectSandbox, removeDaemonCgroupFolders } from './sandbox/index.js'
-import { cachedKnownHomes, currentRegistryUser, homeRegistryDir, prepareRegistry, registerHome } from './store/home-registry.js'
+import { cachedKnownHomes, currentRegistryUser, registerHome } from './store/home-registry.js'
+import { cachedSharedRegistries, openRegistry, registryFolders, type OpenedRegistry } from './store/registry-folders.js'
+import { everyUserPlaces } from './sandbox/every-user-places.js'
 import { markHome } from './store/home-marker.js'
 import { TaskStore } from './store/task-store.js'
 import { readVersion } from './version.js'
@@ -72,11 +74,12 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   await writePidFile(layout.home)
   // A home is known by its marker, and to every daemon of this user by the registry, before any
   // task of any of them can be given it (docs/spool.md).
-  const registry = homeRegistryDir(currentRegistryUser())
+  const registryUser = currentRegistryUser()
+  let registry: OpenedRegistry
   try {
     markHome(layout.home)
-    prepareRegistry(registry, process.geteuid!())
-    registerHome(registry, layout.home)
+    registry = openRegistry(registryUser)
+    registerHome(registry.dir, layout.home)
   } catch (error) {
     lock.release()
     throw error
@@ -94,14 +97,19 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const [detected, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home, pidsMax: config.daemonPidsMax }), createSpawner(config.spawner, log)])
   // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.
   const identity = await decideTaskIdentity({ config, spawner, bwrapPath: detected.bwrap?.path ?? null, workspaceMissing: detected.missing.workspace })
+  if (registry.unusable) log.warn({ unusable: registry.unusable.path, problem: registry.unusable.problem, registry: registry.dir }, 'the usual registry of tend homes is not this user\'s: another folder of its own keeps it')
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
   const sandbox = { ...detected, identity }
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }
-  // Sandboxed tasks get every tend home masked, and none of them as a writable folder.
-  const daemonHomes = { homes: cachedKnownHomes(registry), registry }
+  // Sandboxed tasks get every tend home masked, and none of them as a writable folder. Where they
+  // act as someone else than the daemon (other folders' owners through idmapped mounts, or
+  // taskUser), every user's places are theirs to keep apart too.
+  const sharedRegistries = cachedSharedRegistries()
+  const registries = () => registryFolders(registryUser, sharedRegistries())
+  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces() } : {}) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()

@@ -31,13 +31,17 @@ export interface IdmappedRoot {
 export interface ProtectedPlace {
   path: string
   what: string
+  /** Folders inside it may be given (a user's home holds projects): only it, and folders around it, are refused. */
+  holdsProjects?: boolean
 }
 
 /**
  * The system folders: the whole file system's programs, configuration, kernel and service state.
  * Binding one writable would replace the sandbox's own (/proc, /sys, /dev) or change the host.
+ * /var/spool holds cron's and at's jobs, which run as their file's owner (a root daemon's task
+ * writes a root-owned folder as root).
  */
-const SYSTEM_FOLDERS = ['/proc', '/sys', '/dev', '/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/run', '/var/run', '/var/lib', '/var/log']
+const SYSTEM_FOLDERS = ['/proc', '/sys', '/dev', '/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/run', '/var/run', '/var/lib', '/var/log', '/var/spool']
 
 export interface TaskPaths {
   /** The cwd the task runs in: its real path under a sandbox, the path as given with `off`. */
@@ -133,8 +137,8 @@ function findProtected(real: string, places: readonly ProtectedPlace[]): { place
   if (real === '/') return { place: { path: '/', what: 'the whole file system' }, relation: 'is' }
   for (const place of places) {
     if (real === place.path) return { place, relation: 'is' }
-    if (isWithin(real, place.path)) return { place, relation: 'lies inside' }
     if (isWithin(place.path, real)) return { place, relation: 'contains' }
+    if (!place.holdsProjects && isWithin(real, place.path)) return { place, relation: 'lies inside' }
   }
   return null
 }

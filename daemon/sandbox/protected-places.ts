@@ -1,26 +1,33 @@
 import { existsSync, realpathSync } from 'node:fs'
 import { resolveHome } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
-import type { ProtectedPlace } from './path-policy.js'
+import type { EveryUserPlaces } from './every-user-places.js'
+import { isWithin, type ProtectedPlace } from './path-policy.js'
 import { secretPaths } from './secret-paths.js'
 
 /** What no sandboxed task may be given to write, and what every one of them gets masked. */
 export interface ProtectedView {
   /** Refused as (or around, or inside) a cwd or writable path. */
   places: ProtectedPlace[]
-  /** Real paths covered by an empty read-only folder or file inside the sandbox. */
+  /** Real paths covered by an empty read-only folder or file inside the sandbox; none inside another. */
   masks: string[]
 }
 
 export interface DaemonHomes {
   /** Real paths of every running daemon's TEND_HOME (this one's included) and the default home. */
   homes: () => string[]
-  /** Where the daemons register their homes. */
-  registry: string
+  /** Where the daemons of this uid register their homes (registry-folders.ts). */
+  registries: () => readonly string[]
+  /**
+   * Every user's places (every-user-places.ts), for a daemon whose tasks act as someone else than
+   * the daemon (a root daemon's tasks on their own identity, or taskUser); absent otherwise.
+   */
+  everyUser?: () => EveryUserPlaces
 }
 
 /**
- * Every tend home (this daemon's, the default one, every running daemon's) and the secret paths,
+ * Every tend home (this daemon's, the default one, every running daemon's), the secret paths,
+ * tend's own credential files and, where tasks act as other folders' owners, every user's places,
  * each as its real path: a mask or a refusal on a symlink's own path would miss what it leads to.
  */
 export function protectedView(config: Readonly<DaemonConfig>, daemons: DaemonHomes): ProtectedView {
@@ -30,19 +37,42 @@ export function protectedView(config: Readonly<DaemonConfig>, daemons: DaemonHom
     if (real) homes.add(real)
   }
   const secrets = new Set<string>()
-  for (const path of secretPaths(config.baseEnv.HOME)) {
+  for (const path of [...secretPaths(config.baseEnv.HOME), ...tendCredentials(config)]) {
     const real = realOrNull(path)
     if (real) secrets.add(real)
   }
-  const registry = realOrNull(daemons.registry)
+  const registries = daemons.registries().map(realOrNull).filter((path): path is string => path !== null)
+  const everyUser = daemons.everyUser?.()
   return {
     places: [
       ...[...homes].map((path) => ({ path, what: 'a tend home (TEND_HOME: sockets, spool, logs)' })),
-      ...(registry ? [{ path: registry, what: "tend's registry of daemon homes" }] : []),
+      ...registries.map((path) => ({ path, what: "tend's registry of daemon homes" })),
       ...[...secrets].map((path) => ({ path, what: 'a masked secret path' })),
+      ...(everyUser?.places ?? []),
     ],
-    masks: [...homes, ...secrets],
+    masks: outermost([...homes, ...secrets, ...(everyUser?.masks ?? [])]),
   }
+}
+
+/**
+ * tend's own credentials: the cluster key and the Redis URL file a worker was given (whoever reads
+ * them starts tasks on every worker), the console's tokens (in the home, masked with it; named for
+ * a home that is not) and its TLS key (whoever holds it poses as the console). The default places
+ * (~/.config/tend) are secret paths.
+ */
+function tendCredentials(config: Readonly<DaemonConfig>): string[] {
+  return [config.clusterKeyFile, config.clusterRedisUrlFile, config.layout.consoleTokens, config.consoleTlsKey].filter((path): path is string => path !== null)
+}
+
+/**
+ * The masks without those inside another: inside an empty read-only folder there is nothing to
+ * cover, and bubblewrap could not make the mount point.
+ */
+function outermost(paths: readonly string[]): string[] {
+  const unique = [...new Set(paths)].sort((a, b) => a.length - b.length)
+  const kept: string[] = []
+  for (const path of unique) if (!kept.some((outer) => isWithin(path, outer))) kept.push(path)
+  return kept
 }
 
 function realOrNull(path: string): string | null {

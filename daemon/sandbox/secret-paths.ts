@@ -1,11 +1,22 @@
 import { readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 
-/** Where credentials usually live under a home folder; a sandboxed task sees them empty. */
+/**
+ * Where credentials usually live under a home folder; a sandboxed task sees them empty.
+ * `.config/tend` is tend's own: the cluster's Redis URL and key as docs/cluster.md keeps them.
+ */
 const HOME_SECRETS = [
-  '.ssh', '.aws', '.azure', '.config/gh', '.config/gcloud', '.config/hub', '.docker', '.gnupg', '.kube',
+  '.ssh', '.aws', '.azure', '.config/gh', '.config/gcloud', '.config/hub', '.config/tend', '.docker', '.gnupg', '.kube',
   '.netrc', '.git-credentials', '.npmrc', '.pypirc', '.cargo/credentials', '.cargo/credentials.toml', '.terraformrc', '.vault-token',
 ]
+
+/** The folders of a home that hold its secret paths besides the home itself (`.config`, `.cargo`): what can change them. */
+export const HOME_SECRET_PARENTS = [...new Set(HOME_SECRETS.map((relative) => dirname(relative)).filter((parent) => parent !== '.'))]
+
+/** The secret paths of a home folder (as paths under it, not resolved). */
+export function homeSecretPaths(home: string): string[] {
+  return HOME_SECRETS.map((relative) => join(home, relative))
+}
 
 /** System-wide secrets: password hashes and the host's SSH private keys. */
 function systemSecrets(): string[] {
@@ -19,5 +30,5 @@ function systemSecrets(): string[] {
 }
 
 export function secretPaths(home: string | undefined): string[] {
-  return [...(home ? HOME_SECRETS.map((relative) => join(home, relative)) : []), ...systemSecrets()]
+  return [...(home ? homeSecretPaths(home) : []), ...systemSecrets()]
 }

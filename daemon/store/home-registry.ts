@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto'
-import { lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { isAbsolute, join } from 'node:path'
-import { TendError } from '../../protocol/index.js'
 import { readRegularFileSync, writeRegularFileSync } from '../../spool/index.js'
 import { holdsMarker } from './home-marker.js'
-import { ownFolderProblem } from './home-safety.js'
 
 /**
  * The per-user registry of tend homes: every daemon records its home there at start, and every
@@ -14,9 +12,10 @@ import { ownFolderProblem } from './home-safety.js'
  * user started with different HOME or XDG_STATE_HOME must find each other.
  *   - `<passwd home>/.local/state/tend-homes` when the user's home in the user database (not
  *     $HOME) is a folder the user owns;
- *   - else `/var/tmp/tend-homes-<uid>` (service users whose home is /nonexistent).
+ *   - else `/var/tmp/tend-homes-<uid>` (service users whose home is /nonexistent), or another
+ *     folder of that user's there when someone else made that one first (registry-folders.ts).
  * Either way the daemon checks it before use (its own, 0700 or at least not writable by others,
- * not a link) and refuses to start otherwise.
+ * not a link).
  *
  * An entry stays as long as its folder exists and holds the home marker: a stopped daemon's home
  * is hidden and refused too (its config.json is read again at its next start).
@@ -40,27 +39,13 @@ export function currentRegistryUser(): RegistryUser {
   return { uid, passwdHome }
 }
 
-/** Where `user`'s daemons record their homes. */
+/** Where `user`'s daemons usually record their homes (registry-folders.ts: where they do). */
 export function homeRegistryDir(user: RegistryUser): string {
   if (user.passwdHome && isAbsolute(user.passwdHome)) {
-    const info = statSync(user.passwdHome, { throwIfNoEntry: false })
-    if (info?.isDirectory() && info.uid === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
+    const info = statOrNone(user.passwdHome)
+    if (info?.isDirectory() && Number(info.uid) === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
   }
   return `/var/tmp/tend-homes-${user.uid}`
-}
-
-/**
- * Makes the registry folder if missing (0700) and checks it is this user's own: a folder (not a
- * link), owned by uid, writable by nobody else. Throws TEND_ERR_HOME_UNSAFE naming what to fix.
- */
-export function prepareRegistry(dir: string, uid: number): void {
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 })
-  } catch (error) {
-    throw new TendError('TEND_ERR_HOME_UNSAFE', { path: dir, detail: `the registry of tend homes cannot be made: ${(error as Error).message}` }, { cause: error })
-  }
-  const problem = ownFolderProblem(dir, uid)
-  if (problem) throw new TendError('TEND_ERR_HOME_UNSAFE', { path: dir, detail: `the registry of tend homes ${problem}` })
 }
 
 /** One file per home, `<hash of its real path>.json`: the home, and the daemon that last started there. */
@@ -68,6 +53,9 @@ interface RegistryEntry {
   home: string
   pid: number
 }
+
+/** A user has a few homes; a registry is read up to this many entries. */
+const MAX_ENTRIES = 1024
 
 /** An entry is a few dozen bytes: anything much larger is not one. */
 const MAX_ENTRY_BYTES = 64 * 1024
@@ -89,10 +77,11 @@ export function registerHome(dir: string, home: string, pid: number = process.pi
 }
 
 /**
- * Real paths of every home the registry lists that still exists and holds its marker; an entry
- * whose folder is gone, or no longer a home, is removed (best effort).
+ * Real paths of every home the registry lists that still exists and holds its marker. An entry
+ * whose folder is gone, or no longer a home, is removed (best effort) when `prune` (the registry
+ * is the reader's own); another user's registry is only read.
  */
-export function knownHomes(dir: string): string[] {
+export function knownHomes(dir: string, prune = true): string[] {
   let names: string[]
   try {
     names = readdirSync(dir)
@@ -100,13 +89,16 @@ export function knownHomes(dir: string): string[] {
     return []
   }
   const homes = new Set<string>()
+  let entries = 0
   for (const name of names) {
     if (!name.endsWith('.json')) continue
+    // Only its own user fills a registry: past this, it costs every reader and protects nothing more.
+    if (++entries > MAX_ENTRIES) break
     const file = join(dir, name)
     const home = readEntry(file)
     if (home === null) continue
     if (!isHome(home)) {
-      rmSync(file, { force: true })
+      if (prune) rmSync(file, { force: true })
       continue
     }
     homes.add(realOrSelf(home))
@@ -118,24 +110,49 @@ export function knownHomes(dir: string): string[] {
 const SETTLED_MS = 1000
 
 /**
- * knownHomes() for a caller that asks per task: the registry is read again only when its folder
- * has changed (a daemon registered, an entry was pruned). A folder changed within the last second
- * is read every time: a change in the same tick of its mtime would otherwise be missed.
+ * knownHomes() of every folder `folders()` names, for a caller that asks per task: each registry
+ * is read again only when its folder has changed (a daemon registered, an entry was pruned). A
+ * folder changed within the last second is read every time: a change in the same tick of its mtime
+ * would otherwise be missed. The same array comes back while nothing changed.
  */
-export function cachedKnownHomes(dir: string): () => string[] {
-  let cached: { stamp: string; homes: string[] } | null = null
+export function cachedKnownHomes(folders: () => readonly string[], prune = true): () => string[] {
+  const caches = new Map<string, () => string[]>()
+  let last: { parts: string[][]; homes: string[] } | null = null
   return () => {
-    let stamp: string | null = null
-    try {
-      const info = statSync(dir, { bigint: true })
-      if (Date.now() - Number(info.mtimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.mtimeNs}`
-    } catch {
-      // No registry: nothing registered.
+    const parts = folders().map((dir) => {
+      let read = caches.get(dir)
+      if (!read) caches.set(dir, (read = cachedRegistry(dir, prune)))
+      return read()
+    })
+    if (last && last.parts.length === parts.length && last.parts.every((part, index) => part === parts[index])) return last.homes
+    last = { parts, homes: [...new Set(parts.flat())] }
+    return last.homes
+  }
+}
+
+function cachedRegistry(dir: string, prune: boolean): () => string[] {
+  let cached: { stamp: string; homes: string[] } | null = null
+  const none: string[] = []
+  return () => {
+    const info = statOrNone(dir)
+    if (info === undefined) {
+      cached = null
+      return none
     }
+    const stamp = Date.now() - Number(info.mtimeMs) > SETTLED_MS ? `${info.dev}:${info.ino}:${info.mtimeNs}` : null
     if (stamp !== null && cached?.stamp === stamp) return cached.homes
-    const homes = knownHomes(dir)
+    const homes = knownHomes(dir, prune)
     cached = stamp === null ? null : { stamp, homes }
     return homes
+  }
+}
+
+/** The folder's stat, or undefined when there is none (or it cannot be reached). Most users have no registry: ENOENT raises no exception. */
+function statOrNone(dir: string) {
+  try {
+    return statSync(dir, { bigint: true, throwIfNoEntry: false })
+  } catch {
+    return undefined
   }
 }
 
@@ -150,8 +167,13 @@ function readEntry(file: string): string | null {
   }
 }
 
+/** Whether an entry's path is a home now. An entry is its user's text: a path through a file (ENOTDIR) or a folder out of reach is just not one. */
 function isHome(path: string): boolean {
-  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true && holdsMarker(path)
+  try {
+    return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true && holdsMarker(path)
+  } catch {
+    return false
+  }
 }
 
 function homeHash(realHome: string): string {

@@ -131,7 +131,7 @@ export class Supervisor {
     private readonly capabilities: SandboxCapabilities,
     private readonly spawner: Spawner,
     private readonly onTaskFinished: (task: Task) => void = () => {},
-    private readonly daemonHomes: DaemonHomes = { homes: () => [], registry: '' },
+    private readonly daemonHomes: DaemonHomes = { homes: () => [], registries: () => [] },
   ) {
     this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency, (error, owner) => this.log.error({ err: error, owner }, 'a task job failed'))
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)

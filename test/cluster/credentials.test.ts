@@ -185,6 +185,18 @@ describe("the cluster's Redis password is in no process's argv", () => {
     for (const task of [onFile, onEnv]) expect(await cluster.kill(task.id, { signal: 'SIGKILL' })).toMatchObject({ state: 'killed' })
   })
 
+  test('a daemon given only the file (TEND_REDIS_URL_FILE, the setting clusterRedisUrlFile) reads its Redis URL there and joins the cluster', async () => {
+    const settingFile = join(rootSecrets, 'redis-url-setting')
+    writeFileSync(settingFile, `${redis.url}\n`, { mode: 0o600 })
+    const daemon = await startTestDaemon({ env: { TEND_REDIS_URL_FILE: settingFile, TEND_CLUSTER_NAME: 'from-setting' } })
+    try {
+      expect((await publishedEntry('from-setting')).token).toBeTruthy()
+      expect(commandLinesHolding(PASSWORD)).toEqual([])
+    } finally {
+      await daemon.stop()
+    }
+  })
+
   test('the CLI and tend mcp refuse a password in --cluster and name TEND_CLUSTER and --cluster-url-file; both of those work', async () => {
     const env = daemonEnv(submitterHome)
     const run = await runCli(['run', '--cluster', redis.url, '--sandbox', 'workspace', '--', 'true'], env)

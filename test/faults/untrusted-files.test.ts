@@ -239,6 +239,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
             sandbox: 'off',
           })
           await waitFor('the task to plant its exit file', () => existsSync(join(cwd, 'planted')), 20_000)
+          // The task runs before its record says so: a crash before that record is a start that never finished.
+          const crashing = first
+          await waitFor('the running record', async () => (await crashing.client.get(started.id)).state === 'running', 20_000)
           await first.crash()
           first = undefined
           second = await startTestDaemon({ user: daemonUser, home, env: { PATH: SYSTEM_PATH, TEND_KILL_GRACE: '500ms' } })

@@ -42,9 +42,11 @@ export interface TestDaemonOptions {
    * `'unprivileged'`: run the daemon as the dedicated non-root user UNPRIVILEGED_USER (its own
    * uid and gid, no supplementary groups, no capabilities), with TEND_HOME and HOME in temp
    * folders that user owns. Needs root; fails (never skips) when the user is missing, cannot
-   * read the repository or run node, or cannot run bubblewrap. Default: the test's own user.
+   * read the repository or run node, or cannot run bubblewrap. A user given as such (its name,
+   * uid and gid; in the user database or not) runs it the same way, unchecked. Default: the
+   * test's own user.
    */
-  user?: 'unprivileged'
+  user?: 'unprivileged' | UnprivilegedUser
   /** What tend runs: `['daemon']` (the default), or e.g. `['worker', '--redis-url-file', F]`. */
   command?: string[]
   /**
@@ -82,7 +84,7 @@ const DAEMON_START_TIMEOUT_MS = 30_000
 
 /** Starts `tend daemon` in the foreground on a temp home and waits for its socket. */
 export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<TestDaemon> {
-  const user = options.user === 'unprivileged' ? checkUnprivilegedUser() : undefined
+  const user = options.user === 'unprivileged' ? checkUnprivilegedUser() : options.user
   const home = options.home ?? createTempHome()
   const launcher = options.launcher ?? []
   let env = daemonEnv(home, options.env)

@@ -268,6 +268,20 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(existsSync(join(planted, 'marker'))).toBe(false)
         expect(existsSync(join(planted, 'inner', 'marker'))).toBe(false)
       })
+
+      eachProfile('a marker another user plants in a shared sticky folder (1777) blocks no task below it', async (sandbox) => {
+        // As in /var/tmp: anyone may make entries there, so an entry there says nothing of a home.
+        const shared = join(base, `shared-${randomBytes(3).toString('hex')}`)
+        mkdirSync(shared)
+        chmodSync(shared, 0o1777)
+        const planter = who === 'root' ? checkUnprivilegedUser() : { uid: 0, gid: 0 }
+        writeFileSync(join(shared, HOME_MARKER), '')
+        chownSync(join(shared, HOME_MARKER), planter.uid, planter.gid)
+        const project = folder(shared, 'proj-')
+        const { task, output } = await attempt('echo made > made && echo done', { cwd: project, sandbox })
+        expect(output, task.reason ?? '').toBe('done\n')
+        expect(readFileSync(join(project, 'made'), 'utf8')).toBe('made\n')
+      })
     })
 
     describe('a home or config.json another uid can write keeps the daemon from starting', () => {
