@@ -41,7 +41,15 @@ export function outputAllocatedBytesSync(path: string): number {
 
 /** output.log's logical size and the bytes it takes on disk (0 and 0 when missing or not a regular file). */
 export async function outputFootprint(path: string): Promise<{ size: number; allocatedBytes: number }> {
-  const info = await lstat(path).catch(missingAsNull)
+  return footprintOf(await lstat(path).catch(missingAsNull))
+}
+
+/** The same, without a trip through the thread pool (a stat of a cached inode does not block). */
+export function outputFootprintSync(path: string): { size: number; allocatedBytes: number } {
+  return footprintOf(lstatOrNull(path))
+}
+
+function footprintOf(info: { isFile(): boolean; size: number; blocks: number } | null): { size: number; allocatedBytes: number } {
   return info?.isFile() ? { size: info.size, allocatedBytes: info.blocks * 512 } : { size: 0, allocatedBytes: 0 }
 }
 

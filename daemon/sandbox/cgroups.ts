@@ -179,6 +179,8 @@ async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || Date.now() >= deadline) return
     }
-    await delay(10)
+    // Released within a millisecond or two of the last process's end: a short wait, often repeated,
+    // keeps the task's final record from waiting for nothing.
+    await delay(1)
   }
 }

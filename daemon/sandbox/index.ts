@@ -2,7 +2,7 @@ export { detectSandbox, findOnPath, type SandboxCapabilities } from './capabilit
 export { daemonCgroupFolder, findCgroupRoots, removeDaemonCgroupFolders, unmountedHint, type CgroupRoots } from './cgroup-parent.js'
 export { resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
 export { planLaunch, type LaunchPlan, type PlanRequest } from './plan.js'
-export { protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'
+export { cachedProtectedView, protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'
 export { seccompFilters, seccompSupported } from './seccomp.js'
 export { decideTaskIdentity, taskRunAs, type TaskIdentity } from './task-identity.js'
 export { sandboxBounds } from './bounds.js'

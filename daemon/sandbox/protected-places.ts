@@ -1,4 +1,5 @@
-import { existsSync, realpathSync } from 'node:fs'
+import { existsSync, realpathSync, statSync } from 'node:fs'
+import { dirname } from 'node:path'
 import { resolveHome } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { EveryUserPlaces } from './every-user-places.js'
@@ -52,6 +53,42 @@ export function protectedView(config: Readonly<DaemonConfig>, daemons: DaemonHom
     ],
     masks: outermost([...homes, ...secrets, ...(everyUser?.masks ?? [])]),
   }
+}
+
+/** However still its folders look, the view is worked out again at least this often. */
+const REFRESH_MS = 1000
+
+/**
+ * protectedView() for a caller that asks for every task (twice: its admission and its launch): the
+ * same view until something it was made from may have changed. It is made again when the homes or
+ * registries the daemon knows change, when every user's places change, when a folder holding a
+ * secret path or a credential file changes (a path made, removed or swapped for a link changes its
+ * folder), when one of them changed in the last second (a coarse clock could hide a second change),
+ * and at least every second (a link's target changed deeper down).
+ */
+export function cachedProtectedView(config: Readonly<DaemonConfig>, daemons: DaemonHomes): () => ProtectedView {
+  const folders = [...new Set([...secretPaths(config.baseEnv.HOME), ...tendCredentials(config)].map((path) => dirname(path)))]
+  let cached: { stamp: string; everyUser: unknown; at: number; view: ProtectedView } | null = null
+  return () => {
+    const now = Date.now()
+    const everyUser = daemons.everyUser?.()
+    const stamp = stampOf(folders, [...daemons.homes(), '|', ...daemons.registries()], now)
+    if (cached && stamp !== null && cached.stamp === stamp && cached.everyUser === everyUser && now - cached.at < REFRESH_MS) return cached.view
+    const view = protectedView(config, daemons)
+    cached = stamp === null ? null : { stamp, everyUser, at: now, view }
+    return view
+  }
+}
+
+/** The folders' identities and change times, and the names: null when one changed just now. */
+function stampOf(folders: readonly string[], names: readonly string[], now: number): string | null {
+  const parts: string[] = [...names]
+  for (const folder of folders) {
+    const info = statSync(folder, { bigint: true, throwIfNoEntry: false })
+    if (info && now - Number(info.mtimeMs) < REFRESH_MS) return null
+    parts.push(info ? `${info.dev}:${info.ino}:${info.mtimeNs}` : '-')
+  }
+  return parts.join('\0')
 }
 
 /**

@@ -13,7 +13,7 @@ import {
   type StoppedBy,
   type Task,
 } from '../../protocol/index.js'
-import { exitPath, outputFootprint, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
+import { exitPath, outputFootprint, outputFootprintSync, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
 import { holdsDiskPastEnd, outputOverCap } from './output-cap.js'
 import type { DaemonConfig } from '../config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from '../spawn/kill-tree.js'
@@ -31,7 +31,7 @@ import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
-import { protectedView, resolveTaskPaths, type DaemonHomes, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
+import { cachedProtectedView, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
@@ -122,6 +122,8 @@ export class Supervisor {
   private accepting = true
   /** Set while the daemon leaves its running tasks to the next one. */
   private keepingTasks = false
+  /** What sandboxed tasks may not be given and get masked: asked at each admission and launch. */
+  private readonly protectedView: () => ProtectedView
 
   constructor(
     private readonly config: Readonly<DaemonConfig>,
@@ -131,9 +133,10 @@ export class Supervisor {
     private readonly capabilities: SandboxCapabilities,
     private readonly spawner: Spawner,
     private readonly onTaskFinished: (task: Task) => void = () => {},
-    private readonly daemonHomes: DaemonHomes = { homes: () => [], registries: () => [] },
+    daemonHomes: DaemonHomes = { homes: () => [], registries: () => [] },
   ) {
     this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency, (error, owner) => this.log.error({ err: error, owner }, 'a task job failed'))
+    this.protectedView = cachedProtectedView(config, daemonHomes)
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
     this.checkTimer.unref()
   }
@@ -165,7 +168,7 @@ export class Supervisor {
       writablePaths: request.writablePaths ?? [],
       configWritablePaths: this.config.writablePaths,
       // Only a sandbox refuses protected places; finding them (every live daemon's home, the secret paths) costs ~0.3 ms.
-      protectedPlaces: sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).places,
+      protectedPlaces: sandbox === 'off' ? [] : this.protectedView().places,
       ...admissionIdentity(this.capabilities.identity, own && 'uid' in own ? own : null),
     })
     const id = givenId ?? newTaskId()
@@ -486,7 +489,7 @@ export class Supervisor {
       envAdditions: pending.env,
       paths: pending.paths,
       endsWithDaemon: pending.endsWithDaemon,
-      masks: task.sandbox === 'off' ? [] : protectedView(this.config, this.daemonHomes).masks,
+      masks: task.sandbox === 'off' ? [] : this.protectedView().masks,
       config: this.config,
       capabilities: this.capabilities,
       spawner: this.spawner,
@@ -591,7 +594,7 @@ export class Supervisor {
    */
   private async settleOutput(task: Task): Promise<number> {
     const file = outputPath(this.config.layout.spool, task.id)
-    const footprint = await outputFootprint(file)
+    const footprint = outputFootprintSync(file)
     const cut = footprint.size > task.maxOutputBytes ? task.maxOutputBytes : holdsDiskPastEnd(footprint, task.maxOutputBytes) ? footprint.size : null
     // A file the task holds a lease on, or replaced, stays as it is: the record still says the cap.
     if (cut !== null) await truncateRegularFile(file, cut).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
