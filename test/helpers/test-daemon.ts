@@ -30,7 +30,7 @@ export interface TestDaemon {
   newClient: () => TendClient
   /** Stops the daemon (SIGTERM), then asserts nothing of this home is left running, then deletes it. */
   stop: () => Promise<void>
-  /** Kills the daemon with SIGKILL (a crash), leaving its tasks behind. */
+  /** Kills the daemon with SIGKILL (a crash), leaving its tasks and its TEND_HOME behind; the temp HOME made for an unprivileged daemon goes. */
   crash: () => Promise<void>
 }
 
@@ -164,6 +164,9 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     crash: async () => {
       child.kill('SIGKILL')
       await exited
+      // The temp HOME made for an unprivileged daemon is this daemon's alone: the next one on the
+      // same TEND_HOME gets its own. (TEND_HOME stays, with what the crash left, for the test.)
+      if (userHome) rmSync(userHome, { recursive: true, force: true })
     },
   }
 }
