@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { homeRegistryDir } from '../../daemon/store/home-registry.js'
 import type { StartOptions, Task } from '../../client/index.js'
@@ -9,6 +9,7 @@ import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { runCli } from '../helpers/cli.js'
 import { checkUnprivilegedUser, daemonEnv, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
 /*
@@ -54,17 +55,7 @@ describe(`escape routes, daemon as ${who}`, () => {
     chownTree(base)
   }
 
-  /** Everything the suite plants belongs to the daemon's user, as a user's own project and home would. */
-  function chownTree(path: string): void {
-    lchownSync(path, owner.uid, owner.gid)
-    let entries: string[] = []
-    try {
-      entries = readdirSync(path)
-    } catch {
-      return
-    }
-    for (const name of entries) chownTree(join(path, name))
-  }
+  const chownTree = (path: string) => chownOwnedTree(path, owner)
 
   let daemon: TestDaemon
   let other: TestDaemon

@@ -7,6 +7,7 @@ import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { chownTree } from '../helpers/chown-tree.js'
 
 /*
  * Everyday work in the default profile (workspace) still just works, with the daemon as root and
@@ -207,9 +208,6 @@ function hostGit(dir: string, args: string[]): string {
   return execFileSync('git', ['-c', 'safe.directory=*', ...args], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 }
 
-function chownTree(path: string, owner: { uid: number; gid: number }): void {
-  execFileSync('chown', ['-R', '-h', `${owner.uid}:${owner.gid}`, path])
-}
 
 /** Everything in the folder, what the task made included, belongs to the folder's owner on the host. */
 function expectOwnedBy(dir: string, owner: { uid: number; gid: number }): void {

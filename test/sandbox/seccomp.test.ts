@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
 /*
@@ -210,11 +211,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       }
     })
 
-    function chownTree(path: string): void {
-      lchownSync(path, owner.uid, owner.gid)
-      if (!lstatSync(path).isDirectory()) return
-      for (const name of readdirSync(path)) chownTree(join(path, name))
-    }
+    const chownTree = (path: string) => chownOwnedTree(path, owner)
 
     function workspace(): string {
       const dir = mkdtempSync(join(base, 'ws-'))

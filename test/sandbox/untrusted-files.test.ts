@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { spawn, execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, daemonEnv, setprivArgs, startTestDaemon, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
 /*
@@ -44,17 +45,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
     /** Daemons a test started and must be stopped whatever happens. */
     const extraDaemons: TestDaemon[] = []
 
-    /** Everything planted belongs to the daemon's user, as a user's own project would. */
-    function chownTree(path: string): void {
-      lchownSync(path, owner.uid, owner.gid)
-      let entries: string[] = []
-      try {
-        entries = readdirSync(path)
-      } catch {
-        return
-      }
-      for (const name of entries) chownTree(join(path, name))
-    }
+    const chownTree = (path: string) => chownOwnedTree(path, owner)
 
     function folder(parent: string, prefix: string): string {
       const dir = mkdtempSync(join(parent, prefix))
