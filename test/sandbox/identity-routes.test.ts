@@ -198,6 +198,30 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     })
 
+    describe('F11, the same class: an owner whose task id cannot be chosen', () => {
+      test('when the user database stops answering, a new owner\'s task fails, saying why, and never runs as uid 0', async () => {
+        // A getent that answers until told not to: the daemon chooses its first owner's id at
+        // start with the real one, and a later owner's when it fails.
+        const tools = folder(base, { uid: 0, gid: 0 }, 0o755)
+        const broken = join(tools, 'broken')
+        writeFileSync(join(tools, 'getent'), `#!/bin/sh\n[ -e ${q(broken)} ] && { echo 'getent: no answer' >&2; exit 3; }\nexec /usr/bin/getent "$@"\n`, { mode: 0o755 })
+        const other = await startTestDaemon({ env: { HOME: home, PATH: `${tools}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace' } })
+        try {
+          expect((await other.client.status()).sandbox.identity).toMatchObject({ as: 'task', fallback: null })
+          writeFileSync(broken, '')
+          const cwd = folder(base, owner, 0o755)
+          const started = await other.client.start({ command: 'id -u; echo x > made', shell: true, cwd, owner: `new-${randomBytes(3).toString('hex')}`, sandbox: 'workspace', timeoutMs: 30_000 })
+          const task = await other.client.wait(started.id, { timeoutMs: 45_000 })
+          expect(task.state).toBe('failed')
+          expect(task.reason).toMatch(/^no uid could be chosen for the tasks of new-\w+: getent passwd \d+ exited 3: getent: no answer; the task was not run on uid 0 instead$/)
+          expect((await other.client.read(started.id)).data).toBe('')
+          expect(existsSync(join(cwd, 'made'))).toBe(false)
+        } finally {
+          await other.stop()
+        }
+      })
+    })
+
     describe('F8: an id a user takes after its owner got it', () => {
       /** Starts a task that stays (sleep), and answers it with the host pid of its sleep. */
       async function staying(cwd: string, taskOwner: string): Promise<{ task: Task; pid: number }> {
