@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { readFile, readdir, stat } from 'node:fs/promises'
+import { localIds } from './local-ids.js'
 
 /**
  * Each owner's task uid and gid (the same number), for a root daemon whose sandboxed tasks run on
@@ -15,6 +16,12 @@ import { readFile, readdir, stat } from 'node:fs/promises'
  * - known to the user or group database, or inside a subordinate range (/etc/subuid, /etc/subgid);
  * - the real uid of a live process on the host (another daemon's task, a leftover of this one's
  *   that no record names): a collision with another home's owner is avoided while either runs.
+ *
+ * An id can be taken after its owner got it (`useradd -u`, `groupadd -g`): that user would own the
+ * user namespaces of the owner's next tasks, and reach their folders through /proc/<pid>/root. So
+ * at every launch the owner's id is looked up again in the machine's own account files (local-ids.ts:
+ * stat-cached, no child process), and an owner whose id they now hold gets a new one. A user only
+ * a directory service knows is not in those files: it is seen only when an id is first chosen.
  */
 
 /** Where task identities are taken from: ids no distribution, systemd or container range hands out. */
@@ -97,6 +104,8 @@ export interface OwnerIdsOptions {
   taken?: (id: number) => Promise<boolean>
   /** Uids live processes run as; default liveProcessUids. */
   liveUids?: () => Promise<Set<number>>
+  /** Whether the machine's account files hold an id now (cheap: asked at every launch); default localIds.holds. */
+  heldLocally?: (id: number) => boolean
 }
 
 /** The ids a daemon's owners got, one per owner and never one for two (see above). */
@@ -111,13 +120,26 @@ export class OwnerIds {
     private readonly options: OwnerIdsOptions = {},
   ) {}
 
-  /** The owner's ids, assigned at its first task; a problem when none could be (then its tasks run as uid 0). */
+  /**
+   * The owner's ids, assigned at its first task and again when a user or group of the machine has
+   * taken them since; a problem when none could be (then its tasks are not run).
+   */
   idsFor(owner: string): Promise<OwnerIdsResult> {
-    const known = this.idOf.get(owner)
+    const known = this.current(owner)
     if (known !== undefined) return Promise.resolve({ uid: known, gid: known })
     const assigned = this.assigning.then(() => this.assign(owner))
     this.assigning = assigned.catch(() => undefined)
     return assigned
+  }
+
+  /** The owner's id while the machine's account files do not hold it. */
+  private current(owner: string): number | undefined {
+    const known = this.idOf.get(owner)
+    return known !== undefined && !this.heldLocally(known) ? known : undefined
+  }
+
+  private heldLocally(id: number): boolean {
+    return (this.options.heldLocally ?? ((each: number) => localIds.holds(each)))(id)
   }
 
   /** Records that a task of `owner` still runs on `id` (from an earlier daemon): the owner keeps it, unless either is spoken for. */
@@ -133,13 +155,15 @@ export class OwnerIds {
   }
 
   private async assign(owner: string): Promise<OwnerIdsResult> {
-    const known = this.idOf.get(owner)
+    const known = this.current(owner)
     if (known !== undefined) return { uid: known, gid: known }
+    // An id taken since stays spoken for (its owner's earlier tasks may still run on it): the owner moves on.
+    this.idOf.delete(owner)
     const taken = this.options.taken ?? idTaken
     let id: number | null
     try {
       const live = await (this.options.liveUids ?? liveProcessUids)()
-      id = await chooseTaskId(`${this.homeRealPath}\0${owner}`, async (candidate) => this.ownerOf.has(candidate) || live.has(candidate) || (await taken(candidate)))
+      id = await chooseTaskId(`${this.homeRealPath}\0${owner}`, async (candidate) => this.ownerOf.has(candidate) || live.has(candidate) || this.heldLocally(candidate) || (await taken(candidate)))
     } catch (error) {
       return { problem: `no uid could be chosen for the tasks of ${owner}: ${(error as Error).message}` }
     }

@@ -69,8 +69,8 @@ export interface PathRequest {
   userLabel?: string
   /** Folders it sees through idmapped mounts besides its writable ones (the daemon's HOME). */
   views?: readonly IdmappedRoot[]
-  /** Its writable folders are idmapped onto it (their owners show as it). */
-  idmapWritable?: boolean
+  /** Its writable folders are idmapped onto it: how a folder of an owner shows (task-identity.ts, idmapOwner). */
+  idmapWritable?: (ownerUid: number) => { uid: number; gid: number }
 }
 
 /** Resolves, checks and pins a task's cwd and writable paths; throws TEND_ERR_VALIDATION naming the field. */
@@ -89,7 +89,7 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   const add = (entry: PinnedPath) => {
     if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
   }
-  const root = gitWorkTreeRoot(cwd.path)
+  const root = gitWorkTreeRoot(cwd)
   // Widening to the work tree is a convenience: a root that may not be written is just not added.
   if (root !== null && !findProtected(root, places) && !findHome(root)) {
     let pinned: PinnedPath | null = null
@@ -122,7 +122,8 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   writable.sort((a, b) => a.path.length - b.path.length)
   const { user } = request
   if (!user) return { cwd, writable }
-  const seen = [...(request.views ?? []), ...(request.idmapWritable ? writable : [])]
+  const { idmapWritable } = request
+  const seen = [...(request.views ?? []), ...(idmapWritable ? writable.map((entry) => ({ path: entry.path, ...idmapWritable(entry.uid) })) : [])]
   for (const each of needed) refuseUnreachable(each.field, each.given, each.real, user, seen, request.userLabel ?? 'taskUser')
   // A work tree's root the user cannot reach is not widened to (it is a convenience).
   return { cwd, writable: writable.filter((entry) => reachableBy(`${entry.path}/.`, user, seen)) }
@@ -192,15 +193,18 @@ function pin(path: string, given: string, field: string): PinnedPath {
  * (`commondir`) is read: the task writes those, and what they name would become writable for the
  * next task in that cwd. A linked worktree or a submodule reaches its git folder only through a
  * path the operator gives (`--writable /repo/.git`, docs/sandbox.md). Nothing when cwd is not inside
- * a work tree, or is its root.
+ * a work tree, or is its root, or when the root is a folder anyone may write (/var/tmp) or another
+ * user's (root's aside): its `.git` is theirs to plant hooks and settings in, which git run by the
+ * task would then act on with the rights of the cwd's owner (git-trust.ts).
  */
-function gitWorkTreeRoot(cwd: string): string | null {
-  for (let dir = cwd; ; dir = dirname(dir)) {
+function gitWorkTreeRoot(cwd: PinnedPath): string | null {
+  for (let dir = cwd.path; ; dir = dirname(dir)) {
     const info = lstatSync(`${dir === '/' ? '' : dir}/.git`, { throwIfNoEntry: false })
     if (info?.isDirectory()) {
-      // A work tree rooted in a folder anyone may write (/var/tmp, /tmp) is not widened to.
-      const worldWritable = ((statSync(dir, { throwIfNoEntry: false })?.mode ?? 0o002) & 0o002) !== 0
-      return dir !== cwd && !worldWritable ? dir : null
+      const root = statSync(dir, { throwIfNoEntry: false })
+      const worldWritable = ((root?.mode ?? 0o002) & 0o002) !== 0
+      const othersOwn = root !== undefined && root.uid !== cwd.uid && root.uid !== 0
+      return dir !== cwd.path && !worldWritable && !othersOwn ? dir : null
     }
     if (dir === '/') return null
   }

@@ -7,10 +7,10 @@ import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
-import { trustingEveryRepository } from './git-trust.js'
+import { trustingGivenRepositories } from './git-trust.js'
 import { hostAccountFiles } from './account-files.js'
 import { isWithin, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
-import { taskRunAs, viewOf } from './task-identity.js'
+import { idmapOwner, taskRunAs, viewOf } from './task-identity.js'
 import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
 import { tmpfsSizes } from './tmpfs-sizes.js'
 import { INPUT_FIFO, RESIZE_FIFO } from '../../spool/layout.js'
@@ -37,8 +37,6 @@ export interface PlanRequest {
   masks: readonly string[]
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
-  /** Why this task cannot have its own identity after all (an idmapped mount failed): it runs as uid 0. */
-  identityFallback?: string
   /** Its owner's ids, when sandboxed tasks run on their own identity (task-identity.ts, ownerIdsOf). */
   ownIds?: { uid: number; gid: number } | null
 }
@@ -60,7 +58,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
   const marker = { [TASK_MARKER_VARIABLE]: task.id }
   const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
-  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.ownIds ?? null, request.identityFallback)
+  const runAs = taskRunAs(task.sandbox, capabilities.identity, request.ownIds ?? null)
   let cgroups: TaskCgroups | null = null
   const release = async () => {
     // Removal waits (briefly) for the last processes to leave: no group outlives its task's record.
@@ -91,12 +89,13 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   }
   // On its own identity the task writes its folders through idmapped mounts (each owner shows as
   // the task's user), and sees the daemon's HOME through a read-only one.
-  const pinnedDirs = paths.writable.map(({ path, dev, ino, uid, gid }) => (runAs.idmap ? { path, dev, ino, owner: { uid, gid } } : { path, dev, ino }))
-  const home = runAs.idmap && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home) : null
-  const idmapped = runAs.idmap ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...paths.writable] : []
+  const user = runAs.idmap ? runAs.user : null
+  const pinnedDirs = paths.writable.map(({ path, dev, ino, uid }) => (user ? { path, dev, ino, owner: idmapOwner(uid, user) } : { path, dev, ino }))
+  const home = user && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home, user) : null
+  const idmapped = user ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...pinnedDirs.map((entry) => ({ path: entry.path, ...entry.owner! }))] : []
   const allowed = sandboxEnvironment(baseEnv, request.envAdditions, marker)
-  // A task on its own identity owns only its idmapped folders: git must trust the rest (git-trust.ts).
-  const environment = runAs.idmap ? trustingEveryRepository(allowed) : allowed
+  // A task on its own identity owns its idmapped folders: git trusts what it was given, nothing above (git-trust.ts).
+  const environment = runAs.idmap ? trustingGivenRepositories(allowed, paths.writable) : allowed
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
   // no file that anyone could swap between the write and bubblewrap's read. A task on its own
   // identity also gets account files that name its uid and gid.

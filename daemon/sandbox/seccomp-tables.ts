@@ -16,7 +16,7 @@ export type SyscallName =
   | 'unshare' | 'clone' | 'clone3'
   | 'ptrace' | 'process_vm_readv' | 'process_vm_writev'
   | 'socket' | 'socketpair'
-  | 'fallocate'
+  | 'fallocate' | 'ioctl'
 
 export interface ArchTable {
   /** AUDIT_ARCH_* of the native ABI. */
@@ -40,7 +40,7 @@ export const ARCH_TABLES: Readonly<Record<string, ArchTable>> = {
       init_module: 175, finit_module: 313, delete_module: 176, kexec_load: 246, kexec_file_load: 320,
       unshare: 272, clone: 56,
       ptrace: 101, process_vm_readv: 310, process_vm_writev: 311, socket: 41, socketpair: 53,
-      fallocate: 285,
+      fallocate: 285, ioctl: 16,
     },
   },
   arm64: {
@@ -53,7 +53,7 @@ export const ARCH_TABLES: Readonly<Record<string, ArchTable>> = {
       init_module: 105, finit_module: 273, delete_module: 106, kexec_load: 104, kexec_file_load: 294,
       unshare: 97, clone: 220,
       ptrace: 117, process_vm_readv: 270, process_vm_writev: 271, socket: 198, socketpair: 199,
-      fallocate: 47,
+      fallocate: 47, ioctl: 29,
     },
   },
 }
@@ -70,3 +70,18 @@ export const EPERM = 1
 export const ENOSYS = 38
 export const EAFNOSUPPORT = 97
 export const EOPNOTSUPP = 95
+/**
+ * The ioctl requests that reach vfs_fallocate (fs/ioctl.c): the space reservations of the old XFS
+ * interface, each `_IOW('X', nr, struct space_resv)` (include/linux/falloc.h). struct space_resv
+ * is 48 bytes on x86-64 and arm64 alike (two __s16, then __s64 aligned to 8), and both encode
+ * requests the generic way (asm-generic/ioctl.h: write 1 << 30, size << 16, type << 8, nr), so the
+ * numbers are the same on both. The 32-bit forms (struct space_resv_32) come only through the ia32
+ * ABI, which the filters kill.
+ */
+export const SPACE_RESERVATION_IOCTLS = {
+  FS_IOC_RESVSP: 0x40305828,
+  FS_IOC_UNRESVSP: 0x40305829,
+  FS_IOC_RESVSP64: 0x4030582a,
+  FS_IOC_UNRESVSP64: 0x4030582b,
+  FS_IOC_ZERO_RANGE: 0x40305839,
+} as const

@@ -11,7 +11,8 @@
  * (unshare, clone with CLONE_NEWUSER) fail with EPERM. fallocate with any mode but plain allocation
  * (keep size, punch or zero a range, ...) answers EOPNOTSUPP: past the end of a file it takes disk
  * that neither the file's size nor RLIMIT_FSIZE shows or bounds (the task's output.log included, in
- * the spool), while plain allocation grows the size, which both do. clone3 and openat2 hide their flags and mode
+ * the spool), while plain allocation grows the size, which both do. So do the ioctl requests that
+ * the kernel turns into such a fallocate (FS_IOC_RESVSP and its kin, seccomp-tables.ts). clone3 and openat2 hide their flags and mode
  * in a struct BPF cannot read: they answer ENOSYS, and callers fall back to clone and openat. A
  * call of another ABI (ia32 through `int $0x80`, arm32) kills the process: the rules name native
  * numbers only. x32 calls fail with EPERM.
@@ -21,7 +22,7 @@
  */
 
 import { assembleFilter, RET_KILL_PROCESS, retErrno, type ArgCondition, type Rule } from './seccomp-bpf.js'
-import { AF_UNIX, ARCH_TABLES, CLONE_NEWUSER, EAFNOSUPPORT, ENOSYS, EOPNOTSUPP, EPERM, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID, type ArchTable, type SyscallName } from './seccomp-tables.js'
+import { AF_UNIX, ARCH_TABLES, CLONE_NEWUSER, EAFNOSUPPORT, ENOSYS, EOPNOTSUPP, EPERM, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID, SPACE_RESERVATION_IOCTLS, type ArchTable, type SyscallName } from './seccomp-tables.js'
 
 export type SeccompFilter = 'baseline' | 'strict'
 
@@ -32,7 +33,7 @@ export const PROFILE_FILTERS = { off: null, workspace: 'baseline', strict: 'stri
 const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> = {
   baseline: [
     'setuid/setgid modes', 'extended attributes (file capabilities)', 'new user namespaces', 'keyrings', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring',
-    'kernel modules', 'kexec', 'fallocate past the end of a file', 'ia32 and x32 system calls',
+    'kernel modules', 'kexec', 'fallocate past the end of a file (and its ioctl forms)', 'ia32 and x32 system calls',
   ],
   strict: ['everything the baseline denies', 'ptrace', 'process_vm_readv/writev', 'Unix-domain sockets'],
 }
@@ -87,6 +88,8 @@ function baselineRules(table: ArchTable): Rule[] {
     ...rule(['clone3', 'openat2'], ENOSYS),
     // Any mode bit: what a file system without those modes answers, so tools fall back to writing.
     ...rule(['fallocate'], EOPNOTSUPP, [{ arg: 1, anyOf: 0xffffffff }]),
+    // The same through ioctl: the kernel turns these into fallocate with keep size (or punch, zero).
+    ...Object.values(SPACE_RESERVATION_IOCTLS).flatMap((request) => rule(['ioctl'], EOPNOTSUPP, [{ arg: 1, equals: request }])),
     ...rule(['unshare', 'clone'], EPERM, [{ arg: 0, anyOf: CLONE_NEWUSER }]),
     ...rule(['chmod', 'fchmod', 'creat', 'mkdir', 'mknod'], EPERM, setIdIn(1)),
     ...rule(['fchmodat', 'fchmodat2', 'mkdirat', 'mknodat'], EPERM, setIdIn(2)),

@@ -4,6 +4,7 @@ import { DEFAULT_OWNER, type RanAs, type SandboxProfile } from '../../protocol/i
 import type { DaemonConfig } from '../config.js'
 import { IDMAP_UNSUPPORTED, KEYRING_UNSUPPORTED, type PinnedDir, type Spawner } from '../spawn/spawner.js'
 import type { IdmappedRoot } from './path-policy.js'
+import { localIds } from './local-ids.js'
 import { OwnerIds, type OwnerIdsResult } from './owner-ids.js'
 
 /**
@@ -102,7 +103,7 @@ async function probeIdentity(spawner: Spawner, config: Readonly<DaemonConfig>, b
   for (const name of readdirSync(config.layout.home)) if (name.startsWith(PROBE_PREFIX)) rmSync(join(config.layout.home, name), { recursive: true, force: true })
   const dir = mkdtempSync(join(config.layout.home, PROBE_PREFIX))
   try {
-    const views = [dir, ...(home ? [home] : [])].map((path) => viewOf(path)).filter((view): view is PinnedDir => view !== null)
+    const views = [dir, ...(home ? [home] : [])].map((path) => viewOf(path, identity)).filter((view): view is PinnedDir => view !== null)
     const outputFile = join(dir, 'output.log')
     const bwrap = [bwrapPath, '--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', '/bin/true']
     const outcome = await spawner.spawn({
@@ -128,15 +129,28 @@ async function probeIdentity(spawner: Spawner, config: Readonly<DaemonConfig>, b
   }
 }
 
-/** A folder as an idmapped view: its identity and owner now; null when it cannot be read. */
-export function viewOf(path: string): PinnedDir | null {
+/** A folder as an idmapped view for `task`: its identity now, and how its owner is mapped (idmapOwner); null when it cannot be read. */
+export function viewOf(path: string, task: { uid: number; gid: number }): PinnedDir | null {
   try {
     const info = statSync(path, { bigint: true })
     if (!info.isDirectory()) return null
-    return { path, dev: String(info.dev), ino: String(info.ino), owner: { uid: Number(info.uid), gid: Number(info.gid) } }
+    return { path, dev: String(info.dev), ino: String(info.ino), owner: idmapOwner(Number(info.uid), task) }
   } catch {
     return null
   }
+}
+
+/**
+ * What an idmapped folder of `ownerUid` shows as `task`'s uid and gid: the owner, and the owner's
+ * primary group as /etc/passwd gives it (localIds), never the folder's own group: a folder's group
+ * can be one its owner is not in (a folder tend-test:root), whose rights the task must not get.
+ * What the task creates there gets that group, as the owner's own files would. An owner no passwd
+ * entry names (a directory service's user, a uid from elsewhere) has no group the daemon can know:
+ * the task's gid is then mapped onto itself, a number no user or group holds (owner-ids.ts), so
+ * the task gets no group's rights there, and what it creates carries that number as its group.
+ */
+export function idmapOwner(ownerUid: number, task: { uid: number; gid: number }): { uid: number; gid: number } {
+  return { uid: ownerUid, gid: localIds.primaryGroupOf(ownerUid) ?? task.gid }
 }
 
 /** Who a task of this profile runs as, and how. */
@@ -158,20 +172,21 @@ export function ownerIdsOf(identity: TaskIdentity, owner: string): Promise<Owner
 
 /**
  * Who a task of this profile runs as. `own`: its owner's ids, for a daemon whose sandboxed tasks
- * run on their own identity; `fallback`: why it cannot have them after all (then uid 0).
+ * run on their own identity (the launch refuses a task whose owner has none: task-identity's
+ * fallback is the machine's, never one task's).
  */
-export function taskRunAs(profile: SandboxProfile, identity: TaskIdentity, own: { uid: number; gid: number } | null, fallback?: string): TaskRunAs {
+export function taskRunAs(profile: SandboxProfile, identity: TaskIdentity, own: { uid: number; gid: number } | null): TaskRunAs {
   const keyring = identity.keyring.fresh ? 'own' : 'daemon'
   if (profile === 'off') {
     const { as, uid, gid } = identity.off
     return { user: as === 'taskUser' ? { uid, gid } : null, idmap: false, ranAs: { uid, gid, identity: as, keyring } }
   }
-  if (identity.as === 'task' && fallback === undefined && own) {
+  if (identity.as === 'task' && own) {
     return { user: own, idmap: true, ranAs: { uid: own.uid, gid: own.gid, identity: 'task', keyring } }
   }
   if (identity.as === 'taskUser') return { user: { uid: identity.uid, gid: identity.gid }, idmap: false, ranAs: { uid: identity.uid, gid: identity.gid, identity: 'taskUser', keyring } }
   const { uid, gid } = identity.off
-  const reason = fallback ?? identity.fallback ?? (identity.as === 'task' ? 'its owner has no task uid' : null)
+  const reason = identity.fallback ?? (identity.as === 'task' ? 'its owner has no task uid' : null)
   return { user: null, idmap: false, ranAs: reason ? { uid, gid, identity: 'daemon', fallback: reason, keyring } : { uid, gid, identity: 'daemon', keyring } }
 }
 
@@ -179,9 +194,9 @@ export function taskRunAs(profile: SandboxProfile, identity: TaskIdentity, own: 
  * For admission: who must reach a sandboxed task's folders, and what it sees through idmapped
  * mounts. `own`: the owner's ids (see taskRunAs); without them the task runs as the daemon.
  */
-export function admissionIdentity(identity: TaskIdentity, own: { uid: number; gid: number } | null): { user: { uid: number; gid: number } | null; views: IdmappedRoot[]; idmapWritable: boolean; userLabel: string } {
-  if (identity.as === 'taskUser') return { user: { uid: identity.uid, gid: identity.gid }, views: [], idmapWritable: false, userLabel: 'taskUser' }
-  if (identity.as === 'daemon' || !own) return { user: null, views: [], idmapWritable: false, userLabel: 'the daemon' }
-  const home = identity.home ? viewOf(identity.home) : null
-  return { user: own, views: home ? [{ path: home.path, ...home.owner! }] : [], idmapWritable: true, userLabel: "the tasks' own identity" }
+export function admissionIdentity(identity: TaskIdentity, own: { uid: number; gid: number } | null): { user: { uid: number; gid: number } | null; views: IdmappedRoot[]; idmapWritable?: (ownerUid: number) => { uid: number; gid: number }; userLabel: string } {
+  if (identity.as === 'taskUser') return { user: { uid: identity.uid, gid: identity.gid }, views: [], userLabel: 'taskUser' }
+  if (identity.as === 'daemon' || !own) return { user: null, views: [], userLabel: 'the daemon' }
+  const home = identity.home ? viewOf(identity.home, own) : null
+  return { user: own, views: home ? [{ path: home.path, ...home.owner! }] : [], idmapWritable: (ownerUid) => idmapOwner(ownerUid, own), userLabel: "the tasks' own identity" }
 }

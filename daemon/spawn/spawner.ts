@@ -108,7 +108,10 @@ export interface FileIdentity {
 /** A directory pinned by identity; `path` is a real path (no symbolic link in any component). */
 export interface PinnedDir extends FileIdentity {
   path: string
-  /** Its owner as pinned: the folder is then idmapped so that this owner shows as the request's user. */
+  /**
+   * Its owner's uid as pinned, and the group mapped with it (the owner's primary group: task-identity.ts,
+   * idmapOwner): the folder is then idmapped so that these show as the request's user and group.
+   */
   owner?: { uid: number; gid: number }
 }
 

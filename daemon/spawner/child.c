@@ -112,7 +112,8 @@ static int open_blob(const struct blob *blob) {
 }
 
 /* A pinned folder, opened without following any symbolic link; ESTALE when it is another one (or,
- * with check_owner and mapped, has another owner: through an idmapped mount the owner shows mapped). */
+ * with check_owner and mapped, has another owner: through an idmapped mount the owner shows mapped).
+ * Its group is not compared: the group mapped is its owner's primary group, never the folder's. */
 static int open_pinned(const struct pin *pin, int check_owner) {
   struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
   int fd;
@@ -123,7 +124,7 @@ static int open_pinned(const struct pin *pin, int check_owner) {
   int error = 0;
   if (fstat(fd, &info) != 0) error = errno;
   else if ((unsigned long long)info.st_dev != pin->dev || (unsigned long long)info.st_ino != pin->ino) error = ESTALE;
-  else if (check_owner && pin->mapped && ((unsigned long long)info.st_uid != pin->owner_uid || (unsigned long long)info.st_gid != pin->owner_gid)) error = ESTALE;
+  else if (check_owner && pin->mapped && (unsigned long long)info.st_uid != pin->owner_uid) error = ESTALE;
   if (!error) return fd;
   close(fd);
   errno = error;

@@ -43,8 +43,9 @@ struct blob {
 struct pin {
   const char *path;
   unsigned long long dev, ino;
-  /* Idmapped (always for a view): its owner as pinned, which the mount shows as (and writes for) the
-   * request's uid and gid; userns is the helper's user namespace of that mapping (idmap.c). */
+  /* Idmapped (always for a view): its owner's uid as pinned and the group the daemon chose for it
+   * (the owner's primary group), which the mount shows as (and writes for) the request's uid and gid;
+   * userns is the helper's user namespace of that mapping (idmap.c). */
   int mapped;
   unsigned long long owner_uid, owner_gid;
   int userns;

@@ -33,7 +33,8 @@
  * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
  * given; uid and gid likewise (empty: keep the helper's user); a pinned folder's ownerUid and
  * ownerGid likewise (empty: bound as it is; given: idmapped, see Identity below, which needs uid and
- * gid), and a view's are always given. reqid is 1..63 printable
+ * gid: ownerUid is the folder's owner as pinned, ownerGid the group mapped with it, the owner's
+ * primary group as the daemon found it, not the folder's group), and a view's are always given. reqid is 1..63 printable
  * characters without spaces. exitFile is empty (none) or an absolute path of at most 4000 bytes
  * whose last component is at most 255; stdinFifo and resizeFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together,
  * and 1024 views.
@@ -117,7 +118,7 @@
  * description of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs
  * (each a sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by
  * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode, and a mapped one
- * against its owner; idmapped as below), every other descriptor closed; chdir(cwd) (fchdir
+ * against its owner's uid; idmapped as below), every other descriptor closed; chdir(cwd) (fchdir
  * through the pinned descriptor when cwd is a pinned folder), then `.` checked against
  * cwdDev/cwdIno; a new anonymous session keyring joined (KEYCTL_JOIN_SESSION_KEYRING; nothing on
  * a kernel without keyrings), in every spawn; for another user keep-caps off, setgroups(0),

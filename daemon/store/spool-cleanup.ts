@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../../protocol/index.js'
 import { outputAllocatedBytesSync, outputPath, removeTaskDir } from '../../spool/index.js'
+import { outputDiskCeilingBytes } from '../tasks/output-cap.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import type { TaskStore } from './task-store.js'
 
@@ -81,12 +82,19 @@ export class SpoolCleanup {
     return [...this.corrupt.list(), ...this.store.list({ all: true })]
   }
 
-  /** What an entry counts for: its output's allocated blocks (lstat: no link followed) and its record. */
+  /**
+   * What an entry counts for: its output's allocated blocks (lstat: no link followed) and its
+   * record. A running task counts for no more than its output may take (outputDiskCeilingBytes):
+   * whatever it allocates past that (posix_fallocate up to its file-size limit, between two polls
+   * of the cap) is cut off when the cap stops it, and must not evict anyone meanwhile.
+   */
   private bytesOf(task: Task): number {
     const settled = this.settledBytes.get(task.id)
     if (settled !== undefined) return settled
-    const bytes = outputAllocatedBytesSync(outputPath(this.spoolRoot, task.id)) + RECORD_OVERHEAD_BYTES
-    if (isFinished(task) || task.state === 'corrupt') this.settledBytes.set(task.id, bytes)
+    const allocated = outputAllocatedBytesSync(outputPath(this.spoolRoot, task.id))
+    const finished = isFinished(task) || task.state === 'corrupt'
+    const bytes = (finished ? allocated : Math.min(allocated, outputDiskCeilingBytes(task.maxOutputBytes))) + RECORD_OVERHEAD_BYTES
+    if (finished) this.settledBytes.set(task.id, bytes)
     return bytes
   }
 

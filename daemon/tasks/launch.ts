@@ -32,18 +32,18 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const program = checkFirst ? await resolveProgram(task, request.envAdditions.PATH ?? request.config.baseEnv.PATH) : { path: task.command[0]! }
   if ('problem' in program) return { started: false, reason: program.problem }
   const { spawner, endsWithDaemon, ...planned } = request
-  // On its own identity a task runs on its owner's uid; an owner without one runs it as uid 0, saying why.
+  // On its own identity a task runs on its owner's uid. Nothing about one task (an owner whose ids
+  // cannot be had now, a folder that cannot be idmapped) makes it run as uid 0 instead: whoever
+  // could bring that about (a mount inside a folder, the user database made to fail) would choose
+  // the task's identity. Only the machine as a whole falls back, decided at start (task-identity.ts).
   const owned = task.sandbox === 'off' ? null : await ownerIdsOf(request.capabilities.identity, task.owner)
-  const ownIds = owned && 'uid' in owned ? owned : null
-  const identityFallback = planned.identityFallback ?? (owned && 'problem' in owned ? owned.problem : undefined)
-  let plan = await planLaunch({ ...planned, programPath: program.path, ownIds, ...(identityFallback === undefined ? {} : { identityFallback }) })
-  let outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
-  if (!outcome.started && outcome.stage === 'idmap' && plan.ranAs.identity === 'task') {
-    // Its folders cannot be idmapped (a file system without support): it runs as uid 0 without
-    // capabilities instead, as on a machine without idmapped mounts, and its record says why.
+  if (owned && 'problem' in owned) return { started: false, reason: `${owned.problem}; ${NOT_UID_0}` }
+  const plan = await planLaunch({ ...planned, programPath: program.path, ownIds: owned })
+  const outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
+  if (!outcome.started && outcome.stage === 'idmap') {
     await plan.release()
-    plan = await planLaunch({ ...planned, programPath: program.path, ownIds, identityFallback: outcome.message })
-    outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
+    const advice = outcome.code === 'EINVAL' ? ': unmount what is mounted inside that folder, or give the task a folder on a file system that supports idmapped mounts' : ''
+    return { started: false, reason: `${outcome.message}; ${NOT_UID_0}${advice}` }
   }
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
@@ -58,6 +58,8 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   }
   return { started: true, pid: outcome.pid, exited: outcome.exited, plan, keeper: outcome.keeper ?? null }
 }
+
+const NOT_UID_0 = 'the task was not run on uid 0 instead'
 
 /** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
 async function resolveProgram(task: Task, searchPath: string | undefined): Promise<{ path: string } | { problem: string }> {

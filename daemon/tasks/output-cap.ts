@@ -11,11 +11,16 @@ export function allocationSlackBytes(capBytes: number): number {
   return Math.max(64 * 1024 * 1024, Math.ceil(capBytes / 8))
 }
 
+/** The most disk an output may take before it is stopped: its cap and the slack above it. */
+export function outputDiskCeilingBytes(capBytes: number): number {
+  return capBytes + allocationSlackBytes(capBytes)
+}
+
 /** Why the output is past its cap, or null. */
 export function outputOverCap(footprint: { size: number; allocatedBytes: number }, capBytes: number): string | null {
   const cap = `output cap of ${formatBytes(capBytes)} reached`
   if (footprint.size > capBytes) return cap
-  if (footprint.allocatedBytes > capBytes + allocationSlackBytes(capBytes)) return `${cap} (${formatBytes(footprint.allocatedBytes)} taken on disk past the end of its output)`
+  if (footprint.allocatedBytes > outputDiskCeilingBytes(capBytes)) return `${cap} (${formatBytes(footprint.allocatedBytes)} taken on disk past the end of its output)`
   return null
 }
 

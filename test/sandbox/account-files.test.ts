@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AccountFileCache } from '../../daemon/sandbox/account-files.js'
-import { trustingEveryRepository } from '../../daemon/sandbox/git-trust.js'
+import { trustingGivenRepositories } from '../../daemon/sandbox/git-trust.js'
+import type { PinnedPath } from '../../daemon/sandbox/path-policy.js'
 
 /*
  * The sandbox's account files (daemon/sandbox/account-files.ts) built from real files, and the git
@@ -63,18 +64,51 @@ describe('account files', () => {
 })
 
 describe("git's trust in a task's environment", () => {
-  const git = (env: Record<string, string>, ...args: string[]) =>
-    execFileSync('git', args, { encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', ...env } })
-
-  test('safe.directory=* is added as the next command-line setting, after those the task gives', () => {
-    expect(trustingEveryRepository({})).toEqual({ GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'safe.directory', GIT_CONFIG_VALUE_0: '*' })
-    const given = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'user.name', GIT_CONFIG_VALUE_0: 'Task', GIT_CONFIG_KEY_1: 'safe.directory', GIT_CONFIG_VALUE_1: '/only/this' }
-    const env = trustingEveryRepository(given)
-    expect(git(env, 'config', '--get-all', 'safe.directory')).toBe('/only/this\n*\n')
-    expect(git(env, 'config', 'user.name')).toBe('Task\n')
+  const git = (env: Record<string, string>, cwd: string, ...args: string[]) =>
+    execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', ...env } })
+  const roots: string[] = []
+  afterEach(() => {
+    for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
   })
 
-  test('a count git would refuse is left as the task gave it', () => {
-    expect(trustingEveryRepository({ GIT_CONFIG_COUNT: 'many', PATH: '/bin' })).toEqual({ GIT_CONFIG_COUNT: 'many', PATH: '/bin' })
+  /** Folders under a fresh root, each made with its mode, and pinned as the path policy pins them. */
+  function pinned(modes: Record<string, number>): { root: string; folders: Record<string, PinnedPath> } {
+    const root = mkdtempSync(join(tmpdir(), 'tend-git-trust-'))
+    roots.push(root)
+    const folders: Record<string, PinnedPath> = {}
+    for (const [name, mode] of Object.entries(modes)) {
+      const path = join(root, name)
+      mkdirSync(path, { recursive: true })
+      chmodSync(path, mode)
+      const info = statSync(path, { bigint: true })
+      folders[name] = { path, dev: String(info.dev), ino: String(info.ino), uid: Number(info.uid), gid: Number(info.gid) }
+    }
+    return { root, folders }
+  }
+
+  test('each folder only its owner may write is a safe.directory, after those the task gives; one others may write, or one swapped since, is not', () => {
+    const { folders } = pinned({ tree: 0o755, 'tree/sub': 0o700, shared: 0o775, open: 0o1777, swapped: 0o755 })
+    // Moved aside (its inode stays in use) and replaced.
+    renameSync(folders.swapped!.path, `${folders.swapped!.path}-moved`)
+    mkdirSync(folders.swapped!.path, { mode: 0o755 })
+    const given = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'user.name', GIT_CONFIG_VALUE_0: 'Task', GIT_CONFIG_KEY_1: 'safe.directory', GIT_CONFIG_VALUE_1: '/only/this' }
+    const env = trustingGivenRepositories(given, Object.values(folders))
+    expect(git(env, '/', 'config', '--get-all', 'safe.directory')).toBe(`/only/this\n${folders.tree!.path}\n${folders['tree/sub']!.path}\n`)
+    expect(git(env, '/', 'config', 'user.name')).toBe('Task\n')
+  })
+
+  test("git climbs no higher than the folders' parents: a repository above them is not found", () => {
+    const { root, folders } = pinned({ 'repo/given': 0o755, 'repo/given/inner': 0o755, 'repo/other': 0o755 })
+    git({}, join(root, 'repo'), 'init', '-q')
+    const env = trustingGivenRepositories({ GIT_CEILING_DIRECTORIES: '/somewhere' }, [folders['repo/given']!, folders['repo/given/inner']!, folders['repo/other']!])
+    // One ceiling per parent of an outermost folder, after the task's own.
+    expect(env.GIT_CEILING_DIRECTORIES).toBe(`/somewhere:${join(root, 'repo')}`)
+    expect(() => git(env, folders['repo/given/inner']!.path, 'rev-parse', '--show-toplevel')).toThrow(/not a git repository/)
+    expect(git({}, folders['repo/given/inner']!.path, 'rev-parse', '--show-toplevel')).toBe(`${join(root, 'repo')}\n`)
+  })
+
+  test('a count git would refuse is left as the task gave it; nothing is trusted for no folder', () => {
+    expect(trustingGivenRepositories({ GIT_CONFIG_COUNT: 'many', PATH: '/bin' }, [])).toEqual({ GIT_CONFIG_COUNT: 'many', PATH: '/bin' })
+    expect(trustingGivenRepositories({ PATH: '/bin' }, [])).toEqual({ PATH: '/bin' })
   })
 })

@@ -453,8 +453,10 @@ describe('secrets', () => {
   })
 
   test("the daemon's environment does not reach the task: not in env, not in any /proc/*/environ", async () => {
+    const cwd = newWorkspace()
     const { output } = await attempt('env; echo ---; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f"; done; echo ---; tr "\\0" "\\n" < /proc/1/environ', {
       env: { VISIBLE_ON_PURPOSE: 'given-with-env' },
+      cwd,
     })
     expect(output).not.toContain(ENV_SECRET)
     expect(output).not.toContain('TEND_TEST_SECRET_TOKEN')
@@ -465,9 +467,9 @@ describe('secrets', () => {
     expect(output).toMatch(/TEND_TASK_ID=[a-z0-9]{12}/)
     const keys = new Set(output.split('\n').filter((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line)).map((line) => line.slice(0, line.indexOf('='))))
     // git's trust, which tend adds for a task on its own identity (docs/sandbox.md), is the only other setting: nothing of the daemon's.
-    const trust = ['GIT_CONFIG_COUNT=1', 'GIT_CONFIG_KEY_0=safe.directory', 'GIT_CONFIG_VALUE_0=*']
-    expect(new Set(output.split('\n').filter((line) => line.startsWith('GIT_CONFIG_')))).toEqual(new Set(keys.has('GIT_CONFIG_COUNT') ? trust : []))
-    const allowed = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TERM', 'TMPDIR', 'TEND_TASK_ID', 'VISIBLE_ON_PURPOSE', 'PWD', 'OLDPWD', 'SHLVL', '_', 'GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0'])
+    const trust = ['GIT_CONFIG_COUNT=1', 'GIT_CONFIG_KEY_0=safe.directory', `GIT_CONFIG_VALUE_0=${cwd}`, `GIT_CEILING_DIRECTORIES=${base}`]
+    expect(new Set(output.split('\n').filter((line) => line.startsWith('GIT_C')))).toEqual(new Set(keys.has('GIT_CONFIG_COUNT') ? trust : []))
+    const allowed = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TERM', 'TMPDIR', 'TEND_TASK_ID', 'VISIBLE_ON_PURPOSE', 'PWD', 'OLDPWD', 'SHLVL', '_', 'GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0', 'GIT_CEILING_DIRECTORIES'])
     expect([...keys].filter((key) => !allowed.has(key) && !key.startsWith('LC_'))).toEqual([])
   })
 })

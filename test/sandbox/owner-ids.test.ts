@@ -82,7 +82,24 @@ describe('owner ids', () => {
     }
   })
 
-  test('when the user database cannot answer, the owner gets a problem that says so (its tasks then run as uid 0)', async () => {
+  test("an id the machine's account files hold since its owner got it is given up at the owner's next ask: the owner gets another, and no other owner gets the old one", async () => {
+    const held = new Set<number>()
+    const ids = new OwnerIds(HOME, { liveUids: none, taken: free, heldLocally: (id) => held.has(id) })
+    const first = await ids.idsFor('alice')
+    if (!('uid' in first)) throw new Error(first.problem)
+    expect(await ids.idsFor('alice')).toEqual(first)
+    // useradd -u <alice's id>, while the daemon runs.
+    held.add(first.uid)
+    const second = await ids.idsFor('alice')
+    expect(second).toEqual({ uid: first.uid + 1, gid: first.uid + 1 })
+    expect(ids.list()).toEqual([{ owner: 'alice', ...second }])
+    // Tasks of alice may still run on the old id: it is no other owner's, even once the user is gone again.
+    held.clear()
+    ids.adopt('bob', first.uid)
+    expect(await ids.idsFor('bob')).not.toEqual(first)
+  })
+
+  test('when the user database cannot answer, the owner gets a problem that says so (its tasks are then not run)', async () => {
     const ids = new OwnerIds(HOME, { liveUids: none, taken: async () => Promise.reject(new Error('getent passwd 1 exited 1: broken')) })
     expect(await ids.idsFor('alice')).toEqual({ problem: 'no uid could be chosen for the tasks of alice: getent passwd 1 exited 1: broken' })
     expect(ids.list()).toEqual([])

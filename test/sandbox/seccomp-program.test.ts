@@ -101,6 +101,17 @@ describe.each(['x64', 'arm64'] as const)('the filters for %s', (arch) => {
     both({ nr: nr('clone3') }, ENOSYS)
   })
 
+  test("the ioctls that reach fallocate (the space reservations) are not supported, judged by their low word; other requests pass", () => {
+    // _IOW('X', nr, struct space_resv): a 48-byte struct, the generic encoding (include/linux/falloc.h, asm-generic/ioctl.h).
+    const reservation = (nr: number) => BigInt(((1 << 30) | (48 << 16) | (0x58 << 8) | nr) >>> 0)
+    for (const number of [40, 41, 42, 43, 57]) {
+      both({ nr: nr('ioctl'), args: [1n, reservation(number), 0n] }, EOPNOTSUPP)
+      both({ nr: nr('ioctl'), args: [1n, HIGH | reservation(number), 0n] }, EOPNOTSUPP)
+    }
+    // TCGETS, FIONREAD, FS_IOC_GETFLAGS, and the XFS request numbered next to them (XFS_IOC_ALLOCSP, gone from Linux 5.17).
+    for (const request of [0x5401n, 0x541bn, 0x80086601n, reservation(10)]) both({ nr: nr('ioctl'), args: [1n, request, 0n] }, ALLOW)
+  })
+
   test('new user namespaces are refused; other namespaces and threads are not', () => {
     const CLONE_NEWUSER = 0x10000000n
     for (const name of ['unshare', 'clone'] as const) {

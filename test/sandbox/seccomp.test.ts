@@ -24,6 +24,12 @@ import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 const PYTHON = '/usr/bin/python3'
 const SET_ID_BITS = 0o6000
+/**
+ * The ioctls that reach fallocate, as include/linux/falloc.h defines them: `_IOW('X', nr, struct
+ * space_resv)`, a 48-byte struct (asm-generic/ioctl.h: write << 30 | size << 16 | 'X' << 8 | nr).
+ */
+const spaceReservation = (nr: number) => ((1 << 30) | (48 << 16) | (0x58 << 8) | nr) >>> 0
+const SPACE_RESERVATIONS = { FS_IOC_RESVSP: spaceReservation(40), FS_IOC_UNRESVSP: spaceReservation(41), FS_IOC_RESVSP64: spaceReservation(42), FS_IOC_UNRESVSP64: spaceReservation(43), FS_IOC_ZERO_RANGE: spaceReservation(57) }
 
 /**
  * System calls the probes make by number (ctypes has no wrapper for them), by `platform.machine()`.
@@ -318,26 +324,38 @@ function defineSuite(who: 'root' | 'non-root'): void {
     })
 
     describe('no disk its files do not show', () => {
-      eachProfile('fallocate past the end of a file (keep size, punch or zero a range) is not supported, on its output and in its cwd; plain fallocate still works', async (sandbox) => {
+      eachProfile('fallocate past the end of a file (keep size, punch or zero a range) is not supported, on its output and in its cwd, nor its ioctl forms (FS_IOC_RESVSP and kin); plain fallocate still works', async (sandbox) => {
         const cwd = workspace()
-        // Python's os.posix_fallocate is mode 0; the other modes go through fallocate(2) by ctypes.
+        // Python's os.posix_fallocate is mode 0; the other modes go through fallocate(2) by ctypes,
+        // and the ioctls with a struct space_resv (l_type, l_whence, l_start, l_len, ...; 48 bytes).
         const probe = [
-          'import ctypes, os',
+          'import ctypes, errno, fcntl, os, struct, termios',
           'libc = ctypes.CDLL(None, use_errno=True)',
           'def fallocate(name, fd, mode):',
           '    result = libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(256 << 20))',
-          "    print(f'{name}: ' + ('OK' if result == 0 else __import__('errno').errorcode[ctypes.get_errno()]), flush=True)",
+          "    print(f'{name}: ' + ('OK' if result == 0 else errno.errorcode[ctypes.get_errno()]), flush=True)",
+          'def reserve(name, fd, request):',
+          "    space = struct.pack('hhqqiI4i', 0, 0, 0, 256 << 20, 0, 0, 0, 0, 0, 0)",
+          '    try:',
+          '        fcntl.ioctl(fd, request, space)',
+          "        print(f'{name}: OK', flush=True)",
+          '    except OSError as error:',
+          "        print(f'{name}: ' + errno.errorcode[error.errno], flush=True)",
           "fd = os.open('big', os.O_WRONLY | os.O_CREAT, 0o644)",
           "fallocate('keep size in the cwd', fd, 0x01)",
           "fallocate('punch a hole', fd, 0x01 | 0x02)",
           "fallocate('zero a range', fd, 0x10)",
           "fallocate('keep size on the output', 1, 0x01)",
+          ...Object.entries(SPACE_RESERVATIONS).flatMap(([name, request]) => [`reserve('${name} in the cwd', fd, ${request})`, `reserve('${name} on the output', 1, ${request})`]),
+          // Other ioctls are not touched: a terminal request on a file answers as it always did.
+          "reserve('TCGETS', fd, termios.TCGETS)",
           "os.posix_fallocate(fd, 0, 1 << 20)",
           "print('plain: OK', flush=True)",
         ].join('\n')
         const { task, output } = await run(`${PYTHON} -c ${q(probe)}`, { sandbox, cwd })
         // EOPNOTSUPP, which Python names ENOTSUP (the same 95 on Linux).
-        expect(results(output), output).toEqual({ 'keep size in the cwd': 'ENOTSUP', 'punch a hole': 'ENOTSUP', 'zero a range': 'ENOTSUP', 'keep size on the output': 'ENOTSUP', plain: 'OK' })
+        const reservations = Object.fromEntries(Object.keys(SPACE_RESERVATIONS).flatMap((name) => [[`${name} in the cwd`, 'ENOTSUP'], [`${name} on the output`, 'ENOTSUP']]))
+        expect(results(output), output).toEqual({ 'keep size in the cwd': 'ENOTSUP', 'punch a hole': 'ENOTSUP', 'zero a range': 'ENOTSUP', 'keep size on the output': 'ENOTSUP', ...reservations, TCGETS: 'ENOTTY', plain: 'OK' })
         // What the host holds for them: the plain 1 MiB, nothing past the ends.
         expect(lstatSync(join(cwd, 'big')).size).toBe(1 << 20)
         expect(lstatSync(join(cwd, 'big')).blocks * 512).toBeLessThan(2 << 20)

@@ -12,11 +12,11 @@ import { waitFor } from '../helpers/wait-for.js'
 /*
  * What everyday tools expect of the user they run as, for a root daemon's tasks on a uid of their
  * own (one that no user database knows): a name (whoami, id -un, Node's os.userInfo(), ssh), and
- * git's trust in repositories whose files it does not own (git refuses "dubious ownership" in a
- * folder that is not idmapped to the task: a read-only repository elsewhere, a linked worktree
- * whose main repository was not declared). Checked with real tasks; the host's own files and user
- * database are checked unchanged from outside. An unprivileged daemon's tasks run as its user,
- * whom the host knows: they get neither.
+ * git's trust in the repositories the task was given (its folders' own, and a linked worktree
+ * whose main repository was not declared), and in no other (git's "dubious ownership": a
+ * repository of root's elsewhere, which the task does not own). Checked with real tasks; the
+ * host's own files and user database are checked unchanged from outside. An unprivileged daemon's
+ * tasks run as its user, whom the host knows: they get neither.
  */
 
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -83,7 +83,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(spawnSync('getent', ['group', String(uid)]).status, `getent group ${uid} on the host`).toBe(2)
       })
 
-      eachProfile('git trusts the repositories it is shown: git log in a read-only repository of root\'s elsewhere and in an undeclared linked worktree', async (sandbox) => {
+      eachProfile("git trusts the repositories it was given, and no other: git log works in an undeclared linked worktree (the cwd), and is refused in a repository of root's elsewhere", async (sandbox) => {
         const repos = mkdtempSync(join(base, 'repos-'))
         chmodSync(repos, 0o755)
         const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', env: HOST_GIT_ENV })
@@ -98,19 +98,20 @@ function defineSuite(who: 'root' | 'non-root'): void {
         git(main, 'worktree', 'add', '-q', linked)
         const elsewhere = await attempt(`git -C ${readOnly} log -1 --format=%s 2>&1`, { sandbox })
         const inLinked = await attempt('git log -1 --format=%s 2>&1; git status --porcelain 2>&1; echo "status $?"', { sandbox, cwd: linked })
-        expect({ elsewhere: elsewhere.output, inLinked: inLinked.output }).toEqual({ elsewhere: `made in ${readOnly}\n`, inLinked: `made in ${main}\nstatus 0\n` })
+        expect({ elsewhere: elsewhere.output, inLinked: inLinked.output }).toEqual({ elsewhere: expect.stringMatching(new RegExp(`^fatal: detected dubious ownership in repository at '${readOnly}'\n`)), inLinked: `made in ${main}\nstatus 0\n` })
       })
 
-      eachProfile('git configuration the task gives in its environment is kept, and the trust is added after it', async (sandbox) => {
-        const env = { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'user.name', GIT_CONFIG_VALUE_0: 'Given By The Task' }
-        const { output } = await attempt('echo "$GIT_CONFIG_COUNT"; git config user.name; git config --get-all safe.directory', { sandbox, env })
-        expect(output).toBe('2\nGiven By The Task\n*\n')
+      eachProfile('git configuration the task gives in its environment is kept, and the trust in its folder (and the ceiling above it) added after it', async (sandbox) => {
+        const cwd = folder()
+        const env = { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'user.name', GIT_CONFIG_VALUE_0: 'Given By The Task', GIT_CEILING_DIRECTORIES: '/given' }
+        const { output } = await attempt('echo "$GIT_CONFIG_COUNT $GIT_CEILING_DIRECTORIES"; git config user.name; git config --get-all safe.directory', { sandbox, env, cwd })
+        expect(output).toBe(`2 /given:${base}\nGiven By The Task\n${cwd}\n`)
       })
     } else {
       eachProfile("the task runs as the daemon's user, named by the host's database; git's trust is left as it is", async (sandbox) => {
         const user = checkUnprivilegedUser()
-        const { output } = await attempt(`whoami; ${userInfo}; grep -c '^tend-task:' /etc/passwd; echo "\${GIT_CONFIG_COUNT-none}"`, { sandbox })
-        expect(output).toMatch(new RegExp(`^${user.name}\n${user.name} ${user.uid} ${user.gid} \\S+ \\S+\n0\nnone\n$`))
+        const { output } = await attempt(`whoami; ${userInfo}; grep -c '^tend-task:' /etc/passwd; echo "\${GIT_CONFIG_COUNT-none} \${GIT_CEILING_DIRECTORIES-none}"`, { sandbox })
+        expect(output).toMatch(new RegExp(`^${user.name}\n${user.name} ${user.uid} ${user.gid} \\S+ \\S+\n0\nnone none\n$`))
       })
     }
   })

@@ -257,20 +257,6 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const attempted = daemon.client.start({ command: 'echo ran', shell: true, cwd, sandbox: 'workspace' })
         await expect(attempted).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringMatching(new RegExp(`${cwd} cannot be reached by the tasks' user \\(uid \\d+.*\\): it may not enter ${locked}\\. .*chmod o\\+x ${locked}`)) })
       })
-
-      test('a writable folder on a file system without idmapped mounts (ramfs) runs the task on uid 0, and the task says why', async () => {
-        const mountPoint = folder()
-        execFileSync('mount', ['-t', 'ramfs', '-o', 'mode=0700', 'ramfs', mountPoint])
-        try {
-          const { task, output } = await attempt('id -u; echo x > made', { cwd: mountPoint, sandbox: 'workspace' })
-          expect(task.state, output).toBe('exited')
-          expect(output).toBe('0\n')
-          expect(ranAsOf(task)).toMatchObject({ uid: 0, gid: 0, identity: 'daemon', keyring: 'own' })
-          expect(ranAsOf(task)?.fallback).toMatch(new RegExp(`${mountPoint}.*EINVAL`))
-        } finally {
-          execFileSync('umount', [mountPoint])
-        }
-      })
     } else {
       eachSandbox("the task keeps the daemon's uid, and what it makes is the daemon user's", async (sandbox) => {
         const { task, output } = await attempt('id -u; id -g; mkdir made && echo x > made/file && echo done', { sandbox })

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, daemonEnv, setprivArgs, startTestDaemon, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
+import { checkUnprivilegedUser, daemonEnv, killEverythingOf, setprivArgs, startTestDaemon, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
@@ -170,6 +170,40 @@ function defineSuite(who: 'root' | 'non-root'): void {
           const status = await restarted.client.status()
           expect(status.spool.usedBytes).toBeLessThan(16 * 1024 * 1024)
         } finally {
+          await restarted?.stop()
+          await quota.stop()
+        }
+      })
+
+      test('running tasks that allocate their output for real (posix_fallocate, 300 MiB each, past a 1 MiB cap) evict no other owner before the cap stops them: each counts for at most its cap and slack', async () => {
+        const quotaHome = folder(base, 'quota-home-')
+        // The cap's poll is made slow, so that the quota meets the allocations before it does.
+        const env = { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPOOL_QUOTA: '256M', TEND_SANDBOX: 'workspace', TEND_OUTPUT_CHECK_INTERVAL: '60s' }
+        const quota = await startTestDaemon({ user: daemonUser, home: quotaHome, env })
+        let restarted: TestDaemon | undefined
+        const attackers: string[] = []
+        try {
+          const kept = await attempt('echo kept', { on: quota, owner: 'victim' })
+          expect(kept.output).toBe('kept\n')
+          const grab = `${PYTHON} -c 'import os, time; os.posix_fallocate(1, 0, ${300 * MiB}); time.sleep(600)'`
+          for (const sandbox of (await quota.client.status()).sandbox.profiles) {
+            const started = await quota.client.start({ command: grab, shell: true, cwd: folder(base, 'grab-'), owner: 'attacker', sandbox, maxOutputBytes: MiB, timeoutMs: 120_000 })
+            attackers.push(started.id)
+          }
+          const outputs = attackers.map((id) => join(quotaHome, 'spool', id, 'output.log'))
+          await waitFor('every attacker to have allocated its output', () => outputs.every((file) => lstatSync(file).blocks * 512 >= 300 * MiB), 30_000)
+          // The quota is enforced at start, before the daemon answers: a daemon started again on the home has met the allocations.
+          await quota.crash()
+          restarted = await startTestDaemon({ user: daemonUser, home: quotaHome, env })
+          const all = await restarted.client.list({ all: true })
+          expect(all.map((task) => task.id)).toContain(kept.task.id)
+          expect(all.filter((task) => task.owner === 'attacker')).toHaveLength(attackers.length)
+          const status = await restarted.client.status()
+          expect(status.spool.usedBytes).toBeLessThanOrEqual(attackers.length * (MiB + 64 * MiB + 4096) + MiB)
+        } finally {
+          // Ended by their cap by now, or killed here; without a daemon back on the home, everything of it is.
+          if (restarted) for (const id of attackers) await restarted.client.kill(id, { graceMs: 0 }).catch(() => {})
+          else await killEverythingOf(quotaHome)
           await restarted?.stop()
           await quota.stop()
         }
