@@ -39,11 +39,14 @@ export function currentRegistryUser(): RegistryUser {
   return { uid, passwdHome }
 }
 
+/** Where in its home a user whose home is its own keeps its registry. */
+export const REGISTRY_IN_HOME = join('.local', 'state', 'tend-homes')
+
 /** Where `user`'s daemons usually record their homes (registry-folders.ts: where they do). */
 export function homeRegistryDir(user: RegistryUser): string {
   if (user.passwdHome && isAbsolute(user.passwdHome)) {
     const info = statOrNone(user.passwdHome)
-    if (info?.isDirectory() && Number(info.uid) === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
+    if (info?.isDirectory() && Number(info.uid) === user.uid) return join(user.passwdHome, REGISTRY_IN_HOME)
   }
   return `/var/tmp/tend-homes-${user.uid}`
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -206,6 +206,65 @@ describe("another user's places, daemon as root", () => {
       await asX.stop()
     }
     expectXUntouched()
+  })
+
+  eachProfile("links a user plants in its home protect only that user's own places: /, /usr and other folders it points them at stay usable", async (sandbox) => {
+    const suffix = randomBytes(3).toString('hex')
+    const zName = `tpz${suffix}`
+    const wName = `tpw${suffix}`
+    const zHome = join(homes, `z-${suffix}`)
+    // W's home lies in a folder anyone may write (sticky, as /var/tmp): W made it a link before it existed.
+    const sticky = join(base, `sticky-${suffix}`)
+    const wHome = join(sticky, 'w')
+    // Projects of root's that Z and W point their links at.
+    const victims = { secret: scratch(), parent: scratch(), registry: scratch(), home: scratch() }
+    mkdirSync(join(victims.parent, 'gh'))
+    const zToken = `z-gnupg-${tag}-${suffix}`
+    const made: string[] = []
+    const ids = (name: string) => ({ uid: Number(execFileSync('id', ['-u', name], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', name], { encoding: 'utf8' })) })
+    execFileSync('useradd', ['--no-create-home', '--home-dir', zHome, '--shell', '/usr/sbin/nologin', '--user-group', zName])
+    made.push(zName)
+    try {
+      execFileSync('useradd', ['--no-create-home', '--home-dir', wHome, '--shell', '/usr/sbin/nologin', '--user-group', wName])
+      made.push(wName)
+      const z = ids(zName)
+      const w = ids(wName)
+      const asZ = (path: string) => lchownSync(path, z.uid, z.gid)
+      mkdirSync(zHome, { mode: 0o755 })
+      asZ(zHome)
+      mkdirSync(join(zHome, '.local', 'state'), { recursive: true })
+      asZ(join(zHome, '.local'))
+      asZ(join(zHome, '.local', 'state'))
+      const links: Array<[string, string]> = [['.kube', '/'], ['.docker', '/usr'], ['.aws', victims.secret], ['.config', victims.parent], [join('.local', 'state', 'tend-homes'), victims.registry]]
+      for (const [relative, target] of links) {
+        symlinkSync(target, join(zHome, relative))
+        asZ(join(zHome, relative))
+      }
+      // Z's own secret, through a link of its own into its home: still its secret.
+      mkdirSync(join(zHome, 'dotfiles', 'gnupg'), { recursive: true })
+      for (const dir of ['dotfiles', join('dotfiles', 'gnupg')]) asZ(join(zHome, dir))
+      writeFileSync(join(zHome, 'dotfiles', 'gnupg', 'pubring'), `${zToken}\n`, { mode: 0o644 })
+      asZ(join(zHome, 'dotfiles', 'gnupg', 'pubring'))
+      symlinkSync(join('dotfiles', 'gnupg'), join(zHome, '.gnupg'))
+      asZ(join(zHome, '.gnupg'))
+      mkdirSync(sticky, { mode: 0o1777 })
+      chmodSync(sticky, 0o1777)
+      symlinkSync(victims.home, wHome)
+      lchownSync(wHome, w.uid, w.gid)
+
+      for (const [label, cwd] of Object.entries(victims)) {
+        const { task, output } = await attempt(`ls /usr/bin/env && echo made > made-${sandbox}; echo done`, { cwd, sandbox })
+        expect(output, `${label}: ${task.reason ?? ''}`).toBe('/usr/bin/env\ndone\n')
+        expect(existsSync(join(cwd, `made-${sandbox}`)), label).toBe(true)
+      }
+      const { task, output } = await attempt(`cat ${q(join(zHome, 'dotfiles', 'gnupg', 'pubring'))} 2>&1; echo done`, { cwd: scratch(), sandbox })
+      expect(output, task.reason ?? '').toContain('done\n')
+      expect(output).not.toContain(zToken)
+      await expect(attempt('echo planted > planted', { cwd: join(zHome, 'dotfiles', 'gnupg'), sandbox })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining(`a secret path of ${zName}`) })
+      expect(existsSync(join(zHome, 'dotfiles', 'gnupg', 'planted'))).toBe(false)
+    } finally {
+      for (const name of made) execFileSync('userdel', [name])
+    }
   })
 
   eachProfile('a cwd or writable path in /var/spool (cron and at run the jobs there as their owner) is refused', async (sandbox) => {
