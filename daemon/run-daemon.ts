@@ -109,7 +109,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // taskUser), every user's places are theirs to keep apart too.
   const sharedRegistries = cachedSharedRegistries()
   const registries = () => registryFolders(registryUser, sharedRegistries())
-  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces() } : {}) }
+  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces(sharedRegistries) } : {}) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()

@@ -34,10 +34,9 @@ const SETTLED_MS = 1000
 const EXACT_HOMES = 64
 const RELOOK_MS = 1000
 
-/** Builds the reader: call the answer per task. */
-export function everyUserPlaces(): () => EveryUserPlaces {
+/** Builds the reader: call the answer per task. `shared` lists the registry folders in /var/tmp (the daemon's own reader of them, to list them once). */
+export function everyUserPlaces(shared: () => ReadonlyMap<number, readonly string[]> = cachedSharedRegistries()): () => EveryUserPlaces {
   const users = cachedPasswdUsers()
-  const shared = cachedSharedRegistries()
   let folders: string[] = []
   const tendHomes = cachedKnownHomes(() => folders, false)
   let homes = new Map<string, () => HomeFacts | null>()

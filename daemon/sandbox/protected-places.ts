@@ -85,8 +85,8 @@ function stampOf(folders: readonly string[], names: readonly string[], now: numb
   const parts: string[] = [...names]
   for (const folder of folders) {
     const info = statSync(folder, { bigint: true, throwIfNoEntry: false })
-    if (info && now - Number(info.mtimeMs) < REFRESH_MS) return null
-    parts.push(info ? `${info.dev}:${info.ino}:${info.mtimeNs}` : '-')
+    if (info && now - Number(info.ctimeMs) < REFRESH_MS) return null
+    parts.push(info ? `${info.dev}:${info.ino}:${info.ctimeNs}` : '-')
   }
   return parts.join('\0')
 }
