@@ -235,6 +235,28 @@ export function reachableBy(path: string, user: { uid: number; gid: number }, se
   return blockingFolder(path, user, seen) === null
 }
 
+/**
+ * Whether a user could see anything of `path` through its mode (as reachableBy sees owners): a
+ * folder it may list or enter, a file it may read or write. A mask on one it cannot is a mount for
+ * nothing, and a mount on a path its owner can remove or rename at any moment (another user's tend
+ * home, flipped as tasks start) would fail the task when it is gone by the time bubblewrap mounts.
+ */
+export function openTo(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
+  let info
+  try {
+    info = statSync(path)
+  } catch {
+    return false
+  }
+  const root = innermost(path, seen)
+  const owned = root ? info.uid === root.uid : info.uid === user.uid
+  const grouped = root ? info.gid === root.gid : info.gid === user.gid
+  const shift = owned ? 6 : grouped ? 3 : 0
+  // r and x of a folder, r and w of anything else.
+  const wanted = info.isDirectory() ? 0o5 : 0o6
+  return ((info.mode >> shift) & wanted) !== 0
+}
+
 /** The folder on the way to `path` that the user may not enter (see reachableBy), or null. */
 function blockingFolder(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[]): string | null {
   for (let dir = dirname(path); ; dir = dirname(dir)) {

@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startTestDaemon, stopAll, type TestDaemon, type UnprivilegedUser } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
+import { chownTree } from '../helpers/chown-tree.js'
+import { markHome } from '../../daemon/store/home-marker.js'
 
 /*
  * A root daemon's sandboxed task writes its folders as their owners (idmapped mounts): in a folder
@@ -18,6 +20,7 @@ import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles
  */
 
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+const PYTHON = '/usr/bin/python3'
 
 function q(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`
@@ -188,6 +191,41 @@ describe("another user's places, daemon as root", () => {
       for (const path of planted) rmSync(path, { force: true })
     }
     expectXUntouched()
+  })
+
+  eachProfile("a tend home of another user that comes and goes as tasks start (closed to them anyway) makes none of them fail", async (sandbox) => {
+    // A second home of X's, in a project of X's: marked, listed in X's registry, 0700 (no task of this daemon may enter it).
+    const project = join(base, `x-flip-${sandbox}`)
+    mkdirSync(project, { mode: 0o755 })
+    const flipping = join(project, 'home')
+    mkdirSync(flipping, { mode: 0o700 })
+    markHome(flipping)
+    chownTree(project, x)
+    const registry = join(xHome, '.local', 'state', 'tend-homes')
+    const entry = join(registry, `flip-${sandbox}.json`)
+    writeFileSync(entry, JSON.stringify({ home: flipping, pid: 1 }))
+    chownSync(entry, x.uid, x.gid)
+    let flipper: ReturnType<typeof spawn> | undefined
+    try {
+      // The daemon knows it (the project around it is refused), from a registry read while it was there.
+      await waitFor('the second home known to the daemon', () => attempt('true', { cwd: project, sandbox }).then(() => false, (error: { message?: string }) => error.message?.includes(`contains ${flipping}, a tend home`)), 20_000)
+      await waitFor("X's registry unchanged long enough to be kept as read", () => Date.now() - statSync(registry).ctimeMs > 1500, 5000)
+      // X renames it away and back, again and again: as a task starts, it may be there or not.
+      flipper = spawn(PYTHON, ['-c', `import os, time\nwhile True:\n    os.rename(${JSON.stringify(flipping)}, ${JSON.stringify(`${flipping}.away`)})\n    time.sleep(0.0005)\n    os.rename(${JSON.stringify(`${flipping}.away`)}, ${JSON.stringify(flipping)})\n    time.sleep(0.0005)\n`], { stdio: 'ignore' })
+      const cwd = scratch()
+      for (let round = 0; round < 20; round++) {
+        const { task, output } = await attempt('echo done', { cwd, sandbox })
+        expect(output, `task ${round}: ${task.state} ${task.reason ?? ''}`).toBe('done\n')
+      }
+    } finally {
+      if (flipper) {
+        const exited = new Promise((resolveExit) => flipper!.once('exit', resolveExit))
+        flipper.kill('SIGKILL')
+        await exited
+      }
+      rmSync(entry, { force: true })
+      rmSync(project, { recursive: true, force: true })
+    }
   })
 
   eachProfile("with taskUser, the tasks run as that user: its secret paths are empty to them, and its home is refused", async (sandbox) => {
