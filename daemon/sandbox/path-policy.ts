@@ -236,18 +236,20 @@ export function reachableBy(path: string, user: { uid: number; gid: number }, se
 }
 
 /**
- * Whether a user could see anything of `path` through its mode (as reachableBy sees owners): a
- * folder it may list or enter, a file it may read or write. A mask on one it cannot is a mount for
- * nothing, and a mount on a path its owner can remove or rename at any moment (another user's tend
- * home, flipped as tasks start) would fail the task when it is gone by the time bubblewrap mounts.
+ * Whether a mask on `path` is needed for a task on `user`: always for the daemon's own places; for
+ * another uid's, only when its mode lets the user see something of it (list or enter a folder,
+ * read or write a file; owners as reachableBy sees them). A mount on another uid's place that is
+ * closed to the user anyway is a mount for nothing, and one its owner can make fail: renamed away
+ * as the task starts (a tend home flipped in a loop), it is gone when bubblewrap mounts on it.
  */
-export function openTo(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
+export function needsMask(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
   let info
   try {
     info = statSync(path)
   } catch {
     return false
   }
+  if (info.uid === process.getuid!()) return true
   const root = innermost(path, seen)
   const owned = root ? info.uid === root.uid : info.uid === user.uid
   const grouped = root ? info.gid === root.gid : info.gid === user.gid
