@@ -100,6 +100,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   if (registry.unusable) log.warn({ unusable: registry.unusable.path, problem: registry.unusable.problem, registry: registry.dir }, 'the usual registry of tend homes is not this user\'s: another folder of its own keeps it')
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
+  if (detected.cgroups.allDaemonsProblem) log.warn({ problem: detected.cgroups.allDaemonsProblem }, 'the tasks of all daemons together are not bounded')
   const sandbox = { ...detected, identity }
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
@@ -109,7 +110,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // taskUser), every user's places are theirs to keep apart too.
   const sharedRegistries = cachedSharedRegistries()
   const registries = () => registryFolders(registryUser, sharedRegistries())
-  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces() } : {}) }
+  const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces(sharedRegistries) } : {}) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()

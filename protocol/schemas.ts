@@ -260,6 +260,8 @@ export const StatusSchema = Type.Object({
         strict: Type.Optional(ProfileBoundsSchema),
         reason: Type.Optional(Type.String({ description: 'why processes and memory are not bounded here: what to fix' })),
         allTasksPidsMax: Type.Optional(Nullable(Type.Integer({ description: "the process-count limit of all the daemon's tasks together (daemonPidsMax); null: none here" }))),
+        allDaemonsPidsMax: Type.Optional(Nullable(Type.Integer({ description: "the process-count limit of every daemon's tasks together on this machine (tend's cgroup folder and the daemon uid's); null: none" }))),
+        allDaemonsProblem: Type.Optional(Type.String({ description: "why every daemon's tasks together are not bounded, and the command that bounds them" })),
       },
       { description: 'what each sandboxed profile this machine can run bounds, per task' },
     ),

@@ -25,5 +25,7 @@ export function sandboxBounds(capabilities: SandboxCapabilities, config: Readonl
   }
   if (cgroups.problem) bounds.reason = cgroups.problem
   bounds.allTasksPidsMax = cgroups.allTasksPidsMax ?? null
+  if (cgroups.allDaemonsPidsMax !== undefined) bounds.allDaemonsPidsMax = cgroups.allDaemonsPidsMax
+  if (cgroups.allDaemonsProblem) bounds.allDaemonsProblem = cgroups.allDaemonsProblem
   return bounds
 }

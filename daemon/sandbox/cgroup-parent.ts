@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, realpathSync, rmdirSync, statfsSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 
 export type CgroupController = 'memory' | 'pids'
 
@@ -12,6 +12,10 @@ export interface CgroupRoots {
   problem: string | null
   /** The process-count limit of all the daemon's tasks together (on its pids folder), or null: none. */
   allTasksPidsMax?: number | null
+  /** The process-count limit of every daemon's tasks together (the smallest on tend's pids folder and its uid's), or null: none. */
+  allDaemonsPidsMax?: number | null
+  /** Why every daemon's tasks together are not bounded, and what the operator runs to bound them. */
+  allDaemonsProblem?: string
 }
 
 export interface CgroupParentOptions {
@@ -57,11 +61,51 @@ export function daemonCgroupFolder(home: string): string {
 export function findCgroupRoots(options: CgroupParentOptions): CgroupRoots {
   const found = { memory: cgroupParent('memory', options), pids: cgroupParent('pids', options) }
   const problems = [found.memory, found.pids].filter((each): each is { problem: string } => 'problem' in each).map((each) => each.problem)
-  return {
+  const roots: CgroupRoots = {
     memory: 'path' in found.memory ? found.memory.path : null,
     pids: 'path' in found.pids ? found.pids.path : null,
     problem: problems.length > 0 ? [...new Set(problems)].join('; ') : null,
     allTasksPidsMax: 'path' in found.pids ? (options.pidsMax ?? null) : null,
+  }
+  if (roots.pids === null) return roots
+  const together = boundAllDaemons(dirname(roots.pids), options.uid)
+  return { ...roots, allDaemonsPidsMax: together.pidsMax, ...(together.problem ? { allDaemonsProblem: together.problem } : {}) }
+}
+
+/**
+ * Every daemon's folder has its own process limit, half of what the kernel hands out by default;
+ * several daemons (each uid's, several of one uid) would still take every pid together. tend's
+ * folder and each uid's bound them all: a root daemon, which owns both, sets the host's share on
+ * them where nothing is set yet (an operator's number is kept). An unprivileged daemon cannot: the
+ * operator made its uid's folder, and the files inside (pids.max) stay root's. Answers the
+ * smallest limit above the daemon's folder, or why there is none and what bounds it.
+ */
+function boundAllDaemons(own: string, uid: number): { pidsMax: number | null; problem?: string } {
+  const top = dirname(own)
+  const share = defaultDaemonPidsMax()
+  const problems: string[] = []
+  for (const folder of uid === 0 && share !== undefined ? [top, own] : []) {
+    const file = join(folder, 'pids.max')
+    try {
+      if (readFileSync(file, 'utf8').trim() === 'max') writeFileSync(file, String(share))
+    } catch (error) {
+      problems.push(`${file} cannot be set (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    }
+  }
+  const limits = [top, own].map((folder) => readPidsMax(join(folder, 'pids.max'))).filter((limit): limit is number => limit !== null)
+  if (limits.length > 0) return { pidsMax: Math.min(...limits) }
+  const fix = `as root, echo ${share ?? 'N'} > ${join(top, 'pids.max')} (every daemon's tasks together; half of what the kernel hands out)`
+  const why = uid !== 0 ? `${join(own, 'pids.max')} is root's: this daemon cannot bound the tasks of every daemon together` : problems.length > 0 ? problems.join('; ') : 'the kernel\'s pid_max cannot be read'
+  return { pidsMax: null, problem: `${why}: ${fix}` }
+}
+
+/** A pids.max as a number, or null for `max` (or unreadable). */
+function readPidsMax(file: string): number | null {
+  try {
+    const text = readFileSync(file, 'utf8').trim()
+    return /^\d+$/.test(text) ? Number(text) : null
+  } catch {
+    return null
   }
 }
 

@@ -10,7 +10,7 @@ export interface PasswdUser {
 }
 
 const PASSWD = '/etc/passwd'
-/** A file unchanged for this long is trusted to stay as read: its mtime ticks coarsely. */
+/** A file unchanged for this long is trusted to stay as read: its ctime ticks coarsely. */
 const SETTLED_MS = 1000
 
 /**
@@ -42,7 +42,7 @@ export function cachedPasswdUsers(path = PASSWD): () => readonly PasswdUser[] {
     let stamp: string | null = null
     try {
       const info = statSync(path, { bigint: true })
-      if (Date.now() - Number(info.mtimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.mtimeNs}:${info.size}`
+      if (Date.now() - Number(info.ctimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.ctimeNs}:${info.size}`
     } catch {
       // no user database: no users
     }

@@ -155,8 +155,27 @@ function refuseProtected(profile: SandboxProfile, field: string, given: string, 
   const hit = findProtected(real, places) ?? findHome(real)
   if (!hit) return
   const alias = real !== resolve(given) ? ` (it is ${real})` : ''
-  const target = hit.relation === 'is' ? `is ${hit.place.what}` : `${hit.relation} ${hit.place.path}, ${hit.place.what}`
-  throw invalid(field, `under sandbox ${profile} ${given} would become writable${alias}, and it ${target}: choose a project folder, or sandbox off`)
+  throw invalid(field, `under sandbox ${profile} ${given} would become writable${alias}, and it ${relationText(hit)}: choose a project folder, or sandbox off`)
+}
+
+function relationText(hit: { place: ProtectedPlace; relation: string }): string {
+  return hit.relation === 'is' ? `is ${hit.place.what}` : `${hit.relation} ${hit.place.path}, ${hit.place.what}`
+}
+
+/**
+ * Why a task's folders, pinned when it was accepted, may no longer be given to it, or null. A task
+ * may wait in the queue for long: meanwhile a user's home or a tend home can appear inside its cwd
+ * (useradd -m, a daemon started there), and it would get it to write. Asked at launch, on the same
+ * real paths and places as at admission.
+ */
+export function protectedSinceAdmission(profile: SandboxProfile, paths: TaskPaths, protectedPlaces: readonly ProtectedPlace[]): string | null {
+  if (profile === 'off' || paths.cwdProblem) return null
+  const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...protectedPlaces]
+  for (const entry of paths.writable.some((each) => each.path === paths.cwd.path) ? paths.writable : [paths.cwd, ...paths.writable]) {
+    const hit = findProtected(entry.path, places) ?? findHome(entry.path)
+    if (hit) return `under sandbox ${profile} ${entry.path} would become writable, and it now ${relationText(hit)}: the task was not started`
+  }
+  return null
 }
 
 function refuseUnreachable(field: string, given: string, real: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[], label: string): void {
@@ -218,6 +237,30 @@ function gitWorkTreeRoot(cwd: PinnedPath): string | null {
  */
 export function reachableBy(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
   return blockingFolder(path, user, seen) === null
+}
+
+/**
+ * Whether a mask on `path` is needed for a task on `user`: always for the daemon's own places; for
+ * another uid's, only when its mode lets the user see something of it (list or enter a folder,
+ * read or write a file; owners as reachableBy sees them). A mount on another uid's place that is
+ * closed to the user anyway is a mount for nothing, and one its owner can make fail: renamed away
+ * as the task starts (a tend home flipped in a loop), it is gone when bubblewrap mounts on it.
+ */
+export function needsMask(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
+  let info
+  try {
+    info = statSync(path)
+  } catch {
+    return false
+  }
+  if (info.uid === process.getuid!()) return true
+  const root = innermost(path, seen)
+  const owned = root ? info.uid === root.uid : info.uid === user.uid
+  const grouped = root ? info.gid === root.gid : info.gid === user.gid
+  const shift = owned ? 6 : grouped ? 3 : 0
+  // r and x of a folder, r and w of anything else.
+  const wanted = info.isDirectory() ? 0o5 : 0o6
+  return ((info.mode >> shift) & wanted) !== 0
 }
 
 /** The folder on the way to `path` that the user may not enter (see reachableBy), or null. */

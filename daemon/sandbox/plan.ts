@@ -9,7 +9,7 @@ import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
 import { trustingGivenRepositories } from './git-trust.js'
 import { hostAccountFiles } from './account-files.js'
-import { isWithin, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
+import { isWithin, needsMask, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
 import { idmapOwner, taskRunAs, viewOf } from './task-identity.js'
 import { PROFILE_FILTERS, seccompProgram } from './seccomp.js'
 import { tmpfsSizes } from './tmpfs-sizes.js'
@@ -192,7 +192,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
   for (const path of options.masks) {
-    if (!reachable(path)) continue
+    if (!reachable(path) || (user && !needsMask(path, user, options.idmapped))) continue
     const kind = pathKind(path)
     if (kind === 'directory') args.push('--tmpfs', path, '--remount-ro', path)
     else if (kind === 'file') args.push('--ro-bind', '/dev/null', path)

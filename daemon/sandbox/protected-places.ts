@@ -1,10 +1,10 @@
 import { existsSync, realpathSync, statSync } from 'node:fs'
-import { dirname } from 'node:path'
+import { dirname, join } from 'node:path'
 import { resolveHome } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { EveryUserPlaces } from './every-user-places.js'
 import { isWithin, type ProtectedPlace } from './path-policy.js'
-import { secretPaths } from './secret-paths.js'
+import { foldersOnTheWay, HOME_SECRETS, secretPaths } from './secret-paths.js'
 
 /** What no sandboxed task may be given to write, and what every one of them gets masked. */
 export interface ProtectedView {
@@ -67,7 +67,10 @@ const REFRESH_MS = 1000
  * and at least every second (a link's target changed deeper down).
  */
 export function cachedProtectedView(config: Readonly<DaemonConfig>, daemons: DaemonHomes): () => ProtectedView {
-  const folders = [...new Set([...secretPaths(config.baseEnv.HOME), ...tendCredentials(config)].map((path) => dirname(path)))]
+  const home = config.baseEnv.HOME
+  // Every folder on the way to a secret path in HOME (`.local/share/fish` made changes `.local/share`), and those of the others.
+  const inHome = home ? [home, ...foldersOnTheWay(HOME_SECRETS).map((folder) => join(home, folder))] : []
+  const folders = [...new Set([...inHome, ...[...secretPaths(undefined), ...tendCredentials(config)].map((path) => dirname(path))])]
   let cached: { stamp: string; everyUser: unknown; at: number; view: ProtectedView } | null = null
   return () => {
     const now = Date.now()
@@ -85,8 +88,8 @@ function stampOf(folders: readonly string[], names: readonly string[], now: numb
   const parts: string[] = [...names]
   for (const folder of folders) {
     const info = statSync(folder, { bigint: true, throwIfNoEntry: false })
-    if (info && now - Number(info.mtimeMs) < REFRESH_MS) return null
-    parts.push(info ? `${info.dev}:${info.ino}:${info.mtimeNs}` : '-')
+    if (info && now - Number(info.ctimeMs) < REFRESH_MS) return null
+    parts.push(info ? `${info.dev}:${info.ino}:${info.ctimeNs}` : '-')
   }
   return parts.join('\0')
 }

@@ -5,13 +5,34 @@ import { dirname, join } from 'node:path'
  * Where credentials usually live under a home folder; a sandboxed task sees them empty.
  * `.config/tend` is tend's own: the cluster's Redis URL and key as docs/cluster.md keeps them.
  */
-const HOME_SECRETS = [
+const HOME_CREDENTIALS = [
   '.ssh', '.aws', '.azure', '.config/gh', '.config/gcloud', '.config/hub', '.config/tend', '.docker', '.gnupg', '.kube',
   '.netrc', '.git-credentials', '.npmrc', '.pypirc', '.cargo/credentials', '.cargo/credentials.toml', '.terraformrc', '.vault-token',
 ]
 
-/** The folders of a home that hold its secret paths besides the home itself (`.config`, `.cargo`): what can change them. */
-export const HOME_SECRET_PARENTS = [...new Set(HOME_SECRETS.map((relative) => dirname(relative)).filter((parent) => parent !== '.'))]
+/**
+ * What a person typed, kept by shells, REPLs, database clients, the pager and vim: a URL with its
+ * password, an `export TOKEN=…`, a `\password` in psql. Masked as credentials are.
+ */
+const HOME_HISTORIES = [
+  '.bash_history', '.sh_history', '.zsh_history', '.zhistory', '.histfile', '.local/share/fish/fish_history',
+  '.python_history', '.ipython/profile_default/history.sqlite', '.node_repl_history', '.irb_history', '.pry_history', '.julia/logs/repl_history.jl', '.ghc/ghci_history', '.scala_history',
+  '.psql_history', '.mysql_history', '.sqlite_history', '.rediscli_history', '.dbshell', '.mongosh', '.influx_history', '.clickhouse-client-history',
+  '.lesshst', '.viminfo', '.local/state/nvim/shada',
+]
+
+/** The secret paths of every home, relative to it. */
+export const HOME_SECRETS = [...HOME_CREDENTIALS, ...HOME_HISTORIES]
+
+/**
+ * Every folder on the way from a home to its secret paths, besides the home itself (`.config`,
+ * `.cargo`): a secret path appears, goes or becomes a link only by a change of one of them.
+ */
+export function foldersOnTheWay(relatives: readonly string[]): string[] {
+  const folders = new Set<string>()
+  for (const relative of relatives) for (let parent = dirname(relative); parent !== '.'; parent = dirname(parent)) folders.add(parent)
+  return [...folders]
+}
 
 /** The secret paths of a home folder (as paths under it, not resolved). */
 export function homeSecretPaths(home: string): string[] {

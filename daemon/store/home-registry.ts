@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { lstatSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
+import { lstatSync, opendirSync, readdirSync, realpathSync, renameSync, rmSync, statSync, type Dir } from 'node:fs'
 import { userInfo } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import { readRegularFileSync, writeRegularFileSync } from '../../spool/index.js'
@@ -39,11 +39,14 @@ export function currentRegistryUser(): RegistryUser {
   return { uid, passwdHome }
 }
 
+/** Where in its home a user whose home is its own keeps its registry. */
+export const REGISTRY_IN_HOME = join('.local', 'state', 'tend-homes')
+
 /** Where `user`'s daemons usually record their homes (registry-folders.ts: where they do). */
 export function homeRegistryDir(user: RegistryUser): string {
   if (user.passwdHome && isAbsolute(user.passwdHome)) {
     const info = statOrNone(user.passwdHome)
-    if (info?.isDirectory() && Number(info.uid) === user.uid) return join(user.passwdHome, '.local', 'state', 'tend-homes')
+    if (info?.isDirectory() && Number(info.uid) === user.uid) return join(user.passwdHome, REGISTRY_IN_HOME)
   }
   return `/var/tmp/tend-homes-${user.uid}`
 }
@@ -54,11 +57,22 @@ interface RegistryEntry {
   pid: number
 }
 
-/** A user has a few homes; a registry is read up to this many entries. */
-const MAX_ENTRIES = 1024
+/**
+ * How much of a registry is read: names looked at, entries (`*.json`) opened, and bytes read. A
+ * user has a few homes and an entry is about a hundred bytes, so another user's registry is read
+ * only as far as a few dozen real entries go: past that, what that user wrote there costs every
+ * reader and protects nothing more. A daemon's own registry (it prunes it) is its own user's alone.
+ */
+interface RegistryBounds {
+  names: number
+  entries: number
+  bytes: number
+}
+const OWN_REGISTRY: RegistryBounds = { names: 4096, entries: 1024, bytes: 1024 * 1024 }
+const OTHER_REGISTRY: RegistryBounds = { names: 256, entries: 64, bytes: 64 * 1024 }
 
-/** An entry is a few dozen bytes: anything much larger is not one. */
-const MAX_ENTRY_BYTES = 64 * 1024
+/** An entry holds a path (at most PATH_MAX, 4096 bytes) and a pid: anything larger is not one. */
+const MAX_ENTRY_BYTES = 8 * 1024
 
 /**
  * Records a home (its real path) in the registry, replacing its earlier entry: written whole (a
@@ -77,53 +91,70 @@ export function registerHome(dir: string, home: string, pid: number = process.pi
 }
 
 /**
- * Real paths of every home the registry lists that still exists and holds its marker. An entry
- * whose folder is gone, or no longer a home, is removed (best effort) when `prune` (the registry
- * is the reader's own); another user's registry is only read.
+ * Real paths of every home the registry lists that still exists and holds its marker, read within
+ * its bounds (RegistryBounds). An entry whose folder is gone, or no longer a home, is removed (best
+ * effort) when `prune` (the registry is the reader's own); another user's registry is only read.
  */
 export function knownHomes(dir: string, prune = true): string[] {
-  let names: string[]
+  let folder: Dir
   try {
-    names = readdirSync(dir)
+    folder = opendirSync(dir)
   } catch {
     return []
   }
+  const bounds = prune ? OWN_REGISTRY : OTHER_REGISTRY
   const homes = new Set<string>()
+  let names = 0
   let entries = 0
-  for (const name of names) {
-    if (!name.endsWith('.json')) continue
-    // Only its own user fills a registry: past this, it costs every reader and protects nothing more.
-    if (++entries > MAX_ENTRIES) break
-    const file = join(dir, name)
-    const home = readEntry(file)
-    if (home === null) continue
-    if (!isHome(home)) {
-      if (prune) rmSync(file, { force: true })
-      continue
+  let bytes = 0
+  try {
+    // One name at a time: a folder of a million names is not listed whole to look at a few.
+    for (let found = folder.readSync(); found !== null; found = folder.readSync()) {
+      if (++names > bounds.names) break
+      if (!found.name.endsWith('.json')) continue
+      if (++entries > bounds.entries || bytes >= bounds.bytes) break
+      const file = join(dir, found.name)
+      const entry = readEntry(file)
+      bytes += entry.bytes
+      if (entry.home === null) continue
+      if (!isHome(entry.home)) {
+        if (prune) rmSync(file, { force: true })
+        continue
+      }
+      homes.add(realOrSelf(entry.home))
     }
-    homes.add(realOrSelf(home))
+  } catch {
+    // The folder went, or became unreadable, while it was read: what was found stands.
+  } finally {
+    folder.closeSync()
   }
   return [...homes]
 }
 
-/** A registry unchanged for this long is trusted to stay as read: its folder's mtime ticks coarsely. */
+/**
+ * A registry unchanged for this long is trusted to stay as read: its folder's ctime ticks coarsely.
+ * The ctime, not the mtime: its owner can set the mtime (`touch -d 2030`: never settled), no one the ctime.
+ */
 const SETTLED_MS = 1000
 
 /**
  * knownHomes() of every folder `folders()` names, for a caller that asks per task: each registry
  * is read again only when its folder has changed (a daemon registered, an entry was pruned). A
- * folder changed within the last second is read every time: a change in the same tick of its mtime
+ * folder changed within the last second is read every time: a change in the same tick of its ctime
  * would otherwise be missed. The same array comes back while nothing changed.
  */
 export function cachedKnownHomes(folders: () => readonly string[], prune = true): () => string[] {
   const caches = new Map<string, () => string[]>()
   let last: { parts: string[][]; homes: string[] } | null = null
   return () => {
-    const parts = folders().map((dir) => {
+    const current = folders()
+    const parts = current.map((dir) => {
       let read = caches.get(dir)
       if (!read) caches.set(dir, (read = cachedRegistry(dir, prune)))
       return read()
     })
+    // A folder no longer asked for (gone from /var/tmp, its user's home moved) is forgotten.
+    if (caches.size > current.length) for (const dir of caches.keys()) if (!current.includes(dir)) caches.delete(dir)
     if (last && last.parts.length === parts.length && last.parts.every((part, index) => part === parts[index])) return last.homes
     last = { parts, homes: [...new Set(parts.flat())] }
     return last.homes
@@ -139,7 +170,7 @@ function cachedRegistry(dir: string, prune: boolean): () => string[] {
       cached = null
       return none
     }
-    const stamp = Date.now() - Number(info.mtimeMs) > SETTLED_MS ? `${info.dev}:${info.ino}:${info.mtimeNs}` : null
+    const stamp = Date.now() - Number(info.ctimeMs) > SETTLED_MS ? `${info.dev}:${info.ino}:${info.ctimeNs}` : null
     if (stamp !== null && cached?.stamp === stamp) return cached.homes
     const homes = knownHomes(dir, prune)
     cached = stamp === null ? null : { stamp, homes }
@@ -156,14 +187,21 @@ function statOrNone(dir: string) {
   }
 }
 
-/** The home an entry names, or null when it is not an entry (unreadable, not JSON, not an absolute path). */
-function readEntry(file: string): string | null {
+/** The home an entry names (null when it is not an entry: unreadable, not JSON, not an absolute path), and the bytes read. */
+function readEntry(file: string): { home: string | null; bytes: number } {
+  let data: Buffer
   try {
-    const entry = JSON.parse(readRegularFileSync(file, MAX_ENTRY_BYTES).toString('utf8')) as Partial<RegistryEntry>
-    return typeof entry.home === 'string' && isAbsolute(entry.home) && entry.home !== '/' ? entry.home : null
+    data = readRegularFileSync(file, MAX_ENTRY_BYTES)
   } catch {
-    // Unreadable, half-written by hand, or not a regular file: left alone, it names nothing.
-    return null
+    // Unreadable, too large (refused on its size before a byte is read), or not a regular file: it names nothing.
+    return { home: null, bytes: 0 }
+  }
+  try {
+    const entry = JSON.parse(data.toString('utf8')) as Partial<RegistryEntry>
+    return { home: typeof entry.home === 'string' && isAbsolute(entry.home) && entry.home !== '/' ? entry.home : null, bytes: data.length }
+  } catch {
+    // Half-written by hand: left alone, it names nothing.
+    return { home: null, bytes: data.length }
   }
 }
 

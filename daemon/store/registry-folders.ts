@@ -70,17 +70,20 @@ export function sharedRegistries(uid: number): string[] {
 
 /** Every `tend-homes-<uid>[.<suffix>]` folder in /var/tmp that is a folder owned by that uid, by uid. */
 export function sharedRegistriesByUid(): Map<number, string[]> {
+  return scanShared().found
+}
+
+/** sharedRegistriesByUid(), and how many names /var/tmp held. */
+function scanShared(): { found: Map<number, string[]>; names: number } {
   const found = new Map<number, string[]>()
   let names: string[]
   try {
     names = readdirSync(SHARED_PARENT)
   } catch {
-    return found
+    return { found, names: 0 }
   }
-  for (const name of names.sort()) {
-    const match = SHARED_NAME.exec(name)
-    if (!match) continue
-    const uid = Number(match[1])
+  for (const name of names.filter((each) => SHARED_NAME.test(each)).sort()) {
+    const uid = Number(SHARED_NAME.exec(name)![1])
     const path = join(SHARED_PARENT, name)
     const info = lstatSync(path, { throwIfNoEntry: false })
     if (!info?.isDirectory() || info.uid !== uid) continue
@@ -88,26 +91,38 @@ export function sharedRegistriesByUid(): Map<number, string[]> {
     // A daemon takes the first one of its own; more are its own user's doing, and cost every reader.
     if (folders.length < MAX_FOLDERS_PER_UID) found.set(uid, [...folders, path])
   }
-  return found
+  return { found, names: names.length }
 }
 
-/** A folder unchanged for this long is trusted to stay as read: its mtime ticks coarsely. */
+/**
+ * A folder unchanged for this long is trusted to stay as read: its ctime ticks coarsely (its
+ * ctime, not its mtime: no one can set it).
+ */
 const SETTLED_MS = 1000
+/**
+ * Up to this many names in /var/tmp (listing them costs ~3 ms), it is listed again whenever it
+ * changed; past it, at most once per RESCAN_MS: anyone may fill /var/tmp and change it all the
+ * time, and listing 100,000 names costs 70 ms.
+ */
+const EXACT_NAMES = 4096
+const RESCAN_MS = 1000
 
-/** sharedRegistriesByUid(), read again only when /var/tmp changed (or changed within the last second). */
+/** sharedRegistriesByUid(), listed again only when /var/tmp changed (see EXACT_NAMES); the same map while it did not. */
 export function cachedSharedRegistries(): () => ReadonlyMap<number, readonly string[]> {
-  let cached: { stamp: string; found: Map<number, string[]> } | null = null
+  let cached: { stamp: string | null; at: number; names: number; found: Map<number, string[]> } | null = null
   return () => {
+    const now = Date.now()
     let stamp: string | null = null
     try {
       const info = statSync(SHARED_PARENT, { bigint: true })
-      if (Date.now() - Number(info.mtimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.mtimeNs}`
+      if (now - Number(info.ctimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.ctimeNs}`
     } catch {
       // no /var/tmp: nothing there
     }
-    if (stamp !== null && cached?.stamp === stamp) return cached.found
-    const found = sharedRegistriesByUid()
-    cached = stamp === null ? null : { stamp, found }
+    if (cached && stamp !== null && cached.stamp === stamp) return cached.found
+    if (cached && cached.names > EXACT_NAMES && now - cached.at < RESCAN_MS) return cached.found
+    const { found, names } = scanShared()
+    cached = { stamp, at: now, names, found }
     return found
   }
 }

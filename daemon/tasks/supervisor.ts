@@ -31,7 +31,7 @@ import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
-import { cachedProtectedView, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
+import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
@@ -474,6 +474,14 @@ export class Supervisor {
       this.finishTask(await this.store.transition(id, (current) => (current.state === 'queued' ? markFailed(current, 'daemon stopped before the task started', new Date(), 'daemon-stop') : null)))
       return null
     }
+    // Checked again on what is protected now: it may have waited long enough for a home to appear in its cwd.
+    const view = task.sandbox === 'off' ? null : this.protectedView()
+    const protectedNow = view && protectedSinceAdmission(task.sandbox, pending.paths, view.places)
+    if (protectedNow) {
+      this.log.info({ taskId: id, reason: protectedNow }, 'task failed to start')
+      this.finishTask(await this.store.transition(id, (current) => (current.state === 'queued' ? markFailed(current, protectedNow, new Date()) : null)))
+      return null
+    }
     let launchSettled!: () => void
     this.launching.set(id, new Promise<void>((resolve) => (launchSettled = resolve)))
     const settle = () => {
@@ -489,7 +497,7 @@ export class Supervisor {
       envAdditions: pending.env,
       paths: pending.paths,
       endsWithDaemon: pending.endsWithDaemon,
-      masks: task.sandbox === 'off' ? [] : this.protectedView().masks,
+      masks: view?.masks ?? [],
       config: this.config,
       capabilities: this.capabilities,
       spawner: this.spawner,

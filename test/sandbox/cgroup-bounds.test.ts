@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs'
+import { chmodSync, chownSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -230,6 +230,8 @@ function defineBounds(who: 'root' | 'non-root'): void {
         workspace: { pidsMax: DEFAULT_WORKSPACE_PIDS, memoryBytes: null, memoryAccounted: true, tmpfsBytes: TMP_SIZE },
         strict: { pidsMax: 512, memoryBytes: 2 * 1024 ** 3, memoryAccounted: true, tmpfsBytes: TMP_SIZE },
         allTasksPidsMax: allTasks,
+        // Half of what the kernel hands out, as for one daemon: see the test on all daemons together below.
+        ...(who === 'root' ? { allDaemonsPidsMax: allTasks } : { allDaemonsPidsMax: null, allDaemonsProblem: expect.stringContaining('is root\'s') }),
       })
       const text = await runCli(['status'], daemon.env)
       expect(text.exitCode).toBe(0)
@@ -353,6 +355,39 @@ function defineBounds(who: 'root' | 'non-root'): void {
       } finally {
         await small.stop()
       }
+    })
+
+    test("all daemons together leave the host its share: a root daemon bounds tend's folder and its uid's; an unprivileged one, whose uid folder's files are root's, says it cannot and what the operator runs", async () => {
+      const share = Math.floor(Math.min(Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')), Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))) / 2)
+      const top = cgroupDir(name, 'pids')
+      const own = cgroupDir(name, 'pids', owner.uid)
+      const bounds = (await daemon.client.status()).sandbox.bounds
+      if (who === 'root') {
+        // Read from the kernel's files: every daemon's tasks of every uid are below tend's folder.
+        expect(readFileSync(join(top, 'pids.max'), 'utf8').trim()).toBe(String(share))
+        expect(readFileSync(join(own, 'pids.max'), 'utf8').trim()).toBe(String(share))
+        expect(bounds.allDaemonsPidsMax).toBe(share)
+        expect(bounds.allDaemonsProblem).toBeUndefined()
+        // An operator's own number is kept: a second daemon does not raise it.
+        writeFileSync(join(top, 'pids.max'), String(share - 1))
+        const second = await startTestDaemon({ env })
+        try {
+          expect(readFileSync(join(top, 'pids.max'), 'utf8').trim()).toBe(String(share - 1))
+          expect((await second.client.status()).sandbox.bounds.allDaemonsPidsMax).toBe(share - 1)
+        } finally {
+          await second.stop()
+          writeFileSync(join(top, 'pids.max'), String(share))
+        }
+        return
+      }
+      // The operator made both folders (delegate()): their limits are root's files, unset.
+      expect(readFileSync(join(own, 'pids.max'), 'utf8').trim()).toBe('max')
+      expect(lstatSync(join(own, 'pids.max')).uid).toBe(0)
+      expect(bounds.allDaemonsPidsMax).toBeNull()
+      expect(bounds.allDaemonsProblem).toContain(`echo ${share} > ${join(top, 'pids.max')}`)
+      expect(readFileSync(join(tendHome, 'daemon.log'), 'utf8')).toContain('the tasks of all daemons together are not bounded')
+      const text = await runCli(['status'], daemon.env)
+      expect(text.stdout).toContain(`all daemons together: no limit: ${bounds.allDaemonsProblem}`)
     })
 
     test('groups outlive a daemon crash and are removed by the next daemon once the task is gone', async () => {

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomInt } from 'node:crypto'
-import { spawnSync } from 'node:child_process'
-import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
+import { basename, join } from 'node:path'
+import { cachedKnownHomes } from '../../daemon/store/home-registry.js'
+import { markHome } from '../../daemon/store/home-marker.js'
+import { eachSandboxedProfile } from '../helpers/profiles.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon, type UnprivilegedUser } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -78,5 +81,187 @@ describe('the registry of tend homes, squatted by another user', () => {
     expect(output).not.toMatch(/listed: /)
     // Both daemons keep to the one registry the first made.
     expect(readdirSync('/var/tmp').filter((name) => name.startsWith(`tend-homes-${user.uid}.`))).toEqual(own)
+  })
+})
+
+describe('registries another user fills to slow every admission', () => {
+  /** A uid no user database entry names: a root daemon reads its registries in /var/tmp all the same. */
+  let uid: number
+  let daemon: TestDaemon
+  const folders: string[] = []
+  const taskIds: string[] = []
+  let base: string
+  let toucher: NodeJS.Timeout | undefined
+
+  beforeAll(async () => {
+    for (;;) {
+      uid = randomInt(3_700_000, 3_800_000)
+      if (spawnSync('getent', ['passwd', String(uid)]).status === 2) break
+    }
+    base = `/var/tmp/tend-registry-cost-${process.pid}-${uid}`
+    mkdirSync(base, { mode: 0o711 })
+    mkdirSync(join(base, 'ws'), { mode: 0o755 })
+    mkdirSync(join(base, 'home'), { mode: 0o700 })
+    daemon = await startTestDaemon({ home: join(base, 'home'), env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } })
+  })
+
+  afterAll(async () => {
+    if (toucher) clearInterval(toucher)
+    try {
+      await waitFor('no process of any task of this file left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+    } finally {
+      await stopAll(daemon)
+      for (const folder of folders) rmSync(folder, { recursive: true, force: true })
+      rmSync(base, { recursive: true, force: true })
+    }
+  })
+
+  /** What the daemon process has read so far (every read syscall, every thread), as the kernel counts it. */
+  function bytesReadByDaemon(): number {
+    const io = readFileSync(`/proc/${daemon.process.pid}/io`, 'utf8')
+    return Number(/^rchar: (\d+)$/m.exec(io)![1])
+  }
+
+  eachSandboxedProfile('folders of 1024 hard links to a 60 KiB entry each, their mtime in the future and kept changing, cost an admission next to nothing', () => daemon.client, async (sandbox) => {
+    if (folders.length === 0) {
+      // Planted as that uid would: its own folders in /var/tmp, an entry far larger than a real one, linked over and over.
+      const entry = join(base, 'entry.json')
+      writeFileSync(entry, `{"home":"/var/tmp","pid":1,"pad":"${'x'.repeat(60 * 1024)}"}`)
+      chownSync(entry, uid, uid)
+      for (const name of [`tend-homes-${uid}`, `tend-homes-${uid}.adv1`]) {
+        const folder = join('/var/tmp', name)
+        mkdirSync(folder, { mode: 0o755 })
+        folders.push(folder)
+        for (let index = 0; index < 1024; index++) linkSync(entry, join(folder, `${index}.json`))
+        chownSync(folder, uid, uid)
+      }
+      // touch -d 2030, again and again: an mtime that never looks settled, and a ctime that never is.
+      const future = new Date('2030-01-01T00:00:00Z')
+      const touch = () => {
+        for (const folder of folders) utimesSync(folder, future, future)
+      }
+      touch()
+      toucher = setInterval(touch, 100)
+    }
+    const before = bytesReadByDaemon()
+    for (let round = 0; round < 5; round++) {
+      const started = await daemon.client.start({ command: ['true'], cwd: join(base, 'ws'), sandbox, timeoutMs: 20_000 })
+      taskIds.push(started.id)
+      const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
+      expect(task.exitCode, task.reason ?? '').toBe(0)
+    }
+    const read = bytesReadByDaemon() - before
+    // Whole, the planted entries are 120 MiB at every look (2.5 GB for these five tasks); a bounded
+    // registry refuses each on its size before reading it (about 140 KiB were read in all here).
+    expect(read, `the daemon read ${read} bytes for five tasks`).toBeLessThan(1024 * 1024)
+  })
+})
+
+describe('a /var/tmp that another user fills with names and changes all the time', () => {
+  let daemon: TestDaemon
+  let base: string
+  const planted: string[] = []
+  const taskIds: string[] = []
+  let changer: NodeJS.Timeout | undefined
+  let strace: ChildProcess | undefined
+
+  beforeAll(async () => {
+    base = mkdtempSync('/var/tmp/tend-vartmp-names-')
+    chmodSync(base, 0o711)
+    mkdirSync(join(base, 'ws'), { mode: 0o755 })
+    mkdirSync(join(base, 'home'), { mode: 0o700 })
+    daemon = await startTestDaemon({ home: join(base, 'home'), env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } })
+  })
+
+  afterAll(async () => {
+    if (changer) clearInterval(changer)
+    if (strace && strace.exitCode === null && strace.signalCode === null) {
+      strace.kill('SIGKILL')
+      await new Promise((resolveExit) => strace!.once('exit', resolveExit))
+    }
+    try {
+      await waitFor('no process of any task of this file left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+    } finally {
+      await stopAll(daemon)
+      for (const path of planted) rmSync(path, { force: true })
+      rmSync(base, { recursive: true, force: true })
+    }
+  })
+
+  test('is listed at most about once a second, not at every admission', async () => {
+    // 10,000 names in /var/tmp itself (listing them takes ~7 ms), and one made and removed every 20 ms.
+    for (let index = 0; index < 10_000; index++) {
+      const path = join('/var/tmp', `${basename(base)}-${index}`)
+      writeFileSync(path, '')
+      planted.push(path)
+    }
+    const churn = join('/var/tmp', `${basename(base)}-churn`)
+    planted.push(churn)
+    changer = setInterval(() => {
+      writeFileSync(churn, '')
+      rmSync(churn, { force: true })
+    }, 20)
+    // Every open of /var/tmp as a folder by the daemon (a listing), as the kernel sees it.
+    const log = join(base, 'strace.log')
+    strace = spawn('strace', ['-f', '--seccomp-bpf', '-e', 'trace=openat', '-e', 'signal=none', '-o', log, '-p', String(daemon.process.pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
+    let straceErr = ''
+    let missing: Error | undefined
+    strace.on('error', (error) => (missing = error))
+    strace.stderr!.on('data', (chunk: Buffer) => (straceErr += chunk.toString()))
+    await waitFor(`strace attached to the daemon (strace: ${straceErr})`, () => {
+      if (missing) throw new Error(`this test needs strace (apt-get install strace; .ci/run installs it): ${missing.message}`)
+      if (strace!.exitCode !== null) throw new Error(`strace exited with ${strace!.exitCode}: ${straceErr}`)
+      return /attached/.test(straceErr)
+    })
+    const began = Date.now()
+    for (let round = 0; round < 10; round++) {
+      const started = await daemon.client.start({ command: ['true'], cwd: join(base, 'ws'), sandbox: 'workspace', timeoutMs: 20_000 })
+      taskIds.push(started.id)
+      const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
+      expect(task.exitCode, task.reason ?? '').toBe(0)
+    }
+    const seconds = (Date.now() - began) / 1000
+    strace.kill('SIGINT')
+    await new Promise((resolveExit) => strace!.once('exit', resolveExit))
+    const listings = readFileSync(log, 'utf8').split('\n').filter((line) => /openat\(AT_FDCWD, "\/var\/tmp", [^)]*O_DIRECTORY/.test(line)).length
+    // One listing per second at most, and one at the start: counted against the time the tasks took.
+    expect(listings, `/var/tmp was listed ${listings} times during ${seconds.toFixed(1)} s of admissions`).toBeLessThanOrEqual(Math.ceil(seconds) + 1)
+  })
+})
+
+describe('a registry folder whose mtime lies in the future', () => {
+  let base: string
+
+  beforeAll(() => {
+    base = mkdtempSync('/var/tmp/tend-registry-future-')
+  })
+
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true })
+  })
+
+  test('is read again only when its folder changes, not at every call', async () => {
+    const registry = join(base, 'registry')
+    mkdirSync(registry, { mode: 0o700 })
+    const homes = ['one', 'two'].map((name) => {
+      const home = join(base, name)
+      mkdirSync(home, { mode: 0o700 })
+      markHome(home)
+      return home
+    })
+    const entry = join(registry, 'entry.json')
+    writeFileSync(entry, JSON.stringify({ home: homes[0], pid: 1 }))
+    const future = new Date('2030-01-01T00:00:00Z')
+    utimesSync(registry, future, future)
+    const read = cachedKnownHomes(() => [registry], false)
+    // Settled: nothing changed the folder for longer than the reader waits for a coarse clock.
+    await waitFor('the registry folder unchanged for over a second', () => Date.now() - statSync(registry).ctimeMs > 1500, 5000)
+    expect(read()).toEqual([homes[0]])
+    // Rewritten in place (a registry's entries are replaced by a rename, which changes the folder): not seen, so not read.
+    writeFileSync(entry, JSON.stringify({ home: homes[1], pid: 1 }))
+    expect(read()).toEqual([homes[0]])
+    // A change of the folder is seen at once.
+    writeFileSync(join(registry, 'other.json'), JSON.stringify({ home: homes[1], pid: 1 }))
+    expect(read()).toEqual([homes[1]])
   })
 })

@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startTestDaemon, stopAll, type TestDaemon, type UnprivilegedUser } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
+import { chownTree } from '../helpers/chown-tree.js'
+import { markHome } from '../../daemon/store/home-marker.js'
 
 /*
  * A root daemon's sandboxed task writes its folders as their owners (idmapped mounts): in a folder
@@ -18,6 +20,7 @@ import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles
  */
 
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+const PYTHON = '/usr/bin/python3'
 
 function q(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`
@@ -190,6 +193,41 @@ describe("another user's places, daemon as root", () => {
     expectXUntouched()
   })
 
+  eachProfile("a tend home of another user that comes and goes as tasks start (closed to them anyway) makes none of them fail", async (sandbox) => {
+    // A second home of X's, in a project of X's: marked, listed in X's registry, 0700 (no task of this daemon may enter it).
+    const project = join(base, `x-flip-${sandbox}`)
+    mkdirSync(project, { mode: 0o755 })
+    const flipping = join(project, 'home')
+    mkdirSync(flipping, { mode: 0o700 })
+    markHome(flipping)
+    chownTree(project, x)
+    const registry = join(xHome, '.local', 'state', 'tend-homes')
+    const entry = join(registry, `flip-${sandbox}.json`)
+    writeFileSync(entry, JSON.stringify({ home: flipping, pid: 1 }))
+    chownSync(entry, x.uid, x.gid)
+    let flipper: ReturnType<typeof spawn> | undefined
+    try {
+      // The daemon knows it (the project around it is refused), from a registry read while it was there.
+      await waitFor('the second home known to the daemon', () => attempt('true', { cwd: project, sandbox }).then(() => false, (error: { message?: string }) => error.message?.includes(`contains ${flipping}, a tend home`)), 20_000)
+      await waitFor("X's registry unchanged long enough to be kept as read", () => Date.now() - statSync(registry).ctimeMs > 1500, 5000)
+      // X renames it away and back, again and again: as a task starts, it may be there or not.
+      flipper = spawn(PYTHON, ['-c', `import os, time\nwhile True:\n    os.rename(${JSON.stringify(flipping)}, ${JSON.stringify(`${flipping}.away`)})\n    time.sleep(0.0005)\n    os.rename(${JSON.stringify(`${flipping}.away`)}, ${JSON.stringify(flipping)})\n    time.sleep(0.0005)\n`], { stdio: 'ignore' })
+      const cwd = scratch()
+      for (let round = 0; round < 20; round++) {
+        const { task, output } = await attempt('echo done', { cwd, sandbox })
+        expect(output, `task ${round}: ${task.state} ${task.reason ?? ''}`).toBe('done\n')
+      }
+    } finally {
+      if (flipper) {
+        const exited = new Promise((resolveExit) => flipper!.once('exit', resolveExit))
+        flipper.kill('SIGKILL')
+        await exited
+      }
+      rmSync(entry, { force: true })
+      rmSync(project, { recursive: true, force: true })
+    }
+  })
+
   eachProfile("with taskUser, the tasks run as that user: its secret paths are empty to them, and its home is refused", async (sandbox) => {
     const asX = await startTestDaemon({ home: join(base, `task-user-${sandbox}`), env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_TASK_USER: userName } })
     try {
@@ -206,6 +244,65 @@ describe("another user's places, daemon as root", () => {
       await asX.stop()
     }
     expectXUntouched()
+  })
+
+  eachProfile("links a user plants in its home protect only that user's own places: /, /usr and other folders it points them at stay usable", async (sandbox) => {
+    const suffix = randomBytes(3).toString('hex')
+    const zName = `tpz${suffix}`
+    const wName = `tpw${suffix}`
+    const zHome = join(homes, `z-${suffix}`)
+    // W's home lies in a folder anyone may write (sticky, as /var/tmp): W made it a link before it existed.
+    const sticky = join(base, `sticky-${suffix}`)
+    const wHome = join(sticky, 'w')
+    // Projects of root's that Z and W point their links at.
+    const victims = { secret: scratch(), parent: scratch(), registry: scratch(), home: scratch() }
+    mkdirSync(join(victims.parent, 'gh'))
+    const zToken = `z-gnupg-${tag}-${suffix}`
+    const made: string[] = []
+    const ids = (name: string) => ({ uid: Number(execFileSync('id', ['-u', name], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', name], { encoding: 'utf8' })) })
+    execFileSync('useradd', ['--no-create-home', '--home-dir', zHome, '--shell', '/usr/sbin/nologin', '--user-group', zName])
+    made.push(zName)
+    try {
+      execFileSync('useradd', ['--no-create-home', '--home-dir', wHome, '--shell', '/usr/sbin/nologin', '--user-group', wName])
+      made.push(wName)
+      const z = ids(zName)
+      const w = ids(wName)
+      const asZ = (path: string) => lchownSync(path, z.uid, z.gid)
+      mkdirSync(zHome, { mode: 0o755 })
+      asZ(zHome)
+      mkdirSync(join(zHome, '.local', 'state'), { recursive: true })
+      asZ(join(zHome, '.local'))
+      asZ(join(zHome, '.local', 'state'))
+      const links: Array<[string, string]> = [['.kube', '/'], ['.docker', '/usr'], ['.aws', victims.secret], ['.config', victims.parent], [join('.local', 'state', 'tend-homes'), victims.registry]]
+      for (const [relative, target] of links) {
+        symlinkSync(target, join(zHome, relative))
+        asZ(join(zHome, relative))
+      }
+      // Z's own secret, through a link of its own into its home: still its secret.
+      mkdirSync(join(zHome, 'dotfiles', 'gnupg'), { recursive: true })
+      for (const dir of ['dotfiles', join('dotfiles', 'gnupg')]) asZ(join(zHome, dir))
+      writeFileSync(join(zHome, 'dotfiles', 'gnupg', 'pubring'), `${zToken}\n`, { mode: 0o644 })
+      asZ(join(zHome, 'dotfiles', 'gnupg', 'pubring'))
+      symlinkSync(join('dotfiles', 'gnupg'), join(zHome, '.gnupg'))
+      asZ(join(zHome, '.gnupg'))
+      mkdirSync(sticky, { mode: 0o1777 })
+      chmodSync(sticky, 0o1777)
+      symlinkSync(victims.home, wHome)
+      lchownSync(wHome, w.uid, w.gid)
+
+      for (const [label, cwd] of Object.entries(victims)) {
+        const { task, output } = await attempt(`ls /usr/bin/env && echo made > made-${sandbox}; echo done`, { cwd, sandbox })
+        expect(output, `${label}: ${task.reason ?? ''}`).toBe('/usr/bin/env\ndone\n')
+        expect(existsSync(join(cwd, `made-${sandbox}`)), label).toBe(true)
+      }
+      const { task, output } = await attempt(`cat ${q(join(zHome, 'dotfiles', 'gnupg', 'pubring'))} 2>&1; echo done`, { cwd: scratch(), sandbox })
+      expect(output, task.reason ?? '').toContain('done\n')
+      expect(output).not.toContain(zToken)
+      await expect(attempt('echo planted > planted', { cwd: join(zHome, 'dotfiles', 'gnupg'), sandbox })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining(`a secret path of ${zName}`) })
+      expect(existsSync(join(zHome, 'dotfiles', 'gnupg', 'planted'))).toBe(false)
+    } finally {
+      for (const name of made) execFileSync('userdel', [name])
+    }
   })
 
   eachProfile('a cwd or writable path in /var/spool (cron and at run the jobs there as their owner) is refused', async (sandbox) => {

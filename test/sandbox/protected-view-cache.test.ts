@@ -1,9 +1,10 @@
 import { afterEach, expect, test } from 'vitest'
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, utimesSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadDaemonConfig } from '../../daemon/config.js'
 import { cachedProtectedView } from '../../daemon/sandbox/protected-places.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 const made: string[] = []
 afterEach(() => {
@@ -22,24 +23,25 @@ function setUp() {
   return { home, tendHome: join(base, 'tend-home'), view }
 }
 
-/** As if the folder last changed a minute ago: the cache then trusts it. */
-function settle(path: string): void {
-  const past = new Date(Date.now() - 60_000)
-  utimesSync(path, past, past)
+/**
+ * Once the folder last changed over a second ago, the cache trusts it. Told by its ctime, which no
+ * one can set (an mtime set in the past or the future proves nothing): so this waits.
+ */
+async function settle(...paths: string[]): Promise<void> {
+  await waitFor(`${paths.join(', ')} unchanged for over a second`, () => paths.every((path) => Date.now() - (statSync(path, { throwIfNoEntry: false })?.ctimeMs ?? 0) > 1100), 5000)
 }
 
-test('the cached protected view answers from memory while nothing it was made from changed', () => {
+test('the cached protected view answers from memory while nothing it was made from changed', async () => {
   const { home, tendHome, view } = setUp()
-  settle(home)
-  settle(tendHome)
+  // The folders of the system's secret paths too (useradd elsewhere changes /etc).
+  await settle(home, tendHome, '/etc', '/etc/ssh')
   const first = view()
   expect(view()).toBe(first)
 })
 
-test('a secret path made since the last look is protected at the next one, without waiting', () => {
+test('a secret path made since the last look is protected at the next one, without waiting', async () => {
   const { home, tendHome, view } = setUp()
-  settle(home)
-  settle(tendHome)
+  await settle(home, tendHome)
   expect(view().places.map((place) => place.path)).not.toContain(join(home, '.aws'))
   mkdirSync(join(home, '.aws'))
   const after = view()

@@ -73,6 +73,8 @@ function boundsLines(bounds: DaemonStatus['sandbox']['bounds']): string[] {
   const profiles = (['workspace', 'strict'] as const).filter((profile) => bounds[profile]).map((profile) => `${profile}: ${describeBounds(bounds[profile]!)}`)
   if (profiles.length === 0) return []
   const together = bounds.allTasksPidsMax ? [`             all tasks together: ${bounds.allTasksPidsMax} processes`] : []
+  if (bounds.allDaemonsPidsMax) together.push(`             all daemons together: ${bounds.allDaemonsPidsMax} processes`)
+  else if (bounds.allDaemonsProblem) together.push(`             all daemons together: no limit: ${bounds.allDaemonsProblem}`)
   return [`bounds:      ${profiles.join('; ')}`, ...together, ...(bounds.reason ? [`             no process or memory bounds: ${bounds.reason}`] : [])]
 }
 
