@@ -73,18 +73,18 @@ export function sharedRegistriesByUid(): Map<number, string[]> {
   return scanShared().found
 }
 
-/** sharedRegistriesByUid(), and how many names /var/tmp held. */
-function scanShared(): { found: Map<number, string[]>; names: number } {
+/** sharedRegistriesByUid(), and how many names the folder (/var/tmp) held. */
+function scanShared(parent: string = SHARED_PARENT): { found: Map<number, string[]>; names: number } {
   const found = new Map<number, string[]>()
   let names: string[]
   try {
-    names = readdirSync(SHARED_PARENT)
+    names = readdirSync(parent)
   } catch {
     return { found, names: 0 }
   }
   for (const name of names.filter((each) => SHARED_NAME.test(each)).sort()) {
     const uid = Number(SHARED_NAME.exec(name)![1])
-    const path = join(SHARED_PARENT, name)
+    const path = join(parent, name)
     const info = lstatSync(path, { throwIfNoEntry: false })
     if (!info?.isDirectory() || info.uid !== uid) continue
     const folders = found.get(uid) ?? []
@@ -107,22 +107,25 @@ const SETTLED_MS = 1000
 const EXACT_NAMES = 4096
 const RESCAN_MS = 1000
 
-/** sharedRegistriesByUid(), listed again only when /var/tmp changed (see EXACT_NAMES); the same map while it did not. */
-export function cachedSharedRegistries(): () => ReadonlyMap<number, readonly string[]> {
+/**
+ * sharedRegistriesByUid(), listed again only when /var/tmp changed (see EXACT_NAMES); the same map
+ * while it did not. `parent` and `now` are /var/tmp and the clock, but for tests.
+ */
+export function cachedSharedRegistries(parent: string = SHARED_PARENT, now: () => number = Date.now): () => ReadonlyMap<number, readonly string[]> {
   let cached: { stamp: string | null; at: number; names: number; found: Map<number, string[]> } | null = null
   return () => {
-    const now = Date.now()
+    const at = now()
     let stamp: string | null = null
     try {
-      const info = statSync(SHARED_PARENT, { bigint: true })
-      if (now - Number(info.ctimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.ctimeNs}`
+      const info = statSync(parent, { bigint: true })
+      if (at - Number(info.ctimeMs) > SETTLED_MS) stamp = `${info.dev}:${info.ino}:${info.ctimeNs}`
     } catch {
       // no /var/tmp: nothing there
     }
     if (cached && stamp !== null && cached.stamp === stamp) return cached.found
-    if (cached && cached.names > EXACT_NAMES && now - cached.at < RESCAN_MS) return cached.found
-    const { found, names } = scanShared()
-    cached = { stamp, at: now, names, found }
+    if (cached && cached.names > EXACT_NAMES && at - cached.at < RESCAN_MS) return cached.found
+    const { found, names } = scanShared(parent)
+    cached = { stamp, at, names, found }
     return found
   }
 }

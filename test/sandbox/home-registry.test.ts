@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomInt } from 'node:crypto'
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
-import { basename, join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { chownSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { cachedKnownHomes } from '../../daemon/store/home-registry.js'
+import { cachedSharedRegistries } from '../../daemon/store/registry-folders.js'
 import { markHome } from '../../daemon/store/home-marker.js'
 import { eachSandboxedProfile } from '../helpers/profiles.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -158,74 +159,45 @@ describe('registries another user fills to slow every admission', () => {
 })
 
 describe('a /var/tmp that another user fills with names and changes all the time', () => {
-  let daemon: TestDaemon
-  let base: string
-  const planted: string[] = []
-  const taskIds: string[] = []
-  let changer: NodeJS.Timeout | undefined
-  let strace: ChildProcess | undefined
-
-  beforeAll(async () => {
-    base = mkdtempSync('/var/tmp/tend-vartmp-names-')
-    chmodSync(base, 0o711)
-    mkdirSync(join(base, 'ws'), { mode: 0o755 })
-    mkdirSync(join(base, 'home'), { mode: 0o700 })
-    daemon = await startTestDaemon({ home: join(base, 'home'), env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } })
+  let parent: string
+  beforeAll(() => {
+    parent = mkdtempSync('/var/tmp/tend-shared-names-')
+  })
+  afterAll(() => {
+    rmSync(parent, { recursive: true, force: true })
   })
 
-  afterAll(async () => {
-    if (changer) clearInterval(changer)
-    if (strace && strace.exitCode === null && strace.signalCode === null) {
-      strace.kill('SIGKILL')
-      await new Promise((resolveExit) => strace!.once('exit', resolveExit))
-    }
-    try {
-      await waitFor('no process of any task of this file left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
-    } finally {
-      await stopAll(daemon)
-      for (const path of planted) rmSync(path, { force: true })
-      rmSync(base, { recursive: true, force: true })
-    }
+  /** A folder standing for /var/tmp with `count` names, and tend-homes-0 (root's registry) in it. */
+  function fill(dir: string, count: number): void {
+    mkdirSync(dir)
+    for (let index = 0; index < count; index++) writeFileSync(join(dir, `name-${index}`), '')
+    mkdirSync(join(dir, 'tend-homes-0'))
+  }
+
+  test('past 4096 names it is listed again at most once a second: a change is seen after that second, not at every admission', () => {
+    const dir = join(parent, 'many')
+    fill(dir, 5000)
+    // A clock well past the folder's last change, so that its ctime counts as settled.
+    let clock = Date.now() + 10_000
+    const registries = cachedSharedRegistries(dir, () => clock)
+    expect(registries().get(0)).toEqual([join(dir, 'tend-homes-0')])
+    mkdirSync(join(dir, 'tend-homes-0.other'))
+    clock += 10
+    // Changed, but listed less than a second ago: the last listing stands.
+    expect(registries().get(0)).toEqual([join(dir, 'tend-homes-0')])
+    clock += 1000
+    expect(registries().get(0)).toEqual([join(dir, 'tend-homes-0'), join(dir, 'tend-homes-0.other')])
   })
 
-  test('is listed at most about once a second, not at every admission', async () => {
-    // 10,000 names in /var/tmp itself (listing them takes ~7 ms), and one made and removed every 20 ms.
-    for (let index = 0; index < 10_000; index++) {
-      const path = join('/var/tmp', `${basename(base)}-${index}`)
-      writeFileSync(path, '')
-      planted.push(path)
-    }
-    const churn = join('/var/tmp', `${basename(base)}-churn`)
-    planted.push(churn)
-    changer = setInterval(() => {
-      writeFileSync(churn, '')
-      rmSync(churn, { force: true })
-    }, 20)
-    // Every open of /var/tmp as a folder by the daemon (a listing), as the kernel sees it.
-    const log = join(base, 'strace.log')
-    strace = spawn('strace', ['-f', '--seccomp-bpf', '-e', 'trace=openat', '-e', 'signal=none', '-o', log, '-p', String(daemon.process.pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
-    let straceErr = ''
-    let missing: Error | undefined
-    strace.on('error', (error) => (missing = error))
-    strace.stderr!.on('data', (chunk: Buffer) => (straceErr += chunk.toString()))
-    await waitFor(`strace attached to the daemon (strace: ${straceErr})`, () => {
-      if (missing) throw new Error(`this test needs strace (apt-get install strace; .ci/run installs it): ${missing.message}`)
-      if (strace!.exitCode !== null) throw new Error(`strace exited with ${strace!.exitCode}: ${straceErr}`)
-      return /attached/.test(straceErr)
-    })
-    const began = Date.now()
-    for (let round = 0; round < 10; round++) {
-      const started = await daemon.client.start({ command: ['true'], cwd: join(base, 'ws'), sandbox: 'workspace', timeoutMs: 20_000 })
-      taskIds.push(started.id)
-      const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
-      expect(task.exitCode, task.reason ?? '').toBe(0)
-    }
-    const seconds = (Date.now() - began) / 1000
-    strace.kill('SIGINT')
-    await new Promise((resolveExit) => strace!.once('exit', resolveExit))
-    const listings = readFileSync(log, 'utf8').split('\n').filter((line) => /openat\(AT_FDCWD, "\/var\/tmp", [^)]*O_DIRECTORY/.test(line)).length
-    // One listing per second at most, and one at the start: counted against the time the tasks took.
-    expect(listings, `/var/tmp was listed ${listings} times during ${seconds.toFixed(1)} s of admissions`).toBeLessThanOrEqual(Math.ceil(seconds) + 1)
+  test('up to 4096 names it is listed again whenever it changed', () => {
+    const dir = join(parent, 'few')
+    fill(dir, 100)
+    let clock = Date.now() + 10_000
+    const registries = cachedSharedRegistries(dir, () => clock)
+    expect(registries().get(0)).toEqual([join(dir, 'tend-homes-0')])
+    mkdirSync(join(dir, 'tend-homes-0.other'))
+    clock += 10
+    expect(registries().get(0)).toEqual([join(dir, 'tend-homes-0'), join(dir, 'tend-homes-0.other')])
   })
 })
 
