@@ -35,6 +35,12 @@ export interface PlanRequest {
   paths: TaskPaths
   /** Real paths hidden from the task: tend homes (empty tmpfs) and secrets (empty folder or file). */
   masks: readonly string[]
+  /**
+   * Whether the spawner hides them (SpawnRequest.hiddenPaths: its child, still root, mounts over
+   * each by descriptor before bubblewrap starts); otherwise bubblewrap mounts them, by path.
+   * Default: false.
+   */
+  hideByDescriptor?: boolean
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
   /** Its owner's ids, when sandboxed tasks run on their own identity (task-identity.ts, ownerIdsOf). */
@@ -105,15 +111,20 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const [argsFd, seccompFd] = layout.data as [number, number]
   const accountFds = accounts ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
   const firstPinnedFd = seccompFd + 1 + (accounts ? 2 : 0)
+  // Each mask's owner may remove it, or put a link in its place, as the task starts: mounted by the
+  // spawner, through a descriptor opened without following links, such a mask is skipped; mounted
+  // by bubblewrap, by path, it would fail the task (or land where the link leads).
+  const masks = masksFor(request.masks, runAs.user, idmapped)
+  const hidden = request.hideByDescriptor ? masks : []
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
-    ...bubblewrapArgs({ task, config, paths, masks: request.masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped, ...(accountFds ? { accountFds } : {}) }),
+    ...bubblewrapArgs({ task, config, paths, masks: request.hideByDescriptor ? [] : masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped, ...(accountFds ? { accountFds } : {}) }),
     '--',
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(home ? { idmappedViews: [home] } : {}) },
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}) },
     cgroups,
     ranAs,
     release,
@@ -137,10 +148,21 @@ function withTerminalType(baseEnv: Record<string, string>): Record<string, strin
 }
 const DEFAULT_TERMINAL_TYPE = 'xterm-256color'
 
+/**
+ * The masks a task on `user` needs (all of them on the daemon's own uid): those that user can reach
+ * (the rest is protected by file modes, and bubblewrap, run as that user, could mount on none), and
+ * of those another uid's only where its modes let the user see something (needsMask).
+ */
+function masksFor(masks: readonly string[], user: { uid: number; gid: number } | null | undefined, idmapped: readonly IdmappedRoot[]): string[] {
+  if (!user) return [...masks]
+  return masks.filter((path) => reachableBy(path, user, idmapped) && needsMask(path, user, idmapped))
+}
+
 export interface BubblewrapOptions {
   task: Task
   config: Readonly<DaemonConfig>
   paths: TaskPaths
+  /** Masks bubblewrap mounts by path (those the spawner does not hide): each one needed (see masksFor). */
   masks: readonly string[]
   /** Descriptor holding the profile's seccomp program. */
   seccompFd: number
@@ -189,10 +211,10 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
   paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
   if (options.accountFds) args.push('--ro-bind-data', String(options.accountFds.passwd), '/etc/passwd', '--ro-bind-data', String(options.accountFds.group), '/etc/group')
-  // Masks come after the binds, so a writable path that contains them cannot uncover them. They are
+  // Masks come after the binds, so a writable path that contains them cannot uncover them (those the
+  // spawner hides are there before bubblewrap starts, and its recursive binds carry them). They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
   for (const path of options.masks) {
-    if (!reachable(path) || (user && !needsMask(path, user, options.idmapped))) continue
     const kind = pathKind(path)
     if (kind === 'directory') args.push('--tmpfs', path, '--remount-ro', path)
     else if (kind === 'file') args.push('--ro-bind', '/dev/null', path)

@@ -10,6 +10,7 @@ import {
   cwdChangedFailure,
   dataFileFailure,
   descriptorLayout,
+  hiddenFailure,
   idmapFailure,
   keyringFailure,
   pinnedDirFailure,
@@ -66,6 +67,8 @@ const MAX_REATTACH = 3
  */
 export class NativeSpawner implements Spawner {
   readonly kind = 'native'
+  /** Its child is root only when the daemon is: only then can it mount over hidden places. */
+  readonly hidesPaths = process.getuid?.() === 0
   private helper: Helper | null = null
   private closed = false
   private nextId = 1
@@ -435,6 +438,7 @@ function fields(id: number, request: SpawnRequest): string[] {
   const { argv, extraFiles, cgroups, cwdIdentity, user } = request
   const pinnedDirs = request.pinnedDirs ?? []
   const views = request.idmappedViews ?? []
+  const hidden = request.hiddenPaths ?? []
   const folder = (pinned: PinnedDir) => [pinned.path, pinned.dev, pinned.ino, pinned.owner ? String(pinned.owner.uid) : '', pinned.owner ? String(pinned.owner.gid) : '']
   // A task with a stdin FIFO, or a terminal, is a request of its own kind; the plain one stays as it was.
   // A task that ends with its daemon has +lifeline after its kind.
@@ -455,6 +459,7 @@ function fields(id: number, request: SpawnRequest): string[] {
     String(cgroups.length), ...cgroups.flatMap((group) => [group.path, group.dev, group.ino, String(group.uid)]),
     String(pinnedDirs.length), ...pinnedDirs.flatMap(folder),
     String(views.length), ...views.flatMap(folder),
+    String(hidden.length), ...hidden,
     String(request.dataFiles?.length ?? 0),
   ]
 }
@@ -536,6 +541,8 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
     }
     case 'idmap':
       return idmapFailure(index === undefined ? undefined : (folderAt(request, index)?.path ?? `folder ${index}`), code)
+    case 'hidden':
+      return hiddenFailure(index === undefined ? undefined : (request.hiddenPaths?.[index] ?? `place ${index}`), code)
     case 'keyring':
       return keyringFailure(code)
     case 'user':

@@ -15,6 +15,7 @@ import {
   type SpawnOutcome,
   type SpawnRequest,
   type Spawner,
+  HIDDEN_UNSUPPORTED,
   IDMAP_UNSUPPORTED,
   LIFELINE_UNSUPPORTED,
   STDIN_PIPE_UNSUPPORTED,
@@ -53,7 +54,8 @@ type Failure = Extract<SpawnOutcome, { started: false }>
  * the prelude after the cgroups are joined (which takes the daemon's privileges).
  *
  * What only a child that is still root, or a system call, can do is left out: no idmapped folders
- * (a request with them fails at stage idmap; the daemon plans its tasks without), and the task
+ * (a request with them fails at stage idmap; the daemon plans its tasks without), no places hidden
+ * by descriptor (stage hidden; the daemon has bubblewrap mount its masks by path), and the task
  * keeps the daemon's session keyring (KEYRING_UNSUPPORTED: `tend status` says so).
  *
  * No keeper: the task is the daemon's child and its exit is known only to the daemon (`keeper: null`,
@@ -66,6 +68,7 @@ type Failure = Extract<SpawnOutcome, { started: false }>
 
 export class NodeSpawner implements Spawner {
   readonly kind = 'node'
+  readonly hidesPaths = false
 
   async spawn(request: SpawnRequest): Promise<SpawnOutcome> {
     const problem = spawnRequestProblem(request)
@@ -77,6 +80,8 @@ export class NodeSpawner implements Spawner {
     if (request.endsWithDaemon) return { started: false, stage: 'lifeline', code: 'ENOTSUP', message: LIFELINE_UNSUPPORTED }
     // Only a child that is still root can mount them; the daemon plans without them here.
     if ((request.pinnedDirs ?? []).some((pinned) => pinned.owner) || (request.idmappedViews?.length ?? 0) > 0) return { started: false, stage: 'idmap', code: 'ENOTSUP', message: IDMAP_UNSUPPORTED }
+    // Nor can a task here get a mount namespace of its own to cover them in: the daemon has bubblewrap mount its masks instead.
+    if ((request.hiddenPaths?.length ?? 0) > 0) return { started: false, stage: 'hidden', code: 'ENOTSUP', message: HIDDEN_UNSUPPORTED }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)

@@ -87,6 +87,17 @@ export interface SpawnRequest {
    */
   idmappedViews?: PinnedDir[]
   /**
+   * Places hidden from the child (absolute real paths: tend homes, secret paths): once its pinned
+   * folders and views are mounted, the child, still root and in a mount namespace of its own, opens
+   * each without following any symbolic link and mounts over what it opened an empty read-only
+   * tmpfs (a folder) or a read-only bind of /dev/null (anything else), read-only, nosuid, nodev and
+   * noexec; a path that is gone, holds a link (on its way or at its end) or that root may not enter
+   * is skipped, never followed (daemon/spawner/hidden.c). Any other failure is stage `hidden`.
+   * Native spawner as root only (see Spawner.hidesPaths; the node spawner refuses it at stage
+   * `hidden`). Default: none.
+   */
+  hiddenPaths?: string[]
+  /**
    * The device and inode cwd had when the task was accepted: after the chdir, `.` must still be
    * that directory, or the spawn fails at stage `chdir` with ESTALE. Default: not checked.
    */
@@ -138,7 +149,7 @@ export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dat
   return { extra, data, pinned }
 }
 
-/** What is wrong with the cgroups and the optional fields of a request (dataFiles, pinnedDirs, idmappedViews, cwdIdentity, endsWithDaemon, user), or null. */
+/** What is wrong with the cgroups and the optional fields of a request (dataFiles, pinnedDirs, idmappedViews, hiddenPaths, cwdIdentity, endsWithDaemon, user), or null. */
 export function spawnRequestProblem(request: SpawnRequest): string | null {
   for (const [index, data] of (request.dataFiles ?? []).entries()) {
     if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
@@ -151,6 +162,10 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
       // The mapping is onto the request's user: without one there is none to map to.
       if (pinned.owner && !request.user) return `${field}[${index}] is idmapped to its owner, but the request has no user to map to`
     }
+  }
+  for (const [index, path] of (request.hiddenPaths ?? []).entries()) {
+    if (typeof path !== 'string' || !path.startsWith('/')) return `hiddenPaths[${index}] must be an absolute path, got ${JSON.stringify(path)}`
+    if (path.includes('\0')) return `hiddenPaths[${index}] contains a NUL byte`
   }
   for (const [index, group] of (request.cgroups ?? []).entries()) {
     const problem = folderProblem(`cgroups[${index}]`, group) ?? idsProblem(`cgroups[${index}]`, { uid: group.uid })
@@ -229,6 +244,12 @@ export function idmapFailure(path: string | undefined, code: string): string {
   return `could not idmap ${path} for the task's user: ${code}${why}`
 }
 
+/** A place the child could not hide (index undefined: its mount namespace). */
+export function hiddenFailure(path: string | undefined, code: string): string {
+  if (path === undefined) return `could not give the task a mount namespace of its own to hide places in: ${code}`
+  return `could not hide ${path} from the task: ${code}`
+}
+
 export function keyringFailure(code: string): string {
   // Every task's keyring counts against its daemon user's key quota (root's is a million keys).
   const why = code === 'EDQUOT' ? ": the daemon's user has used up its kernel key quota (sysctl kernel.keys.maxkeys and kernel.keys.maxbytes; one key per running task): raise them, or run fewer tasks at once" : ''
@@ -296,12 +317,15 @@ export type SpawnOutcome =
   | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
   /**
    * Nothing is left running. `stage` says which step failed: request, output, stdin, tty, lifeline,
-   * extra, data, pinned, idmap, cgroup, limits, setsid, chdir, user, keyring, exec, fork, spawner.
+   * extra, data, pinned, idmap, hidden, cgroup, limits, setsid, chdir, user, keyring, exec, fork,
+   * spawner.
    */
   | { started: false; stage: string; code: string; message: string }
 
 export interface Spawner {
   readonly kind: 'native' | 'node'
+  /** Whether spawn() takes hiddenPaths: only a child that is still root (the native spawner of a root daemon) can mount over them. */
+  readonly hidesPaths: boolean
   /** Starts the child in a new session (its own process group). Never throws for a child that fails to start. */
   spawn(request: SpawnRequest): Promise<SpawnOutcome>
   /**
@@ -319,6 +343,8 @@ export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper 
 export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'
 /** Why the node spawner gives a task no idmapped folder (the daemon then plans without). */
 export const IDMAP_UNSUPPORTED = 'idmapped folders need the native spawner (its child mounts them while still root); this daemon runs the node fallback spawner'
+/** Why the node spawner hides no place by descriptor (the daemon then has bubblewrap mount its masks by path). */
+export const HIDDEN_UNSUPPORTED = 'places hidden by descriptor need the native spawner (its child mounts over them while still root); this daemon runs the node fallback spawner'
 /** Why the node spawner's tasks keep the daemon's session keyring. */
 export const KEYRING_UNSUPPORTED = "the node fallback spawner cannot give a task a session keyring of its own: its tasks share the daemon's"
 /** Why the node spawner starts no task that is to end with its daemon. */

@@ -141,15 +141,14 @@ static int *folder_fd(struct request *r, size_t k) {
 
 /*
  * The pinned folders and the views, each opened and checked as pinned (a failure: stage pinned).
- * Mapped ones then get an idmapped copy mounted over them (stage idmap), in a mount namespace of
- * the child's own, ancestors first (shorter paths first) so that a folder mounted inside another
+ * Mapped ones then get an idmapped copy mounted over them (stage idmap), in the child's own mount
+ * namespace, ancestors first (shorter paths first) so that a folder mounted inside another
  * stays visible. Each copy is taken from the folder as opened before anything was mounted (a copy
  * of an idmapped mount cannot be idmapped again) and mounted onto the folder opened anew through
  * what was mounted above it; its descriptor replaces the pinned one. The views' are closed after.
  */
 static void open_folders(struct request *r, int low) {
   size_t total = r->pinc + r->viewc;
-  if (r->usernsc > 0 && idmap_private_namespace() != 0) child_fail("idmap", errno, -1);
   for (size_t k = 0; k < total; k++) {
     int fd = move_above(open_pinned(folder(r, k), 1), low);
     if (fd < 0) child_fail("pinned", errno, (long)k);
@@ -260,7 +259,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
 
   /* 5. Descriptors: open everything above the target range 0 .. 3+slots-1, then dup2 down. The
    * slots are the extra files, then the blobs, then the pinned folders (idmapped where asked:
-   * open_folders). */
+   * open_folders). The hidden places are covered on the way (hidden.c). */
   size_t slots = r->extrac + r->datac + r->pinc;
   int low = 3 + (int)slots;
   int moved = move_above(error_fd, low);
@@ -287,7 +286,14 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if ((*fds++ = move_above(open_retrying(r->extra[i], O_RDONLY, 0), low)) < 0) child_fail("extra", errno, (long)i);
   for (size_t i = 0; i < r->datac; i++)
     if ((*fds++ = move_above(open_blob(&r->data[i]), low)) < 0) child_fail("data", errno, (long)i);
+  /* A mount namespace of the child's own for its idmapped folders and the places it hides: what is
+   * mounted there reaches no one else. The places are covered once the folders are mounted, so a
+   * place inside an idmapped folder is covered where the task sees it (and a cover is never in a
+   * tree that is copied to be idmapped). */
+  if ((r->usernsc > 0 || r->hiddenc > 0) && idmap_private_namespace() != 0) child_fail(r->usernsc > 0 ? "idmap" : "hidden", errno, -1);
   open_folders(r, low);
+  for (size_t i = 0; i < r->hiddenc; i++)
+    if (hide_place(r->hidden[i]) != 0) child_fail("hidden", errno, (long)i);
 
   /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
   if (dup2(stdin_fd, 0) < 0) child_fail("stdin", errno, -1);

@@ -111,6 +111,8 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   for (size_t i = 0; i < 5 * pinc; i++) next_string(&scan, "pinned folder");
   size_t viewc = next_count(&scan, "viewc");
   for (size_t i = 0; i < 5 * viewc; i++) next_string(&scan, "view");
+  size_t hiddenc = next_count(&scan, "hiddenc");
+  for (size_t i = 0; i < hiddenc; i++) next_string(&scan, "hidden");
   size_t datac = next_count(&scan, "datac");
   for (size_t i = 0; i < datac; i++) next_blob(&scan);
   if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
@@ -118,7 +120,7 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   if (viewc > 1024) malformed("too many views");
 
   /* Pointers first, then the structs, then the ints: each part stays aligned. */
-  size_t pointers = (argc + 1) + (envc + 1) + extrac;
+  size_t pointers = (argc + 1) + (envc + 1) + extrac + hiddenc;
   size_t slots = extrac + datac + pinc;
   size_t ints = slots + viewc + pinc + viewc;
   char **table = xrealloc(NULL, pointers * sizeof(char *) + cgc * sizeof(struct cgroup_join) + (pinc + viewc) * sizeof(struct pin) + datac * sizeof(struct blob) + ints * sizeof(int) + 1);
@@ -129,11 +131,13 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   request->cgc = cgc;
   request->pinc = pinc;
   request->viewc = viewc;
+  request->hiddenc = hiddenc;
   request->datac = datac;
   request->argv = table;
   request->envp = request->argv + argc + 1;
   request->extra = request->envp + envc + 1;
-  request->cgroups = (struct cgroup_join *)(void *)(request->extra + extrac);
+  request->hidden = request->extra + extrac;
+  request->cgroups = (struct cgroup_join *)(void *)(request->hidden + hiddenc);
   request->pins = (struct pin *)(void *)(request->cgroups + cgc);
   request->views = request->pins + pinc;
   request->data = (struct blob *)(void *)(request->views + viewc);
@@ -165,6 +169,11 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   for (size_t i = 0; i < viewc; i++) {
     next_pin(&cursor, &request->views[i], "view", request->set_user);
     if (!request->views[i].mapped) malformed("a view without its owner");
+  }
+  next_string(&cursor, "hiddenc");
+  for (size_t i = 0; i < hiddenc; i++) {
+    request->hidden[i] = next_string(&cursor, "hidden");
+    if (request->hidden[i][0] != '/') malformed("hidden path is not absolute");
   }
   next_string(&cursor, "datac");
   for (size_t i = 0; i < datac; i++) request->data[i] = next_blob(&cursor);

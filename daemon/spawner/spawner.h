@@ -7,6 +7,7 @@
  *   terminal.c      a terminal task's pseudo-terminal, and the keeper's relay between it and files
  *   lifeline.c      a keeper's watch on the helper, for a task that must end with its daemon
  *   idmap.c         idmapped mounts: the helper's user namespaces, the child's private mounts
+ *   hidden.c        the child covering places hidden from the task, each opened without a link
  *   cgroup.c        the child joining its cgroups through folders checked by identity
  *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
  */
@@ -70,8 +71,9 @@ struct request {
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
-  size_t argc, envc, extrac, cgc, pinc, viewc, datac;
+  size_t argc, envc, extrac, cgc, pinc, viewc, hiddenc, datac;
   char **argv, **envp, **extra;
+  char **hidden; /* places the child covers, by descriptor, once its folders are mounted (hidden.c) */
   struct cgroup_join *cgroups;
   struct pin *pins, *views;
   struct blob *data;
@@ -165,6 +167,14 @@ int idmap_private_namespace(void);
 /* In the child: a copy of the tree at source (with its submounts) idmapped through userns (and
  * read-only if asked) is mounted onto target; answers an O_PATH descriptor of its root. -1 with errno. */
 int idmap_attach(int source, int target, int userns, int read_only);
+
+/* ------------------------------------------------------------- hidden.c */
+
+/* In the child, in its own mount namespace: covers the place at path (opened by openat2 without
+ * following any link) with an empty read-only tmpfs when it is a folder, else with a read-only bind
+ * of /dev/null. A place that is gone, holds a link on its way, or that root may not enter is left
+ * as it is: 0 either way. -1 with errno. */
+int hide_place(const char *path);
 
 /* ------------------------------------------------------------- cgroup.c */
 

@@ -20,8 +20,9 @@
  *     gid, argc, argv[0..argc-1], envc, env[...] ("K=V"), extrac, extraFiles[...], cgc, then cgc
  *     quadruples (path, dev, ino, uid: a cgroup folder as the daemon made it), pinc, then pinc
  *     quintuples (path, dev, ino, ownerUid, ownerGid: a pinned folder), viewc, then viewc quintuples
- *     (the same: a view), datac, then datac blobs, each a length string and then exactly that many
- *     raw bytes (no NUL).
+ *     (the same: a view), hiddenc, then hiddenc absolute paths (places hidden from the task, see
+ *     Hidden places below), datac, then datac blobs, each a length string and then exactly that
+ *     many raw bytes (no NUL).
  *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
  *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
  *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.
@@ -45,13 +46,15 @@
  *                                            /proc/<keeperpid>/stat (start time in clock ticks
  *                                            after boot): with keeperpid, what an attach needs.
  *   failed <reqid> <stage> <errno> [<index>] nothing is left running; stage is one of output,
- *                                            stdin, tty, lifeline, extra, data, pinned, idmap, cgroup,
- *                                            limits, setsid, chdir, user, keyring, exec, fork. For the
- *                                            stages extra, data, pinned, idmap and cgroup a 5th field
- *                                            gives the 0-based index of the entry that failed (in
- *                                            extraFiles, the blobs, the pinned folders and then the
- *                                            views, the cgroup folders), so the daemon can name it;
- *                                            idmap without one: the child's mount namespace. A pinned
+ *                                            stdin, tty, lifeline, extra, data, pinned, idmap, hidden,
+ *                                            cgroup, limits, setsid, chdir, user, keyring, exec, fork.
+ *                                            For the stages extra, data, pinned, idmap, hidden and
+ *                                            cgroup a 5th field gives the 0-based index of the entry
+ *                                            that failed (in extraFiles, the blobs, the pinned folders
+ *                                            and then the views, the hidden paths, the cgroup folders),
+ *                                            so the daemon can name it; idmap (or, without mapped
+ *                                            folders, hidden) without one: the child's mount
+ *                                            namespace. A pinned
  *                                            folder or view that is no longer the same directory (or,
  *                                            mapped, has another owner), a cgroup folder that is no
  *                                            longer the same (or has another owner), or a cwd that is
@@ -118,7 +121,8 @@
  * description of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs
  * (each a sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by
  * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode, and a mapped one
- * against its owner's uid; idmapped as below), every other descriptor closed; chdir(cwd) (fchdir
+ * against its owner's uid; idmapped as below), and meanwhile, once those are mounted, each hidden
+ * place covered (below), every other descriptor closed; chdir(cwd) (fchdir
  * through the pinned descriptor when cwd is a pinned folder), then `.` checked against
  * cwdDev/cwdIno; a new anonymous session keyring joined (KEYCTL_JOIN_SESSION_KEYRING; nothing on
  * a kernel without keyrings), in every spawn; for another user keep-caps off, setgroups(0),
@@ -144,6 +148,19 @@
  * written, its namespace opened, then killed) and keeps up to 256 of them for later spawns; one it
  * cannot make fails the spawn at stage idmap with the entry's index, before any fork. Needs Linux
  * 5.12 and a file system that supports idmapped mounts (EINVAL otherwise).
+ *
+ * Hidden places (hidden.c): with hiddenc > 0 the child, still root, is in a mount namespace of its
+ * own as for Identity (made for either; its failure is stage idmap without an index when there are
+ * mapped folders, else stage hidden without one), and after the pinned folders and views are
+ * mounted it covers each hidden path in order: opened by openat2 (O_PATH, RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS), fstat'ed, then a folder gets a new tmpfs (source tend-hidden, size 4k,
+ * mode 0755) and anything else a bind of /dev/null, each made detached with MOUNT_ATTR_RDONLY,
+ * NOSUID, NODEV and NOEXEC (fsopen/fsmount, open_tree/mount_setattr) and moved onto the opened
+ * descriptor (move_mount, no path walked again). A path that does not open with ENOENT, ENOTDIR,
+ * ESTALE, ELOOP (a symbolic link on its way or at its end: never followed) or EACCES (root may not
+ * enter it), or whose move_mount finds it removed (ENOENT), is skipped; any other failure is stage
+ * hidden with the path's index. The covers stay in the child's namespace, and so in every copy of
+ * it (bubblewrap's recursive binds of / and of the pinned folders carry them). Needs Linux 5.6.
  */
 #define _GNU_SOURCE
 #include <dirent.h>

@@ -11,7 +11,7 @@ import type { SpawnExit, Spawner } from '../spawn/spawner.js'
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
  * endsWithDaemon: the task ends with the daemon (see SpawnRequest), default false.
  */
-export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds'> & { spawner: Spawner; endsWithDaemon?: boolean }
+export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor'> & { spawner: Spawner; endsWithDaemon?: boolean }
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -38,7 +38,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   // the task's identity. Only the machine as a whole falls back, decided at start (task-identity.ts).
   const owned = task.sandbox === 'off' ? null : await ownerIdsOf(request.capabilities.identity, task.owner)
   if (owned && 'problem' in owned) return { started: false, reason: `${owned.problem}; ${NOT_UID_0}` }
-  const plan = await planLaunch({ ...planned, programPath: program.path, ownIds: owned })
+  const plan = await planLaunch({ ...planned, programPath: program.path, ownIds: owned, hideByDescriptor: spawner.hidesPaths })
   const outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
   if (!outcome.started && outcome.stage === 'idmap') {
     await plan.release()

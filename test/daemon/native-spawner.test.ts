@@ -536,8 +536,8 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
     helper.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => helper.once('close', (code) => resolve(code)))
     helper.stdin.on('error', () => {})
-    // No cwd identity, no user, argv [true], no env, extra files, cgroups, pins or views, one blob of 100 bytes holding 3.
-    const fields = ['1', '/bin/true', '/tmp', '/tmp/x', '64', '1000', '', '', '', '', '1', 'true', '0', '0', '0', '0', '0', '1', '100']
+    // No cwd identity, no user, argv [true], no env, extra files, cgroups, pins, views or hidden paths, one blob of 100 bytes holding 3.
+    const fields = ['1', '/bin/true', '/tmp', '/tmp/x', '64', '1000', '', '', '', '', '1', 'true', '0', '0', '0', '0', '0', '0', '1', '100']
     const payload = Buffer.concat([Buffer.from(fields.map((field) => `${field}\0`).join('')), Buffer.from('abc')])
     const header = Buffer.alloc(4)
     header.writeUInt32LE(payload.length)
@@ -849,7 +849,7 @@ describe('native spawner: keepers', () => {
       return Buffer.concat([header, payload])
     }
     // The output file is a regular file, as every output file must be (regular.c).
-    helper.stdin.write(frame(['7', '/bin/sh', '/', join(freshDir(), 'output.log'), '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0', '0']))
+    helper.stdin.write(frame(['7', '/bin/sh', '/', join(freshDir(), 'output.log'), '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0', '0', '0']))
     const lines = await waitFor('started and exited', () => {
       const said = stdout.split('\n')
       return said.length >= 3 ? said : undefined
@@ -1037,6 +1037,111 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
     // Described by the task itself: it possesses the keyring, though root made it (and pays for it).
     expect(asTask[1]).toMatch(/^keyring;0;0;[0-9a-f]+;_ses$/)
     expect(new Set([outside, asRoot[0], asTask[0]]).size).toBe(3)
+  })
+})
+
+describe('native spawner: places hidden by descriptor', () => {
+  /** A uid and gid nobody has: what a root daemon's tasks run as. */
+  const TASK = { uid: 1879048301, gid: 1879048301 }
+  let base: string
+
+  beforeAll(() => {
+    // Others may enter it (a child may run as TASK): 0711.
+    base = mkdtempSync('/var/tmp/tend-native-hidden-')
+    chmodSync(base, 0o711)
+  })
+
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true })
+  })
+
+  /** A folder of places to hide, 0755, and a request run in a folder of its own (its output and exit files there). */
+  function places(): string {
+    const dir = mkdtempSync(join(base, 'places-'))
+    chmodSync(dir, 0o755)
+    return dir
+  }
+  function hideRequest(overrides: Partial<SpawnRequest> & { file: string }): SpawnRequest {
+    const files = freshDir()
+    return spawnRequest(files, overrides)
+  }
+  /** The mount options of the mount on `path` in the child's own table (its mountinfo), or undefined. */
+  function optionsAt(mountinfo: string, path: string): string | undefined {
+    const line = mountinfo.split('\n').find((each) => each.split(' ')[4] === path)
+    return line?.split(' ')[5]
+  }
+
+  test('a folder gets an empty read-only folder and a file /dev/null, each mounted over what was opened, in the child\'s mount namespace alone', async () => {
+    const dir = places()
+    const folder = join(dir, 'ssh')
+    mkdirSync(folder, { mode: 0o755 })
+    writeFileSync(join(folder, 'id_ed25519'), 'FOLDER-SECRET\n', { mode: 0o644 })
+    const file = join(dir, 'hosts.yml')
+    writeFileSync(file, 'FILE-SECRET\n', { mode: 0o644 })
+    const script = [
+      `ls -A ${folder}; echo "listed $?"`,
+      `cat ${folder}/id_ed25519 2>/dev/null; echo "folder file $?"`,
+      `touch ${folder}/planted 2>/dev/null; echo "planted $?"`,
+      `cat ${file} 2>/dev/null; echo "file $?"`,
+      `stat -c '%F %t:%T' ${file}`,
+      `(echo overwritten > ${file}) 2>/dev/null || echo 'not overwritten'`,
+      'echo ---',
+      'cat /proc/self/mountinfo',
+    ].join('; ')
+    const result = await run(hideRequest({ file: '/bin/sh', argv: ['sh', '-c', script], hiddenPaths: [folder, file] }))
+    expect(result.exitCode).toBe(0)
+    const [report, mountinfo = ''] = result.output.split('---\n')
+    expect(report).toBe(['listed 0', 'folder file 1', 'planted 1', 'file 1', 'character special file 1:3', 'not overwritten', ''].join('\n'))
+    // Read-only, and nothing on them runs, carries a set-id bit or opens as a device: bubblewrap,
+    // which adds these to every mount it binds, has nothing to change on them (no remount by path).
+    expect(optionsAt(mountinfo, folder)).toMatch(/^ro,nosuid,nodev,noexec\b/)
+    expect(optionsAt(mountinfo, file)).toMatch(/^ro,nosuid,nodev,noexec\b/)
+    // The child's alone: the host's table and files are as they were.
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(dir)
+    expect(readFileSync(join(folder, 'id_ed25519'), 'utf8')).toBe('FOLDER-SECRET\n')
+    expect(readFileSync(file, 'utf8')).toBe('FILE-SECRET\n')
+  })
+
+  test('a path that is gone, or holds a symbolic link (as its last part or on its way), is skipped: the task starts, and what the link leads to is not hidden', async () => {
+    const dir = places()
+    const target = join(dir, 'public')
+    mkdirSync(join(target, '.ssh'), { recursive: true, mode: 0o755 })
+    writeFileSync(join(target, '.ssh', 'known'), 'PUBLIC\n', { mode: 0o644 })
+    writeFileSync(join(target, 'file'), 'PUBLIC-FILE\n', { mode: 0o644 })
+    // A home that is a link now, a secret path that is a link itself (to a folder, to a file), and one that is gone.
+    symlinkSync(target, join(dir, 'home'))
+    symlinkSync(join(target, '.ssh'), join(dir, 'ssh-link'))
+    symlinkSync(join(target, 'file'), join(dir, 'file-link'))
+    // And one that is there, after them: skipping the others stops nothing.
+    const aws = join(dir, 'aws')
+    mkdirSync(aws, { mode: 0o755 })
+    writeFileSync(join(aws, 'credentials'), 'AWS-SECRET\n', { mode: 0o644 })
+    const hidden = [join(dir, 'home', '.ssh'), join(dir, 'ssh-link'), join(dir, 'file-link'), join(dir, 'gone'), join(dir, 'gone', 'deeper'), aws]
+    const script = `cat ${dir}/home/.ssh/known ${dir}/ssh-link/known ${dir}/file-link ${target}/.ssh/known ${target}/file; ls -A ${aws}; grep -c ' ${dir}/' /proc/self/mountinfo`
+    const result = await run(hideRequest({ file: '/bin/sh', argv: ['sh', '-c', script], hiddenPaths: hidden }))
+    expect(result).toMatchObject({ exitCode: 0, signal: null, output: 'PUBLIC\nPUBLIC\nPUBLIC-FILE\nPUBLIC\nPUBLIC-FILE\n1\n' })
+  })
+
+  test('a place inside an idmapped folder is hidden over the idmapped mount (after it), from a child that then runs as another user', async () => {
+    const dir = places()
+    const inner = join(dir, '.ssh')
+    mkdirSync(inner, { mode: 0o755 })
+    writeFileSync(join(inner, 'id_ed25519'), 'INNER-SECRET\n', { mode: 0o644 })
+    writeFileSync(join(dir, '.netrc'), 'NETRC-SECRET\n', { mode: 0o644 })
+    const result = await run(hideRequest({ file: '/bin/sh', argv: ['sh', '-c', `id -u; cat .ssh/id_ed25519 .netrc 2>&1; ls -A .ssh; echo made > made && echo made`], cwd: dir, user: TASK, pinnedDirs: [mappedPinOf(dir)], hiddenPaths: [inner, join(dir, '.netrc')] }))
+    expect(result.output).not.toContain('SECRET')
+    expect(result.output).toMatch(new RegExp(`^${TASK.uid}\\n.*Permission denied\\nmade\\n$`, 's'))
+    expect(lstatSync(join(dir, 'made')).uid).toBe(0)
+  })
+
+  test('hidden paths that are not absolute, or hold a NUL byte, are refused as a bad request without disturbing the helper', async () => {
+    const helper = spawner.helperPid
+    for (const path of ['relative/.ssh', '/with\0nul', '']) {
+      const outcome = await spawner.spawn(hideRequest({ file: '/bin/true', hiddenPaths: [path] }))
+      expect(outcome, JSON.stringify(path)).toMatchObject({ started: false, stage: 'request', code: 'EINVAL', message: expect.stringContaining('hiddenPaths[0]') })
+    }
+    expect((await run(request({ file: '/bin/true' }))).exitCode).toBe(0)
+    expect(spawner.helperPid).toBe(helper)
   })
 })
 

@@ -349,6 +349,13 @@ describe.each([
       const outcome = await spawner.spawn(shell('true', { cwd: dir, user: { uid: 65534, gid: 65534 }, pinnedDirs: [{ ...pin(dir), owner: { uid: 0, gid: 0 } }] }))
       expect(outcome).toMatchObject({ started: false, stage: 'idmap', code: 'ENOTSUP', message: expect.stringContaining('native spawner') })
     })
+
+    test('hidden paths are refused at stage hidden, saying that they need the native spawner', async () => {
+      const dir = freshDir()
+      mkdirSync(join(dir, 'secret'))
+      const outcome = await spawner.spawn(shell('true', { cwd: dir, hiddenPaths: [join(dir, 'secret')] }))
+      expect(outcome).toMatchObject({ started: false, stage: 'hidden', code: 'ENOTSUP', message: expect.stringContaining('native spawner') })
+    })
   }
 
   test('invalid pins, views, cgroups, identities and users are refused as a bad request', async () => {
@@ -364,6 +371,8 @@ describe.each([
       { cwdIdentity: { dev: '1', ino: 'x' } },
       { user: { uid: -1, gid: 0 } },
       { user: { uid: 0, gid: 1.5 } },
+      { hiddenPaths: ['relative/.ssh'] },
+      { hiddenPaths: [`${dir}/with\0nul`] },
     ]
     for (const overrides of bad) {
       expect(await spawner.spawn(shell('true', { cwd: dir, ...overrides }))).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })

@@ -228,6 +228,86 @@ describe("another user's places, daemon as root", () => {
     }
   })
 
+  eachProfile("a user's home removed and swapped for a link in a loop as tasks start one after another: every task runs, the link's target is never hidden, and the secret path in the home is hidden while it exists", async (sandbox) => {
+    const suffix = randomBytes(3).toString('hex')
+    const name = `tps${suffix}`
+    // The user's own folder holds its home: it may remove the home and put a link in its place.
+    const parent = join(base, `swap-${sandbox}-${suffix}`)
+    const home = join(parent, 'home')
+    const generation = join(parent, 'generation')
+    const stop = join(parent, 'stop')
+    // Where the link leads: root's, readable by every task (its ~/.ssh as well).
+    const target = scratch()
+    mkdirSync(join(target, '.ssh'), { mode: 0o755 })
+    writeFileSync(join(target, '.ssh', 'id_ed25519'), `PUBLIC-${suffix}\n`, { mode: 0o644 })
+    const secret = (made: number) => `SECRET-${suffix}-${made}`
+    execFileSync('useradd', ['--no-create-home', '--home-dir', home, '--shell', '/usr/sbin/nologin', '--user-group', name])
+    let swapper: ReturnType<typeof spawn> | undefined
+    try {
+      const [uid, gid] = ['-u', '-g'].map((flag) => Number(execFileSync('id', [flag, name], { encoding: 'utf8' }).trim()))
+      const user = { name, uid: uid!, gid: gid! }
+      mkdirSync(parent, { mode: 0o755 })
+      // Generation 0, as the user would have it: a world-readable ~/.ssh (needed by no one, masked all the same).
+      mkdirSync(join(home, '.ssh'), { recursive: true, mode: 0o755 })
+      writeFileSync(join(home, '.ssh', 'id_ed25519'), `${secret(0)}\n`, { mode: 0o644 })
+      chownTree(parent, user)
+      await waitFor('the new home known to the daemon', () => attempt('true', { cwd: home, sandbox }).then(() => false, (error: { message?: string }) => error.message?.includes(`the home of ${name}`)), 20_000)
+      // The user, as itself: the home goes, a link to root's folder takes its place, then a new
+      // home with a new secret (its generation, counted once it is there). On `stop` it ends with a home.
+      const loop = [
+        'import os, shutil, sys, time',
+        'home, target, generation, stop, tag = sys.argv[1:]',
+        'os.umask(0o022)',
+        'made = 0',
+        'while True:',
+        '    shutil.rmtree(home)',
+        '    time.sleep(0.0005)',
+        '    os.symlink(target, home)',
+        '    time.sleep(0.0005)',
+        '    os.unlink(home)',
+        '    made += 1',
+        "    os.makedirs(home + '/.ssh')",
+        "    with open(home + '/.ssh/id_ed25519', 'w') as f: f.write(f'SECRET-{tag}-{made}\\n')",
+        "    with open(generation + '.new', 'w') as f: f.write(str(made))",
+        "    os.rename(generation + '.new', generation)",
+        '    if os.path.exists(stop): break',
+        '    time.sleep(0.0005)',
+      ].join('\n')
+      swapper = spawn(PYTHON, ['-c', loop, home, target, generation, stop, suffix], { stdio: ['ignore', 'ignore', 'inherit'], uid: user.uid, gid: user.gid })
+      const swapped = new Promise<number | null>((resolveExit) => swapper!.once('exit', resolveExit))
+      await waitFor('the loop to swap the home', () => existsSync(generation), 10_000)
+      const cwd = scratch()
+      const line = `cat ${q(join(target, '.ssh', 'id_ed25519'))}; cat ${q(join(home, '.ssh', 'id_ed25519'))} 2>/dev/null; echo done`
+      for (let round = 0; round < 24; round++) {
+        // A secret made before the task was asked for is hidden from it, or gone before it starts: never read.
+        const before = Number(readFileSync(generation, 'utf8'))
+        const { task, output } = await attempt(line, { cwd, sandbox })
+        const said = `task ${round}: ${task.state} exit ${task.exitCode} ${task.reason ?? ''}: ${output}`
+        expect(task, said).toMatchObject({ state: 'exited', exitCode: 0 })
+        expect(output.startsWith(`PUBLIC-${suffix}\n`), said).toBe(true)
+        expect(output.endsWith('done\n'), said).toBe(true)
+        const read = [...output.matchAll(new RegExp(`SECRET-${suffix}-(\\d+)`, 'g'))].map((match) => Number(match[1]))
+        expect(read.filter((made) => made <= before), `${said} (generation ${before} when asked)`).toEqual([])
+      }
+      writeFileSync(stop, '')
+      expect(await swapped).toBe(0)
+      swapper = undefined
+      // The home as the loop left it: its secret is hidden, the link's target still read.
+      const last = Number(readFileSync(generation, 'utf8'))
+      expect(readFileSync(join(home, '.ssh', 'id_ed25519'), 'utf8')).toBe(`${secret(last)}\n`)
+      const { task, output } = await attempt(`${line}; ls -A ${q(join(home, '.ssh'))}`, { cwd, sandbox })
+      expect(output, task.reason ?? '').toBe(`PUBLIC-${suffix}\ndone\n`)
+    } finally {
+      if (swapper) {
+        const exited = new Promise((resolveExit) => swapper!.once('exit', resolveExit))
+        swapper.kill('SIGKILL')
+        await exited
+      }
+      rmSync(parent, { recursive: true, force: true })
+      execFileSync('userdel', [name])
+    }
+  })
+
   eachProfile("with taskUser, the tasks run as that user: its secret paths are empty to them, and its home is refused", async (sandbox) => {
     const asX = await startTestDaemon({ home: join(base, `task-user-${sandbox}`), env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_TASK_USER: userName } })
     try {
