@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs'
+import { accessSync, constants as fsConstants, existsSync, mkdirSync, statSync } from 'node:fs'
 import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
-import { resolve as resolvePath } from 'node:path'
+import { join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { endedBy, exitOf, readExitFile, signalName } from './exit-file.js'
 import {
@@ -67,9 +67,8 @@ const MAX_REATTACH = 3
  */
 export class NativeSpawner implements Spawner {
   readonly kind = 'native'
-  /** Its child is root only when the daemon is: only then can it mount over hidden places. */
-  readonly hidesPaths = process.getuid?.() === 0
   private helper: Helper | null = null
+  private hiding = false
   private closed = false
   private nextId = 1
 
@@ -95,6 +94,29 @@ export class NativeSpawner implements Spawner {
     const helper = spawner.launch()
     await helper.ready
     return spawner
+  }
+
+  /** Whether spawn() takes hiddenPaths here: false until checkHiding() has proved it. */
+  get hidesPaths(): boolean {
+    return this.hiding
+  }
+
+  /**
+   * Proves, with one spawn of `true` that hides a folder made in `scratch` (an empty folder of the
+   * caller's), that this helper's children can hide places: they must be root, with the right to
+   * make a mount namespace (CAP_SYS_ADMIN, which a container may withhold). Answers why not, or null
+   * once hidesPaths is true.
+   */
+  async checkHiding(scratch: string): Promise<string | null> {
+    if (process.getuid?.() !== 0) return 'the daemon is not root: its spawner\'s children cannot mount'
+    const place = join(scratch, 'hidden')
+    mkdirSync(place)
+    const outcome = await this.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: join(scratch, 'output.log'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 }, hiddenPaths: [place] })
+    if (!outcome.started) return outcome.message
+    const exit = await outcome.exited
+    if (exit.exitCode !== 0) return `true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`
+    this.hiding = true
+    return null
   }
 
   /** The helper's pid (undefined while none runs): for tests and diagnostics. */

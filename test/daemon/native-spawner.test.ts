@@ -1134,6 +1134,21 @@ describe('native spawner: places hidden by descriptor', () => {
     expect(lstatSync(join(dir, 'made')).uid).toBe(0)
   })
 
+  test("a helper proves once whether its children can hide places: root's can; one whose children may not make a mount namespace (no CAP_SYS_ADMIN, as in a container) cannot, and says why", async () => {
+    const own = await NativeSpawner.start(binary!)
+    extraSpawners.push(own)
+    expect(own.hidesPaths).toBe(false)
+    expect(await own.checkHiding(freshDir())).toBeNull()
+    expect(own.hidesPaths).toBe(true)
+    // The same helper, started without CAP_SYS_ADMIN in its bounding set (so root without it).
+    const wrapper = join(freshDir(), 'spawner-without-sys-admin')
+    writeFileSync(wrapper, `#!/bin/sh\nexec setpriv --bounding-set=-sys_admin -- ${binary} "$@"\n`, { mode: 0o755 })
+    const capless = await NativeSpawner.start(wrapper)
+    extraSpawners.push(capless)
+    expect(await capless.checkHiding(freshDir())).toBe('could not give the task a mount namespace of its own to hide places in: EPERM')
+    expect(capless.hidesPaths).toBe(false)
+  })
+
   test('hidden paths that are not absolute, or hold a NUL byte, are refused as a bad request without disturbing the helper', async () => {
     const helper = spawner.helperPid
     for (const path of ['relative/.ssh', '/with\0nul', '']) {
