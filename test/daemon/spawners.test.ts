@@ -77,6 +77,18 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     expect((await daemon.client.read(task.id)).data).toBe('terminal\r\n')
   })
 
+  test(`a root daemon's sandboxed task has its masks (${spawner === 'native' ? 'hidden by the spawner, by descriptor' : 'mounted by bubblewrap: the node spawner is never handed places to hide'})`, async () => {
+    const daemon = await daemonWith()
+    const cwd = mkdtempSync(join(tmpdir(), 'tend-spawner-masks-'))
+    cleanups.push(() => rmSync(cwd, { recursive: true, force: true }))
+    const task = await daemon.client.start({ command: 'head -c 64 /etc/shadow 2>&1; stat -c %t:%T /etc/shadow', shell: true, cwd, sandbox: 'workspace' })
+    const ended = await daemon.client.wait(task.id)
+    const output = (await daemon.client.read(task.id)).data
+    expect(ended, `${ended.reason ?? ''} ${output}`).toMatchObject({ state: 'exited', exitCode: 0 })
+    // /dev/null in its place, which cannot even be opened there (nodev): nothing of the file is read.
+    expect(output).toMatch(/Permission denied\n1:3\n$/)
+  })
+
   test('a missing program and a missing cwd fail with the reason; exit codes and signals are recorded', async () => {
     const daemon = await daemonWith()
     const missing = await daemon.client.wait((await daemon.client.start({ command: ['/no/such/program'] })).id)
