@@ -243,8 +243,9 @@ export function reachableBy(path: string, user: { uid: number; gid: number }, se
  * Whether a mask on `path` is needed for a task on `user`: always for the daemon's own places; for
  * another uid's, only when its mode lets the user see something of it (list or enter a folder,
  * read or write a file; owners as reachableBy sees them). A mount on another uid's place that is
- * closed to the user anyway is a mount for nothing, and one its owner can make fail: renamed away
- * as the task starts (a tend home flipped in a loop), it is gone when bubblewrap mounts on it.
+ * closed to the user anyway is a mount for nothing, and, where bubblewrap mounts the masks by path
+ * (no spawner hides them by descriptor), one its owner can make fail: renamed away as the task
+ * starts (a tend home flipped in a loop), it is gone when bubblewrap mounts on it.
  */
 export function needsMask(path: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[] = []): boolean {
   let info

@@ -61,8 +61,8 @@ async function probe(binary: string, log: Logger): Promise<NativeSpawner | strin
       if (!outcome.started) throw new Error(outcome.message)
       const exit = await outcome.exited
       if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)
-      // A root daemon's masks are other users' places: hidden by descriptor where the children can
-      // (daemon/spawner/hidden.c), else mounted by bubblewrap, by path, as an unprivileged daemon's.
+      // A root daemon's masks include other users' places: hidden by descriptor where the children
+      // can (daemon/spawner/hidden.c), else mounted by bubblewrap, by path, as an unprivileged daemon's.
       if (process.getuid?.() === 0) {
         const problem = await spawner.checkHiding(scratch)
         if (problem) log.warn({ problem }, "the native spawner's children cannot hide places by descriptor here: bubblewrap mounts the masks by path")

@@ -93,8 +93,8 @@ export interface SpawnRequest {
    * tmpfs (a folder) or a read-only bind of /dev/null (anything else), read-only, nosuid, nodev and
    * noexec; a path that is gone, holds a link (on its way or at its end) or that root may not enter
    * is skipped, never followed (daemon/spawner/hidden.c). Any other failure is stage `hidden`.
-   * Native spawner as root only (see Spawner.hidesPaths; the node spawner refuses it at stage
-   * `hidden`). Default: none.
+   * Only where Spawner.hidesPaths (the native spawner of a root daemon; the node spawner refuses it
+   * at stage `hidden`). Default: none.
    */
   hiddenPaths?: string[]
   /**
@@ -324,7 +324,10 @@ export type SpawnOutcome =
 
 export interface Spawner {
   readonly kind: 'native' | 'node'
-  /** Whether spawn() takes hiddenPaths: only a child that is still root (the native spawner of a root daemon) can mount over them. */
+  /**
+   * Whether spawn() takes hiddenPaths: only a child that is still root, and may make a mount
+   * namespace, can mount over them (the native spawner of a root daemon, once proved: NativeSpawner.checkHiding).
+   */
   readonly hidesPaths: boolean
   /** Starts the child in a new session (its own process group). Never throws for a child that fails to start. */
   spawn(request: SpawnRequest): Promise<SpawnOutcome>
