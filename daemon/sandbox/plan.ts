@@ -106,11 +106,15 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   // no file that anyone could swap between the write and bubblewrap's read. A task on its own
   // identity also gets account files that name its uid and gid.
   const accounts = runAs.idmap && runAs.user ? hostAccountFiles.filesFor(runAs.user, environment.HOME) : null
-  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(accounts ? [accounts.passwd, accounts.group] : [])]
+  // The account files cover the host's by descriptor where the spawner can (a user added as the task
+  // starts replaces /etc/passwd: a mount by path would then fail the task); else bubblewrap binds them.
+  const coveredFiles = accounts && request.hideByDescriptor ? [{ path: '/etc/passwd', data: accounts.passwd }, { path: '/etc/group', data: accounts.group }] : []
+  const bound = accounts && !request.hideByDescriptor ? accounts : null
+  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(bound ? [bound.passwd, bound.group] : [])]
   const layout = descriptorLayout({ extraFiles: [], dataFiles })
   const [argsFd, seccompFd] = layout.data as [number, number]
-  const accountFds = accounts ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
-  const firstPinnedFd = seccompFd + 1 + (accounts ? 2 : 0)
+  const accountFds = bound ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
+  const firstPinnedFd = seccompFd + 1 + (bound ? 2 : 0)
   // Each mask's owner may remove it, or put a link in its place, as the task starts: mounted by the
   // spawner, through a descriptor opened without following links, such a mask is skipped; mounted
   // by bubblewrap, by path, it would fail the task (or land where the link leads).
@@ -124,7 +128,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}) },
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}), ...(coveredFiles.length > 0 ? { coveredFiles } : {}) },
     cgroups,
     ranAs,
     release,

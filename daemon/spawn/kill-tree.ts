@@ -138,12 +138,15 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
     if (!leader.gone) trySignal(monitor, 'SIGKILL')
     trySignal(-monitor, 'SIGKILL')
     await killUntilGone(options, async () => {
-      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.taskId))]
-      for (const member of left) trySignal(member, 'SIGKILL')
+      // Init's end kills everything in its namespace at once, in pid order (parents first): members
+      // killed one by one before it is gone could let a shell outlive its child long enough to say
+      // so ("Killed") in the output.
       if (sandbox && isAliveIdentity(sandbox.init)) {
         trySignal(sandbox.init.pid, 'SIGKILL')
         return false
       }
+      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.taskId))]
+      for (const member of left) trySignal(member, 'SIGKILL')
       return leader.gone && left.length === 0
     })
     return { escalated: true, signalled }

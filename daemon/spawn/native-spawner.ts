@@ -509,16 +509,18 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   if (carrier !== undefined) return `a field contains a NUL byte: ${JSON.stringify(carrier.slice(0, 80))}`
   const text = `${all.join('\0')}\0`
   const blobs = request.dataFiles ?? []
-  const blobLengths = blobs.map((data) => `${data.length}\0`)
-  const size = Buffer.byteLength(text) + blobs.reduce((sum, data, index) => sum + blobLengths[index]!.length + data.length, 0)
+  const covers = request.coveredFiles ?? []
+  // After the blobs: the covered files' count, then each one's path and its contents as a blob.
+  const parts: Array<string | Buffer> = [text]
+  for (const data of blobs) parts.push(`${data.length}\0`, data)
+  parts.push(`${covers.length}\0`)
+  for (const cover of covers) parts.push(`${cover.path}\0`, `${cover.data.length}\0`, cover.data)
+  const size = parts.reduce((sum, part) => sum + (typeof part === 'string' ? Buffer.byteLength(part) : part.length), 0)
   if (size > MAX_REQUEST_BYTES) return `the request is too large (${size} bytes)`
   const framed = Buffer.allocUnsafe(4 + size)
   framed.writeUInt32LE(size, 0)
-  let at = 4 + framed.write(text, 4)
-  for (const [index, data] of blobs.entries()) {
-    at += framed.write(blobLengths[index]!, at, 'latin1')
-    at += data.copy(framed, at)
-  }
+  let at = 4
+  for (const part of parts) at += typeof part === 'string' ? framed.write(part, at) : part.copy(framed, at)
   return framed
 }
 
@@ -564,7 +566,7 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
     case 'idmap':
       return idmapFailure(index === undefined ? undefined : (folderAt(request, index)?.path ?? `folder ${index}`), code)
     case 'hidden':
-      return hiddenFailure(index === undefined ? undefined : (request.hiddenPaths?.[index] ?? `place ${index}`), code)
+      return hiddenFailure(index === undefined ? undefined : (request.hiddenPaths?.[index] ?? request.coveredFiles?.[index - (request.hiddenPaths?.length ?? 0)]?.path ?? `place ${index}`), code)
     case 'keyring':
       return keyringFailure(code)
     case 'user':

@@ -81,7 +81,7 @@ export class NodeSpawner implements Spawner {
     // Only a child that is still root can mount them; the daemon plans without them here.
     if ((request.pinnedDirs ?? []).some((pinned) => pinned.owner) || (request.idmappedViews?.length ?? 0) > 0) return { started: false, stage: 'idmap', code: 'ENOTSUP', message: IDMAP_UNSUPPORTED }
     // Nor can a task here get a mount namespace of its own to cover them in: the daemon has bubblewrap mount its masks instead.
-    if ((request.hiddenPaths?.length ?? 0) > 0) return { started: false, stage: 'hidden', code: 'ENOTSUP', message: HIDDEN_UNSUPPORTED }
+    if ((request.hiddenPaths?.length ?? 0) > 0 || (request.coveredFiles?.length ?? 0) > 0) return { started: false, stage: 'hidden', code: 'ENOTSUP', message: HIDDEN_UNSUPPORTED }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)

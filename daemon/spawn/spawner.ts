@@ -98,6 +98,16 @@ export interface SpawnRequest {
    */
   hiddenPaths?: string[]
   /**
+   * Files the task sees with other contents (its account in /etc/passwd and /etc/group): after the
+   * hidden places, the child opens each path as it opens those, and mounts over a regular file a
+   * read-only file of its own (a tmpfs made for it) that holds `data`. A path that is gone or holds a
+   * link is skipped; one replaced after the open keeps the cover on what was opened (the task then
+   * reads the new file): a task never fails because a file was replaced as it started. Any other
+   * failure is stage `hidden`, its index counted on after hiddenPaths. Only where
+   * Spawner.hidesPaths, as hiddenPaths. Default: none.
+   */
+  coveredFiles?: Array<{ path: string; data: Buffer }>
+  /**
    * The device and inode cwd had when the task was accepted: after the chdir, `.` must still be
    * that directory, or the spawn fails at stage `chdir` with ESTALE. Default: not checked.
    */
@@ -167,6 +177,12 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
     if (typeof path !== 'string' || !path.startsWith('/')) return `hiddenPaths[${index}] must be an absolute path, got ${JSON.stringify(path)}`
     if (path.includes('\0')) return `hiddenPaths[${index}] contains a NUL byte`
   }
+  for (const [index, cover] of (request.coveredFiles ?? []).entries()) {
+    if (typeof cover.path !== 'string' || !cover.path.startsWith('/')) return `coveredFiles[${index}].path must be an absolute path, got ${JSON.stringify(cover.path)}`
+    if (cover.path.includes('\0')) return `coveredFiles[${index}].path contains a NUL byte`
+    if (!Buffer.isBuffer(cover.data)) return `coveredFiles[${index}].data is not a Buffer`
+  }
+  if ((request.coveredFiles?.length ?? 0) > 64) return `too many covered files: ${request.coveredFiles!.length} (at most 64)`
   for (const [index, group] of (request.cgroups ?? []).entries()) {
     const problem = folderProblem(`cgroups[${index}]`, group) ?? idsProblem(`cgroups[${index}]`, { uid: group.uid })
     if (problem) return problem

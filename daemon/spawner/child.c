@@ -290,10 +290,13 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
    * mounted there reaches no one else. The places are covered once the folders are mounted, so a
    * place inside an idmapped folder is covered where the task sees it (and a cover is never in a
    * tree that is copied to be idmapped). */
-  if ((r->usernsc > 0 || r->hiddenc > 0) && idmap_private_namespace() != 0) child_fail(r->usernsc > 0 ? "idmap" : "hidden", errno, -1);
+  if ((r->usernsc > 0 || r->hiddenc > 0 || r->coverc > 0) && idmap_private_namespace() != 0) child_fail(r->usernsc > 0 ? "idmap" : "hidden", errno, -1);
   open_folders(r, low);
   for (size_t i = 0; i < r->hiddenc; i++)
     if (hide_place(r->hidden[i]) != 0) child_fail("hidden", errno, (long)i);
+  /* Covered files number on after the hidden places in a failure's index. */
+  for (size_t i = 0; i < r->coverc; i++)
+    if (cover_file(r->covers[i].path, &r->covers[i].data) != 0) child_fail("hidden", errno, (long)(r->hiddenc + i));
 
   /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
   if (dup2(stdin_fd, 0) < 0) child_fail("stdin", errno, -1);

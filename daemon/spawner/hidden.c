@@ -75,6 +75,49 @@ static int null_file(void) {
   return -1;
 }
 
+/* Writes all of `data` to fd; 0, or the errno. */
+static int write_whole(int fd, const struct blob *data) {
+  for (size_t done = 0; done < data->length;) {
+    ssize_t n = write(fd, data->bytes + done, data->length - done);
+    if (n > 0) done += (size_t)n;
+    else if (n == 0) return EIO;
+    else if (errno != EINTR) return errno;
+  }
+  return 0;
+}
+
+/* A detached read-only mount of one file holding `data`: a tmpfs of its own, written while it is
+ * still detached and writable, then cut down to the file and given the cover's attributes. */
+static int data_file(const struct blob *data) {
+  int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0) return -1;
+  int root = -1, cover = -1, error = 0;
+  if (fs_string(fs, "source", "tend-covered") != 0 || fs_string(fs, "mode", "0755") != 0 || syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0)
+    error = errno;
+  else if ((root = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
+    error = errno;
+  close(fs);
+  if (!error) {
+    int file;
+    do file = openat(root, "file", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    while (file < 0 && errno == EINTR);
+    if (file < 0) error = errno;
+    else {
+      error = write_whole(file, data);
+      if (close(file) != 0 && !error && errno != EINTR) error = errno;
+    }
+  }
+  if (!error && (cover = (int)syscall(SYS_open_tree, root, "file", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0) error = errno;
+  if (!error) {
+    struct mount_attr attr = {.attr_set = COVER_ATTRIBUTES};
+    if (syscall(SYS_mount_setattr, cover, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) error = errno;
+  }
+  if (root >= 0) close(root);
+  if (error && cover >= 0) close(cover);
+  errno = error;
+  return error ? -1 : cover;
+}
+
 /*
  * Why an open finds nothing to hide: gone (ENOENT, ENOTDIR: a folder on the way is now a file,
  * ESTALE: removed on a network file system), a link on the way or in its place (ELOOP), or a place
@@ -99,6 +142,31 @@ int hide_place(const char *path) {
     int cover = S_ISDIR(info.st_mode) ? empty_folder() : null_file();
     if (cover < 0) error = errno;
     /* ENOENT: removed since it was opened, and so from every namespace: nothing left to hide. */
+    else if (syscall(SYS_move_mount, cover, "", place, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0 && errno != ENOENT) error = errno;
+    if (cover >= 0) close(cover);
+  }
+  close(place);
+  errno = error;
+  return error ? -1 : 0;
+}
+
+int cover_file(const char *path, const struct blob *data) {
+  struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+  int place;
+  do place = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  while (place < 0 && errno == EINTR);
+  if (place < 0) return nothing_to_hide(errno) ? 0 : -1;
+  struct stat info;
+  int error = 0;
+  if (fstat(place, &info) != 0) {
+    error = errno;
+  } else if (!S_ISREG(info.st_mode)) {
+    error = EINVAL;
+  } else {
+    int cover = data_file(data);
+    if (cover < 0) error = errno;
+    /* Replaced since it was opened (a user added on the host renames a new /etc/passwd in): the
+     * cover goes on the old one, and the task reads the new host file, never fails for it. */
     else if (syscall(SYS_move_mount, cover, "", place, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0 && errno != ENOENT) error = errno;
     if (cover >= 0) close(cover);
   }

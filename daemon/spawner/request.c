@@ -115,15 +115,22 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   for (size_t i = 0; i < hiddenc; i++) next_string(&scan, "hidden");
   size_t datac = next_count(&scan, "datac");
   for (size_t i = 0; i < datac; i++) next_blob(&scan);
+  /* The covered files close a request, and may be left out (none). */
+  size_t coverc = scan.at < scan.end ? next_count(&scan, "coverc") : 0;
+  for (size_t i = 0; i < coverc; i++) {
+    next_string(&scan, "cover");
+    next_blob(&scan);
+  }
   if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
   if (extrac + pinc + datac > 1024) malformed("too many extra files, blobs and pinned folders");
   if (viewc > 1024) malformed("too many views");
+  if (coverc > 64) malformed("too many covered files");
 
   /* Pointers first, then the structs, then the ints: each part stays aligned. */
   size_t pointers = (argc + 1) + (envc + 1) + extrac + hiddenc;
   size_t slots = extrac + datac + pinc;
   size_t ints = slots + viewc + pinc + viewc;
-  char **table = xrealloc(NULL, pointers * sizeof(char *) + cgc * sizeof(struct cgroup_join) + (pinc + viewc) * sizeof(struct pin) + datac * sizeof(struct blob) + ints * sizeof(int) + 1);
+  char **table = xrealloc(NULL, pointers * sizeof(char *) + cgc * sizeof(struct cgroup_join) + (pinc + viewc) * sizeof(struct pin) + datac * sizeof(struct blob) + coverc * sizeof(struct cover) + ints * sizeof(int) + 1);
   *allocation = table;
   request->argc = argc;
   request->envc = envc;
@@ -133,6 +140,7 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   request->viewc = viewc;
   request->hiddenc = hiddenc;
   request->datac = datac;
+  request->coverc = coverc;
   request->argv = table;
   request->envp = request->argv + argc + 1;
   request->extra = request->envp + envc + 1;
@@ -141,7 +149,8 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   request->pins = (struct pin *)(void *)(request->cgroups + cgc);
   request->views = request->pins + pinc;
   request->data = (struct blob *)(void *)(request->views + viewc);
-  request->fds = (int *)(void *)(request->data + datac);
+  request->covers = (struct cover *)(void *)(request->data + datac);
+  request->fds = (int *)(void *)(request->covers + coverc);
   request->view_fds = request->fds + slots;
   request->userns_fds = request->view_fds + viewc;
   request->usernsc = 0;
@@ -177,6 +186,12 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   }
   next_string(&cursor, "datac");
   for (size_t i = 0; i < datac; i++) request->data[i] = next_blob(&cursor);
+  if (cursor.at < cursor.end) next_string(&cursor, "coverc");
+  for (size_t i = 0; i < coverc; i++) {
+    request->covers[i].path = next_string(&cursor, "cover");
+    if (request->covers[i].path[0] != '/') malformed("covered path is not absolute");
+    request->covers[i].data = next_blob(&cursor);
+  }
 }
 
 static void parse_attach(struct cursor cursor, struct attach *attach) {

@@ -41,6 +41,12 @@ struct blob {
 };
 
 /* A pinned folder (writable, handed to the task as a descriptor) or a view (read-only, not handed). */
+/* A file the task sees with other contents: the path, and what it reads there (hidden.c). */
+struct cover {
+  const char *path;
+  struct blob data;
+};
+
 struct pin {
   const char *path;
   unsigned long long dev, ino;
@@ -71,12 +77,14 @@ struct request {
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
-  size_t argc, envc, extrac, cgc, pinc, viewc, hiddenc, datac;
+  size_t argc, envc, extrac, cgc, pinc, viewc, hiddenc, datac, coverc;
   char **argv, **envp, **extra;
   char **hidden; /* places the child covers, by descriptor, once its folders are mounted (hidden.c) */
   struct cgroup_join *cgroups;
   struct pin *pins, *views;
   struct blob *data;
+  /* Files whose contents the child replaces for the task, each covered by descriptor (hidden.c). */
+  struct cover *covers;
   int *fds; /* the child's descriptors for extra, data, pinned, before they move to fd 3... */
   int *view_fds; /* the child's descriptors of the views while it mounts them */
   /* The distinct user namespaces of the mapped pins and views (set by the helper: idmap_prepare). */
@@ -175,6 +183,10 @@ int idmap_attach(int source, int target, int userns, int read_only);
  * of /dev/null. A place that is gone, holds a link on its way, or that root may not enter is left
  * as it is: 0 either way. -1 with errno. */
 int hide_place(const char *path);
+/* Covers the regular file at path, opened as hide_place opens a place, with a read-only file that
+ * holds `data` (a tmpfs of its own, made detached): the task reads `data` there. Skipped (0) as
+ * hide_place skips; a place that is not a regular file is EINVAL. -1 with errno set on failure. */
+int cover_file(const char *path, const struct blob *data);
 
 /* ------------------------------------------------------------- cgroup.c */
 

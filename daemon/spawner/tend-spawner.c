@@ -22,7 +22,8 @@
  *     quintuples (path, dev, ino, ownerUid, ownerGid: a pinned folder), viewc, then viewc quintuples
  *     (the same: a view), hiddenc, then hiddenc absolute paths (places hidden from the task, see
  *     Hidden places below), datac, then datac blobs, each a length string and then exactly that
- *     many raw bytes (no NUL).
+ *     many raw bytes (no NUL), then, optionally (left out: none), coverc and coverc covered files,
+ *     each a path and then a blob (see Hidden places below).
  *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
  *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
  *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.
@@ -161,6 +162,11 @@
  * enter it), or whose move_mount finds it removed (ENOENT), is skipped; any other failure is stage
  * hidden with the path's index. The covers stay in the child's namespace, and so in every copy of
  * it (bubblewrap's recursive binds of / and of the pinned folders carry them). Needs Linux 5.6.
+ * Covered files follow the hidden places: each path is opened as they are and must be a regular
+ * file (else EINVAL); the child makes a tmpfs of its own (source tend-covered, detached), writes the
+ * blob into one file there (0644), clones that file as a detached mount with the four attributes
+ * above and moves it onto the opened descriptor. Skipped as a hidden place is; a failure is stage
+ * hidden, its index counted on after the hidden places.
  */
 #define _GNU_SOURCE
 #include <dirent.h>

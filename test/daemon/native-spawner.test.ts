@@ -1122,6 +1122,30 @@ describe('native spawner: places hidden by descriptor', () => {
     expect(result).toMatchObject({ exitCode: 0, signal: null, output: 'PUBLIC\nPUBLIC\nPUBLIC-FILE\nPUBLIC\nPUBLIC-FILE\n1\n' })
   })
 
+  test('a covered file reads as its new contents, read-only, in the child alone; one gone or a link is skipped; a folder is refused at stage hidden', async () => {
+    const dir = places()
+    const accounts = join(dir, 'passwd')
+    writeFileSync(accounts, 'root:x:0:0::/root:/bin/sh\n', { mode: 0o644 })
+    const linkTarget = join(dir, 'target')
+    writeFileSync(linkTarget, 'TARGET\n', { mode: 0o644 })
+    symlinkSync(linkTarget, join(dir, 'link'))
+    const covers = [
+      { path: accounts, data: Buffer.from('root:x:0:0::/root:/bin/sh\ntend-task:x:4242:4242::/:/bin/sh\n') },
+      { path: join(dir, 'gone'), data: Buffer.from('never\n') },
+      { path: join(dir, 'link'), data: Buffer.from('never\n') },
+    ]
+    const script = `cat ${accounts}; (echo more >> ${accounts}) 2>/dev/null || echo 'not written'; cat ${dir}/link; grep -c ' ${dir}/' /proc/self/mountinfo`
+    const result = await run(hideRequest({ file: '/bin/sh', argv: ['sh', '-c', script], coveredFiles: covers }))
+    expect(result).toMatchObject({ exitCode: 0, output: 'root:x:0:0::/root:/bin/sh\ntend-task:x:4242:4242::/:/bin/sh\nnot written\nTARGET\n1\n' })
+    // The host's file is as it was, and its table holds no cover.
+    expect(readFileSync(accounts, 'utf8')).toBe('root:x:0:0::/root:/bin/sh\n')
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(dir)
+    const folder = join(dir, 'folder')
+    mkdirSync(folder)
+    const refused = await spawner.spawn(hideRequest({ file: '/bin/true', hiddenPaths: [join(dir, 'gone')], coveredFiles: [{ path: folder, data: Buffer.from('x') }] }))
+    expect(refused).toMatchObject({ started: false, stage: 'hidden', code: 'EINVAL', message: `could not hide ${folder} from the task: EINVAL` })
+  })
+
   test('a place inside an idmapped folder is hidden over the idmapped mount (after it), from a child that then runs as another user', async () => {
     const dir = places()
     const inner = join(dir, '.ssh')

@@ -421,7 +421,7 @@ describe(`escape routes, daemon as ${who}`, () => {
       expect(timedOut.task.state).toBe('timed_out')
       const started = await daemon.client.start({ command: `${PYTHON} -c ${q(program)}`, shell: true, cwd: workspace(), sandbox: 'workspace' })
       taskIds.push(started.id)
-      await waitFor('the init to be attached', async () => (await daemon.client.read(started.id)).data.includes('attach init'))
+      await waitFor('the init to be attached', async () => (await daemon.client.read(started.id)).data.includes('attach init'), 30_000)
       const killed = await daemon.client.kill(started.id)
       expect(killed.state).toBe('killed')
       expect(processesWithEnv(`TEND_TASK_ID=${started.id}`).filter(isAlive)).toEqual([])

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -81,6 +81,35 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(readFileSync('/etc/group').equals(groupBefore), '/etc/group unchanged').toBe(true)
         expect(spawnSync('getent', ['passwd', String(uid)]).status, `getent passwd ${uid} on the host`).toBe(2)
         expect(spawnSync('getent', ['group', String(uid)]).status, `getent group ${uid} on the host`).toBe(2)
+      })
+
+      eachProfile('tasks start while the host replaces /etc/passwd and /etc/group (as useradd does, by rename), and see their account once it stops', async (sandbox) => {
+        // The same contents, renamed into place again and again: what adding a user does to the files.
+        const files = ['/etc/passwd', '/etc/group'].map((path) => ({ path, text: readFileSync(path), temporary: `${path}.tend-test-${process.pid}` }))
+        let replacing = true
+        const replacer = (async () => {
+          while (replacing) {
+            for (const file of files) {
+              writeFileSync(file.temporary, file.text, { mode: 0o644 })
+              renameSync(file.temporary, file.path)
+            }
+            await new Promise((resolve) => setImmediate(resolve))
+          }
+        })()
+        const ended: Array<{ state: string; output: string }> = []
+        try {
+          for (let round = 0; round < 20; round++) {
+            const { task, output } = await attempt('true', { sandbox })
+            ended.push({ state: `${task.state} ${task.exitCode}`, output })
+          }
+        } finally {
+          replacing = false
+          await replacer
+          for (const file of files) rmSync(file.temporary, { force: true })
+        }
+        expect(ended.filter((each) => each.state !== 'exited 0'), 'tasks that did not start and exit 0').toEqual([])
+        const { output } = await attempt('whoami', { sandbox })
+        expect(output).toBe('tend-task\n')
       })
 
       eachProfile("git trusts the repositories it was given, and no other: git log works in an undeclared linked worktree (the cwd), and is refused in a repository of root's elsewhere", async (sandbox) => {
