@@ -15,6 +15,7 @@ import { createServer, type TendApp } from './http/server.js'
 import { ConsoleControl } from './console/console-control.js'
 import { createPeerCheck } from './peer/index.js'
 import { startClusterWorker } from './cluster/cluster-worker.js'
+import { SubmissionIndex } from './store/submission-index.js'
 import { SpoolCleanup } from './store/spool-cleanup.js'
 import { readBootId, Supervisor } from './tasks/supervisor.js'
 import { TaskInput } from './tasks/task-input.js'
@@ -90,7 +91,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const store = new TaskStore(layout.spool, events, log)
   const outputWatch = new OutputWatch()
   const corrupt = new CorruptEntries()
-  const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log)
+  const removedSubmissions = SubmissionIndex.load(layout.spool, log)
+  const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log, (task) => removedSubmissions.retire(task))
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
@@ -141,7 +143,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // while recovery waits on them.
   const startingUp = setInterval(() => {}, 60_000)
   const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, { bootId: readBootId(), resume: (task) => supervisor.resume(task) })
-  supervisor.rememberSubmissions(store.list({ all: true }))
+  supervisor.rememberSubmissions(store.list({ all: true }), removedSubmissions)
   await cleanup.enforceQuota()
   // The quota is enforced on a timer, not after every task: it walks every task.
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)

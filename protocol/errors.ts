@@ -34,6 +34,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
   TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
   TEND_ERR_IDEMPOTENCY_CONFLICT: { statusCode: 409, message: 'idempotency key {key} was already used for a different request (task {id})', blame: 'caller', retryable: false },
+  TEND_ERR_SUBMISSION_REMOVED: { statusCode: 410, message: 'idempotency key {key} was already used: its task {id} ended ({outcome}) and has been removed since; the command is not run again (a new key runs it again)', blame: 'caller', retryable: false },
   TEND_ERR_EVENTS_GAP: { statusCode: 410, message: 'events before seq {oldest} are no longer kept (asked from {since}): list the tasks again, then follow from seq {latest}', blame: 'caller', retryable: false },
   TEND_ERR_OUTPUT_MISSING: { statusCode: 410, message: 'output of task {id} is gone: {detail}', blame: 'system', retryable: false },
   TEND_ERR_OUTPUT_BUSY: { statusCode: 409, message: 'output of task {id} cannot be read now: {detail}', blame: 'system', retryable: true },

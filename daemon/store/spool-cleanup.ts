@@ -27,6 +27,8 @@ export class SpoolCleanup {
     private readonly store: TaskStore,
     private readonly corrupt: CorruptEntries,
     private readonly log: Logger,
+    /** Runs before a task's folder goes: keeps what must outlive it (its idempotency key). */
+    private readonly beforeRemoval: (task: Task) => Promise<void> = async () => {},
   ) {}
 
   /** Removes a finished task or a corrupt entry; a queued or running task is refused. */
@@ -119,6 +121,8 @@ export class SpoolCleanup {
     if (entry.state !== 'corrupt') {
       // Its last record may still be on its way to disk: removing the folder under it would fail.
       await this.store.settled(entry.id)
+      // A full disk must not keep the operator from freeing space: the key then lives on in memory only.
+      await this.beforeRemoval(entry).catch((error: unknown) => this.log.error({ taskId: entry.id, err: error }, 'idempotency key of a removed task not recorded'))
       this.store.forget(entry.id)
     }
     let freedBytes: number

@@ -1,18 +1,22 @@
 import { createHash } from 'node:crypto'
 import { TendError, type StartTaskBody, type Task } from '../../protocol/index.js'
+import type { SubmissionIndex } from '../store/submission-index.js'
 
 /**
  * Idempotent submissions: a client sends the same `Idempotency-Key` with every try of one
  * `POST /v1/tasks` (a connection that reset, a daemon that crashed and was restarted), and every
  * try after the first answers the first task, so a command never runs twice. The key and a hash
- * of the request are kept in the task's record, so they outlive the daemon.
+ * of the request are kept in the task's record, so they outlive the daemon; once the task is
+ * removed, in the spool's index of removed submissions, so they outlive the task.
  */
 export class Submissions {
   private readonly byKey = new Map<string, { id: string; requestHash: string }>()
   private readonly inFlight = new Map<string, { requestHash: string; task: Promise<Task> }>()
+  private removed: SubmissionIndex | null = null
 
-  /** Relearns the keys of tasks loaded from the spool. */
-  remember(tasks: readonly Task[]): void {
+  /** Relearns the keys of tasks loaded from the spool, and those of removed tasks from its index. */
+  remember(tasks: readonly Task[], removed: SubmissionIndex): void {
+    this.removed = removed
     for (const task of tasks) {
       if (task.idempotencyKey && task.requestHash) this.byKey.set(scoped(task.owner, task.idempotencyKey), { id: task.id, requestHash: task.requestHash })
     }
@@ -30,9 +34,14 @@ export class Submissions {
     if (known) {
       if (known.requestHash !== requestHash) throw new TendError('TEND_ERR_IDEMPOTENCY_CONFLICT', { key, id: known.id })
       const task = find(known.id)
-      // Removed since (rm, gc): the key is free again.
       if (task) return task
-      this.byKey.delete(scopedKey)
+      // Removed since (rm, gc, the quota): it ran, and is never run again.
+      throw new TendError('TEND_ERR_SUBMISSION_REMOVED', { key, id: known.id, outcome: this.removed?.find(owner, key)?.outcome ?? 'how is no longer known' })
+    }
+    const removed = this.removed?.find(owner, key)
+    if (removed) {
+      if (removed.requestHash !== requestHash) throw new TendError('TEND_ERR_IDEMPOTENCY_CONFLICT', { key, id: removed.id })
+      throw new TendError('TEND_ERR_SUBMISSION_REMOVED', { key, id: removed.id, outcome: removed.outcome })
     }
     const running = this.inFlight.get(scopedKey)
     if (running) {

@@ -26,6 +26,7 @@ import { newTaskId } from '../../protocol/task-id.js'
 import { Scheduler } from './scheduler.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
+import type { SubmissionIndex } from '../store/submission-index.js'
 import { SettleLater } from './settle-later.js'
 import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
@@ -149,9 +150,9 @@ export class Supervisor {
     return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => this.store.find(id), (submission) => this.admit(request, submission, options))
   }
 
-  /** Relearns the idempotency keys of tasks loaded from the spool. */
-  rememberSubmissions(tasks: readonly Task[]): void {
-    this.submissions.remember(tasks)
+  /** Relearns the idempotency keys of tasks loaded from the spool, and of those removed (the index). */
+  rememberSubmissions(tasks: readonly Task[], removed: SubmissionIndex): void {
+    this.submissions.remember(tasks, removed)
   }
 
   private async admit(request: StartTaskBody, submission: { idempotencyKey: string; requestHash: string } | null, options: StartOptions): Promise<Task> {

@@ -1,0 +1,103 @@
+import { afterAll, afterEach, describe, expect, test } from 'vitest'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { rawRequest } from '../helpers/raw-http.js'
+import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * What the docs promise, held against what a new user does: an idempotent retry after its task was
+ * removed, a home with a long path, a worker whose Redis is not there, a restart under a `tend
+ * wait`, a CLI whose reader goes away.
+ */
+
+const daemons: TestDaemon[] = []
+const scratch: string[] = []
+afterEach(async () => {
+  while (daemons.length > 0) await daemons.pop()!.stop()
+})
+afterAll(() => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true })
+})
+
+function scratchDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tend-promises-'))
+  scratch.push(dir)
+  return dir
+}
+
+async function post(daemon: TestDaemon, key: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const answer = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'POST', path: '/v1/tasks', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify(body) })
+  return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> }
+}
+
+/** A command that appends one line to `file` each time it runs. */
+function countedRun(file: string): { command: string[]; cwd: string } {
+  return { command: ['sh', '-c', `echo ran >> '${file}'`], cwd: '/' }
+}
+
+function runsOf(file: string): number {
+  return readFileSync(file, 'utf8').split('\n').filter(Boolean).length
+}
+
+describe('an idempotent retry after its task was removed never runs the command again', () => {
+  test('removed by tend rm: the retry is refused (410) with the first task and its outcome, also by the next daemon', async () => {
+    const home = createTempHome()
+    const first = await startTestDaemon({ home })
+    const counter = join(scratchDir(), 'runs')
+    const body = countedRun(counter)
+    const original = await post(first, 'removed-by-rm', body)
+    expect(original.status).toBe(201)
+    const id = String(original.json.id)
+    await first.client.wait(id)
+    await first.client.remove(id)
+    const retry = await post(first, 'removed-by-rm', body)
+    expect(retry).toMatchObject({ status: 410, json: { code: 'TEND_ERR_SUBMISSION_REMOVED' } })
+    expect(retry.json.message).toContain(id)
+    expect(retry.json.message).toContain('exited 0')
+    // The same key with another body is still a conflict, not a removal.
+    expect(await post(first, 'removed-by-rm', countedRun(`${counter}-other`))).toMatchObject({ status: 409, json: { code: 'TEND_ERR_IDEMPOTENCY_CONFLICT' } })
+    await first.crash()
+    first.client.close()
+    const second = await startTestDaemon({ home })
+    daemons.push(second)
+    expect(await post(second, 'removed-by-rm', body)).toMatchObject({ status: 410, json: { code: 'TEND_ERR_SUBMISSION_REMOVED' } })
+    expect(readdirSync(join(home, 'spool')).filter((name) => !name.startsWith('.') && name !== 'submissions.log')).toEqual([])
+    expect(runsOf(counter)).toBe(1)
+  })
+
+  test('removed by the spool quota, then the daemon crashed: the retry is refused, the command ran once', async () => {
+    const home = createTempHome()
+    // Any finished task is past a one-byte quota: the quota timer removes each one within a second.
+    const first = await startTestDaemon({ home, env: { TEND_SPOOL_QUOTA: '1' } })
+    const counter = join(scratchDir(), 'runs')
+    const body = countedRun(counter)
+    const original = await post(first, 'removed-by-quota', body)
+    const id = String(original.json.id)
+    await waitFor(`task ${id} removed by the spool quota`, () => !readdirSync(join(home, 'spool')).includes(id), 15_000)
+    await first.crash()
+    first.client.close()
+    const second = await startTestDaemon({ home, env: { TEND_SPOOL_QUOTA: '1' } })
+    daemons.push(second)
+    const retry = await post(second, 'removed-by-quota', body)
+    expect(retry).toMatchObject({ status: 410, json: { code: 'TEND_ERR_SUBMISSION_REMOVED' } })
+    expect(retry.json.message).toContain(id)
+    expect(runsOf(counter)).toBe(1)
+  })
+
+  test('removed by tend gc, another owner with the same key is its own submission', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const counter = join(scratchDir(), 'runs')
+    const body = countedRun(counter)
+    const original = await post(daemon, 'removed-by-gc', body)
+    await daemon.client.wait(String(original.json.id))
+    await daemon.client.gc({ olderThanMs: 0 })
+    expect(await post(daemon, 'removed-by-gc', body)).toMatchObject({ status: 410, json: { code: 'TEND_ERR_SUBMISSION_REMOVED' } })
+    const otherOwner = await post(daemon, 'removed-by-gc', { ...body, owner: 'someone-else' })
+    expect(otherOwner.status).toBe(201)
+    await daemon.client.wait(String(otherOwner.json.id))
+    expect(runsOf(counter)).toBe(2)
+  })
+})
