@@ -13,6 +13,8 @@ export const EXIT = {
   waitTimedOut: 75,
   /** wait / run --wait: tend itself failed, so there is no task status to report. */
   waitFailed: 125,
+  /** Its stdout's reader went away (`tend ps | head -1`): 128 + SIGPIPE, as a program SIGPIPE ended. */
+  outputClosed: 141,
 } as const
 
 export function exitCodeForError(error: unknown): number {

@@ -21,6 +21,7 @@ import { registerWorkerCommand } from './commands/worker.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
 import { EXIT } from './exit-codes.js'
+import { endQuietlyWhenOutputCloses } from './closed-output.js'
 
 /** Every command, in the order `tend --help` lists them. */
 const COMMANDS: Record<string, (program: Command) => void> = {
@@ -72,6 +73,7 @@ export function createProgram(argv?: readonly string[]): Command {
 
 /** Runs the CLI; usage errors (unknown flag, bad value, missing argument) exit 2. */
 export async function main(argv: string[]): Promise<void> {
+  endQuietlyWhenOutputCloses()
   const program = createProgram(argv)
   try {
     await program.parseAsync(argv)

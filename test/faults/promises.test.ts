@@ -2,8 +2,9 @@ import { afterAll, afterEach, describe, expect, test } from 'vitest'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { spawn } from 'node:child_process'
 import { rawRequest } from '../helpers/raw-http.js'
-import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -99,5 +100,47 @@ describe('an idempotent retry after its task was removed never runs the command 
     expect(otherOwner.status).toBe(201)
     await daemon.client.wait(String(otherOwner.json.id))
     expect(runsOf(counter)).toBe(2)
+  })
+})
+
+/**
+ * Runs the real CLI with a stdout pipe whose reader goes away: at once (`closeAt: 'start'`), or
+ * after the first bytes arrive (a `head -c1`). Resolves with how it ended and its stderr.
+ */
+function runWithClosingReader(args: string[], env: Record<string, string>, closeAt: 'start' | 'first-bytes'): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+  const child = spawn(process.execPath, [TEND_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  if (closeAt === 'start') child.stdout.destroy()
+  else child.stdout.once('data', () => child.stdout.destroy())
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stderr })))
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`tend ${args.join(' ')} still ran 20 s after its reader went away; stderr: ${stderr}`))
+    }, 20_000)
+  })
+  return Promise.race([ended, expired]).finally(() => clearTimeout(timer))
+}
+
+describe('a CLI whose stdout closes early ends quietly', () => {
+  test('ps, show, console --no-open and logs -f exit 141 (as SIGPIPE would end them), printing nothing on stderr', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const talker = await daemon.client.start({ command: ['sh', '-c', 'while :; do echo line; done'], cwd: '/' })
+    const cases: Array<{ args: string[]; closeAt: 'start' | 'first-bytes' }> = [
+      { args: ['ps'], closeAt: 'start' },
+      { args: ['ps', '--json'], closeAt: 'start' },
+      { args: ['show', talker.id], closeAt: 'start' },
+      { args: ['console', '--no-open', '--port', '0'], closeAt: 'start' },
+      { args: ['logs', '-f', talker.id], closeAt: 'first-bytes' },
+      { args: ['logs', '-f', talker.id], closeAt: 'start' },
+    ]
+    for (const { args, closeAt } of cases) {
+      const ended = await runWithClosingReader(args, daemon.env, closeAt)
+      expect({ args, closeAt, ...ended }).toEqual({ args, closeAt, code: 141, signal: null, stderr: '' })
+    }
+    await daemon.client.kill(talker.id)
   })
 })
