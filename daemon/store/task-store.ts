@@ -195,31 +195,33 @@ export class TaskStore {
     this.events.publish('task.removed', task)
   }
 
-  /** Resolves with the task once it has finished (on disk), or with its reported version after timeoutMs. */
-  whenFinished(id: string, timeoutMs: number): Promise<Task> {
-    return this.whenState(id, isFinished, timeoutMs)
+  /** Resolves with the task once it has finished (on disk), or with its reported version after timeoutMs (or once `signal` aborts). */
+  whenFinished(id: string, timeoutMs: number, signal?: AbortSignal): Promise<Task> {
+    return this.whenState(id, isFinished, timeoutMs, signal)
   }
 
   /**
    * Resolves with the task once a state it is in on disk (announced) meets `reached`, or with its
-   * reported version after timeoutMs.
+   * reported version after timeoutMs, or as soon as `signal` aborts.
    */
-  whenState(id: string, reached: (task: Task) => boolean, timeoutMs: number): Promise<Task> {
+  whenState(id: string, reached: (task: Task) => boolean, timeoutMs: number, signal?: AbortSignal): Promise<Task> {
     const task = this.get(id)
-    if (reached(task) || timeoutMs <= 0) return Promise.resolve(task)
+    if (reached(task) || timeoutMs <= 0 || signal?.aborted) return Promise.resolve(task)
     return new Promise((resolve) => {
       const waiters = this.stateWaiters.get(id) ?? new Set()
       this.stateWaiters.set(id, waiters)
-      const check = (announced: Task) => {
-        if (!reached(announced)) return
+      const settle = (version: Task) => {
         clearTimeout(timer)
         waiters.delete(check)
-        resolve(announced)
+        signal?.removeEventListener('abort', abandon)
+        resolve(version)
       }
-      const timer = setTimeout(() => {
-        waiters.delete(check)
-        resolve(this.tasks.get(id) ?? task)
-      }, timeoutMs)
+      const check = (announced: Task) => {
+        if (reached(announced)) settle(announced)
+      }
+      const abandon = () => settle(this.tasks.get(id) ?? task)
+      const timer = setTimeout(abandon, timeoutMs)
+      signal?.addEventListener('abort', abandon, { once: true })
       waiters.add(check)
     })
   }

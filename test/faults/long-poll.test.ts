@@ -57,7 +57,7 @@ describe('long-poll wake-ups', () => {
     mkdirSync(join(spool, id))
     writeFileSync(join(spool, id, 'output.log'), output)
     const outputWatch = new OutputWatch()
-    const context = { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch } as unknown as DaemonContext
+    const context = { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch, closing: new AbortController().signal } as unknown as DaemonContext
     const app = Fastify()
     registerReadOutputRoute(app, context)
     await app.ready()

@@ -1,10 +1,11 @@
 import { afterAll, afterEach, describe, expect, test } from 'vitest'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { spawn } from 'node:child_process'
 import { rawRequest } from '../helpers/raw-http.js'
-import { createTempHome, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, killEverythingOf, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { runCli } from '../helpers/cli.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -143,4 +144,48 @@ describe('a CLI whose stdout closes early ends quietly', () => {
     }
     await daemon.client.kill(talker.id)
   })
+})
+
+describe('tend restart under an open tend wait', () => {
+  test('the restart returns as soon as the new daemon serves, and the wait prints the task\'s real end', async () => {
+    const home = createTempHome()
+    const first = await startTestDaemon({ home })
+    // The restarted daemon is no child of this test: stopped (and anything of the home killed) here.
+    scratch.push(home)
+    const cleanupDaemon = async () => {
+      await runCli(['stop'], first.env, { timeoutMs: 40_000 })
+      await killEverythingOf(home)
+    }
+    try {
+      const gate = join(scratchDir(), 'go')
+      const task = await first.client.start({ command: ['sh', '-c', `while [ ! -e '${gate}' ]; do sleep 0.05; done; echo finishing; exit 7`], cwd: '/' })
+      const waiting = spawn(process.execPath, [TEND_BIN, 'wait', task.id], { env: first.env, stdio: ['ignore', 'pipe', 'pipe'] })
+      let waitOut = ''
+      waiting.stdout.on('data', (chunk: Buffer) => (waitOut += chunk.toString()))
+      waiting.stderr.on('data', (chunk: Buffer) => (waitOut += chunk.toString()))
+      const waitEnded = new Promise<number | null>((resolve) => waiting.once('close', (code) => resolve(code)))
+      // A follower's long-poll on the output, open across the restart too.
+      const following = spawn(process.execPath, [TEND_BIN, 'logs', '-f', task.id, '--from', '0'], { env: first.env, stdio: ['ignore', 'pipe', 'pipe'] })
+      let followed = ''
+      following.stdout.on('data', (chunk: Buffer) => (followed += chunk.toString()))
+      following.stderr.on('data', (chunk: Buffer) => (followed += chunk.toString()))
+      const followEnded = new Promise<number | null>((resolve) => following.once('close', (code) => resolve(code)))
+      await waitFor('the daemon to hold the long-polls of tend wait and tend logs -f open', () => {
+        const log = readFileSync(join(home, 'daemon.log'), 'utf8')
+        return log.includes(`/v1/tasks/${task.id}/wait`) && log.includes(`/v1/tasks/${task.id}/output`)
+      }, 15_000)
+      const restart = await runCli(['restart'], first.env, { timeoutMs: 60_000 })
+      expect(restart).toMatchObject({ exitCode: 0, stderr: '' })
+      await waitFor('the first daemon to exit', () => first.process.exitCode !== null || first.process.signalCode !== null, 5_000)
+      expect(waiting.exitCode).toBeNull()
+      writeFileSync(gate, '')
+      expect(await waitEnded).toBe(7)
+      expect(waitOut).not.toContain('tend:')
+      expect(await followEnded).toBe(0)
+      expect(followed).toBe('finishing\n')
+    } finally {
+      first.client.close()
+      await cleanupDaemon()
+    }
+  }, 120_000)
 })

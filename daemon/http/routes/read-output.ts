@@ -1,6 +1,6 @@
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { isFinished, type ReadResult } from '../../../protocol/index.js'
+import { isFinished, TendError, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { visibleTask } from '../owner-scope.js'
 import { incompleteUtf8Tail, outputPath, readableOutputSize, readOutputRange, tailOffset } from '../../../spool/index.js'
@@ -16,7 +16,7 @@ const DEFAULT_READ_BYTES = 1024 * 1024
 export function registerReadOutputRoute(app: TendApp, context: DaemonContext): void {
   app.get(
     '/v1/tasks/:id/output',
-    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema } } },
+    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema } } },
     async (request): Promise<ReadResult> => {
       const { id } = request.params as TaskIdParams
       const query = request.query as ReadOutputQuery
@@ -54,7 +54,9 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
           const now = context.store.find(id)
           return now === undefined || isFinished(now)
         }
-        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: abort.signal })
+        // A stopping daemon (a restart) never waits out a long-poll: the client asks the next one.
+        if (context.closing.aborted) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'read again from the next daemon (the task goes on)' })
+        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: AbortSignal.any([abort.signal, context.closing]) })
       }
     },
   )
