@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { socketEndpoint, tcpEndpoint, type DaemonEndpoint } from './endpoint.js'
-import { formatDuration, homeLayout, parseDuration, readRedisUrlFile, redisUrlHasPassword, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { checkSocketPath, formatDuration, homeLayout, parseDuration, readRedisUrlFile, redisUrlHasPassword, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 /** Default request timeout: how long a request may wait for the daemon's answer, in milliseconds. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -57,6 +57,7 @@ export function normalizeClientOptions(options: TendClientOptions = {}): Normali
   const home = options.home ?? resolveHome(env)
   const layout = homeLayout(home)
   const url = options.url ?? (env.TEND_URL || undefined)
+  if (url === undefined) checkSocketPath(layout.socket)
   const endpoint = url === undefined ? socketEndpoint(layout.socket) : tcpEndpoint(url, requiredToken(options.token ?? env.TEND_TOKEN), options.ca ?? readCa(env.TEND_CA_FILE))
   return {
     layout,

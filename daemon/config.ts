@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { homeLayout, isTendError, parseDuration, parseLabels, parseSize, readRedisUrlFile, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { checkSocketPath, homeLayout, isTendError, parseDuration, parseLabels, parseSize, readRedisUrlFile, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 import { readClusterKey } from '../protocol/sealed-env.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 
@@ -159,6 +159,7 @@ function parseSwitch(text: string): boolean {
  */
 export function loadDaemonConfig(env: Record<string, string | undefined> = process.env): Readonly<DaemonConfig> {
   const layout = homeLayout(resolveHome(env))
+  checkSocketPath(layout.socket)
   // The home first: a config.json is only as safe as the folder that holds it.
   checkHomeFolder(layout.home, process.geteuid!())
   const fromFile = readConfigFile(layout.config)

@@ -1,5 +1,6 @@
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { TendError } from './errors.js'
 
 /** Where tend keeps its state: TEND_HOME, else $XDG_STATE_HOME/tend, else ~/.local/state/tend. */
 export function resolveHome(env: Record<string, string | undefined>): string {
@@ -39,4 +40,20 @@ export function homeLayout(home: string): HomeLayout {
     startupLog: join(home, 'daemon.stderr'),
     consoleTokens: join(home, 'console-tokens.json'),
   }
+}
+
+/** sun_path holds 108 bytes, its terminating NUL included: a longer path would be cut short. */
+export const SOCKET_PATH_MAX_BYTES = 107
+
+/**
+ * Refuses a socket path a Unix socket address cannot hold (a deep TEND_HOME): bound or connected,
+ * the kernel would use a truncated path, outside the home. A setting error, for daemon and client
+ * alike, naming the path and the limit.
+ */
+export function checkSocketPath(path: string): void {
+  const bytes = Buffer.byteLength(path)
+  if (bytes <= SOCKET_PATH_MAX_BYTES) return
+  throw new TendError('TEND_ERR_CONFIG_INVALID', {
+    detail: `TEND_HOME: its socket ${path} is ${bytes} bytes long, and a Unix socket path holds at most ${SOCKET_PATH_MAX_BYTES} bytes; choose a shorter TEND_HOME`,
+  })
 }

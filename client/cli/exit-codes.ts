@@ -21,6 +21,7 @@ export function exitCodeForError(error: unknown): number {
   if (!(error instanceof TendError)) return EXIT.failed
   switch (error.code) {
     case 'TEND_ERR_USAGE':
+    case 'TEND_ERR_CONFIG_INVALID':
     case 'TEND_ERR_VALIDATION':
     case 'TEND_ERR_INVALID_TASK_ID':
     case 'TEND_ERR_INVALID_SIGNAL':

@@ -1,10 +1,10 @@
 import { afterAll, afterEach, describe, expect, test } from 'vitest'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { spawn } from 'node:child_process'
 import { rawRequest } from '../helpers/raw-http.js'
-import { createTempHome, killEverythingOf, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
+import { assertNothingLeft, createTempHome, daemonEnv, killEverythingOf, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { runCli } from '../helpers/cli.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -188,4 +188,27 @@ describe('tend restart under an open tend wait', () => {
       await cleanupDaemon()
     }
   }, 120_000)
+})
+
+describe('a TEND_HOME whose socket path does not fit a Unix socket address', () => {
+  test('tend daemon, tend status and tend run (which would start one) refuse it as a setting error (exit 2) naming the path and the limit, and bind nothing', async () => {
+    const base = scratchDir()
+    // 108 bytes for sun_path, its NUL included: this home's tend.sock is 120 bytes long.
+    const home = join(base, 'h'.repeat(120 - base.length - '/tend.sock'.length - 1))
+    mkdirSync(home, { mode: 0o700 })
+    const socket = join(home, 'tend.sock')
+    expect(Buffer.byteLength(socket)).toBe(120)
+    const env = daemonEnv(home)
+    for (const args of [['daemon'], ['status'], ['run', '--', 'true']]) {
+      const result = await runCli(args, env, { timeoutMs: 30_000 })
+      expect({ args, exitCode: result.exitCode }).toEqual({ args, exitCode: 2 })
+      expect(result.stderr).toContain(socket)
+      expect(result.stderr).toContain('107 bytes')
+      expect(result.stderr).not.toMatch(/\n\s+at /)
+    }
+    // Neither the socket nor what a truncated path would have made beside the home.
+    expect(readdirSync(base).sort()).toEqual([basename(home)])
+    expect(readdirSync(home).filter((name) => name.endsWith('.sock') || name.startsWith('tend.so'))).toEqual([])
+    await assertNothingLeft(home)
+  })
 })
