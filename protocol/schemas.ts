@@ -212,7 +212,21 @@ export const StatusSchema = Type.Object({
     { description: "the requester's tasks: every task for the operator, only its own for an owner" },
   ),
   events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
-  spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
+  spool: Type.Object({
+    path: Type.String(),
+    usedBytes: Type.Integer(),
+    quotaBytes: Type.Integer(),
+    /** False while task records cannot be written (a full disk without reserve, a read-only file system, I/O errors). */
+    writable: Type.Boolean(),
+    /** Why records cannot be written, while they cannot; else null. */
+    problem: Type.Union([Type.String(), Type.Null()]),
+    /** Task records answered from memory because they could not be written yet. */
+    heldRecords: Type.Integer(),
+    /** Disk held back for records (spoolReserveBytes). */
+    reserveBytes: Type.Integer(),
+    /** Whether that reserve is in place (false once spent on a full disk, until there is room again). */
+    reserveHeld: Type.Boolean(),
+  }),
   spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
   peerCheck: Type.Object(
     {
