@@ -309,3 +309,32 @@ describe('a spool remounted read-only while tasks run', () => {
     expect(await client.wait(after.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
   })
 })
+
+describe('stdin sent while the disk is full', () => {
+  let disk: DiskDaemon
+
+  beforeAll(async () => {
+    disk = await startOnTmpfs('4m', 'tend-disk-faults-stdin')
+  })
+  afterAll(async () => {
+    await disk?.close()
+  })
+
+  test('what input.log could not keep is recorded on the task (inputLogLostBytes) and shown by `tend show`', async () => {
+    const { client, mountPoint, work, cliEnv } = disk
+    const task = await client.start({ command: ['sh', '-c', 'cat > /dev/null'], cwd: work, stdin: 'pipe' })
+    await waitFor(`${task.id} running on disk`, () => onDisk(task).state === 'running')
+    fillDisk(join(mountPoint, 'filler'))
+    const input = Buffer.alloc(2906, 0x61)
+    const result = await client.input(task.id, input)
+    expect(result.acceptedBytes).toBe(input.length)
+    const logged = existsSync(join(task.spool, 'input.log')) ? readFileSync(join(task.spool, 'input.log')).length : 0
+    expect(logged).toBeLessThan(input.length)
+    expect(result.task.inputLogLostBytes).toBe(input.length - logged)
+    expect((await client.get(task.id)).inputLogLostBytes).toBe(input.length - logged)
+    const shown = await runCli(['show', task.id], cliEnv, { timeoutMs: 20_000 })
+    expect(shown.stdout).toMatch(new RegExp(`input lost: +${input.length - logged} bytes`))
+    unlinkSync(join(mountPoint, 'filler'))
+    await client.kill(task.id)
+  })
+})
