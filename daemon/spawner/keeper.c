@@ -399,6 +399,11 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
     while (waitpid(task, &status, 0) < 0)
       if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
   if (lifeline.ending) lifeline_end_tree(&lifeline);
+  /* The task is gone: nothing is left to keep a write lease off its output. Let go of the file
+   * now, not after the exit file's retries: on a full disk an `rm` of the task must free its
+   * output's blocks at once, not a minute later. */
+  close(output_reader);
+  if (tty) close(relay.output);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   long long ended_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
