@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { createParser } from 'eventsource-parser'
-import { TendError, type TaskEvent, type WireError } from '../protocol/index.js'
+import { TendError, type SpoolEvent, type TaskEvent, type WireError } from '../protocol/index.js'
 import type { DaemonEndpoint } from './endpoint.js'
 
 export interface EventsOptions {
@@ -9,6 +9,8 @@ export interface EventsOptions {
   signal?: AbortSignal
   /** Extra request headers (the client's owner scope). */
   headers?: Record<string, string>
+  /** Asks for spool events too (the stream's `spool=true`): each is passed here, never yielded as a task event. */
+  onSpool?: (event: SpoolEvent) => void
 }
 
 /** Events parsed but not yet taken by the consumer before the stream is paused (backpressure). */

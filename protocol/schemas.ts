@@ -49,6 +49,7 @@ export const TaskSchema = Type.Object(
     idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
     requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
     inputLogLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes sent to the task\'s stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost' })),
+    outputLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost' })),
     memoryBytes: Nullable(Type.Integer()),
     pidsMax: Nullable(Type.Integer()),
     state: Type.Enum(TASK_STATES, { description: 'corrupt: a spool entry that cannot be read (reason says why; the other fields hold what could be salvaged)' }),

@@ -106,6 +106,8 @@ export interface TaskBase {
   requestHash?: string
   /** Bytes sent to the task's stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost. */
   inputLogLostBytes?: number
+  /** Bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost. */
+  outputLostBytes?: number
 }
 
 /**

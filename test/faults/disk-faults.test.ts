@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
+import { request as httpRequest } from 'node:http'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { TendClient, TendError, type Task, type TaskEvent } from '../../client/index.js'
+import { TendClient, TendError, type SpoolEvent, type Task, type TaskEvent } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive } from '../helpers/processes.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -146,6 +147,33 @@ async function eventsUntil(client: TendClient, what: string, done: (events: Task
   return events
 }
 
+/** Follows the events stream with spool events, from the daemon's first event, until stopped. */
+function followSpoolEvents(client: TendClient): { tasks: TaskEvent[]; spool: SpoolEvent[]; stop: () => void } {
+  const controller = new AbortController()
+  const seen = { tasks: [] as TaskEvent[], spool: [] as SpoolEvent[], stop: () => controller.abort() }
+  void (async () => {
+    try {
+      for await (const event of client.events({ since: 0, signal: controller.signal, onSpool: (spool) => seen.spool.push(spool) })) seen.tasks.push(event)
+    } catch (error) {
+      if (!controller.signal.aborted) throw error
+    }
+  })()
+  return seen
+}
+
+/** Follows the events stream as any HTTP client would (raw SSE text), until stopped. */
+function followRaw(home: string, path: string): { text: () => string; stop: () => void } {
+  let text = ''
+  const req = httpRequest({ socketPath: join(home, 'tend.sock'), path, headers: { accept: 'text/event-stream' } }, (res) => {
+    res.setEncoding('utf8')
+    res.on('data', (chunk: string) => (text += chunk))
+    res.on('error', () => undefined)
+  })
+  req.on('error', () => undefined)
+  req.end()
+  return { text: () => text, stop: () => req.destroy() }
+}
+
 describe('a task that fills the spool disk', () => {
   let disk: DiskDaemon
   let filler: Task
@@ -246,6 +274,8 @@ describe('a spool remounted read-only while tasks run', () => {
   let disk: DiskDaemon
   let waiting: Task
   let other: Task
+  let spoolEvents: ReturnType<typeof followSpoolEvents>
+  let rawPlain: ReturnType<typeof followRaw>
   const go = () => join(disk.work, 'go')
   const spool = () => join(disk.daemon.home, 'spool')
 
@@ -253,11 +283,15 @@ describe('a spool remounted read-only while tasks run', () => {
     disk = await startOnTmpfs('8m', 'tend-disk-faults-ro')
   })
   afterAll(async () => {
+    spoolEvents?.stop()
+    rawPlain?.stop()
     await disk?.close()
   })
 
   test('an ending while read-only is answered from memory: wait, get, list, events, kill', async () => {
     const { client, work } = disk
+    spoolEvents = followSpoolEvents(client)
+    rawPlain = followRaw(disk.daemon.home, '/v1/events?since=0')
     waiting = await client.start({ command: `while [ ! -e ${go()} ]; do sleep 0.05; done; exit 7`, shell: true, cwd: work })
     other = await client.start({ command: ['sleep', '600'], cwd: work })
     await waitFor('both tasks running on disk', () => onDisk(waiting).state === 'running' && onDisk(other).state === 'running')
@@ -283,6 +317,13 @@ describe('a spool remounted read-only while tasks run', () => {
     const status = await client.status()
     expect(status.spool).toMatchObject({ writable: false, heldRecords: 2 })
     expect(status.spool.problem).toMatch(/read-only/i)
+    // A subscriber that comes while the spool is unwritable is told so at once.
+    const late = followSpoolEvents(client)
+    try {
+      await waitFor('a late subscriber told the spool is not writable', () => late.spool.some((event) => !event.writable && /read-only/i.test(event.problem ?? '')))
+    } finally {
+      late.stop()
+    }
     const text = await runCli(['status'], cliEnv, { timeoutMs: 20_000 })
     expect(text.exitCode).toBe(0)
     expect(text.stdout).toMatch(/not writable.*read-only/i)
@@ -307,6 +348,24 @@ describe('a spool remounted read-only while tasks run', () => {
     }, 15_000)
     const after = await client.start({ command: ['echo', 'after'], cwd: work })
     expect(await client.wait(after.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+  })
+
+  test('the events stream (asked with spool=true) says when the spool became unwritable and when it was writable again; task events are unchanged', async () => {
+    const { client } = disk
+    await waitFor('a spool event saying writable again', () => spoolEvents.spool.some((event) => event.writable), 15_000)
+    const [lost, back] = [spoolEvents.spool.find((event) => !event.writable), spoolEvents.spool.find((event) => event.writable)]
+    expect(lost).toMatchObject({ type: 'spool', daemonId: (await client.status()).events.daemonId, writable: false })
+    expect(lost!.problem).toMatch(/read-only/i)
+    expect(back).toMatchObject({ type: 'spool', writable: true, problem: null })
+    expect(spoolEvents.spool.indexOf(lost!)).toBeLessThan(spoolEvents.spool.indexOf(back!))
+    // One event per change, not one per retry of a held record.
+    expect(spoolEvents.spool.filter((event) => !event.writable)).toHaveLength(1)
+    // Task events still come with their own numbering, and nothing but task events is yielded as one.
+    expect(spoolEvents.tasks.every((event) => typeof event.seq === 'number' && event.type.startsWith('task.') && event.task.id === event.taskId)).toBe(true)
+    expect(spoolEvents.tasks.some((event) => event.taskId === waiting.id && event.type === 'task.exited')).toBe(true)
+    // A subscriber that did not ask for them got none (older clients parse every event as a task's).
+    await waitFor('the plain subscriber to get the new task\'s events', () => rawPlain.text().includes('event: task.exited') && rawPlain.text().split('event: task.').length > 9, 15_000)
+    expect(rawPlain.text()).not.toMatch(/spool/)
   })
 })
 
@@ -336,5 +395,40 @@ describe('stdin sent while the disk is full', () => {
     expect(shown.stdout).toMatch(new RegExp(`input lost: +${input.length - logged} bytes`))
     unlinkSync(join(mountPoint, 'filler'))
     await client.kill(task.id)
+  })
+})
+
+describe('a terminal task writing into a full disk', () => {
+  let disk: DiskDaemon
+
+  beforeAll(async () => {
+    disk = await startOnTmpfs('6m', 'tend-disk-faults-tty')
+  })
+  afterAll(async () => {
+    await disk?.close()
+  })
+
+  test('every line is in output.log, or what is missing is the task\'s outputLostBytes (shown by `tend show`)', async () => {
+    const { client, mountPoint, work, cliEnv } = disk
+    const go = join(work, 'go')
+    const lines = 300_000
+    const task = await client.start({ command: `while [ ! -e ${go} ]; do sleep 0.05; done; seq 1 ${lines}`, shell: true, cwd: work, tty: { cols: 80, rows: 24 } })
+    await waitFor(`${task.id} running on disk`, () => onDisk(task).state === 'running')
+    fillDisk(join(mountPoint, 'filler'))
+    writeFileSync(go, '')
+    const ended = await client.wait(task.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
+    // The terminal turns each newline into CR LF.
+    let expected = 0
+    for (let line = 1; line <= lines; line++) expected += String(line).length + 2
+    const kept = readFileSync(join(task.spool, 'output.log')).length
+    // The disk was full: output was lost, so the test shows what tend says of it.
+    expect(kept).toBeLessThan(expected)
+    expect(ended.outputLostBytes).toBe(expected - kept)
+    expect((await client.get(task.id)).outputLostBytes).toBe(expected - kept)
+    const shown = await runCli(['show', task.id], cliEnv, { timeoutMs: 20_000 })
+    expect(shown.stdout).toMatch(new RegExp(`output lost: +${expected - kept} bytes`))
+    unlinkSync(join(mountPoint, 'filler'))
+    await waitFor(`the ending of ${task.id} on disk with its loss`, () => onDisk(task).outputLostBytes === expected - kept, 15_000)
   })
 })
