@@ -286,7 +286,10 @@ export const StatusSchema = Type.Object({
 export type DaemonStatus = Static<typeof StatusSchema>
 
 export const EventsQuery = Type.Object(
-  { since: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'replay the kept events after this sequence number' })) },
+  {
+    since: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'replay the kept events after this sequence number' })),
+    spool: Type.Optional(Type.Boolean({ description: 'also send `spool` events: the spool became unwritable, or writable again' })),
+  },
   strict,
 )
 export type EventsQuery = Static<typeof EventsQuery>

@@ -290,7 +290,7 @@ export class TaskStore {
       try {
         await this.writer.write(latest)
         if (failures > 0) this.log?.info({ taskId: id }, 'task record written after the spool could take it again')
-        this.problem = null
+        this.setProblem(null)
         this.landed(latest, latestVersion, true)
         return this.get(id)
       } catch (error) {
@@ -298,7 +298,7 @@ export class TaskStore {
         if (!this.tasks.has(id)) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
         if (isNoSpace(error) && (await this.reserve.release())) continue
         const problem = spoolProblem(error)
-        if (problem) this.problem = problem
+        if (problem) this.setProblem(problem)
         if (failures === 0) this.log?.error({ taskId: id, err: error, problem }, 'a task record could not be written; it is held in memory and written when it can be')
         failures++
         this.landed(latest, latestVersion, false)
@@ -307,6 +307,13 @@ export class TaskStore {
         delayMs = Math.min(delayMs * 2, RETRY_MAX_MS)
       }
     }
+  }
+
+  /** Each change of what is wrong with the spool is an event (once per change, not per retry). */
+  private setProblem(problem: string | null): void {
+    if (problem === this.problem) return
+    this.problem = problem
+    this.events.publishSpool(problem === null, problem)
   }
 
   /** Adds a task not known yet to the map and the indexes. */
