@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { createParser } from 'eventsource-parser'
-import { TendError, type TaskEvent, type WireError } from '../protocol/index.js'
+import { TendError, type SpoolEvent, type TaskEvent, type WireError } from '../protocol/index.js'
 import type { DaemonEndpoint } from './endpoint.js'
 
 export interface EventsOptions {
@@ -9,6 +9,8 @@ export interface EventsOptions {
   signal?: AbortSignal
   /** Extra request headers (the client's owner scope). */
   headers?: Record<string, string>
+  /** Asks for spool events too (the stream's `spool=true`): each is passed here, never yielded as a task event. */
+  onSpool?: (event: SpoolEvent) => void
 }
 
 /** Events parsed but not yet taken by the consumer before the stream is paused (backpressure). */
@@ -41,12 +43,14 @@ export async function* streamEvents(endpoint: DaemonEndpoint, options: EventsOpt
     }
     const parser = createParser({
       onEvent: (message) => {
+        if (message.event === 'spool') return options.onSpool?.(JSON.parse(message.data) as SpoolEvent)
         queue.push(JSON.parse(message.data) as TaskEvent)
         if (queue.length >= QUEUE_HIGH_WATER) response?.pause()
         wake?.()
       },
     })
-    const path = since === undefined ? '/v1/events' : `/v1/events?since=${since}`
+    const query = [since === undefined ? null : `since=${since}`, options.onSpool ? 'spool=true' : null].filter((part) => part !== null)
+    const path = query.length === 0 ? '/v1/events' : `/v1/events?${query.join('&')}`
     const req = endpoint.request({ path, method: 'GET', signal: options.signal, headers: { ...options.headers, accept: 'text/event-stream' } }, (res) => {
       response = res
       const answeredBy = res.headers['x-tend-daemon-id']

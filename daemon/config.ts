@@ -19,6 +19,12 @@ export const DaemonSettingsSchema = Type.Object(
     maxOutputBytes: Type.Integer({ minimum: 1, default: GiB }),
     /** Spool-wide quota in bytes; past it the oldest finished tasks are deleted. Default 10 GiB. */
     spoolQuotaBytes: Type.Integer({ minimum: 1, default: 10 * GiB }),
+    /**
+     * Disk kept in reserve beside the spool (the file spool-reserve in TEND_HOME), in bytes: given
+     * up when a task's record finds the disk full, so that the record lands, and made again once
+     * there is room. 0 keeps none. Default 1 MiB.
+     */
+    spoolReserveBytes: Type.Integer({ minimum: 0, maximum: GiB, default: 1024 * 1024 }),
     /** Time between TERM and KILL when a task is stopped, in milliseconds. Default 3000. */
     killGraceMs: Type.Integer({ minimum: 0, default: 3000 }),
     /** How often running tasks' output sizes are checked against their caps, in milliseconds. Default 200. */
@@ -116,6 +122,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_PER_OWNER_CONCURRENCY: { key: 'perOwnerConcurrency', parse: Number },
   TEND_MAX_OUTPUT: { key: 'maxOutputBytes', parse: parseSize },
   TEND_SPOOL_QUOTA: { key: 'spoolQuotaBytes', parse: parseSize },
+  TEND_SPOOL_RESERVE: { key: 'spoolReserveBytes', parse: parseSize },
   TEND_KILL_GRACE: { key: 'killGraceMs', parse: parseDuration },
   TEND_OUTPUT_CHECK_INTERVAL: { key: 'outputCheckIntervalMs', parse: parseDuration },
   TEND_LOG_LEVEL: { key: 'logLevel', parse: String },

@@ -1,4 +1,5 @@
 import { chmod, mkdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
 import { nanoid } from 'nanoid'
 import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
@@ -27,6 +28,7 @@ import { cachedSharedRegistries, openRegistry, registryFolders, type OpenedRegis
 import { everyUserPlaces } from './sandbox/every-user-places.js'
 import { markHome } from './store/home-marker.js'
 import { TaskStore } from './store/task-store.js'
+import { SpoolReserve } from './store/spool-reserve.js'
 import { readVersion } from './version.js'
 import { precompiledCount, SCHEMA_CODE_PATH } from './precompiled/schema-code.js'
 import { IdleMemoryRelease, loadMemoryRelease } from './memory/idle-release.js'
@@ -88,7 +90,10 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
 
   const log = createDaemonLogger(config)
   const events = new EventLog(nanoid(10))
-  const store = new TaskStore(layout.spool, events, log)
+  // Made before any task runs: the room a task could fill is then already held back for records.
+  const reserve = new SpoolReserve(join(layout.home, 'spool-reserve'), config.spoolReserveBytes, log)
+  await reserve.start()
+  const store = new TaskStore(layout.spool, events, log, undefined, reserve)
   const outputWatch = new OutputWatch()
   const corrupt = new CorruptEntries()
   const removedSubmissions = SubmissionIndex.load(layout.spool, log)

@@ -51,6 +51,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_SHUTTING_DOWN: { statusCode: 503, message: 'daemon is shutting down: {detail}', blame: 'system', retryable: true },
   TEND_ERR_ILLEGAL_TRANSITION: { statusCode: 500, message: 'illegal task transition: {id} cannot go from {from} to {to}', blame: 'system', retryable: false },
   TEND_ERR_SPOOL_FULL: { statusCode: 507, message: 'the spool has no space left: {detail}; free space (tend gc, tend rm) and retry', blame: 'system', retryable: true },
+  TEND_ERR_SPOOL_READ_ONLY: { statusCode: 503, message: 'the spool cannot be written: {detail}; make its file system writable again and retry', blame: 'system', retryable: true },
   TEND_ERR_SPOOL_IO: { statusCode: 500, message: 'spool i/o failed: {detail}', blame: 'system', retryable: true },
   TEND_ERR_INTERNAL: { statusCode: 500, message: 'internal error: {detail}', blame: 'system', retryable: false },
   TEND_ERR_DAEMON_UNAVAILABLE: { statusCode: 503, message: 'daemon unavailable: {detail}', blame: 'system', retryable: true, local: true },

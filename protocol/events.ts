@@ -14,6 +14,20 @@ export interface TaskEvent {
   task: Task
 }
 
+/**
+ * The daemon's spool became unwritable (`writable: false`, `problem` says why: no space, read-only,
+ * I/O errors) or writable again. Sent only to subscribers that ask for it (`spool=true`), as a named
+ * SSE event `spool` without an id: it takes no sequence number, and is not replayed; a subscriber
+ * that comes while the spool is unwritable is told so first.
+ */
+export interface SpoolEvent {
+  type: 'spool'
+  daemonId: string
+  at: string
+  writable: boolean
+  problem: string | null
+}
+
 export function eventTypeForState(state: Task['state']): TaskEventType {
   return state === 'running' ? 'task.started' : (`task.${state}` as TaskEventType)
 }

@@ -48,6 +48,8 @@ export const TaskSchema = Type.Object(
     ),
     idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
     requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
+    inputLogLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes sent to the task\'s stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost' })),
+    outputLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost' })),
     memoryBytes: Nullable(Type.Integer()),
     pidsMax: Nullable(Type.Integer()),
     state: Type.Enum(TASK_STATES, { description: 'corrupt: a spool entry that cannot be read (reason says why; the other fields hold what could be salvaged)' }),
@@ -212,7 +214,21 @@ export const StatusSchema = Type.Object({
     { description: "the requester's tasks: every task for the operator, only its own for an owner" },
   ),
   events: Type.Object({ daemonId: Type.String(), lastSeq: Type.Integer({ description: 'subscribe with since=lastSeq to get every later event' }) }),
-  spool: Type.Object({ path: Type.String(), usedBytes: Type.Integer(), quotaBytes: Type.Integer() }),
+  spool: Type.Object({
+    path: Type.String(),
+    usedBytes: Type.Integer(),
+    quotaBytes: Type.Integer(),
+    /** False while task records cannot be written (a full disk without reserve, a read-only file system, I/O errors). */
+    writable: Type.Boolean(),
+    /** Why records cannot be written, while they cannot; else null. */
+    problem: Type.Union([Type.String(), Type.Null()]),
+    /** Task records answered from memory because they could not be written yet. */
+    heldRecords: Type.Integer(),
+    /** Disk held back for records (spoolReserveBytes). */
+    reserveBytes: Type.Integer(),
+    /** Whether that reserve is in place (false once spent on a full disk, until there is room again). */
+    reserveHeld: Type.Boolean(),
+  }),
   spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
   peerCheck: Type.Object(
     {
@@ -270,7 +286,10 @@ export const StatusSchema = Type.Object({
 export type DaemonStatus = Static<typeof StatusSchema>
 
 export const EventsQuery = Type.Object(
-  { since: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'replay the kept events after this sequence number' })) },
+  {
+    since: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'replay the kept events after this sequence number' })),
+    spool: Type.Optional(Type.Boolean({ description: 'also send `spool` events: the spool became unwritable, or writable again' })),
+  },
   strict,
 )
 export type EventsQuery = Static<typeof EventsQuery>

@@ -104,6 +104,10 @@ export interface TaskBase {
   idempotencyKey?: string
   /** A hash of that submission's request, to tell a retry from another request with the same key. */
   requestHash?: string
+  /** Bytes sent to the task's stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost. */
+  inputLogLostBytes?: number
+  /** Bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost. */
+  outputLostBytes?: number
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { endedBy, exitOf, readExitFile, signalName } from './exit-file.js'
+import { endedBy, exitOf, lostWord, readExitFile, signalName, withLostOutput } from './exit-file.js'
 import {
   cgroupFailure,
   cwdChangedFailure,
@@ -327,7 +327,8 @@ class Helper {
         if (watchers!.length === 0) this.running.delete(pid)
         if (code === -2) return running.resolve(UNKNOWN_EXIT)
         const exit: SpawnExit = code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null }
-        return running.resolve(endedBy(exit, parts[4] === 'lifeline', parts[4] === 'lease'))
+        const words = parts.slice(4)
+        return running.resolve(withLostOutput(endedBy(exit, words.includes('lifeline'), words.includes('lease')), lostWord(words)))
       }
       case 'failed': {
         const id = Number(parts[1])

@@ -297,6 +297,8 @@ export interface SpawnExit {
    * (frozen, or too slow) while its helper still ran.
    */
   leaseRanOut?: true
+  /** Bytes of a terminal task's output that its keeper could not write into output.log (the disk refused them). */
+  outputLostBytes?: number
 }
 
 /**

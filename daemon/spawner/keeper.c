@@ -28,8 +28,10 @@
  *   s <taskpid> <keeperstart>   the child has exec'd; keeperstart is field 22 of /proc/<keeper>/stat
  *   f <stage> <errno>[ <index>] the child failed (or the keeper could not set itself up); the keeper
  *                               has reaped it and exits: nothing is left running
- *   x <code> <signal>[ lease]   the task ended (code -1 for a signal, signal 0 for an exit; `lease`:
- *                               the keeper killed it, its lease having run out); said as
+ *   x <code> <signal>[ lease][ lost=<n>]
+ *                               the task ended (code -1 for a signal, signal 0 for an exit; `lease`:
+ *                               the keeper killed it, its lease having run out; `lost=<n>`: n bytes
+ *                               of a terminal task's output the disk refused); said as
  *                               soon as the task is reaped: the exit file is written after it, and
  *                               the keeper exits only once the file is written (or given up: its
  *                               folder is gone, or the disk refused it for about a minute)
@@ -399,20 +401,27 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
     while (waitpid(task, &status, 0) < 0)
       if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
   if (lifeline.ending) lifeline_end_tree(&lifeline);
+  /* The task is gone: nothing is left to keep a write lease off its output. Let go of the file
+   * now, not after the exit file's retries: on a full disk an `rm` of the task must free its
+   * output's blocks at once, not a minute later. */
+  close(output_reader);
+  if (tty) close(relay.output);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   long long ended_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
-  char text[192], code_text[16], signal_text[16];
+  unsigned long long lost = tty ? output_lost_bytes() : 0;
+  char text[256], code_text[16], signal_text[16], lost_text[48] = "";
+  if (lost) snprintf(lost_text, sizeof lost_text, ",\"outputLostBytes\":%llu", lost);
   if (code >= 0) snprintf(code_text, sizeof code_text, "%d", code);
   else strcpy(code_text, "null");
   if (signal_number > 0) snprintf(signal_text, sizeof signal_text, "%d", signal_number);
   else strcpy(signal_text, "null");
   const char *ended_by = lifeline.lease_ran_out ? ",\"leaseRanOut\":true" : lifeline.broke ? ",\"lifelineBroke\":true" : "";
-  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld%s}\n", (int)task, code_text, signal_text, ended_ms, ended_by);
-  int exited_length = snprintf(line, sizeof line, "x %d %d%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF));
+  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld%s%s}\n", (int)task, code_text, signal_text, ended_ms, ended_by, lost_text);
+  int exited_length = snprintf(line, sizeof line, "x %d %d%s%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF), lost_word(lost));
 
   if (dir_fd < 0) {
     say(report_fd, line, exited_length);
@@ -466,16 +475,23 @@ static const char *integer_or_null(const char *at, long long *value, int *is_nul
   return at;
 }
 
+const char *lost_word(unsigned long long lost) {
+  static char word[32];
+  if (!lost) return "";
+  snprintf(word, sizeof word, " lost=%llu", lost);
+  return word;
+}
+
 const char *ended_by_word(int ended_by) {
   return ended_by == ENDED_BY_LIFELINE ? " lifeline" : ended_by == ENDED_BY_LEASE ? " lease" : "";
 }
 
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by) {
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by, unsigned long long *lost) {
   if (!path || !*path) return 0;
   /* The helper's single thread reads it: a FIFO a task put there must not stop it. */
   int fd = open_regular(AT_FDCWD, path, O_RDONLY, 0);
   if (fd < 0) return 0;
-  char text[256];
+  char text[320];
   ssize_t total = 0;
   for (;;) {
     ssize_t n = read(fd, text + total, sizeof text - 1 - (size_t)total);
@@ -488,7 +504,8 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, 
   text[total] = 0;
   /* Exactly what a keeper writes: {"pid":N,"exitCode":N|null,"signal":N|null,"endedAtMs":N} with
    * ,"lifelineBroke":true before the brace when the helper's end ended the task, ,"leaseRanOut":true
-   * when the lease the daemon wrote ran out. */
+   * when the lease the daemon wrote ran out; then ,"outputLostBytes":N when a terminal's output was
+   * refused by the disk. */
   long long pid = 0, exit_code = 0, signal_value = 0, ended = 0;
   int pid_null = 1, code_null = 1, signal_null = 1, ended_null = 1;
   const char *at = integer_or_null(expect(text, "{\"pid\":"), &pid, &pid_null);
@@ -499,6 +516,13 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, 
   const char *ran_out = broke ? NULL : expect(at, ",\"leaseRanOut\":true");
   if (broke) at = broke;
   if (ran_out) at = ran_out;
+  long long lost_value = 0;
+  int lost_null = 1;
+  const char *lost_at = expect(at, ",\"outputLostBytes\":");
+  if (lost_at) {
+    at = integer_or_null(lost_at, &lost_value, &lost_null);
+    if (lost_null || lost_value < 1) return 0;
+  }
   at = expect(at, "}");
   if (!at || (*at && strcmp(at, "\n") != 0)) return 0;
   if (pid_null || pid != (long long)task || ended_null) return 0;
@@ -508,5 +532,6 @@ int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, 
   *code = code_null ? -1 : (int)exit_code;
   *signal_number = signal_null ? 0 : (int)signal_value;
   *ended_by = broke ? ENDED_BY_LIFELINE : ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF;
+  *lost = (unsigned long long)lost_value;
   return 1;
 }

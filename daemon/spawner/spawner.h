@@ -159,6 +159,8 @@ struct relay {
  * output to the output file, types the input FIFO's bytes into it, applies resize requests, and
  * watches the lifeline (NULL: none), which then reaps the task. Returns the task's wait status. */
 int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline);
+/* Bytes of the task's output that the output file refused so far (the disk: not the output cap). */
+unsigned long long output_lost_bytes(void);
 
 /* A FIFO, made (0600) if missing and opened O_RDWR | O_NONBLOCK (which never waits on Linux); a
  * path that is not a FIFO is refused (ENXIO). -1 with errno set on failure. */
@@ -212,8 +214,10 @@ int proc_start_time(pid_t pid, unsigned long long *start);
 enum { ENDED_BY_ITSELF = 0, ENDED_BY_LIFELINE = 1, ENDED_BY_LEASE = 2 };
 /* The 5th word of an `exited` line for what ended the task ("" when it ended by itself). */
 const char *ended_by_word(int ended_by);
+/* " lost=<n>" for a nonzero count of lost output bytes, else "" (one static buffer: use at once). */
+const char *lost_word(unsigned long long lost);
 /* An exit file for this task: 1 with its code (-1 for a signal), signal (0 for an exit) and what
  * ended it (ENDED_BY_*), else 0. */
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by);
+int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by, unsigned long long *lost);
 
 #endif

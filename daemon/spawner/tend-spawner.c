@@ -69,7 +69,7 @@
  *                                            time differs); the exit
  *                                            file, if any, is the daemon's to read. ENOSYS: no
  *                                            pidfd_open (Linux < 5.3).
- *   exited <taskpid> <code> <signal> [lifeline|lease]
+ *   exited <taskpid> <code> <signal> [lifeline|lease] [lost=<n>]
  *                                            code is -1 when a signal ended it, signal 0 when it
  *                                            exited. Code -2 with signal 0: unknown (the keeper
  *                                            was killed, or its exit file is missing or invalid).
@@ -77,6 +77,8 @@
  *                                            was ended because an earlier helper was gone;
  *                                            `lease`: its keeper ended it because the lease the
  *                                            daemon wrote in its folder ran out (lifeline.c).
+ *                                            `lost=<n>` (last): n bytes of a terminal task's
+ *                                            output the disk refused (terminal.c).
  *                                            Always after the `started` or `attached` of that
  *                                            task; the exits of children that failed are never
  *                                            reported.
@@ -366,16 +368,17 @@ void release_helper_memory(void) {
   drop_pages(poll_fds, poll_cap * sizeof *poll_fds);
 }
 
-static void report_exit(struct keeper *keeper, int code, int signal_number, int ended_by) {
-  out_printf("exited %d %d %d%s\n", (int)keeper->task, code, signal_number, ended_by_word(ended_by));
+static void report_exit(struct keeper *keeper, int code, int signal_number, int ended_by, unsigned long long lost) {
+  out_printf("exited %d %d %d%s%s\n", (int)keeper->task, code, signal_number, ended_by_word(ended_by), lost_word(lost));
   keeper->state = DONE;
 }
 
 /* The keeper is gone without a word about the exit: its exit file says, or nobody knows (-2). */
 static void report_exit_from_file(struct keeper *keeper) {
   int code, signal_number, ended_by;
-  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number, &ended_by)) report_exit(keeper, code, signal_number, ended_by);
-  else report_exit(keeper, -2, 0, 0);
+  unsigned long long lost = 0;
+  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number, &ended_by, &lost)) report_exit(keeper, code, signal_number, ended_by, lost);
+  else report_exit(keeper, -2, 0, 0, 0);
 }
 
 static void on_report_line(struct keeper *keeper, char *line) {
@@ -393,10 +396,16 @@ static void on_report_line(struct keeper *keeper, char *line) {
     out_printf("failed %s %s\n", keeper->reqid, *rest ? rest : "exec 5");
     keeper->state = DONE;
   } else if (kind == 'x' && keeper->state == RUNNING) {
-    int code, signal_number;
-    char by[8] = "";
-    if (sscanf(rest, "%d %d %7s", &code, &signal_number, by) < 2) return;
-    report_exit(keeper, code, signal_number, strcmp(by, "lease") == 0 ? ENDED_BY_LEASE : ENDED_BY_ITSELF);
+    int code, signal_number, ended_by = ENDED_BY_ITSELF;
+    unsigned long long lost = 0;
+    char words[2][32] = {"", ""};
+    int fields = sscanf(rest, "%d %d %31s %31s", &code, &signal_number, words[0], words[1]);
+    if (fields < 2) return;
+    for (int i = 0; i < fields - 2; i++) {
+      if (strcmp(words[i], "lease") == 0) ended_by = ENDED_BY_LEASE;
+      else if (strncmp(words[i], "lost=", 5) == 0) lost = strtoull(words[i] + 5, NULL, 10);
+    }
+    report_exit(keeper, code, signal_number, ended_by, lost);
   }
 }
 
@@ -523,9 +532,10 @@ static void handle_attach(const struct attach *attach) {
     }
   }
   int code, signal_number, ended_by;
-  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number, &ended_by)) {
+  unsigned long long lost = 0;
+  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number, &ended_by, &lost)) {
     if (pidfd >= 0) close(pidfd);
-    out_printf("attached %s\nexited %d %d %d%s\n", attach->reqid, (int)attach->task, code, signal_number, ended_by_word(ended_by));
+    out_printf("attached %s\nexited %d %d %d%s%s\n", attach->reqid, (int)attach->task, code, signal_number, ended_by_word(ended_by), lost_word(lost));
     return;
   }
   if (pidfd < 0) {

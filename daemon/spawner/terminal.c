@@ -82,14 +82,25 @@ static long long now_ms(void) {
 /* 64 KiB per write to the output file: the terminal hands out at most a few KiB per read. */
 static char output_buffer[64 * 1024];
 
-/* Writes what it can; a refusal (the file size limit at the output cap, a full disk) drops this
- * chunk, as a full disk would for a task writing its own file: the terminal must keep flowing. */
+/* Bytes the output file refused (a full disk, a read-only or failing file system). */
+static unsigned long long output_lost;
+
+unsigned long long output_lost_bytes(void) { return output_lost; }
+
+/* Writes what it can. A refusal drops the rest of this chunk, and the terminal keeps flowing: a
+ * task held up on a full disk would hold its terminal, its input and its resizes with it, for as
+ * long as nobody frees space. What the disk refused is counted, never silent: the count goes into
+ * the exit line and file, and so into the task's record. The file size limit (EFBIG) is the
+ * output cap, which stops the task and says so itself: what lies past it is not a loss. */
 static void write_output(int fd, const char *bytes, size_t length) {
   for (size_t done = 0; done < length;) {
     ssize_t n = write(fd, bytes + done, length - done);
     if (n > 0) done += (size_t)n;
     else if (n < 0 && errno == EINTR) continue;
-    else return;
+    else {
+      if (!(n < 0 && errno == EFBIG)) output_lost += length - done;
+      return;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
-import { eventTypeForState, TendError, type Task, type TaskEvent, type TaskEventType } from '../../protocol/index.js'
+import { eventTypeForState, TendError, type SpoolEvent, type Task, type TaskEvent, type TaskEventType } from '../../protocol/index.js'
 
 type Listener = (event: TaskEvent) => void
+type SpoolListener = (event: SpoolEvent) => void
 
 /** Events kept for replay by default. */
 export const DEFAULT_EVENT_WINDOW = 10_000
@@ -17,6 +18,9 @@ export class EventLog {
   private nextSeq = 1
   /** The highest sequence number no longer kept (0 while nothing was dropped). */
   private droppedSeq = 0
+  private readonly spoolListeners = new Set<SpoolListener>()
+  /** The last change of the spool's writability; null while it has always been writable. */
+  private spoolChange: SpoolEvent | null = null
 
   constructor(
     readonly daemonId: string,
@@ -71,6 +75,26 @@ export class EventLog {
   /** Listeners (event-stream subscribers) attached now. */
   get subscriberCount(): number {
     return this.listeners.size
+  }
+
+  /**
+   * The spool became unwritable, or writable again (or why not changed): told to the subscribers
+   * that asked for spool events. Not a task event: no sequence number, not kept for replay.
+   */
+  publishSpool(writable: boolean, problem: string | null): void {
+    const event: SpoolEvent = { type: 'spool', daemonId: this.daemonId, at: new Date().toISOString(), writable, problem }
+    this.spoolChange = event
+    for (const listener of this.spoolListeners) listener(event)
+  }
+
+  /** What a subscriber that comes now is told first: the spool's state while it is not writable. */
+  get spoolUnwritable(): SpoolEvent | null {
+    return this.spoolChange && !this.spoolChange.writable ? this.spoolChange : null
+  }
+
+  subscribeSpool(listener: SpoolListener): () => void {
+    this.spoolListeners.add(listener)
+    return () => this.spoolListeners.delete(listener)
   }
 
   subscribe(listener: Listener): () => void {

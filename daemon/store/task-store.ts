@@ -4,7 +4,8 @@ import { isFinished, TendError, type Task } from '../../protocol/index.js'
 import { taskDir } from '../../spool/index.js'
 import { RecordWriter } from './record-writer.js'
 import type { EventLog } from './event-log.js'
-import { spoolWriteError } from './spool-errors.js'
+import { isNoSpace, spoolProblem, spoolWriteError } from './spool-errors.js'
+import { SpoolReserve } from './spool-reserve.js'
 
 export interface ListFilter {
   /** Include finished tasks. */
@@ -36,10 +37,11 @@ const RETRY_MAX_MS = 5000
  * `current`; anything that answers a reader reads the reported version.
  *
  * Versions reach the disk in order (the record writer never writes an older one over a newer
- * one), and each is reported and announced, in order, only once it is there. A record that
- * cannot be written for lack of space is retried until it lands (the newest version of the task,
- * never an older one); its event waits for it. The live output size is not a version: it is
- * patched into both.
+ * one), and each is reported and announced, in order, once it is there. A record the disk refuses
+ * for lack of space spends the spool's reserve (spool-reserve.ts) and lands. One that still cannot
+ * be written (no reserve left, a read-only spool, an I/O error) is held: reported and announced
+ * from memory, so that nothing waits on it, and retried, always the newest version, until it lands;
+ * `spoolState()` says so meanwhile. The live output size is not a version: it is patched into both.
  */
 export class TaskStore {
   /** Each task's reported version: the newest on disk. */
@@ -58,11 +60,16 @@ export class TaskStore {
   private readonly landing = new Map<string, Promise<Task>>()
   /** Per task, who waits for an announced state: each is called with every state announced. */
   private readonly stateWaiters = new Map<string, Set<(task: Task) => void>>()
+  /** Per task, the version reported from memory because it could not be written (yet). */
+  private readonly held = new Map<string, number>()
+  /** What the last failed record write said of the spool as a whole; null once a record lands. */
+  private problem: string | null = null
   constructor(
     private readonly spoolRoot: string,
     private readonly events: EventLog,
     private readonly log?: Logger,
     private readonly writer = new RecordWriter(spoolRoot),
+    private readonly reserve: SpoolReserve = new SpoolReserve('', 0),
   ) {
     const { via, reason } = this.writer.via
     if (via !== 'addon') log?.warn({ reason }, 'task records are written with Node fs calls: the durable-write addon is not there')
@@ -81,6 +88,8 @@ export class TaskStore {
    */
   async create(task: Task): Promise<Task> {
     if (this.tasks.has(task.id)) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} exists already` })
+    // The room left is the running tasks' endings' until the reserve is made again.
+    if (!this.reserve.isHeld) throw new TendError('TEND_ERR_SPOOL_FULL', { detail: `recording the new task ${task.id}: the spool's reserve (${this.reserve.bytes} bytes) was spent on a full disk and there is not yet room to make it again` })
     try {
       await this.writer.write(task, { createDir: true })
     } catch (error) {
@@ -89,7 +98,7 @@ export class TaskStore {
     }
     this.install(task)
     this.versions.set(task.id, 1)
-    this.landed(task, 1)
+    this.landed(task, 1, true)
     return task
   }
 
@@ -192,6 +201,7 @@ export class TaskStore {
     this.versions.delete(id)
     this.landedVersions.delete(id)
     this.landing.delete(id)
+    this.held.delete(id)
     this.events.publish('task.removed', task)
   }
 
@@ -226,7 +236,12 @@ export class TaskStore {
     })
   }
 
-  /** Resolves once the task's newest version is on disk (or its write failed). */
+  /** Whether records can be written now, and how many are held in memory meanwhile; what `tend status` shows. */
+  spoolState(): { writable: boolean; problem: string | null; heldRecords: number; reserveBytes: number; reserveHeld: boolean } {
+    return { writable: this.problem === null, problem: this.problem, heldRecords: this.held.size, reserveBytes: this.reserve.bytes, reserveHeld: this.reserve.isHeld }
+  }
+
+  /** Resolves once the task's newest version is reported: on disk, or held in memory when it cannot be written. */
   settled(id: string): Promise<void> {
     const landing = this.landing.get(id)
     return landing ? landing.then(() => undefined, () => undefined) : Promise.resolve()
@@ -237,19 +252,38 @@ export class TaskStore {
     return this.writer.flush()
   }
 
-  /** Flushes, then stops the record writer's thread. */
-  close(): Promise<void> {
-    return this.writer.close()
+  /** Flushes, then stops the record writer's thread; records still held in memory are named in the log (the next daemon reads what is on disk). */
+  async close(): Promise<void> {
+    this.reserve.close()
+    await this.writer.close()
+    if (this.held.size > 0) this.log?.error({ taskIds: [...this.held.keys()], problem: this.problem }, 'task records held in memory could not be written before the daemon stopped')
   }
 
   /**
    * Writes the task's newest version (at least `version`) and reports and announces what landed.
-   * A disk-full failure is retried, always with the newest version, until it lands; other
-   * failures reject.
+   * A write the disk refuses for lack of space first spends the spool's reserve and tries again at
+   * once. One that still fails (a full disk without reserve, a read-only spool, an I/O error) does
+   * not hold anyone up: the version is reported and announced from memory (held), so kill, rm,
+   * stop, wait and every reader go on, and it is written, always the newest, as soon as it can be.
+   * Answers once the version is reported, on disk or held.
    */
-  private async persist(id: string, version: number): Promise<Task> {
+  private persist(id: string, version: number): Promise<Task> {
+    return new Promise((resolve, reject) => {
+      let answered = false
+      const answer = (task: Task) => {
+        if (answered) return
+        answered = true
+        resolve(task)
+      }
+      this.writeUntilLanded(id, version, answer).then(answer, (error: unknown) => {
+        if (!answered) reject(error)
+      })
+    })
+  }
+
+  private async writeUntilLanded(id: string, version: number, reportHeld: (task: Task) => void): Promise<Task> {
     let delayMs = 100
-    let warned = false
+    let failures = 0
     for (;;) {
       const latest = this.findCurrent(id)
       const latestVersion = this.versions.get(id) ?? version
@@ -257,18 +291,31 @@ export class TaskStore {
       if (!latest) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
       try {
         await this.writer.write(latest)
-        if (warned) this.log?.info({ taskId: id }, 'task record written after the disk had space again')
-        this.landed(latest, latestVersion)
+        if (failures > 0) this.log?.info({ taskId: id }, 'task record written after the spool could take it again')
+        this.setProblem(null)
+        this.landed(latest, latestVersion, true)
         return this.get(id)
       } catch (error) {
-        const failure = spoolWriteError(error, `writing task.json of ${id}`)
-        if (failure.code !== 'TEND_ERR_SPOOL_FULL') throw failure
-        if (!warned) this.log?.error({ taskId: id, err: error }, 'no space for a task record; retrying until there is')
-        warned = true
+        // A task forgotten while its write was under way (rm of a held ending): its folder is gone.
+        if (!this.tasks.has(id)) throw new TendError('TEND_ERR_TASK_NOT_FOUND', { id })
+        if (isNoSpace(error) && (await this.reserve.release())) continue
+        const problem = spoolProblem(error)
+        if (problem) this.setProblem(problem)
+        if (failures === 0) this.log?.error({ taskId: id, err: error, problem }, 'a task record could not be written; it is held in memory and written when it can be')
+        failures++
+        this.landed(latest, latestVersion, false)
+        reportHeld(this.get(id))
         await new Promise((resolve) => setTimeout(resolve, delayMs).unref())
         delayMs = Math.min(delayMs * 2, RETRY_MAX_MS)
       }
     }
+  }
+
+  /** Each change of what is wrong with the spool is an event (once per change, not per retry). */
+  private setProblem(problem: string | null): void {
+    if (problem === this.problem) return
+    this.problem = problem
+    this.events.publishSpool(problem === null, problem)
   }
 
   /** Adds a task not known yet to the map and the indexes. */
@@ -302,16 +349,20 @@ export class TaskStore {
   }
 
   /**
-   * A version is on disk: it becomes the reported one (with the live output size, until the task
-   * has finished and its size is final) and is announced; each version at most once and in order,
-   * each state once.
+   * A version is on disk (durable), or could not be written and is held in memory: it becomes the
+   * reported one (with the live output size, until the task has finished and its size is final)
+   * and is announced; each version at most once and in order, each state once. A held version
+   * stays to be written: it leaves `unwritten` only once it is on disk.
    */
-  private landed(written: Task, version: number): void {
+  private landed(written: Task, version: number, durable: boolean): void {
     const { id } = written
+    if (durable) {
+      if ((this.held.get(id) ?? Infinity) <= version) this.held.delete(id)
+      if (this.versions.get(id) === version) this.unwritten.delete(id)
+    } else if ((this.held.get(id) ?? -1) < version) this.held.set(id, version)
     const lastVersion = this.landedVersions.get(id)
     if (lastVersion !== undefined && lastVersion >= version) return
     this.landedVersions.set(id, version)
-    if (this.versions.get(id) === version) this.unwritten.delete(id)
     const previous = this.tasks.get(id)!
     // A new task (no version landed before) is announced whatever it is; a later one when its state changed.
     const stateChanged = lastVersion === undefined || previous.state !== written.state

@@ -7,7 +7,7 @@ import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
-import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
+import { markEnded, markFailed, markLost, withOutputLoss, type Ending } from './transitions.js'
 import { readExitFile } from '../spawn/exit-file.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
@@ -113,8 +113,8 @@ export async function recoverSpool(
       const outputBytes = Math.min(bytes, task.maxOutputBytes)
       const exit = endedMeanwhile.get(task.id)
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.
-      if (exit?.lifelineBroke || exit?.leaseRanOut) await store.save(markLost(task, exit.leaseRanOut ? LEASE_RAN_OUT : DAEMON_ENDED_LIFELINE, outputBytes, new Date(exit.endedAt)))
-      else if (exit) await store.save(markEnded(task, endingFromExit(exit), outputBytes, new Date(exit.endedAt)))
+      if (exit?.lifelineBroke || exit?.leaseRanOut) await store.save(withOutputLoss(markLost(task, exit.leaseRanOut ? LEASE_RAN_OUT : DAEMON_ENDED_LIFELINE, outputBytes, new Date(exit.endedAt)), exit.outputLostBytes))
+      else if (exit) await store.save(withOutputLoss(markEnded(task, endingFromExit(exit), outputBytes, new Date(exit.endedAt)), exit.outputLostBytes))
       else if (rebooted.has(task.id)) await store.save(markLost(task, 'the machine restarted while the task ran', outputBytes, now))
       else await store.save(markLost(task, exit === undefined && task.keeper ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed' : 'the daemon stopped while the task ran; its processes were killed by the next daemon', outputBytes, now))
     } else {

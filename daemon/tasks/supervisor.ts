@@ -34,7 +34,7 @@ import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
-import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from './transitions.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, withOutputLoss } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
 import { writeLease } from './lease-file.js'
@@ -547,7 +547,7 @@ export class Supervisor {
       // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
       const lifeline = result.leaseRanOut ? LEASE_RAN_OUT : entry.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE
       const reason = result.unknown ? 'its keeper is gone without recording how it ended; what was left of it was killed' : lifeline
-      return { saved: this.store.transition(id, (task) => markLost(task, reason, outputBytes, new Date())) }
+      return { saved: this.store.transition(id, (task) => withOutputLoss(markLost(task, reason, outputBytes, new Date()), result.outputLostBytes)) }
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
@@ -557,7 +557,7 @@ export class Supervisor {
     const released = plan.release()
     const ending = decideEnding(entry, result, limits)
     const outputBytes = await this.settleOutput(this.store.current(id))
-    return { saved: released.then(() => this.store.transition(id, (task) => markEnded(task, ending, outputBytes, new Date()))) }
+    return { saved: released.then(() => this.store.transition(id, (task) => withOutputLoss(markEnded(task, ending, outputBytes, new Date()), result.outputLostBytes))) }
   }
 
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */

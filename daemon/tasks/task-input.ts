@@ -103,19 +103,34 @@ export class TaskInput {
 
   /**
    * Appends what reached the pipe to input.log; a log that cannot be written does not undo the
-   * input. A task under `off` can replace input.log: a link or FIFO there is refused, not followed.
+   * input, and is never silent: what it could not keep is added to the task's inputLogLostBytes
+   * (a held record when the disk refuses that too, see TaskStore). A task under `off` can replace
+   * input.log: a link or FIFO there is refused, not followed.
    */
   private async logInput(id: string, bytes: Buffer): Promise<void> {
+    let kept = 0
     try {
       const handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
       try {
-        await handle.write(bytes)
+        // A write may take part of the bytes (the disk filling up): the rest is written again or lost.
+        while (kept < bytes.length) {
+          const { bytesWritten } = await handle.write(bytes, kept, bytes.length - kept)
+          if (bytesWritten <= 0) break
+          kept += bytesWritten
+        }
       } finally {
         await handle.close()
       }
     } catch (error) {
-      this.log.error({ taskId: id, err: error }, 'input.log could not be appended to')
+      this.log.error({ taskId: id, err: error, lostBytes: bytes.length - kept }, 'input.log could not be appended to')
     }
+    if (kept < bytes.length) await this.recordLoss(id, bytes.length - kept)
+  }
+
+  private async recordLoss(id: string, lostBytes: number): Promise<void> {
+    await this.store
+      .transition(id, (task) => Object.assign({}, task, { inputLogLostBytes: (task.inputLogLostBytes ?? 0) + lostBytes }))
+      .catch((error: unknown) => this.log.error({ taskId: id, err: error, lostBytes }, 'the bytes input.log lost could not be recorded'))
   }
 }
 

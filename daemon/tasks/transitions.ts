@@ -57,6 +57,13 @@ export function markLost(task: Task, reason: string, outputBytes: number, at: Da
   return { ...task, state: 'lost', exitCode: null, signal: null, reason, stoppedBy: null, outputBytes, endedAt: at.toISOString() }
 }
 
+/** An ending with the bytes of output its keeper could not write (a terminal's, on a full disk); unchanged when none. */
+export function withOutputLoss<T extends Task>(task: T, lostBytes: number | undefined): T {
+  if (!lostBytes) return task
+  // Object.assign, not a spread after fields: see createQueuedTask.
+  return Object.assign({}, task, { outputLostBytes: lostBytes })
+}
+
 /** A running task's stdin pipe after its end of input was sent; nothing else changes. */
 export function markStdinClosed(task: Task): Task {
   if (task.state !== 'running' || task.stdin !== 'pipe') return task

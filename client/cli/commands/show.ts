@@ -61,6 +61,8 @@ function describeTask(io: CliIo, task: Task): string {
     ['pid', task.pid === null ? null : String(task.pid)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
     ['output', `${formatBytes(task.outputBytes)} (cap ${formatBytes(task.maxOutputBytes)})`],
+    ['output lost', task.outputLostBytes ? `${task.outputLostBytes} bytes the terminal showed are missing from output.log (the disk refused them)` : null],
+    ['input lost', task.inputLogLostBytes ? `${task.inputLogLostBytes} bytes sent to stdin are missing from input.log (the disk refused them)` : null],
     ['created', task.createdAt],
     ['started', task.startedAt],
     ['ended', task.endedAt],

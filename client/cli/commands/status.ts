@@ -20,6 +20,7 @@ export function registerStatusCommand(program: Command): void {
           `tasks:       ${status.tasks.running} running, ${status.tasks.queued} queued, ${status.tasks.finished} finished`,
           `limits:      ${status.concurrency} at once, ${status.perOwnerConcurrency} per owner`,
           `spool:       ${status.spool.path}, ${formatBytes(status.spool.usedBytes)} of ${formatBytes(status.spool.quotaBytes)}`,
+          ...spoolHealthLines(status.spool),
           `spawner:     ${status.spawner === 'native' ? 'native helper' : 'node child_process (the native helper was not built or does not work here, see daemon.log: slower starts)'}`,
           `callers:     ${status.peerCheck.enforced ? 'requests from sandboxed tasks are refused' : 'NOT checked: sandboxed tasks can drive this daemon'}${status.peerCheck.reason ? ` (${status.peerCheck.reason})` : ''}`,
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
@@ -35,6 +36,14 @@ export function registerStatusCommand(program: Command): void {
       return EXIT.ok
     }),
   )
+}
+
+/** Whether records can be written, and the reserve; nothing from a daemon that does not say (an older one). */
+function spoolHealthLines(spool: DaemonStatus['spool']): string[] {
+  const lines: string[] = []
+  if (spool.writable === false) lines.push(`             NOT writable: ${spool.problem ?? 'unknown'}; ${spool.heldRecords} task record(s) held in memory until it is`)
+  if (spool.reserveHeld === false) lines.push(`             reserve of ${formatBytes(spool.reserveBytes)} spent on a full disk: new tasks are refused until there is room to make it again`)
+  return lines
 }
 
 /** Which seccomp filter each profile gets, and what it denies. */

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyReply } from 'fastify'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
-import { type TaskEvent } from '../../../protocol/index.js'
+import { type SpoolEvent, type TaskEvent } from '../../../protocol/index.js'
 import { ErrorSchema, EventsHeaders, EventsQuery } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import type { EventLog } from '../../store/event-log.js'
@@ -34,7 +34,7 @@ export function registerEventsRoute(app: TendApp, context: DaemonContext): void 
       // HEAD: the stream's head without the stream.
       if (request.method === 'HEAD') return (reply as FastifyReply).status(200).type('text/event-stream').header('cache-control', 'no-cache').send()
       reply.hijack()
-      streamEvents(request.raw, reply.raw, context, owner, since)
+      streamEvents(request.raw, reply.raw, context, owner, since, query.spool === true)
       return reply
     },
   )
@@ -47,7 +47,7 @@ export function registerEventsRoute(app: TendApp, context: DaemonContext): void 
  * by every subscriber; a subscriber so slow that the window passes it is dropped with a final
  * comment line, and reconnecting with Last-Event-ID then tells it of the gap.
  */
-function streamEvents(req: IncomingMessage, raw: ServerResponse, context: DaemonContext, owner: string | null, since: number): void {
+function streamEvents(req: IncomingMessage, raw: ServerResponse, context: DaemonContext, owner: string | null, since: number, spool: boolean): void {
   const log: EventLog = context.events
   let cursor = since
   let blocked = false
@@ -56,6 +56,10 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, context: Daemon
   // An id without data sets a browser's last event id without an event: one that reconnects
   // before any event came resumes from here, not from whatever is the daemon's newest then.
   blocked = !raw.write(`: tend events from ${since}\n\nid: ${since}\n\n`)
+  // Spool events, for a subscriber that asked: rare (one per change), so written as they come.
+  const unwritable = spool ? log.spoolUnwritable : null
+  if (unwritable) blocked = !raw.write(formatSpoolEvent(unwritable))
+  const unsubscribeSpool = spool ? log.subscribeSpool((event) => (blocked = !raw.write(formatSpoolEvent(event)) || blocked)) : () => false
 
   const pump = () => {
     if (finished) return
@@ -78,6 +82,7 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, context: Daemon
     finished = true
     clearInterval(keepalive)
     unsubscribe()
+    unsubscribeSpool()
     context.closing.removeEventListener('abort', close)
   }
   const close = () => {
@@ -97,6 +102,11 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, context: Daemon
   raw.once('close', close)
   context.closing.addEventListener('abort', close, { once: true })
   pump()
+}
+
+/** Named, without an id: it takes no sequence number and moves no subscriber's Last-Event-ID. */
+function formatSpoolEvent(event: SpoolEvent): string {
+  return `event: spool\ndata: ${JSON.stringify(event)}\n\n`
 }
 
 function formatEvent(event: TaskEvent): string {
