@@ -2,13 +2,14 @@ import { readdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Logger } from 'pino'
 import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
-import type { RecordedTask, RunningTask } from '../../protocol/index.js'
+import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
 import { readExitFile } from '../spawn/exit-file.js'
+import { findUnrecordedStarts } from './unrecorded-starts.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
@@ -70,6 +71,12 @@ export async function recoverSpool(
   const endedMeanwhile = new Map<string, ExitRecord>()
   const rebooted = new Set<string>()
   if (survivors) {
+    // A task started just before the crash may still say queued: what exists decides, not the record.
+    const queued = interrupted.filter((task): task is QueuedTask => task.state === 'queued')
+    const started = new Map((await findUnrecordedStarts(spoolRoot, queued, survivors.bootId)).map((task) => [task.id, task]))
+    for (const task of started.values()) await store.save(task)
+    if (started.size > 0) log.warn({ tasks: started.size }, 'tasks that started before their running record landed recovered from their keepers and exit files')
+    interrupted = interrupted.map((task) => started.get(task.id) ?? task)
     const resumed = new Set<string>()
     for (const task of interrupted) {
       if (task.state !== 'running') continue

@@ -1,0 +1,75 @@
+import { afterEach, describe, expect, test } from 'vitest'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Task } from '../../client/index.js'
+import { runCli } from '../helpers/cli.js'
+import { createTempHome, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * Crash windows: a daemon SIGKILLed at the worst moment, then a new one on the same home. What it
+ * records is checked against what happened, seen from outside (files the tasks wrote, /proc,
+ * cgroups), never against what the daemon believes.
+ */
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+/** A home whose daemons are crashed: whatever is left of it goes after the test. */
+function crashHome(): string {
+  const home = createTempHome()
+  cleanups.push(async () => {
+    await killEverythingOf(home)
+    rmSync(home, { recursive: true, force: true })
+  })
+  return home
+}
+
+function scratchFolder(): string {
+  const folder = mkdtempSync(join(tmpdir(), 'tend-crash-'))
+  cleanups.push(() => rmSync(folder, { recursive: true, force: true }))
+  return folder
+}
+
+/** The record on disk, as the spool holds it. */
+function recordOnDisk(home: string, id: string): Task {
+  return JSON.parse(readFileSync(join(home, 'spool', id, 'task.json'), 'utf8')) as Task
+}
+
+describe('SIGKILL right after a burst of submissions', () => {
+  test('every task that ran is recorded as it ended (exited 0, wait exits 0), and no task still running is killed by the next daemon', async () => {
+    const home = crashHome()
+    const seen = scratchFolder()
+    const daemon = await startTestDaemon({ home, env: { TEND_CONCURRENCY: '48', TEND_PER_OWNER_CONCURRENCY: '48' } })
+    // Half end at once, half run on past the crash; each leaves a file when it begins and when it ends.
+    const quick = 'touch "$SEEN/$TEND_TASK_ID.began"; touch "$SEEN/$TEND_TASK_ID.ended"'
+    const slow = 'touch "$SEEN/$TEND_TASK_ID.began"; sleep 3; touch "$SEEN/$TEND_TASK_ID.ended"'
+    const tasks = await Promise.all(Array.from({ length: 48 }, (_, index) => daemon.client.start({ command: [index % 2 === 0 ? quick : slow], shell: true, env: { SEEN: seen } })))
+    await daemon.crash()
+    daemon.client.close()
+    const stillQueuedOnDisk = tasks.filter((task) => recordOnDisk(home, task.id).state === 'queued' && existsSync(join(seen, `${task.id}.began`)))
+    const runningAtCrash = stillQueuedOnDisk.filter((task) => !existsSync(join(seen, `${task.id}.ended`)))
+
+    const next = await startTestDaemon({ home })
+    cleanups.push(() => next.stop())
+    const ended = await Promise.all(tasks.map((task) => next.client.wait(task.id, { timeoutMs: 60_000 })))
+    for (const task of ended) {
+      const began = existsSync(join(seen, `${task.id}.began`))
+      if (!began) {
+        // Never started (no process of it ever ran): failed, and nothing of it ran later.
+        expect(task, `${task.id} never began`).toMatchObject({ state: 'failed' })
+        continue
+      }
+      expect(existsSync(join(seen, `${task.id}.ended`)), `${task.id} began but was killed before it ended (recorded ${task.state}: ${task.reason})`).toBe(true)
+      expect(task, `${task.id} ran to its end`).toMatchObject({ state: 'exited', exitCode: 0 })
+    }
+    // The window this test is about: tasks that ran while their record still said queued.
+    expect(stillQueuedOnDisk.length, 'no task was caught started but still queued on disk; the crash came too late').toBeGreaterThan(0)
+    expect(runningAtCrash.length, 'no task was caught running but still queued on disk').toBeGreaterThan(0)
+    const cli = await runCli(['wait', stillQueuedOnDisk[0]!.id], next.env)
+    expect(cli.exitCode, cli.stderr).toBe(0)
+  }, 120_000)
+})
