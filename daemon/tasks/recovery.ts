@@ -1,7 +1,8 @@
 import { readdir } from 'node:fs/promises'
-import { dirname } from 'node:path'
+import { realpathSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
-import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
+import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, taskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
 import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
@@ -10,6 +11,8 @@ import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
 import { readExitFile } from '../spawn/exit-file.js'
 import { findUnrecordedStarts } from './unrecorded-starts.js'
+import { findKeepersOf } from '../spawn/keeper-scan.js'
+import { removeStrayTemporaries } from '../store/stray-temporaries.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
@@ -40,7 +43,14 @@ export async function recoverSpool(
   const ids = await listTaskIds(spoolRoot)
   let interrupted: RecordedTask[] = []
   let loaded = 0
+  const unfinished: Array<NonNullable<SpoolEntry['corrupt']>> = []
+  const quarantine = (entry: NonNullable<SpoolEntry['corrupt']>) => {
+    corrupt.add(entry)
+    log.warn({ taskId: entry.id, reason: entry.reason }, 'corrupt spool entry quarantined')
+  }
   for (const id of ids) {
+    const strays = await removeStrayTemporaries(taskDir(spoolRoot, id))
+    if (strays > 0) log.info({ taskId: id, files: strays }, 'temporary files of writes the last daemon never finished removed')
     let entry: SpoolEntry
     try {
       entry = await readSpoolEntry(spoolRoot, id)
@@ -52,19 +62,25 @@ export async function recoverSpool(
     if (entry.corrupt) {
       // A daemon that died while it made a task's folder leaves one with an empty output.log and no
       // record: that submission was never answered (its retry made another task). Not a task.
-      if (await isUnfinishedCreation(spoolRoot, id)) {
-        await removeTaskDir(spoolRoot, id)
-        log.info({ taskId: id }, 'removed the folder of a submission the last daemon never recorded')
-        continue
-      }
-      corrupt.add(entry.corrupt)
-      log.warn({ taskId: id, reason: entry.corrupt.reason }, 'corrupt spool entry quarantined')
+      if (await isUnfinishedCreation(spoolRoot, id)) unfinished.push(entry.corrupt)
+      else quarantine(entry.corrupt)
       continue
     }
     const { task } = entry
     store.adopt(task)
     loaded += 1
     if (task.state === 'running' || task.state === 'queued') interrupted.push(task)
+  }
+  // Unless something of it runs after all (a keeper holds the folder: a task removed its own record).
+  const root = realpathSync(spoolRoot)
+  const held = findKeepersOf(unfinished.map((entry) => join(root, entry.id)))
+  for (const entry of unfinished) {
+    if (held.has(join(root, entry.id))) {
+      quarantine(entry)
+      continue
+    }
+    await removeTaskDir(spoolRoot, entry.id)
+    log.info({ taskId: entry.id }, 'removed the folder of a submission the last daemon never recorded')
   }
   // Tasks still running under their keepers are supervised again; those that ended while no
   // daemon ran are recorded as they ended. Only the rest were interrupted.
@@ -141,7 +157,11 @@ function endingFromExit(exit: ExitRecord): Ending {
   return { state: 'exited', exitCode: exit.exitCode ?? 0 }
 }
 
-/** A folder holding nothing but an empty output.log (or nothing at all), and no task.json. */
+/**
+ * A folder holding nothing but an empty output.log (or nothing at all), and no task.json: its
+ * record was never renamed into place (a temporary one, removed above, may have been there). No
+ * task starts before its record lands, so nothing of it ran.
+ */
 async function isUnfinishedCreation(spoolRoot: string, id: string): Promise<boolean> {
   const dir = dirname(recordPath(spoolRoot, id))
   const names = await readdir(dir).catch(() => null)

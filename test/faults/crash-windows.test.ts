@@ -2,9 +2,10 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { execa } from 'execa'
 import type { Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
-import { createTempHome, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, FIXTURES, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -72,4 +73,50 @@ describe('SIGKILL right after a burst of submissions', () => {
     const cli = await runCli(['wait', stillQueuedOnDisk[0]!.id], next.env)
     expect(cli.exitCode, cli.stderr).toBe(0)
   }, 120_000)
+})
+
+/** Every temporary file a record write leaves while it is under way, by task folder. */
+function temporaryFiles(home: string): string[] {
+  const spool = join(home, 'spool')
+  const found: string[] = []
+  for (const id of readdirSync(spool)) {
+    let names: string[] = []
+    try {
+      names = readdirSync(join(spool, id))
+    } catch {
+      continue
+    }
+    for (const name of names) if (name.endsWith('.tmp')) found.push(join(id, name))
+  }
+  return found
+}
+
+describe('SIGKILL during concurrent submissions', () => {
+  test('a creation that never finished is cleaned up, not quarantined as corrupt; no temporary file outlives recovery; every answered submission is kept (3 rounds)', async () => {
+    const home = crashHome()
+    let caught = 0
+    for (let round = 0; round < 3; round++) {
+      const daemon = await startTestDaemon({ home })
+      // Killed, from another process, the moment a record is half written (its temporary file there, not renamed yet).
+      const watcher = execa(process.execPath, [join(FIXTURES, 'kill-on-temporary-file.mjs'), String(daemon.process.pid), join(home, 'spool'), '20000'], { reject: false })
+      const submissions = Array.from({ length: 40 }, () => daemon.client.start({ command: ['true'] }).then((task) => task.id, () => null))
+      if ((await watcher).exitCode === 0) caught += 1
+      await daemon.crash()
+      const answered = (await Promise.all(submissions)).filter((id): id is string => id !== null)
+      daemon.client.close()
+
+      const next = await startTestDaemon({ home })
+      const listed = await next.client.list({ all: true })
+      const corrupt = listed.filter((task) => task.state === 'corrupt')
+      expect(corrupt.map((task) => `${task.id}: ${task.reason}`), `round ${round}`).toEqual([])
+      expect(temporaryFiles(home), `round ${round}`).toEqual([])
+      // Every folder left is a task; every submission that was answered is one of them.
+      for (const id of readdirSync(join(home, 'spool'))) expect(existsSync(join(home, 'spool', id, 'task.json')), `${id} has no record`).toBe(true)
+      expect(listed.map((task) => task.id)).toEqual(expect.arrayContaining(answered))
+      await Promise.all(listed.map((task) => next.client.wait(task.id, { timeoutMs: 30_000 })))
+      await next.crash()
+      next.client.close()
+    }
+    expect(caught, 'no round caught a record half written').toBeGreaterThan(0)
+  }, 180_000)
 })
