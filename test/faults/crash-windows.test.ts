@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
@@ -119,4 +119,73 @@ describe('SIGKILL during concurrent submissions', () => {
     }
     expect(caught, 'no round caught a record half written').toBeGreaterThan(0)
   }, 180_000)
+})
+
+/** The daemon's spawner helper: its child running tend-spawner (keepers are not its children). */
+function helperOf(daemonPid: number): number | null {
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry)
+    if (!Number.isInteger(pid)) continue
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (parent === daemonPid && readlinkSync(`/proc/${pid}/exe`).endsWith('/tend-spawner')) return pid
+    } catch {
+      // gone
+    }
+  }
+  return null
+}
+
+/** Whether `pid` holds a pidfd of `target` (what an attached helper watches a keeper through). */
+function watchesByPidfd(pid: number, target: number): boolean {
+  try {
+    return readdirSync(`/proc/${pid}/fdinfo`).some((fd) => {
+      try {
+        return new RegExp(`^Pid:\\s+${target}$`, 'm').test(readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8'))
+      } catch {
+        return false
+      }
+    })
+  } catch {
+    return false
+  }
+}
+
+describe('helper loss', () => {
+  test('the spawner helper SIGKILLed 7 times (some the moment they were there): the healthy task runs on and is recorded as it ended', async () => {
+    const seen = scratchFolder()
+    const daemon = await startTestDaemon()
+    cleanups.push(() => daemon.stop())
+    const release = join(seen, 'release')
+    const task = await daemon.client.start({ command: [`while [ ! -e '${release}' ]; do sleep 0.05; done; echo done`], shell: true })
+    const running = await waitFor('task running with a keeper', async () => {
+      const current = await daemon.client.get(task.id)
+      return current.state === 'running' && current.keeper ? current : null
+    })
+    const daemonPid = daemon.process.pid!
+    // Some helpers die once they have attached again, some as soon as they are there (before or while they attach).
+    const kills: Array<'started' | 'attached' | 'at once'> = ['started', 'attached', 'at once', 'at once', 'attached', 'attached', 'at once']
+    for (const [index, when] of kills.entries()) {
+      const death = index + 1
+      const helper = await waitFor(`helper ${death} watching the keeper ${running.keeper!.pid}`, async () => {
+        const current = await daemon.client.get(task.id)
+        if (current.state !== 'running') throw new Error(`the task was recorded ${current.state}: ${current.reason}`)
+        const pid = helperOf(daemonPid)
+        // The first helper started the task (it hears of its end on the keeper's report pipe); later ones attached by pidfd.
+        return pid !== null && (when !== 'attached' || watchesByPidfd(pid, running.keeper!.pid)) ? pid : null
+      })
+      process.kill(helper, 'SIGKILL')
+      await waitFor(`helper ${helper} gone`, () => !existsSync(`/proc/${helper}`) || readFileSync(`/proc/${helper}/stat`, 'utf8').includes(') Z'))
+    }
+    await waitFor('a last helper watching the keeper', () => {
+      const pid = helperOf(daemonPid)
+      return pid !== null && watchesByPidfd(pid, running.keeper!.pid)
+    })
+    expect((await daemon.client.get(task.id)).state).toBe('running')
+    writeFileSync(release, '')
+    const ended = await daemon.client.wait(task.id, { timeoutMs: 30_000 })
+    expect(ended, ended.reason ?? '').toMatchObject({ state: 'exited', exitCode: 0 })
+    expect((await daemon.client.read(task.id)).data).toBe('done\n')
+  }, 120_000)
 })
