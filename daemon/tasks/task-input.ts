@@ -24,7 +24,7 @@ const RETRY_MAX_MS = 100
  * Writes to tasks' stdin pipes. A pipe is a FIFO in the task's spool folder that its keeper holds
  * open (docs/architecture.md, "stdin"): each input opens it for writing without blocking, writes,
  * and closes it again, so nothing of the daemon's is needed for the pipe to live on, and a later
- * daemon writes to it the same way. Every byte written is appended to input.log. End of input is
+ * daemon writes to it the same way. Every input is appended to input.log (first, see writeToPipe). End of input is
  * the keeper's SIGUSR1: it lets go of the pipe, and the task reads EOF once it has read the rest.
  * Inputs to one task are written one after another, never interleaved.
  */
@@ -74,18 +74,24 @@ export class TaskInput {
     return { acceptedBytes, eof, inputBytes, task: this.store.get(id) }
   }
 
-  /** Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged). */
+  /**
+   * Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged).
+   * input.log is the record of what was sent, so it is written first, durably, and the pipe after:
+   * a crash between the two leaves at most this input in the log that the task never got, never a
+   * byte the task got missing from it. What the pipe did not take is cut off the log again.
+   */
   private async writeToPipe(task: Task, data: Buffer): Promise<number> {
     const pipe = await openKeeperFifo(task, inputFifoPath(this.spoolRoot, task.id), 'stdin pipe')
     let written = 0
+    let log: LoggedInput | null = null
     try {
+      log = await this.logInput(task.id, data)
       const deadline = Date.now() + INPUT_WAIT_MS
       let pauseMs = RETRY_FIRST_MS
       while (written < data.length) {
         const chunk = await writeSome(pipe, data.subarray(written))
         if (chunk === 'gone') break
         if (chunk > 0) {
-          await this.logInput(task.id, data.subarray(written, written + chunk))
           written += chunk
           pauseMs = RETRY_FIRST_MS
           continue
@@ -96,27 +102,53 @@ export class TaskInput {
       }
     } finally {
       await pipe.close()
+      if (log) await this.settleLog(task.id, log, written)
     }
     if (written < data.length) this.log.warn({ taskId: task.id, acceptedBytes: written, totalBytes: data.length }, 'task stdin full: input cut short')
     return written
   }
 
   /**
-   * Appends what reached the pipe to input.log; a log that cannot be written does not undo the
-   * input. A task under `off` can replace input.log: a link or FIFO there is refused, not followed.
+   * Appends the input to input.log and syncs it, before any of it reaches the pipe; answers the
+   * open log and where the input begins in it (null when it could not be written: a log that cannot
+   * be written does not undo the input). A task under `off` can replace input.log: a link or FIFO
+   * there is refused, not followed.
    */
-  private async logInput(id: string, bytes: Buffer): Promise<void> {
+  private async logInput(id: string, bytes: Buffer): Promise<LoggedInput | null> {
+    let handle: FileHandle | null = null
     try {
-      const handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
-      try {
-        await handle.write(bytes)
-      } finally {
-        await handle.close()
-      }
+      handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
+      const offset = (await handle.stat()).size
+      await handle.write(bytes)
+      await handle.datasync()
+      return { handle, offset }
     } catch (error) {
+      await handle?.close().catch(() => undefined)
       this.log.error({ taskId: id, err: error }, 'input.log could not be appended to')
+      return null
     }
   }
+
+  /** Cuts the log back to what the pipe took (on the descriptor it was written through), then closes it. */
+  private async settleLog(id: string, log: LoggedInput, sentBytes: number): Promise<void> {
+    try {
+      const end = log.offset + sentBytes
+      if ((await log.handle.stat()).size > end) {
+        await log.handle.truncate(end)
+        await log.handle.datasync()
+      }
+    } catch (error) {
+      this.log.error({ taskId: id, err: error }, 'input.log could not be cut back to what the task was sent')
+    } finally {
+      await log.handle.close().catch(() => undefined)
+    }
+  }
+}
+
+/** input.log, open, with where the input being sent begins in it. */
+interface LoggedInput {
+  handle: FileHandle
+  offset: number
 }
 
 /**

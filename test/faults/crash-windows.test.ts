@@ -189,3 +189,69 @@ describe('helper loss', () => {
     expect((await daemon.client.read(task.id)).data).toBe('done\n')
   }, 120_000)
 })
+
+/** Bytes that never repeat within an input, so that a piece out of place shows. */
+function patternedBytes(length: number, seed: number): Buffer {
+  const bytes = Buffer.alloc(length)
+  let state = seed
+  for (let index = 0; index < length; index++) {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0
+    bytes[index] = state >>> 24
+  }
+  return bytes
+}
+
+/**
+ * Traces `pid` (every thread) with strace, holding each openat of `path` for `delayUs` before it
+ * runs; resolves once every thread is traced, with a promise that settles when the tracer has gone
+ * (with its tracee).
+ */
+async function slowOpens(pid: number, path: string, delayUs: number): Promise<{ gone: Promise<unknown> }> {
+  const strace = execa('strace', ['-f', '-qq', '-p', String(pid), '-P', path, '-e', 'trace=openat', '-e', `inject=openat:delay_enter=${delayUs}`, '-o', '/dev/null'], { reject: false })
+  cleanups.push(() => {
+    strace.kill('SIGKILL')
+  })
+  const traced = () => readdirSync(`/proc/${pid}/task`).every((tid) => !/^TracerPid:\s+0$/m.test(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8')))
+  await waitFor(`strace tracing every thread of ${pid} (strace must be installed: apt-get install strace)`, async () => {
+    if (strace.exitCode !== null) throw new Error(`strace exited: ${(await strace).stderr}`)
+    return traced()
+  })
+  return { gone: strace.then(() => undefined) }
+}
+
+describe('SIGKILL during a stream of stdin input', () => {
+  test('input.log holds every byte the task received, in order (3 rounds, a 614,400-byte input each)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const home = crashHome()
+      const seen = scratchFolder()
+      const received = join(seen, 'received')
+      const daemon = await startTestDaemon({ home })
+      const task = await daemon.client.start({ command: [`cat > '${received}'`], shell: true, stdin: 'pipe' })
+      await waitFor('task running', async () => (await daemon.client.get(task.id)).state === 'running')
+      // Every open of input.log by the daemon is held 150 ms (strace's fault injection): a crash
+      // comes while one is under way, between what reached the pipe and what reached the log.
+      const tracer = await slowOpens(daemon.process.pid!, join(home, 'spool', task.id, 'input.log'), 150_000)
+      const data = patternedBytes(614_400, round + 1)
+      const watcher = execa(process.execPath, [join(FIXTURES, 'kill-when-file-grows.mjs'), String(daemon.process.pid), received, String(200 * 1024), '20000'], { reject: false })
+      const sent = daemon.client.input(task.id, data).catch(() => null)
+      expect((await watcher).exitCode, 'the daemon was not killed mid-stream').toBe(0)
+      await daemon.crash()
+      await tracer.gone
+      await sent
+      daemon.client.close()
+
+      const next = await startTestDaemon({ home })
+      cleanups.push(() => next.stop())
+      await waitFor(`task ${task.id} supervised again`, async () => (await next.client.get(task.id)).state === 'running')
+      // What was in the pipe is read by now or soon: the task ends on end of input once it has read it all.
+      await next.client.input(task.id, Buffer.alloc(0), { eof: true })
+      const ended = await next.client.wait(task.id, { timeoutMs: 30_000 })
+      expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
+      const got = readFileSync(received)
+      const logged = readFileSync(join(home, 'spool', task.id, 'input.log'))
+      expect(got.length, `round ${round}: the task got ${got.length} bytes, input.log holds ${logged.length}`).toBeLessThanOrEqual(logged.length)
+      expect(logged.subarray(0, got.length).equals(got), `round ${round}: input.log does not begin with what the task got`).toBe(true)
+      expect(data.subarray(0, logged.length).equals(logged), `round ${round}: input.log is not what was sent`).toBe(true)
+    }
+  }, 180_000)
+})
