@@ -13,6 +13,7 @@ import { readExitFile } from '../spawn/exit-file.js'
 import { findUnrecordedStarts } from './unrecorded-starts.js'
 import { findKeepersOf } from '../spawn/keeper-scan.js'
 import { removeStrayTemporaries } from '../store/stray-temporaries.js'
+import { sweepTaskCgroups } from './cgroup-sweep.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
@@ -30,7 +31,9 @@ export interface Survivors {
  * died become `lost`, and every process still carrying their marker is killed (the marker holds
  * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`.
  * An entry that is not a valid record goes to `corrupt` (never into the store), with its reason:
- * one bad entry never keeps the daemon from starting.
+ * one bad entry never keeps the daemon from starting; whatever of it still runs is killed (marker
+ * and cgroup), since no tend command could reach it. Task cgroups of this daemon's that no task
+ * supervised again needs are emptied and removed.
  */
 export async function recoverSpool(
   spoolRoot: string,
@@ -44,8 +47,10 @@ export async function recoverSpool(
   let interrupted: RecordedTask[] = []
   let loaded = 0
   const unfinished: Array<NonNullable<SpoolEntry['corrupt']>> = []
+  const quarantined: string[] = []
   const quarantine = (entry: NonNullable<SpoolEntry['corrupt']>) => {
     corrupt.add(entry)
+    quarantined.push(entry.id)
     log.warn({ taskId: entry.id, reason: entry.reason }, 'corrupt spool entry quarantined')
   }
   for (const id of ids) {
@@ -86,6 +91,7 @@ export async function recoverSpool(
   // daemon ran are recorded as they ended. Only the rest were interrupted.
   const endedMeanwhile = new Map<string, ExitRecord>()
   const rebooted = new Set<string>()
+  const resumed = new Set<string>()
   if (survivors) {
     // A task started just before the crash may still say queued: what exists decides, not the record.
     const queued = interrupted.filter((task): task is QueuedTask => task.state === 'queued')
@@ -93,7 +99,6 @@ export async function recoverSpool(
     for (const task of started.values()) await store.save(task)
     if (started.size > 0) log.warn({ tasks: started.size }, 'tasks that started before their running record landed recovered from their keepers and exit files')
     interrupted = interrupted.map((task) => started.get(task.id) ?? task)
-    const resumed = new Set<string>()
     for (const task of interrupted) {
       if (task.state !== 'running') continue
       if (task.bootId !== undefined && task.bootId !== survivors.bootId) {
@@ -112,8 +117,9 @@ export async function recoverSpool(
     interrupted = interrupted.filter((task) => !resumed.has(task.id))
     if (resumed.size > 0) log.info({ resumed: resumed.size }, 'running tasks of an earlier daemon supervised again')
   }
-  // Queued ones too: a task can have started in the moment before its running record landed.
-  const found = await killLeftovers(interrupted.map((task) => task.id))
+  // Queued ones too: a task can have started in the moment before its running record landed. And a
+  // corrupt entry's: no tend command could reach them once its folder is quarantined.
+  const found = await killLeftovers([...interrupted.map((task) => task.id), ...quarantined])
   let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
@@ -126,6 +132,8 @@ export async function recoverSpool(
     }
     await TaskCgroups.removeLeftover(cgroupRoots, id)
   }
+  // Every other group of this daemon's: a corrupt entry's, one whose folder is gone, one left behind.
+  killed += await sweepTaskCgroups(cgroupRoots, resumed)
   const now = new Date()
   for (const task of interrupted) {
     if (task.state === 'running') {

@@ -7,6 +7,8 @@ import type { Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { createTempHome, FIXTURES, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
 
 /*
  * Crash windows: a daemon SIGKILLed at the worst moment, then a new one on the same home. What it
@@ -254,4 +256,45 @@ describe('SIGKILL during a stream of stdin input', () => {
       expect(data.subarray(0, logged.length).equals(logged), `round ${round}: input.log is not what was sent`).toBe(true)
     }
   }, 180_000)
+})
+
+/** The task's pids cgroup, where a root daemon on this home makes it. */
+function pidsGroupOf(home: string, id: string): string {
+  return join('/sys/fs/cgroup/pids/tend', String(process.getuid!()), daemonCgroupFolder(home), id)
+}
+
+/** Live processes carrying the task's marker. */
+function markedProcesses(id: string): number[] {
+  return processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive)
+}
+
+describe('a corrupt entry, or a folder gone, with processes still running', () => {
+  test('recovery stops what runs of a corrupt entry and of a task whose folder is gone, removes their cgroups, and rm leaves nothing', async () => {
+    const home = crashHome()
+    const daemon = await startTestDaemon({ home })
+    // A leader and a child of its own (which survives the leader, as an escapee would).
+    const tree = 'sleep 300 & sleep 300'
+    const corrupted = await daemon.client.start({ command: [tree], shell: true })
+    const vanished = await daemon.client.start({ command: [tree], shell: true })
+    for (const task of [corrupted, vanished]) {
+      await waitFor(`${task.id} recorded running with both processes`, () => recordOnDisk(home, task.id).state === 'running' && markedProcesses(task.id).length >= 2)
+      expect(existsSync(pidsGroupOf(home, task.id)), `${task.id} has no pids cgroup: this test needs cgroup v1 pids (root)`).toBe(true)
+    }
+    await daemon.crash()
+    daemon.client.close()
+    writeFileSync(join(home, 'spool', corrupted.id, 'task.json'), '{"truncated":')
+    rmSync(join(home, 'spool', vanished.id), { recursive: true })
+
+    const next = await startTestDaemon({ home })
+    cleanups.push(() => next.stop())
+    expect(await next.client.get(corrupted.id)).toMatchObject({ state: 'corrupt' })
+    for (const task of [corrupted, vanished]) {
+      await waitFor(`no process of ${task.id} left`, () => markedProcesses(task.id).length === 0)
+      await waitFor(`the cgroup of ${task.id} removed`, () => !existsSync(pidsGroupOf(home, task.id)))
+    }
+    const removed = await runCli(['rm', corrupted.id], next.env)
+    expect(removed.exitCode, removed.stderr).toBe(0)
+    expect(existsSync(join(home, 'spool', corrupted.id))).toBe(false)
+    expect(markedProcesses(corrupted.id)).toEqual([])
+  }, 60_000)
 })
