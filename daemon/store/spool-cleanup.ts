@@ -27,6 +27,8 @@ export class SpoolCleanup {
     private readonly store: TaskStore,
     private readonly corrupt: CorruptEntries,
     private readonly log: Logger,
+    /** Kills what still runs of a corrupt entry before its folder goes (its processes are unreachable after). Default: nothing. */
+    private readonly stopLeftovers: (id: string) => Promise<unknown> = async () => undefined,
   ) {}
 
   /** Removes a finished task or a corrupt entry; a queued or running task is refused. */
@@ -121,6 +123,7 @@ export class SpoolCleanup {
       await this.store.settled(entry.id)
       this.store.forget(entry.id)
     }
+    if (entry.state === 'corrupt') await this.stopLeftovers(entry.id)
     let freedBytes: number
     try {
       freedBytes = await removeTaskDir(this.spoolRoot, entry.id)
