@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
 import type { Task } from '../../client/index.js'
+import type { RunningTask } from '../../protocol/index.js'
 import { runCli } from '../helpers/cli.js'
 import { createTempHome, FIXTURES, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -297,4 +298,36 @@ describe('a corrupt entry, or a folder gone, with processes still running', () =
     expect(existsSync(join(home, 'spool', corrupted.id))).toBe(false)
     expect(markedProcesses(corrupted.id)).toEqual([])
   }, 60_000)
+})
+
+describe('a started task whose record still says queued', () => {
+  for (const sandbox of ['off', 'workspace'] as const) {
+    test(`sandbox ${sandbox}: the next daemon finds its keeper, supervises it again, and records it as it ends`, async () => {
+      const home = crashHome()
+      // Outside /tmp (a sandbox has its own), open to the uid a sandboxed task runs on.
+      const workspace = mkdtempSync('/var/tmp/tend-crash-')
+      chmodSync(workspace, 0o777)
+      cleanups.push(() => rmSync(workspace, { recursive: true, force: true }))
+      const daemon = await startTestDaemon({ home })
+      const task = await daemon.client.start({ command: ['while [ ! -e release ]; do sleep 0.05; done; echo released'], shell: true, sandbox, cwd: workspace })
+      await waitFor(`${task.id} recorded running`, () => recordOnDisk(home, task.id).state === 'running')
+      const running = recordOnDisk(home, task.id) as RunningTask
+      await daemon.crash()
+      daemon.client.close()
+      // The record as it was before its running version landed.
+      const queued: Record<string, unknown> = { ...running, state: 'queued', pid: null, startedAt: null }
+      for (const field of ['keeper', 'bootId', 'ranAs']) delete queued[field]
+      writeFileSync(join(home, 'spool', task.id, 'task.json'), `${JSON.stringify(queued, null, 2)}\n`)
+
+      const next = await startTestDaemon({ home })
+      cleanups.push(() => next.stop())
+      const resumed = await next.client.get(task.id)
+      expect(resumed, resumed.reason ?? '').toMatchObject({ state: 'running', pid: running.pid })
+      expect((resumed as RunningTask).keeper).toEqual(running.keeper)
+      writeFileSync(join(workspace, 'release'), '')
+      const ended = await next.client.wait(task.id, { timeoutMs: 30_000 })
+      expect(ended, ended.reason ?? '').toMatchObject({ state: 'exited', exitCode: 0 })
+      expect((await next.client.read(task.id)).data).toBe('released\n')
+    }, 60_000)
+  }
 })
