@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { readdir, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -6,12 +7,26 @@ import { join } from 'node:path'
  * place: a record version (record-writer.ts: `task.json.<pid>-<n>.tmp`) and a lease
  * (lease-file.ts: `lease.<pid>.tmp`). One that is still there at recovery belongs to a daemon that
  * died mid-write (the instance lock keeps any other daemon away): it is never renamed, so it goes.
+ * A keeper's exit file (keeper.c: `exit.json.<keeper pid>.tmp`) goes unless that keeper still
+ * lives (it may be writing it right now).
  */
-const TEMPORARY_NAME = /^(task\.json|lease)\.[0-9]+(-[0-9]+)?\.tmp$/
+const DAEMON_TEMPORARY = /^(task\.json|lease)\.[0-9]+(-[0-9]+)?\.tmp$/
+const KEEPER_TEMPORARY = /^exit\.json\.([0-9]+)\.tmp$/
 
-/** Whether a name in a task's folder is one of those temporaries. */
+/** Whether a name in a task's folder is one of those temporaries, left by a writer that is gone. */
 export function isStrayTemporary(name: string): boolean {
-  return TEMPORARY_NAME.test(name)
+  if (DAEMON_TEMPORARY.test(name)) return true
+  const keeper = KEEPER_TEMPORARY.exec(name)?.[1]
+  return keeper !== undefined && !isLiveKeeper(Number(keeper))
+}
+
+/** Whether `pid` is a live keeper (the name it gives itself, daemon/spawner/keeper.c). */
+function isLiveKeeper(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'tend-keeper'
+  } catch {
+    return false
+  }
 }
 
 /** Removes those temporaries from a task's folder; answers how many went. Never follows a link (unlink removes the link itself). */

@@ -331,3 +331,22 @@ describe('a started task whose record still says queued', () => {
     }, 60_000)
   }
 })
+
+describe('temporary files a dead daemon or keeper left', () => {
+  test('a half-written record, lease and exit file beside a task are gone after the next start; the task is kept', async () => {
+    const home = crashHome()
+    const daemon = await startTestDaemon({ home })
+    const task = await daemon.client.start({ command: ['true'] })
+    await daemon.client.wait(task.id, { timeoutMs: 20_000 })
+    await daemon.crash()
+    daemon.client.close()
+    const folder = join(home, 'spool', task.id)
+    // An exit file's temporary names a keeper that is gone: a pid no process has (past pid_max).
+    const planted = ['task.json.4242-7.tmp', 'lease.4242.tmp', `exit.json.${Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) + 1}.tmp`]
+    for (const name of planted) writeFileSync(join(folder, name), '{"half":')
+    const next = await startTestDaemon({ home })
+    cleanups.push(() => next.stop())
+    expect(await next.client.get(task.id)).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect(readdirSync(folder).filter((name) => name.endsWith('.tmp'))).toEqual([])
+  }, 60_000)
+})
