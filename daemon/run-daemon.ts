@@ -12,6 +12,8 @@ import { acquireInstanceLock } from './store/instance-lock.js'
 import { createLogDestination } from './log-destination.js'
 import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
+import { stopEntryLeftovers } from './tasks/entry-leftovers.js'
+import type { GroupRoots } from './sandbox/cgroups.js'
 import { createServer, type TendApp } from './http/server.js'
 import { ConsoleControl } from './console/console-control.js'
 import { createPeerCheck } from './peer/index.js'
@@ -97,7 +99,17 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const outputWatch = new OutputWatch()
   const corrupt = new CorruptEntries()
   const removedSubmissions = SubmissionIndex.load(layout.spool, log)
-  const cleanup = new SpoolCleanup(layout.spool, config.spoolQuotaBytes, store, corrupt, log, (task) => removedSubmissions.retire(task))
+  // Its cgroup folders are known once the sandbox is detected, below; nothing is removed before.
+  let groupRoots: GroupRoots = { memory: null, pids: null }
+  const cleanup = new SpoolCleanup(
+    layout.spool,
+    config.spoolQuotaBytes,
+    store,
+    corrupt,
+    log,
+    (task) => removedSubmissions.retire(task),
+    (id) => stopEntryLeftovers(id, () => groupRoots),
+  )
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
@@ -109,6 +121,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
   if (detected.cgroups.allDaemonsProblem) log.warn({ problem: detected.cgroups.allDaemonsProblem }, 'the tasks of all daemons together are not bounded')
   const sandbox = { ...detected, identity }
+  groupRoots = sandbox.cgroups
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
   }

@@ -48,7 +48,7 @@ const MAX_DESCRIPTORS = 1024
 const MAX_EXIT_PATH_BYTES = 4000
 const MAX_EXIT_NAME_BYTES = 255
 
-/** How many times one task's keeper is attached to again after helpers that died one after another. */
+/** How many helpers in a row may die before one of them attached to a task's keeper again; a successful attach starts the count anew. */
 const MAX_REATTACH = 3
 
 /**
@@ -163,6 +163,8 @@ export class NativeSpawner implements Spawner {
       }
       void this.sendAttach({ keeper, taskPid, exitFile }, generation + 1).then((outcome) => {
         if (outcome.attached) return outcome.exited.then(orphan.resolve, orphan.reject)
+        // That helper died too before it answered: one more in a row, tried again through the next.
+        if (outcome.code === 'ESPAWNER' && !this.closed) return this.reattach([{ ...orphan, generation: generation + 1 }])
         if (outcome.code !== 'ESRCH') return orphan.reject(new Error(`the native spawner died, and the keeper of pid ${taskPid} could not be watched again: ${outcome.message}`))
         // The keeper is gone already: its exit file says how the task ended.
         const recorded = exitFile ? readExitFile(exitFile) : null
@@ -219,7 +221,7 @@ interface RunningChild {
   taskPid: number
   keeper: KeeperRef | null
   exitFile: string
-  /** How many helpers died under it before this one. */
+  /** How many helpers died under it, one after another, since it was last started or attached to. */
   generation: number
 }
 
@@ -315,7 +317,9 @@ class Helper {
         if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
         this.pendingAttaches.delete(id)
         const { keeper, taskPid, exitFile } = waiting.request
-        const exited = new Promise<SpawnExit>((resolve, reject) => this.watch({ resolve, reject, taskPid, keeper, exitFile, generation: waiting.generation }))
+        // Attached: the helpers that died before this one no longer count. Only helpers that die one
+        // after another before any of them could attach give up on the task, never churn spread out.
+        const exited = new Promise<SpawnExit>((resolve, reject) => this.watch({ resolve, reject, taskPid, keeper, exitFile, generation: 0 }))
         return waiting.resolve({ attached: true, exited })
       }
       case 'exited': {

@@ -29,6 +29,8 @@ export class SpoolCleanup {
     private readonly log: Logger,
     /** Runs before a task's folder goes: keeps what must outlive it (its idempotency key). */
     private readonly beforeRemoval: (task: Task) => Promise<void> = async () => {},
+    /** Kills what still runs of a corrupt entry before its folder goes (its processes are unreachable after). Default: nothing. */
+    private readonly stopLeftovers: (id: string) => Promise<unknown> = async () => undefined,
   ) {}
 
   /** Removes a finished task or a corrupt entry; a queued or running task is refused. */
@@ -125,6 +127,7 @@ export class SpoolCleanup {
       await this.beforeRemoval(entry).catch((error: unknown) => this.log.error({ taskId: entry.id, err: error }, 'idempotency key of a removed task not recorded'))
       this.store.forget(entry.id)
     }
+    if (entry.state === 'corrupt') await this.stopLeftovers(entry.id)
     let freedBytes: number
     try {
       freedBytes = await removeTaskDir(this.spoolRoot, entry.id)

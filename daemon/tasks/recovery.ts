@@ -1,14 +1,19 @@
 import { readdir } from 'node:fs/promises'
-import { dirname } from 'node:path'
+import { realpathSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
-import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
-import type { RecordedTask, RunningTask } from '../../protocol/index.js'
+import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, taskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
+import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, withOutputLoss, type Ending } from './transitions.js'
 import { readExitFile } from '../spawn/exit-file.js'
+import { findUnrecordedStarts } from './unrecorded-starts.js'
+import { findKeepersOf } from '../spawn/keeper-scan.js'
+import { removeStrayTemporaries } from '../store/stray-temporaries.js'
+import { sweepTaskCgroups } from './cgroup-sweep.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
@@ -26,7 +31,9 @@ export interface Survivors {
  * died become `lost`, and every process still carrying their marker is killed (the marker holds
  * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`.
  * An entry that is not a valid record goes to `corrupt` (never into the store), with its reason:
- * one bad entry never keeps the daemon from starting.
+ * one bad entry never keeps the daemon from starting; whatever of it still runs is killed (marker
+ * and cgroup), since no tend command could reach it. Task cgroups of this daemon's that no task
+ * supervised again needs are emptied and removed.
  */
 export async function recoverSpool(
   spoolRoot: string,
@@ -39,7 +46,16 @@ export async function recoverSpool(
   const ids = await listTaskIds(spoolRoot)
   let interrupted: RecordedTask[] = []
   let loaded = 0
+  const unfinished: Array<NonNullable<SpoolEntry['corrupt']>> = []
+  const quarantined: string[] = []
+  const quarantine = (entry: NonNullable<SpoolEntry['corrupt']>) => {
+    corrupt.add(entry)
+    quarantined.push(entry.id)
+    log.warn({ taskId: entry.id, reason: entry.reason }, 'corrupt spool entry quarantined')
+  }
   for (const id of ids) {
+    const strays = await removeStrayTemporaries(taskDir(spoolRoot, id))
+    if (strays > 0) log.info({ taskId: id, files: strays }, 'temporary files of writes the last daemon never finished removed')
     let entry: SpoolEntry
     try {
       entry = await readSpoolEntry(spoolRoot, id)
@@ -51,13 +67,8 @@ export async function recoverSpool(
     if (entry.corrupt) {
       // A daemon that died while it made a task's folder leaves one with an empty output.log and no
       // record: that submission was never answered (its retry made another task). Not a task.
-      if (await isUnfinishedCreation(spoolRoot, id)) {
-        await removeTaskDir(spoolRoot, id)
-        log.info({ taskId: id }, 'removed the folder of a submission the last daemon never recorded')
-        continue
-      }
-      corrupt.add(entry.corrupt)
-      log.warn({ taskId: id, reason: entry.corrupt.reason }, 'corrupt spool entry quarantined')
+      if (await isUnfinishedCreation(spoolRoot, id)) unfinished.push(entry.corrupt)
+      else quarantine(entry.corrupt)
       continue
     }
     const { task } = entry
@@ -65,12 +76,29 @@ export async function recoverSpool(
     loaded += 1
     if (task.state === 'running' || task.state === 'queued') interrupted.push(task)
   }
+  // Unless something of it runs after all (a keeper holds the folder: a task removed its own record).
+  const root = realpathSync(spoolRoot)
+  const held = findKeepersOf(unfinished.map((entry) => join(root, entry.id)))
+  for (const entry of unfinished) {
+    if (held.has(join(root, entry.id))) {
+      quarantine(entry)
+      continue
+    }
+    await removeTaskDir(spoolRoot, entry.id)
+    log.info({ taskId: entry.id }, 'removed the folder of a submission the last daemon never recorded')
+  }
   // Tasks still running under their keepers are supervised again; those that ended while no
   // daemon ran are recorded as they ended. Only the rest were interrupted.
   const endedMeanwhile = new Map<string, ExitRecord>()
   const rebooted = new Set<string>()
+  const resumed = new Set<string>()
   if (survivors) {
-    const resumed = new Set<string>()
+    // A task started just before the crash may still say queued: what exists decides, not the record.
+    const queued = interrupted.filter((task): task is QueuedTask => task.state === 'queued')
+    const started = new Map((await findUnrecordedStarts(spoolRoot, queued, survivors.bootId)).map((task) => [task.id, task]))
+    for (const task of started.values()) await store.save(task)
+    if (started.size > 0) log.warn({ tasks: started.size }, 'tasks that started before their running record landed recovered from their keepers and exit files')
+    interrupted = interrupted.map((task) => started.get(task.id) ?? task)
     for (const task of interrupted) {
       if (task.state !== 'running') continue
       if (task.bootId !== undefined && task.bootId !== survivors.bootId) {
@@ -89,8 +117,9 @@ export async function recoverSpool(
     interrupted = interrupted.filter((task) => !resumed.has(task.id))
     if (resumed.size > 0) log.info({ resumed: resumed.size }, 'running tasks of an earlier daemon supervised again')
   }
-  // Queued ones too: a task can have started in the moment before its running record landed.
-  const found = await killLeftovers(interrupted.map((task) => task.id))
+  // Queued ones too: a task can have started in the moment before its running record landed. And a
+  // corrupt entry's: no tend command could reach them once its folder is quarantined.
+  const found = await killLeftovers([...interrupted.map((task) => task.id), ...quarantined])
   let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
@@ -103,6 +132,8 @@ export async function recoverSpool(
     }
     await TaskCgroups.removeLeftover(cgroupRoots, id)
   }
+  // Every other group of this daemon's: a corrupt entry's, one whose folder is gone, one left behind.
+  killed += await sweepTaskCgroups(cgroupRoots, resumed)
   const now = new Date()
   for (const task of interrupted) {
     if (task.state === 'running') {
@@ -134,7 +165,11 @@ function endingFromExit(exit: ExitRecord): Ending {
   return { state: 'exited', exitCode: exit.exitCode ?? 0 }
 }
 
-/** A folder holding nothing but an empty output.log (or nothing at all), and no task.json. */
+/**
+ * A folder holding nothing but an empty output.log (or nothing at all), and no task.json: its
+ * record was never renamed into place (a temporary one, removed above, may have been there). No
+ * task starts before its record lands, so nothing of it ran.
+ */
 async function isUnfinishedCreation(spoolRoot: string, id: string): Promise<boolean> {
   const dir = dirname(recordPath(spoolRoot, id))
   const names = await readdir(dir).catch(() => null)

@@ -24,7 +24,7 @@ const RETRY_MAX_MS = 100
  * Writes to tasks' stdin pipes. A pipe is a FIFO in the task's spool folder that its keeper holds
  * open (docs/architecture.md, "stdin"): each input opens it for writing without blocking, writes,
  * and closes it again, so nothing of the daemon's is needed for the pipe to live on, and a later
- * daemon writes to it the same way. Every byte written is appended to input.log. End of input is
+ * daemon writes to it the same way. Every input is appended to input.log (first, see writeToPipe). End of input is
  * the keeper's SIGUSR1: it lets go of the pipe, and the task reads EOF once it has read the rest.
  * Inputs to one task are written one after another, never interleaved.
  */
@@ -74,18 +74,24 @@ export class TaskInput {
     return { acceptedBytes, eof, inputBytes, task: this.store.get(id) }
   }
 
-  /** Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged). */
+  /**
+   * Writes what the pipe takes within INPUT_WAIT_MS; answers how many bytes that was (all logged).
+   * input.log is the record of what was sent, so it is written first, durably, and the pipe after:
+   * a crash between the two leaves at most this input in the log that the task never got, never a
+   * byte the task got missing from it. What the pipe did not take is cut off the log again.
+   */
   private async writeToPipe(task: Task, data: Buffer): Promise<number> {
     const pipe = await openKeeperFifo(task, inputFifoPath(this.spoolRoot, task.id), 'stdin pipe')
     let written = 0
+    let log: LoggedInput | null = null
     try {
+      log = await this.logInput(task.id, data)
       const deadline = Date.now() + INPUT_WAIT_MS
       let pauseMs = RETRY_FIRST_MS
       while (written < data.length) {
         const chunk = await writeSome(pipe, data.subarray(written))
         if (chunk === 'gone') break
         if (chunk > 0) {
-          await this.logInput(task.id, data.subarray(written, written + chunk))
           written += chunk
           pauseMs = RETRY_FIRST_MS
           continue
@@ -96,21 +102,27 @@ export class TaskInput {
       }
     } finally {
       await pipe.close()
+      if (log) await this.settleLog(task.id, log, written)
     }
+    const logged = Math.min(written, log?.kept ?? 0)
+    if (written > logged) await this.recordLoss(task.id, written - logged)
     if (written < data.length) this.log.warn({ taskId: task.id, acceptedBytes: written, totalBytes: data.length }, 'task stdin full: input cut short')
     return written
   }
 
   /**
-   * Appends what reached the pipe to input.log; a log that cannot be written does not undo the
-   * input, and is never silent: what it could not keep is added to the task's inputLogLostBytes
-   * (a held record when the disk refuses that too, see TaskStore). A task under `off` can replace
-   * input.log: a link or FIFO there is refused, not followed.
+   * Appends the input to input.log and syncs it, before any of it reaches the pipe; answers the
+   * open log, where the input begins in it and how much of it the log kept (null when it could not
+   * be opened: a log that cannot be written does not undo the input). What reaches the pipe but not
+   * the log is never silent: the caller adds it to the task's inputLogLostBytes. A task under `off`
+   * can replace input.log: a link or FIFO there is refused, not followed.
    */
-  private async logInput(id: string, bytes: Buffer): Promise<void> {
-    let kept = 0
+  private async logInput(id: string, bytes: Buffer): Promise<LoggedInput | null> {
+    let handle: FileHandle | null = null
     try {
-      const handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
+      handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
+      const offset = (await handle.stat()).size
+      let kept = 0
       try {
         // A write may take part of the bytes (the disk filling up): the rest is written again or lost.
         while (kept < bytes.length) {
@@ -118,13 +130,16 @@ export class TaskInput {
           if (bytesWritten <= 0) break
           kept += bytesWritten
         }
-      } finally {
-        await handle.close()
+        await handle.datasync()
+      } catch (error) {
+        this.log.error({ taskId: id, err: error, lostBytes: bytes.length - kept }, 'input.log could not keep all of the input')
       }
+      return { handle, offset, kept }
     } catch (error) {
-      this.log.error({ taskId: id, err: error, lostBytes: bytes.length - kept }, 'input.log could not be appended to')
+      await handle?.close().catch(() => undefined)
+      this.log.error({ taskId: id, err: error, lostBytes: bytes.length }, 'input.log could not be appended to')
+      return null
     }
-    if (kept < bytes.length) await this.recordLoss(id, bytes.length - kept)
   }
 
   private async recordLoss(id: string, lostBytes: number): Promise<void> {
@@ -132,6 +147,29 @@ export class TaskInput {
       .transition(id, (task) => Object.assign({}, task, { inputLogLostBytes: (task.inputLogLostBytes ?? 0) + lostBytes }))
       .catch((error: unknown) => this.log.error({ taskId: id, err: error, lostBytes }, 'the bytes input.log lost could not be recorded'))
   }
+
+  /** Cuts the log back to what the pipe took (on the descriptor it was written through), then closes it. */
+  private async settleLog(id: string, log: LoggedInput, sentBytes: number): Promise<void> {
+    try {
+      const end = log.offset + Math.min(sentBytes, log.kept)
+      if ((await log.handle.stat()).size > end) {
+        await log.handle.truncate(end)
+        await log.handle.datasync()
+      }
+    } catch (error) {
+      this.log.error({ taskId: id, err: error }, 'input.log could not be cut back to what the task was sent')
+    } finally {
+      await log.handle.close().catch(() => undefined)
+    }
+  }
+}
+
+/** input.log, open, with where the input being sent begins in it. */
+interface LoggedInput {
+  handle: FileHandle
+  offset: number
+  /** How many of the input's bytes the log holds (fewer when the disk refused the rest). */
+  kept: number
 }
 
 /**

@@ -1,0 +1,16 @@
+import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
+import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
+
+/**
+ * Kills whatever still runs of a spool entry that is no task the daemon supervises (a corrupt
+ * one), by its marker and by its cgroup, and removes its cgroups: once its folder is gone, nothing
+ * of it could be reached by any tend command. Answers how many processes were killed.
+ */
+export async function stopEntryLeftovers(id: string, roots: () => GroupRoots): Promise<number> {
+  const found = await killLeftovers([id])
+  let killed = found.get(id)?.length ?? 0
+  const { pids } = roots()
+  if (pids) killed += await killMembers(() => TaskCgroups.leftoverMembers(pids, id))
+  await TaskCgroups.removeLeftover(roots(), id)
+  return killed
+}
