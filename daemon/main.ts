@@ -14,10 +14,21 @@ export async function runDaemonForeground(env: Record<string, string | undefined
   keepYoungGenerationSmall()
   // From before the socket listens: a daemon that answers is never one that can die of a stray error.
   const strayErrors = catchStrayErrors(print)
-  let daemon
+  // Heard from before the daemon has started: its socket serves before its cluster worker has
+  // joined, and a signal in between would otherwise end it unstopped (its tasks unrecorded).
+  let daemon: Awaited<ReturnType<typeof startDaemon>> | undefined
+  let signalled = false
+  const onSignal = () => {
+    signalled = true
+    void daemon?.stop()
+  }
+  process.once('SIGTERM', onSignal)
+  process.once('SIGINT', onSignal)
   try {
     daemon = await startDaemon(loadDaemonConfig(env))
   } catch (error) {
+    process.off('SIGTERM', onSignal)
+    process.off('SIGINT', onSignal)
     strayErrors.stop()
     if (isTendError(error, 'TEND_ERR_DAEMON_RUNNING')) {
       print(`tend: ${error.message}`)
@@ -30,9 +41,7 @@ export async function runDaemonForeground(env: Record<string, string | undefined
     throw error
   }
   strayErrors.logTo(daemon.context.log)
-  const onSignal = () => void daemon.stop()
-  process.once('SIGTERM', onSignal)
-  process.once('SIGINT', onSignal)
+  if (signalled) void daemon.stop()
   await daemon.stopped
   process.off('SIGTERM', onSignal)
   process.off('SIGINT', onSignal)

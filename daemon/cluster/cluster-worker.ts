@@ -1,13 +1,15 @@
+import { writeSync } from 'node:fs'
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { aliveKey, killChannel, queuesServed, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
+import { aliveKey, killChannel, queuesServed, redactRedisUrl, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { DaemonContext } from '../context.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
 import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
 import { clusterRequests } from './cluster-requests.js'
+import { isConnectionError, RedisOutage, retryDelay, withinBound } from './redis-reconnect.js'
 
 export interface ClusterWorker {
   name: string
@@ -33,10 +35,12 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   const { Worker } = await import('bullmq')
   const name = config.clusterName ?? `${hostname()}:${basename(config.layout.home)}`
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
-  const connection = redisConnection(config.clusterRedis!)
+  const connection = { ...redisConnection(config.clusterRedis!), retryStrategy: retryDelay }
   const { Redis } = await import('ioredis')
+  // Every connection's failures go to one log of the outage (redis-reconnect.ts), said once at start on stderr.
+  const outage = new RedisOutage({ shownUrl: redactRedisUrl(config.clusterRedis!), log, notice: noticeOnStderr })
   const registryClient = new Redis(connection)
-  registryClient.on('error', (error) => log.warn({ err: error }, 'cluster registry error'))
+  outage.watch(registryClient)
   const registry: Registry = async (worker) => {
     const announced = await registryClient.hget(workersKey(config.clusterQueue), worker)
     return announced ? (JSON.parse(announced) as WorkerEntry) : null
@@ -60,7 +64,7 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       maxStalledCount: Number.MAX_SAFE_INTEGER,
     })
     // Redis going away is logged once per worker and retried by ioredis; running tasks go on.
-    worker.on('error', (error) => log.warn({ err: error, queue }, 'cluster queue error'))
+    worker.on('error', (error) => (isConnectionError(error) ? outage.failed(error) : log.warn({ err: error, queue }, 'cluster queue error')))
     return worker
   })
   // What stays on this machine (output) is read through its console's API: started if it is not,
@@ -76,7 +80,7 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // The other changes asked of a task's worker (its stdin, its removal) come on another.
   const requests = clusterRequests({ context, worker: name, queue: config.clusterQueue, key, reply: (channel, message) => registryClient.publish(channel, message) })
   const kills = new Redis(connection)
-  kills.on('error', (error) => log.warn({ err: error }, 'cluster kill channel error'))
+  outage.watch(kills)
   kills.on('message', (channel: string, message: string) => (channel === requestChannel(config.clusterQueue) ? requests.heard(message) : clusterKills.heard(message)))
   // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
   void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch((error: unknown) => log.warn({ err: error }, 'worker not announced'))
@@ -96,11 +100,30 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       await Promise.all(workers.map((worker) => worker.pause(true)))
     },
     close: async ({ keepTasks }) => {
-      await Promise.all(workers.map((worker) => worker.close(keepTasks)))
       clearInterval(heartbeat)
-      await orphans.stop()
+      outage.close()
+      // A command to a Redis that is away waits for it (BullMQ's workers need that): a stop waits on
+      // none. Redis not answering now: every connection is cut at once, failing what waits on it.
+      // Answering: the jobs complete, for one stall interval at most (past it, the others judge them).
+      const answering = registryClient.status === 'ready'
+      const cut = () => {
+        registryClient.disconnect()
+        leaseClient.disconnect()
+        for (const worker of workers) void worker.disconnect().catch(() => undefined)
+      }
+      if (!answering) cut()
+      await withinBound(Promise.all([...workers.map((worker) => worker.close(keepTasks || !answering)), orphans.stop({ answering })]), config.clusterStallMs, cut)
       registryClient.disconnect()
       leaseClient.disconnect()
     },
+  }
+}
+
+/** Where the operator of a foreground worker reads; a closed stderr loses the line, never the worker. */
+function noticeOnStderr(line: string): void {
+  try {
+    writeSync(2, `${line}\n`)
+  } catch {
+    // nowhere to say it: the daemon's log has it
   }
 }

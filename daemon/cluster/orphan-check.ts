@@ -24,7 +24,7 @@ export interface OrphanCheckOptions {
  * worker does not answer for it either, the job is failed as lost, or, when the task may be
  * retried, put back on its queue for the next worker that serves it (which runs the next attempt).
  */
-export function checkOrphanedJobs(options: OrphanCheckOptions): { stop: () => Promise<void> } {
+export function checkOrphanedJobs(options: OrphanCheckOptions): { stop: (how: { answering: boolean }) => Promise<void> } {
   const { redis, base, stallMs, log } = options
   const queues = new Map<string, Queue>()
   /** Jobs found without a lock at the last look, by queue. */
@@ -99,10 +99,11 @@ export function checkOrphanedJobs(options: OrphanCheckOptions): { stop: () => Pr
   }, stallMs / 2)
   timer.unref()
   return {
-    stop: async () => {
+    stop: async ({ answering }) => {
       clearInterval(timer)
       await running
-      await Promise.all([...queues.values()].map((queue) => queue.close().catch(() => undefined)))
+      // Closing asks Redis (QUIT): one that does not answer is only disconnected.
+      await Promise.all([...queues.values()].map((queue) => (answering ? queue.close() : queue.disconnect()).catch(() => undefined)))
     },
   }
 }
