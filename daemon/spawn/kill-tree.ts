@@ -3,6 +3,8 @@ import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace
 
 export interface KillTreeOptions {
   taskId: string
+  /** The environment entry every process of this run of the task carries (taskMarker in task-run.ts). */
+  marker: string
   /** Leader's pid: its process group is signalled too. */
   pid: number | null
   signal: NodeJS.Signals | number
@@ -70,7 +72,7 @@ export async function killTree(options: KillTreeOptions): Promise<KillTreeResult
 /** A task without a pid namespace (`off`): its process group, leader and cgroup members or marked processes. */
 async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): Promise<KillTreeResult> {
   const { pid } = options
-  const processes = async () => options.members?.() ?? (await markedProcesses(options.taskId))
+  const processes = async () => options.members?.() ?? (await markedProcesses(options.marker))
   // Whether anything of the task still ran when the first signal went out (a zombie does not count).
   const signalled = (pid !== null && !leader.gone && isRunning(pid)) || (await processes()).some(isRunning)
   const signalAll = async (signal: NodeJS.Signals | number) => {
@@ -145,7 +147,7 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
         trySignal(sandbox.init.pid, 'SIGKILL')
         return false
       }
-      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.taskId))]
+      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.marker))]
       for (const member of left) trySignal(member, 'SIGKILL')
       return leader.gone && left.length === 0
     })
@@ -162,8 +164,8 @@ async function hold(monitor: number, leader: { gone: boolean }): Promise<boolean
   return (await waitUntil(() => leader.gone || stopped(), HOLD_TIMEOUT_MS, 1)) && !leader.gone && stopped()
 }
 
-async function markedProcesses(taskId: string): Promise<number[]> {
-  return (await findTaskProcesses([taskId])).get(taskId) ?? []
+async function markedProcesses(marker: string): Promise<number[]> {
+  return (await findTaskProcesses([marker])).get(marker) ?? []
 }
 
 async function killUntilGone(options: KillTreeOptions, gone: () => Promise<boolean>): Promise<void> {
@@ -172,17 +174,17 @@ async function killUntilGone(options: KillTreeOptions, gone: () => Promise<boole
 }
 
 /**
- * Kills every leftover process of the given tasks at once (used at exit and on restart), and the
- * process groups in `groups` (leaders that just exited: their group id cannot be reused while
- * members remain). Answers the processes it found, per task.
+ * Kills every leftover process of the given task runs (their markers, taskMarker) at once (used at
+ * exit and on restart), and the process groups in `groups` (leaders that just exited: their group
+ * id cannot be reused while members remain). Answers the processes it found, per marker.
  */
-export async function killLeftovers(taskIds: string[], groups: number[] = [], waitMs = 5000): Promise<Map<string, number[]>> {
+export async function killLeftovers(markers: string[], groups: number[] = [], waitMs = 5000): Promise<Map<string, number[]>> {
   for (const group of groups) trySignal(-group, 'SIGKILL')
-  const found = await findTaskProcesses(taskIds)
+  const found = await findTaskProcesses(markers)
   for (const pids of found.values()) for (const member of pids) trySignal(member, 'SIGKILL')
   if (found.size > 0) {
     await waitUntil(async () => {
-      const left = await findTaskProcesses(taskIds)
+      const left = await findTaskProcesses(markers)
       for (const pids of left.values()) for (const member of pids) trySignal(member, 'SIGKILL')
       return left.size === 0
     }, waitMs)

@@ -5,6 +5,8 @@ import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPa
 import type { RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/task-run.js'
+
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, type Ending } from './transitions.js'
@@ -90,11 +92,11 @@ export async function recoverSpool(
     if (resumed.size > 0) log.info({ resumed: resumed.size }, 'running tasks of an earlier daemon supervised again')
   }
   // Queued ones too: a task can have started in the moment before its running record landed.
-  const found = await killLeftovers(interrupted.map((task) => task.id))
+  const found = await killLeftovers(interrupted.map(taskMarker))
   let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
-  const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(task.id)?.length ?? 0) > 0).map((task) => task.id))
+  const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(taskMarker(task))?.length ?? 0) > 0).map((task) => task.id))
   for (const id of interrupted.map((task) => task.id)) {
     if (cgroupRoots.pids) {
       const members = await killMembers(() => TaskCgroups.leftoverMembers(cgroupRoots.pids!, id))

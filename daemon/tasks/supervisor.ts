@@ -37,6 +37,7 @@ import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markS
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
 import { writeLease } from './lease-file.js'
+import { newTaskRun, taskMarker } from '../spawn/task-run.js'
 
 
 
@@ -196,6 +197,7 @@ export class Supervisor {
       pidsMax: limits.pidsMax,
       createdAt: new Date().toISOString(),
       spool,
+      run: newTaskRun(id),
     }
     // Named fields after a spread, not a spread after fields: see createQueuedTask.
     const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
@@ -508,7 +510,7 @@ export class Supervisor {
     const current = this.store.current(id)
     if (current.state !== 'queued') {
       if (outcome.started) {
-        await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
+        await killTree({ taskId: id, marker: taskMarker(current), pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
           (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
         )
         await outcome.plan.release()
@@ -538,7 +540,7 @@ export class Supervisor {
     else if (current.sandbox === 'off') {
       const cgroups = plan.cgroups
       if (cgroups) await killMembers(() => cgroups.members())
-      else await killLeftovers([id], [entry.pid])
+      else await killLeftovers([taskMarker(current)], [entry.pid])
     }
     if (result.unknown || result.lifelineBroke || result.leaseRanOut) {
       await plan.release()
@@ -562,7 +564,7 @@ export class Supervisor {
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
   private async spawnerLost(id: string, entry: RunningEntry, plan: TaskResources, error: Error): Promise<Task> {
     this.log.error({ taskId: id, err: error }, 'the spawner died while the task ran; stopping it')
-    await killTree({ taskId: id, pid: entry.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
+    await killTree({ taskId: id, marker: taskMarker(this.store.current(id)), pid: entry.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
       (killError: unknown) => this.log.error({ taskId: id, err: killError }, 'task tree did not die'),
     )
     if (entry.stopped) await entry.stopped
@@ -582,6 +584,7 @@ export class Supervisor {
     this.log.info({ taskId: id, reason: stopping.reason }, 'task stopping')
     entry.stopped = killTree({
       taskId: id,
+      marker: taskMarker(this.store.current(id)),
       pid: entry.pid,
       signal: stopping.signal,
       graceMs: stopping.graceMs,
