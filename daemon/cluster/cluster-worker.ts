@@ -1,13 +1,14 @@
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { aliveKey, killChannel, queuesServed, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
+import { aliveKey, isFinished, killChannel, queuesServed, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { DaemonContext } from '../context.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
 import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
 import { clusterRequests } from './cluster-requests.js'
+import { answerForReturnedTasks, answerWhenSettled, attemptOfRecord, type AnswerOptions } from './answer-returned.js'
 
 export interface ClusterWorker {
   name: string
@@ -86,6 +87,15 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   beat()
   const heartbeat = setInterval(beat, config.clusterStallMs / 3)
   heartbeat.unref()
+  // A returning worker answers for its jobs: what ended here while it could not be asked (frozen,
+  // killed, away from Redis) and was judged lost meanwhile gets its real end (answer-returned.ts).
+  let closing = false
+  const answering: AnswerOptions = { redis: registryClient, base: config.clusterQueue, worker: name, stallMs: config.clusterStallMs, log }
+  void answerForReturnedTasks(answering, context.store.list({ all: true }), () => closing).catch((error: unknown) => log.warn({ err: error }, 'jobs of tasks that ended here not answered'))
+  const stopAnswering = context.events.subscribe((event) => {
+    if (!isFinished(event.task) || attemptOfRecord(event.task) === null) return
+    void answerWhenSettled(answering, event.task, () => closing).catch((error: unknown) => log.warn({ err: error, taskId: event.taskId }, 'job of a task that ended here could not be answered'))
+  })
   const orphans = checkOrphanedJobs({ redis: registryClient, redisUrl: config.clusterRedis!, base: config.clusterQueue, served: queues, stallMs: config.clusterStallMs, registry, log })
   log.info({ worker: name, queues }, 'cluster worker started')
   return {
@@ -96,6 +106,8 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       await Promise.all(workers.map((worker) => worker.pause(true)))
     },
     close: async ({ keepTasks }) => {
+      closing = true
+      stopAnswering()
       await Promise.all(workers.map((worker) => worker.close(keepTasks)))
       clearInterval(heartbeat)
       await orphans.stop()
