@@ -104,17 +104,22 @@ export async function answerWhenSettled(options: AnswerOptions, task: Task, stop
   }
 }
 
+/** How many of a returning worker's tasks are answered for at once (a spool may hold thousands). */
+const AT_ONCE = 8
+
 /** Every finished cluster task of this worker's spool, answered for (at start: what ended while it was away). */
 export async function answerForReturnedTasks(options: AnswerOptions, tasks: Task[], stopped: () => boolean): Promise<number> {
-  const outcomes = await Promise.all(
-    tasks
-      .filter((task) => attemptOfRecord(task) !== null && isFinished(task))
-      .map((task) =>
-        answerWhenSettled(options, task, stopped).catch((error: unknown) => {
-          options.log.warn({ err: error, taskId: task.id }, 'job of a task that ended here could not be answered')
-          return null
-        }),
-      ),
-  )
-  return outcomes.filter((outcome) => outcome === 'answered').length
+  const queue = tasks.filter((task) => attemptOfRecord(task) !== null && isFinished(task) && task.state !== 'lost')
+  let answered = 0
+  const next = async (): Promise<void> => {
+    for (let task = queue.shift(); task && !stopped(); task = queue.shift()) {
+      const outcome = await answerWhenSettled(options, task, stopped).catch((error: unknown) => {
+        options.log.warn({ err: error, taskId: task!.id }, 'job of a task that ended here could not be answered')
+        return null
+      })
+      if (outcome === 'answered') answered += 1
+    }
+  }
+  await Promise.all(Array.from({ length: AT_ONCE }, next))
+  return answered
 }
