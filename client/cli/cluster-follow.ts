@@ -24,7 +24,7 @@ export async function followOnCluster(cluster: ClusterClient, io: CliIo, id: str
   for (;;) {
     if (hasEnded(where) && !where.worker) return ended(io, where)
     if (where.worker) {
-      const reading = await readFromWorker(cluster, id, cursor, print)
+      const reading = await readFromWorker(cluster, where, cursor, print)
       if (reading.done) return EXIT.ok
       cursor = reading.cursor
     }
@@ -37,7 +37,7 @@ export async function followOnCluster(cluster: ClusterClient, io: CliIo, id: str
     } else if (hasEnded(where)) {
       // Ended while its worker did not answer: what is left of its output is on that worker, read once more if it answers.
       if (where.task && where.worker && where.state !== 'lost') {
-        const rest = await readFromWorker(cluster, id, cursor, print)
+        const rest = await readFromWorker(cluster, where, cursor, print)
         if (rest.done) return EXIT.ok
       }
       return ended(io, where)
@@ -45,8 +45,14 @@ export async function followOnCluster(cluster: ClusterClient, io: CliIo, id: str
   }
 }
 
-/** Reads the task's output from its worker until the task ends there (done), or the worker stops answering (the cursor reached). */
-async function readFromWorker(cluster: ClusterClient, id: string, start: { from?: number; tail?: number }, print: PrintChunk): Promise<{ done: boolean; cursor: { from?: number; tail?: number } }> {
+/**
+ * Reads the task's output from its worker until the task ends there (done), or the worker stops
+ * answering (the cursor reached). A frozen worker answers nothing, not even an error: while it
+ * reads, the queue is looked at each second, and the read is given up as soon as the queue has
+ * the task elsewhere (another attempt, another worker, none) or lost.
+ */
+async function readFromWorker(cluster: ClusterClient, where: ClusterTask, start: { from?: number; tail?: number }, print: PrintChunk): Promise<{ done: boolean; cursor: { from?: number; tail?: number } }> {
+  const { id } = where
   let cursor = start
   let worker
   try {
@@ -55,18 +61,38 @@ async function readFromWorker(cluster: ClusterClient, id: string, start: { from?
     if (workerAway(error)) return { done: false, cursor }
     throw error
   }
+  const moved = new AbortController()
+  const watching = watchQueue(cluster, where, moved)
   try {
-    for await (const chunk of worker.follow(id, { ...cursor, encoding: 'base64', maxBytes: 4 * 1024 * 1024 })) {
+    for await (const chunk of worker.follow(id, { ...cursor, encoding: 'base64', maxBytes: 4 * 1024 * 1024, signal: moved.signal })) {
       await print(chunk)
       cursor = { from: chunk.next }
     }
     return { done: true, cursor }
   } catch (error) {
-    if (workerAway(error)) return { done: false, cursor }
+    if (moved.signal.aborted || workerAway(error)) return { done: false, cursor }
     throw error
   } finally {
+    watching.stop()
     worker.close()
   }
+}
+
+/** Aborts `moved` once the queue no longer has the task where `where` says it runs (it was lost, or is another attempt's). */
+function watchQueue(cluster: ClusterClient, where: ClusterTask, moved: AbortController): { stop: () => void } {
+  let stopped = false
+  void (async () => {
+    while (!stopped && !moved.signal.aborted) {
+      const now = await cluster.wait(where.id, { timeoutMs: LOOK_MS }).catch(() => null)
+      if (stopped) return
+      // Ended where it ran: the read gets the rest and ends by itself.
+      if (now && hasEnded(now) && now.state !== 'lost' && now.worker === where.worker && now.attempt === where.attempt) return
+      if (now && (now.state === 'lost' || now.attempt !== where.attempt || now.worker !== where.worker)) moved.abort()
+      // A queue that cannot be asked is asked again a second later.
+      else if (!now) await new Promise((resolve) => setTimeout(resolve, LOOK_MS))
+    }
+  })()
+  return { stop: () => (stopped = true) }
 }
 
 /** The task as the queue has it after a look of up to a second (at once when its job ends). */

@@ -291,6 +291,30 @@ describe('worker loss and return', () => {
       })
     }
   })
+
+  test('logs -f --cluster when the worker freezes: the follow does not wait on it, and ends saying where the task was lost (exit 125)', async () => {
+    const { redis, workers, client } = await twoWorkers(['cold', 'warm'])
+    let frozen: TestDaemon | undefined
+    let only: ReturnType<typeof followLogs> | undefined
+    try {
+      const single = await client.start({ command: 'echo only; sleep 1000', shell: true, sandbox: 'off' })
+      only = followLogs(redis.url, single.id)
+      await waitFor('the follower to print', () => only!.stdout().includes('only\n'), 20_000)
+      const holder = (await client.get(single.id)).worker!
+      frozen = workers.find((each) => each.env.TEND_CLUSTER_NAME === holder)!
+      frozen.process.kill('SIGSTOP')
+      // Judged lost within the stall interval and the look at the worker (5 s): long before the read's own deadline.
+      const ended = await waitFor('the follow to end', () => only!.result(), 30_000)
+      expect(ended.stderr).toContain(`task ${single.id} was lost on worker ${holder} (attempt 1)`)
+      expect(ended.exitCode).toBe(125)
+      expect(ended.stdout).toBe('only\n')
+    } finally {
+      only?.kill()
+      frozen?.process.kill('SIGCONT')
+      await client.close()
+      await stopAll(...workers, redis)
+    }
+  })
 })
 
 function commandOf(pid: number): string {
@@ -301,13 +325,27 @@ function commandOf(pid: number): string {
   }
 }
 
+interface FollowResult {
+  exitCode: number | null
+  stdout: string
+  stderr: string
+}
+
 /** `tend logs -f --cluster URL ID` from the submitter's machine, running in the background. */
-function followLogs(url: string, id: string): { stdout: () => string; done: Promise<{ exitCode: number | null; stdout: string; stderr: string }> } {
+function followLogs(url: string, id: string): { stdout: () => string; done: Promise<FollowResult>; result: () => FollowResult | null; kill: () => void } {
   const child = spawn(process.execPath, [TEND_BIN, 'logs', '-f', '--cluster', url, id], { env: submitterEnv, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const done = new Promise<{ exitCode: number | null; stdout: string; stderr: string }>((resolve) => child.once('close', (exitCode) => resolve({ exitCode, stdout, stderr })))
-  return { stdout: () => stdout, done }
+  let result: FollowResult | null = null
+  const done = new Promise<FollowResult>((resolve) =>
+    child.once('close', (exitCode) => {
+      result = { exitCode, stdout, stderr }
+      resolve(result)
+    }),
+  )
+  // A follow that never ended must not outlive its test.
+  const kill = () => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'))
+  return { stdout: () => stdout, done, result: () => result, kill }
 }
