@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, processState } from './process-scan.js'
+import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, isLeaderPid, processState, type ProcessIdentity } from './process-scan.js'
 
 export interface KillTreeOptions {
   taskId: string
@@ -7,6 +7,13 @@ export interface KillTreeOptions {
   marker: string
   /** Leader's pid: its process group is signalled too. */
   pid: number | null
+  /**
+   * The leader as the daemon started it (pid and start time; null: not known to be the daemon's).
+   * When given, the pid and its group are signalled only while no other process has that pid
+   * (isLeaderPid): a leader reaped by its keeper while the daemon was frozen can have left its pid
+   * to another daemon's task. Absent: the pid is the daemon's own child, not reaped yet.
+   */
+  leader?: ProcessIdentity | null
   signal: NodeJS.Signals | number
   /** Time to let the tree exit after `signal` before KILL, in milliseconds. */
   graceMs: number
@@ -66,7 +73,14 @@ export async function killTree(options: KillTreeOptions): Promise<KillTreeResult
   void options.leaderExited.then(() => {
     leader.gone = true
   })
+  // A pid that is another process's now: only the task's members (cgroup, marker) are its.
+  if (options.pid !== null && options.leader !== undefined && !isLeaderPid(options.pid, options.leader)) return stopPlain({ ...options, pid: null }, leader)
   return options.wrapped === true && options.pid !== null ? stopSandbox(options, options.pid, leader) : stopPlain(options, leader)
+}
+
+/** Whether the pid-directed signals of a stop still reach only the task (see KillTreeOptions.leader). */
+function leaderPidIsOurs(options: KillTreeOptions, pid: number): boolean {
+  return options.leader === undefined || isLeaderPid(pid, options.leader)
 }
 
 /** A task without a pid namespace (`off`): its process group, leader and cgroup members or marked processes. */
@@ -76,7 +90,7 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
   // Whether anything of the task still ran when the first signal went out (a zombie does not count).
   const signalled = (pid !== null && !leader.gone && isRunning(pid)) || (await processes()).some(isRunning)
   const signalAll = async (signal: NodeJS.Signals | number) => {
-    if (pid !== null) {
+    if (pid !== null && leaderPidIsOurs(options, pid)) {
       trySignal(-pid, signal)
       if (!leader.gone) trySignal(pid, signal)
     }
@@ -137,8 +151,10 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
     // KILL to init ends the whole namespace. Init first: bubblewrap sets up the sandbox before it
     // binds its init's life to the monitor's, so a monitor killed first could leave it behind.
     if (sandbox && isAliveIdentity(sandbox.init)) trySignal(sandbox.init.pid, 'SIGKILL')
-    if (!leader.gone) trySignal(monitor, 'SIGKILL')
-    trySignal(-monitor, 'SIGKILL')
+    if (leaderPidIsOurs(options, monitor)) {
+      if (!leader.gone) trySignal(monitor, 'SIGKILL')
+      trySignal(-monitor, 'SIGKILL')
+    }
     await killUntilGone(options, async () => {
       // Init's end kills everything in its namespace at once, in pid order (parents first): members
       // killed one by one before it is gone could let a shell outlive its child long enough to say

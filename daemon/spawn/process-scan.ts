@@ -64,6 +64,26 @@ export function isAliveIdentity(identity: ProcessIdentity): boolean {
   return stat !== null && stat.startTime === identity.startTime && stat.state !== 'Z' && stat.state !== 'X'
 }
 
+/**
+ * The identity of a task's leader, read when the daemon learns its pid: null when that pid is not
+ * the leader (gone already, or its parent is not `parent`, the keeper or spawner that started it).
+ */
+export function leaderIdentity(pid: number, parent: number): ProcessIdentity | null {
+  const stat = readStat(pid)
+  return stat !== null && stat.parent === parent && stat.state !== 'Z' && stat.state !== 'X' ? { pid, startTime: stat.startTime } : null
+}
+
+/**
+ * Whether a signal to `leader.pid` (or its process group) can only reach what the daemon started:
+ * no process has that pid (a group of that id can then still be the task's: the kernel gives no
+ * process a pid that a live group or session still uses), or the one that has it is the leader
+ * (same start time). A leader null (not known to be the daemon's) is never signalled while its pid lives.
+ */
+export function isLeaderPid(pid: number, leader: ProcessIdentity | null): boolean {
+  const stat = readStat(pid)
+  return stat === null || (leader !== null && leader.pid === pid && stat.startTime === leader.startTime)
+}
+
 /** Whether `pid` still lives in `namespace` (checked right before a signal, against pid reuse). */
 export function isInNamespace(pid: number, namespace: string): boolean {
   return readLink(`/proc/${pid}/ns/pid`) === namespace

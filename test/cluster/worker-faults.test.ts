@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ClusterClient } from '../../client/cluster.js'
+import { killTree } from '../../daemon/spawn/kill-tree.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -323,6 +324,55 @@ function commandOf(pid: number): string {
   } catch {
     return ''
   }
+}
+
+describe('a daemon only ever signals what it started', () => {
+  // A frozen daemon's task can end meanwhile and be reaped by its keeper; its pid may then be
+  // another daemon's task (another attempt of the same cluster job, on the same machine).
+  for (const wrapped of [false, true]) {
+    for (const leader of ['another start time', 'not the keeper\'s child'] as const) {
+      test(`a stop whose leader pid belongs to another process now (${wrapped ? 'sandboxed' : 'off'}, ${leader}) signals neither that process nor its group`, async () => {
+        // A group leader, as a task's leader is: its group would be signalled too.
+        const other = spawn('sh', ['-c', 'sleep 1000 & wait'], { detached: true, stdio: 'ignore' })
+        try {
+          const pid = other.pid!
+          await waitFor('the other process to start its child', () => processesInGroup(pid).length >= 2)
+          const result = await killTree({
+            taskId: 'aaaaaaaaaaaa',
+            marker: 'TEND_TASK_RUN=aaaaaaaaaaaa.0000000000000000',
+            pid,
+            leader: leader === 'another start time' ? { pid, startTime: '1' } : null,
+            signal: 'SIGTERM',
+            graceMs: 200,
+            // Its leader has exited (reaped by its keeper): the pid was free for another process.
+            leaderExited: Promise.resolve(),
+            wrapped,
+            killWaitMs: 1000,
+          })
+          expect(result.signalled).toBe(false)
+          expect(processesInGroup(pid).filter(isAlive)).toHaveLength(2)
+          expect(isAlive(pid)).toBe(true)
+        } finally {
+          process.kill(-other.pid!, 'SIGKILL')
+        }
+      })
+    }
+  }
+})
+
+/** Live processes whose process group is `group`. */
+function processesInGroup(group: number): number[] {
+  return readdirSync('/proc')
+    .map(Number)
+    .filter((pid) => {
+      if (!Number.isInteger(pid)) return false
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) === group
+      } catch {
+        return false
+      }
+    })
 }
 
 interface FollowResult {
