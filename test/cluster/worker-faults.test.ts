@@ -96,8 +96,8 @@ describe('worker loss and return', () => {
       } finally {
         frozen?.process.kill('SIGCONT')
         await client.close()
-        await stopAll(...workers, redis)
         rmSync(shared, { recursive: true, force: true })
+        await stopAll(...workers, redis)
       }
     })
   }
@@ -133,8 +133,8 @@ describe('worker loss and return', () => {
         expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
       } finally {
         await client.close()
-        await stopAll(...workers, redis)
         rmSync(shared, { recursive: true, force: true })
+        await stopAll(...workers, redis)
       }
     })
   }
@@ -191,8 +191,8 @@ describe('worker loss and return', () => {
         frozen?.process.kill('SIGCONT')
         await client.close()
         if (crashedHome) await killEverythingOf(crashedHome)
-        await stopAll(...workers, redis)
         rmSync(shared, { recursive: true, force: true })
+        await stopAll(...workers, redis)
       }
     })
   }
@@ -231,19 +231,19 @@ describe('worker loss and return', () => {
       frozen?.process.kill('SIGCONT')
       raw.disconnect()
       await client.close()
-      await stopAll(...workers, redis)
       rmSync(shared, { recursive: true, force: true })
+      await stopAll(...workers, redis)
     }
   })
 
   test('logs -f --cluster when the worker dies: it follows the retry to its next worker; without one it says where the task was lost and exits 125; wait and show answer too', async () => {
     const { redis, workers, client } = await twoWorkers(['left', 'right'])
     const crashed: string[] = []
+    const cwd = mkdtempSync('/var/tmp/tend-cluster-follow-')
     // A failure here is reported as it is, not as the leftovers its cleanup then finds (and kills).
     let passed = false
     try {
       // With a retry: the follow goes on with attempt 2 on the other worker.
-      const cwd = mkdtempSync('/var/tmp/tend-cluster-follow-')
       const retried = await client.start({ command: 'echo attempt $(cat attempts 2>/dev/null | wc -l); echo x >> attempts; until [ -e go ]; do sleep 0.05; done; echo done', shell: true, cwd, retries: 1 })
       const follower = followLogs(redis.url, retried.id)
       await waitFor('the follower to print attempt 1', () => follower.stdout().includes('attempt 0\n'), 20_000)
@@ -262,7 +262,6 @@ describe('worker loss and return', () => {
       expect(followed.stderr).toContain(`attempt 1 was lost on worker ${first.worker}`)
       expect(followed.stdout).toBe('attempt 0\nattempt 1\ndone\n')
       expect(followed.exitCode, followed.stderr).toBe(0)
-      rmSync(cwd, { recursive: true, force: true })
 
       // Without one: the follow ends saying where the task was lost, exit 125 (as wait for a lost task).
       workers[index] = await startTestDaemon({ home: victim.home, env: workerEnv(redis, first.worker!) })
@@ -286,6 +285,7 @@ describe('worker loss and return', () => {
       passed = true
     } finally {
       await client.close()
+      rmSync(cwd, { recursive: true, force: true })
       for (const home of crashed) await killEverythingOf(home)
       await stopAll(...workers, redis).catch((error: unknown) => {
         if (passed) throw error
