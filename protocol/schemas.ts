@@ -46,6 +46,7 @@ export const TaskSchema = Type.Object(
         { description: 'who the task ran as (absent in older records and on tasks that never started)' },
       ),
     ),
+    run: Type.Optional(Type.String({ description: 'which run of the task this record is, unique to its daemon and admission: its processes carry it (TEND_TASK_RUN), its cgroups are named after it' })),
     idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
     requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
     inputLogLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes sent to the task\'s stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost' })),

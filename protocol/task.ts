@@ -102,6 +102,11 @@ export interface TaskBase {
   spool: string
   /** The key its submission was made with (`Idempotency-Key`), if any: a retry answers this task. */
   idempotencyKey?: string
+  /**
+   * Which run of the task this record is, unique to its daemon and admission (`<id>.<random>`): its
+   * processes carry it (`TEND_TASK_RUN`) and its cgroups are named after it. Absent in older records.
+   */
+  run?: string
   /** A hash of that submission's request, to tell a retry from another request with the same key. */
   requestHash?: string
   /** Bytes sent to the task's stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost. */

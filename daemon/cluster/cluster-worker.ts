@@ -2,7 +2,7 @@ import { writeSync } from 'node:fs'
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { aliveKey, killChannel, queuesServed, redactRedisUrl, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
+import { aliveKey, isFinished, killChannel, queuesServed, redactRedisUrl, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { DaemonContext } from '../context.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
@@ -10,6 +10,7 @@ import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
 import { clusterRequests } from './cluster-requests.js'
 import { isConnectionError, RedisOutage, retryDelay, withinBound } from './redis-reconnect.js'
+import { answerForReturnedTasks, answerWhenSettled, attemptOfRecord, type AnswerOptions } from './answer-returned.js'
 
 export interface ClusterWorker {
   name: string
@@ -90,6 +91,15 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   beat()
   const heartbeat = setInterval(beat, config.clusterStallMs / 3)
   heartbeat.unref()
+  // A returning worker answers for its jobs: what ended here while it could not be asked (frozen,
+  // killed, away from Redis) and was judged lost meanwhile gets its real end (answer-returned.ts).
+  let closing = false
+  const answering: AnswerOptions = { redis: registryClient, base: config.clusterQueue, worker: name, stallMs: config.clusterStallMs, log }
+  void answerForReturnedTasks(answering, context.store.list({ all: true }), () => closing).catch((error: unknown) => log.warn({ err: error }, 'jobs of tasks that ended here not answered'))
+  const stopAnswering = context.events.subscribe((event) => {
+    if (!isFinished(event.task) || attemptOfRecord(event.task) === null) return
+    void answerWhenSettled(answering, event.task, () => closing).catch((error: unknown) => log.warn({ err: error, taskId: event.taskId }, 'job of a task that ended here could not be answered'))
+  })
   const orphans = checkOrphanedJobs({ redis: registryClient, redisUrl: config.clusterRedis!, base: config.clusterQueue, served: queues, stallMs: config.clusterStallMs, registry, log })
   log.info({ worker: name, queues }, 'cluster worker started')
   return {
@@ -100,19 +110,21 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       await Promise.all(workers.map((worker) => worker.pause(true)))
     },
     close: async ({ keepTasks }) => {
+      closing = true
+      stopAnswering()
       clearInterval(heartbeat)
       outage.close()
       // A command to a Redis that is away waits for it (BullMQ's workers need that): a stop waits on
       // none. Redis not answering now: every connection is cut at once, failing what waits on it.
       // Answering: the jobs complete, for one stall interval at most (past it, the others judge them).
-      const answering = registryClient.status === 'ready'
+      const redisAnswers = registryClient.status === 'ready'
       const cut = () => {
         registryClient.disconnect()
         leaseClient.disconnect()
         for (const worker of workers) void worker.disconnect().catch(() => undefined)
       }
-      if (!answering) cut()
-      await withinBound(Promise.all([...workers.map((worker) => worker.close(keepTasks || !answering)), orphans.stop({ answering })]), config.clusterStallMs, cut)
+      if (!redisAnswers) cut()
+      await withinBound(Promise.all([...workers.map((worker) => worker.close(keepTasks || !redisAnswers)), orphans.stop({ answering: redisAnswers })]), config.clusterStallMs, cut)
       registryClient.disconnect()
       leaseClient.disconnect()
     },

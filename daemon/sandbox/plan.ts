@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import type { RanAs, Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
-import { TASK_MARKER_VARIABLE } from '../spawn/process-scan.js'
+import { TASK_ID_VARIABLE, TASK_RUN_VARIABLE } from '../spawn/task-run.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
@@ -62,7 +62,8 @@ const BWRAP_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
  */
 export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
-  const marker = { [TASK_MARKER_VARIABLE]: task.id }
+  // The id is the task's to read; the run is what the daemon finds this run's processes by (task-run.ts).
+  const marker = { [TASK_ID_VARIABLE]: task.id, ...(task.run === undefined ? {} : { [TASK_RUN_VARIABLE]: task.run }) }
   const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
   const runAs = taskRunAs(task.sandbox, capabilities.identity, request.ownIds ?? null)
   let cgroups: TaskCgroups | null = null

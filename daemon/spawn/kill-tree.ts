@@ -1,10 +1,19 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, processState } from './process-scan.js'
+import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, isLeaderPid, processState, type ProcessIdentity } from './process-scan.js'
 
 export interface KillTreeOptions {
   taskId: string
+  /** The environment entry every process of this run of the task carries (taskMarker in task-run.ts). */
+  marker: string
   /** Leader's pid: its process group is signalled too. */
   pid: number | null
+  /**
+   * The leader as the daemon started it (pid and start time; null: not known to be the daemon's).
+   * When given, the pid and its group are signalled only while no other process has that pid
+   * (isLeaderPid): a leader reaped by its keeper while the daemon was frozen can have left its pid
+   * to another daemon's task. Absent: the pid is the daemon's own child, not reaped yet.
+   */
+  leader?: ProcessIdentity | null
   signal: NodeJS.Signals | number
   /** Time to let the tree exit after `signal` before KILL, in milliseconds. */
   graceMs: number
@@ -64,17 +73,24 @@ export async function killTree(options: KillTreeOptions): Promise<KillTreeResult
   void options.leaderExited.then(() => {
     leader.gone = true
   })
+  // A pid that is another process's now: only the task's members (cgroup, marker) are its.
+  if (options.pid !== null && options.leader !== undefined && !isLeaderPid(options.pid, options.leader)) return stopPlain({ ...options, pid: null }, leader)
   return options.wrapped === true && options.pid !== null ? stopSandbox(options, options.pid, leader) : stopPlain(options, leader)
+}
+
+/** Whether the pid-directed signals of a stop still reach only the task (see KillTreeOptions.leader). */
+function leaderPidIsOurs(options: KillTreeOptions, pid: number): boolean {
+  return options.leader === undefined || isLeaderPid(pid, options.leader)
 }
 
 /** A task without a pid namespace (`off`): its process group, leader and cgroup members or marked processes. */
 async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): Promise<KillTreeResult> {
   const { pid } = options
-  const processes = async () => options.members?.() ?? (await markedProcesses(options.taskId))
+  const processes = async () => options.members?.() ?? (await markedProcesses(options.marker))
   // Whether anything of the task still ran when the first signal went out (a zombie does not count).
   const signalled = (pid !== null && !leader.gone && isRunning(pid)) || (await processes()).some(isRunning)
   const signalAll = async (signal: NodeJS.Signals | number) => {
-    if (pid !== null) {
+    if (pid !== null && leaderPidIsOurs(options, pid)) {
       trySignal(-pid, signal)
       if (!leader.gone) trySignal(pid, signal)
     }
@@ -135,8 +151,10 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
     // KILL to init ends the whole namespace. Init first: bubblewrap sets up the sandbox before it
     // binds its init's life to the monitor's, so a monitor killed first could leave it behind.
     if (sandbox && isAliveIdentity(sandbox.init)) trySignal(sandbox.init.pid, 'SIGKILL')
-    if (!leader.gone) trySignal(monitor, 'SIGKILL')
-    trySignal(-monitor, 'SIGKILL')
+    if (leaderPidIsOurs(options, monitor)) {
+      if (!leader.gone) trySignal(monitor, 'SIGKILL')
+      trySignal(-monitor, 'SIGKILL')
+    }
     await killUntilGone(options, async () => {
       // Init's end kills everything in its namespace at once, in pid order (parents first): members
       // killed one by one before it is gone could let a shell outlive its child long enough to say
@@ -145,7 +163,7 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
         trySignal(sandbox.init.pid, 'SIGKILL')
         return false
       }
-      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.taskId))]
+      const left = [...members(), ...(sandbox ? [] : await markedProcesses(options.marker))]
       for (const member of left) trySignal(member, 'SIGKILL')
       return leader.gone && left.length === 0
     })
@@ -162,8 +180,8 @@ async function hold(monitor: number, leader: { gone: boolean }): Promise<boolean
   return (await waitUntil(() => leader.gone || stopped(), HOLD_TIMEOUT_MS, 1)) && !leader.gone && stopped()
 }
 
-async function markedProcesses(taskId: string): Promise<number[]> {
-  return (await findTaskProcesses([taskId])).get(taskId) ?? []
+async function markedProcesses(marker: string): Promise<number[]> {
+  return (await findTaskProcesses([marker])).get(marker) ?? []
 }
 
 async function killUntilGone(options: KillTreeOptions, gone: () => Promise<boolean>): Promise<void> {
@@ -172,17 +190,17 @@ async function killUntilGone(options: KillTreeOptions, gone: () => Promise<boole
 }
 
 /**
- * Kills every leftover process of the given tasks at once (used at exit and on restart), and the
- * process groups in `groups` (leaders that just exited: their group id cannot be reused while
- * members remain). Answers the processes it found, per task.
+ * Kills every leftover process of the given task runs (their markers, taskMarker) at once (used at
+ * exit and on restart), and the process groups in `groups` (leaders that just exited: their group
+ * id cannot be reused while members remain). Answers the processes it found, per marker.
  */
-export async function killLeftovers(taskIds: string[], groups: number[] = [], waitMs = 5000): Promise<Map<string, number[]>> {
+export async function killLeftovers(markers: string[], groups: number[] = [], waitMs = 5000): Promise<Map<string, number[]>> {
   for (const group of groups) trySignal(-group, 'SIGKILL')
-  const found = await findTaskProcesses(taskIds)
+  const found = await findTaskProcesses(markers)
   for (const pids of found.values()) for (const member of pids) trySignal(member, 'SIGKILL')
   if (found.size > 0) {
     await waitUntil(async () => {
-      const left = await findTaskProcesses(taskIds)
+      const left = await findTaskProcesses(markers)
       for (const pids of left.values()) for (const member of pids) trySignal(member, 'SIGKILL')
       return left.size === 0
     }, waitMs)

@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises'
 
-/** Every task's processes carry this variable; descendants inherit it even after setsid or a double fork. */
-export const TASK_MARKER_VARIABLE = 'TEND_TASK_ID'
+/** Every marker starts so (task-run.ts): a process without it in its environment is no task's. */
+const MARKER_PREFIX = 'TEND_TASK_'
 
 /** Entries of /proc read between two turns of the event loop, so that a scan never holds it long. */
 const ENTRIES_PER_TURN = 32
@@ -25,12 +25,14 @@ export interface ProcessIdentity {
 }
 
 /**
- * Finds live processes whose environment carries the marker of one of `taskIds`. The marker is
- * unique per task, so a reused pid can never be mistaken for a task's process. Answers a map
- * from task id to pids. Zombies and the daemon itself never match.
+ * Finds live processes whose environment carries one of `markers` (whole `NAME=value` entries,
+ * taskMarker in task-run.ts; descendants inherit it even after setsid or a double fork). A marker
+ * names one run of one task on one daemon, so neither a reused pid nor another daemon's run of the
+ * same task id is ever taken for it. Answers a map from marker to pids. Zombies and the daemon
+ * itself never match.
  */
-export async function findTaskProcesses(taskIds: Iterable<string>): Promise<Map<string, number[]>> {
-  const ids = [...taskIds]
+export async function findTaskProcesses(markers: Iterable<string>): Promise<Map<string, number[]>> {
+  const ids = [...markers]
   if (ids.length === 0) return new Map()
   const scan = await sharedScan({ markers: ids, monitors: [] })
   const found = new Map<string, number[]>()
@@ -60,6 +62,26 @@ export function processState(pid: number): string | null {
 export function isAliveIdentity(identity: ProcessIdentity): boolean {
   const stat = readStat(identity.pid)
   return stat !== null && stat.startTime === identity.startTime && stat.state !== 'Z' && stat.state !== 'X'
+}
+
+/**
+ * The identity of a task's leader, read when the daemon learns its pid: null when that pid is not
+ * the leader (gone already, or its parent is not `parent`, the keeper or spawner that started it).
+ */
+export function leaderIdentity(pid: number, parent: number): ProcessIdentity | null {
+  const stat = readStat(pid)
+  return stat !== null && stat.parent === parent && stat.state !== 'Z' && stat.state !== 'X' ? { pid, startTime: stat.startTime } : null
+}
+
+/**
+ * Whether a signal to `leader.pid` (or its process group) can only reach what the daemon started:
+ * no process has that pid (a group of that id can then still be the task's: the kernel gives no
+ * process a pid that a live group or session still uses), or the one that has it is the leader
+ * (same start time). A leader null (not known to be the daemon's) is never signalled while its pid lives.
+ */
+export function isLeaderPid(pid: number, leader: ProcessIdentity | null): boolean {
+  const stat = readStat(pid)
+  return stat === null || (leader !== null && leader.pid === pid && stat.startTime === leader.startTime)
 }
 
 /** Whether `pid` still lives in `namespace` (checked right before a signal, against pid reuse). */
@@ -115,10 +137,10 @@ function createBatch(): Batch {
 async function scanProc(markerIds: Set<string>, monitors: Set<number>): Promise<ScanResult> {
   // The marker either opens the environment block or follows another variable's NUL.
   const wanted = new Map<string, { first: Buffer; later: Buffer }>()
-  for (const id of markerIds) {
-    wanted.set(id, { first: Buffer.from(`${TASK_MARKER_VARIABLE}=${id}\0`), later: Buffer.from(`\0${TASK_MARKER_VARIABLE}=${id}\0`) })
+  for (const marker of markerIds) {
+    wanted.set(marker, { first: Buffer.from(`${marker}\0`), later: Buffer.from(`\0${marker}\0`) })
   }
-  const prefix = Buffer.from(`${TASK_MARKER_VARIABLE}=`)
+  const prefix = Buffer.from(MARKER_PREFIX)
   const hostNamespace = monitors.size > 0 ? readLink('/proc/self/ns/pid') : null
   const marked = new Map<string, number[]>()
   const namespaced: Array<{ pid: number; namespace: string }> = []

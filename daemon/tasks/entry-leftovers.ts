@@ -1,4 +1,5 @@
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/task-run.js'
 import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
 
 /**
@@ -7,8 +8,10 @@ import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
  * of it could be reached by any tend command. Answers how many processes were killed.
  */
 export async function stopEntryLeftovers(id: string, roots: () => GroupRoots): Promise<number> {
-  const found = await killLeftovers([id])
-  let killed = found.get(id)?.length ?? 0
+  // Its run's name was in its record: found by its id, which every task's processes carry too.
+  const marker = taskMarker({ id })
+  const found = await killLeftovers([marker])
+  let killed = found.get(marker)?.length ?? 0
   const { pids } = roots()
   if (pids) killed += await killMembers(() => TaskCgroups.leftoverMembers(pids, id))
   await TaskCgroups.removeLeftover(roots(), id)

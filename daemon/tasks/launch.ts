@@ -3,6 +3,7 @@ import { access, stat } from 'node:fs/promises'
 import type { Task } from '../../protocol/index.js'
 import { checkCwd } from '../spawn/cwd-check.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/task-run.js'
 import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
 import { ownerIdsOf } from '../sandbox/task-identity.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
@@ -51,7 +52,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
     if (outcome.stage === 'spawner') {
       const cgroups = plan.cgroups
       if (cgroups) await killMembers(() => cgroups.members())
-      else await killLeftovers([task.id])
+      else await killLeftovers([taskMarker(task)])
     }
     await plan.release()
     return { started: false, reason: outcome.message }

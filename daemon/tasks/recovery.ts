@@ -6,6 +6,7 @@ import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPa
 import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/task-run.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, withOutputLoss, type Ending } from './transitions.js'
@@ -118,12 +119,13 @@ export async function recoverSpool(
     if (resumed.size > 0) log.info({ resumed: resumed.size }, 'running tasks of an earlier daemon supervised again')
   }
   // Queued ones too: a task can have started in the moment before its running record landed. And a
-  // corrupt entry's: no tend command could reach them once its folder is quarantined.
-  const found = await killLeftovers([...interrupted.map((task) => task.id), ...quarantined])
+  // corrupt entry's, by its id (its run's name was in the record): no tend command could reach them
+  // once its folder is quarantined.
+  const found = await killLeftovers([...interrupted.map(taskMarker), ...quarantined.map((id) => taskMarker({ id }))])
   let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
-  const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(task.id)?.length ?? 0) > 0).map((task) => task.id))
+  const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(taskMarker(task))?.length ?? 0) > 0).map((task) => task.id))
   for (const id of interrupted.map((task) => task.id)) {
     if (cgroupRoots.pids) {
       const members = await killMembers(() => TaskCgroups.leftoverMembers(cgroupRoots.pids!, id))

@@ -17,7 +17,7 @@ import { exitPath, outputFootprint, outputFootprintSync, outputPath, taskDir, tr
 import { holdsDiskPastEnd, outputOverCap } from './output-cap.js'
 import type { DaemonConfig } from '../config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from '../spawn/kill-tree.js'
-import { processState } from '../spawn/process-scan.js'
+import { isAliveIdentity, leaderIdentity, processState, type ProcessIdentity } from '../spawn/process-scan.js'
 import { launchTask, type LaunchOutcome } from './launch.js'
 import type { LaunchPlan } from '../sandbox/index.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
@@ -38,6 +38,7 @@ import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markS
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
 import { writeLease } from './lease-file.js'
+import { newTaskRun, taskMarker } from '../spawn/task-run.js'
 
 
 
@@ -63,6 +64,11 @@ interface RunningEntry {
   leaderHandles?: boolean
   /** This daemon started it to end with it (endsWithDaemon): a restart cannot hand it over. */
   endsWithDaemon?: boolean
+  /**
+   * The leader as its keeper started it (null: its pid was not the keeper's child when looked at);
+   * absent without a keeper. Signals go to its pid only while that pid is still it (kill-tree.ts).
+   */
+  leader?: ProcessIdentity | null
 }
 
 /** A task whose process has started: what supervise() needs; `settle()` ends its launching. */
@@ -197,6 +203,7 @@ export class Supervisor {
       pidsMax: limits.pidsMax,
       createdAt: new Date().toISOString(),
       spool,
+      run: newTaskRun(id),
     }
     // Named fields after a spread, not a spread after fields: see createQueuedTask.
     const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
@@ -317,7 +324,7 @@ export class Supervisor {
     const { current, outcome } = launched
     const { cgroups, release } = outcome.plan
     const resources: TaskResources = { cgroups, release }
-    const entry = this.track(id, current, outcome.pid, outcome.exited, resources)
+    const entry = this.track(id, current, outcome.pid, outcome.exited, resources, outcome.keeper)
     entry.endsWithDaemon = launched.endsWithDaemon
     // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
     // the record is written while the task runs: neither the task nor its slot waits for it.
@@ -347,7 +354,7 @@ export class Supervisor {
     }
     // A kill under way when the last daemon died may have left a sandbox's monitor held (SIGSTOP,
     // see kill-tree.ts); nothing else stops it (the task cannot reach it): it goes on now.
-    if (task.sandbox !== 'off' && processState(task.pid) === 'T') {
+    if (task.sandbox !== 'off' && processState(task.pid) === 'T' && leaderIdentity(task.pid, task.keeper.pid) !== null) {
       this.log.warn({ taskId: task.id, pid: task.pid }, 'the sandbox monitor of a resumed task was held by an interrupted kill; continuing it')
       try {
         process.kill(task.pid, 'SIGCONT')
@@ -359,7 +366,7 @@ export class Supervisor {
     const { identity } = this.capabilities
     if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
     const plan = await resumedPlan(task, this.capabilities)
-    const entry = this.track(task.id, task, task.pid, attached.exited, plan)
+    const entry = this.track(task.id, task, task.pid, attached.exited, plan, task.keeper)
     void this.watch(task.id, entry, plan)
     // A deadline or an output cap passed while no daemon ran is enforced now.
     this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
@@ -374,10 +381,13 @@ export class Supervisor {
   }
 
   /** Tracks a running task: kills, stops and output checks find it from now on. */
-  private track(id: string, current: Task, pid: number, exited: Promise<SpawnExit>, plan: TaskResources): RunningEntry {
+  private track(id: string, current: Task, pid: number, exited: Promise<SpawnExit>, plan: TaskResources, keeper: RunningTask['keeper']): RunningEntry {
     const cgroups = plan.cgroups
     const entry: RunningEntry = {
       pid,
+      // Read now, while the keeper (its parent, which reaps it) holds it: a daemon later frozen
+      // past its end could otherwise take a reused pid for it.
+      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid) } : {}),
       exited,
       // kill() and shutdown() await it; a supervision failure is logged in ended() either way.
       finished: new SettleLater<Task>(),
@@ -509,7 +519,7 @@ export class Supervisor {
     const current = this.store.current(id)
     if (current.state !== 'queued') {
       if (outcome.started) {
-        await killTree({ taskId: id, pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
+        await killTree({ taskId: id, marker: taskMarker(current), pid: outcome.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(outcome.pid, outcome.exited) }).catch(
           (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
         )
         await outcome.plan.release()
@@ -539,7 +549,7 @@ export class Supervisor {
     else if (current.sandbox === 'off') {
       const cgroups = plan.cgroups
       if (cgroups) await killMembers(() => cgroups.members())
-      else await killLeftovers([id], [entry.pid])
+      else await killLeftovers([taskMarker(current)], [entry.pid])
     }
     if (result.unknown || result.lifelineBroke || result.leaseRanOut) {
       await plan.release()
@@ -563,7 +573,7 @@ export class Supervisor {
   /** The spawner watching a task died, and the task's exit status with it: the task is stopped and recorded lost. */
   private async spawnerLost(id: string, entry: RunningEntry, plan: TaskResources, error: Error): Promise<Task> {
     this.log.error({ taskId: id, err: error }, 'the spawner died while the task ran; stopping it')
-    await killTree({ taskId: id, pid: entry.pid, signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
+    await killTree({ taskId: id, marker: taskMarker(this.store.current(id)), pid: entry.pid, ...(entry.leader === undefined ? {} : { leader: entry.leader }), signal: 'SIGKILL', graceMs: 0, leaderExited: leaderGone(entry.pid, entry.exited), members: entry.members }).catch(
       (killError: unknown) => this.log.error({ taskId: id, err: killError }, 'task tree did not die'),
     )
     if (entry.stopped) await entry.stopped
@@ -576,14 +586,17 @@ export class Supervisor {
     if (entry.stopping) return
     // It has already exited (reported, or a zombie not yet reaped): it ended by itself, and is
     // recorded as it ended, not as stopped by tend.
-    if (entry.exitKnown || !isProcessRunning(entry.pid)) return
+    const leaderRuns = entry.leader === undefined ? isProcessRunning(entry.pid) : entry.leader !== null && isAliveIdentity(entry.leader)
+    if (entry.exitKnown || !leaderRuns) return
     entry.stopping = stopping
     entry.leaderHandles = handlesSignal(entry.pid, stopping.signal)
     entry.timeoutTimer?.clear()
     this.log.info({ taskId: id, reason: stopping.reason }, 'task stopping')
     entry.stopped = killTree({
       taskId: id,
+      marker: taskMarker(this.store.current(id)),
       pid: entry.pid,
+      ...(entry.leader === undefined ? {} : { leader: entry.leader }),
       signal: stopping.signal,
       graceMs: stopping.graceMs,
       leaderExited: leaderGone(entry.pid, entry.exited),

@@ -465,11 +465,12 @@ describe('secrets', () => {
     // Controls: the environ files were read, and --env additions do arrive.
     expect(output).toContain('VISIBLE_ON_PURPOSE=given-with-env')
     expect(output).toMatch(/TEND_TASK_ID=[a-z0-9]{12}/)
+    expect(output).toMatch(/TEND_TASK_RUN=[a-z0-9]{12}\.[0-9a-f]{16}/)
     const keys = new Set(output.split('\n').filter((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line)).map((line) => line.slice(0, line.indexOf('='))))
     // git's trust, which tend adds for a task on its own identity (docs/sandbox.md), is the only other setting: nothing of the daemon's.
     const trust = ['GIT_CONFIG_COUNT=1', 'GIT_CONFIG_KEY_0=safe.directory', `GIT_CONFIG_VALUE_0=${cwd}`, `GIT_CEILING_DIRECTORIES=${base}`]
     expect(new Set(output.split('\n').filter((line) => line.startsWith('GIT_C')))).toEqual(new Set(keys.has('GIT_CONFIG_COUNT') ? trust : []))
-    const allowed = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TERM', 'TMPDIR', 'TEND_TASK_ID', 'VISIBLE_ON_PURPOSE', 'PWD', 'OLDPWD', 'SHLVL', '_', 'GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0', 'GIT_CEILING_DIRECTORIES'])
+    const allowed = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TERM', 'TMPDIR', 'TEND_TASK_ID', 'TEND_TASK_RUN', 'VISIBLE_ON_PURPOSE', 'PWD', 'OLDPWD', 'SHLVL', '_', 'GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0', 'GIT_CEILING_DIRECTORIES'])
     expect([...keys].filter((key) => !allowed.has(key) && !key.startsWith('LC_'))).toEqual([])
   })
 })

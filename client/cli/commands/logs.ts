@@ -7,6 +7,7 @@ import { countOption } from '../option-parsers.js'
 import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
 import { printJson, type CliIo } from '../output.js'
 import { PlainTextStream } from '../plain-stream.js'
+import { followOnCluster } from '../cluster-follow.js'
 
 interface LogsFlags {
   follow?: boolean
@@ -56,8 +57,14 @@ export function registerLogsCommand(program: Command): void {
   addClusterOptions(command)
   command.action(
     action(command, async ({ client, io }, id: string, flags: LogsFlags & ClusterFlags) => {
-      // A cluster task's output stays on its worker: read there, through its console's API.
+      // A cluster task's output stays on its worker: read there, through its console's API. A
+      // follow goes on across the loss of that worker (cluster-follow.ts).
       const onCluster = await withCluster(flags, client.options.env, async (cluster) => {
+        if (flags.follow) {
+          const plain = flags.plain ? new PlainTextStream() : null
+          const start: ReadStart = flags.tail !== undefined ? { tail: flags.tail } : { from: flags.from ?? 0 }
+          return followOnCluster(cluster, io, id, start, (chunk) => printChunk(io, chunk, plain, false))
+        }
         const { client: worker } = await cluster.workerClient(id)
         try {
           return await printLogs(worker, io, id, flags)
