@@ -4,6 +4,9 @@ import { basename, dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
 import { fileKind, openRegularFile, untrustedProblem } from './untrusted-file.js'
 
+/** Text reads stop before a character cut in two (protocol/utf8-tail.ts). */
+export { incompleteUtf8Tail } from '../protocol/index.js'
+
 /*
  * output.log is the task's own file: under `off` it can replace it (a FIFO, a link, a socket), and
  * under any profile it can take a lease on it through its stdout. Sizes are read with lstat (which
@@ -144,23 +147,6 @@ function lstatOrNull(path: string): Stats | null {
 function missingAsNull(error: unknown): null {
   if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
   throw error
-}
-
-/**
- * How many bytes at the end of `chunk` belong to a UTF-8 character that the chunk cuts in two.
- * A text read stops before them so the next read starts on a character boundary; cursors stay
- * byte offsets either way.
- */
-export function incompleteUtf8Tail(chunk: Buffer): number {
-  const limit = Math.min(3, chunk.length)
-  for (let back = 1; back <= limit; back += 1) {
-    const byte = chunk[chunk.length - back]!
-    if ((byte & 0xc0) === 0x80) continue
-    if (byte < 0x80) return 0
-    const expected = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1
-    return expected > back ? back : 0
-  }
-  return 0
 }
 
 /** Byte offset where the last `lines` lines of output.log start (a final unterminated line counts). */

@@ -1,7 +1,7 @@
-import { isFinished, plainTextChunk, taskLabel, type Task } from '../../client/index.js'
+import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type Task } from '../../client/index.js'
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
-import { outputPathOf, readBytes, readForModel, shapeText, terminalReadOf, type ModelOutput } from './output-shaping.js'
+import { outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
 
 export { ToolFailure }
@@ -131,6 +131,8 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       const atEnd = isFinished(task) && scanEnd === end
       const lastNewline = raw.lastIndexOf(0x0a)
       let consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
+      // A character the growing end cuts in two is read again with the rest of it.
+      if (!atEnd) consumed -= incompleteUtf8Tail(raw.subarray(0, consumed))
       let text = raw.subarray(0, consumed).toString('utf8')
       if (task.tty) {
         const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
@@ -144,7 +146,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputPath, terminalReadOf(task, isFinished(task)))
+      output = await readForModel(session.client, task.id, from, end, budget, outputPath, outputReadOf(task, isFinished(task)))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)

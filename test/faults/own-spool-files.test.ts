@@ -1,0 +1,205 @@
+import { describe, expect, test } from 'vitest'
+import { execa } from 'execa'
+import { request as httpRequest, Agent, type IncomingMessage } from 'node:http'
+import { existsSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { pluginPerFile } from '../harness/plugin-per-file.js'
+import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { rawRequest } from '../helpers/raw-http.js'
+import { daemonEnv, TEND_BIN } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * Issue 25, findings 9 to 12: what a task may do to its own spool files (and to its own keeper),
+ * even under `off`: replace them, cut them back, write characters in pieces, stop its keeper.
+ */
+
+const shared = pluginPerFile('own-spool-files', { outputBudgetBytes: 4000 })
+const socketOf = () => join(shared.daemon.home, 'tend.sock')
+
+/** Size of a running task's output.log as the daemon reads it. */
+async function outputBytes(id: string): Promise<number> {
+  return (await shared.daemon.client.read(id, { maxBytes: 1 })).outputBytes
+}
+
+/** A shell line that waits until `file` exists (the test makes it when it has seen what came before). */
+const waitForFile = (file: string) => `while [ ! -e ${file} ]; do sleep 0.02; done`
+
+describe('finding 11: UTF-8 characters written in pieces, read as text while they grow', () => {
+  // "café €", its é cut after its first byte and its € after its second.
+  const script = (dir: string) => `printf 'caf\\303'; ${waitForFile(join(dir, 'go1'))}; printf '\\251 \\342\\202'; ${waitForFile(join(dir, 'go2'))}; printf '\\254\\n'`
+
+  test('tend logs -f --json prints whole characters, never U+FFFD', async () => {
+    const dir = shared.workspace
+    const go = [join(dir, 'logs-go1'), join(dir, 'logs-go2')]
+    const started = await shared.daemon.client.start({ command: script(dir).replaceAll('/go', '/logs-go'), shell: true, cwd: dir, timeoutMs: 30_000 })
+    shared.track(started.id)
+    const follower = execa(process.execPath, [TEND_BIN, '--json', 'logs', '-f', started.id], { env: daemonEnv(shared.daemon.home), extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000 })
+    let printed = ''
+    follower.stdout!.on('data', (chunk: Buffer) => (printed += chunk.toString('utf8')))
+    const lines = () => printed.split('\n').filter((line) => line !== '')
+    await waitFor('the first piece to be printed', () => lines().length >= 1 && (JSON.parse(lines()[0]!) as { data: string }).data.startsWith('caf'))
+    writeFileSync(go[0]!, '')
+    await waitFor('the second piece to be written', async () => (await outputBytes(started.id)) === 8)
+    await waitFor('the second piece to be printed', () => lines().some((line) => (JSON.parse(line) as { data: string }).data.includes(' ')))
+    writeFileSync(go[1]!, '')
+    const result = await follower
+    expect(result.exitCode, result.stderr).toBe(0)
+    const text = lines()
+      .map((line) => (JSON.parse(line) as { data: string }).data)
+      .join('')
+    expect(text).toBe('café €\n')
+  })
+
+  test('task_output hands the model whole characters, never U+FFFD', async () => {
+    const dir = shared.workspace
+    const agent = new TestAgent('utf8-tool')
+    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command: script(dir).replaceAll('/go', '/tool-go'), run_in_background: true } })
+    const id = /Started background task ([0-9a-z]{12})/.exec(textOf(started))![1]!
+    shared.track(id)
+    const seen: string[] = []
+    const read = async () => {
+      const result = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
+      expect(result.isError, textOf(result)).toBe(false)
+      seen.push((result.meta as { output: string }).output)
+    }
+    await waitFor('the first piece to be written', async () => (await outputBytes(id)) === 4)
+    await read()
+    writeFileSync(join(dir, 'tool-go1'), '')
+    await waitFor('the second piece to be written', async () => (await outputBytes(id)) === 8)
+    await read()
+    writeFileSync(join(dir, 'tool-go2'), '')
+    await waitFor('the task to end', async () => (await shared.daemon.client.get(id)).state === 'exited')
+    await read()
+    for (const text of seen) expect(text).not.toContain('\ufffd')
+    expect(seen.join('')).toBe('café €\n')
+  })
+})
+
+/** A GET of the download route, answered once its head is in (its body is left unread). */
+function download(path: string, headers: Record<string, string> = {}): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ socketPath: socketOf(), agent: false, method: 'GET', path, headers }, resolve)
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+/** The whole body of a download answer, or how it ended short: never waits past timeoutMs. */
+function bodyOf(res: IncomingMessage, timeoutMs: number): Promise<{ bytes: Buffer; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = []
+    const timer = setTimeout(() => {
+      res.destroy()
+      reject(new Error(`the download hung: ${parts.reduce((sum, part) => sum + part.length, 0)} of ${res.headers['content-length']} bytes after ${timeoutMs}ms`))
+    }, timeoutMs)
+    res.on('data', (chunk: Buffer) => parts.push(chunk))
+    res.on('end', () => {
+      clearTimeout(timer)
+      resolve({ bytes: Buffer.concat(parts), complete: res.complete })
+    })
+    res.on('error', () => {
+      clearTimeout(timer)
+      resolve({ bytes: Buffer.concat(parts), complete: false })
+    })
+    res.on('aborted', () => undefined)
+    res.on('close', () => {
+      clearTimeout(timer)
+      resolve({ bytes: Buffer.concat(parts), complete: res.complete })
+    })
+    res.resume()
+  })
+}
+
+describe('finding 10: downloads of output.log', () => {
+  test('Range is honoured: 206 with Content-Range, a suffix range, 416 past the end, Accept-Ranges', async () => {
+    const started = await shared.daemon.client.start({ command: "printf '0123456789abcdef'", shell: true, cwd: shared.workspace })
+    shared.track(started.id)
+    await shared.daemon.client.wait(started.id, { timeoutMs: 20_000 })
+    const path = `/v1/tasks/${started.id}/output.log`
+    const whole = await rawRequest(socketOf(), { method: 'GET', path })
+    expect(whole).toMatchObject({ status: 200, text: '0123456789abcdef', headers: { 'accept-ranges': 'bytes', 'content-length': '16' } })
+    const middle = await rawRequest(socketOf(), { method: 'GET', path, headers: { range: 'bytes=4-9' } })
+    expect(middle).toMatchObject({ status: 206, text: '456789', headers: { 'content-range': 'bytes 4-9/16', 'content-length': '6', 'accept-ranges': 'bytes' } })
+    const open = await rawRequest(socketOf(), { method: 'GET', path, headers: { range: 'bytes=10-' } })
+    expect(open).toMatchObject({ status: 206, text: 'abcdef', headers: { 'content-range': 'bytes 10-15/16' } })
+    const suffix = await rawRequest(socketOf(), { method: 'GET', path, headers: { range: 'bytes=-3' } })
+    expect(suffix).toMatchObject({ status: 206, text: 'def', headers: { 'content-range': 'bytes 13-15/16' } })
+    const clipped = await rawRequest(socketOf(), { method: 'GET', path, headers: { range: 'bytes=14-99' } })
+    expect(clipped).toMatchObject({ status: 206, text: 'ef', headers: { 'content-range': 'bytes 14-15/16' } })
+    const past = await rawRequest(socketOf(), { method: 'GET', path, headers: { range: 'bytes=16-' } })
+    expect(past).toMatchObject({ status: 416, headers: { 'content-range': 'bytes */16' } })
+    // What is not one byte range it can serve is answered whole (RFC 9110 lets a server ignore Range).
+    for (const range of ['bytes=0-1,4-5', 'lines=1-2', 'bytes=5-2', 'bytes=x-']) {
+      expect(await rawRequest(socketOf(), { method: 'GET', path, headers: { range } }), range).toMatchObject({ status: 200, text: '0123456789abcdef' })
+    }
+  })
+
+  test('output.log cut back during a download: the download ends at once, short, never hangs', async () => {
+    // 48 MiB: far more than the socket buffers, so most of it is still unread when it is cut back.
+    const started = await shared.daemon.client.start({ command: 'head -c 48M /dev/zero', shell: true, cwd: shared.workspace })
+    shared.track(started.id)
+    const task = await shared.daemon.client.wait(started.id, { timeoutMs: 20_000 })
+    expect(task).toMatchObject({ state: 'exited', exitCode: 0, outputBytes: 48 * 1024 * 1024 })
+    for (const headers of [{}, { range: 'bytes=1024-' }] as Array<Record<string, string>>) {
+      const res = await download(`/v1/tasks/${started.id}/output.log`, headers)
+      expect(res.statusCode).toBe('range' in headers ? 206 : 200)
+      const announced = Number(res.headers['content-length'])
+      res.pause()
+      // The task (or anyone with its stdout) cuts its output back while the download is underway.
+      truncateSync(join(task.spool, 'output.log'), 10 * 1024 * 1024)
+      const body = await bodyOf(res, 10_000)
+      expect(body.complete).toBe(false)
+      expect(body.bytes.length).toBeLessThan(announced)
+      // Restore the size for the second round.
+      truncateSync(join(task.spool, 'output.log'), 48 * 1024 * 1024)
+    }
+    // The daemon still serves.
+    expect((await shared.daemon.client.get(started.id)).state).toBe('exited')
+  })
+})
+
+describe('finding 12: a terminal task whose keeper is stopped', () => {
+  test('a resize flood gets a retryable coded error (503, Retry-After) once its pipe is full, never a 500; resizes work again once the keeper runs', async () => {
+    const started = await shared.daemon.client.start({ command: ['sleep', '120'], tty: true, cwd: shared.workspace })
+    shared.track(started.id)
+    const running = await waitFor('the task to run', async () => {
+      const task = await shared.daemon.client.get(started.id)
+      return task.state === 'running' && task.keeper ? task : undefined
+    })
+    const keeper = running.keeper!.pid
+    process.kill(keeper, 'SIGSTOP')
+    try {
+      const agent = new Agent({ keepAlive: true, maxSockets: 16 })
+      const resize = (n: number) =>
+        rawRequest(socketOf(), { method: 'POST', path: `/v1/tasks/${started.id}/resize`, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cols: 10_000 - (n % 9000), rows: 10_000 }), agent, timeoutMs: 30_000 })
+      let refused: Awaited<ReturnType<typeof resize>> | undefined
+      // A pipe holds 64 KiB, a resize line 12 bytes: ~5,500 of them fill it.
+      for (let sent = 0; sent < 12_000 && !refused; sent += 50) {
+        const answers = await Promise.all(Array.from({ length: 50 }, (_, n) => resize(sent + n)))
+        for (const answer of answers) expect([200, 503], answer.text).toContain(answer.status)
+        refused = answers.find((answer) => answer.status !== 200)
+      }
+      agent.destroy()
+      expect(refused, 'no resize was refused while the keeper was stopped').toBeDefined()
+      expect(JSON.parse(refused!.text)).toMatchObject({ code: 'TEND_ERR_TERMINAL_BUSY', retryable: true })
+      expect(Number(refused!.headers['retry-after'])).toBeGreaterThanOrEqual(1)
+      // stdin to the same stopped keeper: a coded retryable error too.
+      const input = await shared.daemon.client.input(started.id, Buffer.alloc(256 * 1024, 'x')).then(
+        () => null,
+        (error: unknown) => error as { code: string; retryable: boolean },
+      )
+      expect(input).toMatchObject({ code: 'TEND_ERR_STDIN_FULL', retryable: true })
+    } finally {
+      process.kill(keeper, 'SIGCONT')
+    }
+    await waitFor('a resize to be taken again', () =>
+      shared.daemon.client.resize(started.id, { cols: 90, rows: 30 }).then(
+        () => true,
+        () => false,
+      ),
+    )
+    expect((await shared.daemon.client.get(started.id)).tty).toEqual({ cols: 90, rows: 30 })
+    expect(existsSync(join(running.spool, 'resize.fifo'))).toBe(true)
+  })
+})
