@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { execa } from 'execa'
 import { request as httpRequest, Agent, type IncomingMessage } from 'node:http'
-import { existsSync, truncateSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
@@ -14,12 +14,37 @@ import { waitFor } from '../helpers/wait-for.js'
  * even under `off`: replace them, cut them back, write characters in pieces, stop its keeper.
  */
 
+const PYTHON = '/usr/bin/python3'
+
 const shared = pluginPerFile('own-spool-files', { outputBudgetBytes: 4000 })
 const socketOf = () => join(shared.daemon.home, 'tend.sock')
 
 /** Size of a running task's output.log as the daemon reads it. */
 async function outputBytes(id: string): Promise<number> {
   return (await shared.daemon.client.read(id, { maxBytes: 1 })).outputBytes
+}
+
+/** What a task under `off` finds of its spool folder: TEND_HOME and its id are in its environment. */
+const FOLDER = '"$TEND_HOME/spool/$TEND_TASK_ID"'
+
+/** A file of the daemon's that no task may read or change through tend (beside the spool: a hard link can reach it). */
+function victim(name: string): string {
+  const file = join(shared.daemon.home, name)
+  writeFileSync(file, 'SECRET\n', { mode: 0o600 })
+  return file
+}
+
+/** Rejects, naming what was awaited, when the promise has not settled within timeoutMs. */
+async function within<T>(what: string, promise: Promise<T>, timeoutMs = 10_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs}ms waiting for ${what}`)), timeoutMs)
+  })
+  try {
+    return await Promise.race([promise, timeout])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** A shell line that waits until `file` exists (the test makes it when it has seen what came before). */
@@ -201,5 +226,96 @@ describe('finding 12: a terminal task whose keeper is stopped', () => {
     )
     expect((await shared.daemon.client.get(started.id)).tty).toEqual({ cols: 90, rows: 30 })
     expect(existsSync(join(running.spool, 'resize.fifo'))).toBe(true)
+  })
+})
+
+describe('finding 9: a task under off replaces its own spool files', () => {
+  // What output.log becomes; each is read, tailed, downloaded and read by task_output.
+  const outputPlants: Array<[string, (secret: string) => string]> = [
+    ['a hard link to a file of the daemon', (secret) => `ln -f ${secret} ${FOLDER}/output.log`],
+    ['a symbolic link to a file of the daemon', (secret) => `ln -sf ${secret} ${FOLDER}/output.log`],
+    ['a symbolic link to /etc/shadow', () => `ln -sf /etc/shadow ${FOLDER}/output.log`],
+    ['a folder', () => `rm -f ${FOLDER}/output.log && mkdir ${FOLDER}/output.log`],
+  ]
+  for (const [what, plant] of outputPlants) {
+    test(`output.log as ${what}: no reader gets its content, every read answers with a coded error`, async () => {
+      const secret = victim(`victim-output-${outputPlants.findIndex(([name]) => name === what)}`)
+      const dir = shared.workspace
+      const release = join(dir, `release-output-${secret.slice(-1)}`)
+      const owner = `plant-output-${secret.slice(-1)}`
+      const agent = new TestAgent(owner)
+      const started = await shared.daemon.client.start({ command: `echo mine; ${plant(secret)} && echo planted > ${release}.planted; ${waitForFile(release)}`, shell: true, cwd: dir, sandbox: 'off', owner, timeoutMs: 30_000 })
+      const id = shared.track(started.id)
+      await waitFor('the task to plant its output.log', () => existsSync(`${release}.planted`), 20_000)
+      const client = shared.daemon.client
+      const answers = await within(
+        'the reads of the planted output.log',
+        Promise.allSettled([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]),
+      )
+      for (const answer of answers) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING' } })
+      const download = await rawRequest(socketOf(), { method: 'GET', path: `/v1/tasks/${id}/output.log`, timeoutMs: 10_000 })
+      expect(download.status).toBe(410)
+      expect(download.text).not.toContain('SECRET')
+      const tool = await within('task_output', callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } }))
+      expect(textOf(tool)).not.toContain('SECRET')
+      expect(textOf(tool)).not.toContain('root:')
+      writeFileSync(release, '')
+      const ended = await within('the task to end', client.wait(id, { timeoutMs: 20_000 }), 25_000)
+      expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
+      expect(readFileSync(secret, 'utf8')).toBe('SECRET\n')
+    })
+  }
+
+  test('input.log as a hard link to a file of the daemon: the input reaches the task, the file is never written', async () => {
+    const secret = victim('victim-input')
+    const dir = shared.workspace
+    const release = join(dir, 'release-input')
+    const started = await shared.daemon.client.start({
+      command: `ln -f ${secret} ${FOLDER}/input.log && touch ${release}.planted; head -c 6 > ${join(dir, 'input-read')}`,
+      shell: true,
+      cwd: dir,
+      sandbox: 'off',
+      stdin: 'pipe',
+      timeoutMs: 30_000,
+    })
+    shared.track(started.id)
+    await waitFor('the task to plant its input.log', () => existsSync(`${release}.planted`), 20_000)
+    await shared.daemon.client.input(started.id, 'hello\n', { eof: true })
+    expect(await shared.daemon.client.wait(started.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+    expect(readFileSync(join(dir, 'input-read'), 'utf8')).toBe('hello\n')
+    expect(readFileSync(secret, 'utf8')).toBe('SECRET\n')
+  })
+
+  test("the record's temporary names planted as hard links to a file of the daemon: the ending lands, the file is never written", async () => {
+    const secret = victim('victim-record')
+    const pid = shared.daemon.process.pid!
+    // The temporary file of a record is task.json.<daemon pid>-<n>.tmp: every n a task may guess.
+    const plant = `${PYTHON} -c 'import os, sys
+for n in range(0, 30000): os.link(sys.argv[1], os.path.join(sys.argv[2], "task.json.%s-%d.tmp" % (sys.argv[3], n)))' ${secret} ${FOLDER} ${pid}`
+    const started = await shared.daemon.client.start({ command: `${plant} && exit 7`, shell: true, cwd: shared.workspace, sandbox: 'off', timeoutMs: 30_000 })
+    shared.track(started.id)
+    const ended = await shared.daemon.client.wait(started.id, { timeoutMs: 20_000 })
+    expect(ended).toMatchObject({ state: 'exited', exitCode: 7 })
+    expect(readFileSync(secret, 'utf8')).toBe('SECRET\n')
+    expect(JSON.parse(readFileSync(join(ended.spool, 'task.json'), 'utf8'))).toMatchObject({ state: 'exited', exitCode: 7 })
+  })
+
+  test('task.json replaced by a folder that is not empty: the ending is still known, and rm removes the task', async () => {
+    const dir = shared.workspace
+    const release = join(dir, 'release-record-folder')
+    const started = await shared.daemon.client.start({
+      command: `until mkdir -p ${FOLDER}/task.json/inside 2>/dev/null; do rm -f ${FOLDER}/task.json; done; touch ${release}.planted; ${waitForFile(release)}; exit 3`,
+      shell: true,
+      cwd: dir,
+      sandbox: 'off',
+      timeoutMs: 30_000,
+    })
+    shared.track(started.id)
+    await waitFor('the task to plant its task.json', () => existsSync(`${release}.planted`), 20_000)
+    writeFileSync(release, '')
+    const ended = await within('the ending', shared.daemon.client.wait(started.id, { timeoutMs: 20_000 }), 25_000)
+    expect(ended).toMatchObject({ state: 'exited', exitCode: 3 })
+    await within('tend rm', shared.daemon.client.remove(started.id), 15_000)
+    expect(existsSync(ended.spool)).toBe(false)
   })
 })
