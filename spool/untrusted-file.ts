@@ -171,6 +171,11 @@ function tooLarge(path: string, size: number, maxBytes: number): NodeJS.ErrnoExc
   return Object.assign(new Error(`EFBIG: ${path} holds ${size} bytes, more than the ${maxBytes} expected`), { code: 'EFBIG', path, size, maxBytes })
 }
 
+/** Opens an existing regular file for reading and writing (no create, no truncation), the same way. */
+export async function openRegularFileToUpdate(path: string): Promise<FileHandle> {
+  return (await checked(path, await open(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY))).handle
+}
+
 /** Cuts a regular file to `bytes`, through a descriptor opened as above (no link followed, no lease waited on). */
 export async function truncateRegularFile(path: string, bytes: number): Promise<void> {
   const { handle } = await checked(path, await open(path, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY))

@@ -177,6 +177,8 @@ async function writeSome(pipe: FileHandle, bytes: Buffer): Promise<number | 'gon
  */
 function endOfInput(task: Task): void {
   const keeper = task.state === 'running' ? task.keeper : null
+  // Ended since its input was written (it read what it needed and exited): its stdin is gone with it.
+  if (!keeper && isFinished(task)) throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: task.state })
   if (!keeper) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} has no keeper holding its stdin pipe` })
   if (!isAliveIdentity({ pid: keeper.pid, startTime: String(keeper.startTicks) })) {
     // The keeper is gone: the task has ended (or is ending), and its stdin with it.

@@ -238,7 +238,7 @@ describe('finding 9: a task under off replaces its own spool files', () => {
     ['a folder', () => `rm -f ${FOLDER}/output.log && mkdir ${FOLDER}/output.log`],
   ]
   for (const [what, plant] of outputPlants) {
-    test(`output.log as ${what}: no reader gets its content, every read answers with a coded error`, async () => {
+    test(`output.log as ${what}: readers get the task's own output while it runs, a coded error once it has ended, never what is planted`, async () => {
       const secret = victim(`victim-output-${outputPlants.findIndex(([name]) => name === what)}`)
       const dir = shared.workspace
       const release = join(dir, `release-output-${secret.slice(-1)}`)
@@ -248,30 +248,54 @@ describe('finding 9: a task under off replaces its own spool files', () => {
       const id = shared.track(started.id)
       await waitFor('the task to plant its output.log', () => existsSync(`${release}.planted`), 20_000)
       const client = shared.daemon.client
-      const answers = await within(
-        'the reads of the planted output.log',
-        Promise.allSettled([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]),
-      )
-      for (const answer of answers) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING' } })
-      const download = await rawRequest(socketOf(), { method: 'GET', path: `/v1/tasks/${id}/output.log`, timeoutMs: 10_000 })
-      expect(download.status).toBe(410)
-      expect(download.text).not.toContain('SECRET')
+      const download = () => rawRequest(socketOf(), { method: 'GET', path: `/v1/tasks/${id}/output.log`, timeoutMs: 10_000 })
+      // Running: the file its keeper writes, held by the daemon, whatever is at the name.
+      const running = await within('the reads of the running task', Promise.all([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]))
+      expect(running.map((read) => Buffer.from(read.data, read.encoding === 'base64' ? 'base64' : 'utf8').toString())).toEqual(['mine\n', 'mine\n', 'mine\n'])
+      expect(await download()).toMatchObject({ status: 200, text: 'mine\n' })
       const tool = await within('task_output', callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } }))
-      expect(textOf(tool)).not.toContain('SECRET')
-      expect(textOf(tool)).not.toContain('root:')
+      expect((tool.meta as { output: string }).output).toBe('mine\n')
       writeFileSync(release, '')
       const ended = await within('the task to end', client.wait(id, { timeoutMs: 20_000 }), 25_000)
       expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
+      // Ended: read by its name again, where nothing but a file of its own is read.
+      const answers = await within('the reads of the planted output.log', Promise.allSettled([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]))
+      for (const answer of answers) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING' } })
+      const after = await download()
+      expect(after.status).toBe(410)
+      expect(after.text).not.toContain('SECRET')
+      const late = await within('task_output', callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, from: 0 } }))
+      expect(textOf(late)).not.toContain('SECRET')
+      expect(textOf(late)).not.toContain('root:')
       expect(readFileSync(secret, 'utf8')).toBe('SECRET\n')
     })
   }
+
+  test('output.log made nameless and a new file put at its name: the cap still counts what the task writes, and readers read it', async () => {
+    const dir = shared.workspace
+    const started = await shared.daemon.client.start({
+      // Its stdout still writes the file it had; a new empty one is at the name.
+      command: `echo before; rm -f ${FOLDER}/output.log && : > ${FOLDER}/output.log && echo after && touch ${join(dir, 'nameless.planted')} && ${waitForFile(join(dir, 'nameless.go'))} && head -c 64M /dev/zero; sleep 30`,
+      shell: true,
+      cwd: dir,
+      sandbox: 'off',
+      maxOutputBytes: 1024 * 1024,
+      timeoutMs: 60_000,
+    })
+    shared.track(started.id)
+    await waitFor('the task to replace its output.log', () => existsSync(join(dir, 'nameless.planted')), 20_000)
+    expect((await shared.daemon.client.read(started.id)).data).toBe('before\nafter\n')
+    writeFileSync(join(dir, 'nameless.go'), '')
+    const ended = await shared.daemon.client.wait(started.id, { timeoutMs: 20_000 })
+    expect(ended).toMatchObject({ state: 'killed', stoppedBy: 'output-cap' })
+  })
 
   test('input.log as a hard link to a file of the daemon: the input reaches the task, the file is never written', async () => {
     const secret = victim('victim-input')
     const dir = shared.workspace
     const release = join(dir, 'release-input')
     const started = await shared.daemon.client.start({
-      command: `ln -f ${secret} ${FOLDER}/input.log && touch ${release}.planted; head -c 6 > ${join(dir, 'input-read')}`,
+      command: `ln -f ${secret} ${FOLDER}/input.log && touch ${release}.planted; cat > ${join(dir, 'input-read')}`,
       shell: true,
       cwd: dir,
       sandbox: 'off',

@@ -41,12 +41,16 @@ export function registerOutputFileRoute(app: TendApp, context: DaemonContext): v
     async (request, reply) => {
       const { id } = request.params as TaskIdParams
       visibleTask(context.store, request, id)
-      const { handle, size } = await openOutputSnapshot(outputPath(context.config.layout.spool, id))
+      // A running task's output through the descriptor the daemon holds (the file its keeper
+      // writes, whatever is at its name), a finished one's by its path.
+      const held = await context.supervisor.outputs.reopen(id)
+      const { handle, size } = held ? { handle: held, size: (await held.stat()).size } : await openOutputSnapshot(outputPath(context.config.layout.spool, id))
+      const close = () => handle.close()
       // Without validators to compare, a conditional range (If-Range) is answered whole.
       const range = request.headers['if-range'] === undefined ? requestedRange(request.headers.range, size) : null
       void reply.header('accept-ranges', 'bytes').header('cache-control', 'no-store')
       if (range === 'unsatisfiable') {
-        await handle.close()
+        await close()
         return reply.status(416).header('content-range', `bytes */${size}`).type('application/octet-stream').send('')
       }
       const { start, end } = range ?? { start: 0, end: size - 1 }
@@ -56,19 +60,19 @@ export function registerOutputFileRoute(app: TendApp, context: DaemonContext): v
         .header('content-disposition', `attachment; filename="tend-${id}-output.log"`)
       if (range) void reply.status(206).header('content-range', `bytes ${start}-${end}/${size}`)
       if (end < start) {
-        await handle.close()
+        await close()
         return reply.send('')
       }
-      return reply.send(Readable.from(pieces(handle, id, start, end), { objectMode: false }))
+      return reply.send(Readable.from(pieces(handle, close, id, start, end), { objectMode: false }))
     },
   )
 }
 
 /**
- * Bytes [start, end] of the open file, piece by piece, closing it when done or abandoned. The end
- * of the file before `end` fails the stream: the answer is then cut off, never ended as if whole.
+ * Bytes [start, end] of the open file, piece by piece, `close` called when done or abandoned. The
+ * end of the file before `end` fails the stream: the answer is then cut off, never ended as if whole.
  */
-async function* pieces(handle: FileHandle, id: string, start: number, end: number): AsyncGenerator<Buffer> {
+async function* pieces(handle: FileHandle, close: () => Promise<void>, id: string, start: number, end: number): AsyncGenerator<Buffer> {
   try {
     for (let at = start; at <= end; ) {
       const piece = Buffer.allocUnsafe(Math.min(PIECE_BYTES, end - at + 1))
@@ -80,6 +84,6 @@ async function* pieces(handle: FileHandle, id: string, start: number, end: numbe
       yield piece.subarray(0, bytesRead)
     }
   } finally {
-    await handle.close()
+    await close()
   }
 }

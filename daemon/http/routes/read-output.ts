@@ -3,7 +3,7 @@ import type { DaemonContext } from '../../context.js'
 import { isFinished, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { visibleTask } from '../owner-scope.js'
-import { incompleteUtf8Tail, outputPath, readableOutputSize, readOutputRange, tailOffset } from '../../../spool/index.js'
+import { incompleteUtf8Tail, outputPath, tailOffset, type OutputSource } from '../../../spool/index.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
 
@@ -22,7 +22,9 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
       const query = request.query as ReadOutputQuery
       visibleTask(context.store, request, id)
       const file = outputPath(context.config.layout.spool, id)
-      const from = query.tail !== undefined ? await tailOffset(file, query.tail) : (query.from ?? 0)
+      // A running task's output through the descriptor the daemon holds; a finished one's by its path.
+      const output = () => context.supervisor.outputs.source(id, file)
+      const from = query.tail !== undefined ? await tailOffset(output(), query.tail) : (query.from ?? 0)
       const maxBytes = query.maxBytes ?? DEFAULT_READ_BYTES
       const encoding = query.encoding ?? 'utf8'
       const deadline = Date.now() + (query.waitMs ?? 0)
@@ -32,12 +34,13 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         // State first, size second: once a finished state is seen, the size read after it is final.
         const task = context.store.get(id)
         const finished = isFinished(task)
-        const size = await readableOutputSize(file)
+        const source = output()
+        const size = await source.size()
         const remainingMs = deadline - Date.now()
         if (size > from || finished || remainingMs <= 0 || abort.signal.aborted) {
           const available = Math.max(0, size - from)
-          let chunk = await readOutputRange(file, from, Math.min(maxBytes, available))
-          if (encoding === 'utf8' && chunk.length < available) chunk = await keepCharactersWhole(file, from, chunk, available)
+          let chunk = await source.read(from, Math.min(maxBytes, available))
+          if (encoding === 'utf8' && chunk.length < available) chunk = await keepCharactersWhole(source, from, chunk, available)
           const next = from + chunk.length
           return {
             data: chunk.toString(encoding),
@@ -54,7 +57,10 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
           const now = context.store.find(id)
           return now === undefined || isFinished(now)
         }
-        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: abort.signal })
+        // The file the keeper writes is watched (through the held descriptor), whatever is at its name.
+        const held = context.supervisor.outputs.held(id)
+        const watched = held ? `/proc/self/fd/${held.fd}` : file
+        await context.outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: abort.signal, sizeNow: () => source.size() })
       }
     },
   )
@@ -64,11 +70,11 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
  * A text read stops before a character it would cut in two, leaving it for the next read; when
  * maxBytes is smaller than that one character, the read grows to hold it whole.
  */
-async function keepCharactersWhole(file: string, from: number, chunk: Buffer, available: number): Promise<Buffer> {
+async function keepCharactersWhole(source: OutputSource, from: number, chunk: Buffer, available: number): Promise<Buffer> {
   const cut = incompleteUtf8Tail(chunk)
   if (cut === 0) return chunk
   if (cut < chunk.length) return chunk.subarray(0, chunk.length - cut)
   const lead = chunk[0]!
   const width = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1
-  return readOutputRange(file, from, Math.min(width, available))
+  return source.read(from, Math.min(width, available))
 }
