@@ -1,5 +1,5 @@
 import { watch, type FSWatcher } from 'node:fs'
-import { lstat } from 'node:fs/promises'
+import { stat } from 'node:fs/promises'
 
 interface Waiter {
   wake: (reason: WakeReason) => void
@@ -24,7 +24,7 @@ export interface WaitForChangeOptions {
   /** The longest wait, in milliseconds. */
   timeoutMs: number
   signal?: AbortSignal
-  /** The size of output.log now (default: by its path, without following a link). */
+  /** The size of output.log now (default: by its path; a stat opens nothing, so a FIFO there does not block it). */
   sizeNow?: () => Promise<number>
 }
 
@@ -71,7 +71,7 @@ export class OutputWatch {
       this.arm(taskId, file)
       // Armed first, looked at second: a write before this look shows in the size, one after it
       // raises an event. A file that is gone wakes the reader too, to find that out.
-      ;(options.sizeNow ?? (async () => (await lstat(file)).size))().then(
+      ;(options.sizeNow ?? (async () => (await stat(file)).size))().then(
         (size) => {
           if (size !== options.sizeSeen) finish('changed')
         },

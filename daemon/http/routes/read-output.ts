@@ -60,7 +60,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         // The file the keeper writes is watched (through the held descriptor), whatever is at its name.
         const held = context.supervisor.outputs.held(id)
         const watched = held ? `/proc/self/fd/${held.fd}` : file
-        await context.outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: abort.signal, sizeNow: () => source.size() })
+        await context.outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: abort.signal, ...(held ? { sizeNow: () => source.size() } : {}) })
       }
     },
   )
