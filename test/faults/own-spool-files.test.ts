@@ -76,6 +76,22 @@ describe('finding 11: UTF-8 characters written in pieces, read as text while the
     expect(text).toBe('café €\n')
   })
 
+  test('utf8 reads of the output route stop before a character the growing end cuts, and a long-poll waits for the rest of it', async () => {
+    const dir = shared.workspace
+    const started = await shared.daemon.client.start({ command: script(dir).replaceAll('/go', '/route-go'), shell: true, cwd: dir, timeoutMs: 30_000 })
+    shared.track(started.id)
+    const client = shared.daemon.client
+    await waitFor('the first piece to be written', async () => (await outputBytes(started.id)) === 4)
+    expect(await client.read(started.id)).toMatchObject({ data: 'caf', from: 0, next: 3, truncated: false, done: false })
+    // Only the first byte of é is there: the long-poll waits for the rest instead of answering at once.
+    const polled = client.read(started.id, { from: 3, waitMs: 20_000 })
+    writeFileSync(join(dir, 'route-go1'), '')
+    expect(await polled).toMatchObject({ data: 'é ', from: 3, next: 6 })
+    writeFileSync(join(dir, 'route-go2'), '')
+    await client.wait(started.id, { timeoutMs: 20_000 })
+    expect(await client.read(started.id, { from: 6 })).toMatchObject({ data: '€\n', next: 10, done: true })
+  })
+
   test('task_output hands the model whole characters, never U+FFFD', async () => {
     const dir = shared.workspace
     const agent = new TestAgent('utf8-tool')

@@ -37,20 +37,27 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         const source = output()
         const size = await source.size()
         const remainingMs = deadline - Date.now()
-        if (size > from || finished || remainingMs <= 0 || abort.signal.aborted) {
+        const giveUp = finished || remainingMs <= 0 || abort.signal.aborted
+        if (size > from || giveUp) {
           const available = Math.max(0, size - from)
           let chunk = await source.read(from, Math.min(maxBytes, available))
+          // The growing end of a running task's output: a character written only in part so far is
+          // left for the next read (which waits for the rest of it), never decoded in halves.
+          const growing = encoding === 'utf8' && !finished && chunk.length === available ? incompleteUtf8Tail(chunk) : 0
           if (encoding === 'utf8' && chunk.length < available) chunk = await keepCharactersWhole(source, from, chunk, available)
+          else chunk = chunk.subarray(0, chunk.length - growing)
           const next = from + chunk.length
-          return {
-            data: chunk.toString(encoding),
-            encoding,
-            from,
-            next,
-            done: finished && next >= size,
-            truncated: next < size,
-            outputBytes: size,
-            state: task.state,
+          if (chunk.length > 0 || available === 0 || giveUp) {
+            return {
+              data: chunk.toString(encoding),
+              encoding,
+              from,
+              next,
+              done: finished && next >= size,
+              truncated: next < size - growing,
+              outputBytes: size,
+              state: task.state,
+            }
           }
         }
         const endedSince = () => {
