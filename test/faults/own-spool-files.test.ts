@@ -1,12 +1,12 @@
 import { describe, expect, test } from 'vitest'
 import { execa } from 'execa'
 import { request as httpRequest, Agent, type IncomingMessage } from 'node:http'
-import { existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
 import { rawRequest } from '../helpers/raw-http.js'
-import { daemonEnv, TEND_BIN } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -357,5 +357,52 @@ for n in range(0, 30000): os.link(sys.argv[1], os.path.join(sys.argv[2], "task.j
     expect(ended).toMatchObject({ state: 'exited', exitCode: 3 })
     await within('tend rm', shared.daemon.client.remove(started.id), 15_000)
     expect(existsSync(ended.spool)).toBe(false)
+  })
+})
+
+describe('finding 9: spool files replaced while no daemon runs', () => {
+  test('exit.json and task.json as links, a folder, a socket, a FIFO: the next daemon starts at once, reads none of them, and supervises the tasks again', async () => {
+    const home = createTempHome()
+    const dir = shared.workspace
+    const release = join(dir, 'restart-release')
+    // Five tasks at once: more than an owner's default four slots.
+    const env = { TEND_PER_OWNER_CONCURRENCY: '8' }
+    let first: TestDaemon | undefined = await startTestDaemon({ home, env })
+    let second: TestDaemon | undefined
+    try {
+      // A regular file of the daemon's saying the task exited 42: linked in, it must not be believed.
+      const forged = join(home, 'forged-exit.json')
+      const plants: Array<[string, string]> = [
+        ['exit.json as a symbolic link', `ln -s ${forged} ${FOLDER}/exit.json`],
+        ['exit.json as a hard link', `ln ${forged} ${FOLDER}/exit.json`],
+        ['exit.json as a folder', `mkdir -p ${FOLDER}/exit.json/inside`],
+        ['exit.json as a socket', `${PYTHON} -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' ${FOLDER}/exit.json`],
+      ]
+      writeFileSync(forged, `{"pid":${process.pid},"exitCode":42,"signal":null,"endedAtMs":${Date.now()}}\n`)
+      // Each task plants once its running record has landed (a later record would replace a task.json it planted).
+      const plantGo = join(dir, 'restart-plant')
+      const planted = (id: string) => `${join(dir, 'restart-planted')}-${id}`
+      const start = (plant: string) => first!.client.start({ command: `${waitForFile(plantGo)}; ${plant} && touch ${join(dir, 'restart-planted')}-$TEND_TASK_ID; ${waitForFile(release)}`, shell: true, cwd: dir, sandbox: 'off' })
+      const tasks = new Map<string, string>()
+      for (const [what, plant] of plants) tasks.set(what, (await start(plant)).id)
+      // A task.json the task makes a FIFO: an entry the next daemon quarantines, without waiting on it.
+      const fifo = await start(`rm -f ${FOLDER}/task.json && mkfifo ${FOLDER}/task.json`)
+      const crashing = first
+      for (const id of [...tasks.values(), fifo.id]) await waitFor(`task ${id} to be recorded running`, async () => (await crashing.client.get(id)).state === 'running', 20_000)
+      writeFileSync(plantGo, '')
+      for (const id of [...tasks.values(), fifo.id]) await waitFor(`task ${id} to plant its file`, () => existsSync(planted(id)), 20_000)
+      await first.crash()
+      first = undefined
+      second = await within('the next daemon to start', startTestDaemon({ home, env }), 30_000)
+      for (const [what, id] of tasks) expect(await second.client.get(id), what).toMatchObject({ state: 'running' })
+      expect(await second.client.get(fifo.id)).toMatchObject({ state: 'corrupt', reason: expect.stringContaining('FIFO') })
+      writeFileSync(release, '')
+      for (const [what, id] of tasks) expect(await second.client.wait(id, { timeoutMs: 20_000 }), what).toMatchObject({ state: 'exited', exitCode: 0 })
+    } finally {
+      writeFileSync(release, '')
+      await killEverythingOf(home)
+      await second?.stop()
+      if (!second) rmSync(home, { recursive: true, force: true })
+    }
   })
 })
