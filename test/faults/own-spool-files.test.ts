@@ -306,6 +306,36 @@ describe('finding 9: a task under off replaces its own spool files', () => {
     expect(ended).toMatchObject({ state: 'killed', stoppedBy: 'output-cap' })
   })
 
+  // What input.fifo and resize.fifo become: the daemon must answer with a coded error, never write there, never a 500.
+  const pipePlants: Array<[string, (file: string) => string]> = [
+    ['a regular file', (file) => `rm -f ${file} && echo x > ${file}`],
+    ['a symbolic link', (file) => `rm -f ${file} && ln -s /dev/null ${file}`],
+    ['a folder', (file) => `rm -f ${file} && mkdir ${file}`],
+    ['nothing', (file) => `rm -f ${file}`],
+  ]
+  for (const [what, plant] of pipePlants) {
+    test(`the keeper's FIFOs replaced by ${what}: input and resize answer a coded 4xx error, never a 500`, async () => {
+      const dir = shared.workspace
+      const marker = join(dir, `pipes-planted-${pipePlants.findIndex(([name]) => name === what)}`)
+      const started = await shared.daemon.client.start({
+        command: `${plant(`${FOLDER}/input.fifo`)} && ${plant(`${FOLDER}/resize.fifo`)} && touch ${marker}; exec sleep 60`,
+        shell: true,
+        cwd: dir,
+        sandbox: 'off',
+        tty: true,
+        timeoutMs: 30_000,
+      })
+      shared.track(started.id)
+      await waitFor('the task to replace its FIFOs', () => existsSync(marker), 20_000)
+      const post = (path: string, body: unknown) => rawRequest(socketOf(), { method: 'POST', path: `/v1/tasks/${started.id}/${path}`, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+      for (const answer of [await post('input', { text: 'hello' }), await post('resize', { cols: 100, rows: 40 })]) {
+        expect(answer.status, answer.text).toBeGreaterThanOrEqual(400)
+        expect(answer.status, answer.text).toBeLessThan(500)
+        expect(JSON.parse(answer.text).code, answer.text).toMatch(/^TEND_ERR_/)
+      }
+    })
+  }
+
   test('input.log as a hard link to a file of the daemon: the input reaches the task, the file is never written', async () => {
     const secret = victim('victim-input')
     const dir = shared.workspace
