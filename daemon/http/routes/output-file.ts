@@ -14,7 +14,7 @@ const PIECE_BYTES = 64 * 1024
 
 /**
  * GET /v1/tasks/:id/output.log — output.log as it is now, raw bytes, as a download; one byte range
- * of it with `Range` (206; 416 past its end). The file is streamed from the descriptor opened for
+ * of it with `Range` (206; 416 past its end). The file is streamed from a descriptor opened for
  * the request, never held in memory, and ends at the size it had when asked (Content-Length): a
  * task still writing does not make the download endless. A file cut back meanwhile (the task
  * truncates its own stdout) cannot give the bytes announced: the answer is cut off where the file
@@ -45,12 +45,11 @@ export function registerOutputFileRoute(app: TendApp, context: DaemonContext): v
       // writes, whatever is at its name), a finished one's by its path.
       const held = await context.supervisor.outputs.reopen(id)
       const { handle, size } = held ? { handle: held, size: (await held.stat()).size } : await openOutputSnapshot(outputPath(context.config.layout.spool, id))
-      const close = () => handle.close()
       // Without validators to compare, a conditional range (If-Range) is answered whole.
       const range = request.headers['if-range'] === undefined ? requestedRange(request.headers.range, size) : null
       void reply.header('accept-ranges', 'bytes').header('cache-control', 'no-store')
       if (range === 'unsatisfiable') {
-        await close()
+        await handle.close()
         return reply.status(416).header('content-range', `bytes */${size}`).type('application/octet-stream').send('')
       }
       const { start, end } = range ?? { start: 0, end: size - 1 }
@@ -60,19 +59,19 @@ export function registerOutputFileRoute(app: TendApp, context: DaemonContext): v
         .header('content-disposition', `attachment; filename="tend-${id}-output.log"`)
       if (range) void reply.status(206).header('content-range', `bytes ${start}-${end}/${size}`)
       if (end < start) {
-        await close()
+        await handle.close()
         return reply.send('')
       }
-      return reply.send(Readable.from(pieces(handle, close, id, start, end), { objectMode: false }))
+      return reply.send(Readable.from(pieces(handle, id, start, end), { objectMode: false }))
     },
   )
 }
 
 /**
- * Bytes [start, end] of the open file, piece by piece, `close` called when done or abandoned. The
- * end of the file before `end` fails the stream: the answer is then cut off, never ended as if whole.
+ * Bytes [start, end] of the open file, piece by piece, closing it when done or abandoned. The end
+ * of the file before `end` fails the stream: the answer is then cut off, never ended as if whole.
  */
-async function* pieces(handle: FileHandle, close: () => Promise<void>, id: string, start: number, end: number): AsyncGenerator<Buffer> {
+async function* pieces(handle: FileHandle, id: string, start: number, end: number): AsyncGenerator<Buffer> {
   try {
     for (let at = start; at <= end; ) {
       const piece = Buffer.allocUnsafe(Math.min(PIECE_BYTES, end - at + 1))
@@ -84,6 +83,6 @@ async function* pieces(handle: FileHandle, close: () => Promise<void>, id: strin
       yield piece.subarray(0, bytesRead)
     }
   } finally {
-    await close()
+    await handle.close()
   }
 }
