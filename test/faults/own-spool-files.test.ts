@@ -200,6 +200,62 @@ describe('finding 10: downloads of output.log', () => {
   })
 })
 
+describe('finding 10: output.log cut back under a follower', () => {
+  test('tend logs -f says so and reads it again from the start, instead of waiting for bytes past its old end', async () => {
+    const dir = shared.workspace
+    const started = await shared.daemon.client.start({
+      // The task cuts its own stdout back (as a log rotation would), then writes on.
+      command: `echo 'a first line, longer than what follows'; ${waitForFile(join(dir, 'cut-go1'))}; ${PYTHON} -c 'import os; os.ftruncate(1, 0)'; echo 2nd; ${waitForFile(join(dir, 'cut-go2'))}`,
+      shell: true,
+      cwd: dir,
+      timeoutMs: 30_000,
+    })
+    shared.track(started.id)
+    const follower = execa(process.execPath, [TEND_BIN, 'logs', '-f', started.id], { env: daemonEnv(shared.daemon.home), extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000 })
+    let printed = ''
+    let said = ''
+    follower.stdout!.on('data', (chunk: Buffer) => (printed += chunk.toString('utf8')))
+    follower.stderr!.on('data', (chunk: Buffer) => (said += chunk.toString('utf8')))
+    await waitFor('the first line to be printed', () => printed.includes('longer than what follows\n'))
+    writeFileSync(join(dir, 'cut-go1'), '')
+    // The task still runs: what it wrote after the cut is shown now, not at its end.
+    await waitFor('what was written after the cut to be printed', () => printed.endsWith('2nd\n'), 15_000)
+    expect(said).toMatch(/cut back/)
+    expect((await shared.daemon.client.get(started.id)).state).toBe('running')
+    writeFileSync(join(dir, 'cut-go2'), '')
+    const result = await follower
+    expect(result.exitCode, result.stderr).toBe(0)
+    expect(printed).toBe('a first line, longer than what follows\n2nd\n')
+  })
+
+  test('task_output reads a cut-back output again from its start, instead of waiting past its old end', async () => {
+    const dir = shared.workspace
+    const agent = new TestAgent('cut-back-tool')
+    const started = await shared.daemon.client.start({
+      command: `echo 'a first line, longer than what follows'; ${waitForFile(join(dir, 'tool-cut-go1'))}; ${PYTHON} -c 'import os; os.ftruncate(1, 0)'; echo 2nd; ${waitForFile(join(dir, 'tool-cut-go2'))}`,
+      shell: true,
+      cwd: dir,
+      owner: 'cut-back-tool',
+      timeoutMs: 30_000,
+    })
+    shared.track(started.id)
+    const read = async (args: Record<string, unknown> = {}) => {
+      const result = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: started.id, ...args } })
+      expect(result.isError, textOf(result)).toBe(false)
+      return (result.meta as { output: string }).output
+    }
+    await waitFor('the first line', async () => (await outputBytes(started.id)) > 0)
+    expect(await read()).toBe('a first line, longer than what follows\n')
+    writeFileSync(join(dir, 'tool-cut-go1'), '')
+    await waitFor('the cut and what follows it', async () => (await outputBytes(started.id)) === 4)
+    const began = Date.now()
+    expect(await read({ wait_ms: 20_000 })).toBe('2nd\n')
+    // Answered at once: nothing is waited for past an end that is gone.
+    expect(Date.now() - began).toBeLessThan(10_000)
+    writeFileSync(join(dir, 'tool-cut-go2'), '')
+  })
+})
+
 describe('finding 12: a terminal task whose keeper is stopped', () => {
   test('a resize flood gets a retryable coded error (503, Retry-After) once its pipe is full, never a 500; resizes work again once the keeper runs', async () => {
     const started = await shared.daemon.client.start({ command: ['sleep', '120'], tty: true, cwd: shared.workspace })

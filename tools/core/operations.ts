@@ -108,13 +108,20 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
   await session.open()
   return session.watch(args.task_id, async () => {
     const consuming = args.from === undefined
-    const from = consuming ? session.cursor(args.task_id) : args.from!
+    let from = consuming ? session.cursor(args.task_id) : args.from!
     const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, 1024 * 1024)
     const waitMs = Math.min(args.wait_ms ?? 0, settings.maxWaitMs)
     const deadline = Date.now() + waitMs
     let probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
-    while (probe.outputBytes <= from && !probe.done && Date.now() < deadline) {
+    // A long-poll answers at once for an output cut back below `from`: that is no reason to wait again.
+    while (probe.outputBytes === from && !probe.done && Date.now() < deadline) {
       probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+    }
+    // The task cut its output back below this agent's place (truncated its stdout): it is read
+    // again from its start, as `tail -f` does, rather than never again.
+    if (consuming && probe.outputBytes < from) {
+      session.rewind(args.task_id)
+      from = 0
     }
     const recorded = await session.client.get(args.task_id)
     // A finished task's size is final; a running one's is the live size the last read saw.

@@ -61,8 +61,12 @@ async function printChunk(io: CliIo, chunk: ReadResult, printer: Printer, flush:
 
 /** Copies a task's output to stdout until it ends: byte for byte, or with `plain` as plain text. */
 export async function streamOutput(client: TendClient, io: CliIo, id: string, start: ReadStart, options: { plain?: boolean } = {}): Promise<void> {
-  const printer = printerFor(options.plain)
-  for await (const chunk of client.follow(id, { ...start, encoding: 'base64', maxBytes: 4 * 1024 * 1024 })) {
+  let printer = printerFor(options.plain)
+  const onCutBack = (outputBytes: number, from: number) => {
+    io.err(`tend: the output of ${id} was cut back to ${outputBytes} bytes (it had ${from}); reading it again from its start`)
+    printer = printerFor(options.plain)
+  }
+  for await (const chunk of client.follow(id, { ...start, encoding: 'base64', maxBytes: 4 * 1024 * 1024, onCutBack })) {
     await printChunk(io, chunk, printer, false)
   }
 }

@@ -38,7 +38,9 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         const size = await source.size()
         const remainingMs = deadline - Date.now()
         const giveUp = finished || remainingMs <= 0 || abort.signal.aborted
-        if (size > from || giveUp) {
+        // A file cut back below `from` (the task truncated its stdout) answers at once: no byte past
+        // an end that is gone may be waited for, and outputBytes < from tells the reader.
+        if (size !== from || giveUp) {
           const available = Math.max(0, size - from)
           let chunk = await source.read(from, Math.min(maxBytes, available))
           // The growing end of a running task's output: a character written only in part so far is
