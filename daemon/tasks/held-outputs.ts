@@ -1,5 +1,6 @@
 import { constants } from 'node:fs'
-import { open, type FileHandle } from 'node:fs/promises'
+import { lstat, open, readdir, type FileHandle } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import { openOutputToHold, outputAtPath, outputByDescriptor, type OutputSource } from '../../spool/index.js'
 
 /**
@@ -16,6 +17,21 @@ export class HeldOutputs {
   /** Holds the task's output.log from now on (before its launch, or when it is supervised again). */
   async hold(id: string, path: string): Promise<void> {
     const handle = await openOutputToHold(path)
+    const earlier = this.handles.get(id)
+    this.handles.set(id, handle)
+    await earlier?.close()
+  }
+
+  /**
+   * Holds the output.log of a task an earlier daemon started, as its keeper holds it: the one
+   * regular file on the spool's disk among the keeper's descriptors (it keeps output.log open for
+   * the task's whole life), opened through /proc, so that what the task did to the name while no
+   * daemon ran (removed it, put another file there) changes nothing. By its name when the keeper's
+   * descriptors cannot be read or do not show exactly one such file.
+   */
+  async holdFromKeeper(id: string, keeperPid: number, path: string): Promise<void> {
+    const handle = await keepersOutput(keeperPid, (await lstat(dirname(path))).dev)
+    if (!handle) return this.hold(id, path)
     const earlier = this.handles.get(id)
     this.handles.set(id, handle)
     await earlier?.close()
@@ -61,4 +77,22 @@ export class HeldOutputs {
     this.handles.delete(id)
     await handle?.close()
   }
+}
+
+/** The one regular file on device `dev` that the keeper holds open, opened anew through /proc; null when not exactly one. */
+async function keepersOutput(keeperPid: number, dev: number): Promise<FileHandle | null> {
+  const folder = `/proc/${keeperPid}/fd`
+  const names = await readdir(folder).catch(() => [] as string[])
+  const found: Array<{ handle: FileHandle; ino: number }> = []
+  for (const name of names) {
+    // Opened without waiting (a FIFO among them), and only kept when it is a regular file there.
+    const handle = await open(`${folder}/${name}`, constants.O_RDWR | constants.O_NONBLOCK | constants.O_NOCTTY).catch(() => null)
+    if (!handle) continue
+    const info = await handle.stat().catch(() => null)
+    if (!info || !info.isFile() || info.dev !== dev || found.some((each) => each.ino === info.ino)) await handle.close()
+    else found.push({ handle, ino: info.ino })
+  }
+  if (found.length === 1) return found[0]!.handle
+  await Promise.all(found.map((each) => each.handle.close()))
+  return null
 }

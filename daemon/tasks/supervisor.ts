@@ -361,8 +361,8 @@ export class Supervisor {
     const { identity } = this.capabilities
     if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
     const plan = await resumedPlan(task, this.capabilities)
-    // What is at its name now: the task may have replaced it while no daemon ran.
-    await this.holdOutput(task.id, outputPath(this.config.layout.spool, task.id))
+    // The file its keeper writes, whatever the task did to the name while no daemon ran.
+    await this.outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(this.config.layout.spool, task.id)).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     const entry = this.track(task.id, task, task.pid, attached.exited, plan)
     void this.watch(task.id, entry, plan)
     // A deadline or an output cap passed while no daemon ran is enforced now.

@@ -498,4 +498,38 @@ describe('finding 9: spool files replaced while no daemon runs', () => {
       if (!second) rmSync(home, { recursive: true, force: true })
     }
   })
+
+  test('output.log made nameless while no daemon runs: the next daemon holds the file the keeper writes, reads it and counts it against the cap', async () => {
+    const home = createTempHome()
+    const dir = shared.workspace
+    const go = [join(dir, 'nameless-restart-go1'), join(dir, 'nameless-restart-go2')]
+    let first: TestDaemon | undefined = await startTestDaemon({ home })
+    let second: TestDaemon | undefined
+    try {
+      const started = await first.client.start({
+        command: `echo before; ${waitForFile(go[0]!)}; rm -f ${FOLDER}/output.log && : > ${FOLDER}/output.log && echo after && touch ${go[0]}.planted; ${waitForFile(go[1]!)}; head -c 64M /dev/zero; sleep 30`,
+        shell: true,
+        cwd: dir,
+        sandbox: 'off',
+        maxOutputBytes: 1024 * 1024,
+        timeoutMs: 60_000,
+      })
+      const crashing = first
+      await waitFor('the first line', async () => (await crashing.client.read(started.id)).data === 'before\n', 20_000)
+      await first.crash()
+      first = undefined
+      writeFileSync(go[0]!, '')
+      await waitFor('the task to make its output nameless', () => existsSync(`${go[0]}.planted`), 20_000)
+      second = await within('the next daemon to start', startTestDaemon({ home }), 30_000)
+      expect((await second.client.read(started.id)).data).toBe('before\nafter\n')
+      writeFileSync(go[1]!, '')
+      expect(await second.client.wait(started.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'killed', stoppedBy: 'output-cap' })
+    } finally {
+      writeFileSync(go[0]!, '')
+      writeFileSync(go[1]!, '')
+      await killEverythingOf(home)
+      await second?.stop()
+      if (!second) rmSync(home, { recursive: true, force: true })
+    }
+  })
 })
