@@ -139,11 +139,22 @@ export class TendClient {
     })
   }
 
-  /** Yields the task's output chunk by chunk from `from` until the task has ended. */
-  async *follow(id: string, options: Omit<ReadOptions, 'waitMs'> = {}): AsyncGenerator<ReadResult> {
+  /**
+   * Yields the task's output chunk by chunk from `from` until the task has ended. An output.log cut
+   * back below the place reached (the task truncated its stdout) is read again from its start, as
+   * `tail -f` does, after `onCutBack` is told (else the follow would wait for bytes past an end
+   * that no longer exists).
+   */
+  async *follow(id: string, options: Omit<ReadOptions, 'waitMs'> & { onCutBack?: (outputBytes: number, from: number) => void } = {}): AsyncGenerator<ReadResult> {
+    const { onCutBack, ...readOptions } = options
     let cursor: { from?: number; tail?: number } = options.tail !== undefined ? { tail: options.tail } : { from: options.from ?? 0 }
     for (;;) {
-      const result = await this.read(id, { ...options, ...cursor, waitMs: WAIT_MS_LIMIT })
+      const result = await this.read(id, { ...readOptions, ...cursor, waitMs: WAIT_MS_LIMIT })
+      if (result.outputBytes < result.from) {
+        onCutBack?.(result.outputBytes, result.from)
+        cursor = { from: 0 }
+        continue
+      }
       if (result.next > result.from || result.done) yield result
       if (result.done) return
       cursor = { from: result.next }

@@ -44,6 +44,8 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_TASK_FINISHED: { statusCode: 409, message: 'task {id} has ended ({state}): it reads no more input', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_STARTED: { statusCode: 409, message: 'task {id} has not started yet ({state}) after {waitMs}ms: send its input once it runs', blame: 'caller', retryable: true },
   TEND_ERR_STDIN_FULL: { statusCode: 409, message: 'stdin of task {id} is full: {acceptedBytes} of {totalBytes} bytes were written in {waitMs}ms, the rest (from byte {acceptedBytes} of this input) was not; the task is not reading its input', blame: 'caller', retryable: true },
+  TEND_ERR_PIPE_GONE: { statusCode: 410, message: 'the {what} of task {id} is gone: {detail}; nothing was written', blame: 'system', retryable: false },
+  TEND_ERR_TERMINAL_BUSY: { statusCode: 503, message: 'the terminal of task {id} takes no resize now: its keeper has not read the requests before this one (it is stopped or starved); retry in {retryAfterSeconds} s', blame: 'system', retryable: true },
   TEND_ERR_NO_TTY: { statusCode: 409, message: 'task {id} has no terminal (a task runs on one only when started with it: tty in the API, tend run --tty, bash with tty: true)', blame: 'caller', retryable: false },
   TEND_ERR_TTY_UNAVAILABLE: { statusCode: 503, message: 'terminals are not available here: {detail}', blame: 'system', retryable: false },
   TEND_ERR_STDIN_UNAVAILABLE: { statusCode: 503, message: 'stdin pipes are not available here: {detail}', blame: 'system', retryable: false },
@@ -92,6 +94,15 @@ export class TendError extends Error {
     this.blame = spec.blame
     this.retryable = spec.retryable
     this.params = params
+  }
+
+  /**
+   * Seconds after which the same request may succeed, for a Retry-After header: set by the errors
+   * that know it (params.retryAfterSeconds, a whole number of at least 1).
+   */
+  get retryAfterSeconds(): number | undefined {
+    const value = this.params.retryAfterSeconds
+    return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 ? value : undefined
   }
 
   toWire(): WireError {

@@ -11,6 +11,8 @@
  * it cannot tell where an unfinished sequence starts, which a reader that goes on later needs.
  */
 
+import { incompleteUtf8Tail } from './utf8-tail.js'
+
 /** Text for a reader, and how many bytes at the end of the input were left for the next read. */
 export interface PlainTextChunk {
   text: string
@@ -51,7 +53,7 @@ export function plainTextChunk(raw: string | Uint8Array, options: PlainTextOptio
   if (typeof raw === 'string') input = raw
   else {
     const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)
-    partialBytes = options.final ? 0 : partialCharacterBytes(bytes)
+    partialBytes = options.final ? 0 : incompleteUtf8Tail(bytes)
     input = bytes.subarray(0, bytes.length - partialBytes).toString('utf8')
   }
   const { text, unfinishedAt } = render(input)
@@ -154,15 +156,4 @@ function withoutLastCharacter(line: string): string {
   const last = line.charCodeAt(line.length - 1)
   const pair = last >= 0xdc00 && last <= 0xdfff && line.length >= 2 && line.charCodeAt(line.length - 2) >= 0xd800 && line.charCodeAt(line.length - 2) <= 0xdbff
   return line.slice(0, pair ? -2 : -1)
-}
-
-/** Bytes at the end of `bytes` that begin a UTF-8 character the input stops inside (0: none). */
-function partialCharacterBytes(bytes: Uint8Array): number {
-  for (let back = 1; back <= Math.min(3, bytes.length); back++) {
-    const byte = bytes[bytes.length - back]!
-    if ((byte & 0xc0) === 0x80) continue
-    const length = byte >= 0xf0 && byte < 0xf8 ? 4 : byte >= 0xe0 && byte < 0xf0 ? 3 : byte >= 0xc0 && byte < 0xe0 ? 2 : 1
-    return length > back ? back : 0
-  }
-  return 0
 }

@@ -2,7 +2,10 @@ import { lstatSync, type Stats } from 'node:fs'
 import { lstat, type FileHandle } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
-import { fileKind, openRegularFile, untrustedProblem } from './untrusted-file.js'
+import { fileKind, openRegularFile, openRegularFileToUpdate, untrustedProblem } from './untrusted-file.js'
+
+/** Text reads stop before a character cut in two (protocol/utf8-tail.ts). */
+export { incompleteUtf8Tail } from '../protocol/index.js'
 
 /*
  * output.log is the task's own file: under `off` it can replace it (a FIFO, a link, a socket), and
@@ -95,17 +98,59 @@ export async function readOutputRange(path: string, from: number, maxBytes: numb
     throw asOutputError(path, error)
   }
   try {
-    const buffer = Buffer.allocUnsafe(maxBytes)
-    let filled = 0
-    while (filled < maxBytes) {
-      const { bytesRead } = await handle.read(buffer, filled, maxBytes - filled, from + filled)
-      if (bytesRead === 0) break
-      filled += bytesRead
-    }
-    return buffer.subarray(0, filled)
+    return await readHandleRange(handle, from, maxBytes)
   } finally {
     await handle.close()
   }
+}
+
+/** Up to maxBytes of an open file from byte offset `from` (fewer at its end). */
+export async function readHandleRange(handle: FileHandle, from: number, maxBytes: number): Promise<Buffer> {
+  const buffer = Buffer.allocUnsafe(maxBytes)
+  let filled = 0
+  while (filled < maxBytes) {
+    const { bytesRead } = await handle.read(buffer, filled, maxBytes - filled, from + filled)
+    if (bytesRead === 0) break
+    filled += bytesRead
+  }
+  return buffer.subarray(0, filled)
+}
+
+/** Where a reader takes a task's output from: its size now, and bytes of it. */
+export interface OutputSource {
+  size(): Promise<number>
+  read(from: number, maxBytes: number): Promise<Buffer>
+}
+
+/** output.log by its path, opened for each look with every check (a finished task's, or one no daemon holds). */
+export function outputAtPath(path: string): OutputSource {
+  return { size: () => readableOutputSize(path), read: (from, maxBytes) => readOutputRange(path, from, maxBytes) }
+}
+
+/**
+ * output.log through the descriptor the daemon holds while its task runs: the very file the
+ * task's keeper writes, whatever the task has put at its name since (nothing is opened).
+ */
+export function outputByDescriptor(handle: FileHandle): OutputSource {
+  return { size: async () => (await handle.stat()).size, read: (from, maxBytes) => readHandleRange(handle, from, maxBytes) }
+}
+
+/**
+ * output.log opened for the daemon to hold while its task runs, before the task starts (so it is
+ * the file the keeper opens): read through it, measured through it (the cap counts what the keeper
+ * writes, even after the task has put another file at its name), and cut back through it.
+ */
+export async function openOutputToHold(path: string): Promise<FileHandle> {
+  try {
+    return await openRegularFileToUpdate(path)
+  } catch (error) {
+    throw asOutputError(path, error)
+  }
+}
+
+/** The logical size and disk use of an open output.log. */
+export async function heldFootprint(handle: FileHandle): Promise<{ size: number; allocatedBytes: number }> {
+  return footprintOf(await handle.stat())
 }
 
 /** A task's output.log that is gone, replaced or leased, as the coded error (other failures pass through unchanged). */
@@ -146,26 +191,9 @@ function missingAsNull(error: unknown): null {
   throw error
 }
 
-/**
- * How many bytes at the end of `chunk` belong to a UTF-8 character that the chunk cuts in two.
- * A text read stops before them so the next read starts on a character boundary; cursors stay
- * byte offsets either way.
- */
-export function incompleteUtf8Tail(chunk: Buffer): number {
-  const limit = Math.min(3, chunk.length)
-  for (let back = 1; back <= limit; back += 1) {
-    const byte = chunk[chunk.length - back]!
-    if ((byte & 0xc0) === 0x80) continue
-    if (byte < 0x80) return 0
-    const expected = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1
-    return expected > back ? back : 0
-  }
-  return 0
-}
-
 /** Byte offset where the last `lines` lines of output.log start (a final unterminated line counts). */
-export async function tailOffset(path: string, lines: number): Promise<number> {
-  const size = await readableOutputSize(path)
+export async function tailOffset(source: OutputSource, lines: number): Promise<number> {
+  const size = await source.size()
   if (lines === 0) return size
   const blockBytes = 64 * 1024
   let end = size
@@ -174,7 +202,7 @@ export async function tailOffset(path: string, lines: number): Promise<number> {
   let skipFinalNewline = true
   while (end > 0) {
     const start = Math.max(0, end - blockBytes)
-    const block = await readOutputRange(path, start, end - start)
+    const block = await source.read(start, end - start)
     for (let index = block.length - 1; index >= 0; index -= 1) {
       if (block[index] !== 0x0a) {
         skipFinalNewline = false

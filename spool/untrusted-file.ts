@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync, type Stats } from 'node:fs'
-import { open, type FileHandle } from 'node:fs/promises'
+import { open, unlink, type FileHandle } from 'node:fs/promises'
 
 /**
  * Opening a file whose path a task could have made: in its spool folder under `off`, in its cwd,
@@ -12,7 +12,9 @@ import { open, type FileHandle } from 'node:fs/promises'
  *     EWOULDBLOCK at once instead of waiting for the holder;
  *   - never makes a terminal the daemon's controlling terminal (O_NOCTTY);
  *   - is checked with fstat on the descriptor before a byte is read or written: anything but a
- *     regular file is closed again and refused (EFTYPE), never read.
+ *     regular file is closed again and refused (EFTYPE), never read; so is a regular file with
+ *     more than one name (a hard link the task made to a file it should not reach through tend:
+ *     the daemon may be root, and a file of the daemon's on the same disk can be linked in).
  * Node adds O_CLOEXEC to every open.
  */
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY
@@ -48,6 +50,16 @@ function notRegular(path: string, info: Stats): NodeJS.ErrnoException {
   return Object.assign(new Error(`${NOT_REGULAR_FILE}: ${path} is ${kind}, not a regular file`), { code: NOT_REGULAR_FILE, path, kind })
 }
 
+/** What a file a descriptor was opened on must be to be read or written: one regular file, with no other name. */
+function refusal(path: string, info: Stats): NodeJS.ErrnoException | null {
+  if (!info.isFile()) return notRegular(path, info)
+  if (info.nlink > 1) {
+    const kind = `a hard link (a file with ${info.nlink} names)`
+    return Object.assign(new Error(`${NOT_REGULAR_FILE}: ${path} is ${kind}, not a file of its own`), { code: NOT_REGULAR_FILE, path, kind })
+  }
+  return null
+}
+
 /** Opens a regular file for reading, never waiting and never following a link; its handle and its stat. */
 export async function openRegularFile(path: string): Promise<{ handle: FileHandle; info: Stats }> {
   return checked(path, await open(path, READ_FLAGS))
@@ -55,9 +67,11 @@ export async function openRegularFile(path: string): Promise<{ handle: FileHandl
 
 /**
  * Opens (creating, mode `mode`) a regular file for writing the same way; `append` adds at its end,
- * else it is emptied first (after the type check: a FIFO or device is never truncated).
+ * else it is emptied first (after the type check: a FIFO or device is never truncated). `fresh`:
+ * a temporary name, made anew by this open whatever was there (see openFreshFile).
  */
-export async function openRegularFileForWrite(path: string, options: { mode?: number; append?: boolean } = {}): Promise<FileHandle> {
+export async function openRegularFileForWrite(path: string, options: { mode?: number; append?: boolean; fresh?: boolean } = {}): Promise<FileHandle> {
+  if (options.fresh) return openFreshFile(path, options.mode ?? 0o600)
   const { handle } = await checked(path, await open(path, WRITE_FLAGS | (options.append ? constants.O_APPEND : 0), options.mode ?? 0o600))
   if (!options.append) {
     try {
@@ -70,10 +84,32 @@ export async function openRegularFileForWrite(path: string, options: { mode?: nu
   return handle
 }
 
+/** Tries at a name that a task keeps planting things at, before the write is given up. */
+const FRESH_TRIES = 3
+
+/**
+ * A new, empty file made at `path` by this very open (O_EXCL), for a temporary name a task can
+ * guess: whatever it planted there (a hard link to a file of the daemon's, which an open without
+ * O_EXCL would empty and write) is unlinked first, never written through.
+ */
+async function openFreshFile(path: string, mode: number): Promise<FileHandle> {
+  for (let tries = 1; ; tries++) {
+    await unlink(path).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOENT') throw error
+    })
+    try {
+      return (await checked(path, await open(path, WRITE_FLAGS | constants.O_EXCL, mode))).handle
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || tries === FRESH_TRIES) throw error
+    }
+  }
+}
+
 async function checked(path: string, handle: FileHandle): Promise<{ handle: FileHandle; info: Stats }> {
   try {
     const info = await handle.stat()
-    if (!info.isFile()) throw notRegular(path, info)
+    const refused = refusal(path, info)
+    if (refused) throw refused
     return { handle, info }
   } catch (error) {
     await handle.close()
@@ -97,7 +133,8 @@ export function readRegularFileSync(path: string, maxBytes: number): Buffer {
   const fd = openSync(path, READ_FLAGS)
   try {
     const info = fstatSync(fd)
-    if (!info.isFile()) throw notRegular(path, info)
+    const refused = refusal(path, info)
+    if (refused) throw refused
     if (info.size > maxBytes) throw tooLarge(path, info.size, maxBytes)
     // One byte more than allowed tells a file that grew since the stat.
     const buffer = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(info.size + 1, 4096)))
@@ -120,7 +157,8 @@ export function writeRegularFileSync(path: string, data: string | Buffer, mode =
   const fd = openSync(path, WRITE_FLAGS, mode)
   try {
     const info = fstatSync(fd)
-    if (!info.isFile()) throw notRegular(path, info)
+    const refused = refusal(path, info)
+    if (refused) throw refused
     ftruncateSync(fd, 0)
     const bytes = typeof data === 'string' ? Buffer.from(data) : data
     for (let offset = 0; offset < bytes.length; ) offset += writeSync(fd, bytes, offset, bytes.length - offset, offset)
@@ -131,6 +169,11 @@ export function writeRegularFileSync(path: string, data: string | Buffer, mode =
 
 function tooLarge(path: string, size: number, maxBytes: number): NodeJS.ErrnoException {
   return Object.assign(new Error(`EFBIG: ${path} holds ${size} bytes, more than the ${maxBytes} expected`), { code: 'EFBIG', path, size, maxBytes })
+}
+
+/** Opens an existing regular file for reading and writing (no create, no truncation), the same way. */
+export async function openRegularFileToUpdate(path: string): Promise<FileHandle> {
+  return (await checked(path, await open(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY))).handle
 }
 
 /** Cuts a regular file to `bytes`, through a descriptor opened as above (no link followed, no lease waited on). */

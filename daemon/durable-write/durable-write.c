@@ -71,7 +71,8 @@ static int make_folder(Job *job) {
 /*
  * Opens (creating, 0600) a file in a task's spool folder for writing. A task under `off` can write
  * that folder and guess the names: a link is not followed, a FIFO not waited on (O_NONBLOCK), and
- * anything but a regular file is refused (ENXIO) before a byte is written.
+ * anything but a regular file with one name is refused (ENXIO) before a byte is written (a hard
+ * link would have the daemon write a file of its own that the task linked in).
  */
 static int open_regular(const char *path, int flags) {
   int fd;
@@ -79,11 +80,26 @@ static int open_regular(const char *path, int flags) {
   while (fd < 0 && errno == EINTR);
   if (fd < 0) return -1;
   struct stat info;
-  int error = fstat(fd, &info) != 0 ? errno : S_ISREG(info.st_mode) ? 0 : ENXIO;
+  int error = fstat(fd, &info) != 0 ? errno : S_ISREG(info.st_mode) && info.st_nlink <= 1 ? 0 : ENXIO;
   if (!error) return fd;
   close(fd);
   errno = error;
   return -1;
+}
+
+/* Tries at a temporary name that a task keeps planting things at, before the write is given up. */
+#define FRESH_TRIES 3
+
+/*
+ * A new file made at the temporary name `path` by this very open (O_EXCL): whatever a task planted
+ * at that guessable name is unlinked first, never emptied and written through.
+ */
+static int open_fresh(const char *path) {
+  for (int tries = 1;; tries++) {
+    if (unlink(path) != 0 && errno != ENOENT) return -1;
+    int fd = open_regular(path, O_EXCL);
+    if (fd >= 0 || errno != EEXIST || tries == FRESH_TRIES) return fd;
+  }
 }
 
 static int close_checked(Job *job, int fd) {
@@ -103,7 +119,7 @@ static void execute(napi_env env, void *data) {
     if (log < 0) return fail(job, "open", job->output_file);
     if (close(log) != 0) return fail(job, "close", job->output_file);
   }
-  int fd = open_regular(job->path, 0);
+  int fd = open_fresh(job->path);
   if (fd < 0) return fail(job, "open", job->path);
   if (ftruncate(fd, 0) != 0) {
     fail(job, "ftruncate", job->path);

@@ -61,8 +61,8 @@ async function writeWithFs(file: DurableFile): Promise<void> {
     await (await openRegularFileForWrite(file.folder.outputFile, { append: true })).close()
   }
   const bytes = Buffer.from(file.text)
-  // The same checks as the addon's: no link followed, no FIFO waited on, a regular file only.
-  const handle = await openRegularFileForWrite(file.path)
+  // The same checks as the addon's: no link followed, no FIFO waited on, a new regular file only.
+  const handle = await openRegularFileForWrite(file.path, { fresh: true })
   try {
     let offset = 0
     while (offset < bytes.length) {

@@ -63,7 +63,9 @@ export function buildApp(
 
   app.setErrorHandler((error, request, reply) => {
     const tendError = toTendError(error)
-    if (tendError.statusCode >= 500) request.log.error({ err: error }, 'request failed')
+    // An answer that says when to try again is the daemon working as meant, not failing: not logged.
+    if (tendError.statusCode >= 500 && tendError.retryAfterSeconds === undefined) request.log.error({ err: error }, 'request failed')
+    if (tendError.retryAfterSeconds !== undefined) void reply.header('retry-after', String(tendError.retryAfterSeconds))
     void reply.status(tendError.statusCode).send(tendError.toWire())
   })
   app.setNotFoundHandler((request, reply) => {

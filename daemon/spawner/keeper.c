@@ -45,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -142,6 +143,27 @@ static int write_all(int fd, const char *text, size_t length, int durable) {
   return 0;
 }
 
+/* A folder a task put at the exit file's name (which no unlink removes, and no rename or link
+ * replaces) is moved aside, under a name it cannot guess (removed with the task's folder), so that
+ * the exit is still recorded. 0 or the errno. */
+static int move_aside(int dir_fd, const char *name) {
+  unsigned char bytes[8];
+  ssize_t got;
+  do got = getrandom(bytes, sizeof bytes, 0);
+  while (got < 0 && errno == EINTR);
+  if (got != (ssize_t)sizeof bytes) return got < 0 ? errno : EIO;
+  char aside[300];
+  int length = snprintf(aside, sizeof aside, "%s.%02x%02x%02x%02x%02x%02x%02x%02x.displaced", name, bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7]);
+  if (length < 0 || (size_t)length >= sizeof aside) return ENAMETOOLONG;
+  return renameat(dir_fd, name, dir_fd, aside) == 0 ? 0 : errno;
+}
+
+/* Whatever is at `name` goes: a file or link unlinked, a folder moved aside. 0 or the errno. */
+static int clear_name(int dir_fd, const char *name) {
+  if (unlinkat(dir_fd, name, 0) == 0) return 0;
+  return errno == EISDIR ? move_aside(dir_fd, name) : errno;
+}
+
 /* Where the filesystem has no O_TMPFILE: a temporary file beside it (O_EXCL, 0600), written
  * whole, fsynced and renamed over the exit file. */
 static int write_renamed(int dir_fd, const char *name, const char *text, size_t length, int durable) {
@@ -158,7 +180,10 @@ static int write_renamed(int dir_fd, const char *name, const char *text, size_t 
   if (fd < 0) return errno;
   int error = write_all(fd, text, length, durable);
   if (close(fd) != 0 && !error && errno != EINTR) error = errno;
-  if (!error && renameat(dir_fd, temporary, dir_fd, name) != 0) error = errno;
+  if (!error && renameat(dir_fd, temporary, dir_fd, name) != 0) {
+    error = errno;
+    if ((error == EISDIR || error == ENOTEMPTY || error == EEXIST) && move_aside(dir_fd, name) == 0) error = renameat(dir_fd, temporary, dir_fd, name) != 0 ? errno : 0;
+  }
   if (error) unlinkat(dir_fd, temporary, 0);
   return error;
 }
@@ -189,7 +214,7 @@ static int write_exit_file_once(int dir_fd, const char *name, const char *text, 
         error = errno;
         /* Left by a keeper of this very task that was killed? Never: one keeper per task. Still,
          * whatever is there is older than this exit. */
-        if (error == EEXIST && unlinkat(dir_fd, name, 0) == 0) error = linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) != 0 ? errno : 0;
+        if (error == EEXIST && clear_name(dir_fd, name) == 0) error = linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) != 0 ? errno : 0;
       }
     }
     close(fd);

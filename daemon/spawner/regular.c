@@ -5,8 +5,9 @@
  * a keeper's watch, would stop), a device or a socket. So the open never follows a link in the
  * last component, never waits (O_NONBLOCK; a FIFO opens at once, a file under a lease fails at once
  * with EWOULDBLOCK), never takes a controlling terminal, and is checked with fstat before a byte
- * is read or written: anything but a regular file is closed again and refused with ENXIO (what
- * the kernel answers for a socket, or for a FIFO opened to write with no reader).
+ * is read or written: anything but a regular file with one name (a hard link would reach a file
+ * of someone else's) is closed again and refused with ENXIO (what the kernel answers for a
+ * socket, or for a FIFO opened to write with no reader).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,7 +24,7 @@ int open_regular(int dir_fd, const char *path, int flags, mode_t mode) {
   struct stat info;
   int error = 0;
   if (fstat(fd, &info) != 0) error = errno;
-  else if (!S_ISREG(info.st_mode)) error = ENXIO;
+  else if (!S_ISREG(info.st_mode) || info.st_nlink > 1) error = ENXIO;
   if (!error) return fd;
   close(fd);
   errno = error;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { renameSync, rmSync } from 'node:fs'
 import { SCHEMA_VERSION, type Task, type TaskRecord } from '../../protocol/index.js'
 import { outputPath, recordPath, taskDir } from '../../spool/index.js'
@@ -127,7 +128,7 @@ export class RecordWriter {
       async () => {
         await previous
         try {
-          renameSync(temporary, job.target)
+          renameInPlace(temporary, job.target)
         } catch (error) {
           // The task.json already there stays as it was, and the temporary file goes.
           rmSync(temporary, { force: true })
@@ -163,5 +164,22 @@ export class RecordWriter {
     }
     if (writes.inFlight.length === 0) this.tasks.delete(id)
     if (this.tasks.size === 0) this.markIdle()
+  }
+}
+
+/**
+ * Renames a record's new version over it. A task under `off` can put a folder in the record's
+ * place (the rename then fails: EISDIR, or ENOTEMPTY and EEXIST), which would keep every later
+ * version from landing, its ending too: the folder is moved aside, under a name nobody can guess
+ * (removed with the task's folder), and the rename is done again.
+ */
+function renameInPlace(temporary: string, target: string): void {
+  try {
+    renameSync(temporary, target)
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException
+    if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
+    renameSync(target, `${target}.${randomBytes(8).toString('hex')}.displaced`)
+    renameSync(temporary, target)
   }
 }

@@ -20,12 +20,13 @@ export function monotonicNowMs(): number {
 /**
  * Sets the lease of the task whose spool folder this is to `ms` from now; atomic (a temporary file
  * renamed over it). The temporary file's name can be guessed by a task under `off`: a link or FIFO
- * planted there is refused, never written through or waited on.
+ * planted there is refused, never written through or waited on, and a hard link there is unlinked,
+ * never emptied and written.
  */
 export async function writeLease(taskFolder: string, ms: number): Promise<void> {
   const path = join(taskFolder, LEASE_FILE)
   const temporary = `${path}.${process.pid}.tmp`
-  const handle = await openRegularFileForWrite(temporary)
+  const handle = await openRegularFileForWrite(temporary, { fresh: true })
   try {
     await handle.writeFile(`${Math.floor(monotonicNowMs() + ms)}\n`)
   } finally {

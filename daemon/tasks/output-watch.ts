@@ -24,6 +24,8 @@ export interface WaitForChangeOptions {
   /** The longest wait, in milliseconds. */
   timeoutMs: number
   signal?: AbortSignal
+  /** The size of output.log now (default: by its path; a stat opens nothing, so a FIFO there does not block it). */
+  sizeNow?: () => Promise<number>
 }
 
 /**
@@ -69,9 +71,9 @@ export class OutputWatch {
       this.arm(taskId, file)
       // Armed first, looked at second: a write before this look shows in the size, one after it
       // raises an event. A file that is gone wakes the reader too, to find that out.
-      stat(file).then(
-        (now) => {
-          if (now.size !== options.sizeSeen) finish('changed')
+      ;(options.sizeNow ?? (async () => (await stat(file)).size))().then(
+        (size) => {
+          if (size !== options.sizeSeen) finish('changed')
         },
         () => finish('changed'),
       )

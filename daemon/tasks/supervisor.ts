@@ -13,7 +13,8 @@ import {
   type StoppedBy,
   type Task,
 } from '../../protocol/index.js'
-import { exitPath, outputFootprint, outputFootprintSync, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
+import { exitPath, heldFootprint, outputFootprint, outputFootprintSync, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
+import { HeldOutputs } from './held-outputs.js'
 import { holdsDiskPastEnd, outputOverCap } from './output-cap.js'
 import type { DaemonConfig } from '../config.js'
 import { killLeftovers, killMembers, killTree, leaderGone } from '../spawn/kill-tree.js'
@@ -119,6 +120,8 @@ export interface KillRequest {
 export class Supervisor {
   private readonly scheduler: Scheduler
   private readonly running = new Map<string, RunningEntry>()
+  /** The output.log of each running task, held open: readers and the cap go through it (held-outputs.ts). */
+  readonly outputs = new HeldOutputs()
   /** Tasks whose process is being started: settles once it is tracked, failed, or killed. */
   private readonly launching = new Map<string, Promise<void>>()
   /** What tasks not started yet need at launch: env values (never persisted) and the folders pinned at acceptance. */
@@ -366,6 +369,8 @@ export class Supervisor {
     const { identity } = this.capabilities
     if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
     const plan = await resumedPlan(task, this.capabilities)
+    // The file its keeper writes, whatever the task did to the name while no daemon ran.
+    await this.outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(this.config.layout.spool, task.id)).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     const entry = this.track(task.id, task, task.pid, attached.exited, plan, task.keeper)
     void this.watch(task.id, entry, plan)
     // A deadline or an output cap passed while no daemon ran is enforced now.
@@ -428,6 +433,7 @@ export class Supervisor {
       const result = exit instanceof Error ? this.exitAfterSpawnerLoss(id, entry, exit) : exit
       // The daemon is leaving its tasks to the next one (stop --keep-tasks, restart): not ended.
       if (result === 'kept') {
+        void this.outputs.release(id)
         entry.finished.resolve(this.store.get(id))
         return
       }
@@ -441,11 +447,13 @@ export class Supervisor {
       (ended) => {
         this.log.info({ taskId: id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
         this.running.delete(id)
+        void this.outputs.release(id)
         this.finishTask(ended)
         entry.finished.resolve(ended)
       },
       (error: unknown) => {
         this.running.delete(id)
+        void this.outputs.release(id)
         this.log.error({ taskId: id, err: error }, 'task supervision failed')
         entry.finished.reject(error)
       },
@@ -500,6 +508,8 @@ export class Supervisor {
       launchSettled()
     }
     const outputFile = outputPath(this.config.layout.spool, id)
+    // Held before the task can touch it: the file its keeper will open.
+    await this.holdOutput(id, outputFile)
     // Whatever goes wrong on the way to a process is this task's failure, never the daemon's.
     const outcome = await launchTask({
       task,
@@ -524,11 +534,13 @@ export class Supervisor {
         )
         await outcome.plan.release()
       }
+      await this.outputs.release(id)
       settle()
       return null
     }
     if (!outcome.started) {
       this.log.info({ taskId: id, reason: outcome.reason }, 'task failed to start')
+      await this.outputs.release(id)
       settle()
       this.finishTask(await this.store.transition(id, (latest) => markFailed(latest, outcome.reason, new Date())))
       return null
@@ -616,10 +628,12 @@ export class Supervisor {
    */
   private async settleOutput(task: Task): Promise<number> {
     const file = outputPath(this.config.layout.spool, task.id)
-    const footprint = outputFootprintSync(file)
+    const held = this.outputs.held(task.id)
+    const footprint = held ? await heldFootprint(held).catch(() => outputFootprintSync(file)) : outputFootprintSync(file)
     const cut = footprint.size > task.maxOutputBytes ? task.maxOutputBytes : holdsDiskPastEnd(footprint, task.maxOutputBytes) ? footprint.size : null
     // A file the task holds a lease on, or replaced, stays as it is: the record still says the cap.
-    if (cut !== null) await truncateRegularFile(file, cut).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
+    const cutOff = (bytes: number) => (held ? held.truncate(bytes) : truncateRegularFile(file, bytes))
+    if (cut !== null) await cutOff(cut).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
     return Math.min(footprint.size, task.maxOutputBytes)
   }
 
@@ -631,7 +645,8 @@ export class Supervisor {
   private async checkOutput(id: string, entry: RunningEntry): Promise<void> {
     const task = this.store.findCurrent(id)
     if (!task) return
-    const footprint = await outputFootprint(outputPath(this.config.layout.spool, id)).catch(() => ({ size: task.outputBytes, allocatedBytes: 0 }))
+    const held = this.outputs.held(id)
+    const footprint = await (held ? heldFootprint(held) : outputFootprint(outputPath(this.config.layout.spool, id))).catch(() => ({ size: task.outputBytes, allocatedBytes: 0 }))
     this.store.patch(id, { outputBytes: Math.min(footprint.size, task.maxOutputBytes) })
     const over = outputOverCap(footprint, task.maxOutputBytes)
     if (over !== null && !entry.stopping) {
@@ -639,6 +654,11 @@ export class Supervisor {
     }
   }
 
+
+  /** Holds the task's output.log; one that cannot be held (gone, replaced) is read by its path, as before. */
+  private async holdOutput(id: string, file: string): Promise<void> {
+    await this.outputs.hold(id, file).catch((error: unknown) => this.log.warn({ taskId: id, err: error }, 'output.log cannot be held open: it is read by its path'))
+  }
 
   private finishTask(task: Task): void {
     if (!isFinished(task)) return

@@ -3,7 +3,7 @@ import { lstat, open, type FileHandle } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
-import { inputFifoPath, inputLogPath, openRegularFileForWrite } from '../../spool/index.js'
+import { fileKind, inputFifoPath, inputLogPath, openRegularFileForWrite } from '../../spool/index.js'
 import { isAliveIdentity } from '../spawn/process-scan.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markStdinClosed } from './transitions.js'
@@ -202,12 +202,15 @@ export async function openKeeperFifo(task: Task, path: string, what: string): Pr
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENXIO') throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'no process holds its stdin any more' })
+    // The task can remove or replace the FIFOs in its folder (under off): a coded answer, not a fault of the daemon's.
+    const gone = code === 'ENOENT' ? `${path} does not exist` : code === 'ELOOP' ? `${path} is a symbolic link` : code === 'EISDIR' ? `${path} is a folder` : null
+    if (gone) throw new TendError('TEND_ERR_PIPE_GONE', { what, id: task.id, detail: `${gone} (removed or replaced, by the task itself?)` }, { cause: error })
     throw new TendError('TEND_ERR_INTERNAL', { detail: `the ${what} of task ${task.id} cannot be opened: ${path} (${code ?? (error as Error).message})` }, { cause: error })
   }
   const info = await pipe.stat()
   if (!info.isFIFO()) {
     await pipe.close()
-    throw new TendError('TEND_ERR_INTERNAL', { detail: `the ${what} of task ${task.id} is not a FIFO: ${path}` })
+    throw new TendError('TEND_ERR_PIPE_GONE', { what, id: task.id, detail: `${path} is ${fileKind(info)}, not its keeper's FIFO (replaced, by the task itself?)` })
   }
   return pipe
 }
@@ -230,6 +233,8 @@ async function writeSome(pipe: FileHandle, bytes: Buffer): Promise<number | 'gon
  */
 function endOfInput(task: Task): void {
   const keeper = task.state === 'running' ? task.keeper : null
+  // Ended since its input was written (it read what it needed and exited): its stdin is gone with it.
+  if (!keeper && isFinished(task)) throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: task.state })
   if (!keeper) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} has no keeper holding its stdin pipe` })
   if (!isAliveIdentity({ pid: keeper.pid, startTime: String(keeper.startTicks) })) {
     // The keeper is gone: the task has ended (or is ending), and its stdin with it.

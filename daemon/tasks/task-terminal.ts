@@ -3,6 +3,9 @@ import { resizeFifoPath } from '../../spool/index.js'
 import type { TaskStore } from '../store/task-store.js'
 import { INPUT_WAIT_MS, openKeeperFifo, startedTask } from './task-input.js'
 
+/** When a resize refused for a full pipe may be tried again (Retry-After): a keeper that runs reads it at once. */
+const BUSY_RETRY_AFTER_S = 1
+
 /**
  * Resizes a terminal task's terminal: one "<cols> <rows>\n" line into the resize FIFO its keeper
  * holds (one write, far under PIPE_BUF: never split, never mixed with another), which applies it to
@@ -18,7 +21,9 @@ export async function resizeTerminal(store: TaskStore, spoolRoot: string, id: st
   try {
     const line = Buffer.from(`${size.cols} ${size.rows}\n`)
     const { bytesWritten } = await fifo.write(line, 0, line.length).catch((error: NodeJS.ErrnoException) => {
-      // EAGAIN: the keeper has not read the last hundreds of resizes; EPIPE: it is gone.
+      // EAGAIN: the keeper has not read the last thousands of resizes (stopped, or starved of CPU):
+      // the caller may try again once it has; EPIPE: it is gone.
+      if (error.code === 'EAGAIN' || error.code === 'EWOULDBLOCK') throw new TendError('TEND_ERR_TERMINAL_BUSY', { id, retryAfterSeconds: BUSY_RETRY_AFTER_S })
       if (error.code === 'EPIPE') throw new TendError('TEND_ERR_TASK_FINISHED', { id, state: 'its keeper is gone' })
       throw new TendError('TEND_ERR_INTERNAL', { detail: `the resize pipe of task ${id} took no request: ${error.code ?? error.message}` }, { cause: error })
     })

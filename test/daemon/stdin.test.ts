@@ -164,7 +164,7 @@ describe('the OpenAPI document', () => {
     expect(startBody.properties.stdin).toMatchObject({ enum: ['null', 'pipe'] })
     const input = document.paths['/v1/tasks/{id}/input']!.post!
     expect(Object.keys(input.requestBody!.content['application/json']!.schema.properties).sort()).toEqual(['base64', 'eof', 'text'])
-    expect(Object.keys(input.responses).sort()).toEqual(['200', '400', '404', '409', '503'])
+    expect(Object.keys(input.responses).sort()).toEqual(['200', '400', '404', '409', '410', '503'])
   })
 })
 

@@ -2,12 +2,13 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { waitFor } from '../helpers/wait-for.js'
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Task } from '../../protocol/index.js'
 import type { DaemonContext } from '../../daemon/context.js'
 import { OutputWatch, type WakeReason } from '../../daemon/tasks/output-watch.js'
 import { registerReadOutputRoute } from '../../daemon/http/routes/read-output.js'
+import { HeldOutputs } from '../../daemon/tasks/held-outputs.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 // The seam: whatever is set here runs inside fs.watch, right before the watch is armed, that is
@@ -57,7 +58,8 @@ describe('long-poll wake-ups', () => {
     mkdirSync(join(spool, id))
     writeFileSync(join(spool, id, 'output.log'), output)
     const outputWatch = new OutputWatch()
-    const context = { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch, closing: new AbortController().signal } as unknown as DaemonContext
+    // No output.log held open (as for a task no daemon holds): the route reads it by its path.
+    const context = { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch, closing: new AbortController().signal, supervisor: { outputs: new HeldOutputs() } } as unknown as DaemonContext
     const app = Fastify()
     registerReadOutputRoute(app, context)
     await app.ready()
@@ -129,8 +131,9 @@ describe('a deleted output.log', () => {
     expect(await daemon.client.get(started.id)).toMatchObject({ state: 'exited', outputBytes: 6 })
   })
 
-  test('a long-poll on a running task whose output.log is deleted answers 410 instead of waiting', async () => {
-    const started = await daemon.client.start({ command: ['sleep', '1000'] })
+  test('output.log deleted under a long-poll of a running task: the poll gets what the task writes next (the daemon holds the file); once it ended, a read answers 410', async () => {
+    const go = join(mkdtempSync(join(tmpdir(), 'tend-long-poll-go-')), 'go')
+    const started = await daemon.client.start({ command: `while [ ! -e ${go} ]; do sleep 0.02; done; echo still here; exec sleep 1000`, shell: true })
     const spool = (await waitFor('the task to run', async () => {
       const task = await daemon.client.get(started.id)
       return task.state === 'running' ? task : null
@@ -138,10 +141,14 @@ describe('a deleted output.log', () => {
     try {
       const read = daemon.client.read(started.id, { waitMs: 20_000 })
       rmSync(join(spool, 'output.log'))
-      await expect(within('the long-poll to answer once output.log is gone', read, 10_000)).rejects.toMatchObject({ code: 'TEND_ERR_OUTPUT_MISSING', statusCode: 410 })
+      writeFileSync(go, '')
+      expect(await within('the long-poll to answer with what the task wrote after its output.log was deleted', read, 10_000)).toMatchObject({ data: 'still here\n', from: 0, next: 11 })
       expect((await daemon.client.get(started.id)).state).toBe('running')
-    } finally {
       await daemon.client.kill(started.id)
+      await expect(daemon.client.read(started.id)).rejects.toMatchObject({ code: 'TEND_ERR_OUTPUT_MISSING', statusCode: 410 })
+    } finally {
+      rmSync(dirname(go), { recursive: true, force: true })
+      if ((await daemon.client.get(started.id)).state === 'running') await daemon.client.kill(started.id)
     }
   })
 })

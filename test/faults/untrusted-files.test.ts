@@ -187,7 +187,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       ]
       for (const [what, make, applies] of plants) {
         if (!applies) continue
-        test(`${what}: every read is refused with a coded error at once, and other owners are answered meanwhile`, async () => {
+        test(`${what}: reads answer at once (the task's own output while it runs, a coded error once it ended), and other owners are answered meanwhile`, async () => {
           const cwd = workspace()
           const started = await daemon.client.start({
             command: `f="$TEND_HOME/spool/$TEND_TASK_ID/output.log"; rm -f "$f" && ${make} && touch planted && while [ ! -e release ]; do sleep 0.05; done`,
@@ -207,10 +207,17 @@ function defineSuite(who: 'root' | 'non-root'): void {
           for (const read of reads) read.catch(() => {})
           try {
             expect(await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), 'off'), OTHER_OWNER_TIMEOUT_MS)).toBe('other owner\n')
+            // Running: read through the output.log the daemon holds (the task wrote nothing), whatever is at its name.
             const answers = await within('the reads of the planted output.log to be answered', Promise.allSettled(reads), READ_ANSWER_TIMEOUT_MS)
-            for (const answer of answers) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING', message: expect.stringContaining(what.split(' ')[1]!) } })
+            for (const answer of answers) expect(answer).toMatchObject({ status: 'fulfilled', value: { data: '' } })
             const download = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path: `/v1/tasks/${started.id}/output.log`, timeoutMs: READ_ANSWER_TIMEOUT_MS })
-            expect(download.status).toBe(410)
+            expect(download).toMatchObject({ status: 200, text: '' })
+            await daemon.client.kill(started.id)
+            // Ended: read by its name, where what was planted is refused at once with a coded error.
+            const late = await within('the reads of the planted output.log after the end', Promise.allSettled([daemon.newClient().read(started.id), daemon.newClient().read(started.id, { tail: 10 })]), READ_ANSWER_TIMEOUT_MS)
+            for (const answer of late) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING', message: expect.stringContaining(what.split(' ')[1]!) } })
+            const lateDownload = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path: `/v1/tasks/${started.id}/output.log`, timeoutMs: READ_ANSWER_TIMEOUT_MS })
+            expect(lateDownload.status).toBe(410)
           } finally {
             // Reads that were stuck opening a FIFO (each opens it anew) are let go, one writer after another.
             let done = false
@@ -220,7 +227,6 @@ function defineSuite(who: 'root' | 'non-root'): void {
               return done
             }, 30_000)
           }
-          await daemon.client.kill(started.id)
         })
       }
     })

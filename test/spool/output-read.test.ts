@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { openOutputSnapshot, readableOutputSize, readOutputRange, tailOffset } from '../../spool/index.js'
+import { openOutputSnapshot, outputAtPath, readableOutputSize, readOutputRange, tailOffset } from '../../spool/index.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -59,7 +59,7 @@ async function settled(what: string, promise: Promise<unknown>): Promise<Promise
 describe('reading an output.log a task holds a write lease on', () => {
   test.each([
     ['a range read', () => readOutputRange(output(), 0, 100)],
-    ['a tail', () => tailOffset(output(), 1)],
+    ['a tail', () => tailOffset(outputAtPath(output()), 1)],
     ['a download', () => openOutputSnapshot(output())],
   ])('%s is refused at once with TEND_ERR_OUTPUT_BUSY', async (what, read) => {
     expect(await settled(what, read())).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_BUSY', message: expect.stringContaining('lease') } })

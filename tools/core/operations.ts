@@ -1,7 +1,7 @@
-import { isFinished, plainTextChunk, taskLabel, type Task } from '../../client/index.js'
+import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type Task } from '../../client/index.js'
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
-import { outputPathOf, readBytes, readForModel, shapeText, terminalReadOf, type ModelOutput } from './output-shaping.js'
+import { outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
 
 export { ToolFailure }
@@ -108,13 +108,20 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
   await session.open()
   return session.watch(args.task_id, async () => {
     const consuming = args.from === undefined
-    const from = consuming ? session.cursor(args.task_id) : args.from!
+    let from = consuming ? session.cursor(args.task_id) : args.from!
     const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, 1024 * 1024)
     const waitMs = Math.min(args.wait_ms ?? 0, settings.maxWaitMs)
     const deadline = Date.now() + waitMs
     let probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
-    while (probe.outputBytes <= from && !probe.done && Date.now() < deadline) {
+    // A long-poll answers at once for an output cut back below `from`: that is no reason to wait again.
+    while (probe.outputBytes === from && !probe.done && Date.now() < deadline) {
       probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+    }
+    // The task cut its output back below this agent's place (truncated its stdout): it is read
+    // again from its start, as `tail -f` does, rather than never again.
+    if (consuming && probe.outputBytes < from) {
+      session.rewind(args.task_id)
+      from = 0
     }
     const recorded = await session.client.get(args.task_id)
     // A finished task's size is final; a running one's is the live size the last read saw.
@@ -131,6 +138,8 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       const atEnd = isFinished(task) && scanEnd === end
       const lastNewline = raw.lastIndexOf(0x0a)
       let consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
+      // A character the growing end cuts in two is read again with the rest of it.
+      if (!atEnd) consumed -= incompleteUtf8Tail(raw.subarray(0, consumed))
       let text = raw.subarray(0, consumed).toString('utf8')
       if (task.tty) {
         const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
@@ -144,7 +153,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputPath, terminalReadOf(task, isFinished(task)))
+      output = await readForModel(session.client, task.id, from, end, budget, outputPath, outputReadOf(task, isFinished(task)))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)

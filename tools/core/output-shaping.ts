@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import { plainTextChunk, type Task } from '../../client/index.js'
+import { incompleteUtf8Tail, plainTextChunk, type Task } from '../../client/index.js'
 import type { TaskService } from '../../client/task-service.js'
 
 /** Default byte budget for output handed to the model. */
@@ -15,24 +15,26 @@ export interface ModelOutput {
   /** Bytes left out of the middle (0 when everything fit). */
   omittedBytes: number
   /**
-   * A terminal task's output only: bytes at the end, from `next` on, that are not in the text yet
-   * (a control sequence or character still being written); the next read starts with them.
+   * Bytes at the end, from `next` on, that are not in the text yet (a character, or on a terminal
+   * a control sequence, still being written); the next read starts with them.
    */
   heldBackBytes?: number
 }
 
 /**
- * How a terminal task's output is read for the model: as plain text (control sequences removed,
- * lines as the terminal left them). `final`: the task has ended, nothing more will be written;
- * otherwise an unfinished sequence at the end is held back, not passed.
+ * How a task's output is read for the model. `terminal`: as plain text (control sequences removed,
+ * lines as the terminal left them), else as it is. `final`: the task has ended, nothing more will
+ * be written; otherwise a character (or control sequence) that the end of the output stops inside
+ * is held back, not passed in pieces.
  */
-export interface TerminalRead {
+export interface OutputRead {
+  terminal: boolean
   final: boolean
 }
 
 /** How to read a task's output for the model: plain text for a task on a terminal, else as it is. */
-export function terminalReadOf(task: Pick<Task, 'tty'>, final: boolean): TerminalRead | null {
-  return task.tty ? { final } : null
+export function outputReadOf(task: Pick<Task, 'tty'>, final: boolean): OutputRead {
+  return { terminal: Boolean(task.tty), final }
 }
 
 /** Where a task's whole output is, for the model to be told when a result leaves some out. */
@@ -52,18 +54,18 @@ export async function readForModel(
   end: number,
   budgetBytes: number,
   fullOutputPath: string,
-  terminal: TerminalRead | null = null,
+  read: OutputRead = { terminal: false, final: true },
 ): Promise<ModelOutput> {
   const length = Math.max(0, end - from)
   if (length <= budgetBytes) {
-    const all = textOf(await readBytes(client, taskId, from, length), terminal)
+    const all = textOf(await readBytes(client, taskId, from, length), read)
     return { text: all.text, from, next: from + all.bytes, omittedBytes: 0, ...held(all) }
   }
   const headBytes = Math.floor(budgetBytes * HEAD_SHARE)
   const tailBytes = budgetBytes - headBytes
   // What the head cuts off in a sequence lies in the omitted middle: nothing is held for it.
-  const head = textOf(cutAtLineEnd(await readBytes(client, taskId, from, headBytes)), terminal && { final: true })
-  const tail = textOf(cutAtLineStart(await readBytes(client, taskId, end - tailBytes, tailBytes)), terminal)
+  const head = textOf(cutAtLineEnd(await readBytes(client, taskId, from, headBytes)), { ...read, final: true })
+  const tail = textOf(cutAtLineStart(await readBytes(client, taskId, end - tailBytes, tailBytes)), read)
   const shownEnd = end - tail.heldBackBytes
   return { ...joinHeadAndTail(head, tail, from, shownEnd, fullOutputPath), from, next: shownEnd, ...held(tail) }
 }
@@ -76,9 +78,12 @@ interface ShownText {
 }
 
 /** Output bytes as the model reads them: as they are, or a terminal's as plain text. */
-function textOf(raw: Buffer, terminal: TerminalRead | null): ShownText {
-  if (!terminal) return { text: raw.toString('utf8'), bytes: raw.length, heldBackBytes: 0 }
-  const plain = plainTextChunk(raw, terminal)
+function textOf(raw: Buffer, read: OutputRead): ShownText {
+  if (!read.terminal) {
+    const held = read.final ? 0 : incompleteUtf8Tail(raw)
+    return { text: raw.subarray(0, raw.length - held).toString('utf8'), bytes: raw.length - held, heldBackBytes: held }
+  }
+  const plain = plainTextChunk(raw, read)
   return { text: plain.text, bytes: raw.length - plain.heldBackBytes, heldBackBytes: plain.heldBackBytes }
 }
 
@@ -89,8 +94,9 @@ export function shapeText(text: string, budgetBytes: number, fullOutputPath: str
   const bytes = Buffer.from(text)
   if (bytes.length <= budgetBytes) return { text, omittedBytes: 0 }
   const headBytes = Math.floor(budgetBytes * HEAD_SHARE)
-  const head = textOf(cutAtLineEnd(bytes.subarray(0, headBytes)), null)
-  const tail = textOf(cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes))), null)
+  const whole = { terminal: false, final: true }
+  const head = textOf(cutAtLineEnd(bytes.subarray(0, headBytes)), whole)
+  const tail = textOf(cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes))), whole)
   return joinHeadAndTail(head, tail, null, bytes.length, fullOutputPath)
 }
 

@@ -51,6 +51,11 @@ export class OwnerSession {
     this.cursors.set(taskId, Math.max(next, this.cursor(taskId)))
   }
 
+  /** The task's output was cut back below this agent's place: it reads it again from its start. */
+  rewind(taskId: string): void {
+    this.cursors.set(taskId, 0)
+  }
+
   /** The agent saw this task end (or will, in the call that is running): no notice for it. */
   markSeen(taskId: string): void {
     this.seenEndings.add(taskId)

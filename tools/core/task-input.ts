@@ -52,7 +52,8 @@ async function awaitOutput(session: OwnerSession, taskId: string, yieldMs: numbe
     const left = deadline - Date.now()
     if (left <= 0) return
     const probe = await session.client.read(taskId, { from: seen, maxBytes: 1, waitMs: Math.min(arrived ? QUIET_MS : left, left, 60_000), signal })
-    if (probe.done) return
+    // Cut back below the agent's place (the task truncated its stdout): the read that follows starts over.
+    if (probe.done || probe.outputBytes < seen) return
     if (probe.outputBytes > seen) {
       seen = probe.outputBytes
       arrived = true

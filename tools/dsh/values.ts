@@ -67,7 +67,7 @@ const MODEL_OUTPUT: DshValueSchema = {
     from: required(integer),
     next: required(integer),
     omittedBytes: required(integer),
-    heldBackBytes: { ...integer, description: "a terminal task's output: bytes from next on not in the text yet (a control sequence still being written)" },
+    heldBackBytes: { ...integer, description: 'bytes from next on not in the text yet (a character, or on a terminal a control sequence, still being written)' },
   },
 }
 

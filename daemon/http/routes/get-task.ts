@@ -12,7 +12,7 @@ export function registerGetTaskRoute(app: TendApp, context: DaemonContext): void
     { schema: { summary: 'Show a task', params: TaskIdParams, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } } },
     async (request) => {
       const { id } = request.params as TaskIdParams
-      return context.corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(context.config.layout.spool, visibleTask(context.store, request, id))
+      return context.corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(context.supervisor.outputs, context.config.layout.spool, visibleTask(context.store, request, id))
     },
   )
 }

@@ -29,7 +29,7 @@ export function registerListTasksRoute(app: TendApp, context: DaemonContext): vo
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
       const tasks: Task[] = context.store.list({ all: query.all ?? false, owner: owner ?? query.owner })
       // Only a running task's answer reads anything (its output size on disk now).
-      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(context.config.layout.spool, task) : task)))
+      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(context.supervisor.outputs, context.config.layout.spool, task) : task)))
       const corrupt = query.all ? context.corrupt.list(owner ?? query.owner ?? null) : []
       const listed = corrupt.length > 0 ? [...live, ...corrupt].sort(listOrder) : live
       const serialize = reply.compileSerializationSchema(TASK_REF, '200')

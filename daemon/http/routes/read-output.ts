@@ -3,7 +3,7 @@ import type { DaemonContext } from '../../context.js'
 import { isFinished, TendError, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { visibleTask } from '../owner-scope.js'
-import { incompleteUtf8Tail, outputPath, readableOutputSize, readOutputRange, tailOffset } from '../../../spool/index.js'
+import { incompleteUtf8Tail, outputPath, tailOffset, type OutputSource } from '../../../spool/index.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
 
@@ -22,7 +22,9 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
       const query = request.query as ReadOutputQuery
       visibleTask(context.store, request, id)
       const file = outputPath(context.config.layout.spool, id)
-      const from = query.tail !== undefined ? await tailOffset(file, query.tail) : (query.from ?? 0)
+      // A running task's output through the descriptor the daemon holds; a finished one's by its path.
+      const output = () => context.supervisor.outputs.source(id, file)
+      const from = query.tail !== undefined ? await tailOffset(output(), query.tail) : (query.from ?? 0)
       const maxBytes = query.maxBytes ?? DEFAULT_READ_BYTES
       const encoding = query.encoding ?? 'utf8'
       const deadline = Date.now() + (query.waitMs ?? 0)
@@ -32,22 +34,32 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         // State first, size second: once a finished state is seen, the size read after it is final.
         const task = context.store.get(id)
         const finished = isFinished(task)
-        const size = await readableOutputSize(file)
+        const source = output()
+        const size = await source.size()
         const remainingMs = deadline - Date.now()
-        if (size > from || finished || remainingMs <= 0 || abort.signal.aborted) {
+        const giveUp = finished || remainingMs <= 0 || abort.signal.aborted
+        // A file cut back below `from` (the task truncated its stdout) answers at once: no byte past
+        // an end that is gone may be waited for, and outputBytes < from tells the reader.
+        if (size !== from || giveUp) {
           const available = Math.max(0, size - from)
-          let chunk = await readOutputRange(file, from, Math.min(maxBytes, available))
-          if (encoding === 'utf8' && chunk.length < available) chunk = await keepCharactersWhole(file, from, chunk, available)
+          let chunk = await source.read(from, Math.min(maxBytes, available))
+          // The growing end of a running task's output: a character written only in part so far is
+          // left for the next read (which waits for the rest of it), never decoded in halves.
+          const growing = encoding === 'utf8' && !finished && chunk.length === available ? incompleteUtf8Tail(chunk) : 0
+          if (encoding === 'utf8' && chunk.length < available) chunk = await keepCharactersWhole(source, from, chunk, available)
+          else chunk = chunk.subarray(0, chunk.length - growing)
           const next = from + chunk.length
-          return {
-            data: chunk.toString(encoding),
-            encoding,
-            from,
-            next,
-            done: finished && next >= size,
-            truncated: next < size,
-            outputBytes: size,
-            state: task.state,
+          if (chunk.length > 0 || available === 0 || giveUp) {
+            return {
+              data: chunk.toString(encoding),
+              encoding,
+              from,
+              next,
+              done: finished && next >= size,
+              truncated: next < size - growing,
+              outputBytes: size,
+              state: task.state,
+            }
           }
         }
         const endedSince = () => {
@@ -56,7 +68,11 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
         }
         // A stopping daemon (a restart) never waits out a long-poll: the client asks the next one.
         if (context.closing.aborted) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'read again from the next daemon (the task goes on)' })
-        await context.outputWatch.waitForChange(id, file, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal: AbortSignal.any([abort.signal, context.closing]) })
+        // The file the keeper writes is watched (through the held descriptor), whatever is at its name.
+        const held = context.supervisor.outputs.held(id)
+        const watched = held ? `/proc/self/fd/${held.fd}` : file
+        const signal = AbortSignal.any([abort.signal, context.closing])
+        await context.outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal, ...(held ? { sizeNow: () => source.size() } : {}) })
       }
     },
   )
@@ -66,11 +82,11 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
  * A text read stops before a character it would cut in two, leaving it for the next read; when
  * maxBytes is smaller than that one character, the read grows to hold it whole.
  */
-async function keepCharactersWhole(file: string, from: number, chunk: Buffer, available: number): Promise<Buffer> {
+async function keepCharactersWhole(source: OutputSource, from: number, chunk: Buffer, available: number): Promise<Buffer> {
   const cut = incompleteUtf8Tail(chunk)
   if (cut === 0) return chunk
   if (cut < chunk.length) return chunk.subarray(0, chunk.length - cut)
   const lead = chunk[0]!
   const width = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1
-  return readOutputRange(file, from, Math.min(width, available))
+  return source.read(from, Math.min(width, available))
 }

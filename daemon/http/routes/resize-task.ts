@@ -12,10 +12,11 @@ export function registerResizeTaskRoute(app: TendApp, context: DaemonContext): v
     {
       schema: {
         summary: "Resize a task's terminal (started with tty)",
-        description: 'The new size reaches the terminal at once; its foreground programs get SIGWINCH and read it (stty size). Answers the task, its tty the new size.',
+        description:
+          'The new size reaches the terminal at once; its foreground programs get SIGWINCH and read it (stty size). Answers the task, its tty the new size. A terminal whose keeper has not read the requests before (stopped) answers TEND_ERR_TERMINAL_BUSY, 503 with Retry-After.',
         params: TaskIdParams,
         body: TerminalSizeBody,
-        response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema },
+        response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema },
       },
     },
     async (request) => {

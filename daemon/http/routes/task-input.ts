@@ -13,7 +13,7 @@ export function registerTaskInputRoute(app: TendApp, context: DaemonContext): vo
         summary: "Write to a task's stdin (started with stdin: pipe)",
         params: TaskIdParams,
         body: TaskInputBody,
-        response: { 200: TaskInputResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 503: ErrorSchema },
+        response: { 200: TaskInputResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema },
       },
     },
     async (request) => {
