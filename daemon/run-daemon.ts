@@ -98,7 +98,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const store = new TaskStore(layout.spool, events, log, undefined, reserve)
   const outputWatch = new OutputWatch()
   const corrupt = new CorruptEntries()
-  const removedSubmissions = SubmissionIndex.load(layout.spool, log)
+  const removedSubmissions = SubmissionIndex.load(layout.home, log)
   // Its cgroup folders are known once the sandbox is detected, below; nothing is removed before.
   let groupRoots: GroupRoots = { memory: null, pids: null }
   const cleanup = new SpoolCleanup(

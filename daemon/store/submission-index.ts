@@ -46,9 +46,12 @@ export class SubmissionIndex {
     private readonly durable: DurableWriter,
   ) {}
 
-  /** Reads the index of a spool (none yet: empty); what cannot be read is logged and skipped. */
-  static load(spoolRoot: string, log: Logger, durable: DurableWriter = loadDurableWriter()): SubmissionIndex {
-    const index = new SubmissionIndex(join(spoolRoot, SUBMISSION_INDEX_FILE), durable)
+  /**
+   * Reads the index of a home (none yet: empty); what cannot be read is logged and skipped. It lives
+   * beside the spool, not in it: the spool holds task folders only, as readers of it expect.
+   */
+  static load(home: string, log: Logger, durable: DurableWriter = loadDurableWriter()): SubmissionIndex {
+    const index = new SubmissionIndex(join(home, SUBMISSION_INDEX_FILE), durable)
     let text = ''
     try {
       text = readRegularFileSync(index.path, MAX_FILE_BYTES).toString('utf8')
