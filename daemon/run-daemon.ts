@@ -3,12 +3,12 @@ import { join } from 'node:path'
 import { nanoid } from 'nanoid'
 import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
-import { openRegularFileForWrite, readRegularFile } from '../spool/index.js'
+import { openRegularFileForWrite } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import type { DaemonContext } from './context.js'
 import { CorruptEntries } from './store/corrupt-entries.js'
 import { EventLog } from './store/event-log.js'
-import { acquireInstanceLock } from './store/instance-lock.js'
+import { acquireInstanceLock, instanceLockHolder } from './store/instance-lock.js'
 import { createLogDestination } from './log-destination.js'
 import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
@@ -73,8 +73,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   await mkdir(layout.home, { recursive: true, mode: 0o700 })
   await chmod(layout.home, 0o700)
   await mkdir(layout.spool, { recursive: true, mode: 0o700 })
-  const lock = await acquireInstanceLock(layout.home)
-  if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: await readPidFile(layout.home) })
+  const lock = acquireInstanceLock(layout.lock)
+  if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock) })
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
   await writePidFile(layout.home)
   // A home is known by its marker, and to every daemon of this user by the registry, before any
@@ -250,8 +250,4 @@ async function writePidFile(home: string): Promise<void> {
   } finally {
     await handle.close()
   }
-}
-
-async function readPidFile(home: string): Promise<string> {
-  return (await readRegularFile(pidFile(home), 64).then((bytes) => bytes.toString('utf8'), () => 'unknown')).trim()
 }
