@@ -15,6 +15,7 @@ import { recoverSpool } from './tasks/recovery.js'
 import { stopEntryLeftovers } from './tasks/entry-leftovers.js'
 import type { GroupRoots } from './sandbox/cgroups.js'
 import { createServer, type TendApp } from './http/server.js'
+import { clearSocketPath, SocketWatch } from './http/socket-watch.js'
 import { ConsoleControl } from './console/console-control.js'
 import { createPeerCheck } from './peer/index.js'
 import { startClusterWorker } from './cluster/cluster-worker.js'
@@ -169,7 +170,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
 
   const app = await createServer(context, peerCheck)
   if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
-  await rm(layout.socket, { force: true })
+  clearSocketPath(layout.socket)
   const previousMask = process.umask(0o177)
   try {
     await app.listen({ path: layout.socket })
@@ -178,6 +179,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
   clearInterval(startingUp)
   await chmod(layout.socket, 0o600)
+  const socketWatch = new SocketWatch(layout.socket, app.server, log)
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
   if (config.console) await context.console.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
@@ -196,11 +198,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       closingController.abort()
       outputWatch.close()
       await context.console.close()
+      socketWatch.close()
       await app.close()
       await store.close()
       // Its folder of task groups, empty once its tasks are gone (a task kept running keeps it).
       removeDaemonCgroupFolders(sandbox.cgroups)
-      await rm(layout.socket, { force: true })
       await rm(pidFile(layout.home), { force: true })
       log.info('daemon stopped')
       log.flush()
