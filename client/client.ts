@@ -4,6 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import {
   IDEMPOTENCY_HEADER,
   isTendError,
+  lockHolder,
   TendError,
   isFinished,
   OWNER_HEADER,
@@ -21,7 +22,7 @@ import {
   type TaskEvent,
   type ConsoleInfo,
 } from '../protocol/index.js'
-import { ensureDaemon } from './ensure-daemon.js'
+import { ensureDaemon, socketAnswers } from './ensure-daemon.js'
 import { newSubmissionKey } from './submission-key.js'
 import { streamEvents, type EventsOptions } from './events.js'
 import { isUnreachable, SocketHttp, type RequestOptions } from './http.js'
@@ -223,8 +224,10 @@ export class TendClient {
       const body = options.keepTasks ? { keepTasks: true } : undefined
       pid = (await this.http.request<{ pid: number }>('POST', '/v1/stop', { body })).pid
     } catch (error) {
-      if (isUnreachable(error)) return { stopped: false, pid: null }
-      throw error
+      if (!isUnreachable(error)) throw error
+      const silent = await this.silentDaemon(options)
+      if (silent === null || typeof silent === 'object') return silent ?? { stopped: false, pid: null }
+      pid = silent
     }
     this.http.close()
     const deadline = Date.now() + (options.timeoutMs ?? 30_000)
@@ -234,6 +237,28 @@ export class TendClient {
       await delay(20)
     }
     return { stopped: false, pid }
+  }
+
+  /**
+   * No answer on the socket: a daemon may still hold the home (its socket removed or replaced, the
+   * daemon binds it again within a second or so). The lock's holder, as the kernel reports it, is
+   * that daemon: stopped through its socket once it answers again, else by SIGTERM (which stops its
+   * tasks: with keepTasks that is refused instead). Null when no daemon holds the home; the pid
+   * signalled; or the answer of the stop that went through the socket.
+   */
+  private async silentDaemon(options: { timeoutMs?: number; keepTasks?: boolean }): Promise<number | { stopped: boolean; pid: number | null } | null> {
+    if (this.options.endpoint.tcp) return null
+    const holder = lockHolder(this.options.layout.lock)
+    if (holder === null) return null
+    const deadline = Date.now() + SILENT_DAEMON_WAIT_MS
+    while (Date.now() < deadline) {
+      if (await socketAnswers(this.options.layout.socket)) return this.stopDaemon(options)
+      if (lockHolder(this.options.layout.lock) !== holder) return null
+      await delay(20)
+    }
+    if (options.keepTasks) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal` })
+    process.kill(holder, 'SIGTERM')
+    return holder
   }
 
   /**
@@ -340,6 +365,8 @@ export class TendClient {
 
 /** How long a request waits for a daemon that is shutting down to be replaced. */
 const SHUTDOWN_WAIT_MS = 30_000
+/** How long stop waits for a daemon that holds its home to answer on its socket again (it checks it every second). */
+const SILENT_DAEMON_WAIT_MS = 3000
 
 /** Tries of one request while the daemon is unreachable (each after starting one). */
 const UNREACHABLE_ATTEMPTS = 8

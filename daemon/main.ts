@@ -34,6 +34,10 @@ export async function runDaemonForeground(env: Record<string, string | undefined
       print(`tend: ${error.message}`)
       return 3
     }
+    if (isTendError(error, 'TEND_ERR_DAEMON_START_FAILED')) {
+      print(`tend: ${error.message}`)
+      return 1
+    }
     if (isTendError(error, 'TEND_ERR_CONFIG_INVALID') || isTendError(error, 'TEND_ERR_HOME_UNSAFE')) {
       print(`tend: ${error.message}`)
       return 2

@@ -3,18 +3,19 @@ import { join } from 'node:path'
 import { nanoid } from 'nanoid'
 import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
-import { openRegularFileForWrite, readRegularFile } from '../spool/index.js'
+import { openRegularFileForWrite } from '../spool/index.js'
 import type { DaemonConfig } from './config.js'
 import type { DaemonContext } from './context.js'
 import { CorruptEntries } from './store/corrupt-entries.js'
 import { EventLog } from './store/event-log.js'
-import { acquireInstanceLock } from './store/instance-lock.js'
+import { acquireInstanceLock, instanceLockHolder } from './store/instance-lock.js'
 import { createLogDestination } from './log-destination.js'
 import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
 import { stopEntryLeftovers } from './tasks/entry-leftovers.js'
 import type { GroupRoots } from './sandbox/cgroups.js'
 import { createServer, type TendApp } from './http/server.js'
+import { clearSocketPath, SocketWatch } from './http/socket-watch.js'
 import { ConsoleControl } from './console/console-control.js'
 import { createPeerCheck } from './peer/index.js'
 import { startClusterWorker } from './cluster/cluster-worker.js'
@@ -73,8 +74,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   await mkdir(layout.home, { recursive: true, mode: 0o700 })
   await chmod(layout.home, 0o700)
   await mkdir(layout.spool, { recursive: true, mode: 0o700 })
-  const lock = await acquireInstanceLock(layout.home)
-  if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: await readPidFile(layout.home) })
+  const lock = acquireInstanceLock(layout.lock)
+  if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock) })
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
   await writePidFile(layout.home)
   // A home is known by its marker, and to every daemon of this user by the registry, before any
@@ -169,7 +170,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
 
   const app = await createServer(context, peerCheck)
   if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
-  await rm(layout.socket, { force: true })
+  clearSocketPath(layout.socket)
   const previousMask = process.umask(0o177)
   try {
     await app.listen({ path: layout.socket })
@@ -178,6 +179,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
   clearInterval(startingUp)
   await chmod(layout.socket, 0o600)
+  const socketWatch = new SocketWatch(layout.socket, app.server, log)
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
   if (config.console) await context.console.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
@@ -196,11 +198,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       closingController.abort()
       outputWatch.close()
       await context.console.close()
+      socketWatch.close()
       await app.close()
       await store.close()
       // Its folder of task groups, empty once its tasks are gone (a task kept running keeps it).
       removeDaemonCgroupFolders(sandbox.cgroups)
-      await rm(layout.socket, { force: true })
       await rm(pidFile(layout.home), { force: true })
       log.info('daemon stopped')
       log.flush()
@@ -250,8 +252,4 @@ async function writePidFile(home: string): Promise<void> {
   } finally {
     await handle.close()
   }
-}
-
-async function readPidFile(home: string): Promise<string> {
-  return (await readRegularFile(pidFile(home), 64).then((bytes) => bytes.toString('utf8'), () => 'unknown')).trim()
 }

@@ -27,6 +27,8 @@ export interface HomeLayout {
   startupLog: string
   /** The console's tokens (their SHA-256 digests), 0600. */
   consoleTokens: string
+  /** The instance lock: a 0600 file its daemon holds flock(LOCK_EX) on for its whole life. */
+  lock: string
 }
 
 export function homeLayout(home: string): HomeLayout {
@@ -39,6 +41,7 @@ export function homeLayout(home: string): HomeLayout {
     config: join(home, 'config.json'),
     startupLog: join(home, 'daemon.stderr'),
     consoleTokens: join(home, 'console-tokens.json'),
+    lock: join(home, 'daemon.lock'),
   }
 }
 

@@ -1,0 +1,102 @@
+import { randomBytes } from 'node:crypto'
+import { chmodSync, lstatSync, renameSync, unlinkSync, type Stats } from 'node:fs'
+import { createServer as createNetServer, type Server as NetServer } from 'node:net'
+import type { Server } from 'node:http'
+import type { Logger } from 'pino'
+
+/** How often the daemon looks whether its socket is still its own, in milliseconds. */
+export const SOCKET_CHECK_MS = 1000
+
+/**
+ * Makes the socket's path free for the daemon to bind, which holds the instance lock (so no live
+ * daemon of this home uses it): an old socket is removed; anything else there (a folder, a FIFO, a
+ * link a task made) is moved aside as `tend.sock.<random>.displaced`, never followed or emptied.
+ */
+export function clearSocketPath(path: string): void {
+  let info: Stats
+  try {
+    info = lstatSync(path)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw error
+  }
+  if (info.isSocket()) unlinkSync(path)
+  else renameSync(path, `${path}.${randomBytes(8).toString('hex')}.displaced`)
+}
+
+/**
+ * Keeps the daemon reachable at its socket's path. A process of the daemon's uid (an `off` task)
+ * can remove the socket, or put a folder or its own socket there: clients would then find no
+ * daemon, or another program, while this one runs on. Every SOCKET_CHECK_MS the path is compared
+ * (dev, ino) with the socket the daemon bound; when it differs, whatever is there is moved aside
+ * and the path bound again, its connections served by the same HTTP server (and its peer check).
+ */
+export class SocketWatch {
+  private identity: { dev: number; ino: number } | null
+  private readonly extra: NetServer[] = []
+  private readonly timer: NodeJS.Timeout
+
+  constructor(
+    private readonly path: string,
+    private readonly server: Server,
+    private readonly log: Logger,
+  ) {
+    this.identity = identityOf(path)
+    this.timer = setInterval(() => this.check(), SOCKET_CHECK_MS)
+    this.timer.unref()
+  }
+
+  /** Binds the path again if it is not the daemon's socket any more. */
+  check(): void {
+    const now = identityOf(this.path)
+    if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) return
+    try {
+      clearSocketPath(this.path)
+      this.bind()
+    } catch (error) {
+      this.log.error({ err: error, socket: this.path }, 'the daemon socket is gone and could not be bound again; trying again')
+    }
+  }
+
+  private bind(): void {
+    const listener = createNetServer((socket) => this.server.emit('connection', socket))
+    listener.on('error', (error) => this.log.error({ err: error, socket: this.path }, 'the daemon socket could not be bound again'))
+    // A pipe binds within listen(): the mask covers exactly the socket's creation.
+    const previousMask = process.umask(0o177)
+    try {
+      listener.listen(this.path)
+    } finally {
+      process.umask(previousMask)
+    }
+    listener.once('listening', () => {
+      chmodSync(this.path, 0o600)
+      this.identity = identityOf(this.path)
+      this.extra.push(listener)
+      this.log.warn({ socket: this.path }, 'the daemon socket was removed or replaced: bound again')
+    })
+  }
+
+  /** Stops watching and listening, and removes the socket if the path still is the daemon's. */
+  close(): void {
+    clearInterval(this.timer)
+    for (const listener of this.extra.splice(0)) listener.close()
+    const now = identityOf(this.path)
+    if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) {
+      try {
+        unlinkSync(this.path)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      }
+    }
+  }
+}
+
+/** The (dev, ino) of a socket at path; null when nothing, or no socket, is there. */
+function identityOf(path: string): { dev: number; ino: number } | null {
+  try {
+    const info = lstatSync(path)
+    return info.isSocket() ? { dev: info.dev, ino: info.ino } : null
+  } catch {
+    return null
+  }
+}

@@ -1,0 +1,153 @@
+import { afterEach, describe, expect, test } from 'vitest'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { lstatSync, mkdirSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import { socketAnswers } from '../../client/ensure-daemon.js'
+import { runCli } from '../helpers/cli.js'
+import { isAlive } from '../helpers/processes.js'
+import { checkUnprivilegedUser, createTempHome, daemonEnv, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * One daemon per home, whatever else runs on the machine: a lock nobody but the home's owner can
+ * take, that meets a home under any of its names, and a socket the daemon keeps answering on.
+ */
+
+const daemons: TestDaemon[] = []
+const holders: ChildProcess[] = []
+const mounts: string[] = []
+afterEach(async () => {
+  for (const holder of holders.splice(0)) {
+    if (holder.exitCode === null && holder.signalCode === null) {
+      holder.kill('SIGKILL')
+      await new Promise<void>((resolve) => holder.once('exit', () => resolve()))
+    }
+  }
+  for (const alias of mounts.splice(0)) {
+    spawnSync('umount', [alias])
+    rmdirSync(alias)
+  }
+  while (daemons.length > 0) await daemons.pop()!.stop()
+})
+
+/** A process of `tend-test` listening on the abstract Unix socket name `\0<name>`; resolves once it listens. */
+async function listenAsOtherUser(name: string): Promise<ChildProcess> {
+  const user = checkUnprivilegedUser()
+  const script = `require('node:net').createServer((s) => s.destroy()).listen('\\0' + process.argv[1], () => console.log('listening'))`
+  const holder = spawn('setpriv', [...setprivArgs(user), '--', process.execPath, '-e', script, name], { stdio: ['ignore', 'pipe', 'pipe'], cwd: '/' })
+  holders.push(holder)
+  let said = ''
+  holder.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
+  holder.stderr!.on('data', (chunk: Buffer) => (said += chunk.toString()))
+  await waitFor(`tend-test to listen on the name (it said: ${said})`, () => {
+    if (holder.exitCode !== null) throw new Error(`the listener exited with ${holder.exitCode}: ${said}`)
+    return said.includes('listening')
+  })
+  return holder
+}
+
+/** Starts `sleep` as a task and waits until it runs; its id. */
+async function sleeper(daemon: TestDaemon): Promise<string> {
+  const task = await daemon.client.start({ command: ['sleep', '300'], cwd: '/' })
+  await waitFor('the sleeper to run', async () => (await daemon.client.get(task.id)).state === 'running')
+  return task.id
+}
+
+async function daemonPid(daemon: TestDaemon): Promise<number> {
+  return (await daemon.client.status()).pid
+}
+
+describe('the lock is the home owner’s alone', () => {
+  test('another user listening on the abstract name a home used to be locked by does not keep its daemon out', async () => {
+    const home = createTempHome()
+    // The name the lock once had: anyone in the network namespace could bind it first.
+    await listenAsOtherUser(`tend-daemon-${createHash('sha256').update(home).digest('hex').slice(0, 32)}`)
+    const daemon = await startTestDaemon({ home })
+    daemons.push(daemon)
+    const status = await runCli(['status'], daemon.env)
+    expect(status).toMatchObject({ exitCode: 0 })
+    const restart = await runCli(['restart'], daemon.env)
+    expect(restart.exitCode, restart.stderr).toBe(0)
+    expect(await socketAnswers(join(home, 'tend.sock'))).toBe(true)
+    // The restarted daemon is not the test's child: stop it through the CLI, then the test's own is gone too.
+    expect((await runCli(['stop'], daemon.env)).exitCode).toBe(0)
+  })
+
+  test('a second daemon on another name of the same home (a bind mount) is refused, and the first keeps its tasks and socket', async () => {
+    const home = createTempHome()
+    const alias = `${home}-alias`
+    mkdirSync(alias)
+    const mounted = spawnSync('mount', ['--bind', home, alias])
+    expect(mounted.status, `mount --bind needs root: ${String(mounted.stderr)}`).toBe(0)
+    mounts.push(alias)
+    const first = await startTestDaemon({ home })
+    daemons.push(first)
+    const id = await sleeper(first)
+    const pid = await daemonPid(first)
+    const second = await runCli(['daemon'], daemonEnv(alias), { timeoutMs: 30_000 })
+    expect(second.exitCode, second.stderr).toBe(3)
+    expect(second.stdout + second.stderr).toContain(`pid ${pid}`)
+    expect((await first.client.get(id)).state).toBe('running')
+    expect(await socketAnswers(join(home, 'tend.sock'))).toBe(true)
+    expect(await daemonPid(first)).toBe(pid)
+  })
+})
+
+describe('the daemon keeps answering on its socket', () => {
+  test('a removed socket is bound again, and the CLI reaches the same daemon', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const task = await daemon.client.start({ command: ['sh', '-c', 'exit 4'], cwd: '/' })
+    unlinkSync(join(daemon.home, 'tend.sock'))
+    await waitFor('the socket to answer again', () => socketAnswers(join(daemon.home, 'tend.sock')))
+    const waited = await runCli(['wait', task.id], daemon.env)
+    expect(waited.exitCode, waited.stderr).toBe(4)
+    expect(await daemonPid(daemon)).toBe(pid)
+  })
+
+  test('a folder put where the socket was is moved aside, and the socket bound again', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const socket = join(daemon.home, 'tend.sock')
+    unlinkSync(socket)
+    mkdirSync(socket)
+    await waitFor('the socket to answer again', () => socketAnswers(socket))
+    expect(lstatSync(socket).isSocket()).toBe(true)
+    expect(readdirSync(daemon.home).filter((name) => /^tend\.sock\.[0-9a-f]+\.displaced$/.test(name))).toHaveLength(1)
+    expect((await runCli(['status'], daemon.env)).exitCode).toBe(0)
+  })
+
+  test('another process’s socket put in its place is replaced by the daemon’s own: clients reach the daemon, not it', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const socket = join(daemon.home, 'tend.sock')
+    unlinkSync(socket)
+    const script = `require('node:net').createServer((s) => s.destroy()).listen(process.argv[1], () => console.log('listening'))`
+    const impostor = spawn(process.execPath, ['-e', script, socket], { stdio: ['ignore', 'pipe', 'ignore'] })
+    holders.push(impostor)
+    let said = ''
+    impostor.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
+    await waitFor('the impostor to listen', () => said.includes('listening'))
+    const impostorSocket = lstatSync(socket).ino
+    // The impostor closes every connection unanswered: a status that succeeds reached the daemon.
+    await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0)
+    expect(lstatSync(socket).ino).not.toBe(impostorSocket)
+  })
+
+  test('tend stop right after the socket was removed stops the daemon, and says so', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const id = await sleeper(daemon)
+    unlinkSync(join(daemon.home, 'tend.sock'))
+    const stop = await runCli(['stop'], daemon.env)
+    expect(stop.exitCode, stop.stderr).toBe(0)
+    expect(stop.stdout).toContain(`daemon stopped (pid ${pid})`)
+    await waitFor('the daemon to exit', () => !isAlive(pid))
+    const tasks = JSON.parse((await runCli(['ps', '--json', '--all'], daemon.env)).stdout) as Array<{ id: string; state: string }>
+    expect(tasks.find((task) => task.id === id)?.state).toBe('killed')
+    expect((await runCli(['stop'], daemon.env)).exitCode).toBe(0)
+  })
+})
