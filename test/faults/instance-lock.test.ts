@@ -132,7 +132,8 @@ describe('the daemon keeps answering on its socket', () => {
     await waitFor('the impostor to listen', () => said.includes('listening'))
     const impostorSocket = lstatSync(socket).ino
     // The impostor closes every connection unanswered: a status that succeeds reached the daemon.
-    await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0)
+    // Each look is a whole CLI run (a second or more on a loaded machine): the daemon looks every second.
+    await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0, 30_000)
     expect(lstatSync(socket).ino).not.toBe(impostorSocket)
   })
 
