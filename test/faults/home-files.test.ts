@@ -249,3 +249,21 @@ describe('F10: a read-only home', () => {
     expect(existsSync(join(home, 'tend.sock'))).toBe(false)
   })
 })
+
+describe('console-tokens.json replaced', () => {
+  test('a FIFO there never blocks the start; tend console makes a token into a new file', async () => {
+    const home = newHome()
+    const tokens = join(home, 'console-tokens.json')
+    plantFifo(tokens)
+    const daemon = await startTestDaemon({ home })
+    try {
+      const opened = await runCli(['console', '--no-open'], daemon.env, { timeoutMs: 20_000 })
+      expect(opened.exitCode).toBe(0)
+      expect(lstatSync(tokens).isFile()).toBe(true)
+      expect(displacedOf(home, 'console-tokens.json')).toHaveLength(1)
+    } finally {
+      await runCli(['console', '--stop'], daemon.env).catch(() => undefined)
+      await stopKeepingHome(daemon)
+    }
+  })
+})
