@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto'
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, renameSync } from 'node:fs'
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, renameSync } from 'node:fs'
+import { createRequire } from 'node:module'
 
 /**
  * The home's own files (daemon.log, daemon.pid, daemon.stderr, spool-reserve, submissions.log) sit
@@ -30,7 +30,7 @@ export interface HomeFile {
 
 /** Moves whatever is at `path` aside, under a name nobody can guess; answers that name (null: nothing was there). */
 export function displaceSync(path: string): string | null {
-  const aside = `${path}.${randomBytes(8).toString('hex')}.displaced`
+  const aside = `${path}.${randomHex(8)}.displaced`
   try {
     renameSync(path, aside)
     return aside
@@ -80,4 +80,24 @@ export function unwritableDetail(error: unknown): string {
   const { code, path } = error as NodeJS.ErrnoException
   const what = code === 'EROFS' ? 'its file system is read-only' : 'permission denied'
   return `${what} (${code}${path ? ` on ${path}` : ''})`
+}
+
+/**
+ * `bytes` random bytes in hex, from /dev/urandom: the CLI loads this file on every command, and
+ * node:crypto would cost each of them milliseconds (client/submission-key.ts). node:crypto only
+ * where /dev/urandom cannot be read.
+ */
+function randomHex(bytes: number): string {
+  const buffer = Buffer.alloc(bytes)
+  let fd: number | undefined
+  try {
+    fd = openSync('/dev/urandom', constants.O_RDONLY)
+    if (readSync(fd, buffer, 0, bytes, null) === bytes) return buffer.toString('hex')
+  } catch {
+    // No /dev/urandom: node:crypto below.
+  } finally {
+    if (fd !== undefined) closeSync(fd)
+  }
+  const { randomBytes } = createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto')
+  return randomBytes(bytes).toString('hex')
 }
