@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process'
-import { mkdirSync, openSync, closeSync, readFileSync, watch, type FSWatcher } from 'node:fs'
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, watch, type FSWatcher } from 'node:fs'
 import { connect } from 'node:net'
 import { dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
+import { isUnwritableHome, openHomeFileSync, unwritableDetail } from '../protocol/home-file.js'
 import type { NormalizedClientOptions } from './options.js'
 import { cliEntry } from './package-root.js'
 
@@ -31,8 +32,15 @@ export function socketAnswers(socketPath: string): Promise<boolean> {
 export async function ensureDaemon(options: NormalizedClientOptions): Promise<void> {
   const { layout } = options
   if (await socketAnswers(layout.socket)) return
-  mkdirSync(layout.home, { recursive: true, mode: 0o700 })
-  const startupLog = openSync(layout.startupLog, 'w', 0o600)
+  let startupLog: number
+  try {
+    mkdirSync(layout.home, { recursive: true, mode: 0o700 })
+    // In the home, which a task under `off` can write: never a FIFO waited on or a link written through.
+    startupLog = openHomeFileSync(layout.startupLog, { truncate: true }).fd
+  } catch (error) {
+    if (isUnwritableHome(error)) throw new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error })
+    throw error
+  }
   let exitCode: number | null = null
   try {
     const child = spawn(process.execPath, [cliEntry(), 'daemon'], {
@@ -87,10 +95,19 @@ function watchFolder(folder: string): { next: (ms: number) => Promise<void>; clo
   }
 }
 
+/** Its last 2000 bytes, read the way it was opened: no link followed, no FIFO waited on. */
 function readStartupLog(path: string): string {
+  let fd: number | undefined
   try {
-    return readFileSync(path, 'utf8').trim().slice(-2000) || '(it printed nothing)'
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY)
+    const info = fstatSync(fd)
+    if (!info.isFile()) return '(no startup log)'
+    const buffer = Buffer.alloc(Math.min(info.size, 2000))
+    const read = readSync(fd, buffer, 0, buffer.length, info.size - buffer.length)
+    return buffer.subarray(0, read).toString('utf8').trim() || '(it printed nothing)'
   } catch {
     return '(no startup log)'
+  } finally {
+    if (fd !== undefined) closeSync(fd)
   }
 }

@@ -1,5 +1,6 @@
 import { writeSync } from 'node:fs'
 import { pino } from 'pino'
+import { openHomeFileSync } from '../protocol/home-file.js'
 
 /** Where pino writes the daemon's log lines. */
 export interface LogDestination {
@@ -41,7 +42,10 @@ export function createLogDestination(path: string, stderrFd = 2): LogDestination
 
   let file: ReturnType<typeof pino.destination> | undefined
   try {
-    file = pino.destination({ dest: path, mkdir: true, sync: true })
+    // A task under `off` can replace daemon.log: a FIFO would block this open (and the home's
+    // instance lock with it), a link would be written through. Opened as the home's own file, the
+    // descriptor goes to pino.
+    file = pino.destination({ fd: openHomeFileSync(path, { append: true }).fd, sync: true })
   } catch (error) {
     failOver(error as NodeJS.ErrnoException)
   }

@@ -30,7 +30,7 @@ export async function runDaemonForeground(env: Record<string, string | undefined
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
     strayErrors.stop()
-    if (isTendError(error, 'TEND_ERR_DAEMON_RUNNING')) {
+    if (isTendError(error, 'TEND_ERR_DAEMON_RUNNING') || isTendError(error, 'TEND_ERR_HOME_UNWRITABLE')) {
       print(`tend: ${error.message}`)
       return 3
     }

@@ -1,9 +1,10 @@
+import { closeSync, writeSync } from 'node:fs'
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { nanoid } from 'nanoid'
 import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
-import { openRegularFileForWrite } from '../spool/index.js'
+import { isUnwritableHome, openHomeFileSync, unwritableDetail } from '../protocol/home-file.js'
 import type { DaemonConfig } from './config.js'
 import type { DaemonContext } from './context.js'
 import { CorruptEntries } from './store/corrupt-entries.js'
@@ -71,13 +72,15 @@ export function createDaemonLogger(config: Readonly<DaemonConfig>): Logger {
  */
 export async function startDaemon(config: Readonly<DaemonConfig>): Promise<RunningDaemon> {
   const { layout } = config
-  await mkdir(layout.home, { recursive: true, mode: 0o700 })
-  await chmod(layout.home, 0o700)
-  await mkdir(layout.spool, { recursive: true, mode: 0o700 })
-  const lock = acquireInstanceLock(layout.lock)
+  const lock = await takeHome(layout)
   if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock) })
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
-  await writePidFile(layout.home)
+  try {
+    writePidFile(layout.home)
+  } catch (error) {
+    lock.release()
+    throw isUnwritableHome(error) ? new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error }) : error
+  }
   // A home is known by its marker, and to every daemon of this user by the registry, before any
   // task of any of them can be given it (docs/spool.md).
   const registryUser = currentRegistryUser()
@@ -203,7 +206,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       await store.close()
       // Its folder of task groups, empty once its tasks are gone (a task kept running keeps it).
       removeDaemonCgroupFolders(sandbox.cgroups)
-      await rm(pidFile(layout.home), { force: true })
+      // A task can have put a folder in its place: the lock is released all the same.
+      await rm(pidFile(layout.home), { force: true }).catch((error: unknown) => log.warn({ err: error }, 'pid file not removed'))
       log.info('daemon stopped')
       log.flush()
       lock.release()
@@ -242,14 +246,30 @@ function idleMemoryRelease(events: EventLog, log: Logger): { close: () => void }
   }
 }
 
+/**
+ * Makes the home and its spool, then takes its instance lock (null: another daemon holds it). A home
+ * the daemon cannot write (a read-only file system) is TEND_ERR_HOME_UNWRITABLE, not a raw errno.
+ */
+async function takeHome(layout: DaemonConfig['layout']): Promise<Awaited<ReturnType<typeof acquireInstanceLock>>> {
+  try {
+    await mkdir(layout.home, { recursive: true, mode: 0o700 })
+    await chmod(layout.home, 0o700)
+    await mkdir(layout.spool, { recursive: true, mode: 0o700 })
+    return acquireInstanceLock(layout.lock)
+  } catch (error) {
+    if (isUnwritableHome(error)) throw new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error })
+    throw error
+  }
+}
+
 const pidFile = (home: string) => `${home}/daemon.pid`
 
-// In the home, which a task under `off` can write: no link followed, no FIFO waited on.
-async function writePidFile(home: string): Promise<void> {
-  const handle = await openRegularFileForWrite(pidFile(home))
+// In the home, which a task under `off` can write: no link followed, no FIFO waited on, a folder moved aside.
+function writePidFile(home: string): void {
+  const { fd } = openHomeFileSync(pidFile(home), { truncate: true })
   try {
-    await handle.writeFile(`${process.pid}\n`)
+    writeSync(fd, `${process.pid}\n`)
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
 }

@@ -60,6 +60,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_DAEMON_START_FAILED: { statusCode: 503, message: 'daemon failed to start: {detail}', blame: 'system', retryable: true, local: true },
   TEND_ERR_DAEMON_RUNNING: { statusCode: 409, message: 'another daemon is already running on {home} (pid {pid})', blame: 'caller', retryable: false, local: true },
   TEND_ERR_CONFIG_INVALID: { statusCode: 400, message: 'invalid configuration: {detail}', blame: 'caller', retryable: false, local: true },
+  TEND_ERR_HOME_UNWRITABLE: { statusCode: 503, message: 'the daemon cannot write its home {path}: {detail}; make it writable, or set TEND_HOME to a folder it can write', blame: 'system', retryable: true, local: true },
   TEND_ERR_HOME_UNSAFE: { statusCode: 400, message: 'the daemon will not use {path}: {detail}', blame: 'caller', retryable: false, local: true },
   TEND_ERR_DAEMON_TIMEOUT: { statusCode: 504, message: 'the daemon did not answer within {timeout}: {detail}', blame: 'system', retryable: true, local: true },
   TEND_ERR_PROTOCOL: { statusCode: 502, message: 'unexpected answer from the daemon: {detail}', blame: 'system', retryable: false, local: true },

@@ -35,6 +35,7 @@ export function exitCodeForError(error: unknown): number {
     case 'TEND_ERR_DAEMON_TIMEOUT':
     case 'TEND_ERR_DAEMON_START_FAILED':
     case 'TEND_ERR_DAEMON_RUNNING':
+    case 'TEND_ERR_HOME_UNWRITABLE':
     case 'TEND_ERR_CLUSTER_UNAVAILABLE':
     case 'TEND_ERR_CLUSTER_WORKER':
       return EXIT.unavailable

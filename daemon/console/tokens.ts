@@ -1,8 +1,13 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { readFileSync } from 'node:fs'
-import { rename, writeFile } from 'node:fs/promises'
+import { closeSync, writeSync } from 'node:fs'
+import { rename } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { TOKEN_ID_DIGITS } from '../../protocol/console-redirect.js'
+import { displaceSync, openHomeFileSync } from '../../protocol/home-file.js'
+import { readRegularFileSync } from '../../spool/index.js'
+
+/** Far more than MAX_TOKENS entries take: past it the file is not the daemon's. */
+const MAX_FILE_BYTES = 1024 * 1024
 
 /** Tokens kept at most: each `tend console` makes one, the oldest go first. */
 const MAX_TOKENS = 32
@@ -93,9 +98,22 @@ export class ConsoleTokens {
   }
 
   private async save(): Promise<void> {
+    // In the home, which a task under `off` can write: the temporary's name can be guessed, so what
+    // stands there is moved aside, never written through (home-file.ts); so is a folder at the file's.
     const temporary = `${this.file}.${process.pid}.tmp`
-    await writeFile(temporary, `${JSON.stringify({ tokens: this.kept }, null, 2)}\n`, { mode: 0o600 })
-    await rename(temporary, this.file)
+    const { fd } = openHomeFileSync(temporary, { truncate: true })
+    try {
+      const bytes = Buffer.from(`${JSON.stringify({ tokens: this.kept }, null, 2)}\n`)
+      for (let offset = 0; offset < bytes.length; ) offset += writeSync(fd, bytes, offset, bytes.length - offset)
+    } finally {
+      closeSync(fd)
+    }
+    await rename(temporary, this.file).catch(async (error: unknown) => {
+      const { code } = error as NodeJS.ErrnoException
+      if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
+      displaceSync(this.file)
+      await rename(temporary, this.file)
+    })
   }
 }
 
@@ -110,9 +128,13 @@ function digestOf(token: string): string {
 function readKept(file: string, log: Pick<Logger, 'warn'>): KeptToken[] {
   let parsed: { tokens?: unknown }
   try {
-    parsed = JSON.parse(readFileSync(file, 'utf8')) as { tokens?: unknown }
+    // Never a FIFO waited on (it would hold the start) nor a link followed.
+    parsed = JSON.parse(readRegularFileSync(file, MAX_FILE_BYTES).toString('utf8')) as { tokens?: unknown }
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.warn({ err: error, file }, 'console tokens unreadable: earlier tokens no longer work (tend console makes a new one)')
+    const { code } = error as NodeJS.ErrnoException
+    if (code !== 'ENOENT') log.warn({ err: error, file }, 'console tokens unreadable: earlier tokens no longer work (tend console makes a new one)')
+    // Not a file of its own (a FIFO, a folder, a link): moved aside, so the next token lands in a new one.
+    if (code === 'EFTYPE' || code === 'ELOOP') displaceSync(file)
     return []
   }
   const listed = Array.isArray(parsed?.tokens) ? parsed.tokens : []

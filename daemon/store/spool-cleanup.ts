@@ -135,6 +135,7 @@ export class SpoolCleanup {
       throw new TendError('TEND_ERR_SPOOL_IO', { detail: `removing the spool entry ${entry.id}: ${(error as Error).message}` }, { cause: error })
     }
     this.settledBytes.delete(entry.id)
+    this.store.roomFreed()
     if (entry.state === 'corrupt') {
       this.corrupt.forget(entry.id)
       this.log.warn({ taskId: entry.id, reason: entry.reason }, 'corrupt spool entry removed')

@@ -1,6 +1,12 @@
-import { constants } from 'node:fs'
-import { open, statfs, unlink } from 'node:fs/promises'
+import { close, fsync, write } from 'node:fs'
+import { statfs, unlink } from 'node:fs/promises'
+import { promisify } from 'node:util'
 import type { Logger } from 'pino'
+import { openHomeFileSync } from '../../protocol/home-file.js'
+
+const writeAsync = promisify(write)
+const fsyncAsync = promisify(fsync)
+const closeAsync = promisify(close)
 
 /** How often a spent reserve looks for room to be made again, in ms. */
 const RESTORE_INTERVAL_MS = 1000
@@ -72,26 +78,40 @@ export class SpoolReserve {
     }
   }
 
-  /** Writes the file whole and syncs it; a write the disk refuses leaves no file and the reserve spent. */
+  /**
+   * Some room may have come back (a task was removed): a spent reserve is tried again now, instead
+   * of at the next check, so that new tasks are not refused for a second on a disk with room.
+   */
+  restoreSoon(): void {
+    if (this.bytes === 0 || this.held) return
+    void this.tryRestore()
+  }
+
+  /**
+   * Writes the file whole and syncs it; a write the disk refuses leaves no file and the reserve
+   * spent. What a task put in its place (a folder, a FIFO, a link) is moved aside (home-file.ts).
+   */
   private make(): Promise<void> {
     this.making ??= (async () => {
-      let handle
+      let fd: number | undefined
       try {
-        // Never through a link or onto a FIFO someone put in its place; an existing file is rewritten.
-        handle = await open(this.path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600)
-        if (!(await handle.stat()).isFile()) throw Object.assign(new Error(`${this.path} is not a regular file`), { code: 'EINVAL' })
+        fd = openHomeFileSync(this.path, { truncate: true }).fd
         const chunk = Buffer.alloc(CHUNK_BYTES)
         for (let written = 0; written < this.bytes; ) {
-          const { bytesWritten } = await handle.write(chunk, 0, Math.min(CHUNK_BYTES, this.bytes - written))
+          const { bytesWritten } = await writeAsync(fd, chunk, 0, Math.min(CHUNK_BYTES, this.bytes - written))
           if (bytesWritten <= 0) throw Object.assign(new Error('the write stopped'), { code: 'EIO' })
           written += bytesWritten
         }
-        await handle.sync()
-        await handle.close()
+        await fsyncAsync(fd)
+        await closeAsync(fd)
+        fd = undefined
         this.held = true
       } catch (error) {
-        await handle?.close().catch(() => undefined)
-        if ((error as NodeJS.ErrnoException).code !== 'EINVAL') await unlink(this.path).catch(() => undefined)
+        // Only a file this open made or checked as the daemon's own is removed.
+        if (fd !== undefined) {
+          await closeAsync(fd).catch(() => undefined)
+          await unlink(this.path).catch(() => undefined)
+        }
         this.held = false
         this.log?.debug({ err: error, path: this.path }, 'spool reserve not made')
       } finally {

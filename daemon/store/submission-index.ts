@@ -4,6 +4,7 @@ import { rename, unlink } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { Task } from '../../protocol/index.js'
 import { openRegularFileForWrite, readRegularFileSync, untrustedProblem } from '../../spool/index.js'
+import { displaceSync } from '../../protocol/home-file.js'
 import { loadDurableWriter, type DurableWriter } from '../durable-write/durable-write.js'
 
 /** In the spool's top folder; not a task id, so never listed as a task. */
@@ -56,9 +57,16 @@ export class SubmissionIndex {
     try {
       text = readRegularFileSync(index.path, MAX_FILE_BYTES).toString('utf8')
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.error({ err: error, path: index.path, problem: untrustedProblem(error) }, 'idempotency index unreadable: removed tasks\' keys are forgotten')
+      const problem = untrustedProblem(error)
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.error({ err: error, path: index.path, problem }, 'idempotency index unreadable: removed tasks\' keys are forgotten')
+      // Not a file (a folder, a FIFO, a link a task put there): moved aside, so the next key lands in a new one.
+      if (isMisplaced(error)) displaceSync(index.path)
     }
-    rmSync(`${index.path}.tmp`, { force: true })
+    try {
+      rmSync(`${index.path}.tmp`, { force: true })
+    } catch {
+      displaceSync(`${index.path}.tmp`)
+    }
     // A line torn by a crash would swallow the next one appended: the next write rewrites the file.
     if (text !== '' && !text.endsWith('\n')) index.lines = COMPACT_AT_LINES
     const now = Date.now()
@@ -80,7 +88,7 @@ export class SubmissionIndex {
     if (!task.idempotencyKey || !task.requestHash) return
     const entry: RemovedSubmission = { owner: task.owner, key: task.idempotencyKey, requestHash: task.requestHash, id: task.id, outcome: outcomeOf(task), removedAt: now.toISOString() }
     this.keep(entry)
-    const write = this.writes.then(() => (this.lines + 1 >= COMPACT_AT_LINES ? this.compact() : this.append(entry)))
+    const write = this.writes.then(() => (this.lines + 1 >= COMPACT_AT_LINES ? this.compact() : this.append(entry).catch((error: unknown) => this.rewriteWhenMisplaced(error))))
     this.writes = write.catch(() => {})
     await write
   }
@@ -107,19 +115,47 @@ export class SubmissionIndex {
     this.lines++
   }
 
+  /**
+   * A task under `off` can put a folder, a FIFO or a link where the index is: an append then fails
+   * for good, and the key would live in memory only, lost at the next restart. What is there is
+   * moved aside and the index written anew, from what this daemon keeps.
+   */
+  private async rewriteWhenMisplaced(error: unknown): Promise<void> {
+    if (!isMisplaced(error)) throw error
+    displaceSync(this.path)
+    await this.compact()
+  }
+
   private async compact(): Promise<void> {
     const now = Date.now()
     const kept = [...this.entries.values()].filter((entry) => now - Date.parse(entry.removedAt) < REMOVED_KEY_LIFETIME_MS)
     const temporary = `${this.path}.tmp`
+    const text = kept.map((entry) => `${JSON.stringify(entry)}\n`).join('')
     try {
-      await this.durable.write({ path: temporary, text: kept.map((entry) => `${JSON.stringify(entry)}\n`).join(''), folder: null })
-      await rename(temporary, this.path)
+      // A fresh temporary unlinks what is at its name; a folder there cannot be, so it is moved aside.
+      await this.durable.write({ path: temporary, text, folder: null }).catch(async (error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code !== 'EISDIR') throw error
+        displaceSync(temporary)
+        await this.durable.write({ path: temporary, text, folder: null })
+      })
+      await rename(temporary, this.path).catch(async (error: unknown) => {
+        const { code } = error as NodeJS.ErrnoException
+        if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
+        displaceSync(this.path)
+        await rename(temporary, this.path)
+      })
     } catch (error) {
       await unlink(temporary).catch(() => {})
       throw error
     }
     this.lines = kept.length
   }
+}
+
+/** Whether an open failed because something else than a regular file stands at the path. */
+function isMisplaced(error: unknown): boolean {
+  const { code } = error as NodeJS.ErrnoException
+  return code === 'EFTYPE' || code === 'ELOOP' || code === 'EISDIR' || code === 'ENXIO'
 }
 
 /** How a finished task ended, in a few words. */

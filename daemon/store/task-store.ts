@@ -184,6 +184,11 @@ export class TaskStore {
     return found.sort(listOrder)
   }
 
+  /** Room was freed on the spool's disk (a task folder removed): a spent reserve is made again now if it fits. */
+  roomFreed(): void {
+    this.reserve.restoreSoon()
+  }
+
   /** Forgets a task and publishes task.removed; the caller deletes its spool folder. */
   forget(id: string): void {
     const task = this.tasks.get(id)
