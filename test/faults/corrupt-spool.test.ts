@@ -266,6 +266,7 @@ function fakeStore(tasks: Task[]): CleanupStore {
     get: (id: string) => byId.get(id)!,
     find: (id: string) => byId.get(id),
     forget: (id: string) => void byId.delete(id),
+    roomFreed: () => undefined,
   } as unknown as CleanupStore
 }
 
