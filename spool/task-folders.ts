@@ -1,0 +1,131 @@
+import { closeSync, constants, fstatSync, mkdirSync, openSync } from 'node:fs'
+import { join } from 'node:path'
+
+/**
+ * The spool and its task folders by descriptor. A task under `off` runs as the daemon's uid and
+ * can rename its folder and put a symbolic link (to another task's folder, to any folder of the
+ * daemon's) or another folder at its name, or do the same to the spool itself; O_NOFOLLOW on a
+ * file covers only its last component. So the daemon opens the spool once (no link followed, a
+ * folder of its own uid) and holds it, and reaches a task's folder only through that descriptor:
+ * `/proc/self/fd/<spool>/<id>` opened O_DIRECTORY|O_NOFOLLOW, which must be the folder the daemon
+ * made (device and inode, kept in memory) or, for a folder found at start, a real folder of the
+ * daemon's uid. Files in it are then reached as `/proc/self/fd/<folder>/<name>`: the kernel resolves
+ * the folder part to that descriptor, whatever is at its name now.
+ */
+
+/** The code of the error for a task folder that is no longer the one the daemon made. */
+export const FOLDER_REPLACED = 'ESTALE'
+
+const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW | constants.O_NONBLOCK
+
+interface Identity {
+  dev: number
+  ino: number
+}
+
+function replaced(id: string, detail: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${FOLDER_REPLACED}: the spool folder of task ${id} ${detail} (replaced outside tend, or by the task itself): it is not used`), { code: FOLDER_REPLACED })
+}
+
+function ownUid(): number {
+  return process.geteuid?.() ?? 0
+}
+
+/** A task's folder held open: `path` names it by its descriptor until close(). */
+export interface OpenFolder {
+  path: string
+  file(name: string): string
+  close(): void
+}
+
+class SpoolFolders {
+  private rootFd: number | null = null
+  private readonly known = new Map<string, Identity>()
+
+  constructor(private readonly spoolRoot: string) {}
+
+  /** `/proc/self/fd/<spool>`: the spool the daemon opened, whatever is at its path now. */
+  root(): string {
+    if (this.rootFd === null) {
+      const fd = openSync(this.spoolRoot, DIRECTORY_FLAGS)
+      const info = fstatSync(fd)
+      if (info.uid !== ownUid()) {
+        closeSync(fd)
+        throw Object.assign(new Error(`EPERM: the spool ${this.spoolRoot} belongs to uid ${info.uid}, not to the daemon's (${ownUid()})`), { code: 'EPERM' })
+      }
+      this.rootFd = fd
+    }
+    return `/proc/self/fd/${this.rootFd}`
+  }
+
+  /** Makes the task's folder (0700) in the spool; it must not exist yet. Answers it open. */
+  make(id: string): OpenFolder {
+    mkdirSync(join(this.root(), id), { mode: 0o700 })
+    this.known.delete(id)
+    const folder = this.open(id)
+    return folder
+  }
+
+  /**
+   * Opens the task's folder: no link followed, the folder the daemon made (or, not known yet, a
+   * real folder of the daemon's uid, which is then known). ESTALE for anything else, ELOOP for a
+   * link, ENOTDIR for a file, ENOENT when nothing is there.
+   */
+  open(id: string): OpenFolder {
+    const fd = openSync(join(this.root(), id), DIRECTORY_FLAGS)
+    try {
+      const info = fstatSync(fd)
+      const known = this.known.get(id)
+      if (known && (known.dev !== info.dev || known.ino !== info.ino)) throw replaced(id, 'is another folder than the one tend made')
+      if (!known && info.uid !== ownUid()) throw replaced(id, `belongs to uid ${info.uid}, not to the daemon's`)
+      if (!known) this.known.set(id, { dev: info.dev, ino: info.ino })
+    } catch (error) {
+      closeSync(fd)
+      throw error
+    }
+    const path = `/proc/self/fd/${fd}`
+    let open = true
+    return {
+      path,
+      file: (name) => `${path}/${name}`,
+      close: () => {
+        if (open) closeSync(fd)
+        open = false
+      },
+    }
+  }
+
+  /** The folder is gone (removed): a folder made later at its name is a new one. */
+  forget(id: string): void {
+    this.known.delete(id)
+  }
+}
+
+const bySpool = new Map<string, SpoolFolders>()
+
+/** The daemon's view of the spool at `spoolRoot` (one per spool, opened on first use). */
+export function spoolFolders(spoolRoot: string): SpoolFolders {
+  let folders = bySpool.get(spoolRoot)
+  if (!folders) bySpool.set(spoolRoot, (folders = new SpoolFolders(spoolRoot)))
+  return folders
+}
+
+/** Runs `use` with the task's folder open (see SpoolFolders.open); it is closed once `use` settles. */
+export async function withTaskFolder<T>(spoolRoot: string, id: string, use: (folder: OpenFolder) => Promise<T> | T): Promise<T> {
+  const folder = spoolFolders(spoolRoot).open(id)
+  try {
+    return await use(folder)
+  } finally {
+    folder.close()
+  }
+}
+
+/** withTaskFolder for synchronous work. */
+export function withTaskFolderSync<T>(spoolRoot: string, id: string, use: (folder: OpenFolder) => T): T {
+  const folder = spoolFolders(spoolRoot).open(id)
+  try {
+    return use(folder)
+  } finally {
+    folder.close()
+  }
+}
