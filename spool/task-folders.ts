@@ -95,6 +95,11 @@ class SpoolFolders {
     }
   }
 
+  /** Whether the daemon made or opened a folder at this name and has not removed it (a task being created is not yet in the store). */
+  isKnown(id: string): boolean {
+    return this.known.has(id)
+  }
+
   /** The folder is gone (removed): a folder made later at its name is a new one. */
   forget(id: string): void {
     this.known.delete(id)

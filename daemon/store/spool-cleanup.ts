@@ -1,6 +1,8 @@
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../../protocol/index.js'
-import { outputAllocatedBytesSync, outputPath, removeTaskDir } from '../../spool/index.js'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { entryBytesSync, OUTPUT_FILE, outputAllocatedBytesSync, RECORD_FILE, removeSpoolEntry, removeTaskDir, spoolFolders } from '../../spool/index.js'
 import { outputDiskCeilingBytes } from '../tasks/output-cap.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import type { TaskStore } from './task-store.js'
@@ -49,13 +51,48 @@ export class SpoolCleanup {
   async removeOlderThan(olderThanMs: number, owner: string | null = null, now = Date.now()): Promise<{ removed: string[]; freedBytes: number }> {
     const cutoff = now - olderThanMs
     const old = this.store.list({ all: true, owner: owner ?? undefined }).filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
-    return this.removeAll([...this.corrupt.list(owner), ...old])
+    const result = await this.removeAll([...this.corrupt.list(owner), ...old])
+    // A stray entry has no owner: only the operator's gc removes it.
+    if (owner === null) await this.removeStrays(this.strayEntries(), result)
+    return result
+  }
+
+  /**
+   * Entries of the spool that are no task's folder and no corrupt entry: a task folder renamed away
+   * by its task, anything else put there. Named and measured (every file under them, links not
+   * followed); a folder being made for a new task is not one (the spool's folders know it).
+   */
+  strayEntries(): Array<{ name: string; bytes: number }> {
+    const folders = spoolFolders(this.spoolRoot)
+    let names: string[]
+    try {
+      names = readdirSync(folders.root())
+    } catch {
+      return []
+    }
+    return names
+      .filter((name) => !this.store.find(name) && !this.corrupt.find(name) && !folders.isKnown(name))
+      .sort()
+      .map((name) => ({ name, bytes: entryBytesSync(join(folders.root(), name)) }))
+  }
+
+  private async removeStrays(strays: Array<{ name: string; bytes: number }>, result: { removed: string[]; freedBytes: number }): Promise<void> {
+    for (const { name } of strays) {
+      try {
+        result.freedBytes += await removeSpoolEntry(this.spoolRoot, name)
+        result.removed.push(name)
+        this.log.warn({ entry: name }, 'stray spool entry removed (no task of this daemon)')
+      } catch (error) {
+        this.log.error({ entry: name, err: error }, 'stray spool entry could not be removed')
+      }
+    }
   }
 
   /** Bytes the spool takes on disk: each task's and corrupt entry's output (allocated blocks), plus its record. */
-  usedBytes(): number {
+  usedBytes(strays = this.strayEntries()): number {
     let used = 0
     for (const entry of this.entries()) used += this.bytesOf(entry)
+    for (const stray of strays) used += stray.bytes
     return used
   }
 
@@ -65,8 +102,13 @@ export class SpoolCleanup {
    * a running or queued task.
    */
   async enforceQuota(): Promise<string[]> {
-    let used = this.usedBytes()
+    const strays = this.strayEntries()
+    let used = this.usedBytes(strays)
     if (used <= this.quotaBytes) return []
+    // Stray entries go first: no task can be shown from them.
+    const result = { removed: [] as string[], freedBytes: 0 }
+    await this.removeStrays(strays, result)
+    used -= strays.reduce((sum, stray) => sum + stray.bytes, 0)
     const finished = this.store
       .list({ all: true })
       .filter(isFinished)
@@ -78,8 +120,8 @@ export class SpoolCleanup {
       used -= this.bytesOf(entry)
     }
     const { removed, freedBytes } = await this.removeAll(victims)
-    this.log.warn({ removed: removed.length, freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
-    return removed
+    this.log.warn({ removed: removed.length + result.removed.length, freedBytes: freedBytes + result.freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
+    return [...result.removed, ...removed]
   }
 
   private entries(): Task[] {
@@ -95,9 +137,12 @@ export class SpoolCleanup {
   private bytesOf(task: Task): number {
     const settled = this.settledBytes.get(task.id)
     if (settled !== undefined) return settled
-    const allocated = outputAllocatedBytesSync(outputPath(this.spoolRoot, task.id))
+    // Every file in the folder counts, at any depth (a task can write beside its output, in subfolders).
+    const folder = join(spoolFolders(this.spoolRoot).root(), task.id)
+    const allocated = outputAllocatedBytesSync(join(folder, OUTPUT_FILE))
+    const others = entryBytesSync(folder, new Set([OUTPUT_FILE, RECORD_FILE]))
     const finished = isFinished(task) || task.state === 'corrupt'
-    const bytes = (finished ? allocated : Math.min(allocated, outputDiskCeilingBytes(task.maxOutputBytes))) + RECORD_OVERHEAD_BYTES
+    const bytes = (finished ? allocated : Math.min(allocated, outputDiskCeilingBytes(task.maxOutputBytes))) + others + RECORD_OVERHEAD_BYTES
     if (finished) this.settledBytes.set(task.id, bytes)
     return bytes
   }
