@@ -100,6 +100,12 @@ class SpoolFolders {
     return this.known.has(id)
   }
 
+  /** Lets go of the spool (the daemon stops, or a test unmounts it): opened again on the next use. */
+  close(): void {
+    if (this.rootFd !== null) closeSync(this.rootFd)
+    this.rootFd = null
+  }
+
   /** The folder is gone (removed): a folder made later at its name is a new one. */
   forget(id: string): void {
     this.known.delete(id)
@@ -113,6 +119,12 @@ export function spoolFolders(spoolRoot: string): SpoolFolders {
   let folders = bySpool.get(spoolRoot)
   if (!folders) bySpool.set(spoolRoot, (folders = new SpoolFolders(spoolRoot)))
   return folders
+}
+
+/** Lets go of the spool at `spoolRoot`, and forgets its folders (the daemon's store closes). */
+export function releaseSpoolFolders(spoolRoot: string): void {
+  bySpool.get(spoolRoot)?.close()
+  bySpool.delete(spoolRoot)
 }
 
 /** Runs `use` with the task's folder open (see SpoolFolders.open); it is closed once `use` settles. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { renameSync, rmSync } from 'node:fs'
 import { SCHEMA_VERSION, type Task, type TaskRecord } from '../../protocol/index.js'
-import { OUTPUT_FILE, RECORD_FILE, spoolFolders, type OpenFolder } from '../../spool/index.js'
+import { OUTPUT_FILE, RECORD_FILE, releaseSpoolFolders, spoolFolders, type OpenFolder } from '../../spool/index.js'
 import { loadDurableWriter, type DurableWriter } from '../durable-write/durable-write.js'
 
 /** One task.json version on its way to disk. */
@@ -102,8 +102,10 @@ export class RecordWriter {
     return this.idle
   }
 
+  /** Flushes, then lets go of the spool's descriptor (spool/task-folders.ts). */
   async close(): Promise<void> {
     await this.flush()
+    releaseSpoolFolders(this.spoolRoot)
   }
 
   /** Writes the version to a temporary file, then renames it into place after the version before it. */
