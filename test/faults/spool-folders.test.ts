@@ -1,10 +1,15 @@
 import { afterAll, describe, expect, test } from 'vitest'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { pino } from 'pino'
 import type { Task } from '../../protocol/index.js'
 import { daemonPerFile } from '../helpers/daemon-per-file.js'
-import { startTestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+// The built modules, for the quota's unit test (as the daemon runs them).
+import { CorruptEntries } from '../../dist/daemon/store/corrupt-entries.js'
+import { SpoolCleanup, STRAY_GRACE_MS } from '../../dist/daemon/store/spool-cleanup.js'
+import { spoolFolders } from '../../dist/spool/index.js'
 
 /*
  * Issue 25, round 2, findings F3 and F13: a task under `off` (root, for a root daemon) replaces its
@@ -104,6 +109,73 @@ describe('F13: spool content outside any task folder', () => {
     const go = join(shared.workspace, 'go-subfolder')
     await hostileTask('mallory', `cd "$TEND_HOME/spool/$TEND_TASK_ID"; mkdir -p a/b; head -c 4000000 /dev/urandom > a/b/blob; exit 0`, go)
     expect((await shared.daemon.client.status()).spool.usedBytes - before).toBeGreaterThanOrEqual(4_000_000)
+  })
+})
+
+/** The store as the spool cleanup uses it, over a fixed set of tasks. */
+function fakeStore(tasks: Task[]): ConstructorParameters<typeof SpoolCleanup>[2] {
+  const byId = new Map(tasks.map((task) => [task.id, task]))
+  return {
+    list: () => [...byId.values()],
+    get: (id: string) => byId.get(id)!,
+    find: (id: string) => byId.get(id),
+    forget: (id: string) => void byId.delete(id),
+    settled: async () => undefined,
+  } as unknown as ConstructorParameters<typeof SpoolCleanup>[2]
+}
+
+/** A finished task with a small output, its folder on disk. */
+function plantFinished(spool: string, id: string): Task {
+  const at = new Date(Date.UTC(2026, 0, 1)).toISOString()
+  const task: Task = {
+    id, name: null, owner: 'operator', command: ['true'], shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: 10,
+    lifetime: 'owner', sandbox: 'off', network: true, writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at, spool: join(spool, id),
+    state: 'exited', startedAt: at, pid: 1, endedAt: at, exitCode: 0, signal: null, reason: null, stoppedBy: null,
+  }
+  mkdirSync(task.spool, { recursive: true })
+  writeFileSync(join(task.spool, 'task.json'), JSON.stringify({ schemaVersion: 1, ...task }))
+  writeFileSync(join(task.spool, 'output.log'), Buffer.alloc(10, 0x61))
+  return task
+}
+
+describe('F13: the quota and entries that are no task', () => {
+  const homes: string[] = []
+  afterAll(() => {
+    for (const home of homes) rmSync(home, { recursive: true, force: true })
+  })
+
+  test('a stray changed within the grace period (kernel ctime, whatever its mtime says) counts but stays; past it, it goes first; a folder being made is never one', async () => {
+    const home = createTempHome()
+    homes.push(home)
+    const spool = join(home, 'spool')
+    const good = plantFinished(spool, 'goodtask0001')
+    // A task folder renamed away, 70 KiB in it: over the 64 KiB quota by itself. Its task set its
+    // mtime years back; its ctime is now, and no task can set that.
+    mkdirSync(join(spool, 'goodtask0002.away'))
+    writeFileSync(join(spool, 'goodtask0002.away', 'blob'), Buffer.alloc(70 * 1024, 0x61))
+    const past = new Date(Date.UTC(2020, 0, 1))
+    utimesSync(join(spool, 'goodtask0002.away'), past, past)
+    // A folder the daemon is making for a task not in its store yet.
+    const making = spoolFolders(spool).make('newtask00001')
+    making.close()
+    writeFileSync(join(spool, 'newtask00001', 'output.log'), Buffer.alloc(70 * 1024, 0x61))
+    const cleanup = new SpoolCleanup(spool, 64 * 1024, fakeStore([good]), new CorruptEntries(), pino({ level: 'silent' }))
+    expect(cleanup.strayEntries().map((entry) => entry.name)).toEqual(['goodtask0002.away'])
+    expect(cleanup.usedBytes()).toBeGreaterThanOrEqual(70 * 1024)
+
+    const now = Date.now()
+    await cleanup.enforceQuota(now)
+    expect(existsSync(join(spool, 'goodtask0002.away', 'blob')), 'a fresh stray is kept').toBe(true)
+    expect(existsSync(join(spool, 'newtask00001', 'output.log')), 'a folder being made is kept').toBe(true)
+
+    // The finished task may have gone to make room meanwhile; a new one shows that strays go first.
+    const later = plantFinished(spool, 'goodtask0003')
+    const cleanupLater = new SpoolCleanup(spool, 64 * 1024, fakeStore([later]), new CorruptEntries(), pino({ level: 'silent' }))
+    rmSync(join(spool, 'newtask00001', 'output.log'))
+    expect(await cleanupLater.enforceQuota(now + STRAY_GRACE_MS + 1000)).toEqual(['goodtask0002.away'])
+    expect(existsSync(join(spool, 'goodtask0002.away'))).toBe(false)
+    expect(existsSync(join(later.spool, 'task.json'))).toBe(true)
+    expect(existsSync(join(spool, 'newtask00001'))).toBe(true)
   })
 })
 
