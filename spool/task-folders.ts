@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, mkdirSync, openSync } from 'node:fs'
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 /**
@@ -38,13 +38,28 @@ export interface OpenFolder {
   close(): void
 }
 
+/** The mount a descriptor is on (its mnt_id), null when the kernel does not say. */
+function mountOf(fd: number): string | null {
+  try {
+    return /^mnt_id:\s*(\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1] ?? null
+  } catch {
+    return null
+  }
+}
+
 class SpoolFolders {
   private rootFd: number | null = null
+  private rootIdentity: Identity & { mount: string | null } = { dev: 0, ino: 0, mount: null }
+  /** Descriptors of the spool on a mount since left: paths naming them may still be in use. */
+  private readonly retired: number[] = []
   private readonly known = new Map<string, Identity>()
 
   constructor(private readonly spoolRoot: string) {}
 
-  /** `/proc/self/fd/<spool>`: the spool the daemon opened, whatever is at its path now. */
+  /**
+   * `/proc/self/fd/<spool>`: the spool the daemon opened, whatever is at its path now; the same
+   * folder mounted anew at that path is followed (followRemount).
+   */
   root(): string {
     if (this.rootFd === null) {
       const fd = openSync(this.spoolRoot, DIRECTORY_FLAGS)
@@ -54,8 +69,40 @@ class SpoolFolders {
         throw Object.assign(new Error(`EPERM: the spool ${this.spoolRoot} belongs to uid ${info.uid}, not to the daemon's (${ownUid()})`), { code: 'EPERM' })
       }
       this.rootFd = fd
+      this.rootIdentity = { dev: info.dev, ino: info.ino, mount: mountOf(fd) }
+    } else {
+      this.followRemount()
     }
     return `/proc/self/fd/${this.rootFd}`
+  }
+
+  /**
+   * A descriptor stays on the mount it was opened on: an operator's read-only (bind) remount of the
+   * spool would never be seen through it, and tend would go on writing under it. So the folder at
+   * the spool's path (no link followed) is taken up when it is the very folder held (device and
+   * inode) on another mount; anything else there (a link, another folder) is not, and the folder
+   * held stays in use.
+   */
+  private followRemount(): void {
+    let fd: number
+    try {
+      fd = openSync(this.spoolRoot, DIRECTORY_FLAGS)
+    } catch {
+      return
+    }
+    try {
+      const info = fstatSync(fd)
+      const mount = mountOf(fd)
+      if (info.dev === this.rootIdentity.dev && info.ino === this.rootIdentity.ino && mount !== null && mount !== this.rootIdentity.mount) {
+        this.retired.push(this.rootFd!)
+        this.rootFd = fd
+        this.rootIdentity = { dev: info.dev, ino: info.ino, mount }
+        return
+      }
+    } catch {
+      // An fstat that fails leaves the folder held in use.
+    }
+    closeSync(fd)
   }
 
   /** Makes the task's folder (0700) in the spool; it must not exist yet. Answers it open. */
@@ -102,6 +149,7 @@ class SpoolFolders {
 
   /** Lets go of the spool (the daemon stops, or a test unmounts it): opened again on the next use. */
   close(): void {
+    for (const fd of this.retired.splice(0)) closeSync(fd)
     if (this.rootFd !== null) closeSync(this.rootFd)
     this.rootFd = null
   }
