@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from 'vitest'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import type { Task } from '../../protocol/index.js'
@@ -89,6 +89,29 @@ describe('F3: a task folder replaced by a symbolic link', () => {
       const { renameSync } = await import('node:fs')
       renameSync(join(shared.daemon.home, 'spool.real'), join(shared.daemon.home, 'spool'))
     }
+  })
+})
+
+describe("F3: input to a task whose folder is a link to another owner's", () => {
+  test("neither the other task's stdin nor its input.log gets the bytes", async () => {
+    const client = shared.daemon.client
+    const alice = await client.start({ command: `cat; echo alice-done`, shell: true, owner: 'alice', sandbox: 'off', cwd: shared.workspace, stdin: 'pipe' })
+    shared.track(alice.id)
+    const swapped = spoolOf()
+    const mallory = await client.start({
+      command: `cd "$TEND_HOME/spool"; mv $TEND_TASK_ID $TEND_TASK_ID.moved; ln -s ${alice.id} $TEND_TASK_ID; sleep 30`,
+      shell: true, owner: 'mallory', sandbox: 'off', cwd: shared.workspace, stdin: 'pipe',
+    })
+    shared.track(mallory.id)
+    await waitFor(`task ${mallory.id} to swap its folder for a link`, () => existsSync(join(swapped, `${mallory.id}.moved`)) && lstatSync(join(swapped, mallory.id)).isSymbolicLink())
+    await client.input(mallory.id, 'mallory-injected\n').catch((error: Error) => error)
+    expect(existsSync(join(spoolOf(), alice.id, 'input.log')) ? readFileSync(join(spoolOf(), alice.id, 'input.log'), 'utf8') : '').not.toContain('mallory-injected')
+    await client.input(alice.id, 'alice-own\n', { eof: true })
+    const ended = await client.wait(alice.id, { timeoutMs: 20_000 })
+    expect(ended.state).toBe('exited')
+    const output = (await client.read(alice.id)).data
+    expect(output).toContain('alice-own')
+    expect(output).not.toContain('mallory-injected')
   })
 })
 
