@@ -229,6 +229,11 @@ export const StatusSchema = Type.Object({
     reserveBytes: Type.Integer(),
     /** Whether that reserve is in place (false once spent on a full disk, until there is room again). */
     reserveHeld: Type.Boolean(),
+    /**
+     * Entries in the spool that are no task's folder (a task folder renamed away, anything put
+     * there): counted in usedBytes, removed by the operator's gc and first by the quota. Operator only.
+     */
+    strayEntries: Type.Optional(Type.Array(Type.Object({ name: Type.String(), bytes: Type.Integer() }))),
   }),
   spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
   peerCheck: Type.Object(

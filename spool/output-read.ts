@@ -2,6 +2,8 @@ import { lstatSync, type Stats } from 'node:fs'
 import { lstat, type FileHandle } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
 import { TendError } from '../protocol/index.js'
+import { OUTPUT_FILE } from './layout.js'
+import { spoolFolders, type OpenFolder } from './task-folders.js'
 import { fileKind, openRegularFile, openRegularFileToUpdate, untrustedProblem } from './untrusted-file.js'
 
 /** Text reads stop before a character cut in two (protocol/utf8-tail.ts). */
@@ -61,14 +63,14 @@ function footprintOf(info: { isFile(): boolean; size: number; blocks: number } |
  * was deleted, and one that is no regular file was replaced: TEND_ERR_OUTPUT_MISSING, never an
  * empty output.
  */
-export async function readableOutputSize(path: string): Promise<number> {
+export async function readableOutputSize(path: string, id?: string): Promise<number> {
   let info: Stats
   try {
     info = await lstat(path)
   } catch (error) {
-    throw asOutputError(path, error)
+    throw asOutputError(path, error, id)
   }
-  if (!info.isFile()) throw replaced(path, fileKind(info))
+  if (!info.isFile()) throw replaced(path, fileKind(info), undefined, id)
   return info.size
 }
 
@@ -76,12 +78,12 @@ export async function readableOutputSize(path: string): Promise<number> {
  * Opens output.log for a whole download: the handle, and its size now (what the download sends,
  * however the file grows meanwhile). A missing file is TEND_ERR_OUTPUT_MISSING.
  */
-export async function openOutputSnapshot(path: string): Promise<{ handle: FileHandle; size: number }> {
+export async function openOutputSnapshot(path: string, id?: string): Promise<{ handle: FileHandle; size: number }> {
   try {
     const { handle, info } = await openRegularFile(path)
     return { handle, size: info.size }
   } catch (error) {
-    throw asOutputError(path, error)
+    throw asOutputError(path, error, id)
   }
 }
 
@@ -90,12 +92,12 @@ export async function openOutputSnapshot(path: string): Promise<{ handle: FileHa
  * the only state, so any number of readers keep their own cursors. A missing file is
  * TEND_ERR_OUTPUT_MISSING; one under a lease, TEND_ERR_OUTPUT_BUSY at once.
  */
-export async function readOutputRange(path: string, from: number, maxBytes: number): Promise<Buffer> {
+export async function readOutputRange(path: string, from: number, maxBytes: number, id?: string): Promise<Buffer> {
   let handle
   try {
     ;({ handle } = await openRegularFile(path))
   } catch (error) {
-    throw asOutputError(path, error)
+    throw asOutputError(path, error, id)
   }
   try {
     return await readHandleRange(handle, from, maxBytes)
@@ -128,6 +130,36 @@ export function outputAtPath(path: string): OutputSource {
 }
 
 /**
+ * A task's output.log in its folder, reached by the spool's and the folder's descriptors for each
+ * look (task-folders.ts): a folder the task replaced (a link to another task's folder) is
+ * TEND_ERR_OUTPUT_MISSING, never read through.
+ */
+export function taskOutput(spoolRoot: string, id: string): OutputSource {
+  return { size: () => inTaskFolder(spoolRoot, id, (path) => readableOutputSize(path, id)), read: (from, maxBytes) => inTaskFolder(spoolRoot, id, (path) => readOutputRange(path, from, maxBytes, id)) }
+}
+
+/** openOutputSnapshot of a task's output.log, reached as taskOutput reaches it. */
+export function openTaskOutputSnapshot(spoolRoot: string, id: string): Promise<{ handle: FileHandle; size: number }> {
+  return inTaskFolder(spoolRoot, id, (path) => openOutputSnapshot(path, id))
+}
+
+async function inTaskFolder<T>(spoolRoot: string, id: string, look: (path: string) => Promise<T>): Promise<T> {
+  let folder: OpenFolder
+  try {
+    folder = spoolFolders(spoolRoot).open(id)
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException
+    const detail = code === 'ENOENT' ? 'its spool folder does not exist (deleted outside tend?)' : code === 'ELOOP' ? 'its spool folder was replaced by a symbolic link: it is not followed' : code === 'ENOTDIR' ? 'its spool folder was replaced by a file' : (error as Error).message
+    throw new TendError('TEND_ERR_OUTPUT_MISSING', { id, detail }, { cause: error })
+  }
+  try {
+    return await look(folder.file(OUTPUT_FILE))
+  } finally {
+    folder.close()
+  }
+}
+
+/**
  * output.log through the descriptor the daemon holds while its task runs: the very file the
  * task's keeper writes, whatever the task has put at its name since (nothing is opened).
  */
@@ -154,24 +186,24 @@ export async function heldFootprint(handle: FileHandle): Promise<{ size: number;
 }
 
 /** A task's output.log that is gone, replaced or leased, as the coded error (other failures pass through unchanged). */
-function asOutputError(path: string, error: unknown): unknown {
+function asOutputError(path: string, error: unknown, taskId?: string): unknown {
   // The layout is <spool>/<id>/output.log.
-  const id = basename(dirname(path))
+  const id = taskId ?? basename(dirname(path))
   const { code } = error as NodeJS.ErrnoException
   if (code === 'ENOENT') return new TendError('TEND_ERR_OUTPUT_MISSING', { id, detail: `${path} does not exist (deleted outside tend?)` }, { cause: error })
   if (code === 'EWOULDBLOCK' || code === 'EAGAIN') {
     return new TendError('TEND_ERR_OUTPUT_BUSY', { id, detail: `a process holds a lease on ${path} (the task itself, through its stdout): reading it would wait until the lease is broken, up to /proc/sys/fs/lease-break-time` }, { cause: error })
   }
   const problem = untrustedProblem(error)
-  if (problem !== null) return replaced(path, problem, error)
+  if (problem !== null) return replaced(path, problem, error, id)
   // The kernel opens no socket (ENXIO), and some devices not at all: say what is there.
   const info = lstatOrNull(path)
-  if (info && !info.isFile()) return replaced(path, fileKind(info), error)
+  if (info && !info.isFile()) return replaced(path, fileKind(info), error, id)
   return error
 }
 
-function replaced(path: string, kind: string, cause?: unknown): TendError {
-  return new TendError('TEND_ERR_OUTPUT_MISSING', { id: basename(dirname(path)), detail: `${path} is ${kind}, not the task's output file (replaced outside tend, or by the task itself?): it is not read` }, cause === undefined ? {} : { cause })
+function replaced(path: string, kind: string, cause?: unknown, id?: string): TendError {
+  return new TendError('TEND_ERR_OUTPUT_MISSING', { id: id ?? basename(dirname(path)), detail: `${path} is ${kind}, not the task's output file (replaced outside tend, or by the task itself?): it is not read` }, cause === undefined ? {} : { cause })
 }
 
 function sizeOf(info: Stats | null): number {

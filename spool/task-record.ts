@@ -1,9 +1,10 @@
-import type { Stats } from 'node:fs'
+import { lstatSync, readdirSync, type Stats } from 'node:fs'
 import { chmod, lstat, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { DEFAULT_LIFETIME, isTaskId, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
-import { OUTPUT_FILE, recordPath, taskDir } from './layout.js'
+import { OUTPUT_FILE, RECORD_FILE, taskDir } from './layout.js'
 import { recordProblem, salvageRecordFields } from './record-schema.js'
+import { FOLDER_REPLACED, spoolFolders, withTaskFolder } from './task-folders.js'
 import { NOT_REGULAR_FILE, readRegularFile } from './untrusted-file.js'
 
 /** A record is a few KiB; one past this is not a record (and is not read into memory). */
@@ -18,7 +19,8 @@ export type SpoolEntry = { task: RecordedTask; corrupt?: undefined } | { corrupt
  * answer is an entry, never an exception; only an entry that vanished meanwhile throws (ENOENT).
  */
 export async function readSpoolEntry(spoolRoot: string, id: string): Promise<SpoolEntry> {
-  const dir = taskDir(spoolRoot, id)
+  // Through the spool's descriptor, and the folder by its own (task-folders.ts): never a link.
+  const dir = join(spoolFolders(spoolRoot).root(), id)
   let info: Stats
   try {
     info = await lstat(dir)
@@ -29,7 +31,7 @@ export async function readSpoolEntry(spoolRoot: string, id: string): Promise<Spo
   if (!info.isDirectory()) return { corrupt: await corruptEntry(spoolRoot, id, `the spool entry is ${kindOf(info)}, not a folder`, info, undefined) }
   let text: string
   try {
-    text = await readRecordText(recordPath(spoolRoot, id))
+    text = await withTaskFolder(spoolRoot, id, (folder) => readRecordText(folder.file(RECORD_FILE)))
   } catch (error) {
     return { corrupt: await corruptEntry(spoolRoot, id, unreadableReason(error), info, undefined) }
   }
@@ -61,6 +63,7 @@ async function readRecordText(path: string): Promise<string> {
 
 function unreadableReason(error: unknown): string {
   const { code } = error as NodeJS.ErrnoException
+  if (code === FOLDER_REPLACED) return (error as Error).message.replace(`${FOLDER_REPLACED}: `, '')
   if (code === 'ENOENT') return 'task.json is missing'
   if (code === 'ELOOP') return 'task.json is a symbolic link, not a regular file'
   if (code === NOT_REGULAR_FILE) return `task.json is ${(error as { kind?: string }).kind ?? 'not a regular file'}, not a regular file`
@@ -79,7 +82,7 @@ function withoutQuote(message: string): string {
  */
 async function corruptEntry(spoolRoot: string, id: string, reason: string, info: Stats | undefined, record: unknown): Promise<CorruptTask> {
   const salvaged = salvageRecordFields(record) as Partial<RecordedTask>
-  const output = info?.isDirectory() ? await lstat(join(taskDir(spoolRoot, id), OUTPUT_FILE)).catch(() => undefined) : undefined
+  const output = info?.isDirectory() ? await lstat(join(spoolFolders(spoolRoot).root(), id, OUTPUT_FILE)).catch(() => undefined) : undefined
   return {
     id,
     name: salvaged.name ?? null,
@@ -142,9 +145,21 @@ export async function listTaskIds(spoolRoot: string): Promise<string[]> {
   return entries.filter((entry) => isTaskId(entry.name)).map((entry) => entry.name)
 }
 
-/** Deletes a task's spool entry (its folder, or whatever is in its place); answers how many bytes of the disk it held. */
+/**
+ * Deletes a task's spool entry (its folder, or whatever is in its place); answers how many bytes of
+ * the disk it held. The entry is reached through the spool's descriptor (task-folders.ts) and
+ * removed without following a link: a link at its name goes, never what it points to.
+ */
 export async function removeTaskDir(spoolRoot: string, id: string): Promise<number> {
-  const dir = taskDir(spoolRoot, id)
+  const folders = spoolFolders(spoolRoot)
+  const removed = await removeSpoolEntry(spoolRoot, id)
+  folders.forget(id)
+  return removed
+}
+
+/** Deletes any entry of the spool by its name (a task's folder, or a stray one); answers the bytes it held. */
+export async function removeSpoolEntry(spoolRoot: string, name: string): Promise<number> {
+  const dir = join(spoolFolders(spoolRoot).root(), name)
   const bytes = await entryBytes(dir)
   try {
     await rm(dir, { recursive: true, force: true })
@@ -157,17 +172,52 @@ export async function removeTaskDir(spoolRoot: string, id: string): Promise<numb
   return bytes
 }
 
-/** The disk an entry takes: allocated blocks, not logical sizes (a task can make its output sparse). */
-async function entryBytes(dir: string): Promise<number> {
-  const info = await lstat(dir).catch(() => undefined)
-  if (!info) return 0
-  if (!info.isDirectory()) return info.isFile() ? info.blocks * 512 : 0
-  const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
-  let total = 0
-  for (const entry of entries) {
-    if (!entry.isFile()) continue
-    const file = await lstat(join(dir, entry.name)).catch(() => undefined)
-    total += file?.isFile() ? file.blocks * 512 : 0
+/** Entries an entry's walk looks at, at most: a task can make many, and a count needs no more. */
+const WALK_MAX_ENTRIES = 100_000
+/** Folders deep, at most. */
+const WALK_MAX_DEPTH = 64
+
+/**
+ * The disk an entry takes: allocated blocks, not logical sizes (a task can make its output sparse),
+ * of every file under it, at any depth (a task can make subfolders in its folder). Links are not
+ * followed (lstat); the walk is bounded.
+ */
+export async function entryBytes(path: string): Promise<number> {
+  let budget = WALK_MAX_ENTRIES
+  const walk = async (at: string, depth: number): Promise<number> => {
+    const info = await lstat(at).catch(() => undefined)
+    if (!info || budget-- <= 0) return 0
+    if (!info.isDirectory()) return info.isFile() ? info.blocks * 512 : 0
+    let total = 0
+    if (depth >= WALK_MAX_DEPTH) return total
+    for (const name of await readdir(at).catch(() => [] as string[])) total += await walk(join(at, name), depth + 1)
+    return total
   }
-  return total
+  return walk(path, 0)
+}
+
+/** entryBytes without the thread pool (for the quota's pass), the same walk. */
+export function entryBytesSync(path: string, skip: ReadonlySet<string> = new Set()): number {
+  let budget = WALK_MAX_ENTRIES
+  const walk = (at: string, depth: number): number => {
+    let info: Stats
+    try {
+      info = lstatSync(at)
+    } catch {
+      return 0
+    }
+    if (budget-- <= 0) return 0
+    if (!info.isDirectory()) return info.isFile() ? info.blocks * 512 : 0
+    let total = 0
+    if (depth >= WALK_MAX_DEPTH) return total
+    let names: string[]
+    try {
+      names = readdirSync(at)
+    } catch {
+      return total
+    }
+    for (const name of names) if (depth > 0 || !skip.has(name)) total += walk(join(at, name), depth + 1)
+    return total
+  }
+  return walk(path, 0)
 }

@@ -1,5 +1,5 @@
 import { constants as osConstants } from 'node:os'
-import { readRegularFileSync } from '../../spool/index.js'
+import { EXIT_FILE, readRegularFileSync, withTaskFolderSync } from '../../spool/index.js'
 import type { SpawnExit } from './spawner.js'
 
 /** An exit record is one short line; a file past this is not one (and is not read into memory). */
@@ -28,6 +28,18 @@ export function readExitFile(path: string): (SpawnExit & { endedAt: string; pid:
     return null
   }
   return parseExitRecord(text)
+}
+
+/**
+ * readExitFile of a task's exit.json, reached through the spool's and its folder's descriptors
+ * (spool/task-folders.ts): a folder the task replaced (a link to another task's) is not read: null.
+ */
+export function readTaskExitFile(spoolRoot: string, id: string): ReturnType<typeof readExitFile> {
+  try {
+    return withTaskFolderSync(spoolRoot, id, (folder) => readExitFile(folder.file(EXIT_FILE)))
+  } catch {
+    return null
+  }
 }
 
 /** The exit in an exit file's text, or null when it is not a valid exit record. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { renameSync, rmSync } from 'node:fs'
 import { SCHEMA_VERSION, type Task, type TaskRecord } from '../../protocol/index.js'
-import { outputPath, recordPath, taskDir } from '../../spool/index.js'
+import { OUTPUT_FILE, RECORD_FILE, releaseSpoolFolders, spoolFolders, type OpenFolder } from '../../spool/index.js'
 import { loadDurableWriter, type DurableWriter } from '../durable-write/durable-write.js'
 
 /** One task.json version on its way to disk. */
@@ -9,9 +9,6 @@ interface RecordJob {
   seq: number
   /** Create the task's folder (0700) and an empty output.log first. */
   createDir: boolean
-  dir: string
-  outputFile: string
-  target: string
   text: string
 }
 
@@ -48,7 +45,7 @@ export class RecordWriter {
   private seq = 0
   private counter = 0
   private readonly tasks = new Map<string, TaskWrites>()
-  /** Per record file, the end of the newest write to it: a version is renamed only after the one before it. */
+  /** Per task, the end of the newest write of its record: a version is renamed only after the one before it. */
   private readonly lastWrites = new Map<string, Promise<void>>()
   private idle: Promise<void> = Promise.resolve()
   private markIdle: () => void = () => {}
@@ -78,9 +75,6 @@ export class RecordWriter {
     const job: RecordJob = {
       seq: ++this.seq,
       createDir: options.createDir === true,
-      dir: taskDir(this.spoolRoot, task.id),
-      outputFile: outputPath(this.spoolRoot, task.id),
-      target: recordPath(this.spoolRoot, task.id),
       text: `${JSON.stringify(record, null, 2)}\n`,
     }
     if (this.tasks.size === 0) this.idle = new Promise((resolve) => (this.markIdle = resolve))
@@ -108,38 +102,58 @@ export class RecordWriter {
     return this.idle
   }
 
+  /** Flushes, then lets go of the spool's descriptor (spool/task-folders.ts). */
   async close(): Promise<void> {
     await this.flush()
+    releaseSpoolFolders(this.spoolRoot)
   }
 
   /** Writes the version to a temporary file, then renames it into place after the version before it. */
   private start(id: string, job: RecordJob): void {
-    const previous = this.lastWrites.get(job.target)
+    const previous = this.lastWrites.get(id)
     let markDone!: () => void
     const mine = new Promise<void>((resolve) => (markDone = resolve))
-    this.lastWrites.set(job.target, mine)
+    this.lastWrites.set(id, mine)
     const done = () => {
       markDone()
-      if (this.lastWrites.get(job.target) === mine) this.lastWrites.delete(job.target)
+      if (this.lastWrites.get(id) === mine) this.lastWrites.delete(id)
     }
-    const temporary = `${job.target}.${process.pid}-${++this.counter}.tmp`
-    const folder = job.createDir ? { dir: job.dir, outputFile: job.outputFile } : null
-    this.durable.write({ path: temporary, text: job.text, folder }).then(
+    // The folder by its descriptor (spool/task-folders.ts): a folder the task replaced is this
+    // task's write failing, never a write through its link or into another folder.
+    let folder: OpenFolder
+    try {
+      const folders = spoolFolders(this.spoolRoot)
+      folder = job.createDir ? folders.make(id) : folders.open(id)
+    } catch (error) {
+      void Promise.resolve().then(async () => {
+        this.settle(id, job.seq, error as Error)
+        await previous
+        done()
+      })
+      return
+    }
+    const target = folder.file(RECORD_FILE)
+    const temporary = `${target}.${process.pid}-${++this.counter}.tmp`
+    const made = job.createDir ? { dir: folder.path, outputFile: folder.file(OUTPUT_FILE) } : null
+    this.durable.write({ path: temporary, text: job.text, folder: made }).then(
       async () => {
         await previous
         try {
-          renameInPlace(temporary, job.target)
+          renameInPlace(temporary, target)
         } catch (error) {
           // The task.json already there stays as it was, and the temporary file goes.
           rmSync(temporary, { force: true })
+          folder.close()
           this.settle(id, job.seq, error as Error)
           return done()
         }
+        folder.close()
         this.settle(id, job.seq, null)
         done()
       },
       // A failed write has removed its temporary file; the task.json already there stays as it was.
       async (error: Error) => {
+        folder.close()
         this.settle(id, job.seq, error)
         await previous
         done()

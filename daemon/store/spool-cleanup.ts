@@ -1,12 +1,28 @@
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../../protocol/index.js'
-import { outputAllocatedBytesSync, outputPath, removeTaskDir } from '../../spool/index.js'
+import { lstatSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { entryBytesSync, OUTPUT_FILE, outputAllocatedBytesSync, RECORD_FILE, removeSpoolEntry, removeTaskDir, spoolFolders } from '../../spool/index.js'
 import { outputDiskCeilingBytes } from '../tasks/output-cap.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import type { TaskStore } from './task-store.js'
 
 /** Room a task's record takes besides its output, for quota arithmetic. */
 const RECORD_OVERHEAD_BYTES = 1024
+
+/**
+ * How long an entry that is no task must have gone unchanged before the quota removes it, by its
+ * kernel ctime (which no task can set back, unlike its mtime): a task may rename its folder away
+ * and back, and what it is still changing is in use. The operator's gc does not wait.
+ */
+export const STRAY_GRACE_MS = 5 * 60_000
+
+interface Stray {
+  name: string
+  bytes: number
+  /** Its ctime in ms: the last change to the entry itself (a rename, an entry made in it). */
+  changedMs: number
+}
 
 /**
  * Deletes finished tasks and corrupt spool entries: on request, by age, and when the spool passes
@@ -49,24 +65,93 @@ export class SpoolCleanup {
   async removeOlderThan(olderThanMs: number, owner: string | null = null, now = Date.now()): Promise<{ removed: string[]; freedBytes: number }> {
     const cutoff = now - olderThanMs
     const old = this.store.list({ all: true, owner: owner ?? undefined }).filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
-    return this.removeAll([...this.corrupt.list(owner), ...old])
+    const result = await this.removeAll([...this.corrupt.list(owner), ...old])
+    // A stray entry has no owner: only the operator's gc removes it.
+    if (owner === null) await this.removeStrays(this.strays(), result)
+    return result
+  }
+
+  /**
+   * Entries of the spool that are no task's folder and no corrupt entry: a task folder renamed away
+   * by its task, anything else put there. Named and measured (every file under them, links not
+   * followed); a folder being made for a new task is not one (the spool's folders know it).
+   */
+  strayEntries(): Array<{ name: string; bytes: number }> {
+    return this.strays().map(({ name, bytes }) => ({ name, bytes }))
+  }
+
+  private strays(): Stray[] {
+    const folders = spoolFolders(this.spoolRoot)
+    let names: string[]
+    try {
+      names = readdirSync(folders.root())
+    } catch {
+      return []
+    }
+    const strays: Stray[] = []
+    for (const name of names.filter((each) => this.isStray(each)).sort()) {
+      const changedMs = this.changedMs(name)
+      if (changedMs !== null) strays.push({ name, bytes: entryBytesSync(join(folders.root(), name)), changedMs })
+    }
+    return strays
+  }
+
+  /** No task of the store, no corrupt entry, no folder the daemon is making or removing. */
+  private isStray(name: string): boolean {
+    return !this.store.find(name) && !this.corrupt.find(name) && !spoolFolders(this.spoolRoot).isKnown(name)
+  }
+
+  /** The entry's ctime (lstat: a link is not followed), null when it is gone. */
+  private changedMs(name: string): number | null {
+    try {
+      return lstatSync(join(spoolFolders(this.spoolRoot).root(), name)).ctimeMs
+    } catch {
+      return null
+    }
+  }
+
+  /**
+   * Removes each stray that still is one when its turn comes; with `unchangedSince`, only one the
+   * kernel says has not changed since then. Answers the bytes they held.
+   */
+  private async removeStrays(strays: Stray[], result: { removed: string[]; freedBytes: number }, unchangedSince?: number): Promise<number> {
+    let counted = 0
+    for (const { name, bytes } of strays) {
+      if (!this.isStray(name)) continue
+      if (unchangedSince !== undefined && (this.changedMs(name) ?? Number.POSITIVE_INFINITY) > unchangedSince) continue
+      try {
+        result.freedBytes += await removeSpoolEntry(this.spoolRoot, name)
+        result.removed.push(name)
+        counted += bytes
+        this.log.warn({ entry: name }, 'stray spool entry removed (no task of this daemon)')
+      } catch (error) {
+        this.log.error({ entry: name, err: error }, 'stray spool entry could not be removed')
+      }
+    }
+    return counted
   }
 
   /** Bytes the spool takes on disk: each task's and corrupt entry's output (allocated blocks), plus its record. */
-  usedBytes(): number {
+  usedBytes(strays: Array<{ bytes: number }> = this.strays()): number {
     let used = 0
     for (const entry of this.entries()) used += this.bytesOf(entry)
+    for (const stray of strays) used += stray.bytes
     return used
   }
 
   /**
    * Deletes until the spool fits its quota: corrupt entries first (unreadable, they are worth less
    * than any task that can still be shown), then the finished tasks that ended first. Never touches
-   * a running or queued task.
+   * a running or queued task. Before them, stray entries unchanged for STRAY_GRACE_MS: no task can
+   * be shown from them. A younger one counts, and stays.
    */
-  async enforceQuota(): Promise<string[]> {
-    let used = this.usedBytes()
+  async enforceQuota(now = Date.now()): Promise<string[]> {
+    const strays = this.strays()
+    let used = this.usedBytes(strays)
     if (used <= this.quotaBytes) return []
+    const result = { removed: [] as string[], freedBytes: 0 }
+    const unchangedSince = now - STRAY_GRACE_MS
+    used -= await this.removeStrays(strays.filter((stray) => stray.changedMs <= unchangedSince), result, unchangedSince)
     const finished = this.store
       .list({ all: true })
       .filter(isFinished)
@@ -78,8 +163,8 @@ export class SpoolCleanup {
       used -= this.bytesOf(entry)
     }
     const { removed, freedBytes } = await this.removeAll(victims)
-    this.log.warn({ removed: removed.length, freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
-    return removed
+    this.log.warn({ removed: removed.length + result.removed.length, freedBytes: freedBytes + result.freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
+    return [...result.removed, ...removed]
   }
 
   private entries(): Task[] {
@@ -95,9 +180,12 @@ export class SpoolCleanup {
   private bytesOf(task: Task): number {
     const settled = this.settledBytes.get(task.id)
     if (settled !== undefined) return settled
-    const allocated = outputAllocatedBytesSync(outputPath(this.spoolRoot, task.id))
+    // Every file in the folder counts, at any depth (a task can write beside its output, in subfolders).
+    const folder = join(spoolFolders(this.spoolRoot).root(), task.id)
+    const allocated = outputAllocatedBytesSync(join(folder, OUTPUT_FILE))
+    const others = entryBytesSync(folder, new Set([OUTPUT_FILE, RECORD_FILE]))
     const finished = isFinished(task) || task.state === 'corrupt'
-    const bytes = (finished ? allocated : Math.min(allocated, outputDiskCeilingBytes(task.maxOutputBytes))) + RECORD_OVERHEAD_BYTES
+    const bytes = (finished ? allocated : Math.min(allocated, outputDiskCeilingBytes(task.maxOutputBytes))) + others + RECORD_OVERHEAD_BYTES
     if (finished) this.settledBytes.set(task.id, bytes)
     return bytes
   }

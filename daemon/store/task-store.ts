@@ -1,7 +1,6 @@
-import { rm } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task } from '../../protocol/index.js'
-import { taskDir } from '../../spool/index.js'
+import { removeTaskDir } from '../../spool/index.js'
 import { RecordWriter } from './record-writer.js'
 import type { EventLog } from './event-log.js'
 import { isNoSpace, spoolProblem, spoolWriteError } from './spool-errors.js'
@@ -93,7 +92,7 @@ export class TaskStore {
     try {
       await this.writer.write(task, { createDir: true })
     } catch (error) {
-      await rm(taskDir(this.spoolRoot, task.id), { recursive: true, force: true }).catch(() => undefined)
+      await removeTaskDir(this.spoolRoot, task.id).catch(() => undefined)
       throw spoolWriteError(error, `recording the new task ${task.id}`)
     }
     this.install(task)

@@ -1,7 +1,7 @@
 import { constants } from 'node:fs'
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { openOutputToHold, outputAtPath, outputByDescriptor, type OutputSource } from '../../spool/index.js'
+import { openOutputToHold, outputByDescriptor, type OutputSource } from '../../spool/index.js'
 
 /**
  * The output.log of each running task, held open by the daemon from before the task starts: the
@@ -43,11 +43,11 @@ export class HeldOutputs {
   }
 
   /**
-   * Where readers take the task's output from now: the held file, else the file at its path. A
-   * look that fails because the task ended meanwhile (the file let go of) is made again by path.
+   * Where readers take the task's output from now: the held file, else `byPath` (the file in its
+   * folder, spool/output-read.ts taskOutput). A look that fails because the task ended meanwhile
+   * (the file let go of) is made again by path.
    */
-  source(id: string, path: string): OutputSource {
-    const byPath = outputAtPath(path)
+  source(id: string, byPath: OutputSource): OutputSource {
     const handle = this.handles.get(id)
     if (!handle) return byPath
     const held = outputByDescriptor(handle)

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { readExitFile } from '../spawn/exit-file.js'
+import { readTaskExitFile } from '../spawn/exit-file.js'
 
 /** How long an ended task waits for its keeper's exit file at most (a full disk makes the keeper retry, then give up). */
 const KEEPER_WRITE_WAIT_MS = 1000
@@ -12,7 +12,7 @@ const POLL_MS = 1
  * report. A task recorded ended before that would be reported ended while its keeper still writes
  * into its folder, and an `rm` right after `wait` would race that write (ENOTEMPTY).
  */
-export async function keeperWritten(exitFile: string, pid: number): Promise<void> {
+export async function keeperWritten(spoolRoot: string, id: string, pid: number): Promise<void> {
   const deadline = Date.now() + KEEPER_WRITE_WAIT_MS
-  while (readExitFile(exitFile)?.pid !== pid && Date.now() < deadline) await delay(POLL_MS)
+  while (readTaskExitFile(spoolRoot, id)?.pid !== pid && Date.now() < deadline) await delay(POLL_MS)
 }

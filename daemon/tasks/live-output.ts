@@ -1,5 +1,5 @@
 import { isTendError, type Task } from '../../protocol/index.js'
-import { outputPath } from '../../spool/index.js'
+import { taskOutput } from '../../spool/index.js'
 import type { HeldOutputs } from './held-outputs.js'
 
 /**
@@ -10,7 +10,7 @@ import type { HeldOutputs } from './held-outputs.js'
 export async function withLiveOutput(outputs: HeldOutputs, spoolRoot: string, task: Task): Promise<Task> {
   if (task.state !== 'running') return task
   try {
-    const size = await outputs.source(task.id, outputPath(spoolRoot, task.id)).size()
+    const size = await outputs.source(task.id, taskOutput(spoolRoot, task.id)).size()
     return { ...task, outputBytes: Math.min(size, task.maxOutputBytes) }
   } catch (error) {
     if (isTendError(error, 'TEND_ERR_OUTPUT_MISSING')) return task

@@ -2,7 +2,7 @@ import { readdir } from 'node:fs/promises'
 import { realpathSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
-import { exitPath, listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, taskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
+import { listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, taskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
 import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
@@ -10,14 +10,14 @@ import { taskMarker } from '../spawn/task-run.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, withOutputLoss, type Ending } from './transitions.js'
-import { readExitFile } from '../spawn/exit-file.js'
+import { readTaskExitFile } from '../spawn/exit-file.js'
 import { findUnrecordedStarts } from './unrecorded-starts.js'
 import { findKeepersOf } from '../spawn/keeper-scan.js'
 import { removeStrayTemporaries } from '../store/stray-temporaries.js'
 import { sweepTaskCgroups } from './cgroup-sweep.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
 
-type ExitRecord = NonNullable<ReturnType<typeof readExitFile>>
+type ExitRecord = NonNullable<ReturnType<typeof readTaskExitFile>>
 
 /** How tasks outlive their daemon: what recovery needs to supervise them again. */
 export interface Survivors {
@@ -106,12 +106,12 @@ export async function recoverSpool(
         rebooted.add(task.id)
         continue
       }
-      const exit = readExitFile(exitPath(spoolRoot, task.id))
+      const exit = readTaskExitFile(spoolRoot, task.id)
       if (exit) endedMeanwhile.set(task.id, exit)
       else if (task.keeper && (await survivors.resume(task))) resumed.add(task.id)
       else {
         // Its keeper may have recorded the end between the two looks.
-        const late = readExitFile(exitPath(spoolRoot, task.id))
+        const late = readTaskExitFile(spoolRoot, task.id)
         if (late) endedMeanwhile.set(task.id, late)
       }
     }

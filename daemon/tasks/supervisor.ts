@@ -29,7 +29,7 @@ import { setLongTimeout, type LongTimeout } from './long-timeout.js'
 import { Submissions } from './submissions.js'
 import type { SubmissionIndex } from '../store/submission-index.js'
 import { SettleLater } from './settle-later.js'
-import { exitOf, readExitFile } from '../spawn/exit-file.js'
+import { exitOf, readTaskExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
@@ -468,7 +468,7 @@ export class Supervisor {
   private exitAfterSpawnerLoss(id: string, entry: RunningEntry, result: Error): SpawnExit | Error | 'kept' {
     if (this.keepingTasks) return 'kept'
     const task = this.store.current(id)
-    const recorded = task.state === 'running' && task.keeper ? readExitFile(exitPath(this.config.layout.spool, id)) : null
+    const recorded = task.state === 'running' && task.keeper ? readTaskExitFile(this.config.layout.spool, id) : null
     return recorded && recorded.pid === entry.pid ? exitOf(recorded) : result
   }
 
@@ -573,7 +573,7 @@ export class Supervisor {
     }
     const limits = (await plan.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
-    if (current.state === 'running' && current.keeper) await keeperWritten(exitPath(this.config.layout.spool, id), entry.pid)
+    if (current.state === 'running' && current.keeper) await keeperWritten(this.config.layout.spool, id, entry.pid)
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
     // slot need not, the final record does (no group outlives it).
     const released = plan.release()

@@ -3,7 +3,7 @@ import { lstat, open, type FileHandle } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
-import { fileKind, inputFifoPath, inputLogPath, openRegularFileForWrite } from '../../spool/index.js'
+import { fileKind, INPUT_FIFO, INPUT_LOG, openRegularFileForWrite, spoolFolders, type OpenFolder } from '../../spool/index.js'
 import { isAliveIdentity } from '../spawn/process-scan.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markStdinClosed } from './transitions.js'
@@ -70,8 +70,28 @@ export class TaskInput {
       await this.store.transition(id, (latest) => markStdinClosed(latest))
       this.log.info({ taskId: id }, 'task stdin closed')
     }
-    const inputBytes = await lstat(inputLogPath(this.spoolRoot, id)).then((info) => (info.isFile() ? info.size : 0), () => 0)
+    const inputBytes = await this.inFolder(this.store.get(id), (folder) => lstat(folder.file(INPUT_LOG))).then((info) => (info.isFile() ? info.size : 0), () => 0)
     return { acceptedBytes, eof, inputBytes, task: this.store.get(id) }
+  }
+
+  /**
+   * Runs `use` with the task's folder held open by descriptor (spool/task-folders.ts): a task under
+   * `off` can put a link to another task's folder at its folder's name, and its input must never
+   * reach that task's stdin or input.log. A folder that is not the one tend made is the pipe gone.
+   */
+  private async inFolder<T>(task: Task, use: (folder: OpenFolder) => Promise<T>): Promise<T> {
+    let folder: OpenFolder
+    try {
+      folder = spoolFolders(this.spoolRoot).open(task.id)
+    } catch (error) {
+      const { code, message } = error as NodeJS.ErrnoException
+      throw new TendError('TEND_ERR_PIPE_GONE', { what: 'stdin pipe', id: task.id, detail: `its spool folder cannot be used: ${code ?? message} (replaced, by the task itself?)` }, { cause: error })
+    }
+    try {
+      return await use(folder)
+    } finally {
+      folder.close()
+    }
   }
 
   /**
@@ -81,11 +101,18 @@ export class TaskInput {
    * byte the task got missing from it. What the pipe did not take is cut off the log again.
    */
   private async writeToPipe(task: Task, data: Buffer): Promise<number> {
-    const pipe = await openKeeperFifo(task, inputFifoPath(this.spoolRoot, task.id), 'stdin pipe')
+    // Both opened through the folder's descriptor, which may be let go of once they are open.
+    const { pipe, log } = await this.inFolder(task, async (folder) => {
+      const opened = await openKeeperFifo(task, folder.file(INPUT_FIFO), 'stdin pipe')
+      try {
+        return { pipe: opened, log: await this.logInput(task.id, folder, data) }
+      } catch (error) {
+        await opened.close()
+        throw error
+      }
+    })
     let written = 0
-    let log: LoggedInput | null = null
     try {
-      log = await this.logInput(task.id, data)
       const deadline = Date.now() + INPUT_WAIT_MS
       let pauseMs = RETRY_FIRST_MS
       while (written < data.length) {
@@ -117,10 +144,10 @@ export class TaskInput {
    * the log is never silent: the caller adds it to the task's inputLogLostBytes. A task under `off`
    * can replace input.log: a link or FIFO there is refused, not followed.
    */
-  private async logInput(id: string, bytes: Buffer): Promise<LoggedInput | null> {
+  private async logInput(id: string, folder: OpenFolder, bytes: Buffer): Promise<LoggedInput | null> {
     let handle: FileHandle | null = null
     try {
-      handle = await openRegularFileForWrite(inputLogPath(this.spoolRoot, id), { append: true })
+      handle = await openRegularFileForWrite(folder.file(INPUT_LOG), { append: true })
       const offset = (await handle.stat()).size
       let kept = 0
       try {

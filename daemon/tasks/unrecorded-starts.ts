@@ -2,8 +2,7 @@ import { realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { QueuedTask, RunningTask } from '../../protocol/index.js'
-import { exitPath } from '../../spool/index.js'
-import { readExitFile } from '../spawn/exit-file.js'
+import { readTaskExitFile } from '../spawn/exit-file.js'
 import { findKeepersOf, startedAtOf } from '../spawn/keeper-scan.js'
 import { isAliveIdentity } from '../spawn/process-scan.js'
 import { markStarted } from './transitions.js'
@@ -23,7 +22,7 @@ export async function findUnrecordedStarts(spoolRoot: string, queued: readonly Q
   const started: RunningTask[] = []
   const unknown: QueuedTask[] = []
   for (const task of queued) {
-    const exit = readExitFile(exitPath(spoolRoot, task.id))
+    const exit = readTaskExitFile(spoolRoot, task.id)
     // Its start time died with the daemon: it started after it was admitted, which is the best bound left.
     if (exit) started.push(markStarted(task, exit.pid, new Date(task.createdAt)))
     else unknown.push(task)
@@ -42,7 +41,7 @@ export async function findUnrecordedStarts(spoolRoot: string, queued: readonly Q
     // The task has ended and its keeper is writing the exit file: read once it has gone.
     const keeper = { pid: found.keeper.pid, startTime: String(found.keeper.startTicks) }
     for (const deadline = Date.now() + KEEPER_FINISH_MS; isAliveIdentity(keeper) && Date.now() < deadline; ) await delay(20)
-    const exit = readExitFile(exitPath(spoolRoot, task.id))
+    const exit = readTaskExitFile(spoolRoot, task.id)
     if (exit) started.push(markStarted(task, exit.pid, new Date(task.createdAt)))
   }
   return started

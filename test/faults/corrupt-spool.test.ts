@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { chmodSync, chownSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pino } from 'pino'
@@ -80,6 +80,9 @@ function createPlanter(home: string, template: Task) {
   }
 }
 
+/** The quota of the daemon over the corrupt spool below: just above what its entries take. */
+const QUOTA_KIB = 160
+
 describe('a spool with corrupt entries beside good tasks', () => {
   let home = ''
   let good: GoodTask[] = []
@@ -123,9 +126,10 @@ describe('a spool with corrupt entries beside good tasks', () => {
     writeFileSync(join(spool, 'fileentry001'), 'not a folder\n')
     plant.copy('norecord0001', null)
     plant.copy('otherid00001', plant.record(good[1]!.task.id))
-    // A low quota that every entry fits (each counts its output's blocks, 4 KiB here, and 1 KiB):
-    // a size that is not a number must not make it delete anything.
-    daemon = await startTestDaemon({ home, env: { TEND_SPOOL_QUOTA: '128k' } })
+    // A low quota that every entry fits (each counts every file in its folder but its record, by
+    // blocks: its output, 4 KiB here, 8 KiB for the 5000 bytes, and its exit.json, 4 KiB; and 1 KiB
+    // for the record): 144 KiB in all. A size that is not a number must not make it delete anything.
+    daemon = await startTestDaemon({ home, env: { TEND_SPOOL_QUOTA: `${QUOTA_KIB}k` } })
   })
 
   afterAll(async () => {
@@ -166,7 +170,7 @@ describe('a spool with corrupt entries beside good tasks', () => {
     for (const { task } of good) expect(existsSync(join(task.spool, 'task.json')), `${task.id} is kept`).toBe(true)
     const status = await daemon!.client.status()
     expect(Number.isInteger(status.spool.usedBytes)).toBe(true)
-    expect(status.spool.usedBytes).toBeLessThanOrEqual(128 * 1024)
+    expect(status.spool.usedBytes).toBeLessThanOrEqual(QUOTA_KIB * 1024)
   })
 
   test('show prints a corrupt entry with its reason, and a good task as before', async () => {
@@ -290,11 +294,17 @@ function plantFinished(spool: string, id: string, second: number, bytes: number)
 }
 
 describe('quota arithmetic', () => {
+  // A spool of its own for each test: every entry in a spool counts, so one test's folders, no
+  // task of the next test's store, would count (and go) as strays there.
   let spool = ''
-  beforeAll(() => {
+  const spools: string[] = []
+  beforeEach(() => {
     spool = join(createTempHome(), 'spool')
+    spools.push(spool)
   })
-  afterAll(() => rmSync(dirname(spool), { recursive: true, force: true }))
+  afterAll(() => {
+    for (const each of spools) rmSync(dirname(each), { recursive: true, force: true })
+  })
 
   test('a size a record states, finite or not, plays no part: the quota counts what the outputs take on disk', async () => {
     const ids = ['aaaaaaaaaaa1', 'aaaaaaaaaaa2', 'aaaaaaaaaaa3', 'aaaaaaaaaaa4']

@@ -7,7 +7,7 @@ import { TendError } from '../../../protocol/index.js'
 import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { visibleTask } from '../owner-scope.js'
 import { requestedRange } from '../byte-range.js'
-import { openOutputSnapshot, outputPath } from '../../../spool/index.js'
+import { openTaskOutputSnapshot } from '../../../spool/index.js'
 
 /** How much of the file is read at a time while it is sent. */
 const PIECE_BYTES = 64 * 1024
@@ -44,7 +44,7 @@ export function registerOutputFileRoute(app: TendApp, context: DaemonContext): v
       // A running task's output through the descriptor the daemon holds (the file its keeper
       // writes, whatever is at its name), a finished one's by its path.
       const held = await context.supervisor.outputs.reopen(id)
-      const { handle, size } = held ? { handle: held, size: (await held.stat()).size } : await openOutputSnapshot(outputPath(context.config.layout.spool, id))
+      const { handle, size } = held ? { handle: held, size: (await held.stat()).size } : await openTaskOutputSnapshot(context.config.layout.spool, id)
       // Without validators to compare, a conditional range (If-Range) is answered whole.
       const range = request.headers['if-range'] === undefined ? requestedRange(request.headers.range, size) : null
       void reply.header('accept-ranges', 'bytes').header('cache-control', 'no-store')

@@ -3,7 +3,7 @@ import type { DaemonContext } from '../../context.js'
 import { isFinished, TendError, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import { visibleTask } from '../owner-scope.js'
-import { incompleteUtf8Tail, outputPath, tailOffset, type OutputSource } from '../../../spool/index.js'
+import { incompleteUtf8Tail, outputPath, tailOffset, taskOutput, type OutputSource } from '../../../spool/index.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
 
@@ -23,7 +23,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
       visibleTask(context.store, request, id)
       const file = outputPath(context.config.layout.spool, id)
       // A running task's output through the descriptor the daemon holds; a finished one's by its path.
-      const output = () => context.supervisor.outputs.source(id, file)
+      const output = () => context.supervisor.outputs.source(id, taskOutput(context.config.layout.spool, id))
       const from = query.tail !== undefined ? await tailOffset(output(), query.tail) : (query.from ?? 0)
       const maxBytes = query.maxBytes ?? DEFAULT_READ_BYTES
       const encoding = query.encoding ?? 'utf8'

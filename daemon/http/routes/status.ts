@@ -26,7 +26,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCh
       perOwnerConcurrency: context.config.perOwnerConcurrency,
       tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
       events: { daemonId: context.events.daemonId, lastSeq: context.events.lastSeq },
-      spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes, ...context.store.spoolState() },
+      spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes, ...context.store.spoolState(), ...(owner === null ? { strayEntries: context.cleanup.strayEntries() } : {}) },
       spawner: context.supervisor.spawnerKind,
       peerCheck,
       sandbox: {
