@@ -1,4 +1,5 @@
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 
 /**
@@ -53,6 +54,8 @@ class SpoolFolders {
   /** Descriptors of the spool on a mount since left: paths naming them may still be in use. */
   private readonly retired: number[] = []
   private readonly known = new Map<string, Identity>()
+  /** Folders being made on the thread pool (makeOnPool): known as soon as they are open. */
+  private readonly beingMade = new Set<string>()
 
   constructor(private readonly spoolRoot: string) {}
 
@@ -109,8 +112,19 @@ class SpoolFolders {
   make(id: string): OpenFolder {
     mkdirSync(join(this.root(), id), { mode: 0o700 })
     this.known.delete(id)
-    const folder = this.open(id)
-    return folder
+    return this.open(id)
+  }
+
+  /** make(), with the folder made on the thread pool: a busy disk does not hold up the daemon's thread. */
+  async makeOnPool(id: string): Promise<OpenFolder> {
+    this.beingMade.add(id)
+    try {
+      await mkdir(join(this.root(), id), { mode: 0o700 })
+      this.known.delete(id)
+      return this.open(id)
+    } finally {
+      this.beingMade.delete(id)
+    }
   }
 
   /**
@@ -144,7 +158,7 @@ class SpoolFolders {
 
   /** Whether the daemon made or opened a folder at this name and has not removed it (a task being created is not yet in the store). */
   isKnown(id: string): boolean {
-    return this.known.has(id)
+    return this.known.has(id) || this.beingMade.has(id)
   }
 
   /** Lets go of the spool (the daemon stops, or a test unmounts it): opened again on the next use. */

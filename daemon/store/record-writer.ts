@@ -102,6 +102,9 @@ export class RecordWriter {
     return this.idle
   }
 
+  /** Tasks whose folder is being made: a later version opens it once it is there. */
+  private readonly making = new Map<string, Promise<void>>()
+
   /** Flushes, then lets go of the spool's descriptor (spool/task-folders.ts). */
   async close(): Promise<void> {
     await this.flush()
@@ -119,19 +122,43 @@ export class RecordWriter {
       if (this.lastWrites.get(id) === mine) this.lastWrites.delete(id)
     }
     // The folder by its descriptor (spool/task-folders.ts): a folder the task replaced is this
-    // task's write failing, never a write through its link or into another folder.
-    let folder: OpenFolder
-    try {
-      const folders = spoolFolders(this.spoolRoot)
-      folder = job.createDir ? folders.make(id) : folders.open(id)
-    } catch (error) {
-      void Promise.resolve().then(async () => {
-        this.settle(id, job.seq, error as Error)
+    // task's write failing, never a write through its link or into another folder. It is made on
+    // the thread pool (the daemon's thread does not wait on the disk), and a later version of the
+    // same task opens it once that is done.
+    const folders = spoolFolders(this.spoolRoot)
+    const making = this.making.get(id)
+    if (!job.createDir && !making) {
+      let folder: OpenFolder
+      try {
+        folder = folders.open(id)
+      } catch (error) {
+        void Promise.resolve().then(async () => {
+          this.settle(id, job.seq, error as Error)
+          await previous
+          done()
+        })
+        return
+      }
+      return this.writeIn(id, job, folder, previous, done)
+    }
+    const opened = job.createDir ? folders.makeOnPool(id) : making!.then(() => folders.open(id))
+    if (job.createDir) {
+      const made = opened.then(() => undefined, () => undefined)
+      this.making.set(id, made)
+      void made.then(() => this.making.get(id) === made && this.making.delete(id))
+    }
+    opened.then(
+      (folder) => this.writeIn(id, job, folder, previous, done),
+      async (error: Error) => {
+        this.settle(id, job.seq, error)
         await previous
         done()
-      })
-      return
-    }
+      },
+    )
+  }
+
+  /** The version written into the task's open folder, then renamed into place after the one before it. */
+  private writeIn(id: string, job: RecordJob, folder: OpenFolder, previous: Promise<void> | undefined, done: () => void): void {
     const target = folder.file(RECORD_FILE)
     const temporary = `${target}.${process.pid}-${++this.counter}.tmp`
     const made = job.createDir ? { dir: folder.path, outputFile: folder.file(OUTPUT_FILE) } : null

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { taskBase } from '../helpers/task-base.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { EventLog } from '../../dist/daemon/store/event-log.js'
 import { TaskStore } from '../../dist/daemon/store/task-store.js'
 import { RecordWriter } from '../../dist/daemon/store/record-writer.js'
@@ -74,6 +75,8 @@ describe('the task store', () => {
     const onDisk = (id: string) => JSON.parse(readFileSync(recordPath(spool, id), 'utf8')).state
     try {
       const created = slow.create(queued('ccccccccccc1', 'alice', '2026-11-30T00:00:01.000Z'))
+      // The folder is made on the thread pool first: the record's write is held once that is done.
+      await waitFor('the first record write to reach the disk', () => held.length > 0)
       held.shift()!()
       await created
       const started = slow.transition('ccccccccccc1', (task) => markStarted(task, 4242, new Date()))
