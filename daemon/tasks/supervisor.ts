@@ -13,7 +13,7 @@ import {
   type StoppedBy,
   type Task,
 } from '../../protocol/index.js'
-import { exitPath, heldFootprint, outputFootprint, outputFootprintSync, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
+import { exitPath, heldFootprint, heldFootprintSync, outputFootprint, outputFootprintSync, outputPath, taskDir, truncateRegularFile } from '../../spool/index.js'
 import { HeldOutputs } from './held-outputs.js'
 import { holdsDiskPastEnd, outputOverCap } from './output-cap.js'
 import type { DaemonConfig } from '../config.js'
@@ -629,7 +629,7 @@ export class Supervisor {
   private async settleOutput(task: Task): Promise<number> {
     const file = outputPath(this.config.layout.spool, task.id)
     const held = this.outputs.held(task.id)
-    const footprint = held ? await heldFootprint(held).catch(() => outputFootprintSync(file)) : outputFootprintSync(file)
+    const footprint = held ? heldFootprintOrNull(held) ?? outputFootprintSync(file) : outputFootprintSync(file)
     const cut = footprint.size > task.maxOutputBytes ? task.maxOutputBytes : holdsDiskPastEnd(footprint, task.maxOutputBytes) ? footprint.size : null
     // A file the task holds a lease on, or replaced, stays as it is: the record still says the cap.
     const cutOff = (bytes: number) => (held ? held.truncate(bytes) : truncateRegularFile(file, bytes))
@@ -704,4 +704,13 @@ function isProcessRunning(pid: number): boolean {
 
 function withNote(reason: string, note: string | undefined): string {
   return note ? `${reason}: ${note}` : reason
+}
+
+/** The held output's footprint; null when its descriptor was let go of meanwhile. */
+function heldFootprintOrNull(held: Parameters<typeof heldFootprintSync>[0]): ReturnType<typeof heldFootprintSync> | null {
+  try {
+    return heldFootprintSync(held)
+  } catch {
+    return null
+  }
 }
