@@ -31,6 +31,7 @@ import type { SubmissionIndex } from '../store/submission-index.js'
 import { SettleLater } from './settle-later.js'
 import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
+import { answerUnreportedExit } from './unanswered-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
@@ -70,6 +71,8 @@ interface RunningEntry {
    * absent without a keeper. Signals go to its pid only while that pid is still it (kill-tree.ts).
    */
   leader?: ProcessIdentity | null
+  /** The task's keeper (absent without one): continued if found stopped while a stop waits for the exit. */
+  keeper?: RunningTask['keeper']
 }
 
 /** A task whose process has started: what supervise() needs; `settle()` ends its launching. */
@@ -392,7 +395,7 @@ export class Supervisor {
       pid,
       // Read now, while the keeper (its parent, which reaps it) holds it: a daemon later frozen
       // past its end could otherwise take a reused pid for it.
-      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid) } : {}),
+      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
       exited,
       // kill() and shutdown() await it; a supervision failure is logged in ended() either way.
       finished: new SettleLater<Task>(),
@@ -620,6 +623,14 @@ export class Supervisor {
       },
       (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
     )
+    // The kill waits for the exit its keeper reports: a keeper or helper that does not answer is made to.
+    void answerUnreportedExit({
+      exited: entry.exited,
+      keeper: entry.keeper,
+      graceMs: stopping.graceMs,
+      prodHelper: () => this.spawner.prod?.(),
+      onContinued: (keeper) => this.log.warn({ taskId: id, keeper }, 'the keeper of a task being stopped was itself stopped (SIGSTOP); continued'),
+    })
   }
 
   /**

@@ -1,0 +1,177 @@
+import { afterEach, describe, expect, test } from 'vitest'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Task } from '../../client/index.js'
+import { runCli } from '../helpers/cli.js'
+import { daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+import { isAlive, processesWithEnv } from '../helpers/processes.js'
+
+/*
+ * A keeper or the spawner helper that does not answer (SIGSTOPped by a hostile task, or by
+ * anyone): launch, kill and stop still end, on kernel facts, within the CLI's 30 s.
+ */
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+async function daemon(env: Record<string, string> = {}): Promise<TestDaemon> {
+  const started = await startTestDaemon({ env })
+  cleanups.push(() => started.stop())
+  return started
+}
+
+function workFolder(): string {
+  const folder = mkdtempSync(join(tmpdir(), 'tend-stopped-keeper-'))
+  cleanups.push(() => rmSync(folder, { recursive: true, force: true }))
+  return folder
+}
+
+/** The process state letter in /proc/<pid>/stat (null: gone). */
+function stateOf(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] ?? null
+  } catch {
+    return null
+  }
+}
+
+/** The daemon's spawner helper: its child named tend-spawner. */
+function helperOf(daemonPid: number): number | null {
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry)
+    if (!Number.isInteger(pid)) continue
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+      if (/^Name:\ttend-spawner$/m.test(status) && new RegExp(`^PPid:\\t${daemonPid}$`, 'm').test(status)) return pid
+    } catch {
+      // gone
+    }
+  }
+  return null
+}
+
+async function cli(home: string, args: string[]) {
+  return runCli(args, daemonEnv(home), { timeoutMs: 60_000 })
+}
+
+async function run(home: string, cwd: string, script: string): Promise<string> {
+  const result = await cli(home, ['run', '--sandbox', 'off', '--cwd', cwd, '-c', script])
+  expect(result.exitCode, result.stderr).toBe(0)
+  return result.stdout.trim()
+}
+
+async function show(home: string, id: string): Promise<Task> {
+  const result = await cli(home, ['show', id, '--json'])
+  expect(result.exitCode, result.stderr).toBe(0)
+  return JSON.parse(result.stdout) as Task
+}
+
+/** The task's processes (its marker), alive. */
+function processesOf(id: string): number[] {
+  return processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive)
+}
+
+describe('a keeper that does not answer', () => {
+  test('a keeper stopped by its task before it reports the start: the task runs, and kill ends it at once', async () => {
+    const tend = await daemon()
+    const work = workFolder()
+    const id = await run(tend.home, work, 'kill -STOP $PPID; exec sleep 300')
+    const running = await waitFor('the task recorded running', async () => {
+      const task = await show(tend.home, id)
+      return task.state === 'running' ? task : null
+    }, 20_000)
+    const killed = await cli(tend.home, ['kill', id])
+    expect(killed.exitCode, killed.stderr).toBe(0)
+    expect((await show(tend.home, id)).state).toBe('killed')
+    expect(processesOf(id)).toEqual([])
+    expect(stateOf(running.pid!)).toBeNull()
+  })
+
+  test('a keeper stopped after the start: kill answers, the task is killed and no process of it is left', async () => {
+    const tend = await daemon()
+    const work = workFolder()
+    const id = await run(tend.home, work, 'exec sleep 300')
+    const task = await waitFor('the task recorded running', async () => {
+      const shown = await show(tend.home, id)
+      return shown.state === 'running' && shown.keeper ? shown : null
+    }, 20_000)
+    const keeper = task.keeper!.pid
+    process.kill(keeper, 'SIGSTOP')
+    // Stopped as a hostile task would leave it: SIGCONT from anyone but tend would hide the fault.
+    const killed = await cli(tend.home, ['kill', id])
+    expect(killed.exitCode, killed.stderr).toBe(0)
+    expect((await show(tend.home, id)).state).toBe('killed')
+    expect(processesOf(id)).toEqual([])
+  })
+
+  test('tend stop with a keeper stopped before the start and one after: the daemon stops, nothing is left', async () => {
+    const tend = await daemon()
+    const work = workFolder()
+    const before = await run(tend.home, work, 'kill -STOP $PPID; exec sleep 300')
+    const after = await run(tend.home, work, 'exec sleep 300')
+    const task = await waitFor('the second task recorded running', async () => {
+      const shown = await show(tend.home, after)
+      return shown.state === 'running' && shown.keeper ? shown : null
+    }, 20_000)
+    process.kill(task.keeper!.pid, 'SIGSTOP')
+    const stopped = await cli(tend.home, ['stop'])
+    expect(stopped.exitCode, stopped.stderr + stopped.stdout).toBe(0)
+    expect(processesOf(before)).toEqual([])
+    expect(processesOf(after)).toEqual([])
+  })
+
+  test('tasks whose keepers are stopped before the start hold no slot once killed: a new task runs', async () => {
+    const tend = await daemon({ TEND_CONCURRENCY: '2', TEND_PER_OWNER_CONCURRENCY: '2' })
+    const work = workFolder()
+    const hostile = [await run(tend.home, work, 'kill -STOP $PPID; exec sleep 300'), await run(tend.home, work, 'kill -STOP $PPID; exec sleep 300')]
+    const next = await run(tend.home, work, 'exit 4')
+    for (const id of hostile) {
+      const killed = await cli(tend.home, ['kill', id])
+      expect(killed.exitCode, killed.stderr).toBe(0)
+    }
+    const waited = await cli(tend.home, ['wait', next])
+    expect(waited.exitCode, waited.stderr).toBe(4)
+  })
+})
+
+describe('a spawner helper that does not answer', () => {
+  test('the helper stopped during a kill: the kill answers and the task is recorded killed', async () => {
+    const tend = await daemon()
+    const work = workFolder()
+    const id = await run(tend.home, work, 'exec sleep 300')
+    await waitFor('the task recorded running', async () => (await show(tend.home, id)).state === 'running', 20_000)
+    const helper = helperOf(tend.process.pid!)
+    expect(helper, 'the daemon has a spawner helper').not.toBeNull()
+    process.kill(helper!, 'SIGSTOP')
+    const killed = await cli(tend.home, ['kill', id])
+    expect(killed.exitCode, killed.stderr).toBe(0)
+    expect((await show(tend.home, id)).state).toBe('killed')
+    expect(processesOf(id)).toEqual([])
+    // The stopped helper was replaced, not left behind.
+    await waitFor('the stopped helper gone', () => stateOf(helper!) === null)
+  })
+
+  test('the helper stopped during a spawn: the start fails with the reason, the helper is replaced, the next task runs', async () => {
+    const tend = await daemon()
+    const work = workFolder()
+    const warm = await run(tend.home, work, 'exit 0')
+    expect((await cli(tend.home, ['wait', warm])).exitCode).toBe(0)
+    const helper = helperOf(tend.process.pid!)
+    expect(helper, 'the daemon has a spawner helper').not.toBeNull()
+    process.kill(helper!, 'SIGSTOP')
+    const id = await run(tend.home, work, 'exit 5')
+    const failed = await waitFor('the start recorded failed', async () => {
+      const task = await show(tend.home, id)
+      return task.state === 'failed' ? task : null
+    }, 25_000)
+    expect(failed.reason).toMatch(/did not answer/)
+    await waitFor('the stopped helper gone', () => stateOf(helper!) === null)
+    const next = await run(tend.home, work, 'exit 6')
+    expect((await cli(tend.home, ['wait', next])).exitCode).toBe(6)
+  })
+})
