@@ -18,8 +18,8 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!()
 })
 
-async function daemon(env: Record<string, string> = {}): Promise<TestDaemon> {
-  const started = await startTestDaemon({ env })
+async function daemon(env: Record<string, string> = {}, home?: string): Promise<TestDaemon> {
+  const started = await startTestDaemon({ env, ...(home ? { home } : {}) })
   cleanups.push(() => started.stop())
   return started
 }
@@ -106,6 +106,25 @@ describe('a keeper that does not answer', () => {
     const killed = await cli(tend.home, ['kill', id])
     expect(killed.exitCode, killed.stderr).toBe(0)
     expect((await show(tend.home, id)).state).toBe('killed')
+    expect(processesOf(id)).toEqual([])
+  })
+
+  test('a keeper a later daemon attached to, stopped: kill answers, the task is killed', async () => {
+    const first = await startTestDaemon()
+    const home = first.home
+    const work = workFolder()
+    const id = await run(home, work, 'exec sleep 300')
+    const task = await waitFor('the task recorded running', async () => {
+      const shown = await show(home, id)
+      return shown.state === 'running' && shown.keeper ? shown : null
+    }, 20_000)
+    await first.crash()
+    const next = await daemon({}, home)
+    await waitFor('the task supervised again', async () => (await show(next.home, id)).state === 'running', 20_000)
+    process.kill(task.keeper!.pid, 'SIGSTOP')
+    const killed = await cli(home, ['kill', id])
+    expect(killed.exitCode, killed.stderr).toBe(0)
+    expect((await show(home, id)).state).toBe('killed')
     expect(processesOf(id)).toEqual([])
   })
 
