@@ -101,7 +101,8 @@
  * unnamed O_TMPFILE in its folder (mode 0600), then linked in; without O_TMPFILE a temporary file
  * beside it, O_EXCL, renamed), reports the end, and exits. So the exit file is there when its
  * `exited` is reported, unless that write failed: it is then retried, after the report, for about
- * a minute while the disk refuses it. The file and its folder are fsynced when no helper heard the
+ * a minute while the disk refuses it (ENOSPC, EDQUOT, EROFS, ...), for about half an hour when no
+ * helper heard the report (the file is then the only way its ending reaches a daemon). The file and its folder are fsynced when no helper heard the
  * report (see keeper.c). So a keeper that has exited has
  * written its exit file (unless it was SIGKILLed, or the folder was removed): an attach waits for
  * the keeper's exit, then reads the file.

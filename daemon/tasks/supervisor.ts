@@ -31,7 +31,7 @@ import type { SubmissionIndex } from '../store/submission-index.js'
 import { SettleLater } from './settle-later.js'
 import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
-import { answerUnreportedExit } from './unanswered-exit.js'
+import { answerUnreportedExit, makeRoomForResumedExit } from './unanswered-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
@@ -376,6 +376,12 @@ export class Supervisor {
     await this.outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(this.config.layout.spool, task.id)).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     const entry = this.track(task.id, task, task.pid, attached.exited, plan, task.keeper)
     void this.watch(task.id, entry, plan)
+    void makeRoomForResumedExit({
+      exited: entry.exited,
+      leader: entry.leader,
+      releaseReserve: () => this.store.releaseReserve(),
+      onReleased: () => this.log.warn({ taskId: task.id }, 'the spool reserve was given up: a task ended while no daemon ran, and its keeper could not write its exit file'),
+    })
     // A deadline or an output cap passed while no daemon ran is enforced now.
     this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
     await this.checkOutput(task.id, entry)

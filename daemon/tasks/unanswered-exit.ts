@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { isAliveIdentity, processState } from '../spawn/process-scan.js'
+import { isAliveIdentity, processState, type ProcessIdentity } from '../spawn/process-scan.js'
 import type { KeeperRef } from '../spawn/spawner.js'
 
 /** How long after a stop's grace the exit may go unreported before the keeper and helper are looked at, and again between looks. */
@@ -48,4 +48,34 @@ export async function answerUnreportedExit(watch: UnansweredExit): Promise<void>
       // Gone meanwhile.
     }
   }
+}
+
+/** How often a resumed task's leader is looked at, and how long its keeper has to report its end once it is gone. */
+const LEADER_LOOK_MS = 1000
+
+export interface ResumedExit {
+  exited: Promise<unknown>
+  /** The leader as read at resume (null: it had ended already). */
+  leader: ProcessIdentity | null | undefined
+  /** Gives up the spool's reserve; answers whether it freed anything. */
+  releaseReserve: () => Promise<boolean>
+  onReleased: () => void
+}
+
+/**
+ * A task an earlier daemon started: the helper its keeper reported to is gone, so its ending reaches
+ * this daemon only through its exit file, which the keeper writes before it exits. On a full disk
+ * it cannot, and the keeper keeps retrying: once the leader has ended (kernel fact: that process is
+ * gone) and the exit is still unreported LEADER_LOOK_MS later, the spool's reserve is given up to
+ * make room for the file (and for the record after it).
+ */
+export async function makeRoomForResumedExit(watch: ResumedExit): Promise<void> {
+  let reported = false
+  void watch.exited.then(
+    () => (reported = true),
+    () => (reported = true),
+  )
+  while (!reported && watch.leader && isAliveIdentity(watch.leader)) await delay(LEADER_LOOK_MS)
+  await delay(LEADER_LOOK_MS)
+  if (!reported && (await watch.releaseReserve())) watch.onReleased()
 }

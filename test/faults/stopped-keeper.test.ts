@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
@@ -193,4 +194,48 @@ describe('a spawner helper that does not answer', () => {
     const next = await run(tend.home, work, 'exit 6')
     expect((await cli(tend.home, ['wait', next])).exitCode).toBe(6)
   })
+})
+
+describe('a task that ends on a full disk while no daemon runs', () => {
+  function mounted(path: string): boolean {
+    return readFileSync('/proc/mounts', 'utf8')
+      .split('\n')
+      .some((line) => line.split(' ')[1] === path)
+  }
+
+  /** A TEND_HOME on a tmpfs of `size`; unmounted after the test. */
+  function smallHome(size: string): string {
+    if (process.getuid?.() !== 0) throw new Error(`this test mounts a tmpfs and needs root (running as uid ${process.getuid?.()})`)
+    const mountPoint = mkdtempSync(join(tmpdir(), 'tend-keeper-full-'))
+    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'tmpfs', mountPoint], { encoding: 'utf8' })
+    if (mount.status !== 0) throw new Error(`mount -t tmpfs on ${mountPoint} failed (${mount.status}): ${mount.stderr || mount.error?.message}`)
+    cleanups.push(() => {
+      if (mounted(mountPoint) && spawnSync('umount', [mountPoint]).status !== 0) spawnSync('umount', ['-l', mountPoint])
+      rmSync(mountPoint, { recursive: true, force: true })
+      expect(mounted(mountPoint), `${mountPoint} is still mounted`).toBe(false)
+    })
+    const home = join(mountPoint, 'home')
+    mkdirSync(home, { mode: 0o700 })
+    return home
+  }
+
+  test('its keeper hands its ending to the next daemon: recorded exited 9, wait exits 9', async () => {
+    const home = smallHome('6m')
+    const work = workFolder()
+    const first = await startTestDaemon({ home })
+    const id = await run(home, work, 'while [ ! -e go ]; do sleep 0.05; done; head -c 20M /dev/zero; exit 9')
+    const task = await waitFor('the task recorded running', async () => {
+      const shown = await show(home, id)
+      return shown.state === 'running' && shown.keeper ? shown : null
+    }, 20_000)
+    await first.crash()
+    // The task fills the disk and ends while no daemon runs: its keeper cannot write its exit file.
+    writeFileSync(join(work, 'go'), '')
+    await waitFor('the task ended', () => stateOf(task.pid!) === null || stateOf(task.pid!) === 'Z', 20_000)
+    expect(stateOf(task.keeper!.pid), 'the keeper still holds the ending').not.toBeNull()
+    const next = await daemon({}, home)
+    const waited = await runCli(['wait', id], daemonEnv(next.home), { timeoutMs: 150_000 })
+    expect(waited.exitCode, waited.stderr + waited.stdout).toBe(9)
+    expect(await show(home, id)).toMatchObject({ state: 'exited', exitCode: 9 })
+  }, 180_000)
 })
