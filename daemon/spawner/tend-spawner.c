@@ -90,8 +90,8 @@
  * keepers or their tasks (but a lifeline task's keeper ends its task once the helper is gone).
  *
  * Keeper (keeper.c): setsid(); every signal that would end it ignored but SIGKILL (and the
- * faults); one the helper forked and finds stopped (SIGSTOP: waitpid WUNTRACED) is sent SIGCONT
- * at once; no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It holds outputFile
+ * faults); one the helper forked and finds stopped (SIGSTOP: waitpid WUNTRACED) before it reported
+ * its start is sent SIGCONT at once; no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It holds outputFile
  * open read-only (made 0600 if missing) until it exits, never reading it: no write lease can be
  * taken on the file while the task runs (a failure here is stage output). With a stdinFifo it
  * makes that FIFO (mkfifo 0600; one already there is used) and holds it open O_RDWR until the task
@@ -453,10 +453,11 @@ static void on_keeper_fd_ready(int fd) {
 }
 
 /*
- * Reaps what ended, and continues what was stopped: a keeper never stops itself, and one that
- * something else stopped (its own task can: they share a uid under sandbox off) would leave its
- * task's start, its exit and every kill of it unanswered. It is our unreaped child, so its pid is
- * still it: SIGCONT reaches that keeper and no other process.
+ * Reaps what ended, and continues a keeper stopped before it reported its start: a keeper never
+ * stops itself, and one that something else stopped (its own task can: they share a uid under
+ * sandbox off) would hold the launch, and the kill that waits for it, before the daemon even knows
+ * its pid. It is our unreaped child, so its pid is still it: SIGCONT reaches that keeper and no
+ * other process. A started keeper is the daemon's to continue (once it waits for an answer).
  */
 static void reap(void) {
   for (;;) {
@@ -467,7 +468,7 @@ static void reap(void) {
     ssize_t index = find_forked(pid);
     if (index < 0) continue;
     if (WIFSTOPPED(status)) {
-      kill(pid, SIGCONT);
+      if (keepers[index].state == STARTING) kill(pid, SIGCONT);
       continue;
     }
     /* Whatever it said before it died is in its pipe now. */

@@ -73,6 +73,8 @@ interface RunningEntry {
   leader?: ProcessIdentity | null
   /** The task's keeper (absent without one): continued if found stopped while a stop waits for the exit. */
   keeper?: RunningTask['keeper']
+  /** A watch for an exit its keeper does not report has begun (answerUnreportedExit). */
+  answering?: boolean
 }
 
 /** A task whose process has started: what supervise() needs; `settle()` ends its launching. */
@@ -630,13 +632,27 @@ export class Supervisor {
       (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
     )
     // The kill waits for the exit its keeper reports: a keeper or helper that does not answer is made to.
+    this.answerExit(id, entry, stopping.graceMs)
+  }
+
+  /** Watches for an exit that a stopped keeper or helper does not report (once per task). */
+  private answerExit(id: string, entry: RunningEntry, graceMs: number): void {
+    if (entry.answering) return
+    entry.answering = true
     void answerUnreportedExit({
       exited: entry.exited,
       keeper: entry.keeper,
-      graceMs: stopping.graceMs,
+      graceMs,
       prodHelper: () => this.spawner.prod?.(),
-      onContinued: (keeper) => this.log.warn({ taskId: id, keeper }, 'the keeper of a task being stopped was itself stopped (SIGSTOP); continued'),
+      onContinued: (keeper) => this.log.warn({ taskId: id, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
     })
+  }
+
+  /** A leader that has ended (kernel fact: its process is gone) while its exit goes unreported: its keeper or helper is made to answer. */
+  private checkLeader(id: string, entry: RunningEntry): void {
+    if (entry.exitKnown || entry.answering || !entry.keeper || entry.leader === undefined) return
+    if (entry.leader !== null && isAliveIdentity(entry.leader)) return
+    this.answerExit(id, entry, 0)
   }
 
   /**
@@ -655,7 +671,10 @@ export class Supervisor {
   }
 
   private async checkOutputs(): Promise<void> {
-    for (const [id, entry] of this.running) await this.checkOutput(id, entry)
+    for (const [id, entry] of this.running) {
+      this.checkLeader(id, entry)
+      await this.checkOutput(id, entry)
+    }
   }
 
   /** Stops a task whose output has passed its cap. */

@@ -110,6 +110,23 @@ describe('a keeper that does not answer', () => {
     expect(processesOf(id)).toEqual([])
   })
 
+  test('a keeper stopped while its task runs, which then ends by itself: the exit is recorded and the slot frees', async () => {
+    const tend = await daemon({ TEND_CONCURRENCY: '1', TEND_PER_OWNER_CONCURRENCY: '1' })
+    const work = workFolder()
+    const id = await run(tend.home, work, 'while [ ! -e go ]; do sleep 0.05; done; exit 7')
+    const next = await run(tend.home, work, 'exit 8')
+    const task = await waitFor('the task recorded running', async () => {
+      const shown = await show(tend.home, id)
+      return shown.state === 'running' && shown.keeper ? shown : null
+    }, 20_000)
+    process.kill(task.keeper!.pid, 'SIGSTOP')
+    await waitFor('the keeper stopped', () => stateOf(task.keeper!.pid) === 'T')
+    writeFileSync(join(work, 'go'), '')
+    const waited = await cli(tend.home, ['wait', id])
+    expect(waited.exitCode, waited.stderr).toBe(7)
+    expect((await cli(tend.home, ['wait', next])).exitCode).toBe(8)
+  })
+
   test('a keeper a later daemon attached to, stopped: kill answers, the task is killed', async () => {
     const first = await startTestDaemon()
     const home = first.home
