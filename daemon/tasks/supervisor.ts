@@ -31,7 +31,7 @@ import type { SubmissionIndex } from '../store/submission-index.js'
 import { SettleLater } from './settle-later.js'
 import { exitOf, readExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
-import { answerUnreportedExit, makeRoomForResumedExit } from './unanswered-exit.js'
+import { answerUnreportedExit, makeRoomForResumedExit, spoolIsShort } from './unanswered-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
@@ -381,6 +381,7 @@ export class Supervisor {
     void makeRoomForResumedExit({
       exited: entry.exited,
       leader: entry.leader,
+      spoolIsShort: () => spoolIsShort(this.config.layout.spool),
       releaseReserve: () => this.store.releaseReserve(),
       onReleased: () => this.log.warn({ taskId: task.id }, 'the spool reserve was given up: a task ended while no daemon ran, and its keeper could not write its exit file'),
     })

@@ -1,3 +1,4 @@
+import { statfs } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import { isAliveIdentity, processState, type ProcessIdentity } from '../spawn/process-scan.js'
 import type { KeeperRef } from '../spawn/spawner.js'
@@ -29,9 +30,9 @@ export async function answerUnreportedExit(watch: UnansweredExit): Promise<void>
     () => (reported = true),
     () => (reported = true),
   )
-  await delay(watch.graceMs)
+  await delay(watch.graceMs, undefined, { ref: false })
   while (!reported) {
-    await delay(KEEPER_ANSWER_MS)
+    await delay(KEEPER_ANSWER_MS, undefined, { ref: false })
     if (reported) return
     watch.prodHelper()
     const keeper = watch.keeper
@@ -57,6 +58,8 @@ export interface ResumedExit {
   exited: Promise<unknown>
   /** The leader as read at resume (null: it had ended already). */
   leader: ProcessIdentity | null | undefined
+  /** Whether the spool lacks room for an exit file (the reserve is given up only then). */
+  spoolIsShort: () => Promise<boolean>
   /** Gives up the spool's reserve; answers whether it freed anything. */
   releaseReserve: () => Promise<boolean>
   onReleased: () => void
@@ -66,8 +69,8 @@ export interface ResumedExit {
  * A task an earlier daemon started: the helper its keeper reported to is gone, so its ending reaches
  * this daemon only through its exit file, which the keeper writes before it exits. On a full disk
  * it cannot, and the keeper keeps retrying: once the leader has ended (kernel fact: that process is
- * gone) and the exit is still unreported LEADER_LOOK_MS later, the spool's reserve is given up to
- * make room for the file (and for the record after it).
+ * gone) and the exit is still unreported LEADER_LOOK_MS later on a spool short of room, the spool's
+ * reserve is given up to make room for the file (and for the record after it).
  */
 export async function makeRoomForResumedExit(watch: ResumedExit): Promise<void> {
   let reported = false
@@ -75,7 +78,21 @@ export async function makeRoomForResumedExit(watch: ResumedExit): Promise<void> 
     () => (reported = true),
     () => (reported = true),
   )
-  while (!reported && watch.leader && isAliveIdentity(watch.leader)) await delay(LEADER_LOOK_MS)
-  await delay(LEADER_LOOK_MS)
-  if (!reported && (await watch.releaseReserve())) watch.onReleased()
+  while (!reported && watch.leader && isAliveIdentity(watch.leader)) await delay(LEADER_LOOK_MS, undefined, { ref: false })
+  await delay(LEADER_LOOK_MS, undefined, { ref: false })
+  if (!reported && (await watch.spoolIsShort()) && (await watch.releaseReserve())) watch.onReleased()
+}
+
+/** Room under which an exit file may not fit: a few blocks, or a few inodes. */
+const SHORT_BYTES = 64 * 1024
+const SHORT_INODES = 16
+
+/** Whether the file system at `path` is short of room for an exit file (kernel fact: statfs); true when it cannot be asked. */
+export async function spoolIsShort(path: string): Promise<boolean> {
+  try {
+    const stats = await statfs(path)
+    return stats.bavail * stats.bsize < SHORT_BYTES || (stats.files > 0 && stats.ffree < SHORT_INODES)
+  } catch {
+    return true
+  }
 }

@@ -31,6 +31,18 @@ function workFolder(): string {
   return folder
 }
 
+/** SIGSTOPs a process; after the test it is continued, so a failing test leaves no stopped keeper or helper behind. */
+function stopProcess(pid: number): void {
+  process.kill(pid, 'SIGSTOP')
+  cleanups.push(() => {
+    try {
+      process.kill(pid, 'SIGCONT')
+    } catch {
+      // gone, as it should be
+    }
+  })
+}
+
 /** The process state letter in /proc/<pid>/stat (null: gone). */
 function stateOf(pid: number): string | null {
   try {
@@ -102,7 +114,7 @@ describe('a keeper that does not answer', () => {
       return shown.state === 'running' && shown.keeper ? shown : null
     }, 20_000)
     const keeper = task.keeper!.pid
-    process.kill(keeper, 'SIGSTOP')
+    stopProcess(keeper)
     // Stopped as a hostile task would leave it: SIGCONT from anyone but tend would hide the fault.
     const killed = await cli(tend.home, ['kill', id])
     expect(killed.exitCode, killed.stderr).toBe(0)
@@ -119,7 +131,7 @@ describe('a keeper that does not answer', () => {
       const shown = await show(tend.home, id)
       return shown.state === 'running' && shown.keeper ? shown : null
     }, 20_000)
-    process.kill(task.keeper!.pid, 'SIGSTOP')
+    stopProcess(task.keeper!.pid)
     await waitFor('the keeper stopped', () => stateOf(task.keeper!.pid) === 'T')
     writeFileSync(join(work, 'go'), '')
     const waited = await cli(tend.home, ['wait', id])
@@ -139,7 +151,7 @@ describe('a keeper that does not answer', () => {
     await first.crash()
     const next = await daemon({}, home)
     await waitFor('the task supervised again', async () => (await show(next.home, id)).state === 'running', 20_000)
-    process.kill(task.keeper!.pid, 'SIGSTOP')
+    stopProcess(task.keeper!.pid)
     const killed = await cli(home, ['kill', id])
     expect(killed.exitCode, killed.stderr).toBe(0)
     expect((await show(home, id)).state).toBe('killed')
@@ -155,7 +167,7 @@ describe('a keeper that does not answer', () => {
       const shown = await show(tend.home, after)
       return shown.state === 'running' && shown.keeper ? shown : null
     }, 20_000)
-    process.kill(task.keeper!.pid, 'SIGSTOP')
+    stopProcess(task.keeper!.pid)
     const stopped = await cli(tend.home, ['stop'])
     expect(stopped.exitCode, stopped.stderr + stopped.stdout).toBe(0)
     expect(processesOf(before)).toEqual([])
@@ -184,7 +196,7 @@ describe('a spawner helper that does not answer', () => {
     await waitFor('the task recorded running', async () => (await show(tend.home, id)).state === 'running', 20_000)
     const helper = helperOf(tend.process.pid!)
     expect(helper, 'the daemon has a spawner helper').not.toBeNull()
-    process.kill(helper!, 'SIGSTOP')
+    stopProcess(helper!)
     const killed = await cli(tend.home, ['kill', id])
     expect(killed.exitCode, killed.stderr).toBe(0)
     expect((await show(tend.home, id)).state).toBe('killed')
@@ -200,7 +212,7 @@ describe('a spawner helper that does not answer', () => {
     expect((await cli(tend.home, ['wait', warm])).exitCode).toBe(0)
     const helper = helperOf(tend.process.pid!)
     expect(helper, 'the daemon has a spawner helper').not.toBeNull()
-    process.kill(helper!, 'SIGSTOP')
+    stopProcess(helper!)
     const id = await run(tend.home, work, 'exit 5')
     const failed = await waitFor('the start recorded failed', async () => {
       const task = await show(tend.home, id)
