@@ -267,4 +267,30 @@ describe('a task that ends on a full disk while no daemon runs', () => {
     expect(waited.exitCode, waited.stderr + waited.stdout).toBe(9)
     expect(await show(home, id)).toMatchObject({ state: 'exited', exitCode: 9 })
   }, 180_000)
+
+  test('its keeper keeps its ending while the spool is read-only: recorded exited 9 once it is writable again', async () => {
+    const home = smallHome('16m')
+    const mountPoint = join(home, '..')
+    const work = workFolder()
+    const first = await startTestDaemon({ home })
+    // Its output is let go of first: a file system with a file open for writing cannot be made read-only.
+    const id = await run(home, work, 'exec >/dev/null 2>&1; while [ ! -e go ]; do sleep 0.05; done; exit 9')
+    const task = await waitFor('the task recorded running', async () => {
+      const shown = await show(home, id)
+      return shown.state === 'running' && shown.keeper ? shown : null
+    }, 20_000)
+    await first.crash()
+    const readOnly = spawnSync('mount', ['-o', 'remount,ro', mountPoint], { encoding: 'utf8' })
+    expect(readOnly.status, readOnly.stderr).toBe(0)
+    writeFileSync(join(work, 'go'), '')
+    await waitFor('the task ended', () => stateOf(task.pid!) === null || stateOf(task.pid!) === 'Z', 20_000)
+    // The keeper met EROFS on its first try: it is still there, holding the ending.
+    await waitFor('the keeper past its first try', () => stateOf(task.keeper!.pid) === 'S' || stateOf(task.keeper!.pid) === null)
+    expect(stateOf(task.keeper!.pid), 'the keeper gave up on a read-only spool').not.toBeNull()
+    const writable = spawnSync('mount', ['-o', 'remount,rw', mountPoint], { encoding: 'utf8' })
+    expect(writable.status, writable.stderr).toBe(0)
+    const next = await daemon({}, home)
+    const waited = await runCli(['wait', id], daemonEnv(next.home), { timeoutMs: 60_000 })
+    expect(waited.exitCode, waited.stderr + waited.stdout).toBe(9)
+  })
 })
