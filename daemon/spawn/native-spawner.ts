@@ -48,6 +48,12 @@ const MAX_DESCRIPTORS = 1024
 const MAX_EXIT_PATH_BYTES = 4000
 const MAX_EXIT_NAME_BYTES = 255
 
+/** How long the helper may take to answer a ping before it is taken for stopped or wedged, and replaced. */
+const HELPER_ANSWER_MS = 2000
+
+/** How often a spawn or attach without an answer has the helper pinged (a keeper may take long; the helper never should). */
+const REQUEST_CHECK_MS = 3000
+
 /** How many helpers in a row may die before one of them attached to a task's keeper again; a successful attach starts the count anew. */
 const MAX_REATTACH = 3
 
@@ -130,10 +136,27 @@ export class NativeSpawner implements Spawner {
     const encoded = encodeRequest(id, request)
     if (typeof encoded === 'string') return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: encoded })
     const helper = this.helper ?? this.launch()
+    const check = this.checkWhileWaiting()
     return new Promise<SpawnOutcome>((resolve) => {
       helper.pending.set(id, { resolve, request })
       helper.stdin.write(encoded)
-    })
+    }).finally(check)
+  }
+
+  /**
+   * Pings the helper; one that does not answer within HELPER_ANSWER_MS (stopped, wedged) is killed
+   * and so replaced: what waited on it settles as for a helper that died, and the keepers of its
+   * running tasks are attached to again through the next one.
+   */
+  prod(): void {
+    if (!this.closed) this.helper?.ping(HELPER_ANSWER_MS)
+  }
+
+  /** While a request waits for its answer, the helper is pinged every REQUEST_CHECK_MS; answers the stop. */
+  private checkWhileWaiting(): () => void {
+    const timer = setInterval(() => this.prod(), REQUEST_CHECK_MS)
+    timer.unref()
+    return () => clearInterval(timer)
   }
 
   attach(request: AttachRequest): Promise<AttachOutcome> {
@@ -147,10 +170,11 @@ export class NativeSpawner implements Spawner {
     const id = this.nextId++
     const { keeper, taskPid, exitFile } = request
     const helper = this.helper ?? this.launch()
+    const check = this.checkWhileWaiting()
     return new Promise<AttachOutcome>((resolve) => {
       helper.pendingAttaches.set(id, { resolve, request, generation })
       helper.stdin.write(frame(['attach', String(id), String(keeper.pid), String(keeper.startTicks), String(taskPid), exitFile]))
-    })
+    }).finally(check)
   }
 
   /** A dead helper's running children: each keeper is attached to again, through a new helper. */
@@ -244,6 +268,11 @@ class Helper {
   readonly gone: Promise<void>
   closing = false
   private dead = false
+  /** The ping in flight (at most one): its id, and the timer that kills the helper if no pong comes. */
+  private pinging: { id: string; timer: NodeJS.Timeout } | null = null
+  private pings = 0
+  /** Set when the helper was killed for not answering a ping within that many ms. */
+  private unanswered: number | null = null
   private stdoutRest = ''
   private stderrRest = ''
   private markGone!: () => void
@@ -278,7 +307,9 @@ class Helper {
     })
     this.ready.catch(() => {})
     this.child.on('error', (error) => this.die(`it could not be started or signalled: ${error.message}`))
-    this.child.on('close', (code, signal) => this.die(signal ? `it was killed by ${signal}` : `it exited with code ${code}`))
+    this.child.on('close', (code, signal) =>
+      this.die(this.unanswered !== null ? `it did not answer within ${this.unanswered}ms, stopped or wedged, and was killed` : signal ? `it was killed by ${signal}` : `it exited with code ${code}`),
+    )
   }
 
   private onStdout(chunk: string): void {
@@ -297,9 +328,29 @@ class Helper {
     for (const line of lines) if (line) this.log?.warn({ spawner: this.child.pid }, `native spawner: ${line}`)
   }
 
+  /** Sends a ping; no pong within answerMs: the helper is SIGKILLed (its pid is our unreaped child's). */
+  ping(answerMs: number): void {
+    if (this.dead || this.pinging) return
+    const id = `ping-${++this.pings}`
+    const timer = setTimeout(() => {
+      this.log?.error({ pid: this.child.pid, answerMs }, 'the native spawner did not answer a ping (stopped or wedged); killing it, a new one takes over its tasks')
+      this.unanswered = answerMs
+      this.child.kill('SIGKILL')
+    }, answerMs)
+    timer.unref()
+    this.pinging = { id, timer }
+    this.stdin.write(frame(['ping', id]))
+  }
+
   private onLine(line: string): void {
     const parts = line.split(' ')
     switch (parts[0]) {
+      case 'pong':
+        if (this.pinging?.id === parts[1]) {
+          clearTimeout(this.pinging.timer)
+          this.pinging = null
+        }
+        return
       case 'started': {
         const id = Number(parts[1])
         const pid = Number(parts[2])
@@ -371,6 +422,7 @@ class Helper {
   private die(reason: string): void {
     if (this.dead) return
     this.dead = true
+    if (this.pinging) clearTimeout(this.pinging.timer)
     const what = this.closing ? `the native spawner was closed` : `the native spawner died (${reason})`
     if (!this.closing) this.log?.error({ pid: this.child.pid, pending: this.pending.size, running: this.running.size }, what)
     for (const waiting of this.pending.values()) waiting.resolve(spawnerFailure(`${what} before the task started`))

@@ -356,6 +356,8 @@ export interface Spawner {
   attach(request: AttachRequest): Promise<AttachOutcome>
   /** Stops the helper (if any); running children (and their keepers) are not touched. */
   close(): Promise<void>
+  /** Checks that a helper between the daemon and the keepers still answers, and replaces one that does not (absent: there is none). */
+  prod?(): void
 }
 
 /** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */

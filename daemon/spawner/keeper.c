@@ -57,6 +57,8 @@ extern char **environ;
 
 /* Seconds between attempts at an exit file the disk refused; about a minute in all. */
 static const unsigned retry_delays[] = {1, 2, 4, 8, 15, 15, 15};
+/* When no helper heard the exit: ~60 s as above, then every 15 s, ~30 min in all. */
+#define UNHEARD_ATTEMPTS 120
 
 /* Writes one line to the helper; 1 when it went into the pipe (a helper is there to read it). */
 static int say(int fd, const char *text, int length) {
@@ -128,7 +130,7 @@ int proc_start_time(pid_t pid, unsigned long long *start) {
 /* ------------------------------------------------------------ exit file */
 
 static int retryable(int error) {
-  return error == ENOSPC || error == EDQUOT || error == EIO || error == ENOMEM || error == EAGAIN || error == EINTR || error == EMFILE || error == ENFILE;
+  return error == ENOSPC || error == EDQUOT || error == EROFS || error == EIO || error == ENOMEM || error == EAGAIN || error == EINTR || error == EMFILE || error == ENFILE;
 }
 
 static int write_all(int fd, const char *text, size_t length, int durable) {
@@ -466,8 +468,13 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int error = write_exit_file_once(dir_fd, name, text, (size_t)length, 0);
   int durable = !say(report_fd, line, exited_length);
   if (!error && durable) error = make_durable(dir_fd, name);
-  for (size_t attempt = 0; error && retryable(error) && attempt < sizeof retry_delays / sizeof retry_delays[0]; attempt++) {
-    sleep_seconds(retry_delays[attempt]);
+  /* No helper took the line: the file is the only way the ending reaches a daemon, and the next one
+   * (which may come minutes later) gives up its spool reserve to make room for it once it finds the
+   * task ended and its keeper still here (unanswered-exit.ts). Until then the keeper keeps trying. */
+  size_t attempts = durable ? UNHEARD_ATTEMPTS : sizeof retry_delays / sizeof retry_delays[0];
+  for (size_t attempt = 0; error && retryable(error) && attempt < attempts; attempt++) {
+    size_t last = sizeof retry_delays / sizeof retry_delays[0] - 1;
+    sleep_seconds(retry_delays[attempt < last ? attempt : last]);
     error = write_exit_file_once(dir_fd, name, text, (size_t)length, durable);
   }
   _exit(error ? 1 : 0);

@@ -30,6 +30,7 @@
  *   spawn+lifeline, spawn-stdin+lifeline, spawn-tty+lifeline: as those, and the task ends with the
  *     helper, so with the daemon (see Keeper below, and lifeline.c).
  *   attach, reqid, keeperPid, keeperStart, taskPid, exitFile
+ *   ping, reqid                          answered with `pong <reqid>` at once
  *   anything else: a spawn in the first format, without the kind and without exitFile (the first
  *     string is then the reqid: reqid, file, cwd, ...); its keeper writes no exit file.
  * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
@@ -82,12 +83,15 @@
  *                                            Always after the `started` or `attached` of that
  *                                            task; the exits of children that failed are never
  *                                            reported.
+ *   pong <reqid>                             the answer to `ping, reqid` (a request of its own):
+ *                                            the helper's loop runs.
  *   error <message>                          malformed request; the helper then exits 2.
  * On stdin EOF the helper reports the spawns it already forked, then exits 0 without touching its
  * keepers or their tasks (but a lifeline task's keeper ends its task once the helper is gone).
  *
  * Keeper (keeper.c): setsid(); every signal that would end it ignored but SIGKILL (and the
- * faults); no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It holds outputFile
+ * faults); one the helper forked and finds stopped (SIGSTOP: waitpid WUNTRACED) before it reported
+ * its start is sent SIGCONT at once; no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It holds outputFile
  * open read-only (made 0600 if missing) until it exits, never reading it: no write lease can be
  * taken on the file while the task runs (a failure here is stage output). With a stdinFifo it
  * makes that FIFO (mkfifo 0600; one already there is used) and holds it open O_RDWR until the task
@@ -97,7 +101,8 @@
  * unnamed O_TMPFILE in its folder (mode 0600), then linked in; without O_TMPFILE a temporary file
  * beside it, O_EXCL, renamed), reports the end, and exits. So the exit file is there when its
  * `exited` is reported, unless that write failed: it is then retried, after the report, for about
- * a minute while the disk refuses it. The file and its folder are fsynced when no helper heard the
+ * a minute while the disk refuses it (ENOSPC, EDQUOT, EROFS, ...), for about half an hour when no
+ * helper heard the report (the file is then the only way its ending reaches a daemon). The file and its folder are fsynced when no helper heard the
  * report (see keeper.c). So a keeper that has exited has
  * written its exit file (unless it was SIGKILLed, or the folder was removed): an attach waits for
  * the keeper's exit, then reads the file.
@@ -447,14 +452,25 @@ static void on_keeper_fd_ready(int fd) {
   remove_keeper((size_t)index);
 }
 
+/*
+ * Reaps what ended, and continues a keeper stopped before it reported its start: a keeper never
+ * stops itself, and one that something else stopped (its own task can: they share a uid under
+ * sandbox off) would hold the launch, and the kill that waits for it, before the daemon even knows
+ * its pid. It is our unreaped child, so its pid is still it: SIGCONT reaches that keeper and no
+ * other process. A started keeper is the daemon's to continue (once it waits for an answer).
+ */
 static void reap(void) {
   for (;;) {
     int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
+    pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) return;
     ssize_t index = find_forked(pid);
     if (index < 0) continue;
+    if (WIFSTOPPED(status)) {
+      if (keepers[index].state == STARTING) kill(pid, SIGCONT);
+      continue;
+    }
     /* Whatever it said before it died is in its pipe now. */
     while (keepers[index].fd >= 0 && read_report((size_t)index)) {
     }
@@ -549,6 +565,15 @@ static void handle_attach(const struct attach *attach) {
 }
 
 static void handle_request(char *payload, size_t length) {
+  /* "ping\0<id>\0": answered "pong <id>" at once, so the daemon can tell a helper that answers
+   * (however long its keepers take) from one that is stopped or wedged. */
+  if (length > 5 && memcmp(payload, "ping", 5) == 0 && payload[length - 1] == 0) {
+    const char *id = payload + 5;
+    size_t id_length = strlen(id);
+    if (id_length == 0 || id_length > MAX_REQID || id + id_length + 1 != payload + length) malformed("bad ping");
+    out_printf("pong %s\n", id);
+    return;
+  }
   struct request spawn;
   struct attach attach;
   void *allocation = NULL;

@@ -245,6 +245,11 @@ export class TaskStore {
     return { writable: this.problem === null, problem: this.problem, heldRecords: this.held.size, reserveBytes: this.reserve.bytes, reserveHeld: this.reserve.isHeld }
   }
 
+  /** Gives up the spool's reserve (a keeper's exit file needs the room); answers whether it freed anything. */
+  releaseReserve(): Promise<boolean> {
+    return this.reserve.release()
+  }
+
   /** Resolves once the task's newest version is reported: on disk, or held in memory when it cannot be written. */
   settled(id: string): Promise<void> {
     const landing = this.landing.get(id)

@@ -31,6 +31,7 @@ import type { SubmissionIndex } from '../store/submission-index.js'
 import { SettleLater } from './settle-later.js'
 import { exitOf, readTaskExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
+import { answerUnreportedExit, makeRoomForResumedExit, spoolIsShort } from './unanswered-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
@@ -70,6 +71,10 @@ interface RunningEntry {
    * absent without a keeper. Signals go to its pid only while that pid is still it (kill-tree.ts).
    */
   leader?: ProcessIdentity | null
+  /** The task's keeper (absent without one): continued if found stopped while a stop waits for the exit. */
+  keeper?: RunningTask['keeper']
+  /** A watch for an exit its keeper does not report has begun (answerUnreportedExit). */
+  answering?: boolean
 }
 
 /** A task whose process has started: what supervise() needs; `settle()` ends its launching. */
@@ -373,6 +378,13 @@ export class Supervisor {
     await this.outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(this.config.layout.spool, task.id)).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     const entry = this.track(task.id, task, task.pid, attached.exited, plan, task.keeper)
     void this.watch(task.id, entry, plan)
+    void makeRoomForResumedExit({
+      exited: entry.exited,
+      leader: entry.leader,
+      spoolIsShort: () => spoolIsShort(this.config.layout.spool),
+      releaseReserve: () => this.store.releaseReserve(),
+      onReleased: () => this.log.warn({ taskId: task.id }, 'the spool reserve was given up: a task ended while no daemon ran, and its keeper could not write its exit file'),
+    })
     // A deadline or an output cap passed while no daemon ran is enforced now.
     this.armTimeout(task.id, entry, task.timeoutMs, Date.parse(task.startedAt))
     await this.checkOutput(task.id, entry)
@@ -392,7 +404,7 @@ export class Supervisor {
       pid,
       // Read now, while the keeper (its parent, which reaps it) holds it: a daemon later frozen
       // past its end could otherwise take a reused pid for it.
-      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid) } : {}),
+      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
       exited,
       // kill() and shutdown() await it; a supervision failure is logged in ended() either way.
       finished: new SettleLater<Task>(),
@@ -620,6 +632,28 @@ export class Supervisor {
       },
       (error: unknown) => this.log.error({ taskId: id, err: error }, 'task tree did not die'),
     )
+    // The kill waits for the exit its keeper reports: a keeper or helper that does not answer is made to.
+    this.answerExit(id, entry, stopping.graceMs)
+  }
+
+  /** Watches for an exit that a stopped keeper or helper does not report (once per task). */
+  private answerExit(id: string, entry: RunningEntry, graceMs: number): void {
+    if (entry.answering) return
+    entry.answering = true
+    void answerUnreportedExit({
+      exited: entry.exited,
+      keeper: entry.keeper,
+      graceMs,
+      prodHelper: () => this.spawner.prod?.(),
+      onContinued: (keeper) => this.log.warn({ taskId: id, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
+    })
+  }
+
+  /** A leader that has ended (kernel fact: its process is gone) while its exit goes unreported: its keeper or helper is made to answer. */
+  private checkLeader(id: string, entry: RunningEntry): void {
+    if (entry.exitKnown || entry.answering || !entry.keeper || entry.leader === undefined) return
+    if (entry.leader !== null && isAliveIdentity(entry.leader)) return
+    this.answerExit(id, entry, 0)
   }
 
   /**
@@ -638,7 +672,10 @@ export class Supervisor {
   }
 
   private async checkOutputs(): Promise<void> {
-    for (const [id, entry] of this.running) await this.checkOutput(id, entry)
+    for (const [id, entry] of this.running) {
+      this.checkLeader(id, entry)
+      await this.checkOutput(id, entry)
+    }
   }
 
   /** Stops a task whose output has passed its cap. */
