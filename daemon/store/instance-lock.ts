@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { closeSync, constants, fstatSync, lstatSync, openSync, renameSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { lockHolder, TendError } from '../../protocol/index.js'
+import { displaceSync } from '../../protocol/home-file.js'
 import { loadAddon } from '../native-addon.js'
 
 /** dist/daemon/lock/instance-flock.node, built by daemon/lock/build.mjs. */
@@ -72,12 +72,7 @@ function openLockFile(lockPath: string): number {
 }
 
 function displace(path: string): void {
-  try {
-    lstatSync(path)
-    renameSync(path, `${path}.${randomBytes(8).toString('hex')}.displaced`)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-  }
+  displaceSync(path)
 }
 
 let addon: FlockAddon | null | undefined
