@@ -1,4 +1,4 @@
-import { closeSync, writeSync } from 'node:fs'
+import { closeSync, rmSync, writeSync } from 'node:fs'
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { nanoid } from 'nanoid'
@@ -75,11 +75,19 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const lock = await takeHome(layout)
   if (!lock) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock) })
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
+  let pidFileMissing: unknown = null
   try {
     writePidFile(layout.home)
   } catch (error) {
-    lock.release()
-    throw isUnwritableHome(error) ? new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error }) : error
+    // A full disk must not keep the daemon from starting (it is what lets the operator free space,
+    // and records land from the reserve): the pid file is for people; the lock says who runs.
+    if (isDiskFull(error)) {
+      pidFileMissing = error
+      rmSync(pidFile(layout.home), { force: true })
+    } else {
+      lock.release()
+      throw isUnwritableHome(error) ? new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error }) : error
+    }
   }
   // A home is known by its marker, and to every daemon of this user by the registry, before any
   // task of any of them can be given it (docs/spool.md).
@@ -95,6 +103,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
 
   const log = createDaemonLogger(config)
+  if (pidFileMissing) log.warn({ err: pidFileMissing }, 'no room for daemon.pid on a full disk: started without it')
   const events = new EventLog(nanoid(10))
   // Made before any task runs: the room a task could fill is then already held back for records.
   const reserve = new SpoolReserve(join(layout.home, 'spool-reserve'), config.spoolReserveBytes, log)
@@ -272,4 +281,9 @@ function writePidFile(home: string): void {
   } finally {
     closeSync(fd)
   }
+}
+
+function isDiskFull(error: unknown): boolean {
+  const { code } = error as NodeJS.ErrnoException
+  return code === 'ENOSPC' || code === 'EDQUOT'
 }

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, realpathSync } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -50,6 +50,8 @@ function mountOf(fd: number): string | null {
 
 class SpoolFolders {
   private rootFd: number | null = null
+  /** The spool's path with the operator's links resolved, at its first use. */
+  private realRoot: string | null = null
   private rootIdentity: Identity & { mount: string | null } = { dev: 0, ino: 0, mount: null }
   /** Descriptors of the spool on a mount since left: paths naming them may still be in use. */
   private readonly retired: number[] = []
@@ -65,7 +67,10 @@ class SpoolFolders {
    */
   root(): string {
     if (this.rootFd === null) {
-      const fd = openSync(this.spoolRoot, DIRECTORY_FLAGS)
+      // The operator may have made the spool a link (to a bigger disk, say): followed once, at the
+      // first use (the daemon's start), and never again: a link put there later is not the spool.
+      this.realRoot ??= realpathSync(this.spoolRoot)
+      const fd = openSync(this.realRoot, DIRECTORY_FLAGS)
       const info = fstatSync(fd)
       if (info.uid !== ownUid()) {
         closeSync(fd)
@@ -89,7 +94,7 @@ class SpoolFolders {
   private followRemount(): void {
     let fd: number
     try {
-      fd = openSync(this.spoolRoot, DIRECTORY_FLAGS)
+      fd = openSync(this.realRoot ?? this.spoolRoot, DIRECTORY_FLAGS)
     } catch {
       return
     }

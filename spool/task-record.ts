@@ -58,7 +58,8 @@ function withCurrentFields(task: RecordedTask): RecordedTask {
  * run as root) and a FIFO does not block the start (untrusted-file.ts).
  */
 async function readRecordText(path: string): Promise<string> {
-  return (await readRegularFile(path, MAX_RECORD_BYTES)).toString('utf8')
+  // A hard-link backup of the home gives every record a second name: it is still read.
+  return (await readRegularFile(path, MAX_RECORD_BYTES, { secondNames: true })).toString('utf8')
 }
 
 function unreadableReason(error: unknown): string {

@@ -50,10 +50,21 @@ function notRegular(path: string, info: Stats): NodeJS.ErrnoException {
   return Object.assign(new Error(`${NOT_REGULAR_FILE}: ${path} is ${kind}, not a regular file`), { code: NOT_REGULAR_FILE, path, kind })
 }
 
-/** What a file a descriptor was opened on must be to be read or written: one regular file, with no other name. */
-function refusal(path: string, info: Stats): NodeJS.ErrnoException | null {
+/** How a file only read may be: `secondNames` lets it have other names (see refusal). */
+export interface ReadOptions {
+  secondNames?: boolean
+}
+
+/**
+ * What a file a descriptor was opened on must be: one regular file, with no other name (a hard
+ * link would reach a file of someone else's). `secondNames`: a file that is only read and that only
+ * tend writes, through a fresh name each time (task.json, tend's own files of the home), may have
+ * more names: a hard-link backup of the home (`cp -al`, rsnapshot, `rsync --link-dest`) gives
+ * every file one, and a task that plants one there can write the file itself anyway.
+ */
+function refusal(path: string, info: Stats, secondNames: boolean): NodeJS.ErrnoException | null {
   if (!info.isFile()) return notRegular(path, info)
-  if (info.nlink > 1) {
+  if (!secondNames && info.nlink > 1) {
     const kind = `a hard link (a file with ${info.nlink} names)`
     return Object.assign(new Error(`${NOT_REGULAR_FILE}: ${path} is ${kind}, not a file of its own`), { code: NOT_REGULAR_FILE, path, kind })
   }
@@ -61,8 +72,8 @@ function refusal(path: string, info: Stats): NodeJS.ErrnoException | null {
 }
 
 /** Opens a regular file for reading, never waiting and never following a link; its handle and its stat. */
-export async function openRegularFile(path: string): Promise<{ handle: FileHandle; info: Stats }> {
-  return checked(path, await open(path, READ_FLAGS))
+export async function openRegularFile(path: string, options: ReadOptions = {}): Promise<{ handle: FileHandle; info: Stats }> {
+  return checked(path, await open(path, READ_FLAGS), options.secondNames)
 }
 
 /**
@@ -105,10 +116,10 @@ async function openFreshFile(path: string, mode: number): Promise<FileHandle> {
   }
 }
 
-async function checked(path: string, handle: FileHandle): Promise<{ handle: FileHandle; info: Stats }> {
+async function checked(path: string, handle: FileHandle, secondNames = false): Promise<{ handle: FileHandle; info: Stats }> {
   try {
     const info = await handle.stat()
-    const refused = refusal(path, info)
+    const refused = refusal(path, info, secondNames)
     if (refused) throw refused
     return { handle, info }
   } catch (error) {
@@ -118,8 +129,8 @@ async function checked(path: string, handle: FileHandle): Promise<{ handle: File
 }
 
 /** The whole file, at most maxBytes of it (EFBIG past that: it is not what the caller expects). */
-export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer> {
-  const { handle, info } = await openRegularFile(path)
+export async function readRegularFile(path: string, maxBytes: number, options: ReadOptions = {}): Promise<Buffer> {
+  const { handle, info } = await openRegularFile(path, options)
   try {
     if (info.size > maxBytes) throw tooLarge(path, info.size, maxBytes)
     return await handle.readFile()
@@ -129,11 +140,11 @@ export async function readRegularFile(path: string, maxBytes: number): Promise<B
 }
 
 /** readRegularFile without the thread pool: for start-up and recovery, and per-task checks of tiny files. */
-export function readRegularFileSync(path: string, maxBytes: number): Buffer {
+export function readRegularFileSync(path: string, maxBytes: number, options: ReadOptions = {}): Buffer {
   const fd = openSync(path, READ_FLAGS)
   try {
     const info = fstatSync(fd)
-    const refused = refusal(path, info)
+    const refused = refusal(path, info, options.secondNames ?? false)
     if (refused) throw refused
     if (info.size > maxBytes) throw tooLarge(path, info.size, maxBytes)
     // One byte more than allowed tells a file that grew since the stat.
@@ -157,7 +168,7 @@ export function writeRegularFileSync(path: string, data: string | Buffer, mode =
   const fd = openSync(path, WRITE_FLAGS, mode)
   try {
     const info = fstatSync(fd)
-    const refused = refusal(path, info)
+    const refused = refusal(path, info, false)
     if (refused) throw refused
     ftruncateSync(fd, 0)
     const bytes = typeof data === 'string' ? Buffer.from(data) : data

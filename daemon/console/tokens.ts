@@ -129,7 +129,7 @@ function readKept(file: string, log: Pick<Logger, 'warn'>): KeptToken[] {
   let parsed: { tokens?: unknown }
   try {
     // Never a FIFO waited on (it would hold the start) nor a link followed.
-    parsed = JSON.parse(readRegularFileSync(file, MAX_FILE_BYTES).toString('utf8')) as { tokens?: unknown }
+    parsed = JSON.parse(readRegularFileSync(file, MAX_FILE_BYTES, { secondNames: true }).toString('utf8')) as { tokens?: unknown }
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException
     if (code !== 'ENOENT') log.warn({ err: error, file }, 'console tokens unreadable: earlier tokens no longer work (tend console makes a new one)')

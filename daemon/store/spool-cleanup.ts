@@ -30,6 +30,9 @@ interface Stray {
  * size a record states or the logical size of the file: a task can make its output.log as large
  * as it likes without writing it (ftruncate: a sparse file), and that must not evict anyone.
  */
+/** What mkfs makes at the top of an ext2/3/4 file system: fsck's, never a task's. */
+const FILE_SYSTEM_FOLDER = 'lost+found'
+
 export class SpoolCleanup {
   /**
    * Disk use of finished tasks' and corrupt entries' outputs, measured once (nothing writes them
@@ -96,8 +99,12 @@ export class SpoolCleanup {
     return strays
   }
 
-  /** No task of the store, no corrupt entry, no folder the daemon is making or removing. */
+  /**
+   * No task of the store, no corrupt entry, no folder the daemon is making or removing; and not the
+   * file system's own `lost+found` (a spool on a disk of its own has one at its top).
+   */
   private isStray(name: string): boolean {
+    if (name === FILE_SYSTEM_FOLDER) return false
     return !this.store.find(name) && !this.corrupt.find(name) && !spoolFolders(this.spoolRoot).isKnown(name)
   }
 

@@ -55,7 +55,7 @@ export class SubmissionIndex {
     const index = new SubmissionIndex(join(home, SUBMISSION_INDEX_FILE), durable)
     let text = ''
     try {
-      text = readRegularFileSync(index.path, MAX_FILE_BYTES).toString('utf8')
+      text = readRegularFileSync(index.path, MAX_FILE_BYTES, { secondNames: true }).toString('utf8')
     } catch (error) {
       const problem = untrustedProblem(error)
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.error({ err: error, path: index.path, problem }, 'idempotency index unreadable: removed tasks\' keys are forgotten')
