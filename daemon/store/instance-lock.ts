@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { closeSync, constants, fstatSync, openSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { lockHolder, TendError } from '../../protocol/index.js'
+import { describeHolder, holderProcess, lockHolder, TendError } from '../../protocol/index.js'
 import { displaceSync } from '../../protocol/home-file.js'
 import { loadAddon } from '../native-addon.js'
 
@@ -44,9 +44,10 @@ export function acquireInstanceLock(lockPath: string): { release: () => void } |
   return { release: () => closeSync(fd) }
 }
 
-/** The pid of the live daemon holding the lock, as the kernel reports it ("unknown" if it cannot be seen). */
+/** The live process holding the lock, as the kernel reports it: its pid, and its command unless it is a tend daemon ("unknown" if it cannot be seen). */
 export function instanceLockHolder(lockPath: string): string {
-  return String(lockHolder(lockPath) ?? 'unknown')
+  const pid = lockHolder(lockPath)
+  return describeHolder(pid === null ? null : holderProcess(pid), pid)
 }
 
 /**

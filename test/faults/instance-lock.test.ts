@@ -1,13 +1,14 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { lstatSync, mkdirSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs'
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive } from '../helpers/processes.js'
 import { checkUnprivilegedUser, createTempHome, daemonEnv, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { lockHolder } from '../../protocol/lock-holder.js'
 
 /*
  * One daemon per home, whatever else runs on the machine: a lock nobody but the home's owner can
@@ -17,9 +18,17 @@ import { waitFor } from '../helpers/wait-for.js'
 const daemons: TestDaemon[] = []
 const holders: ChildProcess[] = []
 const mounts: string[] = []
+const groups = new Set<number>()
 afterEach(async () => {
   for (const holder of holders.splice(0)) {
-    if (holder.exitCode === null && holder.signalCode === null) {
+    // A holder started in its own group (flock and its sleep) is ended whole.
+    if (groups.delete(holder.pid!)) {
+      try {
+        process.kill(-holder.pid!, 'SIGKILL')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error
+      }
+    } else if (holder.exitCode === null && holder.signalCode === null) {
       holder.kill('SIGKILL')
       await new Promise<void>((resolve) => holder.once('exit', () => resolve()))
     }
@@ -150,5 +159,32 @@ describe('the daemon keeps answering on its socket', () => {
     const tasks = JSON.parse((await runCli(['ps', '--json', '--all'], daemon.env)).stdout) as Array<{ id: string; state: string }>
     expect(tasks.find((task) => task.id === id)?.state).toBe('killed')
     expect((await runCli(['stop'], daemon.env)).exitCode).toBe(0)
+  })
+})
+
+describe('only the home’s own daemon is ever signalled', () => {
+  test('a process of the user holding the lock file (flock(1)) is named and refused, never killed, by stop and by the daemon', async () => {
+    const home = createTempHome()
+    const lock = join(home, 'daemon.lock')
+    writeFileSync(lock, '')
+    chmodSync(lock, 0o600)
+    const holder = spawn('flock', ['-n', lock, 'sleep', '300'], { stdio: 'ignore', detached: true })
+    holders.push(holder)
+    groups.add(holder.pid!)
+    await waitFor('flock to hold the lock', () => {
+      if (holder.exitCode !== null) throw new Error(`flock exited with ${holder.exitCode}: is util-linux installed?`)
+      return lockHolder(lock) === holder.pid
+    })
+    const env = daemonEnv(home)
+    const stop = await runCli(['stop'], env, { timeoutMs: 30_000 })
+    expect(stop.exitCode, stop.stdout + stop.stderr).toBe(3)
+    expect(stop.stderr).toContain(`pid ${holder.pid}: \`flock -n ${lock} sleep 300\`, not a tend daemon`)
+    expect(stop.stdout).not.toContain('daemon stopped')
+    expect(isAlive(holder.pid!)).toBe(true)
+    expect(lockHolder(lock)).toBe(holder.pid)
+    const daemon = await runCli(['daemon'], env, { timeoutMs: 30_000 })
+    expect(daemon.exitCode, daemon.stderr).toBe(3)
+    expect(daemon.stderr).toContain(`(pid ${holder.pid}: \`flock -n ${lock} sleep 300\`, not a tend daemon)`)
+    expect(isAlive(holder.pid!)).toBe(true)
   })
 })
