@@ -33,7 +33,8 @@ export function clearSocketPath(path: string): void {
  */
 export class SocketWatch {
   private identity: { dev: number; ino: number } | null
-  private readonly extra: NetServer[] = []
+  /** The listener the last bind made (the HTTP server's own first listener is left to it: closing that would end its idle connections). */
+  private current: NetServer | null = null
   private readonly timer: NodeJS.Timeout
 
   constructor(
@@ -52,6 +53,7 @@ export class SocketWatch {
     if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) return
     try {
       clearSocketPath(this.path)
+      this.closeCurrent()
       this.bind()
     } catch (error) {
       this.log.error({ err: error, socket: this.path }, 'the daemon socket is gone and could not be bound again; trying again')
@@ -60,7 +62,10 @@ export class SocketWatch {
 
   private bind(): void {
     const listener = createNetServer((socket) => this.server.emit('connection', socket))
-    listener.on('error', (error) => this.log.error({ err: error, socket: this.path }, 'the daemon socket could not be bound again'))
+    listener.on('error', (error) => {
+      this.log.error({ err: error, socket: this.path }, 'the daemon socket could not be bound again')
+      listener.close()
+    })
     // A pipe binds within listen(): the mask covers exactly the socket's creation.
     const previousMask = process.umask(0o177)
     try {
@@ -71,15 +76,24 @@ export class SocketWatch {
     listener.once('listening', () => {
       chmodSync(this.path, 0o600)
       this.identity = identityOf(this.path)
-      this.extra.push(listener)
+      this.current = listener
       this.log.warn({ socket: this.path }, 'the daemon socket was removed or replaced: bound again')
     })
+  }
+
+  /**
+   * Closes the last bind's listener, superseded: nobody can reach it any more. Only once its path
+   * is free: closing a Unix socket's listener unlinks whatever is at its path then (libuv does).
+   */
+  private closeCurrent(): void {
+    this.current?.close()
+    this.current = null
   }
 
   /** Stops watching and listening, and removes the socket if the path still is the daemon's. */
   close(): void {
     clearInterval(this.timer)
-    for (const listener of this.extra.splice(0)) listener.close()
+    this.closeCurrent()
     const now = identityOf(this.path)
     if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) {
       try {

@@ -9,6 +9,7 @@ import { isAlive } from '../helpers/processes.js'
 import { checkUnprivilegedUser, createTempHome, daemonEnv, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { lockHolder } from '../../protocol/lock-holder.js'
+import { existsSync, readFileSync } from 'node:fs'
 
 /*
  * One daemon per home, whatever else runs on the machine: a lock nobody but the home's owner can
@@ -104,6 +105,25 @@ describe('the lock is the home owner’s alone', () => {
 })
 
 describe('the daemon keeps answering on its socket', () => {
+  test('each bind again closes the listener it supersedes: fifteen removals leave the daemon as many listeners as one', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const socket = join(daemon.home, 'tend.sock')
+    const rebind = async (round: number) => {
+      unlinkSync(socket)
+      // Nothing but the daemon makes the path again (its inode number may well be the old one's).
+      await waitFor(`the socket to be bound again (round ${round})`, () => existsSync(socket) && socketAnswers(socket), 30_000)
+    }
+    await rebind(1)
+    // The HTTP server's first listener (kept: closing it would end idle connections) and the current one.
+    expect(listenersOf(pid, socket)).toBe(2)
+    for (let round = 2; round <= 15; round++) await rebind(round)
+    await waitFor('the superseded listeners to close', () => listenersOf(pid, socket) === 2)
+    expect(listenersOf(pid, socket)).toBe(2)
+    expect((await runCli(['status'], daemon.env)).exitCode).toBe(0)
+  })
+
   test('a removed socket is bound again, and the CLI reaches the same daemon', async () => {
     const daemon = await startTestDaemon()
     daemons.push(daemon)
@@ -188,3 +208,23 @@ describe('only the home’s own daemon is ever signalled', () => {
     expect(isAlive(holder.pid!)).toBe(true)
   })
 })
+
+/** How many listening Unix sockets bound at `path` process `pid` holds open, from /proc/net/unix and its descriptors. */
+function listenersOf(pid: number, path: string): number {
+  const listening = new Set<string>()
+  for (const line of readFileSync('/proc/net/unix', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/)
+    // Flags 00010000 is __SO_ACCEPTCON: a socket that listen() was called on.
+    if (fields[7] === path && (parseInt(fields[3] ?? '0', 16) & 0x10000) !== 0) listening.add(fields[6]!)
+  }
+  let count = 0
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))
+      if (match && listening.has(match[1]!)) count++
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return count
+}
