@@ -41,6 +41,7 @@ export class SocketWatch {
     private readonly path: string,
     private readonly server: Server,
     private readonly log: Logger,
+    private readonly lock: { path: string; dev: number; ino: number },
   ) {
     this.identity = identityOf(path)
     this.timer = setInterval(() => this.check(), SOCKET_CHECK_MS)
@@ -51,6 +52,7 @@ export class SocketWatch {
   check(): void {
     const now = identityOf(this.path)
     if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) return
+    if (this.homeMoved()) return
     try {
       clearSocketPath(this.path)
       this.closeCurrent()
@@ -58,6 +60,26 @@ export class SocketWatch {
     } catch (error) {
       this.log.error({ err: error, socket: this.path }, 'the daemon socket is gone and could not be bound again; trying again')
     }
+  }
+
+  /**
+   * Whether the home's lock file is no longer the one this daemon holds locked (dev, ino of its
+   * descriptor): the home was moved aside (and maybe a new one, with its own daemon, made at its
+   * name), or the lock file removed. The path then is not this daemon's to take back: binding it
+   * would fight the new home's daemon for it every second. The daemon stops watching (said once)
+   * and serves on the listener it has, reached at its home's new name.
+   */
+  private homeMoved(): boolean {
+    let info: Stats | null = null
+    try {
+      info = lstatSync(this.lock.path)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return false
+    }
+    if (info && info.dev === this.lock.dev && info.ino === this.lock.ino) return false
+    clearInterval(this.timer)
+    this.log.warn({ socket: this.path, lock: this.lock.path }, 'its home was moved (or its lock file removed): the daemon no longer binds the socket at its old path, and serves on the one it has')
+    return true
   }
 
   private bind(): void {

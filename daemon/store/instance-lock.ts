@@ -20,7 +20,7 @@ interface FlockAddon {
  * same lock. And only who can open the file can take it: the home is its owner's (0700), the file
  * 0600. The descriptor is close-on-exec: no task or keeper inherits the lock.
  */
-export function acquireInstanceLock(lockPath: string): { release: () => void } | null {
+export function acquireInstanceLock(lockPath: string): { release: () => void; dev: number; ino: number } | null {
   const fd = openLockFile(lockPath)
   let locked: boolean
   try {
@@ -41,7 +41,8 @@ export function acquireInstanceLock(lockPath: string): { release: () => void } |
     closeSync(fd)
     return acquireInstanceLock(lockPath)
   }
-  return { release: () => closeSync(fd) }
+  // The held file's identity: the daemon's home is where this file is (a home moved aside takes it along).
+  return { release: () => closeSync(fd), dev: info.dev, ino: info.ino }
 }
 
 /** The live process holding the lock, as the kernel reports it: its pid, and its command unless it is a tend daemon ("unknown" if it cannot be seen). */

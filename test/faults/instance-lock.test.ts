@@ -9,7 +9,7 @@ import { isAlive } from '../helpers/processes.js'
 import { checkUnprivilegedUser, createTempHome, daemonEnv, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { lockHolder } from '../../protocol/lock-holder.js'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 
 /*
  * One daemon per home, whatever else runs on the machine: a lock nobody but the home's owner can
@@ -20,6 +20,7 @@ const daemons: TestDaemon[] = []
 const holders: ChildProcess[] = []
 const mounts: string[] = []
 const groups = new Set<number>()
+const folders: string[] = []
 afterEach(async () => {
   for (const holder of holders.splice(0)) {
     // A holder started in its own group (flock and its sleep) is ended whole.
@@ -38,7 +39,13 @@ afterEach(async () => {
     spawnSync('umount', [alias])
     rmdirSync(alias)
   }
-  while (daemons.length > 0) await daemons.pop()!.stop()
+  // Two daemons can share a TEND_HOME (one of a home moved aside): each stop checks that no process of it is left.
+  for (const daemon of daemons) daemon.process.kill('SIGTERM')
+  try {
+    while (daemons.length > 0) await daemons.pop()!.stop()
+  } finally {
+    for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
+  }
 })
 
 /** A process of `tend-test` listening on the abstract Unix socket name `\0<name>`; resolves once it listens. */
@@ -228,3 +235,38 @@ function listenersOf(pid: number, path: string): number {
   }
   return count
 }
+
+describe('a home moved aside while its daemon runs', () => {
+  test('its daemon stops binding the old path once the lock file there is not its own: the new home’s daemon keeps its socket', async () => {
+    const home = createTempHome()
+    const old = await startTestDaemon({ home })
+    daemons.push(old)
+    const oldPid = await daemonPid(old)
+    const aside = `${home}.old`
+    renameSync(home, aside)
+    mkdirSync(home, { mode: 0o700 })
+    folders.push(aside)
+    const fresh = await startTestDaemon({ home })
+    daemons.push(fresh)
+    const freshPid = await daemonPid(fresh)
+    const socket = join(home, 'tend.sock')
+    const oldLog = join(aside, 'daemon.log')
+    await waitFor('the moved daemon to say its home was moved', () => readFileSync(oldLog, 'utf8').includes('its home was moved'), 30_000)
+    // Nothing must happen any more: watched over three of the watches' periods, the path stays the new daemon's socket.
+    const identity = lstatSync(socket).ino
+    const rebinds = (text: string) => text.split('\n').filter((line) => line.includes('bound again')).length
+    const before = { old: rebinds(readFileSync(oldLog, 'utf8')), fresh: rebinds(readFileSync(join(home, 'daemon.log'), 'utf8')) }
+    const until = Date.now() + 3 * 1000
+    while (Date.now() < until) {
+      expect(lstatSync(socket).ino).toBe(identity)
+      expect((await fresh.client.status()).pid).toBe(freshPid)
+    }
+    expect({ old: rebinds(readFileSync(oldLog, 'utf8')), fresh: rebinds(readFileSync(join(home, 'daemon.log'), 'utf8')) }).toEqual(before)
+    expect(readFileSync(oldLog, 'utf8').split('its home was moved').length).toBe(2)
+    // The moved daemon still serves its tasks on the socket it had: reached at its home's new name.
+    expect(isAlive(oldPid)).toBe(true)
+    const reached = await runCli(['status', '--json'], daemonEnv(aside))
+    expect(reached.exitCode, reached.stderr).toBe(0)
+    expect(JSON.parse(reached.stdout).pid).toBe(oldPid)
+  })
+})
