@@ -4,6 +4,9 @@ import { setTimeout as delay } from 'node:timers/promises'
 import {
   IDEMPOTENCY_HEADER,
   isTendError,
+  describeHolder,
+  holderProcess,
+  isTendDaemonOf,
   lockHolder,
   TendError,
   isFinished,
@@ -23,6 +26,7 @@ import {
   type ConsoleInfo,
 } from '../protocol/index.js'
 import { ensureDaemon, socketAnswers } from './ensure-daemon.js'
+import { cliEntry } from './package-root.js'
 import { newSubmissionKey } from './submission-key.js'
 import { streamEvents, type EventsOptions } from './events.js'
 import { isUnreachable, SocketHttp, type RequestOptions } from './http.js'
@@ -250,6 +254,7 @@ export class TendClient {
     if (this.options.endpoint.tcp) return null
     const holder = lockHolder(this.options.layout.lock)
     if (holder === null) return null
+    this.refuseUnlessDaemon(holder)
     const deadline = Date.now() + SILENT_DAEMON_WAIT_MS
     while (Date.now() < deadline) {
       if (await socketAnswers(this.options.layout.socket)) return this.stopDaemon(options)
@@ -257,8 +262,19 @@ export class TendClient {
       await delay(20)
     }
     if (options.keepTasks) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal` })
+    // Looked at again just before the signal: the holder may have ended and its pid been reused.
+    this.refuseUnlessDaemon(holder)
     process.kill(holder, 'SIGTERM')
     return holder
+  }
+
+  /** Throws unless the lock's holder is this tend's daemon (or worker) of this uid, as /proc shows it: a process the user locked the file with is named, never signalled. */
+  private refuseUnlessDaemon(holder: number): void {
+    const described = holderProcess(holder)
+    if (described && lockHolder(this.options.layout.lock) === holder && isTendDaemonOf(described, cliEntry())) return
+    throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', {
+      detail: `the lock of ${this.options.layout.home} (${this.options.layout.lock}) is held by pid ${describeHolder(described, holder)} and no daemon answers on its socket; tend signals nothing but its own daemon: end that process, or use another TEND_HOME`,
+    })
   }
 
   /**

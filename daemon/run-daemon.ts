@@ -191,7 +191,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   }
   clearInterval(startingUp)
   await chmod(layout.socket, 0o600)
-  const socketWatch = new SocketWatch(layout.socket, app.server, log)
+  const socketWatch = new SocketWatch(layout.socket, app.server, log, { path: layout.lock, dev: lock.dev, ino: lock.ino })
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
   if (config.console) await context.console.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))

@@ -1,4 +1,5 @@
-import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { isAbsolute, resolve } from 'node:path'
 
 /**
  * Which live process holds a home's instance lock (an exclusive flock on its lock file), from what
@@ -62,4 +63,67 @@ function holdsOpen(pid: number, dev: number, ino: number): boolean {
       return false
     }
   })
+}
+
+/** What the kernel says of a process holding a lock: its real and effective uid, and its command line. */
+export interface HolderProcess {
+  pid: number
+  uids: number[]
+  argv: string[]
+  /** The script a `node <script> daemon|worker` process runs, resolved against its working folder; null for any other command. */
+  daemonEntry: string | null
+}
+
+/** Reads /proc/<pid> (status, cmdline, cwd); null when the process is gone or cannot be seen. */
+export function holderProcess(pid: number): HolderProcess | null {
+  let status: string
+  let argv: string[]
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+  } catch {
+    return null
+  }
+  if (argv.at(-1) === '') argv.pop()
+  const uids = (/^Uid:\s+(\d+)\s+(\d+)/m.exec(status) ?? []).slice(1, 3).map(Number)
+  return { pid, uids, argv, daemonEntry: daemonEntry(pid, argv) }
+}
+
+/**
+ * Whether a holder is a tend daemon (or worker) of the running uid whose script is `entry` (the
+ * `bin/tend.js` of this tend, as a real path): only such a process is ever signalled as the home's
+ * daemon. Anything else holding the lock (a `flock` of the user's own, another tend) is named, never killed.
+ */
+export function isTendDaemonOf(holder: HolderProcess, entry: string): boolean {
+  const uid = process.getuid!()
+  if (holder.uids.length !== 2 || holder.uids.some((id) => id !== uid)) return false
+  if (holder.daemonEntry === null) return false
+  try {
+    return realpathSync(holder.daemonEntry) === realpathSync(entry)
+  } catch {
+    return false
+  }
+}
+
+/** The holder as an error names it: `1234` for a tend daemon, else `1234: \`flock -n daemon.lock sleep 300\`, not a tend daemon`. */
+export function describeHolder(holder: HolderProcess | null, pid: number | null): string {
+  if (pid === null) return 'unknown'
+  if (holder === null) return `${pid}, gone or not visible`
+  if (holder.daemonEntry !== null && holder.uids.every((id) => id === process.getuid!())) return String(pid)
+  const command = holder.argv.join(' ').replace(/[^\x20-\x7e]/g, '?').slice(0, 200)
+  return `${pid}: \`${command}\`, not a tend daemon`
+}
+
+/** `node [node options] <script> daemon|worker ...`: the script, resolved against the process's working folder. */
+function daemonEntry(pid: number, argv: string[]): string | null {
+  const script = argv.slice(1).find((arg) => !arg.startsWith('-'))
+  if (script === undefined) return null
+  const command = argv.slice(argv.indexOf(script) + 1).find((arg) => !arg.startsWith('-'))
+  if (command !== 'daemon' && command !== 'worker') return null
+  if (isAbsolute(script)) return script
+  try {
+    return resolve(readlinkSync(`/proc/${pid}/cwd`), script)
+  } catch {
+    return null
+  }
 }

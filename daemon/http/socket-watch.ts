@@ -33,13 +33,15 @@ export function clearSocketPath(path: string): void {
  */
 export class SocketWatch {
   private identity: { dev: number; ino: number } | null
-  private readonly extra: NetServer[] = []
+  /** The listener the last bind made (the HTTP server's own first listener is left to it: closing that would end its idle connections). */
+  private current: NetServer | null = null
   private readonly timer: NodeJS.Timeout
 
   constructor(
     private readonly path: string,
     private readonly server: Server,
     private readonly log: Logger,
+    private readonly lock: { path: string; dev: number; ino: number },
   ) {
     this.identity = identityOf(path)
     this.timer = setInterval(() => this.check(), SOCKET_CHECK_MS)
@@ -50,17 +52,42 @@ export class SocketWatch {
   check(): void {
     const now = identityOf(this.path)
     if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) return
+    if (this.homeMoved()) return
     try {
       clearSocketPath(this.path)
+      this.closeCurrent()
       this.bind()
     } catch (error) {
       this.log.error({ err: error, socket: this.path }, 'the daemon socket is gone and could not be bound again; trying again')
     }
   }
 
+  /**
+   * Whether the home's lock file is no longer the one this daemon holds locked (dev, ino of its
+   * descriptor): the home was moved aside (and maybe a new one, with its own daemon, made at its
+   * name), or the lock file removed. The path then is not this daemon's to take back: binding it
+   * would fight the new home's daemon for it every second. The daemon stops watching (said once)
+   * and serves on the listener it has, reached at its home's new name.
+   */
+  private homeMoved(): boolean {
+    let info: Stats | null = null
+    try {
+      info = lstatSync(this.lock.path)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return false
+    }
+    if (info && info.dev === this.lock.dev && info.ino === this.lock.ino) return false
+    clearInterval(this.timer)
+    this.log.warn({ socket: this.path, lock: this.lock.path }, 'its home was moved (or its lock file removed): the daemon no longer binds the socket at its old path, and serves on the one it has')
+    return true
+  }
+
   private bind(): void {
     const listener = createNetServer((socket) => this.server.emit('connection', socket))
-    listener.on('error', (error) => this.log.error({ err: error, socket: this.path }, 'the daemon socket could not be bound again'))
+    listener.on('error', (error) => {
+      this.log.error({ err: error, socket: this.path }, 'the daemon socket could not be bound again')
+      listener.close()
+    })
     // A pipe binds within listen(): the mask covers exactly the socket's creation.
     const previousMask = process.umask(0o177)
     try {
@@ -71,15 +98,24 @@ export class SocketWatch {
     listener.once('listening', () => {
       chmodSync(this.path, 0o600)
       this.identity = identityOf(this.path)
-      this.extra.push(listener)
+      this.current = listener
       this.log.warn({ socket: this.path }, 'the daemon socket was removed or replaced: bound again')
     })
+  }
+
+  /**
+   * Closes the last bind's listener, superseded: nobody can reach it any more. Only once its path
+   * is free: closing a Unix socket's listener unlinks whatever is at its path then (libuv does).
+   */
+  private closeCurrent(): void {
+    this.current?.close()
+    this.current = null
   }
 
   /** Stops watching and listening, and removes the socket if the path still is the daemon's. */
   close(): void {
     clearInterval(this.timer)
-    for (const listener of this.extra.splice(0)) listener.close()
+    this.closeCurrent()
     const now = identityOf(this.path)
     if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) {
       try {

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { closeSync, constants, fstatSync, openSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { lockHolder, TendError } from '../../protocol/index.js'
+import { describeHolder, holderProcess, lockHolder, TendError } from '../../protocol/index.js'
 import { displaceSync } from '../../protocol/home-file.js'
 import { loadAddon } from '../native-addon.js'
 
@@ -20,7 +20,7 @@ interface FlockAddon {
  * same lock. And only who can open the file can take it: the home is its owner's (0700), the file
  * 0600. The descriptor is close-on-exec: no task or keeper inherits the lock.
  */
-export function acquireInstanceLock(lockPath: string): { release: () => void } | null {
+export function acquireInstanceLock(lockPath: string): { release: () => void; dev: number; ino: number } | null {
   const fd = openLockFile(lockPath)
   let locked: boolean
   try {
@@ -41,12 +41,14 @@ export function acquireInstanceLock(lockPath: string): { release: () => void } |
     closeSync(fd)
     return acquireInstanceLock(lockPath)
   }
-  return { release: () => closeSync(fd) }
+  // The held file's identity: the daemon's home is where this file is (a home moved aside takes it along).
+  return { release: () => closeSync(fd), dev: info.dev, ino: info.ino }
 }
 
-/** The pid of the live daemon holding the lock, as the kernel reports it ("unknown" if it cannot be seen). */
+/** The live process holding the lock, as the kernel reports it: its pid, and its command unless it is a tend daemon ("unknown" if it cannot be seen). */
 export function instanceLockHolder(lockPath: string): string {
-  return String(lockHolder(lockPath) ?? 'unknown')
+  const pid = lockHolder(lockPath)
+  return describeHolder(pid === null ? null : holderProcess(pid), pid)
 }
 
 /**

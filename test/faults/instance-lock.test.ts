@@ -1,13 +1,15 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { lstatSync, mkdirSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs'
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive } from '../helpers/processes.js'
 import { checkUnprivilegedUser, createTempHome, daemonEnv, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { lockHolder } from '../../protocol/lock-holder.js'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 
 /*
  * One daemon per home, whatever else runs on the machine: a lock nobody but the home's owner can
@@ -17,9 +19,18 @@ import { waitFor } from '../helpers/wait-for.js'
 const daemons: TestDaemon[] = []
 const holders: ChildProcess[] = []
 const mounts: string[] = []
+const groups = new Set<number>()
+const folders: string[] = []
 afterEach(async () => {
   for (const holder of holders.splice(0)) {
-    if (holder.exitCode === null && holder.signalCode === null) {
+    // A holder started in its own group (flock and its sleep) is ended whole.
+    if (groups.delete(holder.pid!)) {
+      try {
+        process.kill(-holder.pid!, 'SIGKILL')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error
+      }
+    } else if (holder.exitCode === null && holder.signalCode === null) {
       holder.kill('SIGKILL')
       await new Promise<void>((resolve) => holder.once('exit', () => resolve()))
     }
@@ -28,7 +39,13 @@ afterEach(async () => {
     spawnSync('umount', [alias])
     rmdirSync(alias)
   }
-  while (daemons.length > 0) await daemons.pop()!.stop()
+  // Two daemons can share a TEND_HOME (one of a home moved aside): each stop checks that no process of it is left.
+  for (const daemon of daemons) daemon.process.kill('SIGTERM')
+  try {
+    while (daemons.length > 0) await daemons.pop()!.stop()
+  } finally {
+    for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
+  }
 })
 
 /** A process of `tend-test` listening on the abstract Unix socket name `\0<name>`; resolves once it listens. */
@@ -95,6 +112,25 @@ describe('the lock is the home owner’s alone', () => {
 })
 
 describe('the daemon keeps answering on its socket', () => {
+  test('each bind again closes the listener it supersedes: fifteen removals leave the daemon as many listeners as one', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const socket = join(daemon.home, 'tend.sock')
+    const rebind = async (round: number) => {
+      unlinkSync(socket)
+      // Nothing but the daemon makes the path again (its inode number may well be the old one's).
+      await waitFor(`the socket to be bound again (round ${round})`, () => existsSync(socket) && socketAnswers(socket), 30_000)
+    }
+    await rebind(1)
+    // The HTTP server's first listener (kept: closing it would end idle connections) and the current one.
+    expect(listenersOf(pid, socket)).toBe(2)
+    for (let round = 2; round <= 15; round++) await rebind(round)
+    await waitFor('the superseded listeners to close', () => listenersOf(pid, socket) === 2)
+    expect(listenersOf(pid, socket)).toBe(2)
+    expect((await runCli(['status'], daemon.env)).exitCode).toBe(0)
+  })
+
   test('a removed socket is bound again, and the CLI reaches the same daemon', async () => {
     const daemon = await startTestDaemon()
     daemons.push(daemon)
@@ -150,5 +186,87 @@ describe('the daemon keeps answering on its socket', () => {
     const tasks = JSON.parse((await runCli(['ps', '--json', '--all'], daemon.env)).stdout) as Array<{ id: string; state: string }>
     expect(tasks.find((task) => task.id === id)?.state).toBe('killed')
     expect((await runCli(['stop'], daemon.env)).exitCode).toBe(0)
+  })
+})
+
+describe('only the home’s own daemon is ever signalled', () => {
+  test('a process of the user holding the lock file (flock(1)) is named and refused, never killed, by stop and by the daemon', async () => {
+    const home = createTempHome()
+    const lock = join(home, 'daemon.lock')
+    writeFileSync(lock, '')
+    chmodSync(lock, 0o600)
+    const holder = spawn('flock', ['-n', lock, 'sleep', '300'], { stdio: 'ignore', detached: true })
+    holders.push(holder)
+    groups.add(holder.pid!)
+    await waitFor('flock to hold the lock', () => {
+      if (holder.exitCode !== null) throw new Error(`flock exited with ${holder.exitCode}: is util-linux installed?`)
+      return lockHolder(lock) === holder.pid
+    })
+    const env = daemonEnv(home)
+    const stop = await runCli(['stop'], env, { timeoutMs: 30_000 })
+    expect(stop.exitCode, stop.stdout + stop.stderr).toBe(3)
+    expect(stop.stderr).toContain(`pid ${holder.pid}: \`flock -n ${lock} sleep 300\`, not a tend daemon`)
+    expect(stop.stdout).not.toContain('daemon stopped')
+    expect(isAlive(holder.pid!)).toBe(true)
+    expect(lockHolder(lock)).toBe(holder.pid)
+    const daemon = await runCli(['daemon'], env, { timeoutMs: 30_000 })
+    expect(daemon.exitCode, daemon.stderr).toBe(3)
+    expect(daemon.stderr).toContain(`(pid ${holder.pid}: \`flock -n ${lock} sleep 300\`, not a tend daemon)`)
+    expect(isAlive(holder.pid!)).toBe(true)
+  })
+})
+
+/** How many listening Unix sockets bound at `path` process `pid` holds open, from /proc/net/unix and its descriptors. */
+function listenersOf(pid: number, path: string): number {
+  const listening = new Set<string>()
+  for (const line of readFileSync('/proc/net/unix', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/)
+    // Flags 00010000 is __SO_ACCEPTCON: a socket that listen() was called on.
+    if (fields[7] === path && (parseInt(fields[3] ?? '0', 16) & 0x10000) !== 0) listening.add(fields[6]!)
+  }
+  let count = 0
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))
+      if (match && listening.has(match[1]!)) count++
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return count
+}
+
+describe('a home moved aside while its daemon runs', () => {
+  test('its daemon stops binding the old path once the lock file there is not its own: the new home’s daemon keeps its socket', async () => {
+    const home = createTempHome()
+    const old = await startTestDaemon({ home })
+    daemons.push(old)
+    const oldPid = await daemonPid(old)
+    const aside = `${home}.old`
+    renameSync(home, aside)
+    mkdirSync(home, { mode: 0o700 })
+    folders.push(aside)
+    const fresh = await startTestDaemon({ home })
+    daemons.push(fresh)
+    const freshPid = await daemonPid(fresh)
+    const socket = join(home, 'tend.sock')
+    const oldLog = join(aside, 'daemon.log')
+    await waitFor('the moved daemon to say its home was moved', () => readFileSync(oldLog, 'utf8').includes('its home was moved'), 30_000)
+    // Nothing must happen any more: watched over three of the watches' periods, the path stays the new daemon's socket.
+    const identity = lstatSync(socket).ino
+    const rebinds = (text: string) => text.split('\n').filter((line) => line.includes('bound again')).length
+    const before = { old: rebinds(readFileSync(oldLog, 'utf8')), fresh: rebinds(readFileSync(join(home, 'daemon.log'), 'utf8')) }
+    const until = Date.now() + 3 * 1000
+    while (Date.now() < until) {
+      expect(lstatSync(socket).ino).toBe(identity)
+      expect((await fresh.client.status()).pid).toBe(freshPid)
+    }
+    expect({ old: rebinds(readFileSync(oldLog, 'utf8')), fresh: rebinds(readFileSync(join(home, 'daemon.log'), 'utf8')) }).toEqual(before)
+    expect(readFileSync(oldLog, 'utf8').split('its home was moved').length).toBe(2)
+    // The moved daemon still serves its tasks on the socket it had: reached at its home's new name.
+    expect(isAlive(oldPid)).toBe(true)
+    const reached = await runCli(['status', '--json'], daemonEnv(aside))
+    expect(reached.exitCode, reached.stderr).toBe(0)
+    expect(JSON.parse(reached.stdout).pid).toBe(oldPid)
   })
 })
