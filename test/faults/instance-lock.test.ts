@@ -192,6 +192,7 @@ describe('the daemon keeps answering on its socket', () => {
 describe('only the home’s own daemon is ever signalled', () => {
   test('a process of the user holding the lock file (flock(1)) is named and refused, never killed, by stop and by the daemon', async () => {
     const home = createTempHome()
+    folders.push(home)
     const lock = join(home, 'daemon.lock')
     writeFileSync(lock, '')
     chmodSync(lock, 0o600)
