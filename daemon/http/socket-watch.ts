@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto'
-import { chmodSync, lstatSync, renameSync, unlinkSync, type Stats } from 'node:fs'
+import { chmodSync, lstatSync, unlinkSync, type Stats } from 'node:fs'
 import { createServer as createNetServer, type Server as NetServer } from 'node:net'
 import type { Server } from 'node:http'
 import type { Logger } from 'pino'
+import { displaceSync } from '../../protocol/home-file.js'
 
 /** How often the daemon looks whether its socket is still its own, in milliseconds. */
 export const SOCKET_CHECK_MS = 1000
@@ -21,7 +21,7 @@ export function clearSocketPath(path: string): void {
     throw error
   }
   if (info.isSocket()) unlinkSync(path)
-  else renameSync(path, `${path}.${randomBytes(8).toString('hex')}.displaced`)
+  else displaceSync(path)
 }
 
 /**

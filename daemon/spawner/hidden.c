@@ -18,26 +18,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "mount-api.h"
 #include "spawner.h"
-
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef SYS_fsopen
-#define SYS_fsopen 430
-#endif
-#ifndef SYS_fsconfig
-#define SYS_fsconfig 431
-#endif
-#ifndef SYS_fsmount
-#define SYS_fsmount 432
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
 
 /* Read-only, and nothing on it runs, carries a set-id bit or opens as a device. bubblewrap adds
  * these to every mount under the ones it binds (one remount by path each, where they are missing):
@@ -128,11 +110,17 @@ static int nothing_to_hide(int error) {
   return error == ENOENT || error == ENOTDIR || error == ESTALE || error == ELOOP || error == EACCES;
 }
 
-int hide_place(const char *path) {
+/* The place at `path`, as an O_PATH descriptor: no link followed on the way, nor at its end. */
+static int open_place(const char *path) {
   struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
   int place;
   do place = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
   while (place < 0 && errno == EINTR);
+  return place;
+}
+
+int hide_place(const char *path) {
+  int place = open_place(path);
   if (place < 0) return nothing_to_hide(errno) ? 0 : -1;
   struct stat info;
   int error = 0;
@@ -151,10 +139,7 @@ int hide_place(const char *path) {
 }
 
 int cover_file(const char *path, const struct blob *data) {
-  struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-  int place;
-  do place = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-  while (place < 0 && errno == EINTR);
+  int place = open_place(path);
   if (place < 0) return nothing_to_hide(errno) ? 0 : -1;
   struct stat info;
   int error = 0;

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto'
 import { renameSync, rmSync } from 'node:fs'
 import { SCHEMA_VERSION, type Task, type TaskRecord } from '../../protocol/index.js'
+import { displaceSync } from '../../protocol/home-file.js'
 import { OUTPUT_FILE, RECORD_FILE, releaseSpoolFolders, spoolFolders, type OpenFolder } from '../../spool/index.js'
 import { loadDurableWriter, type DurableWriter } from '../durable-write/durable-write.js'
 
@@ -220,7 +220,7 @@ function renameInPlace(temporary: string, target: string): void {
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException
     if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
-    renameSync(target, `${target}.${randomBytes(8).toString('hex')}.displaced`)
+    displaceSync(target)
     renameSync(temporary, target)
   }
 }

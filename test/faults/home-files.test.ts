@@ -4,7 +4,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runCli } from '../helpers/cli.js'
-import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, stopKeepingHome, type TestDaemon } from '../helpers/test-daemon.js'
 
 /*
  * Issue 25, round 2: the home's own files (spool-reserve, submissions.log, daemon.log, daemon.pid,
@@ -39,16 +39,6 @@ function plantLink(path: string, victim: string): void {
 }
 
 const displacedOf = (home: string, name: string) => readdirSync(home).filter((entry) => entry.startsWith(`${name}.`) && entry.endsWith('.displaced'))
-
-/** Stops a daemon and waits for it to exit, its home left as it is for the next one. */
-async function stopKeepingHome(daemon: TestDaemon): Promise<void> {
-  daemon.client.close()
-  const child = daemon.process
-  if (child.exitCode !== null || child.signalCode !== null) return
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  child.kill('SIGTERM')
-  await exited
-}
 
 const homes: string[] = []
 const newHome = () => {

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli } from '../helpers/cli.js'
-import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, startTestDaemon, stopKeepingHome, type TestDaemon } from '../helpers/test-daemon.js'
 
 /*
  * Issue 25, the second adversarial pass: what operators do to a home that the guards against
@@ -28,16 +28,6 @@ function scratch(prefix: string): string {
   const folder = mkdtempSync(join('/var/tmp', prefix))
   folders.push(folder)
   return folder
-}
-
-/** Stops a daemon and waits for it to exit, its home left as it is for the next one. */
-async function stopKeepingHome(daemon: TestDaemon): Promise<void> {
-  daemon.client.close()
-  const child = daemon.process
-  if (child.exitCode !== null || child.signalCode !== null) return
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  child.kill('SIGTERM')
-  await exited
 }
 
 describe('a hard-link backup of the home (cp -al)', () => {

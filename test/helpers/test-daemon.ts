@@ -362,6 +362,19 @@ function commandLine(pid: number): string {
 }
 
 /**
+ * Stops a daemon as its operator would (SIGTERM) and waits for it to exit, leaving its home as it
+ * is for the next one (stop() would remove a home it made).
+ */
+export async function stopKeepingHome(daemon: TestDaemon): Promise<void> {
+  daemon.client.close()
+  const child = daemon.process
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGTERM')
+  await exited
+}
+
+/**
  * Stops each in turn (daemons, then the Redis they use, …) even when one of them fails, and then
  * throws the first failure: a test that failed midway still leaves nothing running.
  */

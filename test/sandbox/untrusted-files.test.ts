@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, daemonEnv, killEverythingOf, setprivArgs, startTestDaemon, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
+import { checkUnprivilegedUser, daemonEnv, killEverythingOf, setprivArgs, startTestDaemon, stopKeepingHome, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
@@ -224,12 +224,6 @@ function defineSuite(who: 'root' | 'non-root'): void {
     })
 
     describe("finding 6: every tend home is recognised, whatever HOME its daemon had", () => {
-      /** Stops a daemon gracefully, leaving its home (and config.json) in place. */
-      async function stopKeepingHome(other: TestDaemon): Promise<void> {
-        other.process.kill('SIGTERM')
-        await waitFor('the other daemon to exit', () => other.process.exitCode !== null || other.process.signalCode !== null, 20_000)
-      }
-
       /** A home, inside a folder of its own (the folder a task would be given to reach it). */
       function homeInHolder(label: string): { holder: string; home: string } {
         const holder = folder(base, `${label}-holder-`)
