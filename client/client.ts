@@ -15,6 +15,7 @@ import {
   type DaemonStatus,
   type GcResult,
   type Lifetime,
+  type NetworkMode,
   type ReadResult,
   type RemoveResult,
   type SandboxProfile,
@@ -45,8 +46,14 @@ export interface StartOptions {
   maxOutputBytes?: number
   /** Confinement: off, workspace or strict (default: the daemon's, workspace). */
   sandbox?: SandboxProfile
-  /** Allow network access inside the sandbox. Default false. */
-  network?: boolean
+  /**
+   * What a sandboxed task's network reaches: `loopback` (the default: its owner's private loopback),
+   * `allow` (that, plus the daemon's networkAllow through tend's egress proxy), `host` (the host's
+   * network). `true`/`false` (older callers) mean `host`/`loopback`.
+   */
+  network?: NetworkMode | boolean
+  /** With network `allow`: destinations this task may reach besides the daemon's list (operator clients only). */
+  allowNet?: string[]
   /** Absolute paths writable inside the sandbox besides cwd. */
   writablePaths?: string[]
   /** Memory limit in bytes (strict). */
@@ -419,6 +426,7 @@ export function startRequestBody(options: StartOptions): Record<string, unknown>
     maxOutputBytes: options.maxOutputBytes,
     sandbox: options.sandbox,
     network: options.network,
+    allowNet: options.allowNet,
     writablePaths: options.writablePaths?.map((path) => resolve(path)),
     memoryBytes: options.memoryBytes,
     pidsMax: options.pidsMax,

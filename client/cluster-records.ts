@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq'
-import { DEFAULT_LIFETIME, DEFAULT_OWNER, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
+import { DEFAULT_LIFETIME, DEFAULT_NETWORK, DEFAULT_OWNER, networkModeOf, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
 
 /** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
 export interface ClusterTask {
@@ -104,7 +104,7 @@ function baseOfRequest(id: string, data: ClusterJobData, submittedAt: string): T
     stdin: tty ? 'pipe' : (request.stdin ?? 'null'),
     tty,
     sandbox: request.sandbox ?? 'workspace',
-    network: request.network ?? false,
+    network: (request.sandbox ?? 'workspace') === 'off' ? 'host' : networkModeOf(request.network ?? DEFAULT_NETWORK),
     writablePaths: request.writablePaths ?? [],
     memoryBytes: request.memoryBytes ?? null,
     pidsMax: request.pidsMax ?? null,

@@ -1,5 +1,7 @@
 import { execFileSync } from 'node:child_process'
 import type { ErrorObject, ValidateFunction } from 'ajv'
+import { isIP } from 'node:net'
+import { parseAllowEntry, parseAllowList } from './network/allowlist.js'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
 import { checkSocketPath, homeLayout, isTendError, parseDuration, parseLabels, parseSize, readRedisUrlFile, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
@@ -33,6 +35,18 @@ export const DaemonSettingsSchema = Type.Object(
     sandbox: Type.Union([Type.Literal('off'), Type.Literal('workspace'), Type.Literal('strict')], { default: 'workspace' }),
     /** Absolute paths every sandboxed task may write besides its cwd. Default none. */
     writablePaths: Type.Array(Type.String({ pattern: '^/' }), { default: [] }),
+    /**
+     * Destinations tasks with network `allow` reach through tend's egress proxy: domain patterns
+     * (`registry.example`, `*.example.org`) or public addresses, each with an optional `:port`
+     * (none: 80 and 443). Default none.
+     */
+    networkAllow: Type.Array(Type.String(), { default: [] }),
+    /**
+     * Names the egress proxy resolves itself, to these addresses (`{"registry.internal": "10.0.0.5"}`):
+     * internal hosts, and tests. A name mapped here may lead to an internal address; it is still
+     * reached only where networkAllow allows it. Default none.
+     */
+    networkHosts: Type.Record(Type.String(), Type.String(), { default: {} }),
     /**
      * What a sandboxed task's private /tmp, /dev/shm and ~/.cache hold together, in bytes: half for
      * /tmp, a quarter each for the other two. Default 1 GiB.
@@ -130,6 +144,8 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_SPAWNER: { key: 'spawner', parse: String },
   TEND_TASK_USER: { key: 'taskUser', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
+  TEND_NETWORK_ALLOW: { key: 'networkAllow', parse: (text) => text.split(',').map((entry) => entry.trim()).filter(Boolean) },
+  TEND_NETWORK_HOSTS: { key: 'networkHosts', parse: parseHostsList },
   TEND_CGROUP_NAME: { key: 'cgroupName', parse: String },
   TEND_DAEMON_PIDS_MAX: { key: 'daemonPidsMax', parse: Number },
   TEND_CONSOLE: { key: 'console', parse: parseSwitch },
@@ -154,6 +170,28 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
 const CREDENTIAL_VARIABLES = new Set(['TEND_REDIS_URL', 'TEND_CLUSTER_REDIS', 'TEND_CLUSTER', 'TEND_TOKEN'])
 
 /** 1/true/yes or 0/false/no, as an environment variable writes a switch. */
+/** TEND_NETWORK_HOSTS: `name=address` pairs, separated by commas. */
+function parseHostsList(text: string): Record<string, string> {
+  const hosts: Record<string, string> = {}
+  for (const pair of text.split(',').map((entry) => entry.trim()).filter(Boolean)) {
+    const equals = pair.indexOf('=')
+    if (equals <= 0) throw new Error(`expected name=address pairs separated by commas, got ${JSON.stringify(pair)}`)
+    hosts[pair.slice(0, equals).trim()] = pair.slice(equals + 1).trim()
+  }
+  return hosts
+}
+
+/** Each networkAllow pattern parses, and networkHosts maps domain names to IP addresses. */
+function checkNetworkSettings(settings: DaemonSettings, sources: Map<string, string>, problems: string[]): void {
+  const source = (key: string) => sources.get(key) ?? key
+  for (const problem of parseAllowList(settings.networkAllow, 'networkAllow').problems) problems.push(`${source('networkAllow')}: ${problem}`)
+  for (const [name, address] of Object.entries(settings.networkHosts)) {
+    const entry = parseAllowEntry(name)
+    if ('problem' in entry || entry.kind !== 'domain' || entry.wildcard || name.includes(':')) problems.push(`${source('networkHosts')}: networkHosts/${name}: expected a domain name (no wildcard, no port), e.g. "registry.internal"`)
+    else if (isIP(address) === 0) problems.push(`${source('networkHosts')}: networkHosts/${name}: expected an IPv4 or IPv6 address, got ${JSON.stringify(address)}`)
+  }
+}
+
 function parseSwitch(text: string): boolean {
   if (/^(1|true|yes|on)$/i.test(text)) return true
   if (/^(0|false|no|off)$/i.test(text)) return false
@@ -205,6 +243,7 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   }
   const keyFile = (settings as DaemonSettings).clusterKeyFile
   if (problems.length === 0 && keyFile !== null) checkClusterKey(keyFile, sources.get('clusterKeyFile') ?? 'clusterKeyFile', problems)
+  if (problems.length === 0) checkNetworkSettings(settings as DaemonSettings, sources, problems)
   const taskUser = (settings as DaemonSettings).taskUser
   const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })

@@ -27,6 +27,7 @@ import { TaskInput } from './tasks/task-input.js'
 import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
 import { decideTaskIdentity, detectSandbox, removeDaemonCgroupFolders } from './sandbox/index.js'
+import { networkCapabilities } from './network/capabilities.js'
 import { cachedKnownHomes, currentRegistryUser, registerHome } from './store/home-registry.js'
 import { cachedSharedRegistries, openRegistry, registryFolders, type OpenedRegistry } from './store/registry-folders.js'
 import { everyUserPlaces } from './sandbox/every-user-places.js'
@@ -133,7 +134,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
   if (detected.cgroups.allDaemonsProblem) log.warn({ problem: detected.cgroups.allDaemonsProblem }, 'the tasks of all daemons together are not bounded')
-  const sandbox = { ...detected, identity }
+  const sandbox = { ...detected, identity, network: networkCapabilities(detected) }
   groupRoots = sandbox.cgroups
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')

@@ -50,6 +50,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_TTY_UNAVAILABLE: { statusCode: 503, message: 'terminals are not available here: {detail}', blame: 'system', retryable: false },
   TEND_ERR_STDIN_UNAVAILABLE: { statusCode: 503, message: 'stdin pipes are not available here: {detail}', blame: 'system', retryable: false },
   TEND_ERR_SANDBOX_UNAVAILABLE: { statusCode: 503, message: 'sandbox {profile} is not available here: {detail}', blame: 'system', retryable: false },
+  TEND_ERR_NETWORK_UNAVAILABLE: { statusCode: 503, message: 'network {mode} is not available here: {detail}', blame: 'system', retryable: false },
   TEND_ERR_SHUTTING_DOWN: { statusCode: 503, message: 'daemon is shutting down: {detail}', blame: 'system', retryable: true },
   TEND_ERR_ILLEGAL_TRANSITION: { statusCode: 500, message: 'illegal task transition: {id} cannot go from {from} to {to}', blame: 'system', retryable: false },
   TEND_ERR_SPOOL_FULL: { statusCode: 507, message: 'the spool has no space left: {detail}; free space (tend gc, tend rm) and retry', blame: 'system', retryable: true },

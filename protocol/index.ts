@@ -26,6 +26,7 @@ export type {
   ConsoleInfo,
 } from './schemas.js'
 export * from './task.js'
+export * from './network.js'
 export * from './units.js'
 export * from './paths.js'
 export * from './sandbox-hint.js'

@@ -24,6 +24,8 @@ export const REQUEST_LIMITS = {
   counter: Number.MAX_SAFE_INTEGER,
   /** Writable paths of one task (each becomes a mount). */
   writablePaths: 256,
+  /** Destinations one task may be allowed besides the daemon's list. */
+  allowNet: 64,
 } as const
 
 /** Text that reaches a path, an argv or an environment: a NUL byte would cut it short there. */

@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
+import { BLOCKED_DESTINATIONS_KEPT, NETWORK_MODES } from './network.js'
 import { LIFETIMES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
@@ -29,7 +30,23 @@ export const TaskSchema = Type.Object(
       ),
     ),
     sandbox: Type.Enum(SANDBOX_PROFILES),
-    network: Type.Boolean(),
+    network: Type.Enum(NETWORK_MODES, { description: "loopback: its owner's private loopback, shared by the owner's sandboxed tasks; allow: that, plus the operator's allowlist through tend's egress proxy; host: the host's network (always with sandbox off)" }),
+    allowNet: Type.Optional(Type.Array(Type.String(), { description: 'destinations the operator allowed this task besides the daemon\'s networkAllow (network allow only)' })),
+    networkUse: Type.Optional(
+      Type.Object(
+        {
+          allowed: Type.Integer({ minimum: 0 }),
+          blocked: Type.Integer({ minimum: 0 }),
+          sentBytes: Type.Integer({ minimum: 0 }),
+          receivedBytes: Type.Integer({ minimum: 0 }),
+          blockedDestinations: Type.Array(
+            Type.Object({ name: Type.String(), port: Type.Integer(), reason: Type.String(), count: Type.Integer({ minimum: 1 }) }),
+            { maxItems: BLOCKED_DESTINATIONS_KEPT, description: 'the distinct destinations refused, most recent last' },
+          ),
+        },
+        { description: "what the task did through tend's egress proxy (network.log in its spool has each decision); absent before its first connection" },
+      ),
+    ),
     writablePaths: Type.Array(Type.String()),
     sandboxWritable: Type.Optional(Type.Array(Type.String())),
     keeper: Type.Optional(Type.Union([Type.Null(), Type.Object({ pid: Type.Integer(), startTicks: Type.Integer() })], { description: "the task's keeper process (its parent, which records its exit): it outlives the daemon" })),
@@ -92,7 +109,18 @@ export const StartTaskBody = Type.Object(
     timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.timeoutMs, description: 'time limit in milliseconds (at most one year)' })),
     maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.maxOutputBytes, description: 'output cap in bytes (at most 16 TiB)' })),
     sandbox: Type.Optional(Type.Enum(SANDBOX_PROFILES, { description: 'confinement profile (default from the daemon config: workspace)' })),
-    network: Type.Optional(Type.Boolean({ description: 'allow network access inside the sandbox' })),
+    network: Type.Optional(
+      Type.Union([Type.Enum(NETWORK_MODES), Type.Boolean()], {
+        description:
+          "what a sandboxed task's network reaches (default loopback): loopback, its owner's private loopback shared by the owner's sandboxed tasks; allow, that plus the operator's allowlist through tend's egress proxy; host, the host's network. true and false (older clients) mean host and loopback",
+      }),
+    ),
+    allowNet: Type.Optional(
+      Type.Array(Text({ minLength: 1, maxLength: 300 }), {
+        maxItems: REQUEST_LIMITS.allowNet,
+        description: "destinations this task may reach besides the daemon's networkAllow (domain patterns like registry.example or *.example.org, each with an optional :port); network allow only, and only from the operator (a request without an owner header)",
+      }),
+    ),
     writablePaths: Type.Optional(
       Type.Array(Text({ pattern: ABSOLUTE_PATH_PATTERN }), { maxItems: REQUEST_LIMITS.writablePaths, description: 'absolute paths writable inside the sandbox besides cwd' }),
     ),

@@ -1,4 +1,5 @@
 import { constants } from 'node:os'
+import type { NetworkMode, NetworkUse } from './network.js'
 
 /** Every state a task can be listed in; `corrupt` is a spool entry that could not be read, never a record's state. */
 export const TASK_STATES = ['queued', 'running', 'exited', 'killed', 'timed_out', 'failed', 'lost', 'corrupt'] as const
@@ -84,8 +85,15 @@ export interface TaskBase {
   tty?: TerminalSize | null
   /** The sandbox profile the task runs under (never less than asked for). */
   sandbox: SandboxProfile
-  /** Network access inside the sandbox (always true with sandbox `off`). */
-  network: boolean
+  /**
+   * What its network reaches (protocol/network.ts): `loopback`, `allow` or `host` (always `host`
+   * with sandbox `off`). Older records' `true`/`false` are read as `host`/`loopback`.
+   */
+  network: NetworkMode
+  /** Destinations the operator allowed this task besides the daemon's list (`--allow-net`); `allow` only. */
+  allowNet?: string[]
+  /** What it did through tend's egress proxy (network.log in its spool has each decision); absent before its first connection. */
+  networkUse?: NetworkUse
   /** Paths writable inside the sandbox besides cwd (and those the daemon's config declares). */
   writablePaths: string[]
   /**

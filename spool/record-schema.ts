@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { fullFormats } from 'ajv-formats/dist/formats.js'
 import { Type, type TSchema } from 'typebox'
-import { isTaskId, LIFETIMES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
+import { isTaskId, LIFETIMES, NETWORK_MODES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -31,7 +31,9 @@ export const RECORD_BASE_FIELDS = {
   // Absent in records of tends before terminals: read as null.
   tty: Type.Optional(Nullable(Type.Object({ cols: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }), rows: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }) }))),
   sandbox: Type.Enum(SANDBOX_PROFILES),
-  network: Type.Boolean(),
+  // true and false in records of tends before network modes: read as host and loopback.
+  network: Type.Union([Type.Enum(NETWORK_MODES), Type.Boolean()]),
+  allowNet: Type.Optional(Type.Array(Type.String())),
   writablePaths: Type.Array(Type.String()),
   sandboxWritable: Type.Optional(Type.Array(Type.String())),
   memoryBytes: Nullable(Count),

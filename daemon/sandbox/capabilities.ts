@@ -4,6 +4,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 import type { TaskIdentity } from './task-identity.js'
+import type { NetworkMode } from '../../protocol/index.js'
 import { daemonCgroupFolder, defaultDaemonPidsMax, findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
 
 /** What this machine can enforce, found once at daemon start. */
@@ -19,6 +20,13 @@ export interface SandboxCapabilities {
   missing: Partial<Record<'workspace' | 'strict', string>>
   /** Who tasks run as (task-identity.ts): decided at start, once the spawner is known. */
   identity: TaskIdentity
+  /** The network modes sandboxed tasks can be given here, and why the others cannot (daemon/network/). */
+  network: NetworkCapabilities
+}
+
+export interface NetworkCapabilities {
+  modes: NetworkMode[]
+  missing: Partial<Record<NetworkMode, string>>
 }
 
 const NEEDED_BWRAP_FLAGS = ['--unshare-pid', '--die-with-parent', '--new-session', '--cap-drop', '--disable-userns', '--clearenv', '--size', '--seccomp', '--json-status-fd', '--args', '--bind-fd', '--ro-bind-try', '--remount-ro', '--perms']
@@ -56,7 +64,7 @@ export interface DetectOptions {
  * seccomp filter here) and the cgroup folders. The three bwrap runs go at once: a daemon's start
  * waits for the slowest only.
  */
-export async function detectSandbox(options: DetectOptions): Promise<Omit<SandboxCapabilities, 'identity'>> {
+export async function detectSandbox(options: DetectOptions): Promise<Omit<SandboxCapabilities, 'identity' | 'network'>> {
   const { path } = options
   const found = findOnPath('bwrap', path)
   const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']

@@ -191,7 +191,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
     '--unshare-user', '--disable-userns',
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-    ...(task.network ? [] : ['--unshare-net']),
+    ...(task.network === 'host' ? [] : ['--unshare-net']),
     // A new session keeps a task from typing into the terminal of whoever started tend (TIOCSTI). A
     // task on a terminal of its own keeps it as its controlling terminal (job control, SIGWINCH,
     // /dev/tty): the only input it can fake there is its own, and the only reader is its keeper.
@@ -227,7 +227,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   // Service sockets live under /run (docker, D-Bus, containerd): a read-only mount does not stop
   // connect(), an empty /run does. With network access, DNS keeps its resolver folder.
   args.push('--tmpfs', '/run', '--remount-ro', '/run')
-  if (task.network) args.push('--ro-bind-try', '/run/systemd/resolve', '/run/systemd/resolve')
+  if (task.network === 'host') args.push('--ro-bind-try', '/run/systemd/resolve', '/run/systemd/resolve')
   args.push('--chdir', paths.cwd.path, '--args', String(options.argsFd), '--seccomp', String(options.seccompFd))
   return args
 }

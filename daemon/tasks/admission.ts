@@ -1,4 +1,5 @@
-import { DEFAULT_TERMINAL_SIZE, TendError, type SandboxProfile, type StartTaskBody, type TerminalSize } from '../../protocol/index.js'
+import { DEFAULT_NETWORK, DEFAULT_TERMINAL_SIZE, networkModeOf, TendError, type NetworkMode, type SandboxProfile, type StartTaskBody, type TerminalSize } from '../../protocol/index.js'
+import { parseAllowEntry } from '../network/allowlist.js'
 import type { DaemonConfig } from '../config.js'
 import type { SandboxCapabilities } from '../sandbox/index.js'
 import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED, type Spawner } from '../spawn/spawner.js'
@@ -11,6 +12,8 @@ export interface AdmissionFacts {
   spawnerKind: Spawner['kind']
   /** The limits a task that gives none gets. */
   limitDefaults: Pick<DaemonConfig, 'strictMemoryBytes' | 'strictPidsMax' | 'workspacePidsMax'>
+  /** Whether the request acts for an owner (an agent): only the operator may widen a task's network. */
+  actingForOwner?: boolean
 }
 
 /** A task's limits as recorded on it: what its groups enforce (null: none of that kind). */
@@ -24,7 +27,7 @@ export interface TaskLimits {
  * here: throws the coded error that names what cannot (a field that contradicts another, a
  * profile or a stdin this machine lacks). The schema has checked each field on its own already.
  */
-export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts): { sandbox: SandboxProfile; tty: TerminalSize | null; limits: TaskLimits } {
+export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts): { sandbox: SandboxProfile; tty: TerminalSize | null; limits: TaskLimits; network: NetworkMode; allowNet: string[] } {
   if (request.shell && request.command.length !== 1) {
     throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
   }
@@ -44,10 +47,40 @@ export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts)
   if (request.stdin === 'pipe' && facts.spawnerKind !== 'native') {
     throw new TendError('TEND_ERR_STDIN_UNAVAILABLE', { detail: STDIN_PIPE_UNSUPPORTED })
   }
-  if (sandbox === 'off' && (request.writablePaths?.length || request.network === false)) {
-    throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/sandbox: writablePaths and network: false need a sandbox (workspace or strict), got sandbox off' })
+  if (sandbox === 'off' && request.writablePaths?.length) {
+    throw new TendError('TEND_ERR_VALIDATION', { detail: 'body/writablePaths: writable paths need a sandbox (workspace or strict), got sandbox off' })
   }
-  return { sandbox, tty, limits }
+  const { network, allowNet } = networkOf(request, sandbox, facts)
+  return { sandbox, tty, limits, network, allowNet }
+}
+
+/**
+ * The network a task gets: as asked, or loopback (a sandbox) and host (`off`). A mode this machine
+ * cannot enforce is refused, never widened; destinations beyond the daemon's list come only from
+ * the operator, and only for `allow`.
+ */
+function networkOf(request: StartTaskBody, sandbox: SandboxProfile, facts: AdmissionFacts): { network: NetworkMode; allowNet: string[] } {
+  const asked = request.network === undefined ? null : networkModeOf(request.network)
+  if (sandbox === 'off') {
+    if (asked !== null && asked !== 'host') throw new TendError('TEND_ERR_VALIDATION', { detail: `body/network: network ${asked} needs a sandbox (workspace or strict); with sandbox off a task has the host's network` })
+  }
+  const network = sandbox === 'off' ? 'host' : (asked ?? DEFAULT_NETWORK)
+  const allowNet = request.allowNet ?? []
+  if (allowNet.length > 0) {
+    if (facts.actingForOwner) {
+      throw new TendError('TEND_ERR_VALIDATION', { detail: "body/allowNet: only the operator may allow a task more destinations; a request acting for an owner (an agent) gets the daemon's networkAllow with network allow" })
+    }
+    if (network !== 'allow') throw new TendError('TEND_ERR_VALIDATION', { detail: `body/allowNet: destinations are allowed through the egress proxy, which only network allow has, got network ${network}` })
+    for (const [index, entry] of allowNet.entries()) {
+      const parsed = parseAllowEntry(entry)
+      if ('problem' in parsed) throw new TendError('TEND_ERR_VALIDATION', { detail: `body/allowNet/${index}: ${parsed.problem}` })
+    }
+  }
+  if (sandbox !== 'off') {
+    const missing = facts.capabilities.network.missing[network]
+    if (missing !== undefined) throw new TendError('TEND_ERR_NETWORK_UNAVAILABLE', { mode: network, detail: missing })
+  }
+  return { network, allowNet }
 }
 
 /**

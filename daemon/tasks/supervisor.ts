@@ -89,6 +89,8 @@ interface Launched {
 export interface StartOptions {
   /** A retry of the same submission with this key answers the first task. Default: none. */
   idempotencyKey?: string
+  /** The request acts for an owner (an agent), not the operator: it may not widen the task's network (allowNet). Default: false. */
+  actingForOwner?: boolean
   /** The id the task has everywhere (a cluster task), checked. Default: a new one. */
   id?: string
   /**
@@ -173,7 +175,13 @@ export class Supervisor {
     const givenId = options.id
     if (!this.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
     if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
-    const { sandbox, tty, limits } = checkStartRequest(request, { defaultSandbox: this.config.sandbox, capabilities: this.capabilities, spawnerKind: this.spawner.kind, limitDefaults: this.config })
+    const { sandbox, tty, limits, network, allowNet } = checkStartRequest(request, {
+      defaultSandbox: this.config.sandbox,
+      capabilities: this.capabilities,
+      spawnerKind: this.spawner.kind,
+      limitDefaults: this.config,
+      actingForOwner: options.actingForOwner === true,
+    })
     // A sandboxed task on its own identity reaches its folders as its owner's uid (given at the owner's first task).
     const own = sandbox === 'off' ? null : await ownerIdsOf(this.capabilities.identity, request.owner ?? DEFAULT_OWNER)
     // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
@@ -204,7 +212,8 @@ export class Supervisor {
       maxOutputBytes: request.maxOutputBytes ?? this.config.maxOutputBytes,
       outputBytes: 0,
       sandbox,
-      network: sandbox === 'off' ? true : (request.network ?? false),
+      network,
+      ...(allowNet.length > 0 ? { allowNet } : {}),
       writablePaths: request.writablePaths ?? [],
       sandboxWritable: paths.writable.map((entry) => entry.path),
       memoryBytes: limits.memoryBytes,

@@ -13,7 +13,7 @@ const CREATED_AT = '2026-01-01T00:00:00.000Z'
 function exitedTask(spoolRoot: string, id: string, command: string[]): Task {
   return {
     id, name: null, owner: 'operator', command, shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: 0,
-    lifetime: 'owner', sandbox: 'off', network: true, writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: CREATED_AT, spool: join(spoolRoot, id),
+    lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: CREATED_AT, spool: join(spoolRoot, id),
     state: 'exited', startedAt: CREATED_AT, pid: 1, endedAt: CREATED_AT, exitCode: 0, signal: null, reason: null, stoppedBy: null,
   }
 }

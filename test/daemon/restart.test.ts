@@ -79,7 +79,7 @@ describe('restart', () => {
       join(spool, 'task.json'),
       JSON.stringify({
         schemaVersion: 1, id, name: null, owner: 'operator', command: ['sleep', '1000'], shell: false, cwd: '/', envKeys: [], timeoutMs: null,
-        maxOutputBytes: 1024, outputBytes: 0, sandbox: 'off', network: true, writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: now, spool, state: 'running', startedAt: now, pid: bystander.pid, endedAt: null, exitCode: null, signal: null, reason: null,
+        maxOutputBytes: 1024, outputBytes: 0, sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: now, spool, state: 'running', startedAt: now, pid: bystander.pid, endedAt: null, exitCode: null, signal: null, reason: null,
       }),
     )
     const daemon: TestDaemon = await startTestDaemon({ home })

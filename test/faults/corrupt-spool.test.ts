@@ -284,7 +284,7 @@ function plantFinished(spool: string, id: string, second: number, bytes: number)
   const at = (offset: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, second + offset)).toISOString()
   const task: Task = {
     id, name: null, owner: 'operator', command: ['true'], shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: bytes,
-    lifetime: 'owner', sandbox: 'off', network: true, writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at(0), spool: join(spool, id),
+    lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at(0), spool: join(spool, id),
     state: 'exited', startedAt: at(0), pid: 1, endedAt: at(1), exitCode: 0, signal: null, reason: null, stoppedBy: null,
   }
   mkdirSync(task.spool, { recursive: true })

@@ -152,7 +152,7 @@ function plantFinished(spool: string, id: string): Task {
   const at = new Date(Date.UTC(2026, 0, 1)).toISOString()
   const task: Task = {
     id, name: null, owner: 'operator', command: ['true'], shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: 10,
-    lifetime: 'owner', sandbox: 'off', network: true, writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at, spool: join(spool, id),
+    lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at, spool: join(spool, id),
     state: 'exited', startedAt: at, pid: 1, endedAt: at, exitCode: 0, signal: null, reason: null, stoppedBy: null,
   }
   mkdirSync(task.spool, { recursive: true })

@@ -16,7 +16,7 @@ export function taskBase(fields: Partial<TaskBase> = {}): TaskBase {
     outputBytes: 0,
     lifetime: 'owner',
     sandbox: 'off',
-    network: true,
+    network: 'host',
     writablePaths: [],
     memoryBytes: null,
     pidsMax: null,

@@ -87,7 +87,7 @@ describe('bubblewrap hidden from PATH', () => {
   test('sandbox off still runs, and records that it ran unconfined', async () => {
     const started = await daemon.client.start({ command: ['echo', 'hello from off'], cwd: workspace, sandbox: 'off' })
     const task = await daemon.client.wait(started.id)
-    expect(task).toMatchObject({ state: 'exited', exitCode: 0, sandbox: 'off', network: true, memoryBytes: null, pidsMax: null })
+    expect(task).toMatchObject({ state: 'exited', exitCode: 0, sandbox: 'off', network: 'host', memoryBytes: null, pidsMax: null })
     expect((await daemon.client.read(task.id)).data).toBe('hello from off\n')
     await daemon.client.remove(task.id)
   })
@@ -134,8 +134,9 @@ describe('limits and sandbox options need the right profile (bubblewrap present)
     const cases: Array<[Partial<StartOptions>, string]> = [
       [{ sandbox: 'off', memoryBytes: 64 * 1024 * 1024 }, 'body/memoryBytes: limits need sandbox workspace or strict, got sandbox off'],
       [{ sandbox: 'off', pidsMax: 32 }, 'body/pidsMax: limits need sandbox workspace or strict, got sandbox off'],
-      [{ sandbox: 'off', writablePaths: [workspace] }, 'writablePaths and network: false need a sandbox'],
-      [{ sandbox: 'off', network: false }, 'writablePaths and network: false need a sandbox'],
+      [{ sandbox: 'off', writablePaths: [workspace] }, 'body/writablePaths: writable paths need a sandbox'],
+      [{ sandbox: 'off', network: false }, 'body/network: network loopback needs a sandbox'],
+      [{ sandbox: 'off', network: 'allow' }, 'body/network: network allow needs a sandbox'],
     ]
     for (const [options, message] of cases) {
       await expect(daemon.client.start({ command: ['true'], cwd: workspace, ...options })).rejects.toMatchObject({

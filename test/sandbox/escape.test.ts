@@ -216,7 +216,7 @@ async function attempt(line: string, options: Partial<StartOptions> = {}): Promi
   expect(task.state, `task ${task.id} did not end`).not.toMatch(/^(queued|running)$/)
   // The task records the profile it ran under, in the answer and in its spool record.
   expect(task.sandbox).toBe(sandbox)
-  expect(JSON.parse(readFileSync(join(task.spool, 'task.json'), 'utf8'))).toMatchObject({ sandbox, network: options.network ?? false })
+  expect(JSON.parse(readFileSync(join(task.spool, 'task.json'), 'utf8'))).toMatchObject({ sandbox, network: options.network === true ? 'host' : (options.network || 'loopback') })
   const output = (await daemon.client.read(started.id)).data
   return { task, output }
 }
@@ -231,7 +231,7 @@ describe('file system', () => {
     const workspace = newWorkspace()
     const { task, output } = await attempt('echo from-task > inside.txt && echo wrote', { cwd: workspace })
     expect(output).toBe('wrote\n')
-    expect(task).toMatchObject({ state: 'exited', exitCode: 0, sandbox: 'workspace', network: false })
+    expect(task).toMatchObject({ state: 'exited', exitCode: 0, sandbox: 'workspace', network: 'loopback' })
     expect(readFileSync(join(workspace, 'inside.txt'), 'utf8')).toBe('from-task\n')
   })
 
@@ -514,9 +514,9 @@ describe('network', () => {
     expect(connections).toBe(0)
   })
 
-  test('with --net (network: true) the same connection succeeds', async () => {
-    const { task, output } = await attempt(`${PYTHON} ${q(join(probes, 'tcp.py'))} ${port}`, { network: true })
-    expect(task.network).toBe(true)
+  test('with --net (network host) the same connection succeeds', async () => {
+    const { task, output } = await attempt(`${PYTHON} ${q(join(probes, 'tcp.py'))} ${port}`, { network: 'host' })
+    expect(task.network).toBe('host')
     expect(output).toBe('connected\n')
     await waitFor('the server to receive the task greeting', () => received.includes('hello-from-task'))
     expect(connections).toBe(1)
@@ -525,7 +525,7 @@ describe('network', () => {
   test("the daemon's own socket cannot be reached (masked), with or without --net", async () => {
     const socket = join(tendHome, 'tend.sock')
     const line = `curl -sS --max-time 3 --unix-socket ${q(socket)} http://tend/v1/status; echo "curl rc=$?"; ${PYTHON} ${q(join(probes, 'unix.py'))} ${q(socket)}`
-    for (const network of [false, true]) {
+    for (const network of ['loopback', 'host'] as const) {
       const { output } = await attempt(line, { network })
       expect(output).not.toContain('"pid"')
       expect(output).not.toContain('ESCAPED')

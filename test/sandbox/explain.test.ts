@@ -37,8 +37,8 @@ describe('a failing sandboxed task explains its sandbox', () => {
     const hints = result.stderr.split('\n').filter((line) => line.startsWith('tend: ran in sandbox workspace'))
     expect(hints).toHaveLength(1)
     expect(hints[0]).toContain(`could write only ${cwd}`)
-    expect(hints[0]).toContain('no network')
-    expect(hints[0]).toMatch(/--writable PATH, --net, --sandbox off/)
+    expect(hints[0]).toContain('network: its loopback only')
+    expect(hints[0]).toMatch(/--writable PATH, --network allow, --net, --sandbox off/)
     // output.log is byte for byte what the task wrote: the hint is not in it.
     const [id] = (await daemon.client.list({ all: true })).filter((task) => task.cwd === cwd).map((task) => task.id)
     const task = await daemon.client.get(id!)

@@ -99,7 +99,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
     })
 
     async function attempt(line: string, sandbox: 'workspace' | 'strict'): Promise<{ task: Task; output: string }> {
-      const started = await worker.client.start({ command: line, shell: true, cwd: workspace, timeoutMs: 20_000, sandbox, network: true })
+      const started = await worker.client.start({ command: line, shell: true, cwd: workspace, timeoutMs: 20_000, sandbox, network: 'host' })
       taskIds.push(started.id)
       const task = await worker.client.wait(started.id, { timeoutMs: 40_000 })
       return { task, output: (await worker.client.read(started.id)).data }

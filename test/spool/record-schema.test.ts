@@ -8,7 +8,7 @@ const at = new Date(Date.UTC(2026, 0, 1))
 
 const base: TaskBase = {
   id: ID, name: 'build', owner: 'agent-7', command: ['sh', '-c', 'make'], shell: true, cwd: '/work', envKeys: ['CI'], timeoutMs: 60_000,
-  maxOutputBytes: 1024, outputBytes: 0, lifetime: 'owner', sandbox: 'workspace', network: false, writablePaths: ['/tmp/out'], sandboxWritable: ['/work', '/tmp/out'],
+  maxOutputBytes: 1024, outputBytes: 0, lifetime: 'owner', sandbox: 'workspace', network: 'loopback', writablePaths: ['/tmp/out'], sandboxWritable: ['/work', '/tmp/out'],
   memoryBytes: null, pidsMax: null, createdAt: at.toISOString(), spool: `/spool/${ID}`,
 }
 

@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander'
 import { setTimeout as delay } from 'node:timers/promises'
-import { exitStatusOf, type Labels, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
+import { exitStatusOf, type Labels, NETWORK_MODES, type NetworkMode, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { countOption, durationOption, envOption, labelsOption, retriesOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
@@ -20,6 +20,8 @@ interface RunFlags {
   wait?: boolean
   sandbox?: SandboxProfile
   net?: boolean
+  network?: NetworkMode
+  allowNet?: string[]
   writable?: string[]
   memory?: number
   pids?: number
@@ -49,7 +51,9 @@ export function registerRunCommand(program: Command): void {
     .option('--owner <owner>', 'who the task is for (default: operator)')
     .addOption(new Option('--wait', 'stream its output, then exit with its status'))
     .addOption(new Option('--sandbox <profile>', 'confinement (default from the daemon: workspace)').choices([...SANDBOX_PROFILES]))
-    .option('--net', 'allow network access inside the sandbox')
+    .addOption(new Option('--network <mode>', "what a sandboxed task's network reaches: loopback (default: its owner's private loopback), allow (that, plus networkAllow through the egress proxy), host (the host's network)").choices([...NETWORK_MODES]))
+    .option('--net', 'the same as --network host')
+    .option('--allow-net <pattern>', 'with network allow (implied): another destination this task may reach, e.g. registry.example, *.example.org, git.example:22 (repeatable)', (pattern: string, previous: string[] = []) => [...previous, pattern])
     .option('--writable <path>', 'another path the task may write (repeatable)', (path: string, previous: string[] = []) => [...previous, path])
     .option('--memory <size>', 'memory limit (workspace or strict; strict has a default)', sizeOption)
     .option('--pids <count>', 'process-count limit (workspace or strict; each has a default)', countOption)
@@ -82,7 +86,8 @@ export function registerRunCommand(program: Command): void {
           maxOutputBytes: flags.maxOutput,
           owner: flags.owner,
           sandbox: flags.sandbox,
-          network: flags.net,
+          network: networkFlag(flags),
+          allowNet: flags.allowNet,
           writablePaths: flags.writable,
           memoryBytes: flags.memory,
           pidsMax: flags.pids,
@@ -117,6 +122,16 @@ export function registerRunCommand(program: Command): void {
 }
 
 /** `--tty` with its size: true for the default size, the size asked for, or none. */
+/** --network, --net (host) and --allow-net (allow) as one mode; undefined leaves it to the daemon. */
+function networkFlag(flags: RunFlags): NetworkMode | undefined {
+  const implied = flags.net ? 'host' : flags.allowNet?.length ? 'allow' : undefined
+  if (flags.net && flags.allowNet?.length) throw new TendError('TEND_ERR_USAGE', { detail: '--net (the host\'s whole network) and --allow-net (destinations through the egress proxy) contradict each other: give one' })
+  if (flags.network !== undefined && implied !== undefined && flags.network !== implied) {
+    throw new TendError('TEND_ERR_USAGE', { detail: `--network ${flags.network} contradicts ${flags.net ? '--net (network host)' : '--allow-net (network allow)'}` })
+  }
+  return flags.network ?? implied
+}
+
 function terminalOf(flags: RunFlags): true | Partial<TerminalSize> | undefined {
   if (!flags.tty) {
     const sizeFlag = flags.cols !== undefined ? '--cols' : flags.rows !== undefined ? '--rows' : null

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { describeStoppedBy, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../../protocol/index.js'
+import { describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { paintState, printJson, type CliIo } from '../output.js'
@@ -55,7 +55,9 @@ function describeTask(io: CliIo, task: Task): string {
     ['command', task.shell ? `sh -c ${JSON.stringify(task.command[2])}` : JSON.stringify(task.command)],
     ['cwd', task.cwd],
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
-    ['sandbox', `${task.sandbox}${task.sandbox === 'off' ? '' : `, network ${task.network ? 'on' : 'off'}`}${task.writablePaths.length ? `, writable ${task.writablePaths.join(' ')}` : ''}`],
+    ['sandbox', `${task.sandbox}${task.writablePaths.length ? `, writable ${task.writablePaths.join(' ')}` : ''}`],
+    ['network', networkText(task)],
+    ['blocked', blockedText(task)],
     ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
     ['limits', task.memoryBytes === null && task.pidsMax === null ? null : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`],
     ['pid', task.pid === null ? null : String(task.pid)],
@@ -103,4 +105,19 @@ function stdinText(stdin: Task['stdin']): string | null {
   if (stdin === 'pipe') return 'pipe (tend send ID TEXT writes to it)'
   if (stdin === 'closed') return 'pipe, closed (end of input sent)'
   return null
+}
+
+/** The task's network mode, what it was allowed besides the daemon's list, and its use of the proxy. */
+function networkText(task: Task): string {
+  const extra = task.allowNet?.length ? `, also ${task.allowNet.join(' ')}` : ''
+  const use = task.networkUse
+  const counts = use ? ` (${use.allowed} allowed, ${use.blocked} blocked; ${formatBytes(use.sentBytes)} sent, ${formatBytes(use.receivedBytes)} received)` : ''
+  return `${task.network}${extra}${counts}`
+}
+
+/** The destinations the egress proxy refused it, each with why (network.log in its spool has every decision). */
+function blockedText(task: Task): string | null {
+  const blocked = task.networkUse?.blockedDestinations ?? []
+  if (blocked.length === 0) return null
+  return blocked.map((entry) => `${destinationLabel(entry)} (${entry.reason}${entry.count > 1 ? `, ${entry.count}×` : ''})`).join(', ')
 }

@@ -23,7 +23,7 @@ export function registerStartTaskRoute(app: TendApp, context: DaemonContext): vo
       if (owner !== null && body.owner !== undefined && body.owner !== owner) {
         throw new TendError('TEND_ERR_VALIDATION', { detail: `body/owner: a request acting for ${owner} cannot start a task for ${body.owner}` })
       }
-      const task = await context.supervisor.start({ ...body, owner: owner ?? body.owner }, { idempotencyKey: idempotencyKey(request.headers[IDEMPOTENCY_HEADER]) })
+      const task = await context.supervisor.start({ ...body, owner: owner ?? body.owner }, { idempotencyKey: idempotencyKey(request.headers[IDEMPOTENCY_HEADER]), actingForOwner: owner !== null })
       noteStartedTask(request, task)
       return reply.status(201).send(task)
     },
