@@ -46,3 +46,28 @@ export const BLOCKED_DESTINATIONS_KEPT = 20
 export function destinationLabel(destination: { name: string; port: number }): string {
   return destination.name.includes(':') ? `[${destination.name}]:${destination.port}` : `${destination.name}:${destination.port}`
 }
+
+/** How a connection reached the egress proxy: its HTTP proxy, a CONNECT tunnel, SOCKS5, a synthetic address (transparent), or a DNS query. */
+export type NetworkVia = 'http' | 'connect' | 'socks' | 'transparent' | 'dns'
+
+/** One line of a task's network.log: one decision of the egress proxy, written once the connection closed (or at once when refused). */
+export interface NetworkDecision {
+  time: string
+  /** What the task asked for: a name, or an IP address. */
+  name: string
+  port: number
+  via: NetworkVia
+  decision: 'allowed' | 'blocked'
+  /** Why it was refused, in a few words. */
+  reason?: string
+  /** The upstream address connected to, when one was. */
+  address?: string
+  /** Allowed, but the upstream could not be reached (ECONNREFUSED, ETIMEDOUT, …). */
+  error?: string
+  /** Bytes the task sent upstream, and received from it. */
+  sentBytes: number
+  receivedBytes: number
+}
+
+/** The spool file that holds a task's network decisions, one JSON line each. */
+export const NETWORK_LOG_FILE = 'network.log'
