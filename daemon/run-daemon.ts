@@ -28,6 +28,7 @@ import { createSpawner } from './spawn/create-spawner.js'
 import { markSpoolTopDirectory } from './store/spool-topdir.js'
 import { decideTaskIdentity, detectSandbox, removeDaemonCgroupFolders } from './sandbox/index.js'
 import { networkCapabilities } from './network/capabilities.js'
+import { OwnerNetworks } from './network/owner-networks.js'
 import { cachedKnownHomes, currentRegistryUser, registerHome } from './store/home-registry.js'
 import { cachedSharedRegistries, openRegistry, registryFolders, type OpenedRegistry } from './store/registry-folders.js'
 import { everyUserPlaces } from './sandbox/every-user-places.js'
@@ -134,7 +135,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
   if (detected.cgroups.allDaemonsProblem) log.warn({ problem: detected.cgroups.allDaemonsProblem }, 'the tasks of all daemons together are not bounded')
-  const sandbox = { ...detected, identity, network: networkCapabilities(detected) }
+  const sandbox = { ...detected, identity, network: networkCapabilities(detected, spawner, "tend's egress proxy is not available yet") }
+  const networks = sandbox.network.modes.includes('loopback') ? new OwnerNetworks(log) : null
   groupRoots = sandbox.cgroups
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
     log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
@@ -145,7 +147,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const sharedRegistries = cachedSharedRegistries()
   const registries = () => registryFolders(registryUser, sharedRegistries())
   const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces(sharedRegistries) } : {}) }
-  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes)
+  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes, networks)
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()
   if (!peerCheck.status.enforced) log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
@@ -207,6 +209,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       memory?.close()
       await cluster?.pause()
       await supervisor.shutdown({ keepTasks: options.keepTasks })
+      networks?.closeAll()
       await cluster?.close({ keepTasks: options.keepTasks === true })
       closingController.abort()
       outputWatch.close()

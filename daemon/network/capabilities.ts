@@ -1,10 +1,30 @@
 import type { NetworkCapabilities, SandboxCapabilities } from '../sandbox/capabilities.js'
+import type { Spawner } from '../spawn/spawner.js'
+import { OwnerNetwork } from './owner-network.js'
 
-/** The network modes sandboxed tasks can have here: `host` wherever a sandbox runs; the others as far as they are built. */
-export function networkCapabilities(detected: Pick<SandboxCapabilities, 'missing'>): NetworkCapabilities {
-  const missing: NetworkCapabilities['missing'] = { allow: "tend's egress proxy is not available yet" }
+/**
+ * The network modes sandboxed tasks can have here, found once at start: `host` wherever a sandbox
+ * runs; `loopback` where an owner's private namespace can be made (probed: one is made and closed)
+ * and the spawner can put a task in it; `allow` where, besides, the egress proxy runs.
+ */
+export function networkCapabilities(detected: Pick<SandboxCapabilities, 'missing'>, spawner: Pick<Spawner, 'kind'>, egress: string | null): NetworkCapabilities {
+  const missing: NetworkCapabilities['missing'] = {}
   if (detected.missing.workspace) {
-    for (const mode of ['loopback', 'host'] as const) missing[mode] = `no sandbox runs here (${detected.missing.workspace})`
+    for (const mode of ['loopback', 'allow', 'host'] as const) missing[mode] = `no sandbox runs here (${detected.missing.workspace})`
+  } else {
+    const loopback = loopbackProblem(spawner)
+    if (loopback) missing.loopback = missing.allow = loopback
+    else if (egress) missing.allow = egress
   }
   return { modes: (['loopback', 'allow', 'host'] as const).filter((mode) => missing[mode] === undefined), missing }
+}
+
+function loopbackProblem(spawner: Pick<Spawner, 'kind'>): string | null {
+  if (spawner.kind !== 'native' && process.getuid?.() !== 0) return 'the node fallback spawner can put a task in a private network only for a root daemon; build the native spawner (it needs a C compiler)'
+  try {
+    OwnerNetwork.open('the probe').close()
+    return null
+  } catch (error) {
+    return (error as Error).message.replace('the private network of the probe could not be made: ', 'a private network cannot be made here: ')
+  }
 }

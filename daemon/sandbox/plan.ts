@@ -1,5 +1,7 @@
-import { readdirSync, readlinkSync, statSync, type Dirent } from 'node:fs'
-import { join } from 'node:path'
+import { readdirSync, readlinkSync, realpathSync, statSync, type Dirent } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { DNS_STUB_ADDRESS, proxyEnvironment } from '../network/task-environment.js'
+import type { NamespaceRef } from '../network/owner-network.js'
 import type { RanAs, Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
@@ -45,6 +47,8 @@ export interface PlanRequest {
   capabilities: SandboxCapabilities
   /** Its owner's ids, when sandboxed tasks run on their own identity (task-identity.ts, ownerIdsOf). */
   ownIds?: { uid: number; gid: number } | null
+  /** The owner's private network the task joins (loopback and allow); absent: a namespace of its own, empty (or the host's, for host). */
+  netns?: NamespaceRef | null
 }
 
 /**
@@ -100,7 +104,8 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const pinnedDirs = paths.writable.map(({ path, dev, ino, uid }) => (user ? { path, dev, ino, owner: idmapOwner(uid, user) } : { path, dev, ino }))
   const home = user && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home, user) : null
   const idmapped = user ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...pinnedDirs.map((entry) => ({ path: entry.path, ...entry.owner! }))] : []
-  const allowed = sandboxEnvironment(baseEnv, request.envAdditions, marker)
+  // The proxy variables may be overridden by the task's own (the proxy decides either way).
+  const allowed = sandboxEnvironment(baseEnv, { ...proxyEnvironment(task.network), ...request.envAdditions }, marker)
   // A task on its own identity owns its idmapped folders: git trusts what it was given, nothing above (git-trust.ts).
   const environment = runAs.idmap ? trustingGivenRepositories(allowed, paths.writable) : allowed
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,
@@ -111,11 +116,14 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   // starts replaces /etc/passwd: a mount by path would then fail the task); else bubblewrap binds them.
   const coveredFiles = accounts && request.hideByDescriptor ? [{ path: '/etc/passwd', data: accounts.passwd }, { path: '/etc/group', data: accounts.group }] : []
   const bound = accounts && !request.hideByDescriptor ? accounts : null
-  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(bound ? [bound.passwd, bound.group] : [])]
+  // Inside the owner's namespace, names are asked of tend's DNS stub there (the host's resolver is out of reach).
+  const resolver = task.network === 'host' ? null : STUB_RESOLV_CONF
+  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(bound ? [bound.passwd, bound.group] : []), ...(resolver ? [resolver] : [])]
   const layout = descriptorLayout({ extraFiles: [], dataFiles })
   const [argsFd, seccompFd] = layout.data as [number, number]
   const accountFds = bound ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
-  const firstPinnedFd = seccompFd + 1 + (bound ? 2 : 0)
+  const resolverFd = resolver ? seccompFd + 1 + (bound ? 2 : 0) : undefined
+  const firstPinnedFd = seccompFd + 1 + (bound ? 2 : 0) + (resolver ? 1 : 0)
   // Each mask's owner may remove it, or put a link in its place, as the task starts: mounted by the
   // spawner, through a descriptor opened without following links, such a mask is skipped; mounted
   // by bubblewrap, by path, it would fail the task (or land where the link leads).
@@ -124,12 +132,25 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const bwrap = capabilities.bwrap!.path
   const argv = [
     bwrap,
-    ...bubblewrapArgs({ task, config, paths, masks: request.hideByDescriptor ? [] : masks, seccompFd, argsFd, firstPinnedFd, user: runAs.user, idmapped, ...(accountFds ? { accountFds } : {}) }),
+    ...bubblewrapArgs({
+      task,
+      config,
+      paths,
+      masks: request.hideByDescriptor ? [] : masks,
+      seccompFd,
+      argsFd,
+      firstPinnedFd,
+      user: runAs.user,
+      idmapped,
+      joinsNetwork: Boolean(request.netns),
+      ...(accountFds ? { accountFds } : {}),
+      ...(resolverFd !== undefined ? { resolverFd } : {}),
+    }),
     '--',
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}), ...(coveredFiles.length > 0 ? { coveredFiles } : {}) },
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(request.netns ? { netns: request.netns } : {}), ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}), ...(coveredFiles.length > 0 ? { coveredFiles } : {}) },
     cgroups,
     ranAs,
     release,
@@ -181,6 +202,10 @@ export interface BubblewrapOptions {
   idmapped?: readonly IdmappedRoot[]
   /** Descriptors holding the /etc/passwd and /etc/group shown instead of the host's (account-files.ts). */
   accountFds?: { passwd: number; group: number }
+  /** The task runs in its owner's namespace, which the spawner joins: bubblewrap makes none. */
+  joinsNetwork?: boolean
+  /** Descriptor holding the resolv.conf shown instead of the host's (the DNS stub in the owner's namespace). */
+  resolverFd?: number
 }
 
 /** The bubblewrap command line of a sandboxed profile (each loads its own seccomp program). */
@@ -191,7 +216,7 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
     // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
     '--unshare-user', '--disable-userns',
     '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-    ...(task.network === 'host' ? [] : ['--unshare-net']),
+    ...(task.network === 'host' || options.joinsNetwork ? [] : ['--unshare-net']),
     // A new session keeps a task from typing into the terminal of whoever started tend (TIOCSTI). A
     // task on a terminal of its own keeps it as its controlling terminal (job control, SIGWINCH,
     // /dev/tty): the only input it can fake there is its own, and the only reader is its keeper.
@@ -226,8 +251,10 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   }
   // Service sockets live under /run (docker, D-Bus, containerd): a read-only mount does not stop
   // connect(), an empty /run does. With network access, DNS keeps its resolver folder.
-  args.push('--tmpfs', '/run', '--remount-ro', '/run')
+  args.push('--tmpfs', '/run')
   if (task.network === 'host') args.push('--ro-bind-try', '/run/systemd/resolve', '/run/systemd/resolve')
+  if (options.resolverFd !== undefined) args.push(...resolverArgs(options.resolverFd))
+  args.push('--remount-ro', '/run')
   args.push('--chdir', paths.cwd.path, '--args', String(options.argsFd), '--seccomp', String(options.seccompFd))
   return args
 }
@@ -259,6 +286,23 @@ function privateCache(home: string, paths: TaskPaths, size: string): string[] {
   }
   return args
 }
+
+/**
+ * resolv.conf naming the owner's DNS stub, where the task reads it: /etc/resolv.conf, or where it
+ * leads when it is a link (into /run, made empty above, on systemd-resolved hosts).
+ */
+function resolverArgs(fd: number): string[] {
+  let target = RESOLV_CONF
+  try {
+    target = realpathSync(RESOLV_CONF)
+  } catch {
+    // missing: bubblewrap makes the file
+  }
+  const folder = dirname(target)
+  return [...(target.startsWith('/run/') ? ['--dir', folder] : []), '--ro-bind-data', String(fd), target]
+}
+const RESOLV_CONF = '/etc/resolv.conf'
+const STUB_RESOLV_CONF = Buffer.from(`# tend: names are answered by the DNS stub of this owner's private network\nnameserver ${DNS_STUB_ADDRESS}\noptions attempts:1 timeout:2\n`)
 
 /** The task's environment as bubblewrap arguments, NUL-separated, for `--args FD`. */
 function environmentArgs(environment: Record<string, string>): Buffer {

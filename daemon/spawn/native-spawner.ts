@@ -572,6 +572,8 @@ function encodeRequest(id: number, request: SpawnRequest): Buffer | string {
   for (const data of blobs) parts.push(`${data.length}\0`, data)
   parts.push(`${covers.length}\0`)
   for (const cover of covers) parts.push(`${cover.path}\0`, `${cover.data.length}\0`, cover.data)
+  // Last, and only when given: the network namespace to join, by path and identity.
+  if (request.netns) parts.push(`${request.netns.path}\0${request.netns.dev}\0${request.netns.ino}\0`)
   const size = parts.reduce((sum, part) => sum + (typeof part === 'string' ? Buffer.byteLength(part) : part.length), 0)
   if (size > MAX_REQUEST_BYTES) return `the request is too large (${size} bytes)`
   const framed = Buffer.allocUnsafe(4 + size)
@@ -626,6 +628,9 @@ function failureMessage(stage: string, code: string, index: number | undefined, 
       return hiddenFailure(index === undefined ? undefined : (request.hiddenPaths?.[index] ?? request.coveredFiles?.[index - (request.hiddenPaths?.length ?? 0)]?.path ?? `place ${index}`), code)
     case 'keyring':
       return keyringFailure(code)
+    case 'netns':
+      if (code === 'ESTALE') return `the private network the task was to join (${request.netns?.path}) is gone; it was not given another`
+      return `could not join the task's private network ${request.netns?.path ?? ''}: ${code}`
     case 'user':
       return request.user ? userFailure(request.user, code) : `could not switch user: ${code}`
     case 'cgroup': {

@@ -36,6 +36,7 @@ const PINNED_DIR_FLAGS = 0o10000000 | fsConstants.O_DIRECTORY | fsConstants.O_NO
 /** Where the prelude finds its helpers: fixed, never the task's PATH (which the task's owner chose). */
 const STAT = firstExisting(['/usr/bin/stat', '/bin/stat'])
 const SETPRIV = firstExisting(['/usr/bin/setpriv', '/bin/setpriv', '/usr/sbin/setpriv', '/sbin/setpriv'])
+const NSENTER = firstExisting(['/usr/bin/nsenter', '/bin/nsenter', '/usr/sbin/nsenter', '/sbin/nsenter'])
 
 type Failure = Extract<SpawnOutcome, { started: false }>
 
@@ -86,13 +87,15 @@ export class NodeSpawner implements Spawner {
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)
     if (userProblem) return userProblem
+    const netnsProblem = request.netns && checkNetns()
+    if (netnsProblem) return netnsProblem
     if (request.cwdIdentity && !STAT) return { started: false, stage: 'chdir', code: 'ENOENT', message: `cannot check that cwd is still the folder the task was accepted with: ${request.cwd} (stat, from coreutils, is not installed)` }
     const { execa } = await loadExeca()
     const descriptors: number[] = []
     try {
       const opened = openDescriptors(request, descriptors)
       if ('stage' in opened) return opened
-      const subprocess = execa('/bin/sh', ['-c', prelude(request, opened.cgroupFds), 'tend-task', request.file, ...request.argv.slice(1)], {
+      const subprocess = execa('/bin/sh', ['-c', prelude(request, opened.cgroupFds, opened.netnsFd), 'tend-task', request.file, ...request.argv.slice(1)], {
         cwd: request.cwd,
         env: request.env,
         extendEnv: false,
@@ -140,7 +143,7 @@ export class NodeSpawner implements Spawner {
  * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
  * after the spawn.
  */
-function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number } | Failure {
+function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number; netnsFd: number | null } | Failure {
   const open = (path: string, flags: string | number): number => {
     const fd = openSync(path, flags, 0o600)
     opened.push(fd)
@@ -173,6 +176,13 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     if (typeof fd === 'string') return { started: false, stage: 'pinned', code: fd, message: pinnedDirFailure(pinned.path, fd) }
     stdio[layout.pinned[index]!] = fd
   }
+  let netnsFd: number | null = null
+  if (request.netns) {
+    const fd = openNamespace(request.netns, opened)
+    if (typeof fd === 'string') return { started: false, stage: 'netns', code: fd, message: netnsFailure(request.netns.path, fd) }
+    netnsFd = stdio.length
+    stdio.push(fd)
+  }
   const cgroupFds: number[] = []
   for (const group of request.cgroups) {
     const fd = openCgroupTasks(group, opened)
@@ -180,7 +190,7 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     cgroupFds.push(stdio.length)
     stdio.push(fd)
   }
-  return { stdio, cgroupFds, outputReader }
+  return { stdio, cgroupFds, outputReader, netnsFd }
 }
 
 /**
@@ -234,8 +244,31 @@ function openPinned(pinned: Pick<PinnedDir, 'path' | 'dev' | 'ino'>, opened: num
   }
 }
 
-/** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through setpriv for another user). */
-function prelude(request: SpawnRequest, cgroupFds: number[]): string {
+/** The network namespace, opened by its path and checked to be that very one (ESTALE otherwise), or the errno name. */
+function openNamespace(namespace: NonNullable<SpawnRequest['netns']>, opened: number[]): number | string {
+  try {
+    const fd = openSync(namespace.path, fsConstants.O_RDONLY)
+    opened.push(fd)
+    const info = fstatSync(fd, { bigint: true })
+    return String(info.dev) === namespace.dev && String(info.ino) === namespace.ino ? fd : 'ESTALE'
+  } catch (error) {
+    return errorCode(error)
+  }
+}
+
+/** A namespace this daemon cannot enter: nsenter needs root (and util-linux). */
+function checkNetns(): Failure | null {
+  if (!NSENTER) return { started: false, stage: 'netns', code: 'ENOENT', message: 'nsenter (util-linux) is not installed, and the node spawner needs it to join a private network' }
+  if (process.getuid?.() !== 0) return { started: false, stage: 'netns', code: 'EPERM', message: 'the node spawner joins a private network only for a root daemon (through nsenter)' }
+  return null
+}
+
+function netnsFailure(path: string, code: string): string {
+  return code === 'ESTALE' ? `the private network the task was to join (${path}) is gone; it was not given another` : `could not join the task's private network ${path}: ${code}`
+}
+
+/** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through nsenter into its network, setpriv for another user). */
+function prelude(request: SpawnRequest, cgroupFds: number[], netnsFd: number | null): string {
   const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
   const steps = [`ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}`]
   // Each `tasks` file is closed once written: the task never holds it.
@@ -246,8 +279,9 @@ function prelude(request: SpawnRequest, cgroupFds: number[]): string {
   }
   const { user } = request
   const drop = user ? `${shellQuote(SETPRIV!)} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- ` : ''
+  const enter = netnsFd !== null ? `${shellQuote(NSENTER!)} --net=/proc/self/fd/${netnsFd} -- ` : ''
   // `1>&2`: stdout joins stderr on the output file, which ends the report pipe.
-  steps.push(`exec ${drop}"$@" 1>&2`)
+  steps.push(`exec ${enter}${drop}"$@" 1>&2`)
   return steps.join('; ')
 }
 

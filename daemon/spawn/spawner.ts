@@ -113,6 +113,14 @@ export interface SpawnRequest {
    */
   cwdIdentity?: FileIdentity
   /**
+   * The network namespace the child joins (its owner's private one, daemon/network/): opened by
+   * path, it must be that very namespace (device and inode), or the spawn fails at stage `netns`
+   * (ESTALE). The user namespace that owns it is joined first when it is not the spawner's (an
+   * unprivileged daemon's namespaces). Joined after the cwd and before the keyring and the user.
+   * Default: the spawner's own network.
+   */
+  netns?: FileIdentity & { path: string }
+  /**
    * Run the child as this user, with no supplementary groups (and so, from root, no capabilities):
    * dropped after every descriptor is open and every cgroup joined, right before the exec; a
    * failure is stage `user`. Default: the daemon's own user.
@@ -189,6 +197,11 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
   }
   if (request.cwdIdentity) {
     const problem = identityProblem('cwdIdentity', request.cwdIdentity)
+    if (problem) return problem
+  }
+  if (request.netns) {
+    if (typeof request.netns.path !== 'string' || !request.netns.path.startsWith('/') || request.netns.path.includes('\0')) return `netns.path must be an absolute path, got ${JSON.stringify(request.netns.path)}`
+    const problem = identityProblem('netns', request.netns)
     if (problem) return problem
   }
   if (request.endsWithDaemon !== undefined && typeof request.endsWithDaemon !== 'boolean') return `endsWithDaemon must be a boolean, got ${typeof request.endsWithDaemon}`

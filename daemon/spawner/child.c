@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include "spawner.h"
+
+#ifndef NS_GET_USERNS
+#define NS_GET_USERNS 0xb701
+#endif
 
 extern char **environ;
 
@@ -222,6 +227,31 @@ static int open_output(const char *path) {
   return -1;
 }
 
+static int join_network(const struct request *r) {
+  int fd = open(r->netns, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat info, own;
+  int userns = -1;
+  if (fstat(fd, &info) != 0) goto failed;
+  if ((unsigned long long)info.st_dev != r->netns_dev || (unsigned long long)info.st_ino != r->netns_ino) {
+    errno = ESTALE;
+    goto failed;
+  }
+  userns = ioctl(fd, NS_GET_USERNS);
+  if (userns < 0 || fstat(userns, &info) != 0 || stat("/proc/self/ns/user", &own) != 0) goto failed;
+  if ((info.st_dev != own.st_dev || info.st_ino != own.st_ino) && setns(userns, CLONE_NEWUSER) != 0) goto failed;
+  if (setns(fd, CLONE_NEWNET) != 0) goto failed;
+  close(userns);
+  close(fd);
+  return 0;
+failed:;
+  int error = errno;
+  if (userns >= 0) close(userns);
+  close(fd);
+  errno = error;
+  return -1;
+}
+
 __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int highest_known) {
   error_fd = error_pipe;
   /* Hygiene first: drop everything of the helper's but stdio and the error pipe, so the opens
@@ -321,6 +351,10 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
     if (stat(".", &here) != 0) child_fail("chdir", errno, -1);
     if ((unsigned long long)here.st_dev != r->cwd_dev || (unsigned long long)here.st_ino != r->cwd_ino) child_fail("chdir", ESTALE, -1);
   }
+
+  /* 6b. The owner's private network: joined by descriptor, only if it is the namespace the daemon
+   * named; its owning user namespace first when that is not ours (an unprivileged daemon's). */
+  if (*r->netns && join_network(r) != 0) child_fail("netns", errno, -1);
 
   /* 7. A session keyring of its own, new and empty, whatever the profile: the one inherited is
    * the daemon's (its keys, and a place to plant keys for other owners' tasks to find). Joined

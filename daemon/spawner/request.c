@@ -121,6 +121,13 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
     next_string(&scan, "cover");
     next_blob(&scan);
   }
+  /* Then, when given, the network namespace to join: its path, dev and ino. */
+  int with_netns = scan.at < scan.end;
+  if (with_netns) {
+    next_string(&scan, "netns");
+    next_string(&scan, "netns dev");
+    next_string(&scan, "netns ino");
+  }
   if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
   if (extrac + pinc + datac > 1024) malformed("too many extra files, blobs and pinned folders");
   if (viewc > 1024) malformed("too many views");
@@ -191,6 +198,14 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
     request->covers[i].path = next_string(&cursor, "cover");
     if (request->covers[i].path[0] != '/') malformed("covered path is not absolute");
     request->covers[i].data = next_blob(&cursor);
+  }
+  request->netns = "";
+  request->netns_dev = request->netns_ino = 0;
+  if (with_netns) {
+    request->netns = next_string(&cursor, "netns");
+    if (request->netns[0] != '/') malformed("netns path is not absolute");
+    request->netns_dev = next_number(&cursor, "netns dev", ~0ULL);
+    request->netns_ino = next_number(&cursor, "netns ino", ~0ULL);
   }
 }
 

@@ -85,6 +85,9 @@ struct request {
   struct blob *data;
   /* Files whose contents the child replaces for the task, each covered by descriptor (hidden.c). */
   struct cover *covers;
+  /* The network namespace to join ("" for none): by path, only if it is that namespace (dev, ino). */
+  const char *netns;
+  unsigned long long netns_dev, netns_ino;
   int *fds; /* the child's descriptors for extra, data, pinned, before they move to fd 3... */
   int *view_fds; /* the child's descriptors of the views while it mounts them */
   /* The distinct user namespaces of the mapped pins and views (set by the helper: idmap_prepare). */

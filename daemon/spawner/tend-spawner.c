@@ -23,7 +23,9 @@
  *     (the same: a view), hiddenc, then hiddenc absolute paths (places hidden from the task, see
  *     Hidden places below), datac, then datac blobs, each a length string and then exactly that
  *     many raw bytes (no NUL), then, optionally (left out: none), coverc and coverc covered files,
- *     each a path and then a blob (see Hidden places below).
+ *     each a path and then a blob (see Hidden places below), then, optionally (left out: none; it
+ *     needs coverc before it), netns, dev, ino: the network namespace the child joins (child.c,
+ *     join_network), only if the path opens that very namespace.
  *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
  *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
  *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.

@@ -7,12 +7,13 @@ import { taskMarker } from '../spawn/task-run.js'
 import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
 import { ownerIdsOf } from '../sandbox/task-identity.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
+import type { NetworkLease, OwnerNetworks } from '../network/owner-networks.js'
 
 /**
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
  * endsWithDaemon: the task ends with the daemon (see SpawnRequest), default false.
  */
-export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor'> & { spawner: Spawner; endsWithDaemon?: boolean }
+export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor' | 'netns'> & { spawner: Spawner; endsWithDaemon?: boolean; networks: OwnerNetworks | null }
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -39,7 +40,25 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   // the task's identity. Only the machine as a whole falls back, decided at start (task-identity.ts).
   const owned = task.sandbox === 'off' ? null : await ownerIdsOf(request.capabilities.identity, task.owner)
   if (owned && 'problem' in owned) return { started: false, reason: `${owned.problem}; ${NOT_UID_0}` }
-  const plan = await planLaunch({ ...planned, programPath: program.path, ownIds: owned, hideByDescriptor: spawner.hidesPaths })
+  const { networks, ...rest } = planned
+  // loopback and allow: the owner's private namespace, held for the task until it has ended.
+  let lease: NetworkLease | null = null
+  if (task.sandbox !== 'off' && task.network !== 'host') {
+    if (!networks) return { started: false, reason: `network ${task.network} is not available here` }
+    try {
+      lease = networks.acquire({ id: task.id, owner: task.owner, network: task.network, pid: null })
+    } catch (error) {
+      return { started: false, reason: (error as Error).message }
+    }
+  }
+  let planned_: LaunchPlan
+  try {
+    planned_ = await planLaunch({ ...rest, programPath: program.path, ownIds: owned, hideByDescriptor: spawner.hidesPaths, netns: lease?.network.namespace ?? null })
+  } catch (error) {
+    lease?.release()
+    throw error
+  }
+  const plan: LaunchPlan = lease ? { ...planned_, release: () => planned_.release().finally(() => lease.release()) } : planned_
   const outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
   if (!outcome.started && outcome.stage === 'idmap') {
     await plan.release()
@@ -57,6 +76,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
     await plan.release()
     return { started: false, reason: outcome.message }
   }
+  networks?.started(task.owner, task.id, outcome.pid)
   return { started: true, pid: outcome.pid, exited: outcome.exited, plan, keeper: outcome.keeper ?? null }
 }
 

@@ -33,6 +33,7 @@ import { exitOf, readTaskExitFile } from '../spawn/exit-file.js'
 import { keeperWritten } from './keeper-exit.js'
 import { answerUnreportedExit, makeRoomForResumedExit, spoolIsShort } from './unanswered-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
+import type { OwnerNetworks } from '../network/owner-networks.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
@@ -151,6 +152,8 @@ export class Supervisor {
     private readonly spawner: Spawner,
     private readonly onTaskFinished: (task: Task) => void = () => {},
     daemonHomes: DaemonHomes = { homes: () => [], registries: () => [] },
+    /** The owners' private networks (loopback and allow); null where none can be made. */
+    private readonly networks: OwnerNetworks | null = null,
   ) {
     this.scheduler = new Scheduler(config.concurrency, config.perOwnerConcurrency, (error, owner) => this.log.error({ err: error, owner }, 'a task job failed'))
     this.protectedView = cachedProtectedView(config, daemonHomes)
@@ -382,7 +385,7 @@ export class Supervisor {
     // Its owner keeps the uid it runs on: no other owner is given it while it runs.
     const { identity } = this.capabilities
     if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
-    const plan = await resumedPlan(task, this.capabilities)
+    const plan = await resumedPlan(task, this.capabilities, this.networks)
     // The file its keeper writes, whatever the task did to the name while no daemon ran.
     await this.outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(this.config.layout.spool, task.id)).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     const entry = this.track(task.id, task, task.pid, attached.exited, plan, task.keeper)
@@ -543,6 +546,7 @@ export class Supervisor {
       config: this.config,
       capabilities: this.capabilities,
       spawner: this.spawner,
+      networks: this.networks,
     }).catch((error: unknown): LaunchOutcome => {
       this.log.error({ taskId: id, err: error }, 'launching the task failed')
       return { started: false, reason: `could not start the task: ${(error as Error).message}` }
@@ -714,9 +718,15 @@ export class Supervisor {
 }
 
 /** What a launch would have planned for a task that an earlier daemon started: its cgroups, to watch and release. */
-async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities): Promise<TaskResources> {
+async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities, networks: OwnerNetworks | null): Promise<TaskResources> {
   const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax })
-  return { cgroups, release: async () => cgroups?.remove() }
+  // Its owner's next tasks join the namespace it is in.
+  const lease = task.sandbox !== 'off' && task.network !== 'host' ? (networks?.adopt({ id: task.id, owner: task.owner, network: task.network, pid: task.pid }) ?? null) : null
+  const release = async () => {
+    await cgroups?.remove()
+    lease?.release()
+  }
+  return { cgroups, release }
 }
 
 /** This boot's id: a task recorded in another boot cannot still be running. */
