@@ -315,6 +315,15 @@ export const StatusSchema = Type.Object({
       },
       { description: 'what each sandboxed profile this machine can run bounds, per task' },
     ),
+    network: Type.Object(
+      {
+        default: Type.Enum(NETWORK_MODES, { description: 'what a sandboxed task that asks for none gets' }),
+        modes: Type.Array(Type.Enum(NETWORK_MODES), { description: 'the network modes this machine can enforce for sandboxed tasks' }),
+        missing: Type.Record(Type.String(), Type.String(), { description: 'why each other mode cannot be enforced here (a task asking for it is refused, never widened)' }),
+        allow: Type.Array(Type.String(), { description: "the operator's allowlist (networkAllow): what allow tasks reach through the egress proxy" }),
+      },
+      { description: "sandboxed tasks' networks" },
+    ),
   }),
 })
 export type DaemonStatus = Static<typeof StatusSchema>

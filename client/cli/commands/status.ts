@@ -31,11 +31,21 @@ export function registerStatusCommand(program: Command): void {
           `keyring:     ${status.sandbox.keyring.fresh ? 'every task gets a session keyring of its own' : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`}`,
           ...seccompLines(status.sandbox.filters),
           ...boundsLines(status.sandbox.bounds),
+          ...networkLines(status.sandbox.network),
         ].join('\n'),
       )
       return EXIT.ok
     }),
   )
+}
+
+/** Which network modes sandboxed tasks can have, why not the others, and the allowlist; nothing from an older daemon. */
+function networkLines(network: DaemonStatus['sandbox']['network'] | undefined): string[] {
+  if (!network) return []
+  const lines = [`network:     default ${network.default}; can enforce ${network.modes.join(', ') || 'none'}`]
+  for (const [mode, why] of Object.entries(network.missing)) lines.push(`             ${mode} unavailable: ${why}`)
+  lines.push(`             allowlist (networkAllow): ${network.allow.length > 0 ? network.allow.join(' ') : 'empty: allow tasks reach no host'}`)
+  return lines
 }
 
 /** Whether records can be written, and the reserve; nothing from a daemon that does not say (an older one). */

@@ -1,3 +1,4 @@
+import { DEFAULT_NETWORK } from '../../../protocol/index.js'
 import type { TendApp } from '../server.js'
 import type { DaemonContext } from '../../context.js'
 import { type DaemonStatus } from '../../../protocol/index.js'
@@ -50,6 +51,7 @@ export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCh
         },
         keyring: context.sandbox.identity.keyring,
         bounds: sandboxBounds(context.sandbox, context.config),
+        network: { default: DEFAULT_NETWORK, modes: context.sandbox.network.modes, missing: context.sandbox.network.missing, allow: [...context.config.networkAllow] },
       },
     }
   })
