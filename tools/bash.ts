@@ -85,7 +85,7 @@ export function createBashTool(deps: ToolDeps): Tool {
 
 /** What each network reaches, in the few words of bash's description. */
 const NETWORK_SUMMARY = {
-  loopback: "(the default) your own tasks' servers on 127.0.0.1",
-  allow: "adds the operator's allowlist",
+  loopback: "(the default) only your own tasks' servers on 127.0.0.1",
+  allow: "adds the operator's allowlist through tend's proxy",
   host: "the host's whole network",
 } as const
