@@ -1,5 +1,6 @@
 import { defineTool } from './harness/index.js'
-import { renderBash, runBash, type BashOutcome } from './core/index.js'
+import { networkParameterDescription, offeredNetworks, refuseUnofferedNetwork, renderBash, runBash, type BashOutcome } from './core/index.js'
+import type { Tool } from './harness/index.js'
 import { sessionOf, withPendingNotices, type ToolDeps } from './tool-context.js'
 
 /** The bash result's card data (every host's presenter reads it). */
@@ -31,19 +32,21 @@ export const BASH_STDIN_DESCRIPTION = 'Give the command a stdin pipe that task_i
 export const BASH_TTY_DESCRIPTION =
   'Run on a pseudo-terminal (80x24), for programs that only behave interactively on one: REPLs, prompts, top. Implies stdin: task_input types into it (the terminal echoes what you type). Output comes back as plain text, control sequences removed'
 
-export function createBashTool(deps: ToolDeps) {
+export function createBashTool(deps: ToolDeps): Tool {
   const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
-  return defineTool({
+  const offered = offeredNetworks(deps.settings)
+  const tool = defineTool({
     name: 'bash',
     description: [
       'Run a shell command (sh -c) in the working directory and return its output with [exit code: N].',
-      'Output longer than the budget keeps its head and tail and says where the full output is.',
+      'Output longer than the budget keeps its head and tail and says how to read the rest (task_output with from).',
       `A command still running after yield_ms (default ${defaultYieldMs}) is not stopped: the call returns its output so far,`,
       'its task id and "still running", and the command goes on as a background task.',
       'Set run_in_background for long-running commands: it returns a task id at once; read the output with task_output,',
       'stop it with task_kill; a notice arrives when it finishes.',
       'stdin is /dev/null unless stdin is set: then write to it with task_input (a REPL, a prompt that waits for an answer).',
       'tty runs it on a pseudo-terminal instead, for programs that need one (REPLs, prompts, top): task_input types into it, and its output is returned as plain text.',
+      `network chooses what the command reaches: ${offered.map((mode) => `"${mode}" ${NETWORK_SUMMARY[mode]}`).join(', ')}.`,
     ].join(' '),
     parameters: {
       command: { type: 'string', required: true, description: 'The shell command to run' },
@@ -55,11 +58,12 @@ export function createBashTool(deps: ToolDeps) {
       persistent: { type: 'boolean', description: 'Keep the task running after this agent session ends (a server meant to outlive you); by default your tasks stop with the session' },
       stdin: { type: 'boolean', description: BASH_STDIN_DESCRIPTION },
       tty: { type: 'boolean', description: BASH_TTY_DESCRIPTION },
+      network: { type: 'string', enum: offered, description: networkParameterDescription(offered) },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)
       const outcome = await runBash(session, args, deps.settings, exec.signal)
-      return { content: withPendingNotices(session, renderBash(outcome)), meta: bashMeta(outcome) }
+      return { content: withPendingNotices(session, renderBash(outcome, offered)), meta: bashMeta(outcome) }
     },
     presentCall: (args) => ({ card: 'terminal', title: args.command, ...(args.description ? { description: args.description } : {}), ...(args.cwd ? { cwd: args.cwd } : {}) }),
     presentResult: (args, result) => {
@@ -72,4 +76,16 @@ export function createBashTool(deps: ToolDeps) {
       return { card: 'terminal', title: args.command, output: meta.output, exitCode: meta.exitCode, signal: meta.signal }
     },
   })
+  // Before the schema's check: host where it is not offered gets its reason, not an enum list.
+  return { ...tool, execute: async (args, exec) => {
+    refuseUnofferedNetwork((args as { network?: unknown } | null)?.network, deps.settings)
+    return tool.execute(args, exec)
+  } }
 }
+
+/** What each network reaches, in the few words of bash's description. */
+const NETWORK_SUMMARY = {
+  loopback: "(the default) only your own tasks' servers on 127.0.0.1",
+  allow: "adds the operator's allowlist through tend's proxy",
+  host: "the host's whole network",
+} as const

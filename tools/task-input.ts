@@ -1,5 +1,5 @@
 import { defineTool } from './harness/index.js'
-import { renderTaskInput, sendTaskInput, TASK_INPUT_DEFAULT_YIELD_MS } from './core/index.js'
+import { offeredNetworks, renderTaskInput, sendTaskInput, TASK_INPUT_DEFAULT_YIELD_MS } from './core/index.js'
 import { sessionOf, withPendingNotices, type ToolDeps } from './tool-context.js'
 
 interface TaskInputMeta {
@@ -51,7 +51,7 @@ export function createTaskInputTool(deps: ToolDeps) {
         signal: outcome.task.signal,
         done: outcome.done,
       }
-      return { content: withPendingNotices(session, renderTaskInput(outcome)), meta }
+      return { content: withPendingNotices(session, renderTaskInput(outcome, offeredNetworks(deps.settings))), meta }
     },
     presentCall: (args) => ({ card: 'generic', title: `task_input ${args.task_id}`, kind: 'execute', rawInput: args }),
     presentResult: (args, result) => {

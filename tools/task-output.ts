@@ -1,5 +1,5 @@
 import { defineTool } from './harness/index.js'
-import { readTaskOutput, renderTaskOutput } from './core/index.js'
+import { offeredNetworks, readTaskOutput, renderTaskOutput } from './core/index.js'
 import { sessionOf, withPendingNotices, type ToolDeps } from './tool-context.js'
 
 interface TaskOutputMeta {
@@ -17,7 +17,7 @@ export function createTaskOutputTool(deps: ToolDeps) {
       'Read the output of a background task. Without from, returns what you have not seen yet and remembers where you stopped.',
       'wait_ms blocks until new output arrives or the task ends (at most',
       `${deps.settings.maxWaitMs} ms). from reads from a byte offset without moving your place. filter keeps only lines matching a`,
-      'regular expression. Long output keeps its head and tail and says where the full output is.',
+      'regular expression. Long output keeps its head and tail and says how to read the rest (task_output with from).',
     ].join(' '),
     parameters: {
       task_id: { type: 'string', required: true, description: 'The task id that bash returned' },
@@ -30,7 +30,7 @@ export function createTaskOutputTool(deps: ToolDeps) {
       const session = sessionOf(deps, exec)
       const result = await readTaskOutput(session, args, deps.settings, exec.signal)
       const meta: TaskOutputMeta = { taskId: result.task.id, output: result.output.text, exitCode: result.task.exitCode, signal: result.task.signal, done: result.done }
-      return { content: withPendingNotices(session, renderTaskOutput(result)), meta }
+      return { content: withPendingNotices(session, renderTaskOutput(result, offeredNetworks(deps.settings))), meta }
     },
     presentCall: (args) => ({ card: 'generic', title: `task_output ${args.task_id}`, kind: 'read', rawInput: args }),
     presentResult: (args, result) => {

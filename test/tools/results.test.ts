@@ -67,13 +67,13 @@ describe('bash results', () => {
     expect(result).toMatchObject({ isError: true, content: [{ type: 'text', text: 'the command could not be started: cwd does not exist: /nonexistent/tend' }] })
   })
 
-  test('output longer than the budget keeps head and tail and says where the rest is', async () => {
+  test('output longer than the budget keeps head and tail and says how to read the rest', async () => {
     const result = await callTool(shared.host, new TestAgent('bash-6'), { name: 'bash', arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "line $i"; i=$((i+1)); done; echo "ERROR: the end" >&2; exit 1' } })
     const text = textOf(result)
     const [task] = await shared.daemon.client.list({ owner: 'bash-6', all: true })
     expect(text.startsWith('line 1\nline 2\n')).toBe(true)
     expect(text.endsWith('line 2000\nERROR: the end\n[exit code: 1]')).toBe(true)
-    expect(text).toMatch(new RegExp(`\\[… \\d+ bytes omitted \\(bytes \\d+–\\d+\\); full output: ${task!.spool}/output.log …\\]`))
+    expect(text).toMatch(new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${task!.id}", from: \\1\\) …\\]`))
     expect(Buffer.byteLength(text)).toBeLessThan(2200)
   })
 

@@ -83,7 +83,7 @@ describe('terminal output in bash and task_output results', () => {
     const shaped = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, max_bytes: 400 } })
     expectPlain(textOf(shaped))
     expect(textOf(shaped)).toMatch(/^line 001\n/m)
-    expect(textOf(shaped)).toMatch(/\[… \d+ bytes omitted \(bytes \d+–\d+\); full output: .*output\.log …\]\n/)
+    expect(textOf(shaped)).toMatch(new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${id}", from: \\1\\) …\\]\\n`))
     expect(textOf(shaped)).toMatch(/line 300\n\[exit code: 0\]$/)
   })
 

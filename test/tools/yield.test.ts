@@ -96,7 +96,7 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
     const text = textOf(result)
     const id = yieldedId(text)
     expect(text).toContain('still running after 1000ms')
-    expect(text).toMatch(/\[… \d+ bytes omitted \(bytes \d+–\d+\); full output: .*output\.log …\]/)
+    expect(text).toMatch(new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${id}", from: \\1\\) …\\]`))
     expect(text).toContain('\n5000\n[still running')
     const next = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
     expect(textOf(next)).toContain('(no new output)')

@@ -33,13 +33,13 @@ export async function awaitForeground(session: OwnerSession, started: Task, yiel
     const outputPath = outputPathOf(task)
     if (!isFinished(task)) {
       const from = session.cursor(task.id)
-      const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, outputPath, outputReadOf(task, false))
+      const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, outputReadOf(task, false))
       session.advance(task.id, output.next)
       return { kind: 'yielded', task, output, outputPath, yieldMs }
     }
     session.markSeen(task.id)
     if (task.state === 'failed') throw new ToolFailure(`the command could not be started: ${task.reason}`)
-    const output = await readForModel(session.client, task.id, 0, task.outputBytes, budgetBytes, outputPath, outputReadOf(task, true))
+    const output = await readForModel(session.client, task.id, 0, task.outputBytes, budgetBytes, outputReadOf(task, true))
     session.advance(task.id, output.next)
     return { kind: 'foreground', task, output, outputPath }
   })

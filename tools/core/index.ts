@@ -1,3 +1,5 @@
+export * from './agent-hint.js'
+export * from './agent-network.js'
 export * from './notice.js'
 export * from './operations.js'
 export * from './output-shaping.js'

@@ -1,7 +1,8 @@
-import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type Task } from '../../client/index.js'
+import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { refuseUnofferedNetwork } from './agent-network.js'
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
-import { outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
+import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
 
 export { ToolFailure }
@@ -19,6 +20,11 @@ export interface ToolSettings {
   defaultYieldMs: number
   /** Largest yield_ms a call may ask for, in ms (larger ones are cut to this). Default 600000. */
   maxYieldMs: number
+  /**
+   * bash offers network "host" (the host's whole network: its loopback services, its LAN) besides
+   * "loopback" and "allow". The operator's choice, never the agent's. Default false.
+   */
+  allowHostNetwork: boolean
 }
 
 export const DEFAULT_TOOL_SETTINGS: Readonly<ToolSettings> = Object.freeze({
@@ -28,6 +34,7 @@ export const DEFAULT_TOOL_SETTINGS: Readonly<ToolSettings> = Object.freeze({
   maxWaitMs: 300_000,
   defaultYieldMs: 10_000,
   maxYieldMs: 600_000,
+  allowHostNetwork: false,
 })
 
 /** Most output a filtered read scans in one call; the cursor says where the next call goes on. */
@@ -47,6 +54,8 @@ export interface BashArgs {
   stdin?: boolean
   /** Run on a pseudo-terminal (80x24): task_input types into it; its output is read as plain text. */
   tty?: boolean
+  /** What a sandboxed command's network reaches; `host` only where ToolSettings.allowHostNetwork. */
+  network?: NetworkMode
 }
 
 export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
@@ -56,6 +65,7 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
   if (args.command.trim() === '') throw new ToolFailure('command is empty')
   if (args.timeout !== undefined && (!Number.isInteger(args.timeout) || args.timeout <= 0)) throw new ToolFailure(`timeout must be a positive whole number of milliseconds, got ${args.timeout}`)
   if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0)) throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
+  refuseUnofferedNetwork(args.network, settings)
   if (signal?.aborted) throw new ToolFailure('aborted before the task was started; nothing was run')
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
@@ -69,6 +79,7 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
     ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
     ...(args.stdin ? { stdin: 'pipe' as const } : {}),
     ...(args.tty ? { tty: true } : {}),
+    ...(args.network ? { network: args.network } : {}),
   })
   if (signal?.aborted) {
     // The abort came while the task was being admitted: it must not run.
@@ -109,7 +120,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
   return session.watch(args.task_id, async () => {
     const consuming = args.from === undefined
     let from = consuming ? session.cursor(args.task_id) : args.from!
-    const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, 1024 * 1024)
+    const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, MAX_RESULT_BYTES)
     const waitMs = Math.min(args.wait_ms ?? 0, settings.maxWaitMs)
     const deadline = Date.now() + waitMs
     let probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
@@ -149,11 +160,11 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       const lines = text.split('\n')
       if (lines[lines.length - 1] === '') lines.pop()
       const kept = lines.filter((line) => filter.test(line))
-      const shaped = shapeText(kept.length > 0 ? `${kept.join('\n')}\n` : '', budget, outputPath)
+      const shaped = shapeText(kept.length > 0 ? `${kept.join('\n')}\n` : '', budget)
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputPath, outputReadOf(task, isFinished(task)))
+      output = await readForModel(session.client, task.id, from, end, budget, outputReadOf(task, isFinished(task)))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)

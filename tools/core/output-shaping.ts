@@ -4,6 +4,8 @@ import type { TaskService } from '../../client/task-service.js'
 
 /** Default byte budget for output handed to the model. */
 export const DEFAULT_OUTPUT_BUDGET_BYTES = 30_000
+/** Largest byte budget one task_output result may ask for (max_bytes). */
+export const MAX_RESULT_BYTES = 1024 * 1024
 /** Share of the budget kept from the start; the rest is kept from the end, where errors are. */
 const HEAD_SHARE = 0.4
 
@@ -37,15 +39,19 @@ export function outputReadOf(task: Pick<Task, 'tty'>, final: boolean): OutputRea
   return { terminal: Boolean(task.tty), final }
 }
 
-/** Where a task's whole output is, for the model to be told when a result leaves some out. */
+/**
+ * Where a task's whole output is on the host, for the operator and for a host's values (the
+ * published harness's `outputPath`). Never part of the model's text: the spool is hidden inside
+ * the agent's own sandboxed tasks, so the agent is told to read the rest with task_output instead.
+ */
 export function outputPathOf(task: Pick<Task, 'spool'>): string {
   return join(task.spool, 'output.log')
 }
 
 /**
  * Reads output bytes [from, end) for the model within a byte budget: all of it when it fits,
- * else its head and its tail with a marker saying how much was left out and where the whole
- * output is — so the error at the end is never what gets cut.
+ * else its head and its tail with a marker saying how much was left out and the task_output call
+ * that reads it (from the first byte left out) — so the error at the end is never what gets cut.
  */
 export async function readForModel(
   client: TaskService,
@@ -53,7 +59,6 @@ export async function readForModel(
   from: number,
   end: number,
   budgetBytes: number,
-  fullOutputPath: string,
   read: OutputRead = { terminal: false, final: true },
 ): Promise<ModelOutput> {
   const length = Math.max(0, end - from)
@@ -67,7 +72,9 @@ export async function readForModel(
   const head = textOf(cutAtLineEnd(await readBytes(client, taskId, from, headBytes)), { ...read, final: true })
   const tail = textOf(cutAtLineStart(await readBytes(client, taskId, end - tailBytes, tailBytes)), read)
   const shownEnd = end - tail.heldBackBytes
-  return { ...joinHeadAndTail(head, tail, from, shownEnd, fullOutputPath), from, next: shownEnd, ...held(tail) }
+  const omittedFrom = from + head.bytes
+  const marker = `bytes omitted (bytes ${omittedFrom}–${shownEnd - tail.bytes}); read them with task_output (task_id: "${taskId}", from: ${omittedFrom})`
+  return { ...joinHeadAndTail(head, tail, shownEnd - from, marker), from, next: shownEnd, ...held(tail) }
 }
 
 interface ShownText {
@@ -89,21 +96,24 @@ function textOf(raw: Buffer, read: OutputRead): ShownText {
 
 const held = (shown: ShownText): Pick<ModelOutput, 'heldBackBytes'> => (shown.heldBackBytes > 0 ? { heldBackBytes: shown.heldBackBytes } : {})
 
-/** Head and tail of text already in memory (a filtered read), shaped the same way. */
-export function shapeText(text: string, budgetBytes: number, fullOutputPath: string): { text: string; omittedBytes: number } {
+/**
+ * Head and tail of text already in memory (a filtered read), shaped the same way. What is left
+ * out has no offsets of its own in output.log, so the marker says how to see it instead.
+ */
+export function shapeText(text: string, budgetBytes: number): { text: string; omittedBytes: number } {
   const bytes = Buffer.from(text)
   if (bytes.length <= budgetBytes) return { text, omittedBytes: 0 }
   const headBytes = Math.floor(budgetBytes * HEAD_SHARE)
   const whole = { terminal: false, final: true }
   const head = textOf(cutAtLineEnd(bytes.subarray(0, headBytes)), whole)
   const tail = textOf(cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes))), whole)
-  return joinHeadAndTail(head, tail, null, bytes.length, fullOutputPath)
+  return joinHeadAndTail(head, tail, bytes.length, `bytes of matching lines omitted; a narrower filter, or a larger max_bytes (at most ${MAX_RESULT_BYTES}), shows them`)
 }
 
-function joinHeadAndTail(head: ShownText, tail: ShownText, from: number | null, end: number, fullOutputPath: string): { text: string; omittedBytes: number } {
-  const omittedBytes = end - (from ?? 0) - head.bytes - tail.bytes
-  const where = from === null ? '' : ` (bytes ${from + head.bytes}–${end - tail.bytes})`
-  const marker = `[… ${omittedBytes} bytes omitted${where}; full output: ${fullOutputPath} …]`
+/** `length` bytes shown as head and tail, with a marker for the middle: `[… N <what> …]`. */
+function joinHeadAndTail(head: ShownText, tail: ShownText, length: number, what: string): { text: string; omittedBytes: number } {
+  const omittedBytes = length - head.bytes - tail.bytes
+  const marker = `[… ${omittedBytes} ${what} …]`
   const separator = head.text !== '' && !head.text.endsWith('\n') ? '\n' : ''
   return { text: `${head.text}${separator}${marker}\n${tail.text}`, omittedBytes }
 }

@@ -1,13 +1,20 @@
-import { formatBytes, formatDuration, sandboxHint, taskLabel, type Task } from '../../client/index.js'
+import { formatBytes, formatDuration, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { agentSandboxHint, blockedText } from './agent-hint.js'
+import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
 import type { TaskInputOutcome } from './task-input.js'
 
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
-/** How the task ended, and for a sandboxed task that failed, what its sandbox allowed. */
-export function endingText(task: Task): string {
-  const hint = sandboxHint(task)
-  return hint ? `${endingLine(task)}\n[${hint.replace(/^tend: /, '')}]` : endingLine(task)
+/**
+ * How the task ended; for one that failed, what tend's network filter refused it and what its
+ * sandbox allowed, with the wider networks among `offered` (the ones bash offers this agent).
+ */
+export function endingText(task: Task, offered: readonly NetworkMode[] = DEFAULT_OFFERED_NETWORKS): string {
+  return [endingLine(task), blockedText(task), agentSandboxHint(task, offered)]
+    .filter((line) => line !== null)
+    .map((line, index) => (index === 0 ? line : `[${line}]`))
+    .join('\n')
 }
 
 function endingLine(task: Task): string {
@@ -24,7 +31,7 @@ function endingLine(task: Task): string {
   }
 }
 
-export function renderBash(outcome: BashOutcome): string {
+export function renderBash(outcome: BashOutcome, offered?: readonly NetworkMode[]): string {
   const { task } = outcome
   if (outcome.kind === 'background') {
     return [
@@ -33,7 +40,7 @@ export function renderBash(outcome: BashOutcome): string {
     ].join('\n')
   }
   if (outcome.kind === 'yielded') return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
-  return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task)}`
+  return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered)}`
 }
 
 /** What a yielded call tells the model: the task goes on, and how to follow or stop it. */
@@ -47,13 +54,13 @@ export function stillRunningText(task: Task, yieldMs: number): string {
 
 const withNewline = (text: string): string => (text.endsWith('\n') ? text : `${text}\n`)
 
-export function renderTaskOutput(result: TaskOutputResult): string {
+export function renderTaskOutput(result: TaskOutputResult, offered?: readonly NetworkMode[]): string {
   const { task, output } = result
   const lines = [`task ${task.id} (${taskLabel(task)}): ${task.state}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
   if (result.filter) lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
   const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
   lines.push(body)
-  if (result.done) lines.push(endingText(task))
+  if (result.done) lines.push(endingText(task, offered))
   // Held-back bytes (a terminal's sequence still being written) are not more output to read now.
   else if (output.next + (output.heldBackBytes ?? 0) < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
   else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')
@@ -61,13 +68,13 @@ export function renderTaskOutput(result: TaskOutputResult): string {
 }
 
 /** What was sent, then the output that came since the agent's place, exactly as task_output shows it. */
-export function renderTaskInput(outcome: TaskInputOutcome): string {
+export function renderTaskInput(outcome: TaskInputOutcome, offered?: readonly NetworkMode[]): string {
   const bytes = `${outcome.sentBytes} byte${outcome.sentBytes === 1 ? '' : 's'}`
   // On a terminal the end of input is the EOF character typed into it; the terminal stays.
   const sent = outcome.task.tty
     ? `typed ${bytes} into the terminal of task ${outcome.task.id}${outcome.eof ? ', then Ctrl-D (end of input; the terminal stays open)' : ''}`
     : `sent ${bytes} to the stdin of task ${outcome.task.id}${outcome.eof ? ', then closed it (end of input)' : ''}`
-  return `${sent}\n${renderTaskOutput(outcome)}`
+  return `${sent}\n${renderTaskOutput(outcome, offered)}`
 }
 
 export function renderTaskKill(task: Task): string {

@@ -32,6 +32,8 @@ export const DshPluginConfigSchema = Type.Object(
     defaultYieldMs: Type.Optional(Type.Integer({ minimum: 1 })),
     /** Largest yield_ms a call may ask for, in ms. Default 600000. */
     maxYieldMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** bash offers network "host" (the host's whole network) to the agents. Default false. */
+    allowHostNetwork: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 )

@@ -1,4 +1,4 @@
-import { killTask, listTasks, readTaskOutput, renderBash, renderTaskInput, renderTaskKill, renderTaskList, renderTaskOutput, runBash, sendTaskInput } from '../core/index.js'
+import { killTask, listTasks, offeredNetworks, readTaskOutput, renderBash, renderTaskInput, renderTaskKill, renderTaskList, renderTaskOutput, runBash, sendTaskInput } from '../core/index.js'
 import type { BashArgs, OwnerSession, SessionRegistry, TaskInputArgs, TaskKillArgs, TaskOutputArgs, ToolSettings } from '../core/index.js'
 import { validateArgs, type Tool } from '../harness/index.js'
 import { bashMeta } from '../bash.js'
@@ -25,6 +25,7 @@ export interface DshToolDeps {
 export function createDshTools(deps: DshToolDeps, harness: HarnessHelpers): DshToolDefinition[] {
   const seed = new Map(createTendTools({ sessions: deps.sessions, settings: deps.settings }).map((tool) => [tool.name, tool]))
   const seedTool = (name: string): Tool => seed.get(name)!
+  const offered = offeredNetworks(deps.settings)
   const run = <Args, Value>(work: (session: OwnerSession, args: Args, exec: DshRunContext) => Promise<Value>) => {
     return async (args: Args, exec: DshRunContext): Promise<Value & { notices: string[] }> => {
       const session = deps.sessionOf(exec.agent)
@@ -64,21 +65,21 @@ export function createDshTools(deps: DshToolDeps, harness: HarnessHelpers): DshT
       seedTool('bash'),
       BASH_VALUE_SCHEMA,
       run((session, args, exec) => runBash(session, args, deps.settings, exec.signal)),
-      renderBash,
+      (value) => renderBash(value, offered),
       bashMeta,
     ),
     define<TaskOutputArgs, TaskOutputValue>(
       seedTool('task_output'),
       TASK_OUTPUT_VALUE_SCHEMA,
       run((session, args, exec) => readTaskOutput(session, args, deps.settings, exec.signal)),
-      renderTaskOutput,
+      (value) => renderTaskOutput(value, offered),
       (value) => ({ taskId: value.task.id, output: value.output.text, exitCode: value.task.exitCode, signal: value.task.signal, done: value.done }),
     ),
     define<TaskInputArgs, TaskInputValue>(
       seedTool('task_input'),
       TASK_INPUT_VALUE_SCHEMA,
       run((session, args, exec) => sendTaskInput(session, args, deps.settings, exec.signal)),
-      renderTaskInput,
+      (value) => renderTaskInput(value, offered),
       (value) => ({ taskId: value.task.id, sentBytes: value.sentBytes, eof: value.eof, output: value.output.text, exitCode: value.task.exitCode, signal: value.task.signal, done: value.done }),
     ),
     define<TaskKillArgs, TaskKillValue>(
