@@ -1,0 +1,149 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { isIP } from 'node:net'
+
+/** One end of a connection or a datagram inside an owner's namespace. */
+export interface Endpoint {
+  address: string
+  port: number
+}
+
+/** A task that may hold the socket: its id, and its first process (bubblewrap, whose descendants are all the task's). */
+export interface Candidate {
+  id: string
+  pid: number | null
+}
+
+/**
+ * Which task holds the socket at `peer`, the far end of a connection accepted at `local` (TCP) or
+ * the sender of a datagram to `local` (UDP), inside the namespace `holderPid` is in. Decided on
+ * what the kernel says, never on what the task wrote or chose: the namespace's socket table
+ * (/proc/<holder>/net/*) gives the socket's inode, and the task is the one whose processes (the
+ * descendants of its first process: a sandbox's pid namespace keeps every orphan among them)
+ * hold a descriptor of that socket. A socket held by processes of two tasks is answered as both:
+ * the caller takes the narrower.
+ */
+export function tasksHoldingSocket(holderPid: number, proto: 'tcp' | 'udp', peer: Endpoint, local: Endpoint, candidates: readonly Candidate[]): string[] {
+  const inode = socketInode(holderPid, proto, peer, local)
+  if (inode === null) return []
+  const link = `socket:[${inode}]`
+  const holders: string[] = []
+  for (const candidate of candidates) {
+    if (candidate.pid === null) continue
+    for (const pid of descendants(candidate.pid)) {
+      if (holdsLink(pid, link)) {
+        holders.push(candidate.id)
+        break
+      }
+    }
+  }
+  return holders
+}
+
+/** The inode of the socket whose own address is `peer` (and, for TCP, whose far end is `local`), or null. */
+export function socketInode(holderPid: number, proto: 'tcp' | 'udp', peer: Endpoint, local: Endpoint): string | null {
+  const six = isIP(peer.address) === 6 && !peer.address.startsWith('::ffff:')
+  const tables = six ? [`${proto}6`] : [proto, `${proto}6`]
+  for (const table of tables) {
+    let text: string
+    try {
+      text = readFileSync(`/proc/${holderPid}/net/${table}`, 'utf8')
+    } catch {
+      continue
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/)
+      if (fields.length < 10) continue
+      const own = parseEndpoint(fields[1]!)
+      const far = parseEndpoint(fields[2]!)
+      if (!own || !far || own.port !== peer.port) continue
+      if (proto === 'tcp') {
+        if (sameAddress(own.address, peer.address) && far.port === local.port && sameAddress(far.address, local.address)) return fields[9]!
+      } else if (sameAddress(own.address, peer.address) || own.address === '0.0.0.0' || own.address === '::') {
+        // A UDP client's socket is often unconnected, and may be bound to any address.
+        return fields[9]!
+      }
+    }
+  }
+  return null
+}
+
+/** `0100007F:1F90` (IPv4, or 32 hex digits of IPv6, each 32-bit word in host order) as an address and port. */
+function parseEndpoint(text: string): Endpoint | null {
+  const [hex, portHex] = text.split(':')
+  if (!hex || !portHex) return null
+  const port = Number.parseInt(portHex, 16)
+  if (hex.length === 8) {
+    const bytes = Buffer.from(hex, 'hex').reverse()
+    return { address: [...bytes].join('.'), port }
+  }
+  if (hex.length === 32) {
+    const words: string[] = []
+    for (let word = 0; word < 4; word++) {
+      const bytes = Buffer.from(hex.slice(word * 8, word * 8 + 8), 'hex').reverse()
+      words.push(bytes.toString('hex'))
+    }
+    const groups = words.join('').match(/.{4}/g)!.map((group) => group.replace(/^0+(?=.)/, ''))
+    const address = groups.join(':')
+    const mapped = /^0:0:0:0:0:ffff:([0-9a-f]+):([0-9a-f]+)$/.exec(address)
+    if (mapped) {
+      const value = (Number.parseInt(mapped[1]!, 16) << 16) | Number.parseInt(mapped[2]!, 16)
+      return { address: [(value >>> 24) & 255, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join('.'), port }
+    }
+    return { address: canonicalSix(address), port }
+  }
+  return null
+}
+
+function canonicalSix(address: string): string {
+  if (address === '0:0:0:0:0:0:0:0') return '::'
+  if (address === '0:0:0:0:0:0:0:1') return '::1'
+  return address
+}
+
+function sameAddress(a: string, b: string): boolean {
+  const strip = (text: string) => text.replace(/^::ffff:/i, '').toLowerCase()
+  return strip(a) === strip(b)
+}
+
+/** A process and everything below it, from the kernel's children lists (gone processes are skipped). */
+function descendants(root: number): number[] {
+  const found: number[] = []
+  const queue = [root]
+  while (queue.length > 0 && found.length < MAX_PROCESSES) {
+    const pid = queue.shift()!
+    found.push(pid)
+    let threads: string[]
+    try {
+      threads = readdirSync(`/proc/${pid}/task`)
+    } catch {
+      continue
+    }
+    for (const thread of threads) {
+      try {
+        for (const child of readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ')) if (child.trim()) queue.push(Number(child))
+      } catch {
+        // the thread is gone
+      }
+    }
+  }
+  return found
+}
+/** A bound on one task's tree, so that a fork bomb cannot make one lookup endless (its pids limit bounds it anyway). */
+const MAX_PROCESSES = 4096
+
+function holdsLink(pid: number, link: string): boolean {
+  let fds: string[]
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`)
+  } catch {
+    return false
+  }
+  for (const fd of fds) {
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`) === link) return true
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return false
+}
