@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { request as httpRequest } from 'node:http'
 import { createServer, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
@@ -53,6 +53,14 @@ afterAll(async () => {
 
 afterEach(async () => {
   await engine?.stop()
+})
+
+// Each test sees only its own upstream connections.
+beforeEach(() => {
+  for (const server of [http, https, banner]) {
+    for (const connection of server.seen) connection.socket.destroy()
+    server.seen.length = 0
+  }
 })
 
 async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]> } = {}) {
@@ -164,4 +172,202 @@ afterAll(async () => {
   const { rmSync } = await import('node:fs')
   const { dirname } = await import('node:path')
   rmSync(dirname(certPath), { recursive: true, force: true })
+})
+
+/** A SOCKS5 CONNECT by hand: greeting, then a request for `name` (a domain) or an address type byte with its bytes. */
+async function socksConnect(request: Buffer): Promise<Buffer> {
+  const client = rawConnection(engine.proxyPort)
+  client.socket.write(Buffer.from([0x05, 0x01, 0x00]))
+  await waitFor('the method selection', () => client.received().length >= 2)
+  expect([...client.received().subarray(0, 2)]).toEqual([0x05, 0x00])
+  client.socket.write(request)
+  await waitFor('the SOCKS5 reply and the end of the connection', () => client.received().length >= 12 && client.ended())
+  return client.received().subarray(2)
+}
+
+function socksDomain(command: number, name: string, port: number): Buffer {
+  const portBytes = Buffer.alloc(2)
+  portBytes.writeUInt16BE(port)
+  return Buffer.concat([Buffer.from([0x05, command, 0x00, 0x03, name.length]), Buffer.from(name), portBytes])
+}
+
+/** CONNECT by hand, then a TLS handshake naming `servername` inside the tunnel. */
+async function tlsThroughConnect(target: string, servername: string): Promise<{ statusLine: string; handshake: 'secure' | 'ended' }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port: engine.proxyPort, method: 'CONNECT', path: target, headers: { host: target } })
+    req.on('error', reject)
+    req.on('connect', (res, socket) => {
+      const statusLine = `${res.statusCode}`
+      const tls = tlsConnect({ socket, servername, ca: tlsFiles.cert })
+      tls.once('secureConnect', () => {
+        tls.destroy()
+        resolve({ statusLine, handshake: 'secure' })
+      })
+      tls.once('error', () => resolve({ statusLine, handshake: 'ended' }))
+      tls.once('close', () => resolve({ statusLine, handshake: 'ended' }))
+    })
+    req.end()
+  })
+}
+
+describe('refusals, each recorded', () => {
+  test('an unlisted name gets 403 from the HTTP proxy, REP 0x02 over SOCKS5, and 403 to CONNECT', async () => {
+    await start()
+    const plain = await curl(['--proxy', proxyUrl(), '--include', 'http://evil.example/steal'])
+    expect(plain.stdout).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/)
+    expect(plain.stdout).toContain('X-Tend-Blocked: not on the allowlist\r\n')
+    expect(plain.stdout.endsWith('\r\n\r\ntend: blocked evil.example:80 (not on the allowlist)\n')).toBe(true)
+    expect([...(await socksConnect(socksDomain(0x01, 'evil.example', 443))).subarray(0, 2)]).toEqual([0x05, 0x02])
+    const tunnel = await curl(['--proxy', proxyUrl(), 'https://evil.example/'])
+    expect(tunnel.code).not.toBe(0)
+    expect(tunnel.stderr).toContain('403')
+    const recorded = await decisions(3)
+    expect(recorded.map((d) => [d.name, d.port, d.via, d.decision, d.reason, d.sentBytes, d.receivedBytes])).toEqual([
+      ['evil.example', 80, 'http', 'blocked', 'not on the allowlist', 0, 0],
+      ['evil.example', 443, 'socks', 'blocked', 'not on the allowlist', 0, 0],
+      ['evil.example', 443, 'connect', 'blocked', 'not on the allowlist', 0, 0],
+    ])
+    expect(engine.resolved).toEqual([])
+    expect(http.seen.length + https.seen.length).toBe(0)
+  })
+
+  test('an allowed name on a port not listed for it is refused', async () => {
+    await start()
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://allowed.example:${bannerPort + 1}/`])
+    expect(result.stdout).toContain('X-Tend-Blocked: not on the allowlist')
+    expect((await decisions(1))[0]).toMatchObject({ name: 'allowed.example', port: bannerPort + 1, decision: 'blocked' })
+  })
+
+  test('an IP literal is refused unless an allowlist entry is that address and port', async () => {
+    await start()
+    const refused = await curl(['--proxy', proxyUrl(), '--include', `http://127.0.0.1:${httpPort}/`])
+    expect(refused.stdout).toContain('X-Tend-Blocked: an IP address not on the allowlist')
+    const socks = Buffer.from([0x05, 0x01, 0x00, 0x01, 127, 0, 0, 1, httpPort >> 8, httpPort & 0xff])
+    expect([...(await socksConnect(socks)).subarray(0, 2)]).toEqual([0x05, 0x02])
+    // parseAllowEntry refuses internal addresses, so the entry is built as the engine receives entries: parsed, typed.
+    engine.state.task = { id: 'task-1', network: 'allow', allow: [{ kind: 'address', text: `127.0.0.1:${httpPort}`, address: '127.0.0.1', ports: [httpPort] }] }
+    const listed = await curl(['--proxy', proxyUrl(), `http://127.0.0.1:${httpPort}/listed`])
+    expect(listed.stdout).toBe(`upstream saw GET /listed host=127.0.0.1:${httpPort}`)
+    const other = await curl(['--proxy', proxyUrl(), '--include', `http://127.0.0.2:${httpPort}/`])
+    expect(other.stdout).toContain('X-Tend-Blocked: an IP address not on the allowlist')
+    const recorded = await decisions(4)
+    expect(recorded.map((d) => [d.name, d.via, d.decision, d.reason])).toEqual([
+      ['127.0.0.1', 'http', 'blocked', 'an IP address not on the allowlist'],
+      ['127.0.0.1', 'socks', 'blocked', 'an IP address not on the allowlist'],
+      ['127.0.0.1', 'http', 'allowed', undefined],
+      ['127.0.0.2', 'http', 'blocked', 'an IP address not on the allowlist'],
+    ])
+  })
+
+  test('a TLS ClientHello naming another host than the CONNECT is refused (no domain fronting)', async () => {
+    await start()
+    const fronted = await tlsThroughConnect(`allowed.example:${httpsPort}`, 'other.example')
+    expect(fronted).toEqual({ statusLine: '200', handshake: 'ended' })
+    const same = await tlsThroughConnect(`allowed.example:${httpsPort}`, 'allowed.example')
+    expect(same).toEqual({ statusLine: '200', handshake: 'secure' })
+    const recorded = await decisions(2)
+    expect(recorded[0]).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'connect', decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(recorded[1]).toMatchObject({ name: 'allowed.example', via: 'connect', decision: 'allowed' })
+  })
+
+  test('a TLS ClientHello naming another host than a transparent connection stands for is refused', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    const result = await curl(['--connect-to', `other.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`, '--cacert', await certFile(), `https://other.example:${httpsPort}/`])
+    expect(result.code).not.toBe(0)
+    expect(result.stdout).toBe('')
+    expect((await decisions(1))[0]).toMatchObject({ name: 'allowed.example', via: 'transparent', decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
+  })
+
+  test('plain HTTP on a transparent connection: every keep-alive request must name the host in Host', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write(`GET /first HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the first answer', () => client.text().includes(`upstream saw GET /first host=allowed.example:${httpPort}`))
+    client.socket.write(`GET /second HTTP/1.1\r\nHost: other.example\r\n\r\n`)
+    await waitFor('the second answer', () => client.text().includes('tend: blocked'))
+    expect(client.text()).toContain('X-Tend-Blocked: Host names other.example, not allowed.example\r\n')
+    client.socket.write(`GET http://other.example:${httpPort}/third HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nConnection: close\r\n\r\n`)
+    await waitFor('the third answer and the end', () => client.ended())
+    expect(client.text().match(/HTTP\/1\.1 403/g)).toHaveLength(2)
+    expect(client.text()).not.toContain('/second')
+    expect(client.text()).not.toContain('/third')
+    const recorded = await decisions(3)
+    expect(recorded.map((d) => [d.name, d.via, d.decision, d.reason])).toEqual([
+      ['allowed.example', 'transparent', 'allowed', undefined],
+      ['other.example', 'transparent', 'blocked', 'Host names other.example, not allowed.example'],
+      ['other.example', 'transparent', 'blocked', 'Host names other.example, not allowed.example'],
+    ])
+  })
+
+  test('plain HTTP inside a CONNECT tunnel is held to the CONNECT host too', async () => {
+    await start()
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`CONNECT allowed.example:${httpPort} HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the tunnel', () => client.text().startsWith('HTTP/1.1 200'))
+    client.socket.write(`GET /in HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\nGET /fronted HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('both answers and the end', () => client.ended())
+    expect(client.text()).toContain(`upstream saw GET /in host=allowed.example:${httpPort}`)
+    expect(client.text()).toContain('tend: blocked other.example:')
+    expect(client.text()).not.toContain('/fronted')
+  })
+
+  test('the absolute URI and the Host header of a proxy request must agree', async () => {
+    await start()
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`GET http://allowed.example:${httpPort}/ HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the answer and the end', () => client.ended())
+    expect(client.text()).toContain('X-Tend-Blocked: Host names evil.example, not allowed.example\r\n')
+    expect(http.seen).toHaveLength(0)
+  })
+
+  test('a loopback task reaches no host, whatever its allowlist', async () => {
+    await start({ task: task([`allowed.example:${httpPort}`], 'loopback') })
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://allowed.example:${httpPort}/`])
+    expect(result.stdout).toContain('X-Tend-Blocked: network loopback reaches no host')
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const transparent = rawConnection(engine.transparentPort)
+    await waitFor('the transparent connection ended', () => transparent.ended())
+    const recorded = await decisions(2)
+    expect(recorded.map((d) => [d.via, d.decision, d.reason])).toEqual([
+      ['http', 'blocked', 'network loopback reaches no host'],
+      ['transparent', 'blocked', 'network loopback reaches no host'],
+    ])
+    expect(http.seen).toHaveLength(0)
+  })
+
+  test('an unreachable upstream answers 502 and is recorded as allowed with the error', async () => {
+    await start()
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://closed.example:${closedPort}/`])
+    expect(result.stdout).toMatch(/^HTTP\/1\.1 502 /)
+    expect(result.stdout).toContain(`tend: closed.example:${closedPort} could not be reached (ECONNREFUSED)`)
+    expect((await decisions(1))[0]).toMatchObject({ name: 'closed.example', decision: 'allowed', error: 'ECONNREFUSED', sentBytes: 0, receivedBytes: 0 })
+  })
+
+  test('SOCKS5 answers an unsupported command with REP 0x07, recording nothing', async () => {
+    await start()
+    expect([...(await socksConnect(socksDomain(0x02, 'allowed.example', httpPort))).subarray(0, 2)]).toEqual([0x05, 0x07])
+    expect(engine.decisions).toEqual([])
+  })
+
+  test('a connection no task is found for is closed and nothing is recorded', async () => {
+    await start({ task: null })
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`GET http://allowed.example:${httpPort}/ HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the connection closed', () => client.ended())
+    expect(client.text()).toBe('')
+    expect(engine.decisions).toEqual([])
+  })
+
+  test('close() ends the connections the proxy holds', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: bannerPort })
+    const client = rawConnection(engine.transparentPort)
+    await waitFor('the banner', () => client.text().startsWith('SSH-2.0'))
+    engine.proxy.close()
+    await waitFor('the task side closed', () => client.ended())
+    await waitFor('the upstream side closed', () => banner.seen.at(-1)!.socket.closed)
+  })
 })

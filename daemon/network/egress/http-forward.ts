@@ -68,6 +68,8 @@ export async function forwardRequest(engine: Engine, request: Request, path: str
     setHost: false,
     createConnection: () => upstream.socket,
   })
+  // A spare connection was paused while the first bytes were judged.
+  outgoing.once('socket', (socket) => socket.resume())
   let recorded = false
   const record = () => {
     if (recorded) return

@@ -52,21 +52,23 @@ export class HttpFront {
       res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
       return void res.end(`tend: ${target.problem}\n`)
     }
-    const request: Request = { task: context.task, name: target.name, port: target.port, via: context.via }
-    const mismatch = hostMismatch(req.headers.host, target) ?? (context.fixed === undefined ? null : hostMismatch(destinationLabel(target), context.fixed))
+    // On a connection bound to a destination, the request names its host by an absolute URI or by Host.
+    const named = context.fixed !== undefined && !target.absolute ? (parseAuthority(req.headers.host ?? '', target.port) ?? target) : target
+    const mismatch = context.fixed !== undefined ? hostMismatch(destinationLabel(named), context.fixed) ?? hostMismatch(req.headers.host, target) : hostMismatch(req.headers.host, target)
+    const request: Request = { task: context.task, name: named.name, port: named.port, via: context.via }
     if (mismatch !== null) {
       spare?.socket.destroy()
       this.engine.blocked(request, mismatch)
-      return answerBlocked(res, target, mismatch)
+      return answerBlocked(res, named, mismatch)
     }
     await forwardRequest(this.engine, request, target.path, req, res, spare)
   }
 
   /** Where a request goes: its absolute URI's host, or the bound destination for origin-form. */
-  private targetOf(req: IncomingMessage, context: HttpContext): (Authority & { path: string }) | { problem: string } {
+  private targetOf(req: IncomingMessage, context: HttpContext): (Authority & { path: string; absolute: boolean }) | { problem: string } {
     const url = req.url ?? ''
     if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
-      if (context.fixed !== undefined && (url.startsWith('/') || url === '*')) return { ...context.fixed, path: url }
+      if (context.fixed !== undefined && (url.startsWith('/') || url === '*')) return { ...context.fixed, path: url, absolute: false }
       return { problem: 'the proxy takes absolute http:// URIs and CONNECT (set HTTP_PROXY, not a request to the proxy itself)' }
     }
     let parsed: URL
@@ -78,7 +80,7 @@ export class HttpFront {
     if (parsed.protocol !== 'http:') return { problem: `${parsed.protocol}// URIs go through CONNECT (HTTPS_PROXY), not a plain request` }
     const authority = parseAuthority(parsed.host, 80)
     if (authority === null) return { problem: `${JSON.stringify(parsed.host)} is not a host` }
-    return { ...authority, path: `${parsed.pathname}${parsed.search}` }
+    return { ...authority, path: `${parsed.pathname}${parsed.search}`, absolute: true }
   }
 
   private async onConnect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
