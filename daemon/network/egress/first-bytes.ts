@@ -1,0 +1,100 @@
+import { METHODS } from 'node:http'
+
+/** What the first bytes a task sent on a connection are. */
+export type FirstBytes =
+  | { kind: 'more' }
+  | { kind: 'tls'; serverName: string | null }
+  | { kind: 'bad-tls'; problem: string }
+  | { kind: 'http' }
+  | { kind: 'other' }
+
+/** A ClientHello larger than this is refused: no client sends one, and the engine buffers it. */
+export const MAX_CLIENT_HELLO_BYTES = 64 * 1024
+
+const METHOD_NAMES = new Set(METHODS)
+const LONGEST_METHOD = Math.max(...METHODS.map((method) => method.length))
+
+/**
+ * Classifies the start of a connection: a TLS ClientHello (with the server name it carries), an
+ * HTTP/1 request line, or anything else (ssh, git://, a database's protocol), piped as it is.
+ */
+export function classifyFirstBytes(bytes: Buffer): FirstBytes {
+  if (bytes.length === 0) return { kind: 'more' }
+  if (bytes[0] === 0x16) return classifyTls(bytes)
+  return classifyHttp(bytes)
+}
+
+function classifyHttp(bytes: Buffer): FirstBytes {
+  const prefix = bytes.subarray(0, LONGEST_METHOD + 1).toString('latin1')
+  const space = prefix.indexOf(' ')
+  if (space === -1) {
+    const maybe = /^[A-Z-]*$/.test(prefix) && prefix.length <= LONGEST_METHOD && METHODS.some((method) => method.startsWith(prefix))
+    return maybe ? { kind: 'more' } : { kind: 'other' }
+  }
+  return METHOD_NAMES.has(prefix.slice(0, space)) ? { kind: 'http' } : { kind: 'other' }
+}
+
+/** The handshake bytes of TLS records (content type 22) at the start of `bytes`, as far as they go. */
+function handshakeBytes(bytes: Buffer): { data: Buffer } | { problem: string } {
+  const parts: Buffer[] = []
+  let offset = 0
+  while (offset + 5 <= bytes.length) {
+    if (bytes[offset] !== 0x16) return { problem: 'a TLS record that is no handshake before the ClientHello ended' }
+    if (bytes[offset + 1] !== 0x03) return { problem: 'an unknown TLS record version' }
+    const length = bytes.readUInt16BE(offset + 3)
+    if (offset + 5 + length > bytes.length) break
+    parts.push(bytes.subarray(offset + 5, offset + 5 + length))
+    offset += 5 + length
+  }
+  return { data: Buffer.concat(parts) }
+}
+
+function classifyTls(bytes: Buffer): FirstBytes {
+  if (bytes.length >= 2 && bytes[1] !== 0x03) return { kind: 'other' }
+  const handshake = handshakeBytes(bytes)
+  if ('problem' in handshake) return { kind: 'bad-tls', problem: handshake.problem }
+  const data = handshake.data
+  if (data.length >= 1 && data[0] !== 0x01) return { kind: 'bad-tls', problem: 'a TLS handshake that does not start with a ClientHello' }
+  if (data.length < 4) return bytes.length > MAX_CLIENT_HELLO_BYTES ? { kind: 'bad-tls', problem: 'a ClientHello too large' } : { kind: 'more' }
+  const length = data.readUIntBE(1, 3)
+  if (length > MAX_CLIENT_HELLO_BYTES) return { kind: 'bad-tls', problem: 'a ClientHello too large' }
+  if (data.length < 4 + length) return { kind: 'more' }
+  const serverName = readServerName(data.subarray(4, 4 + length))
+  return typeof serverName === 'object' && serverName !== null ? { kind: 'bad-tls', problem: serverName.problem } : { kind: 'tls', serverName }
+}
+
+/**
+ * The host_name of a ClientHello's server_name extension (RFC 6066), null without one. Anything
+ * a server might read differently (two extensions, two names, lengths that do not add up) is a
+ * problem, so that no name hides behind a parse this engine does not share.
+ */
+function readServerName(hello: Buffer): string | null | { problem: string } {
+  const malformed = { problem: 'a malformed TLS ClientHello' }
+  let offset = 2 + 32
+  if (offset + 1 > hello.length) return malformed
+  offset += 1 + hello[offset]!
+  if (offset + 2 > hello.length) return malformed
+  offset += 2 + hello.readUInt16BE(offset)
+  if (offset + 1 > hello.length) return malformed
+  offset += 1 + hello[offset]!
+  if (offset === hello.length) return null
+  if (offset + 2 > hello.length) return malformed
+  const end = offset + 2 + hello.readUInt16BE(offset)
+  if (end !== hello.length) return malformed
+  offset += 2
+  let found: string | null = null
+  while (offset < end) {
+    if (offset + 4 > end) return malformed
+    const type = hello.readUInt16BE(offset)
+    const length = hello.readUInt16BE(offset + 2)
+    const body = hello.subarray(offset + 4, offset + 4 + length)
+    if (body.length !== length) return malformed
+    offset += 4 + length
+    if (type !== 0) continue
+    if (found !== null) return { problem: 'a TLS ClientHello with two server names' }
+    if (body.length < 2 || body.readUInt16BE(0) !== body.length - 2) return malformed
+    if (body.length < 5 || body[2] !== 0 || body.readUInt16BE(3) !== body.length - 5) return { problem: 'a TLS ClientHello with two server names or none readable' }
+    found = body.subarray(5).toString('latin1')
+  }
+  return found
+}

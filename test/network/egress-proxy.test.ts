@@ -1,0 +1,373 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
+import { request as httpRequest } from 'node:http'
+import { createServer, type Socket } from 'node:net'
+import { connect as tlsConnect } from 'node:tls'
+import { parseAllowList } from '../../daemon/network/allowlist.js'
+import type { EgressTask } from '../../daemon/network/egress/index.js'
+import { waitFor } from '../helpers/wait-for.js'
+import { closeServer, curl, echoHttp, echoHttps, listening, makeCertificate, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
+
+/*
+ * The egress proxy engine on real sockets: curl and Node clients talk to an EgressProxy fed by
+ * listeners on the host's 127.0.0.1, and upstreams run on 127.0.0.1 too; networkHosts maps the
+ * test's names there (a name it maps may lead to an internal address).
+ */
+
+const tlsFiles = makeCertificate(['allowed.example', 'other.example'])
+const http = echoHttp()
+const https = echoHttps(tlsFiles)
+// A server that speaks first, as ssh does: the proxy must pipe it without waiting for the task.
+const banner = tracked(createServer((socket) => {
+  socket.on('error', () => undefined)
+  socket.write('SSH-2.0-upstream\r\n')
+  socket.on('data', (chunk: Buffer) => socket.write(`echo:${chunk.toString()}`))
+}))
+let httpPort = 0
+let httpsPort = 0
+let bannerPort = 0
+let closedPort = 0
+let engine: Awaited<ReturnType<typeof startProxy>>
+
+const HOSTS = { 'allowed.example': '127.0.0.1', 'other.example': '127.0.0.1', 'mapped.example': '127.0.0.1', 'closed.example': '127.0.0.1' }
+
+function task(patterns: readonly string[], network: EgressTask['network'] = 'allow'): EgressTask {
+  return { id: 'task-1', network, allow: parsedAllow(patterns) }
+}
+
+function allowedTask(): EgressTask {
+  return task([`allowed.example:${httpPort}`, `allowed.example:${httpsPort}`, `allowed.example:${bannerPort}`, `mapped.example:${httpPort}`, `loopy.example:${httpPort}`, `closed.example:${closedPort}`])
+}
+
+beforeAll(async () => {
+  httpPort = await listening(http)
+  httpsPort = await listening(https)
+  bannerPort = await listening(banner)
+  const closed = createServer()
+  closedPort = await listening(closed)
+  await closeServer(closed)
+})
+
+afterAll(async () => {
+  await Promise.all([http, https, banner].map((server) => closeServer(server)))
+})
+
+afterEach(async () => {
+  await engine?.stop()
+})
+
+// Each test sees only its own upstream connections.
+beforeEach(() => {
+  for (const server of [http, https, banner]) {
+    for (const connection of server.seen) connection.socket.destroy()
+    server.seen.length = 0
+  }
+})
+
+async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]> } = {}) {
+  engine = await startProxy({ task: options.task === undefined ? allowedTask() : options.task, hosts: options.hosts ?? HOSTS, resolve: options.resolve })
+  return engine
+}
+
+const proxyUrl = () => `http://127.0.0.1:${engine.proxyPort}`
+
+/** The decisions recorded, once `count` are there (an allowed connection is recorded when it closes). */
+async function decisions(count: number) {
+  await waitFor(`${count} decision(s) recorded`, () => engine.decisions.length >= count)
+  return engine.decisions.map((entry) => entry.decision)
+}
+
+/** The upstream's own count of a connection's bytes, to compare with the record's. */
+async function upstreamBytes(server: { seen: Array<{ socket: Socket; read(): number; written(): number }> }) {
+  const connection = server.seen.at(-1)!
+  await waitFor('the upstream connection closed', () => connection.socket.closed)
+  return { sentBytes: connection.read(), receivedBytes: connection.written() }
+}
+
+describe('allowed names', () => {
+  test('an absolute-URI request through the HTTP proxy reaches the upstream, and is recorded with its bytes', async () => {
+    await start()
+    const result = await curl(['--proxy', proxyUrl(), `http://allowed.example:${httpPort}/path?q=1`])
+    expect(result.stdout).toBe(`upstream saw GET /path?q=1 host=allowed.example:${httpPort}`)
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'allowed.example', port: httpPort, via: 'http', decision: 'allowed', address: '127.0.0.1' })
+    expect(decision!.error).toBeUndefined()
+    expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual(await upstreamBytes(http))
+    expect(decision!.receivedBytes).toBeGreaterThan(0)
+    expect(engine.resolved).toEqual([])
+  })
+
+  test('HTTPS through CONNECT reaches the upstream with real TLS, recorded once the tunnel closes', async () => {
+    await start()
+    const result = await curl(['--proxy', proxyUrl(), '--cacert', await certFile(), `https://allowed.example:${httpsPort}/secure`])
+    expect(result.stderr).toBe('')
+    expect(result.stdout).toBe(`tls upstream saw GET /secure host=allowed.example:${httpsPort}`)
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'connect', decision: 'allowed', address: '127.0.0.1' })
+    expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual(await upstreamBytes(https))
+  })
+
+  test('SOCKS5 with a domain name reaches the upstream over TLS', async () => {
+    await start()
+    const result = await curl(['--socks5-hostname', `127.0.0.1:${engine.proxyPort}`, '--cacert', await certFile(), `https://allowed.example:${httpsPort}/socks`])
+    expect(result.stderr).toBe("")
+    expect(result.stdout).toBe(`tls upstream saw GET /socks host=allowed.example:${httpsPort}`)
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'socks', decision: 'allowed', address: '127.0.0.1' })
+    expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual(await upstreamBytes(https))
+  })
+
+  test('a transparent TLS connection (a synthetic address) reaches the name it stands for', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    const result = await curl(['--connect-to', `allowed.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`, '--cacert', await certFile(), `https://allowed.example:${httpsPort}/t`])
+    expect(result.stdout).toBe(`tls upstream saw GET /t host=allowed.example:${httpsPort}`)
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'transparent', decision: 'allowed' })
+    expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual(await upstreamBytes(https))
+  })
+
+  test('a transparent connection to a server that speaks first (ssh) is piped as it is', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: bannerPort })
+    const client = rawConnection(engine.transparentPort)
+    await waitFor('the upstream banner through the proxy', () => client.text() === 'SSH-2.0-upstream\r\n')
+    client.socket.write('SSH-2.0-client\r\n')
+    await waitFor('the echo of the client banner', () => client.text().includes('echo:SSH-2.0-client'))
+    client.socket.end()
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'allowed.example', port: bannerPort, via: 'transparent', decision: 'allowed', sentBytes: 16 })
+    expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual(await upstreamBytes(banner))
+  })
+
+  test('a name networkHosts maps to loopback is allowed; the same address found by resolving is refused', async () => {
+    await start({ resolve: async () => ['127.0.0.1'] })
+    const mapped = await curl(['--proxy', proxyUrl(), `http://mapped.example:${httpPort}/`])
+    expect(mapped.stdout).toBe(`upstream saw GET / host=mapped.example:${httpPort}`)
+    const resolved = await curl(['--proxy', proxyUrl(), '--include', `http://loopy.example:${httpPort}/`])
+    expect(resolved.stdout).toMatch(/^HTTP\/1\.1 403 /)
+    expect(resolved.stdout).toContain('X-Tend-Blocked: resolves to 127.0.0.1, an internal address')
+    expect(resolved.stdout).toContain(`tend: blocked loopy.example:${httpPort} (resolves to 127.0.0.1, an internal address)\n`)
+    const recorded = await decisions(2)
+    expect(recorded.map((d) => [d.name, d.decision, d.reason])).toEqual([
+      ['mapped.example', 'allowed', undefined],
+      ['loopy.example', 'blocked', 'resolves to 127.0.0.1, an internal address'],
+    ])
+    expect(engine.resolved).toEqual(['loopy.example'])
+  })
+})
+
+let certPath: string | undefined
+async function certFile(): Promise<string> {
+  if (certPath !== undefined) return certPath
+  const { mkdtempSync, writeFileSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const dir = mkdtempSync(join(tmpdir(), 'tend-egress-ca-'))
+  certPath = join(dir, 'cert.pem')
+  writeFileSync(certPath, tlsFiles.cert)
+  return certPath
+}
+afterAll(async () => {
+  if (certPath === undefined) return
+  const { rmSync } = await import('node:fs')
+  const { dirname } = await import('node:path')
+  rmSync(dirname(certPath), { recursive: true, force: true })
+})
+
+/** A SOCKS5 CONNECT by hand: greeting, then a request for `name` (a domain) or an address type byte with its bytes. */
+async function socksConnect(request: Buffer): Promise<Buffer> {
+  const client = rawConnection(engine.proxyPort)
+  client.socket.write(Buffer.from([0x05, 0x01, 0x00]))
+  await waitFor('the method selection', () => client.received().length >= 2)
+  expect([...client.received().subarray(0, 2)]).toEqual([0x05, 0x00])
+  client.socket.write(request)
+  await waitFor('the SOCKS5 reply and the end of the connection', () => client.received().length >= 12 && client.ended())
+  return client.received().subarray(2)
+}
+
+function socksDomain(command: number, name: string, port: number): Buffer {
+  const portBytes = Buffer.alloc(2)
+  portBytes.writeUInt16BE(port)
+  return Buffer.concat([Buffer.from([0x05, command, 0x00, 0x03, name.length]), Buffer.from(name), portBytes])
+}
+
+/** CONNECT by hand, then a TLS handshake naming `servername` inside the tunnel. */
+async function tlsThroughConnect(target: string, servername: string): Promise<{ statusLine: string; handshake: 'secure' | 'ended' }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port: engine.proxyPort, method: 'CONNECT', path: target, headers: { host: target } })
+    req.on('error', reject)
+    req.on('connect', (res, socket) => {
+      const statusLine = `${res.statusCode}`
+      const tls = tlsConnect({ socket, servername, ca: tlsFiles.cert })
+      tls.once('secureConnect', () => {
+        tls.destroy()
+        resolve({ statusLine, handshake: 'secure' })
+      })
+      tls.once('error', () => resolve({ statusLine, handshake: 'ended' }))
+      tls.once('close', () => resolve({ statusLine, handshake: 'ended' }))
+    })
+    req.end()
+  })
+}
+
+describe('refusals, each recorded', () => {
+  test('an unlisted name gets 403 from the HTTP proxy, REP 0x02 over SOCKS5, and 403 to CONNECT', async () => {
+    await start()
+    const plain = await curl(['--proxy', proxyUrl(), '--include', 'http://evil.example/steal'])
+    expect(plain.stdout).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/)
+    expect(plain.stdout).toContain('X-Tend-Blocked: not on the allowlist\r\n')
+    expect(plain.stdout.endsWith('\r\n\r\ntend: blocked evil.example:80 (not on the allowlist)\n')).toBe(true)
+    expect([...(await socksConnect(socksDomain(0x01, 'evil.example', 443))).subarray(0, 2)]).toEqual([0x05, 0x02])
+    const tunnel = await curl(['--proxy', proxyUrl(), 'https://evil.example/'])
+    expect(tunnel.code).not.toBe(0)
+    expect(tunnel.stderr).toContain('403')
+    const recorded = await decisions(3)
+    expect(recorded.map((d) => [d.name, d.port, d.via, d.decision, d.reason, d.sentBytes, d.receivedBytes])).toEqual([
+      ['evil.example', 80, 'http', 'blocked', 'not on the allowlist', 0, 0],
+      ['evil.example', 443, 'socks', 'blocked', 'not on the allowlist', 0, 0],
+      ['evil.example', 443, 'connect', 'blocked', 'not on the allowlist', 0, 0],
+    ])
+    expect(engine.resolved).toEqual([])
+    expect(http.seen.length + https.seen.length).toBe(0)
+  })
+
+  test('an allowed name on a port not listed for it is refused', async () => {
+    await start()
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://allowed.example:${bannerPort + 1}/`])
+    expect(result.stdout).toContain('X-Tend-Blocked: not on the allowlist')
+    expect((await decisions(1))[0]).toMatchObject({ name: 'allowed.example', port: bannerPort + 1, decision: 'blocked' })
+  })
+
+  test('an IP literal is refused unless an allowlist entry is that address and port', async () => {
+    await start()
+    const refused = await curl(['--proxy', proxyUrl(), '--include', `http://127.0.0.1:${httpPort}/`])
+    expect(refused.stdout).toContain('X-Tend-Blocked: an IP address not on the allowlist')
+    const socks = Buffer.from([0x05, 0x01, 0x00, 0x01, 127, 0, 0, 1, httpPort >> 8, httpPort & 0xff])
+    expect([...(await socksConnect(socks)).subarray(0, 2)]).toEqual([0x05, 0x02])
+    // parseAllowEntry refuses internal addresses, so the entry is built as the engine receives entries: parsed, typed.
+    engine.state.task = { id: 'task-1', network: 'allow', allow: [{ kind: 'address', text: `127.0.0.1:${httpPort}`, address: '127.0.0.1', ports: [httpPort] }] }
+    const listed = await curl(['--proxy', proxyUrl(), `http://127.0.0.1:${httpPort}/listed`])
+    expect(listed.stdout).toBe(`upstream saw GET /listed host=127.0.0.1:${httpPort}`)
+    const other = await curl(['--proxy', proxyUrl(), '--include', `http://127.0.0.2:${httpPort}/`])
+    expect(other.stdout).toContain('X-Tend-Blocked: an IP address not on the allowlist')
+    const recorded = await decisions(4)
+    expect(recorded.map((d) => [d.name, d.via, d.decision, d.reason])).toEqual([
+      ['127.0.0.1', 'http', 'blocked', 'an IP address not on the allowlist'],
+      ['127.0.0.1', 'socks', 'blocked', 'an IP address not on the allowlist'],
+      ['127.0.0.1', 'http', 'allowed', undefined],
+      ['127.0.0.2', 'http', 'blocked', 'an IP address not on the allowlist'],
+    ])
+  })
+
+  test('a TLS ClientHello naming another host than the CONNECT is refused (no domain fronting)', async () => {
+    await start()
+    const fronted = await tlsThroughConnect(`allowed.example:${httpsPort}`, 'other.example')
+    expect(fronted).toEqual({ statusLine: '200', handshake: 'ended' })
+    const same = await tlsThroughConnect(`allowed.example:${httpsPort}`, 'allowed.example')
+    expect(same).toEqual({ statusLine: '200', handshake: 'secure' })
+    const recorded = await decisions(2)
+    expect(recorded[0]).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'connect', decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(recorded[1]).toMatchObject({ name: 'allowed.example', via: 'connect', decision: 'allowed' })
+  })
+
+  test('a TLS ClientHello naming another host than a transparent connection stands for is refused', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    const result = await curl(['--connect-to', `other.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`, '--cacert', await certFile(), `https://other.example:${httpsPort}/`])
+    expect(result.code).not.toBe(0)
+    expect(result.stdout).toBe('')
+    expect((await decisions(1))[0]).toMatchObject({ name: 'allowed.example', via: 'transparent', decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
+  })
+
+  test('plain HTTP on a transparent connection: every keep-alive request must name the host in Host', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write(`GET /first HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the first answer', () => client.text().includes(`upstream saw GET /first host=allowed.example:${httpPort}`))
+    client.socket.write(`GET /second HTTP/1.1\r\nHost: other.example\r\n\r\n`)
+    await waitFor('the second answer', () => client.text().includes('tend: blocked'))
+    expect(client.text()).toContain('X-Tend-Blocked: Host names other.example, not allowed.example\r\n')
+    client.socket.write(`GET http://other.example:${httpPort}/third HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nConnection: close\r\n\r\n`)
+    await waitFor('the third answer and the end', () => client.ended())
+    expect(client.text().match(/HTTP\/1\.1 403/g)).toHaveLength(2)
+    expect(client.text()).not.toContain('/second')
+    expect(client.text()).not.toContain('/third')
+    const recorded = await decisions(3)
+    expect(recorded.map((d) => [d.name, d.via, d.decision, d.reason])).toEqual([
+      ['allowed.example', 'transparent', 'allowed', undefined],
+      ['other.example', 'transparent', 'blocked', 'Host names other.example, not allowed.example'],
+      ['other.example', 'transparent', 'blocked', 'Host names other.example, not allowed.example'],
+    ])
+  })
+
+  test('plain HTTP inside a CONNECT tunnel is held to the CONNECT host too', async () => {
+    await start()
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`CONNECT allowed.example:${httpPort} HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the tunnel', () => client.text().startsWith('HTTP/1.1 200'))
+    client.socket.write(`GET /in HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\nGET /fronted HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('both answers and the end', () => client.ended())
+    expect(client.text()).toContain(`upstream saw GET /in host=allowed.example:${httpPort}`)
+    expect(client.text()).toContain('tend: blocked other.example:')
+    expect(client.text()).not.toContain('/fronted')
+  })
+
+  test('the absolute URI and the Host header of a proxy request must agree', async () => {
+    await start()
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`GET http://allowed.example:${httpPort}/ HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the answer and the end', () => client.ended())
+    expect(client.text()).toContain('X-Tend-Blocked: Host names evil.example, not allowed.example\r\n')
+    expect(http.seen).toHaveLength(0)
+  })
+
+  test('a loopback task reaches no host, whatever its allowlist', async () => {
+    await start({ task: task([`allowed.example:${httpPort}`], 'loopback') })
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://allowed.example:${httpPort}/`])
+    expect(result.stdout).toContain('X-Tend-Blocked: network loopback reaches no host')
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const transparent = rawConnection(engine.transparentPort)
+    await waitFor('the transparent connection ended', () => transparent.ended())
+    const recorded = await decisions(2)
+    expect(recorded.map((d) => [d.via, d.decision, d.reason])).toEqual([
+      ['http', 'blocked', 'network loopback reaches no host'],
+      ['transparent', 'blocked', 'network loopback reaches no host'],
+    ])
+    expect(http.seen).toHaveLength(0)
+  })
+
+  test('an unreachable upstream answers 502 and is recorded as allowed with the error', async () => {
+    await start()
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://closed.example:${closedPort}/`])
+    expect(result.stdout).toMatch(/^HTTP\/1\.1 502 /)
+    expect(result.stdout).toContain(`tend: closed.example:${closedPort} could not be reached (ECONNREFUSED)`)
+    expect((await decisions(1))[0]).toMatchObject({ name: 'closed.example', decision: 'allowed', error: 'ECONNREFUSED', sentBytes: 0, receivedBytes: 0 })
+  })
+
+  test('SOCKS5 answers an unsupported command with REP 0x07, recording nothing', async () => {
+    await start()
+    expect([...(await socksConnect(socksDomain(0x02, 'allowed.example', httpPort))).subarray(0, 2)]).toEqual([0x05, 0x07])
+    expect(engine.decisions).toEqual([])
+  })
+
+  test('a connection no task is found for is closed and nothing is recorded', async () => {
+    await start({ task: null })
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`GET http://allowed.example:${httpPort}/ HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the connection closed', () => client.ended())
+    expect(client.text()).toBe('')
+    expect(engine.decisions).toEqual([])
+  })
+
+  test('close() ends the connections the proxy holds', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: bannerPort })
+    const client = rawConnection(engine.transparentPort)
+    await waitFor('the banner', () => client.text().startsWith('SSH-2.0'))
+    engine.proxy.close()
+    await waitFor('the task side closed', () => client.ended())
+    await waitFor('the upstream side closed', () => banner.seen.at(-1)!.socket.closed)
+  })
+})
