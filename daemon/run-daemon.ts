@@ -135,7 +135,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
   if (detected.cgroups.allDaemonsProblem) log.warn({ problem: detected.cgroups.allDaemonsProblem }, 'the tasks of all daemons together are not bounded')
-  const sandbox = { ...detected, identity, network: networkCapabilities(detected, spawner, "tend's egress proxy is not available yet") }
+  const sandbox = { ...detected, identity, network: networkCapabilities(detected, spawner) }
   const networks = sandbox.network.modes.includes('loopback') ? new OwnerNetworks(log) : null
   groupRoots = sandbox.cgroups
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {

@@ -154,3 +154,8 @@ function sameAddress(a: string, b: string): boolean {
     return false
   }
 }
+
+/** What a task may reach: the operator's networkAllow and the task's own allowNet, parsed (both were checked when given). */
+export function taskAllowList(networkAllow: readonly string[], allowNet: readonly string[] | undefined): AllowEntry[] {
+  return parseAllowList([...networkAllow, ...(allowNet ?? [])], 'networkAllow').entries
+}

@@ -5,16 +5,15 @@ import { OwnerNetwork } from './owner-network.js'
 /**
  * The network modes sandboxed tasks can have here, found once at start: `host` wherever a sandbox
  * runs; `loopback` where an owner's private namespace can be made (probed: one is made and closed)
- * and the spawner can put a task in it; `allow` where, besides, the egress proxy runs.
+ * and the spawner can put a task in it; `allow` wherever `loopback` can be (the egress proxy runs in the daemon).
  */
-export function networkCapabilities(detected: Pick<SandboxCapabilities, 'missing'>, spawner: Pick<Spawner, 'kind'>, egress: string | null): NetworkCapabilities {
+export function networkCapabilities(detected: Pick<SandboxCapabilities, 'missing'>, spawner: Pick<Spawner, 'kind'>): NetworkCapabilities {
   const missing: NetworkCapabilities['missing'] = {}
   if (detected.missing.workspace) {
     for (const mode of ['loopback', 'allow', 'host'] as const) missing[mode] = `no sandbox runs here (${detected.missing.workspace})`
   } else {
     const loopback = loopbackProblem(spawner)
     if (loopback) missing.loopback = missing.allow = loopback
-    else if (egress) missing.allow = egress
   }
   return { modes: (['loopback', 'allow', 'host'] as const).filter((mode) => missing[mode] === undefined), missing }
 }

@@ -23,6 +23,7 @@ const HOLDER_ANSWER_MS = 5000
 export class OwnerNetwork {
   private closed = false
   private readonly servers: Array<Server | UdpSocket> = []
+  private readonly closing: Array<() => void> = []
 
   private constructor(
     readonly owner: string,
@@ -104,10 +105,17 @@ export class OwnerNetwork {
     })
   }
 
+  /** Called once when the network closes (its holder gone, or closed). */
+  onClose(listener: () => void): void {
+    if (this.closed) listener()
+    else this.closing.push(listener)
+  }
+
   /** Ends the holder and every socket made in the namespace; tasks still in it keep it. */
   close(): void {
     if (this.closed) return
     this.closed = true
+    for (const listener of this.closing.splice(0)) listener()
     for (const server of this.servers) {
       try {
         server.close()

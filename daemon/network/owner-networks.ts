@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
 import type { NetworkMode } from '../../protocol/index.js'
+import type { AllowEntry } from './allowlist.js'
 import { OwnerNetwork, type NamespaceRef } from './owner-network.js'
 
 /** A task's hold on its owner's network: released when the task has ended. */
@@ -16,6 +17,8 @@ export interface NetworkedTask {
   network: NetworkMode
   /** The task's first process (bubblewrap, in the owner's namespace), once it runs; null before. */
   pid: number | null
+  /** What it may reach through the egress proxy (allow): networkAllow and its own allowNet, parsed. */
+  allow: readonly AllowEntry[]
 }
 
 interface Entry {

@@ -8,6 +8,7 @@ import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sa
 import { ownerIdsOf } from '../sandbox/task-identity.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
 import type { NetworkLease, OwnerNetworks } from '../network/owner-networks.js'
+import { taskAllowList } from '../network/allowlist.js'
 
 /**
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
@@ -46,7 +47,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   if (task.sandbox !== 'off' && task.network !== 'host') {
     if (!networks) return { started: false, reason: `network ${task.network} is not available here` }
     try {
-      lease = networks.acquire({ id: task.id, owner: task.owner, network: task.network, pid: null })
+      lease = networks.acquire({ id: task.id, owner: task.owner, network: task.network, pid: null, allow: task.network === 'allow' ? taskAllowList(request.config.networkAllow, task.allowNet) : [] })
     } catch (error) {
       return { started: false, reason: (error as Error).message }
     }

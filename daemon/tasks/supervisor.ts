@@ -34,6 +34,7 @@ import { keeperWritten } from './keeper-exit.js'
 import { answerUnreportedExit, makeRoomForResumedExit, spoolIsShort } from './unanswered-exit.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { OwnerNetworks } from '../network/owner-networks.js'
+import { taskAllowList } from '../network/allowlist.js'
 import type { TaskStore } from '../store/task-store.js'
 import { cachedProtectedView, protectedSinceAdmission, resolveTaskPaths, type DaemonHomes, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../sandbox/index.js'
 import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
@@ -385,7 +386,7 @@ export class Supervisor {
     // Its owner keeps the uid it runs on: no other owner is given it while it runs.
     const { identity } = this.capabilities
     if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
-    const plan = await resumedPlan(task, this.capabilities, this.networks)
+    const plan = await resumedPlan(task, this.capabilities, this.networks, this.config)
     // The file its keeper writes, whatever the task did to the name while no daemon ran.
     await this.outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(this.config.layout.spool, task.id)).catch((error: unknown) => this.log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     const entry = this.track(task.id, task, task.pid, attached.exited, plan, task.keeper)
@@ -718,10 +719,10 @@ export class Supervisor {
 }
 
 /** What a launch would have planned for a task that an earlier daemon started: its cgroups, to watch and release. */
-async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities, networks: OwnerNetworks | null): Promise<TaskResources> {
+async function resumedPlan(task: RunningTask, capabilities: SandboxCapabilities, networks: OwnerNetworks | null, config: Readonly<DaemonConfig>): Promise<TaskResources> {
   const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax })
   // Its owner's next tasks join the namespace it is in.
-  const lease = task.sandbox !== 'off' && task.network !== 'host' ? (networks?.adopt({ id: task.id, owner: task.owner, network: task.network, pid: task.pid }) ?? null) : null
+  const lease = task.sandbox !== 'off' && task.network !== 'host' ? (networks?.adopt({ id: task.id, owner: task.owner, network: task.network, pid: task.pid, allow: task.network === 'allow' ? taskAllowList(config.networkAllow, task.allowNet) : [] }) ?? null) : null
   const release = async () => {
     await cgroups?.remove()
     lease?.release()

@@ -1,0 +1,76 @@
+import type { Logger } from 'pino'
+import type { NetworkDecision } from '../../protocol/index.js'
+import { tasksHoldingSocket } from './attribution.js'
+import { DnsStub, EgressProxy, SyntheticAddresses, type EgressTask, type LocalAddress, type Peer } from './egress/index.js'
+import type { OwnerNetwork } from './owner-network.js'
+import type { NetworkedTask, OwnerNetworks } from './owner-networks.js'
+import { DNS_STUB_ADDRESS, DNS_STUB_PORT, PROXY_ADDRESS, PROXY_PORT } from './task-environment.js'
+
+export interface EgressServiceOptions {
+  networks: OwnerNetworks
+  /** networkHosts: names the proxy resolves itself. */
+  hosts: Readonly<Record<string, string>>
+  /** Where each decision goes (the task's network.log and record). */
+  record(taskId: string, decision: NetworkDecision): void
+  log: Pick<Logger, 'warn' | 'info'>
+  /** The proxy's resolver; default the system's. */
+  resolve?(name: string): Promise<string[]>
+}
+
+/**
+ * tend's egress proxy and DNS stub in every owner's namespace: listeners made there by the
+ * namespace's holder (proxy port, DNS over UDP and TCP, and each synthetic address as the stub
+ * hands it out), carried to the engine, which asks here which task each connection comes from.
+ */
+export class EgressService {
+  constructor(private readonly options: EgressServiceOptions) {
+    options.networks.onOpen((network) => {
+      this.attach(network).catch((error: unknown) => {
+        options.log.warn({ owner: network.owner, err: error }, "the egress proxy could not listen in an owner's private network: its allow tasks reach no host")
+      })
+    })
+  }
+
+  private async attach(network: OwnerNetwork): Promise<void> {
+    const attribute = (peer: Peer, local: LocalAddress) => Promise.resolve(this.attribute(network, peer, local))
+    const record = (task: EgressTask, decision: NetworkDecision) => this.options.record(task.id, decision)
+    const proxy = new EgressProxy({ hosts: this.options.hosts, attribute, record, ...(this.options.resolve ? { resolve: this.options.resolve } : {}) })
+    const addresses = new SyntheticAddresses(async (address, ports) => {
+      for (const port of ports) {
+        const server = await network.listenTcp(address, port)
+        server.on('connection', (socket) => {
+          const name = addresses.nameOf(address)
+          if (name === undefined) return void socket.destroy()
+          proxy.acceptTransparent(socket, name, port)
+        })
+      }
+    })
+    const stub = new DnsStub({ attribute, record, addresses })
+    const proxyServer = await network.listenTcp(PROXY_ADDRESS, PROXY_PORT)
+    proxyServer.on('connection', (socket) => proxy.acceptProxy(socket))
+    const dnsTcp = await network.listenTcp(DNS_STUB_ADDRESS, DNS_STUB_PORT)
+    dnsTcp.on('connection', (socket) => stub.acceptTcp(socket))
+    const dnsUdp = await network.bindUdp(DNS_STUB_ADDRESS, DNS_STUB_PORT)
+    dnsUdp.on('message', (message, from) => {
+      const peer: Peer = { proto: 'udp', address: from.address, port: from.port }
+      void stub.answerUdp(message, peer, { address: DNS_STUB_ADDRESS, port: DNS_STUB_PORT }).then((reply) => {
+        if (reply !== null && network.alive) dnsUdp.send(reply, from.port, from.address)
+      })
+    })
+    dnsUdp.on('error', () => {})
+    network.onClose(() => proxy.close())
+  }
+
+  /**
+   * The task a connection (or datagram) comes from: the owner's task whose processes hold its
+   * other end. A socket held by tasks of two modes counts as the narrower one's.
+   */
+  private attribute(network: OwnerNetwork, peer: Peer, local: LocalAddress): EgressTask | null {
+    const tasks = this.options.networks.tasksOf(network.owner)
+    const holders = tasksHoldingSocket(network.pid, peer.proto === 'udp' ? 'udp' : 'tcp', peer, local, tasks)
+    const found = holders.map((id) => tasks.find((task) => task.id === id)).filter((task): task is NetworkedTask => task !== undefined)
+    if (found.length === 0) return null
+    const task = found.find((each) => each.network !== 'allow') ?? found[0]!
+    return { id: task.id, network: task.network, allow: task.allow }
+  }
+}
