@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -6,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { TendClient, type Task } from '../../client/index.js'
 import { isTendError, NETWORK_LOG_MAX_BYTES, type NetworkDecision, type NetworkLogPage } from '../../protocol/index.js'
 import { runCli } from '../helpers/cli.js'
-import { createTempHome, daemonEnv, FIXTURES, killEverythingOf } from '../helpers/test-daemon.js'
+import { startLedgerDaemon, type LedgerDaemon } from '../helpers/network-ledger-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -17,51 +16,23 @@ import { waitFor } from '../helpers/wait-for.js'
  * (test/fixtures/network-ledger-daemon.mjs), exactly as the proxy calls it.
  */
 
-const DAEMON_START_TIMEOUT_MS = 30_000
 const RECORD_TIMEOUT_MS = 5000
 
+let daemon: LedgerDaemon
 let home: string
-let child: ChildProcess
-let exited: Promise<void>
-let client: TendClient
 let env: Record<string, string>
-const answers: string[] = []
-let stderr = ''
+let client: TendClient
 
 beforeAll(async () => {
-  home = createTempHome()
-  env = daemonEnv(home)
-  child = spawn(process.execPath, [join(FIXTURES, 'network-ledger-daemon.mjs')], { env, stdio: ['pipe', 'pipe', 'pipe'] })
-  exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  let rest = ''
-  child.stdout!.on('data', (chunk: Buffer) => {
-    const lines = (rest + chunk.toString()).split('\n')
-    rest = lines.pop()!
-    answers.push(...lines)
-  })
-  await waitFor(`the ledger daemon on ${home} to be ready`, () => {
-    if (child.exitCode !== null) throw new Error(`it exited with ${child.exitCode}: ${stderr}`)
-    return answers[0] === '{"ready":true}'
-  }, DAEMON_START_TIMEOUT_MS)
-  answers.shift()
-  client = new TendClient({ home, autoStart: false })
-}, DAEMON_START_TIMEOUT_MS + 5000)
+  daemon = await startLedgerDaemon()
+  ;({ home, env, client } = daemon)
+}, 35_000)
 
 afterAll(async () => {
-  client?.close()
-  if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
-  await exited
-  await killEverythingOf(home)
-  rmSync(home, { recursive: true, force: true })
+  await daemon?.stop()
 })
 
-/** Feeds decisions to the daemon's ledger (as the proxy does); `kill`: the task is killed right after the last one. */
-async function feed(id: string, decisions: NetworkDecision[], options: { repeat?: number; kill?: boolean } = {}): Promise<void> {
-  child.stdin!.write(`${JSON.stringify({ id, decisions, ...options })}\n`)
-  const line = await waitFor('the ledger daemon to answer', () => answers.shift())
-  expect(JSON.parse(line)).toEqual({ ok: true })
-}
+const feed = (id: string, decisions: NetworkDecision[], options?: { repeat?: number; kill?: boolean }) => daemon.feed(id, decisions, options)
 
 function decision(fields: Partial<NetworkDecision> & Pick<NetworkDecision, 'name' | 'decision'>): NetworkDecision {
   return { time: new Date().toISOString(), port: 443, via: 'connect', sentBytes: 0, receivedBytes: 0, ...fields }
