@@ -15,6 +15,7 @@ import {
   type DaemonStatus,
   type GcResult,
   type Lifetime,
+  type NetworkLogPage,
   type NetworkMode,
   type ReadResult,
   type RemoveResult,
@@ -171,6 +172,15 @@ export class TendClient {
       if (result.done) return
       cursor = { from: result.next }
     }
+  }
+
+  /**
+   * A page of the task's network.log: the egress proxy's decisions from byte `from` (default 0),
+   * at most `limit`; `next` is where the following page starts, `done` once the task has ended
+   * and every decision is read.
+   */
+  networkLog(id: string, options: { from?: number; limit?: number } = {}): Promise<NetworkLogPage> {
+    return this.call<NetworkLogPage>('GET', `/v1/tasks/${encodeURIComponent(id)}/network`, { query: { from: options.from, limit: options.limit } })
   }
 
   /** Resolves with the task once it has ended, or with its current record after timeoutMs. */

@@ -9,6 +9,7 @@ import type { Supervisor } from './tasks/supervisor.js'
 import type { TaskInput } from './tasks/task-input.js'
 import type { TaskStore } from './store/task-store.js'
 import type { ConsoleControl } from './console/console-control.js'
+import type { NetworkLedger } from './network/network-ledger.js'
 
 /** What route handlers reach: one object built at daemon start. */
 export interface DaemonContext {
@@ -23,6 +24,8 @@ export interface DaemonContext {
   supervisor: Supervisor
   /** Writes to tasks' stdin pipes. */
   input: TaskInput
+  /** Every decision of the egress proxy, per task: network.log and the record's networkUse. */
+  network: NetworkLedger
   cleanup: SpoolCleanup
   events: EventLog
   outputWatch: OutputWatch

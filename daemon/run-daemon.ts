@@ -38,6 +38,8 @@ import { SpoolReserve } from './store/spool-reserve.js'
 import { readVersion } from './version.js'
 import { precompiledCount, SCHEMA_CODE_PATH } from './precompiled/schema-code.js'
 import { IdleMemoryRelease, loadMemoryRelease } from './memory/idle-release.js'
+import { NetworkLedger } from './network/network-ledger.js'
+import { EgressService } from './network/egress-service.js'
 
 export interface StopOptions {
   /** Leave running tasks to their keepers, for the next daemon (stop --keep-tasks, restart). */
@@ -148,6 +150,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const registries = () => registryFolders(registryUser, sharedRegistries())
   const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces(sharedRegistries) } : {}) }
   const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes, networks)
+  const network = new NetworkLedger(layout.spool, store, log)
+  // A task's final record carries its final network counts.
+  supervisor.beforeEnding = (id) => network.flush(id)
+  // Every owner's namespace gets the egress proxy and the DNS stub; each decision goes to the task's ledger.
+  if (networks) new EgressService({ networks, hosts: config.networkHosts, record: (id, decision) => network.record(id, decision), log })
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()
   if (!peerCheck.status.enforced) log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
@@ -160,6 +167,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     corrupt,
     supervisor,
     input: new TaskInput(store, layout.spool, log),
+    network,
     cleanup,
     events,
     outputWatch,
@@ -216,6 +224,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       await context.console.close()
       socketWatch.close()
       await app.close()
+      await network.close()
       await store.close()
       // Its folder of task groups, empty once its tasks are gone (a task kept running keeps it).
       removeDaemonCgroupFolders(sandbox.cgroups)

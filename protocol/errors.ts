@@ -37,6 +37,7 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_SUBMISSION_REMOVED: { statusCode: 410, message: 'idempotency key {key} was already used: its task {id} ended ({outcome}) and has been removed since; the command is not run again (a new key runs it again)', blame: 'caller', retryable: false },
   TEND_ERR_EVENTS_GAP: { statusCode: 410, message: 'events before seq {oldest} are no longer kept (asked from {since}): list the tasks again, then follow from seq {latest}', blame: 'caller', retryable: false },
   TEND_ERR_OUTPUT_MISSING: { statusCode: 410, message: 'output of task {id} is gone: {detail}', blame: 'system', retryable: false },
+  TEND_ERR_NETWORK_LOG_UNREADABLE: { statusCode: 410, message: 'network.log of task {id} cannot be read: {detail}', blame: 'system', retryable: false },
   TEND_ERR_OUTPUT_BUSY: { statusCode: 409, message: 'output of task {id} cannot be read now: {detail}', blame: 'system', retryable: true },
   TEND_ERR_TASK_NOT_FINISHED: { statusCode: 409, message: 'task is still {state}: {id} (kill it first, or wait for it)', blame: 'caller', retryable: true },
   TEND_ERR_NO_STDIN: { statusCode: 409, message: 'task {id} has no stdin pipe: its stdin is {stdin} (a task takes input only when started with one: stdin pipe in the API, tend run --stdin, bash with stdin: true)', blame: 'caller', retryable: false },

@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
-import { BLOCKED_DESTINATIONS_KEPT, NETWORK_MODES } from './network.js'
+import { BLOCKED_DESTINATIONS_KEPT, NETWORK_LOG_PAGE_DEFAULT, NETWORK_LOG_PAGE_LIMIT, NETWORK_MODES, NETWORK_VIAS } from './network.js'
 import { LIFETIMES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
@@ -43,6 +43,8 @@ export const TaskSchema = Type.Object(
             Type.Object({ name: Type.String(), port: Type.Integer(), reason: Type.String(), count: Type.Integer({ minimum: 1 }) }),
             { maxItems: BLOCKED_DESTINATIONS_KEPT, description: 'the distinct destinations refused, most recent last' },
           ),
+          logOmitted: Type.Optional(Type.Integer({ minimum: 0, description: 'decisions left out of network.log once it reached its cap (1 MiB)' })),
+          logLost: Type.Optional(Type.Integer({ minimum: 0, description: 'decisions network.log could not keep (a full or read-only disk)' })),
         },
         { description: "what the task did through tend's egress proxy (network.log in its spool has each decision); absent before its first connection" },
       ),
@@ -191,6 +193,36 @@ export const ReadResultSchema = Type.Object({
   state: Type.Enum(TASK_STATES),
 })
 export type ReadResult = Static<typeof ReadResultSchema>
+
+export const NetworkLogQuery = Type.Object(
+  {
+    from: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'byte offset in network.log to read from (default 0; a page answers the next one)' })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: NETWORK_LOG_PAGE_LIMIT, description: `decisions per page (default ${NETWORK_LOG_PAGE_DEFAULT})` })),
+  },
+  strict,
+)
+export type NetworkLogQuery = Static<typeof NetworkLogQuery>
+
+export const NetworkDecisionSchema = Type.Object({
+  time: Type.String(),
+  name: Type.String(),
+  port: Type.Integer(),
+  via: Type.Enum(NETWORK_VIAS),
+  decision: Type.Union([Type.Literal('allowed'), Type.Literal('blocked')]),
+  reason: Type.Optional(Type.String({ description: 'why it was refused' })),
+  address: Type.Optional(Type.String({ description: 'the upstream address connected to' })),
+  error: Type.Optional(Type.String({ description: 'allowed, but the upstream could not be reached' })),
+  sentBytes: Type.Integer({ minimum: 0 }),
+  receivedBytes: Type.Integer({ minimum: 0 }),
+})
+
+export const NetworkLogPageSchema = Type.Object({
+  entries: Type.Array(NetworkDecisionSchema, { description: "the egress proxy's decisions, oldest first" }),
+  next: Type.Integer({ description: 'byte offset in network.log to read from next' }),
+  done: Type.Boolean({ description: 'the task has ended and next is the end of its network.log' }),
+  omitted: Type.Integer({ description: "decisions left out of network.log past its cap (the record's networkUse counts them)" }),
+  lost: Type.Integer({ description: 'decisions network.log could not keep (a full or read-only disk)' }),
+})
 
 export const WaitQuery = Type.Object({ timeoutMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT })) }, strict)
 export type WaitQuery = Static<typeof WaitQuery>

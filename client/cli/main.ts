@@ -7,6 +7,7 @@ import { registerMcpCommand } from './commands/mcp.js'
 import { registerGcCommand } from './commands/gc.js'
 import { registerKillCommand } from './commands/kill.js'
 import { registerLogsCommand } from './commands/logs.js'
+import { registerNetworkCommand } from './commands/network.js'
 import { registerPsCommand } from './commands/ps.js'
 import { registerRmCommand } from './commands/rm.js'
 import { registerRunCommand } from './commands/run.js'
@@ -34,6 +35,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   ps: registerPsCommand,
   show: registerShowCommand,
   logs: registerLogsCommand,
+  network: registerNetworkCommand,
   wait: registerWaitCommand,
   kill: registerKillCommand,
   send: registerSendCommand,

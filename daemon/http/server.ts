@@ -13,6 +13,7 @@ import { registerKillTaskRoute } from './routes/kill-task.js'
 import { registerListTasksRoute } from './routes/list-tasks.js'
 import { registerOpenApiRoute } from './routes/openapi.js'
 import { registerReadOutputRoute } from './routes/read-output.js'
+import { registerNetworkLogRoute } from './routes/network-log.js'
 import { registerRemoveTaskRoute } from './routes/remove-task.js'
 import { registerStartTaskRoute } from './routes/start-task.js'
 import { registerStatusRoute } from './routes/status.js'
@@ -96,6 +97,7 @@ export function registerApi(app: TendApp, context: DaemonContext, peerStatus: Pe
   registerListTasksRoute(app, context)
   registerGetTaskRoute(app, context)
   registerReadOutputRoute(app, context)
+  registerNetworkLogRoute(app, context)
   registerWaitTaskRoute(app, context)
   registerKillTaskRoute(app, context)
   registerTaskInputRoute(app, context)

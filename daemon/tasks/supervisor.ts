@@ -143,6 +143,8 @@ export class Supervisor {
   private keepingTasks = false
   /** What sandboxed tasks may not be given and get masked: asked at each admission and launch. */
   private readonly protectedView: () => ProtectedView
+  /** Runs before a started task's ending is recorded, which then carries what it did (the network ledger's flush). */
+  beforeEnding: (id: string) => Promise<void> = () => Promise.resolve()
 
   constructor(
     private readonly config: Readonly<DaemonConfig>,
@@ -591,6 +593,7 @@ export class Supervisor {
     }
     if (result.unknown || result.lifelineBroke || result.leaseRanOut) {
       await plan.release()
+      await this.beforeEnding(id)
       const outputBytes = await this.settleOutput(this.store.current(id))
       // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
       const lifeline = result.leaseRanOut ? LEASE_RAN_OUT : entry.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE
@@ -604,6 +607,7 @@ export class Supervisor {
     // slot need not, the final record does (no group outlives it).
     const released = plan.release()
     const ending = decideEnding(entry, result, limits)
+    await this.beforeEnding(id)
     const outputBytes = await this.settleOutput(this.store.current(id))
     return { saved: released.then(() => this.store.transition(id, (task) => withOutputLoss(markEnded(task, ending, outputBytes, new Date()), result.outputLostBytes))) }
   }
@@ -616,6 +620,7 @@ export class Supervisor {
     )
     if (entry.stopped) await entry.stopped
     await plan.release()
+    await this.beforeEnding(id)
     const outputBytes = await this.settleOutput(this.store.current(id))
     return this.store.transition(id, (task) => markLost(task, `tend's process spawner died while the task ran (${error.message}); the task was stopped`, outputBytes, new Date()))
   }

@@ -11,6 +11,7 @@ import { startLiveSync } from './tasks/live-sync.js'
 import { setupOutputView } from './output/output-view.js'
 import { setupOutputSearch } from './output/output-search.js'
 import { closeTask, openTask, setupTaskView } from './tasks/task-view.js'
+import { setupNetworkView } from './tasks/network-view.js'
 
 const $ = (selector) => {
   const found = document.querySelector(selector)
@@ -89,6 +90,7 @@ function main() {
     signal: $('#kill-signal'),
     grace: $('#kill-grace'),
   })
+  setupNetworkView({ section: $('#network'), summary: $('#network-summary'), note: $('#network-note'), table: $('#network-log'), rows: $('#network-log tbody') })
 
   document.addEventListener('keydown', (event) => {
     // Escape closes the task view, unless it was meant for a field or the dialog.

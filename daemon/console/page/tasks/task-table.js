@@ -137,7 +137,8 @@ function update(entry, task) {
   set(entry, 'output', formatBytes(task.outputBytes))
   const outputTitle = `${task.outputBytes} bytes (cap ${formatBytes(task.maxOutputBytes)})`
   if (values.outputTitle !== outputTitle) cells.output.title = values.outputTitle = outputTitle
-  set(entry, 'sandbox', task.network && task.sandbox !== 'off' ? `${task.sandbox} +net` : task.sandbox)
+  // The network mode beside the profile: `off` always has the host's network.
+  set(entry, 'sandbox', task.sandbox === 'off' ? 'off' : `${task.sandbox} · ${task.network}`)
   const stopped = stoppedText(task)
   if (set(entry, 'stopped', stopped)) cells.stopped.title = stopped
   showIf(entry)

@@ -8,6 +8,7 @@ import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from '.
 import { confirmAction } from '../shared/confirm.js'
 import { showError, showNote } from '../shared/messages.js'
 import { select } from './task-table.js'
+import { closeNetwork, networkTaskChanged, openNetwork } from './network-view.js'
 
 const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/
 const MAX_GRACE_MS = 3_600_000
@@ -20,7 +21,8 @@ const FIELDS = {
   owner: (t) => visible(t.owner),
   command: (t) => quotedCommand(t),
   cwd: (t) => visible(t.cwd),
-  sandbox: (t) => `${t.sandbox}${t.sandbox === 'off' ? '' : t.network ? ', network on' : ', no network'}${t.memoryBytes ? `, memory ${formatBytes(t.memoryBytes)}` : ''}${t.pidsMax ? `, ${t.pidsMax} processes` : ''}`,
+  sandbox: (t) => `${t.sandbox}${t.memoryBytes ? `, memory ${formatBytes(t.memoryBytes)}` : ''}${t.pidsMax ? `, ${t.pidsMax} processes` : ''}`,
+  network: (t) => networkField(t),
   createdAt: (t) => formatTime(t.createdAt),
   startedAt: (t) => formatTime(t.startedAt),
   endedAt: (t) => formatTime(t.endedAt),
@@ -57,6 +59,12 @@ export function setupTaskView(elements) {
   }, 1000)
 }
 
+/** Its mode, and in short what the proxy refused (the network section below has every decision). */
+function networkField(task) {
+  const blocked = task.networkUse?.blocked ?? 0
+  return `${task.network}${blocked ? ` · ${blocked} blocked` : ''}`
+}
+
 function runtime(task) {
   if (!task.startedAt) return task.state === 'queued' ? `queued for ${formatDuration(Date.now() - Date.parse(task.createdAt))}` : '—'
   const end = task.endedAt ? Date.parse(task.endedAt) : Date.now()
@@ -87,12 +95,14 @@ export async function openTask(id) {
     return
   }
   show(task)
+  openNetwork(task)
   openOutput(id)
 }
 
 export function closeTask() {
   if (currentId === null) return
   closeOutput()
+  closeNetwork()
   currentId = null
   el.view.hidden = true
   document.body.classList.remove('task-open')
@@ -119,6 +129,7 @@ function show(task) {
   el.kill.disabled = removed || !isActive(task) || el.kill.dataset.busy === 'true'
   el.remove.disabled = removed || isActive(task) || el.remove.dataset.busy === 'true'
   outputTaskChanged(task)
+  networkTaskChanged(task)
 }
 
 function markRemoved() {
