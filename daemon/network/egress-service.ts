@@ -6,6 +6,9 @@ import type { OwnerNetwork } from './owner-network.js'
 import type { NetworkedTask, OwnerNetworks } from './owner-networks.js'
 import { DNS_STUB_ADDRESS, DNS_STUB_PORT, PROXY_ADDRESS, PROXY_PORT } from './task-environment.js'
 
+/** How long a connection from a task still being launched waits for its spawn to be answered. */
+const LAUNCH_WAIT_MS = 5000
+
 export interface EgressServiceOptions {
   networks: OwnerNetworks
   /** networkHosts: names the proxy resolves itself. */
@@ -32,7 +35,13 @@ export class EgressService {
   }
 
   private async attach(network: OwnerNetwork): Promise<void> {
-    const attribute = (peer: Peer, local: LocalAddress) => Promise.resolve(this.attribute(network, peer, local))
+    const attribute = async (peer: Peer, local: LocalAddress) => {
+      const found = this.attribute(network, peer, local)
+      if (found !== null) return found
+      // A task may connect before the daemon has heard that it started: once it has, look again.
+      await this.options.networks.launched(network.owner, LAUNCH_WAIT_MS)
+      return this.attribute(network, peer, local)
+    }
     const record = (task: EgressTask, decision: NetworkDecision) => this.options.record(task.id, decision)
     const proxy = new EgressProxy({ hosts: this.options.hosts, attribute, record, ...(this.options.resolve ? { resolve: this.options.resolve } : {}) })
     const addresses = new SyntheticAddresses(async (address, ports) => {

@@ -39,6 +39,7 @@ export const NETWORK_LINGER_MS = 30_000
 export class OwnerNetworks {
   private readonly entries = new Map<string, Entry>()
   private readonly opened: Array<(network: OwnerNetwork) => void> = []
+  private readonly waiting = new Set<() => void>()
 
   constructor(
     private readonly log: Pick<Logger, 'warn' | 'info'>,
@@ -92,6 +93,31 @@ export class OwnerNetworks {
   started(owner: string, id: string, pid: number): void {
     const task = this.entries.get(owner)?.tasks.get(id)
     if (task) task.pid = pid
+    this.wakeLaunches()
+  }
+
+  /**
+   * Resolves once no task of the owner is still being launched (each has its process, or is
+   * gone), or after timeoutMs: a task may connect before its spawn has been answered.
+   */
+  async launched(owner: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    while (this.tasksOf(owner).some((task) => task.pid === null) && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.max(1, deadline - Date.now()))
+        function done() {
+          clearTimeout(timer)
+          resolve()
+        }
+        this.waiting.add(done)
+      })
+    }
+  }
+
+  private wakeLaunches(): void {
+    const waiting = [...this.waiting]
+    this.waiting.clear()
+    for (const wake of waiting) wake()
   }
 
   /** Closes every namespace's holder (the daemon stops); tasks still in one keep it. */
@@ -136,6 +162,7 @@ export class OwnerNetworks {
         if (released) return
         released = true
         entry.tasks.delete(task.id)
+        this.wakeLaunches()
         if (entry.tasks.size > 0 || this.entries.get(task.owner) !== entry) return
         entry.idle = setTimeout(() => {
           if (entry.tasks.size > 0 || this.entries.get(task.owner) !== entry) return
