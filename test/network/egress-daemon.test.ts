@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { join } from 'node:path'
 import type { NetworkDecision, StartOptions, Task } from '../../client/index.js'
@@ -222,6 +222,32 @@ describe('an agent', () => {
       expect(text).toMatch(/exit code: 56|exit code: 22/)
     } finally {
       fork.dispose()
+    }
+  })
+})
+
+describe('an unprivileged daemon (user namespaces)', () => {
+  test('its allow tasks reach the allowlist through the proxy, and nothing else', async () => {
+    const unprivileged = await startTestDaemon({
+      user: 'unprivileged',
+      env: { TEND_SANDBOX: 'workspace', TEND_NETWORK_HOSTS: 'up.test=127.0.0.1', TEND_NETWORK_ALLOW: `up.test:${httpPort}` },
+    })
+    const workspace = mkdtempSync(join(base, 'unprivileged-'))
+    chownSync(workspace, unprivileged.uid, unprivileged.gid)
+    try {
+      expect((await unprivileged.client.status()).sandbox.network.modes).toEqual(['loopback', 'allow', 'host'])
+      const started = await unprivileged.client.start({
+        command: `curl -sS --max-time 10 http://up.test:${httpPort}/via-proxy; echo; curl -sS --max-time 10 --noproxy '*' http://up.test:${httpPort}/transparent; echo; curl -sS --max-time 10 http://evil.example/`,
+        shell: true,
+        cwd: workspace,
+        network: 'allow',
+      })
+      const task = await unprivileged.client.wait(started.id, { timeoutMs: 30_000 })
+      const output = (await unprivileged.client.read(task.id)).data
+      expect(output).toBe(`upstream saw GET /via-proxy host=up.test:${httpPort}\nupstream saw GET /transparent host=up.test:${httpPort}\ntend: blocked evil.example:80 (not on the allowlist)\n`)
+      expect(task.networkUse).toMatchObject({ allowed: 2, blocked: 1 })
+    } finally {
+      await unprivileged.stop()
     }
   })
 })
