@@ -1,6 +1,9 @@
 import type { NetworkCapabilities, SandboxCapabilities } from '../sandbox/capabilities.js'
 import type { Spawner } from '../spawn/spawner.js'
+import { existsSync } from 'node:fs'
 import { OwnerNetwork } from './owner-network.js'
+
+const NSENTER = ['/usr/bin/nsenter', '/bin/nsenter', '/usr/sbin/nsenter', '/sbin/nsenter'].some((path) => existsSync(path))
 
 /**
  * The network modes sandboxed tasks can have here, found once at start: `host` wherever a sandbox
@@ -19,7 +22,7 @@ export function networkCapabilities(detected: Pick<SandboxCapabilities, 'missing
 }
 
 function loopbackProblem(spawner: Pick<Spawner, 'kind'>): string | null {
-  if (spawner.kind !== 'native' && process.getuid?.() !== 0) return 'the node fallback spawner can put a task in a private network only for a root daemon; build the native spawner (it needs a C compiler)'
+  if (spawner.kind !== 'native' && !NSENTER) return 'the node fallback spawner puts a task in a private network through nsenter (util-linux), which is not installed'
   try {
     OwnerNetwork.open('the probe').close()
     return null

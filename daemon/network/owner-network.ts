@@ -10,6 +10,12 @@ export interface NamespaceRef {
   /** As `statSync(path, { bigint: true })` gives them, in decimal. */
   dev: string
   ino: string
+  /**
+   * The user namespace that owns it, when that is not the daemon's (an unprivileged daemon's):
+   * joined first. The native spawner's child finds it from the namespace itself; the node spawner
+   * is handed it (nsenter --user).
+   */
+  userns?: { path: string; dev: string; ino: string }
 }
 
 /** How long the holder may take to come up, or to make one socket (it answers in microseconds). */
@@ -59,7 +65,11 @@ export class OwnerNetwork {
       const path = `/proc/${holder.pid}/ns/net`
       const info = statSync(path, { bigint: true })
       if (info.ino === statSync('/proc/self/ns/net', { bigint: true }).ino) throw new Error("the holder is in the daemon's own network namespace")
-      return new OwnerNetwork(owner, holder, mine, addon, { path, dev: String(info.dev), ino: String(info.ino) })
+      const usernsPath = `/proc/${holder.pid}/ns/user`
+      const userns = statSync(usernsPath, { bigint: true })
+      const own = userns.ino === statSync('/proc/self/ns/user', { bigint: true }).ino
+      const namespace: NamespaceRef = { path, dev: String(info.dev), ino: String(info.ino), ...(own ? {} : { userns: { path: usernsPath, dev: String(userns.dev), ino: String(userns.ino) } }) }
+      return new OwnerNetwork(owner, holder, mine, addon, namespace)
     } catch (error) {
       holder.kill('SIGKILL')
       closeSync(mine)

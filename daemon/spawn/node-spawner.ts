@@ -87,7 +87,7 @@ export class NodeSpawner implements Spawner {
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)
     if (userProblem) return userProblem
-    const netnsProblem = request.netns && checkNetns()
+    const netnsProblem = request.netns && checkNetns(request.netns)
     if (netnsProblem) return netnsProblem
     if (request.cwdIdentity && !STAT) return { started: false, stage: 'chdir', code: 'ENOENT', message: `cannot check that cwd is still the folder the task was accepted with: ${request.cwd} (stat, from coreutils, is not installed)` }
     const { execa } = await loadExeca()
@@ -95,7 +95,7 @@ export class NodeSpawner implements Spawner {
     try {
       const opened = openDescriptors(request, descriptors)
       if ('stage' in opened) return opened
-      const subprocess = execa('/bin/sh', ['-c', prelude(request, opened.cgroupFds, opened.netnsFd), 'tend-task', request.file, ...request.argv.slice(1)], {
+      const subprocess = execa('/bin/sh', ['-c', prelude(request, opened.cgroupFds, opened.netns), 'tend-task', request.file, ...request.argv.slice(1)], {
         cwd: request.cwd,
         env: request.env,
         extendEnv: false,
@@ -143,7 +143,7 @@ export class NodeSpawner implements Spawner {
  * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
  * after the spawn.
  */
-function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number; netnsFd: number | null } | Failure {
+function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number; netns: NamespaceFds | null } | Failure {
   const open = (path: string, flags: string | number): number => {
     const fd = openSync(path, flags, 0o600)
     opened.push(fd)
@@ -176,13 +176,6 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     if (typeof fd === 'string') return { started: false, stage: 'pinned', code: fd, message: pinnedDirFailure(pinned.path, fd) }
     stdio[layout.pinned[index]!] = fd
   }
-  let netnsFd: number | null = null
-  if (request.netns) {
-    const fd = openNamespace(request.netns, opened)
-    if (typeof fd === 'string') return { started: false, stage: 'netns', code: fd, message: netnsFailure(request.netns.path, fd) }
-    netnsFd = stdio.length
-    stdio.push(fd)
-  }
   const cgroupFds: number[] = []
   for (const group of request.cgroups) {
     const fd = openCgroupTasks(group, opened)
@@ -190,7 +183,23 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     cgroupFds.push(stdio.length)
     stdio.push(fd)
   }
-  return { stdio, cgroupFds, outputReader, netnsFd }
+  // After the cgroups' tasks files, whose numbers the shell writes to (dash takes only 0 to 9 there); nsenter opens these by /proc/self/fd.
+  let netnsFd: number | null = null
+  let usernsFd: number | null = null
+  if (request.netns) {
+    const { userns } = request.netns
+    if (userns) {
+      const fd = openNamespace(userns, opened)
+      if (typeof fd === 'string') return { started: false, stage: 'netns', code: fd, message: netnsFailure(request.netns.path, fd) }
+      usernsFd = stdio.length
+      stdio.push(fd)
+    }
+    const fd = openNamespace(request.netns, opened)
+    if (typeof fd === 'string') return { started: false, stage: 'netns', code: fd, message: netnsFailure(request.netns.path, fd) }
+    netnsFd = stdio.length
+    stdio.push(fd)
+  }
+  return { stdio, cgroupFds, outputReader, netns: netnsFd === null ? null : { net: netnsFd, user: usernsFd } }
 }
 
 /**
@@ -244,8 +253,14 @@ function openPinned(pinned: Pick<PinnedDir, 'path' | 'dev' | 'ino'>, opened: num
   }
 }
 
+/** The child's descriptors of the network namespace it joins, and of the user namespace that owns it (an unprivileged daemon's). */
+interface NamespaceFds {
+  net: number
+  user: number | null
+}
+
 /** The network namespace, opened by its path and checked to be that very one (ESTALE otherwise), or the errno name. */
-function openNamespace(namespace: NonNullable<SpawnRequest['netns']>, opened: number[]): number | string {
+function openNamespace(namespace: { path: string; dev: string; ino: string }, opened: number[]): number | string {
   try {
     const fd = openSync(namespace.path, fsConstants.O_RDONLY)
     opened.push(fd)
@@ -256,10 +271,10 @@ function openNamespace(namespace: NonNullable<SpawnRequest['netns']>, opened: nu
   }
 }
 
-/** A namespace this daemon cannot enter: nsenter needs root (and util-linux). */
-function checkNetns(): Failure | null {
+/** A namespace this daemon cannot enter: nsenter (util-linux) is missing, or it is another user's and not in a user namespace of this daemon's. */
+function checkNetns(netns: NonNullable<SpawnRequest['netns']>): Failure | null {
   if (!NSENTER) return { started: false, stage: 'netns', code: 'ENOENT', message: 'nsenter (util-linux) is not installed, and the node spawner needs it to join a private network' }
-  if (process.getuid?.() !== 0) return { started: false, stage: 'netns', code: 'EPERM', message: 'the node spawner joins a private network only for a root daemon (through nsenter)' }
+  if (process.getuid?.() !== 0 && !netns.userns) return { started: false, stage: 'netns', code: 'EPERM', message: 'an unprivileged daemon joins only a private network of its own user namespace' }
   return null
 }
 
@@ -268,7 +283,7 @@ function netnsFailure(path: string, code: string): string {
 }
 
 /** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through nsenter into its network, setpriv for another user). */
-function prelude(request: SpawnRequest, cgroupFds: number[], netnsFd: number | null): string {
+function prelude(request: SpawnRequest, cgroupFds: number[], netns: NamespaceFds | null): string {
   const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
   const steps = [`ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}`]
   // Each `tasks` file is closed once written: the task never holds it.
@@ -279,7 +294,9 @@ function prelude(request: SpawnRequest, cgroupFds: number[], netnsFd: number | n
   }
   const { user } = request
   const drop = user ? `${shellQuote(SETPRIV!)} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- ` : ''
-  const enter = netnsFd !== null ? `${shellQuote(NSENTER!)} --net=/proc/self/fd/${netnsFd} -- ` : ''
+  // The user namespace first (it owns the network's); the daemon's ids are kept there, which map to themselves.
+  const enterUser = netns?.user != null ? `--user=/proc/self/fd/${netns.user} --preserve-credentials ` : ''
+  const enter = netns ? `${shellQuote(NSENTER!)} ${enterUser}--net=/proc/self/fd/${netns.net} -- ` : ''
   // `1>&2`: stdout joins stderr on the output file, which ends the report pipe.
   steps.push(`exec ${enter}${drop}"$@" 1>&2`)
   return steps.join('; ')

@@ -119,7 +119,7 @@ export interface SpawnRequest {
    * unprivileged daemon's namespaces). Joined after the cwd and before the keyring and the user.
    * Default: the spawner's own network.
    */
-  netns?: FileIdentity & { path: string }
+  netns?: FileIdentity & { path: string; userns?: FileIdentity & { path: string } }
   /**
    * Run the child as this user, with no supplementary groups (and so, from root, no capabilities):
    * dropped after every descriptor is open and every cgroup joined, right before the exec; a
@@ -201,8 +201,9 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
   }
   if (request.netns) {
     if (typeof request.netns.path !== 'string' || !request.netns.path.startsWith('/') || request.netns.path.includes('\0')) return `netns.path must be an absolute path, got ${JSON.stringify(request.netns.path)}`
-    const problem = identityProblem('netns', request.netns)
+    const problem = identityProblem('netns', request.netns) ?? (request.netns.userns ? identityProblem('netns.userns', request.netns.userns) : null)
     if (problem) return problem
+    if (request.netns.userns && (typeof request.netns.userns.path !== 'string' || !request.netns.userns.path.startsWith('/') || request.netns.userns.path.includes('\0'))) return `netns.userns.path must be an absolute path, got ${JSON.stringify(request.netns.userns.path)}`
   }
   if (request.endsWithDaemon !== undefined && typeof request.endsWithDaemon !== 'boolean') return `endsWithDaemon must be a boolean, got ${typeof request.endsWithDaemon}`
   if (request.user) return idsProblem('user', request.user)

@@ -186,10 +186,11 @@ describe('an unprivileged daemon (user namespaces)', () => {
 })
 
 describe('the node fallback spawner', () => {
-  test('puts loopback tasks in their owner\'s namespace as well', async () => {
-    const daemon = await startTestDaemon({ env: { TEND_SPAWNER: 'node', TEND_SANDBOX: 'workspace' } })
+  test.each(['root', 'unprivileged'] as const)('puts loopback tasks in their owner\'s namespace as well (daemon as %s)', async (who) => {
+    const daemon = await startTestDaemon({ env: { TEND_SPAWNER: 'node', TEND_SANDBOX: 'workspace' }, ...(who === 'unprivileged' ? { user: 'unprivileged' as const } : {}) })
     const cwd = mkdtempSync(join(base, 'node-'))
     chmodSync(cwd, 0o777)
+    chownSync(cwd, daemon.uid, daemon.gid)
     try {
       const server = await startServer(daemon, { port: 8500, name: 'node-spawned', cwd })
       const { output } = await run(daemon, fetchLine(8500), { cwd })
