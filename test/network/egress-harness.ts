@@ -6,7 +6,7 @@ import { createServer, connect, type AddressInfo, type Server, type Socket } fro
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseAllowList, type AllowEntry } from '../../daemon/network/allowlist.js'
-import { EgressProxy, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
+import { EGRESS_HIGH_WATER_MARK_BYTES, EgressProxy, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
 
 /** What an upstream saw of each connection: bytes each way, counted by the kernel's socket. */
 export interface SeenConnection {
@@ -89,8 +89,8 @@ export async function startProxy(options: { task: EgressTask | null; hosts?: Rec
     },
     connectTimeoutMs: 5_000,
   })
-  const proxyListener = createServer((socket) => proxy.acceptProxy(socket))
-  const transparentListener = createServer((socket) => proxy.acceptTransparent(socket, state.transparentName, state.transparentPort))
+  const proxyListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) => proxy.acceptProxy(socket))
+  const transparentListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) => proxy.acceptTransparent(socket, state.transparentName, state.transparentPort))
   const proxyPort = await listening(proxyListener)
   const transparentPort = await listening(transparentListener)
   return {

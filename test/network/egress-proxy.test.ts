@@ -371,3 +371,43 @@ describe('refusals, each recorded', () => {
     await waitFor('the upstream side closed', () => banner.seen.at(-1)!.socket.closed)
   })
 })
+
+describe('carrying bytes', () => {
+  test('32 MiB each way through a CONNECT tunnel arrive whole and in order, and the record counts them', async () => {
+    const { createHash, randomBytes } = await import('node:crypto')
+    const download = randomBytes(32 * 1024 * 1024)
+    const upload = randomBytes(32 * 1024 * 1024)
+    let uploadHash = ''
+    const bulk = tracked(createServer((socket) => {
+      socket.on('error', () => undefined)
+      const hash = createHash('sha256')
+      let left = upload.length
+      socket.on('data', (chunk: Buffer) => {
+        hash.update(chunk)
+        left -= chunk.length
+        if (left === 0) {
+          uploadHash = hash.digest('hex')
+          socket.end(download)
+        }
+      })
+    }))
+    const bulkPort = await listening(bulk)
+    try {
+      await start({ task: task([`allowed.example:${bulkPort}`]) })
+      const client = rawConnection(engine.proxyPort)
+      client.socket.write(`CONNECT allowed.example:${bulkPort} HTTP/1.1\r\n\r\n`)
+      const established = 'HTTP/1.1 200 Connection Established\r\n\r\n'
+      await waitFor('the tunnel', () => client.text() === established)
+      client.socket.end(upload)
+      await waitFor('the download and the end', () => client.ended(), 30_000)
+      const received = client.received().subarray(established.length)
+      expect(received.length).toBe(download.length)
+      expect(received.equals(download)).toBe(true)
+      expect(uploadHash).toBe(createHash('sha256').update(upload).digest('hex'))
+      const [decision] = await decisions(1)
+      expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual({ sentBytes: upload.length, receivedBytes: download.length })
+    } finally {
+      await closeServer(bulk)
+    }
+  })
+})
