@@ -53,7 +53,8 @@ export function makeCertificate(names: readonly string[]): { key: string; cert: 
 export function echoHttp() {
   return tracked(createHttpServer((req, res) => {
     req.resume()
-    req.on('end', () => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}`))
+    const hosts = req.rawHeaders.filter((_value, index) => index % 2 === 0 && req.rawHeaders[index]!.toLowerCase() === 'host').length
+    req.on('end', () => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}${hosts === 1 ? '' : ` (${hosts} Host headers)`}`))
   }))
 }
 

@@ -411,3 +411,76 @@ describe('carrying bytes', () => {
     }
   })
 })
+
+describe('first bytes a server might read otherwise', () => {
+  test('a request with two Host headers reaches the upstream with the checked one only, or not at all', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write(`GET /dup HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the answer and the end', () => client.ended())
+    expect(client.text()).not.toContain('Host headers')
+    expect(client.text()).not.toContain('other.example')
+    const proxied = rawConnection(engine.proxyPort)
+    proxied.socket.write(`GET http://allowed.example:${httpPort}/dup HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the proxied answer and the end', () => proxied.ended())
+    expect(proxied.text()).not.toContain('Host headers')
+    expect(proxied.text()).not.toContain('other.example')
+  })
+
+  test('empty lines before a request line do not hide the request from the Host check', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write(`\r\n\r\nGET /hidden HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the connection ended', () => client.ended())
+    expect(client.text()).not.toContain('upstream saw')
+    expect((await decisions(1))[0]).toMatchObject({ decision: 'blocked', reason: 'Host names other.example, not allowed.example' })
+  })
+
+  test('a TLS record that is no ClientHello first (an alert, a ChangeCipherSpec) is refused, not piped', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    for (const record of [Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x00]), Buffer.from([0x14, 0x03, 0x03, 0x00, 0x01, 0x01])]) {
+      const client = rawConnection(engine.transparentPort)
+      client.socket.write(record)
+      await waitFor('the connection ended', () => client.ended())
+    }
+    const recorded = await decisions(2)
+    expect(recorded.map((d) => d.decision)).toEqual(['blocked', 'blocked'])
+    expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
+  })
+
+  test('a ClientHello split over TLS records and TCP writes is still read whole', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    const hello = await clientHello('other.example')
+    const body = hello.subarray(5)
+    const records = Buffer.concat([...body].map((byte) => Buffer.from([0x16, 0x03, 0x01, 0x00, 0x01, byte])))
+    const client = rawConnection(engine.transparentPort)
+    for (let offset = 0; offset < records.length; offset += 7) {
+      client.socket.write(records.subarray(offset, offset + 7))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    await waitFor('the connection ended', () => client.ended())
+    expect((await decisions(1))[0]).toMatchObject({ decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
+  })
+})
+
+/** The first TLS record a Node client sends naming `servername`, caught before it leaves. */
+async function clientHello(servername: string): Promise<Buffer> {
+  const { Duplex } = await import('node:stream')
+  return new Promise((resolve) => {
+    const catcher = new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, callback) {
+        resolve(Buffer.from(chunk))
+        callback()
+      },
+    })
+    const tls = tlsConnect({ socket: catcher as unknown as Socket, servername })
+    tls.on('error', () => undefined)
+    setImmediate(() => tls.destroy())
+  })
+}

@@ -46,7 +46,8 @@ export class HttpFront {
     if (context === undefined) return void res.destroy()
     const spare = context.spare
     context.spare = undefined
-    const target = this.targetOf(req, context)
+    const hostCount = req.rawHeaders.filter((value, index) => index % 2 === 0 && value.toLowerCase() === 'host').length
+    const target = hostCount > 1 ? { problem: 'a request with more than one Host header' } : this.targetOf(req, context)
     if ('problem' in target) {
       spare?.socket.destroy()
       res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
