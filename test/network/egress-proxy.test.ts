@@ -484,3 +484,25 @@ async function clientHello(servername: string): Promise<Buffer> {
     setImmediate(() => tls.destroy())
   })
 }
+
+describe('addresses the engine found itself', () => {
+  test('a name resolving to a public and an internal address is refused', async () => {
+    await start({ resolve: async () => ['192.0.2.7', '::ffff:127.0.0.1'] })
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://loopy.example:${httpPort}/`])
+    expect(result.stdout).toContain('X-Tend-Blocked: resolves to ::ffff:127.0.0.1, an internal address')
+    expect(http.seen).toHaveLength(0)
+  })
+
+  test('the engine connects to the address it checked: one lookup per connection, never a second one', async () => {
+    const answers = [['192.0.2.7'], ['127.0.0.1']]
+    await start({ resolve: async () => answers.shift() ?? ['127.0.0.1'] })
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://loopy.example:${httpPort}/`])
+    expect(result.stdout).toMatch(/^HTTP\/1\.1 502 /)
+    expect(engine.resolved).toEqual(['loopy.example'])
+    expect(http.seen).toHaveLength(0)
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'loopy.example', decision: 'allowed' })
+    expect(decision!.error).toMatch(/^E[A-Z]+$/)
+    expect(decision!.address).toBeUndefined()
+  })
+})

@@ -27,7 +27,8 @@ export class HttpFront {
   private readonly contexts = new WeakMap<Socket, HttpContext>()
 
   constructor(private readonly engine: Engine) {
-    this.server = createServer({ requireHostHeader: false })
+    // No request timeout: an upload through the proxy takes as long as it takes (the task's own timeouts apply).
+    this.server = createServer({ requireHostHeader: false, requestTimeout: 0 })
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res).catch(() => res.destroy()))
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.onConnect(req, socket, head).catch(() => socket.destroy()))
   }
