@@ -63,8 +63,8 @@ beforeEach(() => {
   }
 })
 
-async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]> } = {}) {
-  engine = await startProxy({ task: options.task === undefined ? allowedTask() : options.task, hosts: options.hosts ?? HOSTS, resolve: options.resolve })
+async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]>; connectTimeoutMs?: number } = {}) {
+  engine = await startProxy({ task: options.task === undefined ? allowedTask() : options.task, hosts: options.hosts ?? HOSTS, resolve: options.resolve, connectTimeoutMs: options.connectTimeoutMs })
   return engine
 }
 
@@ -495,7 +495,8 @@ describe('addresses the engine found itself', () => {
 
   test('the engine connects to the address it checked: one lookup per connection, never a second one', async () => {
     const answers = [['192.0.2.7'], ['127.0.0.1']]
-    await start({ resolve: async () => answers.shift() ?? ['127.0.0.1'] })
+    // 192.0.2.7 (TEST-NET-1) answers nothing here: the connect fails fast, by its own timeout at worst.
+    await start({ resolve: async () => answers.shift() ?? ['127.0.0.1'], connectTimeoutMs: 300 })
     const result = await curl(['--proxy', proxyUrl(), '--include', `http://loopy.example:${httpPort}/`])
     expect(result.stdout).toMatch(/^HTTP\/1\.1 502 /)
     expect(engine.resolved).toEqual(['loopy.example'])
