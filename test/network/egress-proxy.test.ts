@@ -346,6 +346,26 @@ describe('refusals, each recorded', () => {
     expect((await decisions(1))[0]).toMatchObject({ name: 'closed.example', decision: 'allowed', error: 'ECONNREFUSED', sentBytes: 0, receivedBytes: 0 })
   })
 
+  test('SOCKS5 with an IPv6 address: refused unless listed, then carried to that address', async () => {
+    const v6 = echoHttp()
+    const v6Port = await listening(v6, '::1')
+    try {
+      await start()
+      const request = Buffer.concat([Buffer.from([0x05, 0x01, 0x00, 0x04]), Buffer.from([...Array(15).fill(0), 1]), Buffer.from([v6Port >> 8, v6Port & 0xff])])
+      expect([...(await socksConnect(request)).subarray(0, 2)]).toEqual([0x05, 0x02])
+      engine.state.task = { id: 'task-1', network: 'allow', allow: [{ kind: 'address', text: `[::1]:${v6Port}`, address: '::1', ports: [v6Port] }] }
+      const result = await curl(['--socks5', `127.0.0.1:${engine.proxyPort}`, `http://[::1]:${v6Port}/six`])
+      expect(result.stdout).toBe(`upstream saw GET /six host=[::1]:${v6Port}`)
+      const recorded = await decisions(2)
+      expect(recorded.map((d) => [d.name, d.port, d.via, d.decision, d.address])).toEqual([
+        ['::1', v6Port, 'socks', 'blocked', undefined],
+        ['::1', v6Port, 'socks', 'allowed', '::1'],
+      ])
+    } finally {
+      await closeServer(v6)
+    }
+  })
+
   test('SOCKS5 answers an unsupported command with REP 0x07, recording nothing', async () => {
     await start()
     expect([...(await socksConnect(socksDomain(0x02, 'allowed.example', httpPort))).subarray(0, 2)]).toEqual([0x05, 0x07])
