@@ -314,6 +314,19 @@ describe('refusals, each recorded', () => {
     expect(client.text()).not.toContain('/fronted')
   })
 
+  test('a client that ends its side after the request still gets the answer (HTTP/1.0 style)', async () => {
+    await start()
+    const client = rawConnection(engine.proxyPort)
+    client.socket.end(`GET http://allowed.example:${httpPort}/half HTTP/1.0\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the answer and the end', () => client.ended())
+    expect(client.text()).toContain(`upstream saw GET /half host=allowed.example:${httpPort}`)
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const transparent = rawConnection(engine.transparentPort)
+    transparent.socket.end(`GET /half HTTP/1.0\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the transparent answer and the end', () => transparent.ended())
+    expect(transparent.text()).toContain(`upstream saw GET /half host=allowed.example:${httpPort}`)
+  })
+
   test('the absolute URI and the Host header of a proxy request must agree', async () => {
     await start()
     const client = rawConnection(engine.proxyPort)
