@@ -4,6 +4,7 @@ import { cliLatency } from './cli-latency.js'
 import { cliStartRate } from './cli-start-rate.js'
 import { clusterBench } from './cluster.js'
 import { coldStart } from './cold-start.js'
+import { egressProxy } from './egress-proxy.js'
 import { daemonMemory } from './daemon-memory.js'
 import { daemonRss } from './daemon-rss.js'
 import { listLatency } from './list-latency.js'
@@ -28,6 +29,7 @@ const benches = [
   ['cli capture', cliCapture],
   ['cold start', coldStart],
   ['cluster', clusterBench],
+  ['egress proxy', egressProxy],
 ]
 
 const rows = []

@@ -6,7 +6,7 @@ import { createServer, connect, type AddressInfo, type Server, type Socket } fro
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseAllowList, type AllowEntry } from '../../daemon/network/allowlist.js'
-import { EgressProxy, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
+import { EGRESS_HIGH_WATER_MARK_BYTES, EgressProxy, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
 
 /** What an upstream saw of each connection: bytes each way, counted by the kernel's socket. */
 export interface SeenConnection {
@@ -53,7 +53,8 @@ export function makeCertificate(names: readonly string[]): { key: string; cert: 
 export function echoHttp() {
   return tracked(createHttpServer((req, res) => {
     req.resume()
-    req.on('end', () => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}`))
+    const hosts = req.rawHeaders.filter((_value, index) => index % 2 === 0 && req.rawHeaders[index]!.toLowerCase() === 'host').length
+    req.on('end', () => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}${hosts === 1 ? '' : ` (${hosts} Host headers)`}`))
   }))
 }
 
@@ -74,7 +75,7 @@ export function parsedAllow(patterns: readonly string[]): AllowEntry[] {
  * An EgressProxy fed by two listeners on 127.0.0.1: the proxy port, and a "synthetic" port whose
  * connections stand for `transparentName:transparentPort`. Every decision lands in `decisions`.
  */
-export async function startProxy(options: { task: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]> }) {
+export async function startProxy(options: { task: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]>; connectTimeoutMs?: number }) {
   const decisions: Array<{ task: EgressTask; decision: Decision }> = []
   const resolved: string[] = []
   const state = { task: options.task, transparentName: '', transparentPort: 0 }
@@ -87,10 +88,10 @@ export async function startProxy(options: { task: EgressTask | null; hosts?: Rec
       if (options.resolve === undefined) throw Object.assign(new Error('no resolver in this test'), { code: 'ENOTFOUND' })
       return options.resolve(name)
     },
-    connectTimeoutMs: 5_000,
+    connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
   })
-  const proxyListener = createServer((socket) => proxy.acceptProxy(socket))
-  const transparentListener = createServer((socket) => proxy.acceptTransparent(socket, state.transparentName, state.transparentPort))
+  const proxyListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) => proxy.acceptProxy(socket))
+  const transparentListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) => proxy.acceptTransparent(socket, state.transparentName, state.transparentPort))
   const proxyPort = await listening(proxyListener)
   const transparentPort = await listening(transparentListener)
   return {
@@ -118,15 +119,19 @@ export function curl(args: readonly string[]): Promise<{ code: number; stdout: s
 /** A raw TCP connection to 127.0.0.1:port, collecting everything it receives until the peer ends it. */
 export function rawConnection(port: number) {
   const socket = connect({ host: '127.0.0.1', port })
-  let received = Buffer.alloc(0)
+  const chunks: Buffer[] = []
   let ended = false
-  socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])))
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  const received = () => {
+    if (chunks.length > 1) chunks.splice(0, chunks.length, Buffer.concat(chunks))
+    return chunks[0] ?? Buffer.alloc(0)
+  }
   socket.on('error', () => undefined)
   socket.on('close', () => (ended = true))
   return {
     socket,
-    received: () => received,
-    text: () => received.toString('latin1'),
+    received,
+    text: () => received().toString('latin1'),
     ended: () => ended,
   }
 }

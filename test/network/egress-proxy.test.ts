@@ -63,8 +63,8 @@ beforeEach(() => {
   }
 })
 
-async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]> } = {}) {
-  engine = await startProxy({ task: options.task === undefined ? allowedTask() : options.task, hosts: options.hosts ?? HOSTS, resolve: options.resolve })
+async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]>; connectTimeoutMs?: number } = {}) {
+  engine = await startProxy({ task: options.task === undefined ? allowedTask() : options.task, hosts: options.hosts ?? HOSTS, resolve: options.resolve, connectTimeoutMs: options.connectTimeoutMs })
   return engine
 }
 
@@ -314,6 +314,19 @@ describe('refusals, each recorded', () => {
     expect(client.text()).not.toContain('/fronted')
   })
 
+  test('a client that ends its side after the request still gets the answer (HTTP/1.0 style)', async () => {
+    await start()
+    const client = rawConnection(engine.proxyPort)
+    client.socket.end(`GET http://allowed.example:${httpPort}/half HTTP/1.0\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the answer and the end', () => client.ended())
+    expect(client.text()).toContain(`upstream saw GET /half host=allowed.example:${httpPort}`)
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const transparent = rawConnection(engine.transparentPort)
+    transparent.socket.end(`GET /half HTTP/1.0\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
+    await waitFor('the transparent answer and the end', () => transparent.ended())
+    expect(transparent.text()).toContain(`upstream saw GET /half host=allowed.example:${httpPort}`)
+  })
+
   test('the absolute URI and the Host header of a proxy request must agree', async () => {
     await start()
     const client = rawConnection(engine.proxyPort)
@@ -346,6 +359,26 @@ describe('refusals, each recorded', () => {
     expect((await decisions(1))[0]).toMatchObject({ name: 'closed.example', decision: 'allowed', error: 'ECONNREFUSED', sentBytes: 0, receivedBytes: 0 })
   })
 
+  test('SOCKS5 with an IPv6 address: refused unless listed, then carried to that address', async () => {
+    const v6 = echoHttp()
+    const v6Port = await listening(v6, '::1')
+    try {
+      await start()
+      const request = Buffer.concat([Buffer.from([0x05, 0x01, 0x00, 0x04]), Buffer.from([...Array(15).fill(0), 1]), Buffer.from([v6Port >> 8, v6Port & 0xff])])
+      expect([...(await socksConnect(request)).subarray(0, 2)]).toEqual([0x05, 0x02])
+      engine.state.task = { id: 'task-1', network: 'allow', allow: [{ kind: 'address', text: `[::1]:${v6Port}`, address: '::1', ports: [v6Port] }] }
+      const result = await curl(['--socks5', `127.0.0.1:${engine.proxyPort}`, `http://[::1]:${v6Port}/six`])
+      expect(result.stdout).toBe(`upstream saw GET /six host=[::1]:${v6Port}`)
+      const recorded = await decisions(2)
+      expect(recorded.map((d) => [d.name, d.port, d.via, d.decision, d.address])).toEqual([
+        ['::1', v6Port, 'socks', 'blocked', undefined],
+        ['::1', v6Port, 'socks', 'allowed', '::1'],
+      ])
+    } finally {
+      await closeServer(v6)
+    }
+  })
+
   test('SOCKS5 answers an unsupported command with REP 0x07, recording nothing', async () => {
     await start()
     expect([...(await socksConnect(socksDomain(0x02, 'allowed.example', httpPort))).subarray(0, 2)]).toEqual([0x05, 0x07])
@@ -369,5 +402,141 @@ describe('refusals, each recorded', () => {
     engine.proxy.close()
     await waitFor('the task side closed', () => client.ended())
     await waitFor('the upstream side closed', () => banner.seen.at(-1)!.socket.closed)
+  })
+})
+
+describe('carrying bytes', () => {
+  test('32 MiB each way through a CONNECT tunnel arrive whole and in order, and the record counts them', async () => {
+    const { createHash, randomBytes } = await import('node:crypto')
+    const download = randomBytes(32 * 1024 * 1024)
+    const upload = randomBytes(32 * 1024 * 1024)
+    let uploadHash = ''
+    const bulk = tracked(createServer((socket) => {
+      socket.on('error', () => undefined)
+      const hash = createHash('sha256')
+      let left = upload.length
+      socket.on('data', (chunk: Buffer) => {
+        hash.update(chunk)
+        left -= chunk.length
+        if (left === 0) {
+          uploadHash = hash.digest('hex')
+          socket.end(download)
+        }
+      })
+    }))
+    const bulkPort = await listening(bulk)
+    try {
+      await start({ task: task([`allowed.example:${bulkPort}`]) })
+      const client = rawConnection(engine.proxyPort)
+      client.socket.write(`CONNECT allowed.example:${bulkPort} HTTP/1.1\r\n\r\n`)
+      const established = 'HTTP/1.1 200 Connection Established\r\n\r\n'
+      await waitFor('the tunnel', () => client.text() === established)
+      client.socket.end(upload)
+      await waitFor('the download and the end', () => client.ended(), 30_000)
+      const received = client.received().subarray(established.length)
+      expect(received.length).toBe(download.length)
+      expect(received.equals(download)).toBe(true)
+      expect(uploadHash).toBe(createHash('sha256').update(upload).digest('hex'))
+      const [decision] = await decisions(1)
+      expect({ sentBytes: decision!.sentBytes, receivedBytes: decision!.receivedBytes }).toEqual({ sentBytes: upload.length, receivedBytes: download.length })
+    } finally {
+      await closeServer(bulk)
+    }
+  })
+})
+
+describe('first bytes a server might read otherwise', () => {
+  test('a request with two Host headers reaches the upstream with the checked one only, or not at all', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write(`GET /dup HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the answer and the end', () => client.ended())
+    expect(client.text()).not.toContain('Host headers')
+    expect(client.text()).not.toContain('other.example')
+    const proxied = rawConnection(engine.proxyPort)
+    proxied.socket.write(`GET http://allowed.example:${httpPort}/dup HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the proxied answer and the end', () => proxied.ended())
+    expect(proxied.text()).not.toContain('Host headers')
+    expect(proxied.text()).not.toContain('other.example')
+  })
+
+  test('empty lines before a request line do not hide the request from the Host check', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpPort })
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write(`\r\n\r\nGET /hidden HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    await waitFor('the connection ended', () => client.ended())
+    expect(client.text()).not.toContain('upstream saw')
+    expect((await decisions(1))[0]).toMatchObject({ decision: 'blocked', reason: 'Host names other.example, not allowed.example' })
+  })
+
+  test('a TLS record that is no ClientHello first (an alert, a ChangeCipherSpec) is refused, not piped', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    for (const record of [Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x00]), Buffer.from([0x14, 0x03, 0x03, 0x00, 0x01, 0x01])]) {
+      const client = rawConnection(engine.transparentPort)
+      client.socket.write(record)
+      await waitFor('the connection ended', () => client.ended())
+    }
+    const recorded = await decisions(2)
+    expect(recorded.map((d) => d.decision)).toEqual(['blocked', 'blocked'])
+    expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
+  })
+
+  test('a ClientHello split over TLS records and TCP writes is still read whole', async () => {
+    await start()
+    Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
+    const hello = await clientHello('other.example')
+    const body = hello.subarray(5)
+    const records = Buffer.concat([...body].map((byte) => Buffer.from([0x16, 0x03, 0x01, 0x00, 0x01, byte])))
+    const client = rawConnection(engine.transparentPort)
+    for (let offset = 0; offset < records.length; offset += 7) {
+      client.socket.write(records.subarray(offset, offset + 7))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    await waitFor('the connection ended', () => client.ended())
+    expect((await decisions(1))[0]).toMatchObject({ decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
+  })
+})
+
+/** The first TLS record a Node client sends naming `servername`, caught before it leaves. */
+async function clientHello(servername: string): Promise<Buffer> {
+  const { Duplex } = await import('node:stream')
+  return new Promise((resolve) => {
+    const catcher = new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, callback) {
+        resolve(Buffer.from(chunk))
+        callback()
+      },
+    })
+    const tls = tlsConnect({ socket: catcher as unknown as Socket, servername })
+    tls.on('error', () => undefined)
+    setImmediate(() => tls.destroy())
+  })
+}
+
+describe('addresses the engine found itself', () => {
+  test('a name resolving to a public and an internal address is refused', async () => {
+    await start({ resolve: async () => ['192.0.2.7', '::ffff:127.0.0.1'] })
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://loopy.example:${httpPort}/`])
+    expect(result.stdout).toContain('X-Tend-Blocked: resolves to ::ffff:127.0.0.1, an internal address')
+    expect(http.seen).toHaveLength(0)
+  })
+
+  test('the engine connects to the address it checked: one lookup per connection, never a second one', async () => {
+    const answers = [['192.0.2.7'], ['127.0.0.1']]
+    // 192.0.2.7 (TEST-NET-1) answers nothing here: the connect fails fast, by its own timeout at worst.
+    await start({ resolve: async () => answers.shift() ?? ['127.0.0.1'], connectTimeoutMs: 300 })
+    const result = await curl(['--proxy', proxyUrl(), '--include', `http://loopy.example:${httpPort}/`])
+    expect(result.stdout).toMatch(/^HTTP\/1\.1 502 /)
+    expect(engine.resolved).toEqual(['loopy.example'])
+    expect(http.seen).toHaveLength(0)
+    const [decision] = await decisions(1)
+    expect(decision).toMatchObject({ name: 'loopy.example', decision: 'allowed' })
+    expect(decision!.error).toMatch(/^E[A-Z]+$/)
+    expect(decision!.address).toBeUndefined()
   })
 })

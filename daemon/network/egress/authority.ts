@@ -25,7 +25,7 @@ export function parseAuthority(text: string, defaultPort: number | null): Author
     }
     if (host.includes(':')) return null
   }
-  if (!/^[a-z0-9._*-]+$/i.test(host) && isIP(host) === 0) return null
+  if (!/^[a-z0-9._-]+$/i.test(host) && isIP(host) === 0) return null
   const port = portText === null || portText === '' ? defaultPort : /^\d{1,5}$/.test(portText) ? Number(portText) : NaN
   if (port === null || !(port >= 1 && port <= 65535)) return null
   return { name: hostOf(host), port }

@@ -29,7 +29,7 @@ export async function decideDestination(
   hosts: Readonly<Record<string, string>>,
   resolve: Resolve,
 ): Promise<Verdict> {
-  if (task.network !== 'allow') return { allowed: false, reason: `network ${task.network} reaches no host` }
+  if (task.network !== 'allow') return { allowed: false, reason: notProxied(task.network) }
   if (!Number.isInteger(port) || port < 1 || port > 65535) return { allowed: false, reason: `port ${port} is not a port` }
   const host = hostOf(name)
   if (isIP(host) !== 0) {
@@ -49,6 +49,11 @@ export async function decideDestination(
   const internal = addresses.find((address) => isIP(address) === 0 || isInternalAddress(address))
   if (internal !== undefined) return { allowed: false, reason: `resolves to ${internal}, an internal address` }
   return { allowed: true, addresses }
+}
+
+/** Why a task whose network is not `allow` gets nothing from the proxy. */
+export function notProxied(network: EgressTask['network']): string {
+  return network === 'host' ? 'network host goes around the proxy' : `network ${network} reaches no host`
 }
 
 function mappedAddress(hosts: Readonly<Record<string, string>>, host: string): string | undefined {

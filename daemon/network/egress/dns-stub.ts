@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net'
 import { allowsName, canonicalName } from '../allowlist.js'
+import { notProxied } from './destination.js'
 import { buildAnswer, buildError, DNS_RCODE, DNS_TYPE, parseQuery, type DnsQuery } from './dns-message.js'
 import type { SyntheticAddresses } from './synthetic-addresses.js'
 import type { EgressOptions, EgressTask, LocalAddress, Peer } from './types.js'
@@ -72,7 +73,7 @@ export class DnsStub {
     const name = canonicalName(query.name)
     const reachable = task.network === 'allow' && name !== '' && allowsName(task.allow, name)
     if (!reachable) {
-      const reason = task.network === 'allow' ? 'not on the allowlist' : `network ${task.network} reaches no host`
+      const reason = task.network === 'allow' ? 'not on the allowlist' : notProxied(task.network)
       this.options.record(task, { time: new Date().toISOString(), name, port: 53, via: 'dns', decision: 'blocked', reason, sentBytes: 0, receivedBytes: 0 })
       return buildAnswer(query, DNS_RCODE.nxDomain, [], 0)
     }

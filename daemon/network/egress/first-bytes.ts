@@ -21,11 +21,21 @@ const LONGEST_METHOD = Math.max(...METHODS.map((method) => method.length))
 export function classifyFirstBytes(bytes: Buffer): FirstBytes {
   if (bytes.length === 0) return { kind: 'more' }
   if (bytes[0] === 0x16) return classifyTls(bytes)
+  // Any other TLS record first (alert, ChangeCipherSpec, application data, heartbeat): a server
+  // may pass over it and read the ClientHello after, so it is refused rather than piped unread.
+  if (bytes[0]! >= 0x14 && bytes[0]! <= 0x18) {
+    if (bytes.length < 2) return { kind: 'more' }
+    if (bytes[1] === 0x03) return { kind: 'bad-tls', problem: 'a TLS record before the ClientHello' }
+  }
   return classifyHttp(bytes)
 }
 
 function classifyHttp(bytes: Buffer): FirstBytes {
-  const prefix = bytes.subarray(0, LONGEST_METHOD + 1).toString('latin1')
+  // Servers skip empty lines before a request line (RFC 9112 2.2), so they must not hide one here.
+  let start = 0
+  while (start < bytes.length && (bytes[start] === 0x0d || bytes[start] === 0x0a)) start++
+  if (start === bytes.length) return start > 64 ? { kind: 'other' } : { kind: 'more' }
+  const prefix = bytes.subarray(start, start + LONGEST_METHOD + 1).toString('latin1')
   const space = prefix.indexOf(' ')
   if (space === -1) {
     const maybe = /^[A-Z-]*$/.test(prefix) && prefix.length <= LONGEST_METHOD && METHODS.some((method) => method.startsWith(prefix))

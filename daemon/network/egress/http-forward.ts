@@ -20,8 +20,11 @@ export function answerUnreachable(res: ServerResponse, target: { name: string; p
   res.end(body)
 }
 
-/** The task's headers for the upstream, without hop-by-hop ones (nor those its Connection names). */
-function forwardedHeaders(raw: readonly string[]): OutgoingHttpHeaders {
+/**
+ * The task's headers for the upstream, without hop-by-hop ones (nor those its Connection names),
+ * and with the one Host that was checked, whatever the task sent.
+ */
+function forwardedHeaders(raw: readonly string[], host: string): OutgoingHttpHeaders {
   const named = new Set<string>()
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.toLowerCase() === 'connection') for (const token of raw[i + 1]!.split(',')) named.add(token.trim().toLowerCase())
@@ -30,10 +33,11 @@ function forwardedHeaders(raw: readonly string[]): OutgoingHttpHeaders {
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!
     const lower = name.toLowerCase()
-    if (HOP_BY_HOP.has(lower) || named.has(lower)) continue
+    if (HOP_BY_HOP.has(lower) || named.has(lower) || lower === 'host') continue
     const existing = headers[name]
     headers[name] = existing === undefined ? raw[i + 1]! : [...(Array.isArray(existing) ? existing : [existing]), raw[i + 1]!]
   }
+  headers.Host = host
   return headers
 }
 
@@ -64,7 +68,7 @@ export async function forwardRequest(engine: Engine, request: Request, path: str
   const outgoing = httpRequest({
     method: req.method,
     path,
-    headers: forwardedHeaders(req.rawHeaders),
+    headers: forwardedHeaders(req.rawHeaders, req.headers.host ?? destinationLabel(request)),
     setHost: false,
     createConnection: () => upstream.socket,
   })

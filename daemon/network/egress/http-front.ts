@@ -27,7 +27,11 @@ export class HttpFront {
   private readonly contexts = new WeakMap<Socket, HttpContext>()
 
   constructor(private readonly engine: Engine) {
-    this.server = createServer({ requireHostHeader: false })
+    // No request timeout: an upload through the proxy takes as long as it takes (the task's own timeouts apply).
+    this.server = createServer({ requireHostHeader: false, requestTimeout: 0 })
+    // Answer requests whose client already ended its side, rather than aborting them (node:http's
+    // own switch, not in @types/node; the half-close test fails if it goes).
+    ;(this.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res).catch(() => res.destroy()))
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.onConnect(req, socket, head).catch(() => socket.destroy()))
   }
@@ -35,6 +39,8 @@ export class HttpFront {
   /** Reads HTTP from `socket`, whose first bytes (already read) are `head`. */
   accept(socket: Socket, head: Buffer, context: HttpContext): void {
     this.contexts.set(socket, context)
+    // A client may end its side once it has sent its request (HTTP/1.0 tools do): the answer must still reach it.
+    socket.allowHalfOpen = true
     if (context.spare !== undefined) socket.once('close', () => context.spare?.socket.destroy())
     this.server.emit('connection', socket)
     if (head.length > 0) socket.emit('data', head)
@@ -46,7 +52,8 @@ export class HttpFront {
     if (context === undefined) return void res.destroy()
     const spare = context.spare
     context.spare = undefined
-    const target = this.targetOf(req, context)
+    const hostCount = req.rawHeaders.filter((value, index) => index % 2 === 0 && value.toLowerCase() === 'host').length
+    const target = hostCount > 1 ? { problem: 'a request with more than one Host header' } : this.targetOf(req, context)
     if ('problem' in target) {
       spare?.socket.destroy()
       res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
