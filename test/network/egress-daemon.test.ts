@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
+import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import type { NetworkDecision, StartOptions, Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
@@ -127,6 +128,51 @@ describe('an allowed name', () => {
       ['tls.test', 'allowed'],
       ['raw.test', 'allowed'],
     ])
+  })
+})
+
+describe('bytes in bulk', () => {
+  test('32 MiB each way through a transparent connection arrive whole, and are counted', async () => {
+    const size = 32 * 1024 * 1024
+    const bulk = tracked(
+      createServer((socket: Socket) => {
+        let received = 0
+        socket.on('data', (chunk) => {
+          received += chunk.length
+          if (received === size) socket.end(Buffer.alloc(size, 7))
+        })
+      }),
+    )
+    const bulkPort = await listening(bulk)
+    try {
+      const python = [
+        'import socket, hashlib',
+        `s = socket.create_connection(("raw.test", ${bulkPort}), timeout=30)`,
+        `s.sendall(b"x" * ${size})`,
+        'got = bytearray()',
+        'while True:',
+        '    chunk = s.recv(1 << 20)',
+        '    if not chunk: break',
+        '    got += chunk',
+        'print(len(got), hashlib.sha256(got).hexdigest())',
+      ].join('\n')
+      // A daemon of its own: the allowlist names the port this server got.
+      const bulkDaemon = await startTestDaemon({
+        env: { TEND_SANDBOX: 'workspace', TEND_NETWORK_HOSTS: 'raw.test=127.0.0.1', TEND_NETWORK_ALLOW: `raw.test:${bulkPort}` },
+      })
+      try {
+        const started = await bulkDaemon.client.start({ command: `env -u ALL_PROXY -u all_proxy python3 -c ${q(python)}`, shell: true, cwd, sandbox: 'workspace', network: 'allow', timeoutMs: 60_000 })
+        const task = await bulkDaemon.client.wait(started.id, { timeoutMs: 90_000 })
+        const output = (await bulkDaemon.client.read(task.id)).data
+        const expected = createHash('sha256').update(Buffer.alloc(size, 7)).digest('hex')
+        expect(output).toBe(`${size} ${expected}\n`)
+        expect(task.networkUse).toMatchObject({ allowed: 1, sentBytes: size, receivedBytes: size })
+      } finally {
+        await bulkDaemon.stop()
+      }
+    } finally {
+      await closeServer(bulk)
+    }
   })
 })
 

@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net'
+import { spliceRelay } from '../relay/splice-addon.js'
 
 /** Bytes a relay carried: task → upstream, upstream → task. */
 export interface RelayBytes {
@@ -7,11 +8,14 @@ export interface RelayBytes {
 }
 
 /**
- * Pipes the task's socket and the upstream's both ways, half-close kept (a client that ends its
- * side still gets the answer), and calls `closed` once both are gone. The counts are the kernel's
- * writes and reads on the upstream socket, so nothing is counted per chunk in JavaScript.
+ * Relays the task's socket and the upstream's both ways, half-close kept (a client that ends its
+ * side still gets the answer), and calls `closed` once both are gone, with the bytes each way
+ * (what crossed before the relay included). Where the relay addon is built and nothing is left
+ * in either socket's buffers, the descriptors go to its thread, which moves the bytes with
+ * splice(2) inside the kernel; otherwise Node's streams pipe them.
  */
 export function relay(client: Socket, upstream: Socket, closed: (bytes: RelayBytes) => void): void {
+  if (handOver(client, upstream, closed)) return
   client.allowHalfOpen = true
   upstream.allowHalfOpen = true
   let open = 2
@@ -28,4 +32,30 @@ export function relay(client: Socket, upstream: Socket, closed: (bytes: RelayByt
   upstream.once('close', onClose)
   client.pipe(upstream)
   upstream.pipe(client)
+}
+
+/** A socket's libuv handle, whose descriptor the relay thread takes. */
+interface StreamHandle {
+  fd?: number
+  readStop?: () => number
+}
+
+function handOver(client: Socket, upstream: Socket, closed: (bytes: RelayBytes) => void): boolean {
+  const addon = spliceRelay()
+  if (!addon) return false
+  const handles = [client, upstream].map((socket) => (socket as unknown as { _handle?: StreamHandle | null })._handle)
+  // Bytes Node still holds (read and not consumed, or written and not yet sent) would be lost to the thread.
+  const idle = [client, upstream].every((socket) => socket.readableLength === 0 && socket.writableLength === 0 && !socket.destroyed)
+  if (!idle || handles.some((handle) => typeof handle?.fd !== 'number' || handle.fd < 0 || typeof handle.readStop !== 'function')) return false
+  const before = { sentBytes: upstream.bytesWritten, receivedBytes: upstream.bytesRead }
+  for (const handle of handles) handle!.readStop!()
+  try {
+    addon.relay(handles[0]!.fd!, handles[1]!.fd!, (sent, received) => closed({ sentBytes: before.sentBytes + sent, receivedBytes: before.receivedBytes + received }))
+  } catch {
+    return false
+  }
+  // The thread holds its own copies: closing Node's leaves the connections open.
+  client.destroy()
+  upstream.destroy()
+  return true
 }
