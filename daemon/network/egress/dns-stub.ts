@@ -73,7 +73,7 @@ export class DnsStub {
     const name = canonicalName(query.name)
     const reachable = task.network === 'allow' && name !== '' && allowsName(task.allow, name)
     if (!reachable) {
-      const reason = task.network === 'allow' ? 'not on the allowlist' : notProxied(task.network)
+      const reason = `DNS lookup: ${task.network === 'allow' ? 'not on the allowlist' : notProxied(task.network)}`
       this.options.record(task, { time: new Date().toISOString(), name, port: 53, via: 'dns', decision: 'blocked', reason, sentBytes: 0, receivedBytes: 0 })
       return buildAnswer(query, DNS_RCODE.nxDomain, [], 0)
     }
