@@ -1,3 +1,4 @@
+import type { Server } from 'node:net'
 import type { Logger } from 'pino'
 import type { NetworkDecision } from '../../protocol/index.js'
 import { tasksHoldingSocket } from './attribution.js'
@@ -44,16 +45,24 @@ export class EgressService {
     }
     const record = (task: EgressTask, decision: NetworkDecision) => this.options.record(task.id, decision)
     const proxy = new EgressProxy({ hosts: this.options.hosts, attribute, record, ...(this.options.resolve ? { resolve: this.options.resolve } : {}) })
-    const addresses = new SyntheticAddresses(async (address, ports) => {
-      for (const port of ports) {
-        const server = await network.listenTcp(address, port)
-        server.on('connection', (socket) => {
-          const name = addresses.nameOf(address)
-          if (name === undefined) return void socket.destroy()
-          proxy.acceptTransparent(socket, name, port)
-        })
-      }
-    })
+    const listeners = new Map<string, Server[]>()
+    const addresses = new SyntheticAddresses(
+      async (address, ports) => {
+        for (const port of ports) {
+          const server = await network.listenTcp(address, port)
+          listeners.set(address, [...(listeners.get(address) ?? []), server])
+          server.on('connection', (socket) => {
+            const name = addresses.nameOf(address)
+            if (name === undefined) return void socket.destroy()
+            proxy.acceptTransparent(socket, name, port)
+          })
+        }
+      },
+      (address) => {
+        for (const server of listeners.get(address) ?? []) server.close()
+        listeners.delete(address)
+      },
+    )
     const stub = new DnsStub({ attribute, record, addresses })
     const proxyServer = await network.listenTcp(PROXY_ADDRESS, PROXY_PORT)
     proxyServer.on('connection', (socket) => proxy.acceptProxy(socket))

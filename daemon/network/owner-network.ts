@@ -92,6 +92,10 @@ export class OwnerNetwork {
     const fd = this.socket('tcp', address, port)
     const server = createServer({ pauseOnConnect: false })
     this.servers.push(server)
+    server.once('close', () => {
+      const at = this.servers.indexOf(server)
+      if (at !== -1) this.servers.splice(at, 1)
+    })
     return new Promise((resolve, reject) => {
       server.once('error', reject)
       server.listen({ fd }, () => {
