@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { readdir, readFile, readlink } from 'node:fs/promises'
 import { isIP } from 'node:net'
 
 /** One end of a connection or a datagram inside an owner's namespace. */
@@ -14,23 +14,19 @@ export interface Candidate {
 }
 
 /**
- * Which task holds the socket at `peer`, the far end of a connection accepted at `local` (TCP) or
- * the sender of a datagram to `local` (UDP), inside the namespace `holderPid` is in. Decided on
- * what the kernel says, never on what the task wrote or chose: the namespace's socket table
- * (/proc/<holder>/net/*) gives the socket's inode, and the task is the one whose processes (the
- * descendants of its first process: a sandbox's pid namespace keeps every orphan among them)
- * hold a descriptor of that socket. A socket held by processes of two tasks is answered as both:
- * the caller takes the narrower.
+ * Which tasks hold the socket `inode` (socketInode): those whose processes (the descendants of
+ * its first process: a sandbox's pid namespace keeps every orphan among them) hold a descriptor
+ * of it. Decided on what the kernel says, never on what the task wrote or chose. A socket held by
+ * processes of two tasks is answered as both: the caller takes the narrower. Read through the
+ * thread pool, so that a task with many processes slows its own answers, not the daemon's loop.
  */
-export function tasksHoldingSocket(holderPid: number, proto: 'tcp' | 'udp', peer: Endpoint, local: Endpoint, candidates: readonly Candidate[]): string[] {
-  const inode = socketInode(holderPid, proto, peer, local)
-  if (inode === null) return []
+export async function tasksHoldingSocket(inode: string, candidates: readonly Candidate[]): Promise<string[]> {
   const link = `socket:[${inode}]`
   const holders: string[] = []
   for (const candidate of candidates) {
     if (candidate.pid === null) continue
-    for (const pid of descendants(candidate.pid)) {
-      if (holdsLink(pid, link)) {
+    for (const pid of await descendants(candidate.pid)) {
+      if (await holdsLink(pid, link)) {
         holders.push(candidate.id)
         break
       }
@@ -39,14 +35,18 @@ export function tasksHoldingSocket(holderPid: number, proto: 'tcp' | 'udp', peer
   return holders
 }
 
-/** The inode of the socket whose own address is `peer` (and, for TCP, whose far end is `local`), or null. */
-export function socketInode(holderPid: number, proto: 'tcp' | 'udp', peer: Endpoint, local: Endpoint): string | null {
+/**
+ * The inode of the socket whose own address is `peer` (the far end of a connection accepted at
+ * `local`, or the sender of a datagram to it), or null: from the socket table of the namespace
+ * `holderPid` is in (/proc/<holder>/net/*), which only the kernel writes.
+ */
+export async function socketInode(holderPid: number, proto: 'tcp' | 'udp', peer: Endpoint, local: Endpoint): Promise<string | null> {
   const six = isIP(peer.address) === 6 && !peer.address.startsWith('::ffff:')
   const tables = six ? [`${proto}6`] : [proto, `${proto}6`]
   for (const table of tables) {
     let text: string
     try {
-      text = readFileSync(`/proc/${holderPid}/net/${table}`, 'utf8')
+      text = await readFile(`/proc/${holderPid}/net/${table}`, 'utf8')
     } catch {
       continue
     }
@@ -106,7 +106,7 @@ function sameAddress(a: string, b: string): boolean {
 }
 
 /** A process and everything below it, from the kernel's children lists (gone processes are skipped). */
-function descendants(root: number): number[] {
+async function descendants(root: number): Promise<number[]> {
   const found: number[] = []
   const queue = [root]
   while (queue.length > 0 && found.length < MAX_PROCESSES) {
@@ -114,13 +114,13 @@ function descendants(root: number): number[] {
     found.push(pid)
     let threads: string[]
     try {
-      threads = readdirSync(`/proc/${pid}/task`)
+      threads = await readdir(`/proc/${pid}/task`)
     } catch {
       continue
     }
     for (const thread of threads) {
       try {
-        for (const child of readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ')) if (child.trim()) queue.push(Number(child))
+        for (const child of (await readFile(`/proc/${pid}/task/${thread}/children`, 'utf8')).split(' ')) if (child.trim()) queue.push(Number(child))
       } catch {
         // the thread is gone
       }
@@ -131,16 +131,16 @@ function descendants(root: number): number[] {
 /** A bound on one task's tree, so that a fork bomb cannot make one lookup endless (its pids limit bounds it anyway). */
 const MAX_PROCESSES = 4096
 
-function holdsLink(pid: number, link: string): boolean {
+async function holdsLink(pid: number, link: string): Promise<boolean> {
   let fds: string[]
   try {
-    fds = readdirSync(`/proc/${pid}/fd`)
+    fds = await readdir(`/proc/${pid}/fd`)
   } catch {
     return false
   }
   for (const fd of fds) {
     try {
-      if (readlinkSync(`/proc/${pid}/fd/${fd}`) === link) return true
+      if ((await readlink(`/proc/${pid}/fd/${fd}`)) === link) return true
     } catch {
       // closed meanwhile
     }

@@ -1,10 +1,10 @@
 import type { Server } from 'node:net'
 import type { Logger } from 'pino'
 import type { NetworkDecision } from '../../protocol/index.js'
-import { tasksHoldingSocket } from './attribution.js'
+import { Attributor } from './attributor.js'
 import { DnsStub, EgressProxy, SyntheticAddresses, type EgressTask, type LocalAddress, type Peer } from './egress/index.js'
 import type { OwnerNetwork } from './owner-network.js'
-import type { NetworkedTask, OwnerNetworks } from './owner-networks.js'
+import type { OwnerNetworks } from './owner-networks.js'
 import { DNS_STUB_ADDRESS, DNS_STUB_PORT, PROXY_ADDRESS, PROXY_PORT } from './task-environment.js'
 
 /** How long a connection from a task still being launched waits for its spawn to be answered. */
@@ -36,12 +36,16 @@ export class EgressService {
   }
 
   private async attach(network: OwnerNetwork): Promise<void> {
-    const attribute = async (peer: Peer, local: LocalAddress) => {
-      const found = this.attribute(network, peer, local)
-      if (found !== null) return found
-      // A task may connect before the daemon has heard that it started: once it has, look again.
-      await this.options.networks.launched(network.owner, LAUNCH_WAIT_MS)
-      return this.attribute(network, peer, local)
+    const attributor = new Attributor(() => network.pid, () => this.options.networks.tasksOf(network.owner))
+    const attribute = async (peer: Peer, local: LocalAddress): Promise<EgressTask | null> => {
+      const proto = peer.proto === 'udp' ? 'udp' : 'tcp'
+      let found = await attributor.find(proto, peer, local)
+      if (found === null && this.options.networks.tasksOf(network.owner).some((task) => task.pid === null)) {
+        // A task may connect before the daemon has heard that it started: once it has, look again.
+        await this.options.networks.launched(network.owner, LAUNCH_WAIT_MS)
+        found = await attributor.find(proto, peer, local)
+      }
+      return found && { id: found.id, network: found.network, allow: found.allow }
     }
     const record = (task: EgressTask, decision: NetworkDecision) => this.options.record(task.id, decision)
     const proxy = new EgressProxy({ hosts: this.options.hosts, attribute, record, ...(this.options.resolve ? { resolve: this.options.resolve } : {}) })
@@ -77,18 +81,5 @@ export class EgressService {
     })
     dnsUdp.on('error', () => {})
     network.onClose(() => proxy.close())
-  }
-
-  /**
-   * The task a connection (or datagram) comes from: the owner's task whose processes hold its
-   * other end. A socket held by tasks of two modes counts as the narrower one's.
-   */
-  private attribute(network: OwnerNetwork, peer: Peer, local: LocalAddress): EgressTask | null {
-    const tasks = this.options.networks.tasksOf(network.owner)
-    const holders = tasksHoldingSocket(network.pid, peer.proto === 'udp' ? 'udp' : 'tcp', peer, local, tasks)
-    const found = holders.map((id) => tasks.find((task) => task.id === id)).filter((task): task is NetworkedTask => task !== undefined)
-    if (found.length === 0) return null
-    const task = found.find((each) => each.network !== 'allow') ?? found[0]!
-    return { id: task.id, network: task.network, allow: task.allow }
   }
 }
