@@ -1,4 +1,4 @@
-import type { NetworkMode } from '../../../protocol/index.js'
+import type { NetworkDecision as Decision, NetworkMode } from '../../../protocol/index.js'
 import type { AllowEntry } from '../allowlist.js'
 
 /** The task a connection or a query comes from, as far as the engine needs it. */
@@ -9,29 +9,8 @@ export interface EgressTask {
   allow: readonly AllowEntry[]
 }
 
-/** How a task asked: an HTTP proxy request, CONNECT, SOCKS5, a synthetic address, or a DNS query. */
-export type Via = 'http' | 'connect' | 'socks' | 'transparent' | 'dns'
-
-/** One decision of the engine, as network.log keeps it. */
-export interface Decision {
-  /** ISO time of the decision. */
-  time: string
-  /** What the task asked for: a name, or an IP literal. */
-  name: string
-  port: number
-  via: Via
-  decision: 'allowed' | 'blocked'
-  /** Blocked: why, in a few words. */
-  reason?: string
-  /** The upstream address connected to, when one was. */
-  address?: string
-  /** Allowed, but the upstream could not be reached (ECONNREFUSED, ETIMEDOUT, …). */
-  error?: string
-  /** Bytes task → upstream. */
-  sentBytes: number
-  /** Bytes upstream → task. */
-  receivedBytes: number
-}
+/** How a task asked, and one decision of the engine: as network.log keeps it (protocol/network.ts). */
+export type { NetworkDecision as Decision, NetworkVia as Via } from '../../../protocol/index.js'
 
 /** Where a connection or a datagram comes from, inside the task's namespace. */
 export interface Peer {
