@@ -34,12 +34,18 @@ for (const [network, prefix] of [
   ['240.0.0.0', 4],
 ] as const) INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv4')
 for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
+  // IPv4-compatible (deprecated: ::a.b.c.d) and the unspecified and loopback addresses.
+  ['::', 96],
   ['fc00::', 7],
   ['fe80::', 10],
+  // Site-local (deprecated, still routed inside some networks).
+  ['fec0::', 10],
   ['ff00::', 8],
+  // NAT64 (the well-known prefix and the local-use one) and 6to4 carry an IPv4 address inside.
+  ['64:ff9b::', 96],
   ['64:ff9b:1::', 48],
+  ['2002::', 16],
+  ['100::', 64],
 ] as const) INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv6')
 
 /** Whether an address is one a name must not lead to (see INTERNAL_ADDRESSES). */
@@ -101,7 +107,9 @@ export function parseAllowEntry(text: string): AllowEntry | { problem: string } 
   const domain = wildcard ? lowered.slice(2) : lowered
   if (domain.includes('*')) return { problem: `${quoted}: a wildcard stands only at the start, as "*.", for every name below a domain (e.g. *.example.org)` }
   const labels = domain.split('.')
-  if (domain.length > 253 || labels.some((label) => !LABEL.test(label))) {
+  if (!isDomainName(domain)) {
+    const numeric = labels.length > 0 && LABEL.test(labels.at(-1)!) && !/^[a-z]/.test(labels.at(-1)!)
+    if (numeric) return { problem: `${quoted} reads as an address, not a domain name (a resolver takes 127.1 or 2130706433 for 127.0.0.1): give a domain, or a public address in dotted form` }
     return { problem: `${quoted} is not a domain name: expected labels of letters, digits and hyphens separated by dots, e.g. registry.example` }
   }
   if (wildcard && labels.length < 2) return { problem: `${quoted} would allow every name under a top-level domain: name a domain, e.g. *.example.org` }
@@ -120,6 +128,19 @@ export function parseAllowList(entries: readonly string[], field: string): { ent
   return { entries: parsed, problems }
 }
 
+/**
+ * Whether `name` (lower case, no trailing dot) is a domain name the proxy may act on: labels of
+ * letters, digits, hyphens and underscores, at most 253 characters, the last label starting
+ * with a letter. Nothing else is: a NUL or a dot inside a label (which a resolver cuts or splits
+ * differently from the text that matched a wildcard), white space, and names a resolver reads as
+ * an address (127.1, 0x7f.1, 2130706433).
+ */
+export function isDomainName(name: string): boolean {
+  if (name.length === 0 || name.length > 253) return false
+  const labels = name.split('.')
+  return labels.every((label) => LABEL.test(label)) && /^[a-z]/.test(labels.at(-1)!)
+}
+
 /** A name as the proxy compares it: lower case, without a trailing dot. */
 export function canonicalName(name: string): string {
   return name.toLowerCase().replace(/\.$/, '')
@@ -129,6 +150,7 @@ export function canonicalName(name: string): string {
 export function allowingEntry(entries: readonly AllowEntry[], name: string, port: number): AllowEntry | null {
   const wanted = canonicalName(name)
   const address = isIP(wanted) !== 0 ? wanted : null
+  if (address === null && !isDomainName(wanted)) return null
   for (const entry of entries) {
     if (!entry.ports.includes(port)) continue
     if (entry.kind === 'address') {
@@ -141,6 +163,7 @@ export function allowingEntry(entries: readonly AllowEntry[], name: string, port
 /** Whether a name matches some entry on any port (a DNS answer needs no port). */
 export function allowsName(entries: readonly AllowEntry[], name: string): boolean {
   const wanted = canonicalName(name)
+  if (!isDomainName(wanted)) return false
   return entries.some((entry) => entry.kind === 'domain' && (entry.wildcard ? wanted.endsWith(`.${entry.domain}`) : wanted === entry.domain))
 }
 

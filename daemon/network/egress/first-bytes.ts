@@ -60,7 +60,8 @@ function handshakeBytes(bytes: Buffer): { data: Buffer } | { problem: string } {
 }
 
 function classifyTls(bytes: Buffer): FirstBytes {
-  if (bytes.length >= 2 && bytes[1] !== 0x03) return { kind: 'other' }
+  // Whatever its record version says (some servers accept any first version): a record that
+  // claims to be a handshake is read as one, or refused; never piped unread.
   const handshake = handshakeBytes(bytes)
   if ('problem' in handshake) return { kind: 'bad-tls', problem: handshake.problem }
   const data = handshake.data

@@ -1,0 +1,168 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { connect as tlsConnect } from 'node:tls'
+import { Duplex } from 'node:stream'
+import type { Socket } from 'node:net'
+import { allowingEntry, allowsName, parseAllowEntry } from '../../daemon/network/allowlist.js'
+import { DnsStub, SyntheticAddresses, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
+import { waitFor } from '../helpers/wait-for.js'
+import { closeServer, echoHttp, listening, parsedAllow, rawConnection, startProxy } from './egress-harness.js'
+
+/*
+ * Routes around the egress proxy found by an adversarial pass, each a variant the first tests did
+ * not name: a NUL byte or a dot inside a name (cut short by the resolver, or matched against a
+ * wildcard's tail), empty lines before a request on a bound connection, a second Host in another
+ * case, a TLS record whose version byte is not 3, and allowlist entries that lead inside.
+ */
+
+const http = echoHttp()
+let httpPort: number
+type Proxy = Awaited<ReturnType<typeof startProxy>>
+let proxy: Proxy | undefined
+
+beforeAll(async () => {
+  httpPort = await listening(http)
+})
+afterAll(async () => {
+  await closeServer(http)
+})
+afterEach(async () => {
+  await proxy?.stop()
+  proxy = undefined
+})
+
+function task(patterns: readonly string[]): EgressTask {
+  return { id: 'task-1', network: 'allow', allow: parsedAllow(patterns) }
+}
+
+async function start(patterns: readonly string[]): Promise<Proxy> {
+  proxy = await startProxy({ task: task(patterns), hosts: { 'up.test': '127.0.0.1' }, resolve: async () => ['127.0.0.1'] })
+  return proxy
+}
+
+const decided = (count: number) => waitFor(`${count} decision(s)`, () => (proxy!.decisions.length >= count ? proxy!.decisions.map((entry) => entry.decision) : false))
+
+describe('names are names', () => {
+  test('a NUL byte, a dot or a space inside a label never matches an entry, a wildcard included', () => {
+    const entries = parsedAllow(['*.up.test', 'up.test'])
+    for (const name of ['192.0.2.2\0.up.test', 'evil.example\0.up.test', 'a b.up.test', 'up.test\0', 'up.test\n']) {
+      expect(allowingEntry(entries, name, 443), JSON.stringify(name)).toBeNull()
+      expect(allowsName(entries, name), JSON.stringify(name)).toBe(false)
+    }
+    expect(allowingEntry(entries, 'a.up.test', 443)).not.toBeNull()
+  })
+
+  test('SOCKS5: a name with a NUL under an allowed wildcard is refused, and never looked up', async () => {
+    const engine = await start(['*.up.test:80'])
+    const client = rawConnection(engine.proxyPort)
+    const name = Buffer.from('secret-token.attacker.example\0.up.test', 'latin1')
+    client.socket.write(Buffer.from([5, 1, 0]))
+    await waitFor('the greeting answered', () => client.received().length >= 2)
+    client.socket.write(Buffer.concat([Buffer.from([5, 1, 0, 3, name.length]), name, Buffer.from([0, 80])]))
+    await waitFor('the request answered', () => client.received().length >= 4 || client.ended())
+    expect(client.received()[3]).not.toBe(0)
+    expect(client.received().subarray(2)[1]).not.toBe(0)
+    expect(engine.resolved).toEqual([])
+    client.socket.destroy()
+  })
+
+  test('DNS: a label holding a NUL or a dot is not an allowed name (NXDOMAIN, no address)', async () => {
+    const decisions: Decision[] = []
+    const listened: string[] = []
+    const stub = new DnsStub({
+      attribute: async () => task(['*.up.test']),
+      record: (_task, decision) => decisions.push(decision),
+      addresses: new SyntheticAddresses(async (address) => void listened.push(address)),
+    })
+    for (const labels of [['192.0.2.2\0', 'up', 'test'], ['evil.example', 'up', 'test']]) {
+      const reply = await stub.answerUdp(query(labels), { proto: 'udp', address: '127.0.0.1', port: 5353 }, { address: '127.0.0.1', port: 53 })
+      expect(reply, JSON.stringify(labels)).not.toBeNull()
+      // RCODE in the low bits of the fourth byte: 3 NXDOMAIN (or 1 FORMERR); never 0 with an answer.
+      expect([1, 3]).toContain(reply![3]! & 0x0f)
+    }
+    expect(listened).toEqual([])
+  })
+})
+
+describe('HTTP on a bound connection', () => {
+  test('empty lines before the request line do not hide the request from the Host check', async () => {
+    const engine = await start([`up.test:${httpPort}`])
+    const before = http.seen.length
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`CONNECT up.test:${httpPort} HTTP/1.1\r\nHost: up.test:${httpPort}\r\n\r\n`)
+    await waitFor('the tunnel', () => client.text().includes('\r\n\r\n'))
+    client.socket.write('\r\nGET /fronted HTTP/1.1\r\nHost: evil.example\r\n\r\n')
+    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(client.text().split('\r\n\r\n').slice(1).join('\r\n\r\n')))
+    expect(client.text()).not.toContain('upstream saw')
+    expect(http.seen.slice(before).every((connection) => connection.read() === 0)).toBe(true)
+    client.socket.destroy()
+  })
+
+  test('a second Host header, in another case, is refused, not forwarded', async () => {
+    const engine = await start([`up.test:${httpPort}`])
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`CONNECT up.test:${httpPort} HTTP/1.1\r\nHost: up.test:${httpPort}\r\n\r\n`)
+    await waitFor('the tunnel', () => client.text().includes('\r\n\r\n'))
+    client.socket.write(`GET / HTTP/1.1\r\nHost: up.test:${httpPort}\r\nhost: evil.example\r\n\r\n`)
+    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(client.text().split('\r\n\r\n').slice(1).join('\r\n\r\n')))
+    expect(client.text()).not.toContain('host=evil.example')
+    client.socket.destroy()
+    const absolute = rawConnection(engine.proxyPort)
+    absolute.socket.write(`GET http://up.test:${httpPort}/ HTTP/1.1\r\nHost: up.test:${httpPort}\r\nHOST: evil.example\r\n\r\n`)
+    await waitFor('an answer or the end', () => absolute.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(absolute.text()))
+    expect(absolute.text()).not.toContain('evil.example')
+    absolute.socket.destroy()
+  })
+})
+
+describe('TLS', () => {
+  test.each([
+    [0x03, 0x01],
+    [0x02, 0x01],
+    [0x00, 0x01],
+  ])('a ClientHello in a record of version %i.%i naming another host is refused', async (major, minor) => {
+    const engine = await start([`up.test:${httpPort}`])
+    const hello = Buffer.from(await clientHello('evil.example'))
+    hello[1] = major
+    hello[2] = minor
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`CONNECT up.test:${httpPort} HTTP/1.1\r\nHost: up.test:${httpPort}\r\n\r\n`)
+    await waitFor('the tunnel', () => client.text().includes('\r\n\r\n'))
+    const before = http.seen.length
+    client.socket.write(hello)
+    await waitFor('the end of the tunnel', () => client.ended())
+    const [decision] = await decided(1)
+    expect(decision).toMatchObject({ decision: 'blocked' })
+    expect(http.seen.slice(before).every((connection) => connection.read() === 0)).toBe(true)
+  })
+})
+
+describe('allowlist entries that lead inside', () => {
+  test.each(['[64:ff9b::7f00:1]', '[::7f00:1]', '[fec0::1]', '[2002:7f00:1::]', '127.1', '0x7f.1', '2130706433', '0177.0.0.1', '127.0.0.1.'])('%s is refused', (entry) => {
+    expect(parseAllowEntry(entry)).toHaveProperty('problem')
+  })
+})
+
+/** A query by hand with raw label bytes. */
+function query(labels: readonly string[]): Buffer {
+  const parts = labels.map((label) => {
+    const bytes = Buffer.from(label, 'latin1')
+    return Buffer.concat([Buffer.from([bytes.length]), bytes])
+  })
+  return Buffer.concat([Buffer.from([0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]), ...parts, Buffer.from([0, 0, 1, 0, 1])])
+}
+
+/** The first TLS record a Node client sends naming `servername`. */
+function clientHello(servername: string): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const catcher = new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, callback) {
+        resolve(Buffer.from(chunk))
+        callback()
+      },
+    })
+    const tls = tlsConnect({ socket: catcher as unknown as Socket, servername })
+    tls.on('error', () => undefined)
+    setImmediate(() => tls.destroy())
+  })
+}
