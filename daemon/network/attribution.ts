@@ -50,7 +50,7 @@ export async function socketInode(holderPid: number, proto: 'tcp' | 'udp', peer:
     } catch {
       continue
     }
-    for (const line of text.split('\n').slice(1)) {
+    for (const line of linesWithPort(text, peer.port)) {
       const fields = line.trim().split(/\s+/)
       if (fields.length < 10) continue
       const own = parseEndpoint(fields[1]!)
@@ -65,6 +65,25 @@ export async function socketInode(holderPid: number, proto: 'tcp' | 'udp', peer:
     }
   }
   return null
+}
+
+/**
+ * The lines whose own address has `port` (`:PPPP ` right after the first address field): found
+ * by a search over the text, so that a namespace holding thousands of sockets costs a scan, not
+ * thousands of parsed lines, per lookup.
+ */
+function* linesWithPort(text: string, port: number): Generator<string> {
+  const needle = `:${port.toString(16).toUpperCase().padStart(4, '0')} `
+  for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + 1)) {
+    const start = text.lastIndexOf('\n', at) + 1
+    const end = text.indexOf('\n', at)
+    const line = text.slice(start, end === -1 ? text.length : end)
+    // Only the own address's port: the first field after the slot number.
+    const own = line.trim().split(/\s+/)[1]
+    if (own?.endsWith(needle.trim())) yield line
+    if (end === -1) break
+    at = end
+  }
 }
 
 /** `0100007F:1F90` (IPv4, or 32 hex digits of IPv6, each 32-bit word in host order) as an address and port. */

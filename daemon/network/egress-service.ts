@@ -1,4 +1,4 @@
-import type { Server } from 'node:net'
+import type { Server, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { NetworkDecision } from '../../protocol/index.js'
 import { Attributor } from './attributor.js'
@@ -9,6 +9,13 @@ import { DNS_STUB_ADDRESS, DNS_STUB_PORT, PROXY_ADDRESS, PROXY_PORT } from './ta
 
 /** How long a connection from a task still being launched waits for its spawn to be answered. */
 const LAUNCH_WAIT_MS = 5000
+/**
+ * Connections one namespace may hold open in the daemon at once (the proxy, DNS over TCP and the
+ * synthetic addresses together, while Node holds them): past it, new ones are closed at once.
+ */
+export const CONNECTIONS_PER_NAMESPACE = 256
+/** A connection that sends or receives nothing for this long is closed (slow clients hold descriptors). */
+const IDLE_MS = 120_000
 
 export interface EgressServiceOptions {
   networks: OwnerNetworks
@@ -36,6 +43,15 @@ export class EgressService {
   }
 
   private async attach(network: OwnerNetwork): Promise<void> {
+    let open = 0
+    /** Every connection the namespace's listeners accept, bounded and timed out, then handed on. */
+    const admitted = (handle: (socket: Socket) => void) => (socket: Socket) => {
+      if (open >= CONNECTIONS_PER_NAMESPACE) return void socket.destroy()
+      open++
+      socket.once('close', () => open--)
+      socket.setTimeout(IDLE_MS, () => socket.destroy())
+      handle(socket)
+    }
     const attributor = new Attributor(() => network.pid, () => this.options.networks.tasksOf(network.owner))
     const attribute = async (peer: Peer, local: LocalAddress): Promise<EgressTask | null> => {
       const proto = peer.proto === 'udp' ? 'udp' : 'tcp'
@@ -55,11 +71,14 @@ export class EgressService {
         for (const port of ports) {
           const server = await network.listenTcp(address, port)
           listeners.set(address, [...(listeners.get(address) ?? []), server])
-          server.on('connection', (socket) => {
-            const name = addresses.nameOf(address)
-            if (name === undefined) return void socket.destroy()
-            proxy.acceptTransparent(socket, name, port)
-          })
+          server.on(
+            'connection',
+            admitted((socket) => {
+              const name = addresses.nameOf(address)
+              if (name === undefined) return void socket.destroy()
+              proxy.acceptTransparent(socket, name, port)
+            }),
+          )
         }
       },
       (address) => {
@@ -69,9 +88,9 @@ export class EgressService {
     )
     const stub = new DnsStub({ attribute, record, addresses })
     const proxyServer = await network.listenTcp(PROXY_ADDRESS, PROXY_PORT)
-    proxyServer.on('connection', (socket) => proxy.acceptProxy(socket))
+    proxyServer.on('connection', admitted((socket) => proxy.acceptProxy(socket)))
     const dnsTcp = await network.listenTcp(DNS_STUB_ADDRESS, DNS_STUB_PORT)
-    dnsTcp.on('connection', (socket) => stub.acceptTcp(socket))
+    dnsTcp.on('connection', admitted((socket) => stub.acceptTcp(socket)))
     const dnsUdp = await network.bindUdp(DNS_STUB_ADDRESS, DNS_STUB_PORT)
     dnsUdp.on('message', (message, from) => {
       const peer: Peer = { proto: 'udp', address: from.address, port: from.port }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { SyntheticAddresses } from '../../daemon/network/egress/index.js'
+import { SYNTHETIC_NAMES_HELD } from '../../daemon/network/egress/synthetic-addresses.js'
 
 /*
  * What a task can make the daemon hold on its behalf is bounded: synthetic names (each holds
@@ -38,11 +39,10 @@ describe('synthetic addresses', () => {
     const addresses = new SyntheticAddresses(
       async () => void (most = Math.max(most, ++open)),
       () => void open--,
-      1024,
     )
     for (let i = 0; i < 10_000; i++) await addresses.addressFor(`n${i}.example`, [443])
-    expect(most).toBe(1024)
-    expect(open).toBe(1024)
+    expect(most).toBe(SYNTHETIC_NAMES_HELD)
+    expect(open).toBe(SYNTHETIC_NAMES_HELD)
   })
 })
 

@@ -40,9 +40,16 @@ interface StreamHandle {
   readStop?: () => number
 }
 
+/**
+ * Relays the thread addon runs at once, across the daemon: each holds two sockets and two pipes
+ * (six descriptors) and a thread. Past it, connections are piped by Node (two descriptors each).
+ */
+export const SPLICE_RELAYS_MOST = 512
+let spliceRelays = 0
+
 function handOver(client: Socket, upstream: Socket, closed: (bytes: RelayBytes) => void): boolean {
   const addon = spliceRelay()
-  if (!addon) return false
+  if (!addon || spliceRelays >= SPLICE_RELAYS_MOST) return false
   const handles = [client, upstream].map((socket) => (socket as unknown as { _handle?: StreamHandle | null })._handle)
   // Bytes Node still holds (read and not consumed, or written and not yet sent) would be lost to the thread.
   const idle = [client, upstream].every((socket) => socket.readableLength === 0 && socket.writableLength === 0 && !socket.destroyed)
@@ -50,10 +57,14 @@ function handOver(client: Socket, upstream: Socket, closed: (bytes: RelayBytes) 
   const before = { sentBytes: upstream.bytesWritten, receivedBytes: upstream.bytesRead }
   for (const handle of handles) handle!.readStop!()
   try {
-    addon.relay(handles[0]!.fd!, handles[1]!.fd!, (sent, received) => closed({ sentBytes: before.sentBytes + sent, receivedBytes: before.receivedBytes + received }))
+    addon.relay(handles[0]!.fd!, handles[1]!.fd!, (sent, received) => {
+      spliceRelays--
+      closed({ sentBytes: before.sentBytes + sent, receivedBytes: before.receivedBytes + received })
+    })
   } catch {
     return false
   }
+  spliceRelays++
   // The thread holds its own copies: closing Node's leaves the connections open.
   client.destroy()
   upstream.destroy()

@@ -8,7 +8,7 @@ const COUNT = 0xfffe
  * names under a wildcard must not run the daemon out of them. The least recently answered name
  * gives its address and listeners up first; a connection to it afterwards finds nothing there.
  */
-export const SYNTHETIC_NAMES_HELD = 1024
+export const SYNTHETIC_NAMES_HELD = 256
 
 interface Slot {
   address: string
