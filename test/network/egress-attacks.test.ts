@@ -39,7 +39,10 @@ async function start(patterns: readonly string[]): Promise<Proxy> {
   return proxy
 }
 
-const decided = (count: number) => waitFor(`${count} decision(s)`, () => (proxy!.decisions.length >= count ? proxy!.decisions.map((entry) => entry.decision) : false))
+async function decided(count: number): Promise<Decision[]> {
+  await waitFor(`${count} decision(s)`, () => proxy!.decisions.length >= count)
+  return proxy!.decisions.map((entry) => entry.decision)
+}
 
 describe('names are names', () => {
   test('a NUL byte, a dot or a space inside a label never matches an entry, a wildcard included', () => {

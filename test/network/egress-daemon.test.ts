@@ -3,7 +3,8 @@ import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { createServer, type Server, type Socket } from 'node:net'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
-import type { NetworkDecision, StartOptions, Task } from '../../client/index.js'
+import type { StartOptions, Task } from '../../client/index.js'
+import type { NetworkDecision } from '../../protocol/index.js'
 import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { closeServer, echoHttp, echoHttps, listening, makeCertificate, tracked } from './egress-harness.js'
@@ -31,7 +32,7 @@ const https = echoHttps(tlsFiles)
 let httpsPort: number
 let caFile: string
 // A plain TCP service (no HTTP, no TLS): what git://, ssh or a database speak.
-const raw: Server & { seen: unknown[] } = tracked(
+const raw = tracked(
   createServer((socket: Socket) => {
     socket.once('data', (data) => socket.end(`raw upstream got ${data.toString().trim()}\n`))
   }),
