@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type Server, type Socket } from 'node:net'
+import { createServer, type Socket } from 'node:net'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
