@@ -45,6 +45,9 @@ for (const [network, prefix] of [
   ['64:ff9b::', 96],
   ['64:ff9b:1::', 48],
   ['2002::', 16],
+  // IPv4-translated (SIIT) and Teredo carry one too.
+  ['::ffff:0:0:0', 96],
+  ['2001::', 32],
   ['100::', 64],
 ] as const) INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv6')
 

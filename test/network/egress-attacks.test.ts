@@ -1,11 +1,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { connect as tlsConnect } from 'node:tls'
 import { Duplex } from 'node:stream'
-import type { Socket } from 'node:net'
+import { createServer, type Socket } from 'node:net'
 import { allowingEntry, allowsName, parseAllowEntry } from '../../daemon/network/allowlist.js'
 import { DnsStub, SyntheticAddresses, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { closeServer, echoHttp, listening, parsedAllow, rawConnection, startProxy } from './egress-harness.js'
+import { closeServer, echoHttp, listening, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
 
 /*
  * Routes around the egress proxy found by an adversarial pass, each a variant the first tests did
@@ -168,4 +168,110 @@ function clientHello(servername: string): Promise<Buffer> {
     tls.on('error', () => undefined)
     setImmediate(() => tls.destroy())
   })
+}
+
+describe('a second adversarial pass', () => {
+  /** Sends `bytes` on a transparent connection standing for up.test:httpPort; resolves with what came back once it ended or answered. */
+  async function transparently(engine: Proxy, bytes: readonly Buffer[]): Promise<string> {
+    engine.state.transparentName = 'up.test'
+    engine.state.transparentPort = httpPort
+    const client = rawConnection(engine.transparentPort)
+    for (const chunk of bytes) {
+      client.socket.write(chunk)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 [45]\d\d/.test(client.text()))
+    client.socket.destroy()
+    return client.text()
+  }
+
+  test('any number of empty lines before a request line still leave it to the Host check', async () => {
+    const engine = await start([`up.test:${httpPort}`])
+    engine.state.transparentName = 'up.test'
+    engine.state.transparentPort = httpPort
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write('\r\n'.repeat(66))
+    // The empty lines have been judged (or are still waiting) before the request comes.
+    await waitFor('the transparent connection to be taken up', () => engine.decisions.length > 0 || http.seen.length > 0 || client.ended())
+    client.socket.write('GET /fronted HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n')
+    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 [45]\d\d/.test(client.text()))
+    client.socket.destroy()
+    expect(client.text()).not.toContain('upstream saw')
+  })
+
+  test.each([
+    ['an unknown method', 'FOO / HTTP/1.1\r\nHost: up.test\r\n\r\nGET /fronted HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
+    ['a lowercase method', 'get /lower HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
+    ['HTTP/2 without TLS (h2c prior knowledge)', 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'],
+  ])('%s on a bound connection is refused, never piped unchecked', async (_what, request) => {
+    const engine = await start([`up.test:${httpPort}`])
+    const before = http.seen.length
+    const text = await transparently(engine, [Buffer.from(request, 'latin1')])
+    expect(text).not.toContain('upstream saw')
+    expect(http.seen.slice(before).every((connection) => connection.read() === 0)).toBe(true)
+  })
+
+  test('a chunked body on a GET is forwarded framed: a request inside it never reaches the upstream as one', async () => {
+    // An upstream that keeps every byte it gets (and answers once the request's end is there).
+    const bytes: Buffer[] = []
+    const raw = tracked(
+      createServer((socket) => {
+        socket.on('data', (chunk) => {
+          bytes.push(chunk)
+          if (Buffer.concat(bytes).includes('0\r\n\r\n')) socket.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok')
+        })
+      }),
+    )
+    const rawPort = await listening(raw)
+    try {
+      const engine = await start([`up.test:${rawPort}`])
+      const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: evil.example\r\n\r\n'
+      const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`
+      const client = rawConnection(engine.proxyPort)
+      client.socket.write(`GET http://up.test:${rawPort}/first HTTP/1.1\r\nHost: up.test:${rawPort}\r\nTransfer-Encoding: chunked\r\n\r\n${body}`)
+      await waitFor('the answer', () => /HTTP\/1\.1 \d\d\d/.test(client.text()) || client.ended())
+      client.socket.destroy()
+      const seen = Buffer.concat(bytes).toString('latin1')
+      // The body kept its framing: a server reads the smuggled text as the body, not as a request.
+      expect(seen).toMatch(/^GET \/first HTTP\/1\.1\r\n/)
+      expect(seen.toLowerCase()).toContain('transfer-encoding: chunked\r\n')
+      expect(seen).toContain(`${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`)
+    } finally {
+      await closeServer(raw)
+    }
+  })
+
+  test('a ClientHello that hides its real name (encrypted_client_hello) is refused', async () => {
+    const engine = await start([`up.test:${httpPort}`])
+    const hello = withExtension(await clientHello('up.test'), 0xfe0d, Buffer.alloc(32, 1))
+    const client = rawConnection(engine.proxyPort)
+    client.socket.write(`CONNECT up.test:${httpPort} HTTP/1.1\r\nHost: up.test:${httpPort}\r\n\r\n`)
+    await waitFor('the tunnel', () => client.text().includes('\r\n\r\n'))
+    client.socket.write(hello)
+    await waitFor('the end of the tunnel', () => client.ended())
+    const [decision] = await decided(1)
+    expect(decision).toMatchObject({ decision: 'blocked' })
+  })
+
+  test.each(['[::ffff:0:7f00:1]', '[::ffff:0:a00:1]', '[2001:0::7f00:1]'])('%s (an IPv4 address carried inside) is refused as an entry', (entry) => {
+    expect(parseAllowEntry(entry)).toHaveProperty('problem')
+  })
+})
+
+/** `hello` (one TLS record holding a ClientHello) with one more extension at the end of its list. */
+function withExtension(hello: Buffer, type: number, data: Buffer): Buffer {
+  const extension = Buffer.concat([Buffer.from([type >> 8, type & 0xff, data.length >> 8, data.length & 0xff]), data])
+  const body = Buffer.from(hello.subarray(9))
+  // ClientHello: version 2, random 32, session id, cipher suites, compression, then the extensions' length.
+  let offset = 2 + 32
+  offset += 1 + body[offset]!
+  offset += 2 + body.readUInt16BE(offset)
+  offset += 1 + body[offset]!
+  const extensions = body.readUInt16BE(offset)
+  body.writeUInt16BE(extensions + extension.length, offset)
+  const handshake = Buffer.concat([body, extension])
+  const header = Buffer.from([0x01, 0, 0, 0])
+  header.writeUIntBE(handshake.length, 1, 3)
+  const record = Buffer.concat([header, handshake])
+  return Buffer.concat([Buffer.from([0x16, hello[1]!, hello[2]!, record.length >> 8, record.length & 0xff]), record])
 }

@@ -1,4 +1,3 @@
-import { METHODS } from 'node:http'
 
 /** What the first bytes a task sent on a connection are. */
 export type FirstBytes =
@@ -6,13 +5,15 @@ export type FirstBytes =
   | { kind: 'tls'; serverName: string | null }
   | { kind: 'bad-tls'; problem: string }
   | { kind: 'http' }
+  | { kind: 'bad-http'; problem: string }
   | { kind: 'other' }
+
+/** encrypted_client_hello (ECH) and the draft encrypted_server_name (ESNI). */
+const ENCRYPTED_NAME_EXTENSIONS = new Set([0xfe0d, 0xffce])
 
 /** A ClientHello larger than this is refused: no client sends one, and the engine buffers it. */
 export const MAX_CLIENT_HELLO_BYTES = 64 * 1024
 
-const METHOD_NAMES = new Set(METHODS)
-const LONGEST_METHOD = Math.max(...METHODS.map((method) => method.length))
 
 /**
  * Classifies the start of a connection: a TLS ClientHello (with the server name it carries), an
@@ -30,19 +31,31 @@ export function classifyFirstBytes(bytes: Buffer): FirstBytes {
   return classifyHttp(bytes)
 }
 
+/**
+ * Anything a server might take for an HTTP request is HTTP here, and goes to the HTTP handling
+ * (whose parser refuses what it does not know: an extension or lower-case method, HTTP/2 without
+ * TLS): a request line (a token, a space, a target, a space, `HTTP/`), after any number of
+ * empty lines (servers skip them, RFC 9112 2.2). Until the first line is whole it may still be
+ * one; a first line that is not one (an ssh banner, a database's greeting) is piped as it is.
+ */
 function classifyHttp(bytes: Buffer): FirstBytes {
-  // Servers skip empty lines before a request line (RFC 9112 2.2), so they must not hide one here.
   let start = 0
   while (start < bytes.length && (bytes[start] === 0x0d || bytes[start] === 0x0a)) start++
-  if (start === bytes.length) return start > 64 ? { kind: 'other' } : { kind: 'more' }
-  const prefix = bytes.subarray(start, start + LONGEST_METHOD + 1).toString('latin1')
-  const space = prefix.indexOf(' ')
-  if (space === -1) {
-    const maybe = /^[A-Z-]*$/.test(prefix) && prefix.length <= LONGEST_METHOD && METHODS.some((method) => method.startsWith(prefix))
-    return maybe ? { kind: 'more' } : { kind: 'other' }
+  if (start === bytes.length) return bytes.length > MAX_REQUEST_LINE_BYTES ? { kind: 'bad-http', problem: 'nothing but empty lines' } : { kind: 'more' }
+  const newline = bytes.indexOf(0x0a, start)
+  const line = bytes.subarray(start, newline === -1 ? Math.min(bytes.length, start + MAX_REQUEST_LINE_BYTES + 1) : newline).toString('latin1')
+  const token = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/.exec(line)?.[0] ?? ''
+  // Not a token first, or a token not followed by a space: no request line.
+  if (token.length === 0 || (token.length < line.length && line[token.length] !== ' ')) return { kind: 'other' }
+  if (newline === -1) {
+    if (bytes.length - start <= MAX_REQUEST_LINE_BYTES) return { kind: 'more' }
+    return token.length < line.length ? { kind: 'bad-http', problem: 'a request line too long to check' } : { kind: 'other' }
   }
-  return METHOD_NAMES.has(prefix.slice(0, space)) ? { kind: 'http' } : { kind: 'other' }
+  return /^\S+ \S+ HTTP\//i.test(line) ? { kind: 'http' } : { kind: 'other' }
 }
+
+/** The longest first line waited for (long URLs run to 8 KiB; servers refuse more). */
+const MAX_REQUEST_LINE_BYTES = 16 * 1024
 
 /** The handshake bytes of TLS records (content type 22) at the start of `bytes`, as far as they go. */
 function handshakeBytes(bytes: Buffer): { data: Buffer } | { problem: string } {
@@ -101,6 +114,8 @@ function readServerName(hello: Buffer): string | null | { problem: string } {
     const body = hello.subarray(offset + 4, offset + 4 + length)
     if (body.length !== length) return malformed
     offset += 4 + length
+    // The name a server acts on would be inside, encrypted: nothing here could check it.
+    if (ENCRYPTED_NAME_EXTENSIONS.has(type)) return { problem: 'a TLS ClientHello that hides its server name (encrypted ClientHello)' }
     if (type !== 0) continue
     if (found !== null) return { problem: 'a TLS ClientHello with two server names' }
     if (body.length < 2 || body.readUInt16BE(0) !== body.length - 2) return malformed

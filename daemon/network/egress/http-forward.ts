@@ -38,6 +38,9 @@ function forwardedHeaders(raw: readonly string[], host: string): OutgoingHttpHea
     headers[name] = existing === undefined ? raw[i + 1]! : [...(Array.isArray(existing) ? existing : [existing]), raw[i + 1]!]
   }
   headers.Host = host
+  // A body sent chunked goes on chunked, framed by Node: passed raw (Node frames no body of a GET),
+  // a request hidden in it would reach the upstream as a request of its own.
+  if (raw.some((name, index) => index % 2 === 0 && name.toLowerCase() === 'transfer-encoding')) headers['Transfer-Encoding'] = 'chunked'
   return headers
 }
 

@@ -48,7 +48,7 @@ export function carryTunnel(client: Socket, upstream: Upstream, name: string, he
   const look = () => {
     const first = classifyFirstBytes(buffered)
     if (first.kind === 'more') return
-    if (first.kind === 'bad-tls') return stop({ kind: 'refused', reason: first.problem })
+    if (first.kind === 'bad-tls' || first.kind === 'bad-http') return stop({ kind: 'refused', reason: first.problem })
     if (first.kind === 'tls' && first.serverName !== null && hostOf(first.serverName) !== hostOf(name)) {
       return stop({ kind: 'refused', reason: `TLS names ${first.serverName}, not ${name}` })
     }
