@@ -7,8 +7,6 @@ const REMEMBERED_SOCKETS = 4096
 const WAITING_MOST = 256
 /** Lookups one namespace may start per second (a burst of as many first); past it, refused. */
 const LOOKUPS_PER_SECOND = 500
-/** How long a UDP sender's address and port stand for the same socket without a look at the table. */
-const DATAGRAM_SENDER_MS = 1000
 
 /**
  * Which task of one owner's namespace a connection or datagram comes from (attribution.ts), one
@@ -18,8 +16,6 @@ const DATAGRAM_SENDER_MS = 1000
  */
 export class Attributor {
   private readonly remembered = new Map<string, string>()
-  /** A resolver's socket by its address and port: the task it was, and when that was read. */
-  private readonly senders = new Map<string, { task: string; at: number }>()
   private chain: Promise<unknown> = Promise.resolve()
   private waiting = 0
   private tokens = LOOKUPS_PER_SECOND
@@ -32,11 +28,6 @@ export class Attributor {
 
   /** The task, or null: none of the owner's (a process outside them), gone, or too many lookups waiting. */
   find(proto: 'tcp' | 'udp', peer: Endpoint, local: Endpoint): Promise<NetworkedTask | null> {
-    if (proto === 'udp') {
-      const sender = this.senders.get(`${peer.address}:${peer.port}`)
-      const task = sender && Date.now() - sender.at < DATAGRAM_SENDER_MS ? this.tasks().find((each) => each.id === sender.task) : undefined
-      if (task) return Promise.resolve(task)
-    }
     if (this.waiting >= WAITING_MOST || !this.take()) return Promise.resolve(null)
     this.waiting++
     const lookup = this.chain.then(() => this.lookup(proto, peer, local))
@@ -58,10 +49,6 @@ export class Attributor {
     const task = found.find((each) => each.network !== 'allow') ?? found[0]!
     if (this.remembered.size >= REMEMBERED_SOCKETS) this.remembered.delete(this.remembered.keys().next().value!)
     this.remembered.set(inode, task.id)
-    if (proto === 'udp') {
-      if (this.senders.size >= REMEMBERED_SOCKETS) this.senders.delete(this.senders.keys().next().value!)
-      this.senders.set(`${peer.address}:${peer.port}`, { task: task.id, at: Date.now() })
-    }
     return task
   }
 

@@ -2,6 +2,7 @@ import type { Server, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { NetworkDecision } from '../../protocol/index.js'
 import { Attributor } from './attributor.js'
+import { relayOf } from './egress/relay.js'
 import { DnsStub, EgressProxy, SyntheticAddresses, type EgressTask, type LocalAddress, type Peer } from './egress/index.js'
 import type { OwnerNetwork } from './owner-network.js'
 import type { OwnerNetworks } from './owner-networks.js'
@@ -16,6 +17,20 @@ const LAUNCH_WAIT_MS = 5000
 export const CONNECTIONS_PER_NAMESPACE = 256
 /** A connection that sends or receives nothing for this long is closed (slow clients hold descriptors). */
 const IDLE_MS = 120_000
+
+/** Ends a connection, Node's or a relay thread's, and resolves once it is closed. */
+function endConnection(socket: Socket): Promise<void> {
+  const relay = relayOf(socket)
+  if (relay) {
+    relay.stop()
+    return relay.ended
+  }
+  if (socket.closed) return Promise.resolve()
+  return new Promise((resolve) => {
+    socket.once('close', () => resolve())
+    socket.destroy()
+  })
+}
 
 export interface EgressServiceOptions {
   networks: OwnerNetworks
@@ -34,6 +49,9 @@ export interface EgressServiceOptions {
  * hands it out), carried to the engine, which asks here which task each connection comes from.
  */
 export class EgressService {
+  /** Each task's connections (TCP, held by Node or by a relay thread), so that they end with it. */
+  private readonly connections = new Map<string, Set<Socket>>()
+
   constructor(private readonly options: EgressServiceOptions) {
     options.networks.onOpen((network) => {
       this.attach(network).catch((error: unknown) => {
@@ -42,16 +60,45 @@ export class EgressService {
     })
   }
 
+  /**
+   * Ends every connection of a task that has ended, and resolves once each is closed and recorded
+   * (its final record then has them): a connection the task handed to another process (a socket
+   * passed over a Unix socket) does not outlive it.
+   */
+  async endTask(id: string): Promise<void> {
+    const sockets = [...(this.connections.get(id) ?? [])]
+    this.connections.delete(id)
+    await Promise.all(sockets.map((socket) => endConnection(socket)))
+  }
+
   private async attach(network: OwnerNetwork): Promise<void> {
     let open = 0
+    /** The namespace's open connections by their far end, until a task is found for each. */
+    const byPeer = new Map<string, Socket>()
+    const held = new Set<Socket>()
     /** Every connection the namespace's listeners accept, bounded and timed out, then handed on. */
     const admitted = (handle: (socket: Socket) => void) => (socket: Socket) => {
       if (open >= CONNECTIONS_PER_NAMESPACE) return void socket.destroy()
       open++
-      socket.once('close', () => open--)
+      held.add(socket)
+      const peer = `${socket.remoteAddress}:${socket.remotePort}`
+      byPeer.set(peer, socket)
+      socket.once('close', () => {
+        if (byPeer.get(peer) === socket) byPeer.delete(peer)
+        // A relayed connection still counts (and is still ended with its task) until its relay ends.
+        const relay = relayOf(socket)
+        void (relay ? relay.ended : Promise.resolve()).then(() => {
+          open--
+          held.delete(socket)
+          for (const [task, sockets] of this.connections) if (sockets.delete(socket) && sockets.size === 0) this.connections.delete(task)
+        })
+      })
       socket.setTimeout(IDLE_MS, () => socket.destroy())
       handle(socket)
     }
+    network.onClose(() => {
+      for (const socket of held) void endConnection(socket)
+    })
     const attributor = new Attributor(() => network.pid, () => this.options.networks.tasksOf(network.owner))
     const attribute = async (peer: Peer, local: LocalAddress): Promise<EgressTask | null> => {
       const proto = peer.proto === 'udp' ? 'udp' : 'tcp'
@@ -61,7 +108,14 @@ export class EgressService {
         await this.options.networks.launched(network.owner, LAUNCH_WAIT_MS)
         found = await attributor.find(proto, peer, local)
       }
-      return found && { id: found.id, network: found.network, allow: found.allow }
+      if (found === null) return null
+      const socket = proto === 'tcp' ? byPeer.get(`${peer.address}:${peer.port}`) : undefined
+      if (socket && !socket.destroyed) {
+        const sockets = this.connections.get(found.id) ?? new Set<Socket>()
+        sockets.add(socket)
+        this.connections.set(found.id, sockets)
+      }
+      return { id: found.id, network: found.network, allow: found.allow }
     }
     const record = (task: EgressTask, decision: NetworkDecision) => this.options.record(task.id, decision)
     const proxy = new EgressProxy({ hosts: this.options.hosts, attribute, record, ...(this.options.resolve ? { resolve: this.options.resolve } : {}) })

@@ -40,6 +40,21 @@ interface StreamHandle {
   readStop?: () => number
 }
 
+/** A relay that moves nothing for this long ends (a peer that never reads nor closes holds descriptors). */
+export const RELAY_IDLE_MS = 120_000
+
+/** A relayed connection, by the task's socket it started from: how to end it, and when it has. */
+export interface RunningRelay {
+  stop(): void
+  ended: Promise<void>
+}
+const running = new WeakMap<Socket, RunningRelay>()
+
+/** The relay thread that carries a task's socket, once Node has let go of it; undefined otherwise. */
+export function relayOf(client: Socket): RunningRelay | undefined {
+  return running.get(client)
+}
+
 /**
  * Relays the thread addon runs at once, across the daemon: each holds two sockets and two pipes
  * (six descriptors) and a thread. Past it, connections are piped by Node (two descriptors each).
@@ -56,15 +71,25 @@ function handOver(client: Socket, upstream: Socket, closed: (bytes: RelayBytes) 
   if (!idle || handles.some((handle) => typeof handle?.fd !== 'number' || handle.fd < 0 || typeof handle.readStop !== 'function')) return false
   const before = { sentBytes: upstream.bytesWritten, receivedBytes: upstream.bytesRead }
   for (const handle of handles) handle!.readStop!()
+  let finished = false
+  let ended!: () => void
+  const relay: RunningRelay = { stop: () => {}, ended: new Promise((resolve) => (ended = resolve)) }
   try {
-    addon.relay(handles[0]!.fd!, handles[1]!.fd!, (sent, received) => {
+    const handle = addon.relay(handles[0]!.fd!, handles[1]!.fd!, RELAY_IDLE_MS, (sent, received) => {
+      finished = true
       spliceRelays--
       closed({ sentBytes: before.sentBytes + sent, receivedBytes: before.receivedBytes + received })
+      ended()
     })
+    // The handle is closed where done runs: stop() after that would write to another descriptor.
+    relay.stop = () => {
+      if (!finished) addon.stop(handle)
+    }
   } catch {
     return false
   }
   spliceRelays++
+  running.set(client, relay)
   // The thread holds its own copies: closing Node's leaves the connections open.
   client.destroy()
   upstream.destroy()

@@ -4,12 +4,14 @@
 // speed of a direct download). node_api.h only (N-API 8): one build loads in every Node release
 // from 20 on. Built by build.mjs beside it.
 //
-// relay(clientFd, upstreamFd, done). Both descriptors are duplicated (the caller then
-// closes its own); the thread relays until both directions have ended (each end's EOF is passed
-// on as a shutdown of the other's writing side, so a half-closed exchange finishes), or either
-// socket fails, then closes them and calls done(sentBytes, receivedBytes, error) on the main
-// thread: sent is client -> upstream, received upstream -> client; error is "" or the errno text.
-// A relay ends with its sockets: when the task's processes are gone, so is its end.
+// relay(clientFd, upstreamFd, idleMs, done) -> handle. Both descriptors are duplicated (the
+// caller then closes its own); the thread relays until both directions have ended (each end's EOF
+// is passed on as a shutdown of the other's writing side, so a half-closed exchange finishes),
+// either socket fails, nothing has moved for idleMs, or stop(handle) is called (its task ended),
+// then closes them and calls done(sentBytes, receivedBytes, error) on the main thread: sent is
+// client -> upstream, received upstream -> client; error is "" or the errno text. A handle is good
+// until done has been called: it is closed there, on the main thread, where stop() runs, so that
+// stop() never writes to a descriptor reused meanwhile.
 #define _GNU_SOURCE
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHECK(call)                                                                                \
@@ -45,7 +49,8 @@ struct direction {
 
 struct relay {
   struct direction up, down; /* up: client -> upstream; down: upstream -> client */
-  int client, upstream;
+  int client, upstream, stop;
+  int idle_ms;
   int error;
   napi_threadsafe_function done;
 };
@@ -92,16 +97,39 @@ static int step(struct direction *d, short from_events, short to_events) {
   return moved;
 }
 
+static long long now_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
 static void *run(void *argument) {
   struct relay *r = argument;
+  long long last_moved = now_ms();
+  uint64_t moved_before = 0;
   while (!(r->up.done && r->down.done)) {
-    struct pollfd fds[2] = {
+    uint64_t moved = r->up.bytes + r->down.bytes;
+    if (moved != moved_before) {
+      moved_before = moved;
+      last_moved = now_ms();
+    }
+    long long left = last_moved + r->idle_ms - now_ms();
+    if (left <= 0) {
+      r->error = ETIMEDOUT;
+      break;
+    }
+    struct pollfd fds[3] = {
         {.fd = r->client, .events = (short)((!r->up.eof && r->up.buffered < PIPE_BYTES ? POLLIN : 0) | (r->down.buffered > 0 ? POLLOUT : 0))},
         {.fd = r->upstream, .events = (short)((!r->down.eof && r->down.buffered < PIPE_BYTES ? POLLIN : 0) | (r->up.buffered > 0 ? POLLOUT : 0))},
+        {.fd = r->stop, .events = POLLIN},
     };
-    if (poll(fds, 2, -1) < 0) {
+    if (poll(fds, 3, left > 60000 ? 60000 : (int)left) < 0) {
       if (errno == EINTR) continue;
       r->error = errno;
+      break;
+    }
+    if (fds[2].revents) {
+      r->error = ECANCELED;
       break;
     }
     /* A reset socket, or one closed both ways after its end was read: nothing more can cross. */
@@ -136,10 +164,11 @@ static void *run(void *argument) {
   return NULL;
 }
 
-/* On the main thread: the counts, to the caller's done. */
+/* On the main thread: the counts, to the caller's done; the stop descriptor is closed here. */
 static void call_done(napi_env env, napi_value callback, void *context, void *data) {
   (void)context;
   struct relay *r = data;
+  close(r->stop);
   if (env != NULL && callback != NULL) {
     napi_value args[3], global;
     if (napi_create_double(env, (double)r->up.bytes, &args[0]) == napi_ok && napi_create_double(env, (double)r->down.bytes, &args[1]) == napi_ok &&
@@ -157,24 +186,27 @@ static int open_pipe(int ends[2]) {
 }
 
 static napi_value relay(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value args[3];
+  size_t argc = 4;
+  napi_value args[4];
   CHECK(napi_get_cb_info(env, info, &argc, args, NULL, NULL));
-  int32_t client, upstream;
-  if (argc != 3 || napi_get_value_int32(env, args[0], &client) != napi_ok || napi_get_value_int32(env, args[1], &upstream) != napi_ok) {
-    napi_throw_type_error(env, NULL, "relay(clientFd, upstreamFd, done)");
+  int32_t client, upstream, idle_ms;
+  if (argc != 4 || napi_get_value_int32(env, args[0], &client) != napi_ok || napi_get_value_int32(env, args[1], &upstream) != napi_ok ||
+      napi_get_value_int32(env, args[2], &idle_ms) != napi_ok || idle_ms <= 0) {
+    napi_throw_type_error(env, NULL, "relay(clientFd, upstreamFd, idleMs, done)");
     return NULL;
   }
   struct relay *r = calloc(1, sizeof *r);
   if (!r) return throw_errno(env, "relay", ENOMEM);
   r->client = fcntl(client, F_DUPFD_CLOEXEC, 3);
   r->upstream = fcntl(upstream, F_DUPFD_CLOEXEC, 3);
+  r->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  r->idle_ms = idle_ms;
   r->up.pipe[0] = r->up.pipe[1] = r->down.pipe[0] = r->down.pipe[1] = -1;
   int error = 0;
-  if (r->client < 0 || r->upstream < 0 || open_pipe(r->up.pipe) != 0 || open_pipe(r->down.pipe) != 0) error = errno;
+  if (r->client < 0 || r->upstream < 0 || r->stop < 0 || open_pipe(r->up.pipe) != 0 || open_pipe(r->down.pipe) != 0) error = errno;
   napi_value name;
   if (!error && (napi_create_string_utf8(env, "tend-splice-relay", NAPI_AUTO_LENGTH, &name) != napi_ok ||
-                 napi_create_threadsafe_function(env, args[2], NULL, name, 0, 1, NULL, NULL, NULL, call_done, &r->done) != napi_ok)) {
+                 napi_create_threadsafe_function(env, args[3], NULL, name, 0, 1, NULL, NULL, NULL, call_done, &r->done) != napi_ok)) {
     error = EINVAL;
   }
   if (!error) {
@@ -202,20 +234,39 @@ static napi_value relay(napi_env env, napi_callback_info info) {
     if (error) napi_release_threadsafe_function(r->done, napi_tsfn_abort);
   }
   if (error) {
-    int fds[] = {r->client, r->upstream, r->up.pipe[0], r->up.pipe[1], r->down.pipe[0], r->down.pipe[1]};
+    int fds[] = {r->client, r->upstream, r->stop, r->up.pipe[0], r->up.pipe[1], r->down.pipe[0], r->down.pipe[1]};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
       if (fds[i] >= 0) close(fds[i]);
     free(r);
     return throw_errno(env, "relay", error);
   }
+  napi_value handle;
+  CHECK(napi_create_int32(env, r->stop, &handle));
+  return handle;
+}
+
+/* Ends a relay early; only for a handle whose done has not been called (the caller keeps to that). */
+static napi_value stop(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value args[1];
+  int32_t handle;
+  CHECK(napi_get_cb_info(env, info, &argc, args, NULL, NULL));
+  if (argc != 1 || napi_get_value_int32(env, args[0], &handle) != napi_ok) {
+    napi_throw_type_error(env, NULL, "stop(handle)");
+    return NULL;
+  }
+  uint64_t one = 1;
+  ssize_t wrote = write(handle, &one, sizeof one);
+  (void)wrote;
   return NULL;
 }
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor properties[] = {
       {"relay", NULL, relay, NULL, NULL, NULL, napi_default, NULL},
+      {"stop", NULL, stop, NULL, NULL, NULL, napi_default, NULL},
   };
-  CHECK(napi_define_properties(env, exports, 1, properties));
+  CHECK(napi_define_properties(env, exports, 2, properties));
   return exports;
 }
 
