@@ -15,6 +15,8 @@ const LAUNCH_WAIT_MS = 5000
  * synthetic addresses together, while Node holds them): past it, new ones are closed at once.
  */
 export const CONNECTIONS_PER_NAMESPACE = 256
+/** Ended tasks remembered (a lookup under way at a task's end takes milliseconds to seconds). */
+const ENDED_REMEMBERED = 4096
 /** A connection that sends or receives nothing for this long is closed (slow clients hold descriptors). */
 const IDLE_MS = 120_000
 
@@ -51,6 +53,8 @@ export interface EgressServiceOptions {
 export class EgressService {
   /** Each task's connections (TCP, held by Node or by a relay thread), so that they end with it. */
   private readonly connections = new Map<string, Set<Socket>>()
+  /** Tasks whose connections were ended: one attributed to them afterwards (its lookup was under way) is refused. */
+  private readonly ended = new Set<string>()
 
   constructor(private readonly options: EgressServiceOptions) {
     options.networks.onOpen((network) => {
@@ -66,6 +70,8 @@ export class EgressService {
    * passed over a Unix socket) does not outlive it.
    */
   async endTask(id: string): Promise<void> {
+    if (this.ended.size >= ENDED_REMEMBERED) this.ended.delete(this.ended.values().next().value!)
+    this.ended.add(id)
     const sockets = [...(this.connections.get(id) ?? [])]
     this.connections.delete(id)
     await Promise.all(sockets.map((socket) => endConnection(socket)))
@@ -110,6 +116,11 @@ export class EgressService {
       }
       if (found === null) return null
       const socket = proto === 'tcp' ? byPeer.get(`${peer.address}:${peer.port}`) : undefined
+      // The task ended while it was looked up (its processes may have handed the socket on): nothing more is its.
+      if (this.ended.has(found.id) || !this.options.networks.tasksOf(network.owner).some((task) => task.id === found!.id)) {
+        socket?.destroy()
+        return null
+      }
       if (socket && !socket.destroyed) {
         const sockets = this.connections.get(found.id) ?? new Set<Socket>()
         sockets.add(socket)

@@ -275,3 +275,38 @@ function withExtension(hello: Buffer, type: number, data: Buffer): Buffer {
   const record = Buffer.concat([header, handshake])
   return Buffer.concat([Buffer.from([0x16, hello[1]!, hello[2]!, record.length >> 8, record.length & 0xff]), record])
 }
+
+describe('a third adversarial pass', () => {
+  test.each([
+    ['two spaces', 'GET  / HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
+    ['a leading space', ' GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
+    ['tabs', 'GET\t/\tHTTP/1.1\r\nHost: evil.example\r\n\r\n'],
+    ['a space inside the target', 'GET /a b HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
+  ])('a request line with %s (which lenient servers read) never reaches the upstream unchecked', async (_what, request) => {
+    // A lenient upstream: it answers whatever first line it gets, with the Host it was given.
+    const lenient = tracked(
+      createServer((socket) => {
+        let text = ''
+        socket.on('data', (chunk) => {
+          text += chunk.toString('latin1')
+          if (!text.includes('\r\n\r\n')) return
+          const host = /^host:\s*(.*)$/im.exec(text)?.[1] ?? ''
+          socket.end(`HTTP/1.1 200 OK\r\nContent-Length: ${14 + host.length}\r\n\r\nupstream saw ${host}`)
+        })
+      }),
+    )
+    const lenientPort = await listening(lenient)
+    try {
+      const engine = await start([`up.test:${lenientPort}`])
+      engine.state.transparentName = 'up.test'
+      engine.state.transparentPort = lenientPort
+      const client = rawConnection(engine.transparentPort)
+      client.socket.write(request)
+      await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 [45]\d\d/.test(client.text()))
+      client.socket.destroy()
+      expect(client.text()).not.toContain('upstream saw')
+    } finally {
+      await closeServer(lenient)
+    }
+  })
+})

@@ -96,6 +96,63 @@ test("a proxy connection handed to a loopback task is cut when the allow task th
   expect((await daemon.client.get(allow.id)).networkUse?.allowed).toBe(1)
 })
 
+test('a connection whose task ends while it is still being looked up is refused, not served as the ended task', async () => {
+  const folder = workspace()
+  const name = `tend-race-${process.pid}-${Date.now()}`
+  // The receiver's many descriptors make the lookup of who holds the connection slow: the allow
+  // task hands the connection over and ends meanwhile.
+  const receiver = [
+    'import socket, os, time',
+    'server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+    `server.bind("\\0${name}")`,
+    'server.listen(1)',
+    'for i in range(60):',
+    '    if os.fork() == 0:',
+    '        held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1000)]',
+    '        time.sleep(60)',
+    '        os._exit(0)',
+    'conn, _ = server.accept()',
+    'msg, fds, flags, addr = socket.recv_fds(conn, 1, 1)',
+    'proxy = socket.socket(fileno=fds[0])',
+    'print("received", flush=True)',
+    'while not os.path.exists("go"): time.sleep(0.05)',
+    'proxy.settimeout(10)',
+    'try:',
+    `    proxy.sendall(b"GET http://up.test:${httpPort}/stolen HTTP/1.1\\r\\nHost: up.test:${httpPort}\\r\\n\\r\\n")`,
+    '    print("answer:", proxy.recv(4096)[:60], flush=True)',
+    'except OSError as error:',
+    '    print("cut:", error, flush=True)',
+    'os.killpg(0, 9)',
+  ].join('\n')
+  // The allow task comes first (it is looked at first), waits for the receiver, then connects:
+  // the lookup finds it, then goes on through the receiver's descriptors while it hands over and ends.
+  const sender = [
+    'import socket, time',
+    'unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+    'while True:',
+    '    try:',
+    `        unix.connect("\\0${name}")`,
+    '        break',
+    '    except OSError:',
+    '        time.sleep(0.05)',
+    'proxy = socket.create_connection(("127.0.0.1", 1023))',
+    'time.sleep(0.15)',
+    'socket.send_fds(unix, [b"x"], [proxy.fileno()])',
+    'print("sent", flush=True)',
+  ].join('\n')
+  const allow = await daemon.client.start({ command: `exec python3 -u -c ${q(sender)}`, shell: true, cwd: folder, owner: 'racer', network: 'allow', timeoutMs: 60_000 })
+  await waitFor('the sender to run', async () => (await daemon.client.get(allow.id)).state === 'running', 30_000)
+  const loopback = await daemon.client.start({ command: `exec python3 -u -c ${q(receiver)}`, shell: true, cwd: folder, owner: 'racer', network: 'loopback', timeoutMs: 90_000 })
+  expect(await daemon.client.wait(allow.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
+  await waitFor('the receiver to hold the connection', async () => (await output(loopback.id)).includes('received'), 30_000)
+  writeFileSync(join(folder, 'go'), '')
+  await daemon.client.wait(loopback.id, { timeoutMs: 60_000 })
+  const said = await output(loopback.id)
+  expect(said).not.toContain('upstream saw')
+  expect(said).toMatch(/answer: b''|cut:/)
+  expect((await daemon.client.get(allow.id)).networkUse?.allowed ?? 0).toBe(0)
+})
+
 describe('relays', () => {
   test('a relay whose upstream never reads nor closes ends with its task: threads and descriptors come back', async () => {
     const pid = (await daemon.client.status()).pid

@@ -33,10 +33,11 @@ export function classifyFirstBytes(bytes: Buffer): FirstBytes {
 
 /**
  * Anything a server might take for an HTTP request is HTTP here, and goes to the HTTP handling
- * (whose parser refuses what it does not know: an extension or lower-case method, HTTP/2 without
- * TLS): a request line (a token, a space, a target, a space, `HTTP/`), after any number of
- * empty lines (servers skip them, RFC 9112 2.2). Until the first line is whole it may still be
- * one; a first line that is not one (an ssh banner, a database's greeting) is piped as it is.
+ * (whose parser refuses what it does not strictly read: an extension or lower-case method, odd
+ * spacing, HTTP/2 without TLS): a first line that names `HTTP/` anywhere, after any number of
+ * empty lines (servers skip them, RFC 9112 2.2), however it is spaced (lenient servers split on
+ * any white space). Until the first line is whole it may still be one; a first line without it
+ * (an ssh banner, a database's greeting) is piped as it is.
  */
 function classifyHttp(bytes: Buffer): FirstBytes {
   let start = 0
@@ -44,18 +45,19 @@ function classifyHttp(bytes: Buffer): FirstBytes {
   if (start === bytes.length) return bytes.length > MAX_REQUEST_LINE_BYTES ? { kind: 'bad-http', problem: 'nothing but empty lines' } : { kind: 'more' }
   const newline = bytes.indexOf(0x0a, start)
   const line = bytes.subarray(start, newline === -1 ? Math.min(bytes.length, start + MAX_REQUEST_LINE_BYTES + 1) : newline).toString('latin1')
-  const token = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/.exec(line)?.[0] ?? ''
-  // Not a token first, or a token not followed by a space: no request line.
-  if (token.length === 0 || (token.length < line.length && line[token.length] !== ' ')) return { kind: 'other' }
-  if (newline === -1) {
-    if (bytes.length - start <= MAX_REQUEST_LINE_BYTES) return { kind: 'more' }
-    return token.length < line.length ? { kind: 'bad-http', problem: 'a request line too long to check' } : { kind: 'other' }
-  }
-  return /^\S+ \S+ HTTP\//i.test(line) ? { kind: 'http' } : { kind: 'other' }
+  if (/HTTP\//i.test(line)) return { kind: 'http' }
+  if (newline !== -1) return { kind: 'other' }
+  if (!looksTextual(line)) return { kind: 'other' }
+  return bytes.length - start <= MAX_REQUEST_LINE_BYTES ? { kind: 'more' } : { kind: 'bad-http', problem: 'a first line too long to check' }
 }
 
-/** The longest first line waited for (long URLs run to 8 KiB; servers refuse more). */
-const MAX_REQUEST_LINE_BYTES = 16 * 1024
+/** Printable text so far (a request line may still come whole): binary protocols are not waited on. */
+function looksTextual(line: string): boolean {
+  return /^[\t\x20-\x7e\r]*$/.test(line)
+}
+
+/** The longest first line waited for: the most a lenient server reads as one (Python's is 64 KiB). */
+const MAX_REQUEST_LINE_BYTES = 64 * 1024 + 2
 
 /** The handshake bytes of TLS records (content type 22) at the start of `bytes`, as far as they go. */
 function handshakeBytes(bytes: Buffer): { data: Buffer } | { problem: string } {
