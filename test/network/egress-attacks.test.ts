@@ -310,3 +310,18 @@ describe('a third adversarial pass', () => {
     }
   })
 })
+
+describe('a first line that comes in pieces', () => {
+  test('a long first word sent alone, then the rest of a request line, is still checked', async () => {
+    const engine = await start([`up.test:${httpPort}`])
+    engine.state.transparentName = 'up.test'
+    engine.state.transparentPort = httpPort
+    const client = rawConnection(engine.transparentPort)
+    client.socket.write('G'.repeat(40))
+    await new Promise((resolve) => setImmediate(resolve))
+    client.socket.write(' / HTTP/1.1\r\nHost: evil.example\r\n\r\n')
+    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 [45]\d\d/.test(client.text()))
+    client.socket.destroy()
+    expect(client.text()).not.toContain('upstream saw')
+  })
+})

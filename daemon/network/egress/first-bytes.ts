@@ -46,8 +46,9 @@ function classifyHttp(bytes: Buffer): FirstBytes {
   const newline = bytes.indexOf(0x0a, start)
   const line = bytes.subarray(start, newline === -1 ? Math.min(bytes.length, start + MAX_REQUEST_LINE_BYTES + 1) : newline).toString('latin1')
   if (/HTTP\//i.test(line)) return { kind: 'http' }
-  if (newline !== -1) return { kind: 'other' }
-  if (!looksTextual(line)) return { kind: 'other' }
+  if (newline !== -1 || !looksTextual(line)) return { kind: 'other' }
+  // Text with no line end yet may still become a request line (a lenient server takes any first
+  // word for a method): it is waited on, and refused past what such a server reads as one line.
   return bytes.length - start <= MAX_REQUEST_LINE_BYTES ? { kind: 'more' } : { kind: 'bad-http', problem: 'a first line too long to check' }
 }
 
