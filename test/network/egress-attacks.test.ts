@@ -1,11 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { connect as tlsConnect } from 'node:tls'
-import { Duplex } from 'node:stream'
 import { createServer, type Socket } from 'node:net'
 import { allowingEntry, allowsName, parseAllowEntry } from '../../daemon/network/allowlist.js'
 import { DnsStub, SyntheticAddresses, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { closeServer, echoHttp, listening, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
+import { clientHello, closeServer, echoHttp, listening, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
 
 /*
  * Routes around the egress proxy found by an adversarial pass, each a variant the first tests did
@@ -154,21 +152,6 @@ function query(labels: readonly string[]): Buffer {
   return Buffer.concat([Buffer.from([0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]), ...parts, Buffer.from([0, 0, 1, 0, 1])])
 }
 
-/** The first TLS record a Node client sends naming `servername`. */
-function clientHello(servername: string): Promise<Buffer> {
-  return new Promise((resolve) => {
-    const catcher = new Duplex({
-      read() {},
-      write(chunk: Buffer, _encoding, callback) {
-        resolve(Buffer.from(chunk))
-        callback()
-      },
-    })
-    const tls = tlsConnect({ socket: catcher as unknown as Socket, servername })
-    tls.on('error', () => undefined)
-    setImmediate(() => tls.destroy())
-  })
-}
 
 describe('a second adversarial pass', () => {
   /** Sends `bytes` on a transparent connection standing for up.test:httpPort; resolves with what came back once it ended or answered. */

@@ -4,6 +4,8 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer as createHttpsServer } from 'node:https'
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
+import { Duplex } from 'node:stream'
+import { connect as tlsConnect } from 'node:tls'
 import { join } from 'node:path'
 import { parseAllowList, type AllowEntry } from '../../daemon/network/allowlist.js'
 import { EGRESS_HIGH_WATER_MARK_BYTES, EgressProxy, type Decision, type EgressTask } from '../../daemon/network/egress/index.js'
@@ -134,4 +136,20 @@ export function rawConnection(port: number) {
     text: () => received().toString('latin1'),
     ended: () => ended,
   }
+}
+
+/** The first TLS record a Node client sends naming `servername`, caught before it leaves. */
+export function clientHello(servername: string): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const catcher = new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, callback) {
+        resolve(Buffer.from(chunk))
+        callback()
+      },
+    })
+    const tls = tlsConnect({ socket: catcher as unknown as Socket, servername })
+    tls.on('error', () => undefined)
+    setImmediate(() => tls.destroy())
+  })
 }

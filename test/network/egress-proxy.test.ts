@@ -5,7 +5,7 @@ import { connect as tlsConnect } from 'node:tls'
 import { parseAllowList } from '../../daemon/network/allowlist.js'
 import type { EgressTask } from '../../daemon/network/egress/index.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { closeServer, curl, echoHttp, echoHttps, listening, makeCertificate, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
+import { clientHello, closeServer, curl, echoHttp, echoHttps, listening, makeCertificate, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
 
 /*
  * The egress proxy engine on real sockets: curl and Node clients talk to an EgressProxy fed by
@@ -501,22 +501,6 @@ describe('first bytes a server might read otherwise', () => {
   })
 })
 
-/** The first TLS record a Node client sends naming `servername`, caught before it leaves. */
-async function clientHello(servername: string): Promise<Buffer> {
-  const { Duplex } = await import('node:stream')
-  return new Promise((resolve) => {
-    const catcher = new Duplex({
-      read() {},
-      write(chunk: Buffer, _encoding, callback) {
-        resolve(Buffer.from(chunk))
-        callback()
-      },
-    })
-    const tls = tlsConnect({ socket: catcher as unknown as Socket, servername })
-    tls.on('error', () => undefined)
-    setImmediate(() => tls.destroy())
-  })
-}
 
 describe('addresses the engine found itself', () => {
   test('a name resolving to a public and an internal address is refused', async () => {
