@@ -308,3 +308,66 @@ describe('a first line that comes in pieces', () => {
     expect(client.text()).not.toContain('upstream saw')
   })
 })
+
+describe('a fourth adversarial pass', () => {
+  /** A lenient upstream (as Python's http.server is): any first line, any white space, HTTP/0.9 included; answers with the Host it got. */
+  async function lenientUpstream() {
+    const server = tracked(
+      createServer((socket) => {
+        let text = ''
+        socket.on('data', (chunk) => {
+          text += chunk.toString('latin1')
+          if (!text.includes('\r\n\r\n')) return
+          const host = /^host:\s*(.*)$/im.exec(text)?.[1] ?? ''
+          socket.end(`HTTP/1.1 200 OK\r\nContent-Length: ${14 + host.length}\r\n\r\nupstream saw ${host}`)
+        })
+      }),
+    )
+    return { server, port: await listening(server) }
+  }
+
+  test.each([
+    ['an HTTP/0.9 request line', ['GET /x\r\nHost: evil.example\r\n\r\n']],
+    ['an HTTP/0.9 request with an absolute URI', ['GET http://evil.example/abs\r\nHost: evil.example\r\n\r\n']],
+    ['a vertical tab sent alone first', ['\x0b', 'GET /ws HTTP/1.1\r\nHost: evil.example\r\n\r\n']],
+    ['a form feed sent alone first', ['\x0c', 'GET /ws HTTP/1.1\r\nHost: evil.example\r\n\r\n']],
+    ['a no-break space sent alone first', ['\xa0', 'GET /ws HTTP/1.1\r\nHost: evil.example\r\n\r\n']],
+    ['a file separator sent alone first', ['\x1c', 'GET /ws HTTP/1.1\r\nHost: evil.example\r\n\r\n']],
+  ])('%s never reaches a lenient upstream unchecked', async (_what, pieces) => {
+    const { server, port } = await lenientUpstream()
+    try {
+      const engine = await start([`up.test:${port}`])
+      engine.state.transparentName = 'up.test'
+      engine.state.transparentPort = port
+      const client = rawConnection(engine.transparentPort)
+      for (const piece of pieces) {
+        client.socket.write(Buffer.from(piece, 'latin1'))
+        await waitFor('the piece to be judged', () => engine.decisions.length > 0 || server.seen.length > 0 || client.ended() || piece === pieces.at(-1))
+      }
+      await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 [45]\d\d/.test(client.text()))
+      client.socket.destroy()
+      expect(client.text()).not.toContain('upstream saw')
+    } finally {
+      await closeServer(server)
+    }
+  })
+
+  test('an ssh client banner, a Redis inline command and binary data are still carried as they are', async () => {
+    const { server, port } = await lenientUpstream()
+    const echo = tracked(createServer((socket) => socket.on('data', (chunk) => socket.write(chunk))))
+    const echoPort = await listening(echo)
+    try {
+      const engine = await start([`up.test:${echoPort}`])
+      engine.state.transparentName = 'up.test'
+      engine.state.transparentPort = echoPort
+      for (const first of ['SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n', 'PING\r\n', 'GET somekey\r\n', '\x00\x01binary']) {
+        const client = rawConnection(engine.transparentPort)
+        client.socket.write(first)
+        await waitFor(`${JSON.stringify(first)} echoed`, () => client.text() === first)
+        client.socket.destroy()
+      }
+    } finally {
+      await Promise.all([closeServer(server), closeServer(echo)])
+    }
+  })
+})

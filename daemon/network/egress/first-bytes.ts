@@ -34,27 +34,33 @@ export function classifyFirstBytes(bytes: Buffer): FirstBytes {
 /**
  * Anything a server might take for an HTTP request is HTTP here, and goes to the HTTP handling
  * (whose parser refuses what it does not strictly read: an extension or lower-case method, odd
- * spacing, HTTP/2 without TLS): a first line that names `HTTP/` anywhere, after any number of
- * empty lines (servers skip them, RFC 9112 2.2), however it is spaced (lenient servers split on
- * any white space). Until the first line is whole it may still be one; a first line without it
- * (an ssh banner, a database's greeting) is piped as it is.
+ * spacing, HTTP/0.9, HTTP/2 without TLS). Lenient servers (Python's http.server, and others for
+ * HTTP/0.9) skip white space of many kinds before the first line and split it on any: so after
+ * such white space, a first line naming `HTTP/` anywhere, or of a token and a target (a path, an
+ * absolute URI, `*`), is HTTP. Until the first line is whole it may still be one; a first line
+ * that is neither (an ssh banner, a Redis command) is piped as it is, and so is binary data.
  */
 function classifyHttp(bytes: Buffer): FirstBytes {
   let start = 0
-  while (start < bytes.length && (bytes[start] === 0x0d || bytes[start] === 0x0a)) start++
-  if (start === bytes.length) return bytes.length > MAX_REQUEST_LINE_BYTES ? { kind: 'bad-http', problem: 'nothing but empty lines' } : { kind: 'more' }
+  while (start < bytes.length && LENIENT_SPACE.has(bytes[start]!)) start++
+  if (start === bytes.length) return bytes.length > MAX_REQUEST_LINE_BYTES ? { kind: 'bad-http', problem: 'nothing but white space' } : { kind: 'more' }
   const newline = bytes.indexOf(0x0a, start)
   const line = bytes.subarray(start, newline === -1 ? Math.min(bytes.length, start + MAX_REQUEST_LINE_BYTES + 1) : newline).toString('latin1')
   if (/HTTP\//i.test(line)) return { kind: 'http' }
-  if (newline !== -1 || !looksTextual(line)) return { kind: 'other' }
-  // Text with no line end yet may still become a request line (a lenient server takes any first
-  // word for a method): it is waited on, and refused past what such a server reads as one line.
-  return bytes.length - start <= MAX_REQUEST_LINE_BYTES ? { kind: 'more' } : { kind: 'bad-http', problem: 'a first line too long to check' }
+  if (!looksTextual(line)) return { kind: 'other' }
+  if (newline === -1) return bytes.length - start <= MAX_REQUEST_LINE_BYTES ? { kind: 'more' } : { kind: 'bad-http', problem: 'a first line too long to check' }
+  const words = line.split(LENIENT_SPACES).filter(Boolean)
+  const request = words.length >= 2 && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(words[0]!) && (words[1]!.startsWith('/') || words[1]!.includes('://') || words[1] === '*')
+  return request ? { kind: 'http' } : { kind: 'other' }
 }
 
-/** Printable text so far (a request line may still come whole): binary protocols are not waited on. */
+/** What lenient servers take for white space (Python's str.split on latin-1 text). */
+const LENIENT_SPACE = new Set([0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0])
+const LENIENT_SPACES = /[\t\n\v\f\r\x1c-\x1f \x85\xa0]+/
+
+/** Printable text and white space so far (a request line may still come whole): binary protocols are not waited on. */
 function looksTextual(line: string): boolean {
-  return /^[\t\x20-\x7e\r]*$/.test(line)
+  return /^[\t\v\f\r\x1c-\x1f\x20-\x7e\x85\xa0]*$/.test(line)
 }
 
 /** The longest first line waited for: the most a lenient server reads as one (Python's is 64 KiB). */
