@@ -14,7 +14,7 @@ const LAUNCH_WAIT_MS = 5000
  * Connections one namespace may hold open in the daemon at once (the proxy, DNS over TCP and the
  * synthetic addresses together, while Node holds them): past it, new ones are closed at once.
  */
-export const CONNECTIONS_PER_NAMESPACE = 256
+export const CONNECTIONS_PER_NAMESPACE = 128
 /** Ended tasks remembered (a lookup under way at a task's end takes milliseconds to seconds). */
 const ENDED_REMEMBERED = 4096
 /** A connection that sends or receives nothing for this long is closed (slow clients hold descriptors). */

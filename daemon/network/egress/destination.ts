@@ -1,14 +1,14 @@
-import { lookup } from 'node:dns/promises'
 import { isIP } from 'node:net'
 import { allowingEntry, canonicalName, isInternalAddress } from '../allowlist.js'
 import type { EgressTask } from './types.js'
+import { lookupName } from './name-lookup.js'
 
 /** Where a destination may be reached (the addresses the engine itself found), or why not. */
 export type Verdict = { allowed: true; addresses: string[]; error?: string } | { allowed: false; reason: string }
 
 export type Resolve = (name: string) => Promise<string[]>
 
-export const defaultResolve: Resolve = async (name) => (await lookup(name, { all: true, verbatim: true })).map((answer) => answer.address)
+export const defaultResolve: Resolve = lookupName
 
 /** A host as it is compared and logged: lower case, no trailing dot, an IPv6 literal without brackets. */
 export function hostOf(text: string): string {

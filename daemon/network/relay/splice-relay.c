@@ -34,10 +34,10 @@
     if ((call) != napi_ok) return NULL;                                                            \
   } while (0)
 
-/* What a pipe holds at most: 1 MiB where the system allows it (fs.pipe-max-size), else its default. */
-#define PIPE_BYTES (1024 * 1024)
-/* Each socket's kernel buffers: room for a few pipes' worth in flight each way. */
-#define SOCKET_BYTES (4 * 1024 * 1024)
+/* What a pipe holds at most. The sockets keep the kernel's own buffer sizes (autotuned, and shrunk
+ * under memory pressure): fixed large ones would let a task that never reads pin the host's TCP
+ * memory, a few MiB per connection. */
+#define PIPE_BYTES (256 * 1024)
 
 struct direction {
   int from, to;
@@ -123,6 +123,11 @@ static void *run(void *argument) {
         {.fd = r->upstream, .events = (short)((!r->down.eof && r->down.buffered < PIPE_BYTES ? POLLIN : 0) | (r->up.buffered > 0 ? POLLOUT : 0))},
         {.fd = r->stop, .events = POLLIN},
     };
+    /* A socket with nothing left to do here (its end read, nothing queued for it) is left out: a
+     * socket shut both ways reports POLLHUP at every poll, and the loop would spin on it while
+     * the other side's reader is slow. */
+    for (int i = 0; i < 2; i++)
+      if (fds[i].events == 0) fds[i].fd = -1;
     if (poll(fds, 3, left > 60000 ? 60000 : (int)left) < 0) {
       if (errno == EINTR) continue;
       r->error = errno;
@@ -213,12 +218,7 @@ static napi_value relay(napi_env env, napi_callback_info info) {
     /* The descriptors are the daemon's; each socket is non-blocking on both copies (one description). */
     fcntl(r->client, F_SETFL, fcntl(r->client, F_GETFL) | O_NONBLOCK);
     fcntl(r->upstream, F_SETFL, fcntl(r->upstream, F_GETFL) | O_NONBLOCK);
-    int size = SOCKET_BYTES;
-    for (int i = 0; i < 2; i++) {
-      int fd = i ? r->upstream : r->client;
-      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-    }
+
     r->up.from = r->client;
     r->up.to = r->upstream;
     r->down.from = r->upstream;
