@@ -84,6 +84,8 @@ export class EgressService {
     const held = new Set<Socket>()
     /** Every connection the namespace's listeners accept, bounded and timed out, then handed on. */
     const admitted = (handle: (socket: Socket) => void) => (socket: Socket) => {
+      // Before anything else: an error with no listener would end the daemon.
+      socket.on('error', () => socket.destroy())
       if (open >= CONNECTIONS_PER_NAMESPACE) return void socket.destroy()
       open++
       held.add(socket)

@@ -100,6 +100,9 @@ export class OwnerNetwork {
       server.once('error', reject)
       server.listen({ fd }, () => {
         server.off('error', reject)
+        // A failed accept (EMFILE under load) is the server's error event: with no listener it
+        // would end the daemon. The connection it could not take is simply not served.
+        server.on('error', () => {})
         resolve(server)
       })
     })
