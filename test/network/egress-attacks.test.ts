@@ -259,6 +259,22 @@ function withExtension(hello: Buffer, type: number, data: Buffer): Buffer {
   return Buffer.concat([Buffer.from([0x16, hello[1]!, hello[2]!, record.length >> 8, record.length & 0xff]), record])
 }
 
+/** A lenient upstream (as Python's http.server is): any first line, any white space, HTTP/0.9 included; answers with the Host it got. */
+async function lenientUpstream() {
+  const server = tracked(
+    createServer((socket) => {
+      let text = ''
+      socket.on('data', (chunk) => {
+        text += chunk.toString('latin1')
+        if (!text.includes('\r\n\r\n')) return
+        const host = /^host:\s*(.*)$/im.exec(text)?.[1] ?? ''
+        socket.end(`HTTP/1.1 200 OK\r\nContent-Length: ${14 + host.length}\r\n\r\nupstream saw ${host}`)
+      })
+    }),
+  )
+  return { server, port: await listening(server) }
+}
+
 describe('a third adversarial pass', () => {
   test.each([
     ['two spaces', 'GET  / HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
@@ -266,19 +282,7 @@ describe('a third adversarial pass', () => {
     ['tabs', 'GET\t/\tHTTP/1.1\r\nHost: evil.example\r\n\r\n'],
     ['a space inside the target', 'GET /a b HTTP/1.1\r\nHost: evil.example\r\n\r\n'],
   ])('a request line with %s (which lenient servers read) never reaches the upstream unchecked', async (_what, request) => {
-    // A lenient upstream: it answers whatever first line it gets, with the Host it was given.
-    const lenient = tracked(
-      createServer((socket) => {
-        let text = ''
-        socket.on('data', (chunk) => {
-          text += chunk.toString('latin1')
-          if (!text.includes('\r\n\r\n')) return
-          const host = /^host:\s*(.*)$/im.exec(text)?.[1] ?? ''
-          socket.end(`HTTP/1.1 200 OK\r\nContent-Length: ${14 + host.length}\r\n\r\nupstream saw ${host}`)
-        })
-      }),
-    )
-    const lenientPort = await listening(lenient)
+    const { server: lenient, port: lenientPort } = await lenientUpstream()
     try {
       const engine = await start([`up.test:${lenientPort}`])
       engine.state.transparentName = 'up.test'
@@ -310,21 +314,6 @@ describe('a first line that comes in pieces', () => {
 })
 
 describe('a fourth adversarial pass', () => {
-  /** A lenient upstream (as Python's http.server is): any first line, any white space, HTTP/0.9 included; answers with the Host it got. */
-  async function lenientUpstream() {
-    const server = tracked(
-      createServer((socket) => {
-        let text = ''
-        socket.on('data', (chunk) => {
-          text += chunk.toString('latin1')
-          if (!text.includes('\r\n\r\n')) return
-          const host = /^host:\s*(.*)$/im.exec(text)?.[1] ?? ''
-          socket.end(`HTTP/1.1 200 OK\r\nContent-Length: ${14 + host.length}\r\n\r\nupstream saw ${host}`)
-        })
-      }),
-    )
-    return { server, port: await listening(server) }
-  }
 
   test.each([
     ['an HTTP/0.9 request line', ['GET /x\r\nHost: evil.example\r\n\r\n']],
