@@ -197,6 +197,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const app = await createServer(context, peerCheck)
   if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
   clearSocketPath(layout.socket)
+  // The socket is made 0600 by the mask at bind: a chmod by path afterwards could reach a file
+  // another process put there in between.
   const previousMask = process.umask(0o177)
   try {
     await app.listen({ path: layout.socket })
@@ -204,7 +206,6 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     process.umask(previousMask)
   }
   clearInterval(startingUp)
-  await chmod(layout.socket, 0o600)
   const socketWatch = new SocketWatch(layout.socket, app.server, log, { path: layout.lock, dev: lock.dev, ino: lock.ino })
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.

@@ -1,8 +1,9 @@
-import { chmodSync, lstatSync, unlinkSync, type Stats } from 'node:fs'
+import { lstatSync, unlinkSync, type Stats } from 'node:fs'
 import { createServer as createNetServer, type Server as NetServer } from 'node:net'
 import type { Server } from 'node:http'
 import type { Logger } from 'pino'
 import { displaceSync } from '../../protocol/home-file.js'
+import { isSocketAt, listenerIdentity, type ListenerIdentity, type SocketIdentity } from './socket-identity.js'
 
 /** How often the daemon looks whether its socket is still its own, in milliseconds. */
 export const SOCKET_CHECK_MS = 1000
@@ -28,11 +29,13 @@ export function clearSocketPath(path: string): void {
  * Keeps the daemon reachable at its socket's path. A process of the daemon's uid (an `off` task)
  * can remove the socket, or put a folder or its own socket there: clients would then find no
  * daemon, or another program, while this one runs on. Every SOCKET_CHECK_MS the path is compared
- * (dev, ino) with the socket the daemon bound; when it differs, whatever is there is moved aside
- * and the path bound again, its connections served by the same HTTP server (and its peer check).
+ * (dev, ino) with the socket the daemon bound, as the kernel says it bound it (never as the path
+ * looked just after: that can already be another process's socket); when it differs, whatever is
+ * there is moved aside and the path bound again, its connections served by the same HTTP server
+ * (and its peer check).
  */
 export class SocketWatch {
-  private identity: { dev: number; ino: number } | null
+  private identity: SocketIdentity | null
   /** The listener the last bind made (the HTTP server's own first listener is left to it: closing that would end its idle connections). */
   private current: NetServer | null = null
   private readonly timer: NodeJS.Timeout
@@ -42,16 +45,17 @@ export class SocketWatch {
     private readonly server: Server,
     private readonly log: Logger,
     private readonly lock: { path: string; dev: number; ino: number },
+    private readonly identify: ListenerIdentity = listenerIdentity(),
   ) {
-    this.identity = identityOf(path)
+    this.identity = identify.of(server, path)
+    if (identify.weakness) log.warn({ socket: path, reason: identify.weakness }, 'the daemon socket is identified by its path after each bind: a process that replaces it in between goes unnoticed')
     this.timer = setInterval(() => this.check(), SOCKET_CHECK_MS)
     this.timer.unref()
   }
 
   /** Binds the path again if it is not the daemon's socket any more. */
   check(): void {
-    const now = identityOf(this.path)
-    if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) return
+    if (isSocketAt(this.path, this.identity)) return
     if (this.homeMoved()) return
     try {
       clearSocketPath(this.path)
@@ -88,7 +92,8 @@ export class SocketWatch {
       this.log.error({ err: error, socket: this.path }, 'the daemon socket could not be bound again')
       listener.close()
     })
-    // A pipe binds within listen(): the mask covers exactly the socket's creation.
+    // A pipe binds within listen(): the mask covers exactly the socket's creation, and makes it
+    // 0600 from the start (a chmod by path afterwards could reach another process's file).
     const previousMask = process.umask(0o177)
     try {
       listener.listen(this.path)
@@ -96,8 +101,7 @@ export class SocketWatch {
       process.umask(previousMask)
     }
     listener.once('listening', () => {
-      chmodSync(this.path, 0o600)
-      this.identity = identityOf(this.path)
+      this.identity = this.identify.of(listener, this.path)
       this.current = listener
       this.log.warn({ socket: this.path }, 'the daemon socket was removed or replaced: bound again')
     })
@@ -116,23 +120,12 @@ export class SocketWatch {
   close(): void {
     clearInterval(this.timer)
     this.closeCurrent()
-    const now = identityOf(this.path)
-    if (now && this.identity && now.dev === this.identity.dev && now.ino === this.identity.ino) {
+    if (isSocketAt(this.path, this.identity)) {
       try {
         unlinkSync(this.path)
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
       }
     }
-  }
-}
-
-/** The (dev, ino) of a socket at path; null when nothing, or no socket, is there. */
-function identityOf(path: string): { dev: number; ino: number } | null {
-  try {
-    const info = lstatSync(path)
-    return info.isSocket() ? { dev: info.dev, ino: info.ino } : null
-  } catch {
-    return null
   }
 }

@@ -49,6 +49,8 @@ export interface PeerCredentialsAddon {
   ownVisible(): VisibleFacts
   /** Whether this kernel has SO_PEERPIDFD (Linux 6.5+). */
   peerPidfdSupported(): boolean
+  /** Which inode a listening unix socket's path was made as (sock_diag), whatever is at the path now; null for a socket without a path. Throws when the kernel cannot be asked. */
+  boundPath(fd: number): { dev: number; ino: number } | null
 }
 
 export type AddonLoad = { addon: PeerCredentialsAddon; reason?: undefined } | { addon: null; reason: string }
@@ -59,5 +61,5 @@ export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./peer-credentials.node
 /** Loads the addon; a missing or broken build is a reason, not a throw (the daemon runs without the check). */
 export function loadPeerAddon(path: string = DEFAULT_ADDON_PATH): AddonLoad {
   if (process.platform !== 'linux') return { addon: null, reason: `peer credentials need Linux, this is ${process.platform}` }
-  return loadAddon<PeerCredentialsAddon>(path, 'peer-credentials', ['inspect', 'ownNamespaces'])
+  return loadAddon<PeerCredentialsAddon>(path, 'peer-credentials', ['inspect', 'ownNamespaces', 'boundPath'])
 }

@@ -11,6 +11,11 @@
 // stays open: `pinning` says which one was used). Where /proc/<pid>/ns is closed to the daemon (a
 // daemon that is not root, called by root), inspect() reads what every process may read instead:
 // the pid-namespace depth, the id of the first visible mount and the uid_map (visible_facts()).
+//
+// boundPath(fd) answers the other fact the daemon needs about its own unix sockets: which inode a
+// listening socket's path was made as (sock_diag's UNIX_DIAG_VFS), a fact of the socket itself.
+// Looking at the path instead (lstat after bind) would take whatever a process of the daemon's uid
+// put there in between for the daemon's own socket.
 #define _GNU_SOURCE
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -24,8 +29,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -294,12 +304,85 @@ static napi_value peer_pidfd_supported(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/**
+ * The (dev, ino) of the inode a bound unix socket's path was made as, asked of the kernel by the
+ * socket's own inode (one exact sock_diag lookup). 1 with the answer, 0 when the socket has no path
+ * (unbound, abstract), -errno when the kernel could not be asked. The inode number comes as 32 bits.
+ */
+static int bound_path(int fd, uint64_t *dev, uint32_t *ino) {
+  struct stat info;
+  if (fstat(fd, &info) != 0) return -errno;
+  if (!S_ISSOCK(info.st_mode)) return -ENOTSOCK;
+  int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (diag < 0) return -errno;
+  struct {
+    struct nlmsghdr header;
+    struct unix_diag_req request;
+  } query = {
+      .header = {.nlmsg_len = sizeof query, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST},
+      .request = {.sdiag_family = AF_UNIX, .udiag_states = (uint32_t)-1, .udiag_ino = (uint32_t)info.st_ino, .udiag_show = UDIAG_SHOW_VFS, .udiag_cookie = {~0U, ~0U}},
+  };
+  struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+  if (sendto(diag, &query, sizeof query, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+    int error = errno;
+    close(diag);
+    return -error;
+  }
+  long buffer[2048 / sizeof(long)];
+  ssize_t length;
+  do length = recv(diag, buffer, sizeof buffer, 0);
+  while (length < 0 && errno == EINTR);
+  int error = length < 0 ? errno : 0;
+  close(diag);
+  if (error) return -error;
+  int found = 0;
+  for (struct nlmsghdr *header = (struct nlmsghdr *)buffer; NLMSG_OK(header, (size_t)length); header = NLMSG_NEXT(header, length)) {
+    if (header->nlmsg_type == NLMSG_ERROR) {
+      struct nlmsgerr *failure = NLMSG_DATA(header);
+      return failure->error < 0 ? failure->error : -EPROTO;
+    }
+    if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY || header->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg))) continue;
+    struct unix_diag_msg *message = NLMSG_DATA(header);
+    if (message->udiag_ino != (uint32_t)info.st_ino) continue;
+    struct rtattr *attribute = (struct rtattr *)(message + 1);
+    int left = (int)(header->nlmsg_len - NLMSG_LENGTH(sizeof *message));
+    for (; RTA_OK(attribute, left); attribute = RTA_NEXT(attribute, left)) {
+      if (attribute->rta_type != UNIX_DIAG_VFS || RTA_PAYLOAD(attribute) < sizeof(struct unix_diag_vfs)) continue;
+      struct unix_diag_vfs *vfs = RTA_DATA(attribute);
+      // The kernel's own dev_t (major << 20 | minor), as stat(2) would encode it.
+      *dev = makedev(vfs->udiag_vfs_dev >> 20, vfs->udiag_vfs_dev & 0xfffff);
+      *ino = vfs->udiag_vfs_ino;
+      found = 1;
+    }
+  }
+  return found;
+}
+
+/** boundPath(fd) -> {dev, ino} of the inode the listening socket's path was made as, or null without one; throws when the kernel cannot be asked. */
+static napi_value bound_path_of(napi_env env, napi_callback_info info) {
+  int fd;
+  if (read_fd_argument(env, info, &fd) != 0) return NULL;
+  uint64_t dev = 0;
+  uint32_t ino = 0;
+  int answer = bound_path(fd, &dev, &ino);
+  if (answer < 0) return throw_errno(env, "sock_diag (UNIX_DIAG_VFS)", -answer);
+  napi_value result;
+  if (answer == 0) {
+    CHECK(napi_get_null(env, &result));
+    return result;
+  }
+  CHECK(napi_create_object(env, &result));
+  if (set_int(env, result, "dev", (int64_t)dev) != 0 || set_int(env, result, "ino", ino) != 0) return NULL;
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   napi_property_descriptor properties[] = {
       {"inspect", NULL, inspect, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownNamespaces", NULL, own_namespaces, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownVisible", NULL, own_visible, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peerPidfdSupported", NULL, peer_pidfd_supported, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"boundPath", NULL, bound_path_of, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
   return exports;
