@@ -1,12 +1,16 @@
 import { NETWORK_MODES, type NetworkMode } from '../../client/index.js'
 import { ToolFailure } from './tool-failure.js'
-import type { ToolSettings } from './operations.js'
+
+/** The one tool setting the networks depend on (ToolSettings has it). */
+export interface HostNetworkSetting {
+  allowHostNetwork: boolean
+}
 
 /** How an operator lets bash offer the host's network, on each host of the tools. */
 export const HOST_NETWORK_ENABLED_BY = 'the plugin option allowHostNetwork: true, or tend mcp --allow-host-network'
 
 /** The networks bash offers: host only where the operator's configuration allows it. */
-export function offeredNetworks(settings: Pick<ToolSettings, 'allowHostNetwork'>): readonly NetworkMode[] {
+export function offeredNetworks(settings: HostNetworkSetting): readonly NetworkMode[] {
   return settings.allowHostNetwork ? NETWORK_MODES : NETWORK_MODES.filter((mode) => mode !== 'host')
 }
 
@@ -31,7 +35,7 @@ export function networkParameterDescription(offered: readonly NetworkMode[]): st
  * and a call that passes it anyway learns which parameter, and who can change that. Runs before
  * the schema's own check so the agent gets this reason rather than a bare enum list.
  */
-export function refuseUnofferedNetwork(network: unknown, settings: Pick<ToolSettings, 'allowHostNetwork'>): void {
+export function refuseUnofferedNetwork(network: unknown, settings: HostNetworkSetting): void {
   if (network === 'host' && !settings.allowHostNetwork) {
     throw new ToolFailure(`network: "host" is not offered here: the host's whole network is the operator's to allow, with ${HOST_NETWORK_ENABLED_BY}; use "loopback" or "allow"`)
   }
