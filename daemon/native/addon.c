@@ -18,6 +18,7 @@ __attribute__((unused)) static bool add_part(napi_env env, napi_value exports, c
 }
 
 NAPI_MODULE_INIT() {
+  (void)env; // unused when no part compiled
   bool ok = true;
 #ifdef TEND_WITH_PEER_CREDENTIALS
   ok = ok && add_part(env, exports, "peerCredentials", define_peer_credentials);
