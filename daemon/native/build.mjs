@@ -12,7 +12,7 @@
 //   node daemon/native/build.mjs --out DIR    build into DIR instead (the build's own test)
 //   node daemon/native/build.mjs --sources    print every C file built (for .ci/c-check)
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { dirname, join, relative, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isFresh, nodeIncludeDir, platformProblem, runCompiler, temporaryBeside } from './compile.mjs'
 
@@ -26,12 +26,42 @@ const FLAGS = ['-std=gnu11', '-O2', '-Wall', '-Wextra']
  * `without` what the daemon does when it is absent.
  */
 const ADDON_PARTS = [
-  { name: 'peer-credentials', define: 'PEER_CREDENTIALS', source: 'daemon/peer/peer-credentials.c', without: 'the daemon will not refuse requests from sandboxed tasks' },
-  { name: 'durable-write', define: 'DURABLE_WRITE', source: 'daemon/durable-write/durable-write.c', without: "the daemon writes task records with Node's fs calls instead" },
-  { name: 'memory-release', define: 'MEMORY_RELEASE', source: 'daemon/memory/release-memory.c', without: 'an idle daemon keeps the memory malloc has freed' },
-  { name: 'instance-lock', define: 'INSTANCE_LOCK', source: 'daemon/lock/instance-flock.c', without: 'the daemon takes its lock through flock(1)' },
-  { name: 'network holder', define: 'HOLDER_CONTROL', source: 'daemon/network/holder/holder-control.c', without: 'sandboxed tasks cannot have the loopback and allow networks' },
-  { name: 'egress relay', define: 'SPLICE_RELAY', source: 'daemon/network/relay/splice-relay.c', without: 'the egress proxy relays through Node streams (slower)' },
+  {
+    name: 'peer-credentials',
+    define: 'PEER_CREDENTIALS',
+    source: 'daemon/peer/peer-credentials.c',
+    without: 'the daemon will not refuse requests from sandboxed tasks',
+  },
+  {
+    name: 'durable-write',
+    define: 'DURABLE_WRITE',
+    source: 'daemon/durable-write/durable-write.c',
+    without: "the daemon writes task records with Node's fs calls instead",
+  },
+  {
+    name: 'memory-release',
+    define: 'MEMORY_RELEASE',
+    source: 'daemon/memory/release-memory.c',
+    without: 'an idle daemon keeps the memory malloc has freed',
+  },
+  {
+    name: 'instance-lock',
+    define: 'INSTANCE_LOCK',
+    source: 'daemon/lock/instance-flock.c',
+    without: 'the daemon takes its lock through flock(1)',
+  },
+  {
+    name: 'network holder',
+    define: 'HOLDER_CONTROL',
+    source: 'daemon/network/holder/holder-control.c',
+    without: 'sandboxed tasks cannot have the loopback and allow networks',
+  },
+  {
+    name: 'egress relay',
+    define: 'SPLICE_RELAY',
+    source: 'daemon/network/relay/splice-relay.c',
+    without: 'the egress proxy relays through Node streams (slower)',
+  },
 ]
 const ADDON_MAIN = ['daemon/native/addon.c', 'daemon/native/addon.h']
 
@@ -39,8 +69,20 @@ const filesIn = (folder, extension) => readdirSync(join(ROOT, folder)).filter((n
 
 /** The executables: `sources` compile together into dist/native/<name>. */
 const EXECUTABLES = [
-  { name: 'tend-spawner', what: 'the native spawner', sources: filesIn('daemon/spawner', '.c'), headers: filesIn('daemon/spawner', '.h'), without: "tasks will start through Node's child_process (slower)" },
-  { name: 'tend-netns', what: 'the network holder (tend-netns)', sources: ['daemon/network/holder/tend-netns.c'], headers: [], without: 'sandboxed tasks cannot have the loopback and allow networks' },
+  {
+    name: 'tend-spawner',
+    what: 'the native spawner',
+    sources: filesIn('daemon/spawner', '.c'),
+    headers: filesIn('daemon/spawner', '.h'),
+    without: "tasks will start through Node's child_process (slower)",
+  },
+  {
+    name: 'tend-netns',
+    what: 'the network holder (tend-netns)',
+    sources: ['daemon/network/holder/tend-netns.c'],
+    headers: [],
+    without: 'sandboxed tasks cannot have the loopback and allow networks',
+  },
 ]
 
 /** Every C file that is built, relative to the package root. */
@@ -76,7 +118,8 @@ function buildAddon(out) {
   rmSync(addon, { force: true })
   rmSync(incomplete, { force: true })
   const include = nodeIncludeDir()
-  const problem = platformProblem() ?? missing(ADDON_MAIN) ?? (include === null ? `Node's headers (node_api.h) were not found beside ${process.execPath}; install them (e.g. the nodejs-dev or libnode-dev package)` : null)
+  const noHeaders = `Node's headers (node_api.h) were not found beside ${process.execPath}; install them (e.g. the nodejs-dev or libnode-dev package)`
+  const problem = platformProblem() ?? missing(ADDON_MAIN) ?? (include === null ? noHeaders : null)
   const failed = (part, reason) => warn(`the ${part.name} addon`, reason, part.without)
   if (problem) return ADDON_PARTS.forEach((part) => failed(part, problem))
 
@@ -85,13 +128,15 @@ function buildAddon(out) {
   const objects = mkdtempSync(join(out, 'objects-'))
   try {
     const built = ADDON_PARTS.filter((part) => {
-      const reason = missing([part.source]) ?? runCompiler({ flags: [...flags, '-c'], sources: [absolute(part.source)], output: join(objects, `${part.define}.o`) })
+      const output = join(objects, `${part.define}.o`)
+      const reason = missing([part.source]) ?? runCompiler({ flags: [...flags, '-c'], sources: [absolute(part.source)], output })
       if (reason) failed(part, reason)
       return reason === null
     })
     const temporary = temporaryBeside(addon)
     const defines = built.map((part) => `-DTEND_WITH_${part.define}`)
-    const reason = runCompiler({ flags: [...flags, '-shared', ...defines], sources: [absolute(ADDON_MAIN[0]), ...built.map((part) => join(objects, `${part.define}.o`))], output: temporary })
+    const sources = [absolute(ADDON_MAIN[0]), ...built.map((part) => join(objects, `${part.define}.o`))]
+    const reason = runCompiler({ flags: [...flags, '-shared', ...defines], sources, output: temporary })
     if (reason) return built.forEach((part) => failed(part, reason))
     renameSync(temporary, addon)
     const absent = ADDON_PARTS.filter((part) => !built.includes(part))
@@ -103,7 +148,7 @@ function buildAddon(out) {
 
 function missing(sources) {
   const absent = sources.find((path) => !existsSync(absolute(path)))
-  return absent ? `${relative(ROOT, absolute(absent))} is missing` : null
+  return absent ? `${absent} is missing` : null
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

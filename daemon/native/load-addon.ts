@@ -13,7 +13,12 @@ export type AddonPart = 'peerCredentials' | 'durableWrite' | 'memoryRelease' | '
  * guarantee to fall back on, and the daemon says which. `name` is the part as the build's warning
  * names it ("the <name> addon was not built").
  */
-export function loadAddon<T>(part: AddonPart, name: string, functions: ReadonlyArray<keyof T & string>, path: string = ADDON_PATH): { addon: T; reason?: undefined } | { addon: null; reason: string } {
+export function loadAddon<T>(
+  part: AddonPart,
+  name: string,
+  functions: ReadonlyArray<keyof T & string>,
+  path: string = ADDON_PATH,
+): { addon: T; reason?: undefined } | { addon: null; reason: string } {
   let module: Partial<Record<AddonPart, T>>
   try {
     module = createRequire(import.meta.url)(path) as Partial<Record<AddonPart, T>>
@@ -25,7 +30,8 @@ export function loadAddon<T>(part: AddonPart, name: string, functions: ReadonlyA
     return { addon: null, reason: `the ${name} addon could not be loaded from ${path}: ${(error as Error).message}` }
   }
   const addon = module[part]
-  if (addon === undefined || addon === null) return { addon: null, reason: `the ${name} addon was not built (${path} has no ${part}: its C did not compile at install)` }
+  if (addon === undefined || addon === null)
+    return { addon: null, reason: `the ${name} addon was not built (${path} has no ${part}: its C did not compile at install)` }
   if (functions.some((fn) => typeof addon[fn] !== 'function')) return { addon: null, reason: `${path} is not the ${name} addon` }
   return { addon }
 }
