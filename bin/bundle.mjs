@@ -21,9 +21,9 @@ export const ENTRIES = {
 }
 
 /**
- * Code that finds a file next to itself (the spawner binary, the peer addon, the record writer's
- * worker, package.json) keeps doing so from inside a bundle: its `import.meta.url` becomes the URL
- * of the dist/ file it was compiled to, which is where those files are (relative to the bundle's
+ * Code that finds a file from where it is (the package root, hence dist/native/'s addon and
+ * executables; the precompiled schemas; package.json) keeps doing so from inside a bundle: its
+ * `import.meta.url` becomes the URL of the dist/ file it was compiled to (relative to the bundle's
  * own URL, BUNDLE_URL below).
  */
 const keepModuleUrls = {

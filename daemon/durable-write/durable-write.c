@@ -5,11 +5,9 @@
 // each of those calls its own trip through the pool and the event loop (seven or eight per
 // record), and a worker thread that makes them costs the daemon a second V8 isolate (~11 MiB).
 // The rename into place stays in JavaScript, which keeps a task's versions in order.
-// It uses node_api.h only (N-API 8), so one build loads in every Node release from 20 on.
-// Built by daemon/durable-write/build.mjs.
+// A part of the addon daemon/native/addon.c.
 #define _GNU_SOURCE
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "../native/addon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -248,10 +246,9 @@ failed: {
 }
 }
 
-NAPI_MODULE_INIT() {
-  napi_property_descriptor properties[] = {
+bool define_durable_write(napi_env env, napi_value part) {
+  const napi_property_descriptor functions[] = {
       {"writeFile", NULL, write_file, NULL, NULL, NULL, napi_enumerable, NULL},
   };
-  if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
-  return exports;
+  return define_functions(env, part, functions, sizeof functions / sizeof functions[0]);
 }

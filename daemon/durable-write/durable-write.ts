@@ -1,7 +1,6 @@
 import { mkdir, unlink } from 'node:fs/promises'
 import { openRegularFileForWrite } from '../../spool/index.js'
-import { loadAddon } from '../native-addon.js'
-import { fileURLToPath } from 'node:url'
+import { ADDON_PATH, loadAddon } from '../native/load-addon.js'
 import { getSystemErrorMap } from 'node:util'
 
 /** One file to write whole: made, written to its last byte, fsynced and closed; removed again on any failure. */
@@ -28,15 +27,12 @@ export interface DurableWriter {
   reason?: string
 }
 
-/** dist/daemon/durable-write/durable-write.node, built by daemon/durable-write/build.mjs. */
-export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./durable-write.node', import.meta.url))
-
 /** Node's fs calls: the same files, each call its own trip through the thread pool and the event loop. */
 export const FS_DURABLE_WRITER: DurableWriter = { write: writeWithFs, via: 'fs', reason: 'chosen' }
 
 /** The addon when it was built, else Node's fs calls. */
-export function loadDurableWriter(path: string = DEFAULT_ADDON_PATH): DurableWriter {
-  const { addon, reason } = loadAddon<DurableWriteAddon>(path, 'durable-write', ['writeFile'])
+export function loadDurableWriter(path: string = ADDON_PATH): DurableWriter {
+  const { addon, reason } = loadAddon<DurableWriteAddon>('durableWrite', 'durable-write', ['writeFile'], path)
   return addon ? { write: (file) => writeWithAddon(addon, file), via: 'addon' } : { write: writeWithFs, via: 'fs', reason }
 }
 

@@ -3,11 +3,12 @@
 // (EWOULDBLOCK); any other failure throws with its errno's message. The lock belongs to the open file
 // description, so the kernel frees it when the daemon's last descriptor on it closes: at its exit,
 // however it ends. flock is never interrupted into a partial state, but a signal can still make
-// it fail with EINTR before it ran: it is then tried again.
+// it fail with EINTR before it ran: it is then tried again. A part of the addon daemon/native/addon.c.
+#include "../native/addon.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/file.h>
-#include <node_api.h>
 
 static napi_value fail(napi_env env, int error) {
   napi_throw_error(env, NULL, strerror(error));
@@ -30,9 +31,9 @@ static napi_value lock_exclusive(napi_env env, napi_callback_info info) {
   return answer;
 }
 
-NAPI_MODULE_INIT() {
-  napi_value fn;
-  if (napi_create_function(env, "lockExclusive", NAPI_AUTO_LENGTH, lock_exclusive, NULL, &fn) != napi_ok) return NULL;
-  if (napi_set_named_property(env, exports, "lockExclusive", fn) != napi_ok) return NULL;
-  return exports;
+bool define_instance_lock(napi_env env, napi_value part) {
+  const napi_property_descriptor functions[] = {
+      {"lockExclusive", NULL, lock_exclusive, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  return define_functions(env, part, functions, sizeof functions / sizeof functions[0]);
 }

@@ -1,8 +1,4 @@
-import { loadAddon } from '../native-addon.js'
-import { fileURLToPath } from 'node:url'
-
-/** dist/daemon/memory/release-memory.node, built by daemon/memory/build.mjs. */
-export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./release-memory.node', import.meta.url))
+import { ADDON_PATH, loadAddon } from '../native/load-addon.js'
 
 /** How long the daemon must have been quiet (no task event) before its free memory is released. */
 export const QUIET_MS = 250
@@ -12,8 +8,8 @@ interface MemoryReleaseAddon {
 }
 
 /** The addon's release (true when pages went back to the kernel), or why there is none. */
-export function loadMemoryRelease(path: string = DEFAULT_ADDON_PATH): { release: () => boolean } | { reason: string } {
-  const { addon, reason } = loadAddon<MemoryReleaseAddon>(path, 'memory-release', ['releaseFreeMemory'])
+export function loadMemoryRelease(path: string = ADDON_PATH): { release: () => boolean } | { reason: string } {
+  const { addon, reason } = loadAddon<MemoryReleaseAddon>('memoryRelease', 'memory-release', ['releaseFreeMemory'], path)
   return addon ? { release: () => addon.releaseFreeMemory() } : { reason }
 }
 

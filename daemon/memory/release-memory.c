@@ -2,9 +2,9 @@
 // Parsing and compiling the daemon's code at start, and each burst of requests, allocate and free
 // megabytes through malloc; glibc keeps the freed memory mapped for reuse, so an idle daemon would
 // stay as large as its busiest moment. Answers whether any memory was released. Without glibc
-// (another C library) it does nothing and answers false.
-#include <node_api.h>
-#include <stdbool.h>
+// (another C library) it does nothing and answers false. A part of the addon daemon/native/addon.c.
+#include "../native/addon.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -20,9 +20,9 @@ static napi_value release_free_memory(napi_env env, napi_callback_info info) {
   return result;
 }
 
-NAPI_MODULE_INIT() {
-  napi_value fn;
-  if (napi_create_function(env, "releaseFreeMemory", NAPI_AUTO_LENGTH, release_free_memory, NULL, &fn) != napi_ok) return NULL;
-  if (napi_set_named_property(env, exports, "releaseFreeMemory", fn) != napi_ok) return NULL;
-  return exports;
+bool define_memory_release(napi_env env, napi_value part) {
+  const napi_property_descriptor functions[] = {
+      {"releaseFreeMemory", NULL, release_free_memory, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  return define_functions(env, part, functions, sizeof functions / sizeof functions[0]);
 }

@@ -1,5 +1,4 @@
-import { loadAddon } from '../native-addon.js'
-import { fileURLToPath } from 'node:url'
+import { ADDON_PATH, loadAddon } from '../native/load-addon.js'
 
 /** The namespaces the check compares: a bubblewrap sandbox has its own of each. */
 export const CHECKED_NAMESPACES = ['user', 'pid', 'mnt'] as const
@@ -55,11 +54,8 @@ export interface PeerCredentialsAddon {
 
 export type AddonLoad = { addon: PeerCredentialsAddon; reason?: undefined } | { addon: null; reason: string }
 
-/** dist/daemon/peer/peer-credentials.node, built by daemon/peer/build.mjs. */
-export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('./peer-credentials.node', import.meta.url))
-
 /** Loads the addon; a missing or broken build is a reason, not a throw (the daemon runs without the check). */
-export function loadPeerAddon(path: string = DEFAULT_ADDON_PATH): AddonLoad {
+export function loadPeerAddon(path: string = ADDON_PATH): AddonLoad {
   if (process.platform !== 'linux') return { addon: null, reason: `peer credentials need Linux, this is ${process.platform}` }
-  return loadAddon<PeerCredentialsAddon>(path, 'peer-credentials', ['inspect', 'ownNamespaces', 'boundPath'])
+  return loadAddon<PeerCredentialsAddon>('peerCredentials', 'peer-credentials', ['inspect', 'ownNamespaces', 'boundPath'], path)
 }

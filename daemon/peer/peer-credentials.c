@@ -1,7 +1,6 @@
 // Who is on the other end of a unix socket, as the kernel recorded it at connect(): the daemon's
 // sandbox check (daemon/peer/peer-check.ts) refuses callers whose namespaces differ from its own.
-// Node cannot read SO_PEERCRED, hence this addon. It uses node_api.h only (N-API 8), so one build
-// loads in every Node release from 20 on. Built by daemon/peer/build.mjs.
+// Node cannot read SO_PEERCRED, hence this part of the addon daemon/native/addon.c.
 //
 // inspect(fd) answers the credentials and, for a known pid, the identity (st_dev:st_ino) of the
 // peer's user, pid and mount namespaces, read race-free: the process is pinned by a pidfd taken
@@ -17,8 +16,7 @@
 // Looking at the path instead (lstat after bind) would take whatever a process of the daemon's uid
 // put there in between for the daemon's own socket.
 #define _GNU_SOURCE
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "../native/addon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -376,14 +374,13 @@ static napi_value bound_path_of(napi_env env, napi_callback_info info) {
   return result;
 }
 
-NAPI_MODULE_INIT() {
-  napi_property_descriptor properties[] = {
+bool define_peer_credentials(napi_env env, napi_value part) {
+  const napi_property_descriptor functions[] = {
       {"inspect", NULL, inspect, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownNamespaces", NULL, own_namespaces, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownVisible", NULL, own_visible, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peerPidfdSupported", NULL, peer_pidfd_supported, NULL, NULL, NULL, napi_enumerable, NULL},
       {"boundPath", NULL, bound_path_of, NULL, NULL, NULL, napi_enumerable, NULL},
   };
-  if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
-  return exports;
+  return define_functions(env, part, functions, sizeof functions / sizeof functions[0]);
 }

@@ -16,7 +16,7 @@ export async function createSpawner(setting: DaemonSettings['spawner'], log: Log
   if (setting === 'node') return nodeSpawner()
   const binary = NativeSpawner.binaryPath()
   if (!binary) {
-    if (setting === 'native') throw unavailable('the helper dist/daemon/spawner/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
+    if (setting === 'native') throw unavailable('the helper dist/native/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
     log.warn('the native spawner helper was not built (no C compiler at install): tasks start through child_process, which is slower')
     return nodeSpawner()
   }

@@ -3,7 +3,7 @@ import { accessSync, constants as fsConstants, existsSync, mkdirSync, statSync }
 import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { join, resolve as resolvePath } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { nativeArtifact } from '../native/artifacts.js'
 import { endedBy, exitOf, lostWord, readExitFile, signalName, withLostOutput } from './exit-file.js'
 import {
   cgroupFailure,
@@ -83,9 +83,9 @@ export class NativeSpawner implements Spawner {
     private readonly log: SpawnerLog | undefined,
   ) {}
 
-  /** The helper built beside this module's folder (dist/daemon/spawner/tend-spawner), or null if it is missing. */
+  /** The helper, dist/native/tend-spawner under the package root (daemon/native/build.mjs), or null if it is missing. */
   static binaryPath(): string | null {
-    const path = fileURLToPath(new URL('../spawner/tend-spawner', import.meta.url))
+    const path = nativeArtifact('tend-spawner')
     try {
       accessSync(path, fsConstants.X_OK)
       return statSync(path).isFile() ? path : null

@@ -1,12 +1,8 @@
 import { spawnSync } from 'node:child_process'
 import { closeSync, constants, fstatSync, openSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { describeHolder, holderProcess, lockHolder, TendError } from '../../protocol/index.js'
 import { displaceSync } from '../../protocol/home-file.js'
-import { loadAddon } from '../native-addon.js'
-
-/** dist/daemon/lock/instance-flock.node, built by daemon/lock/build.mjs. */
-const ADDON_PATH = fileURLToPath(new URL('../lock/instance-flock.node', import.meta.url))
+import { loadAddon } from '../native/load-addon.js'
 
 interface FlockAddon {
   lockExclusive(fd: number): boolean
@@ -85,7 +81,7 @@ let addon: FlockAddon | null | undefined
  * stays with the daemon's descriptor when the child exits).
  */
 function lockExclusive(fd: number): boolean {
-  addon ??= loadAddon<FlockAddon>(ADDON_PATH, 'instance-lock', ['lockExclusive']).addon
+  addon ??= loadAddon<FlockAddon>('instanceLock', 'instance-lock', ['lockExclusive']).addon
   if (addon) return addon.lockExclusive(fd)
   const child = spawnSync('flock', ['--nonblock', '--exclusive', '--conflict-exit-code', '75', '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] })
   if (child.status === 0) return true

@@ -2,10 +2,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
-// The built modules (dist/daemon/spawn/): the helper binary is found beside their folder, in dist/daemon/spawner/.
-import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
-import { NodeSpawner } from '../../dist/daemon/spawn/node-spawner.js'
+import { readExitFile } from '../../daemon/spawn/exit-file.js'
+import { NativeSpawner } from '../../daemon/spawn/native-spawner.js'
+import { NodeSpawner } from '../../daemon/spawn/node-spawner.js'
 import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { FIXTURES } from '../helpers/test-daemon.js'
@@ -29,7 +28,7 @@ const leftovers: number[] = []
 const spawners: NativeSpawner[] = []
 
 beforeAll(() => {
-  if (!binary) throw new Error('dist/daemon/spawner/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
+  if (!binary) throw new Error('dist/native/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
   scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tend-lifeline-')))
 })
 

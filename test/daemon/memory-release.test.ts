@@ -1,7 +1,7 @@
 import { expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
-// The built module: it loads the memory-release addon built beside it in dist/.
-import { DEFAULT_ADDON_PATH, IdleMemoryRelease, loadMemoryRelease } from '../../dist/daemon/memory/idle-release.js'
+import { IdleMemoryRelease, loadMemoryRelease } from '../../daemon/memory/idle-release.js'
+import { ADDON_PATH } from '../../daemon/native/load-addon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 test("the memory-release addon is built and loads (the build needs a C compiler and Node's headers)", () => {
@@ -15,7 +15,7 @@ test('releasing gives the pages malloc keeps free back to the kernel', () => {
   // the release left out, RSS stayed at its peak for 3 s). The buffers are freed by V8 after a
   // collection, on its own time: the child collects and releases until RSS falls, for up to 10 s.
   const script = `
-    const { releaseFreeMemory } = require(${JSON.stringify(DEFAULT_ADDON_PATH)})
+    const { releaseFreeMemory } = require(${JSON.stringify(ADDON_PATH)}).memoryRelease
     const rss = () => Number(require('fs').readFileSync('/proc/self/statm', 'utf8').split(' ')[1]) * 4096
     let buffers = Array.from({ length: 2000 }, () => Buffer.allocUnsafeSlow(64 * 1024).fill(1))
     const kept = buffers.filter((_, i) => i % 10 === 0)

@@ -3,11 +3,10 @@ import { execFileSync, spawn } from 'node:child_process'
 import { chmodSync, chownSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { constants, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
-// The built module (dist/daemon/spawn/): the helper binary is found beside its folder, in dist/daemon/spawner/.
-import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
+import { readExitFile } from '../../daemon/spawn/exit-file.js'
+import { NativeSpawner } from '../../daemon/spawn/native-spawner.js'
 import type { KeeperRef, PinnedDir, SpawnExit, SpawnOutcome, SpawnRequest } from '../../daemon/spawn/spawner.js'
-import { TaskCgroups } from '../../dist/daemon/sandbox/cgroups.js'
+import { TaskCgroups } from '../../daemon/sandbox/cgroups.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { REPO_ROOT } from '../helpers/test-daemon.js'
 import { spawnRequest } from '../helpers/spawn-request.js'
@@ -28,7 +27,7 @@ const leftovers: number[] = []
 const extraSpawners: NativeSpawner[] = []
 
 beforeAll(async () => {
-  if (!binary) throw new Error('dist/daemon/spawner/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
+  if (!binary) throw new Error('dist/native/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
   spawner = await NativeSpawner.start(binary)
   scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tend-native-spawner-')))
 })
@@ -107,8 +106,8 @@ function procStat(pid: number): string[] {
 }
 
 describe('native spawner', () => {
-  test('binaryPath finds the built helper next to the compiled module', () => {
-    expect(binary).toBe(join(REPO_ROOT, 'dist', 'daemon', 'spawner', 'tend-spawner'))
+  test('binaryPath finds the built helper under the package root', () => {
+    expect(binary).toBe(join(REPO_ROOT, 'dist', 'native', 'tend-spawner'))
     expect(spawner.kind).toBe('native')
   })
 

@@ -4,9 +4,8 @@ import { closeSync, ftruncateSync, fstatSync, mkdirSync, mkdtempSync, openSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Task } from '../../protocol/index.js'
-// The built module: it loads the durable-write addon built beside it in dist/.
-import { RecordWriter } from '../../dist/daemon/store/record-writer.js'
-import { FS_DURABLE_WRITER, loadDurableWriter } from '../../dist/daemon/durable-write/durable-write.js'
+import { RecordWriter } from '../../daemon/store/record-writer.js'
+import { FS_DURABLE_WRITER, loadDurableWriter } from '../../daemon/durable-write/durable-write.js'
 
 const CREATED_AT = '2026-01-01T00:00:00.000Z'
 

@@ -3,11 +3,10 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-// The built modules (dist/daemon/spawn/): the native helper is found beside their folder, in dist/daemon/spawner/.
-import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
-import { NodeSpawner } from '../../dist/daemon/spawn/node-spawner.js'
-import { descriptorLayout } from '../../dist/daemon/spawn/spawner.js'
-import { readExitFile } from '../../dist/daemon/spawn/exit-file.js'
+import { NativeSpawner } from '../../daemon/spawn/native-spawner.js'
+import { NodeSpawner } from '../../daemon/spawn/node-spawner.js'
+import { descriptorLayout } from '../../daemon/spawn/spawner.js'
+import { readExitFile } from '../../daemon/spawn/exit-file.js'
 import type { CgroupJoin, PinnedDir, SpawnExit, SpawnRequest, Spawner } from '../../daemon/spawn/spawner.js'
 import { FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -398,5 +397,5 @@ function identity(path: string): { dev: string; ino: string } {
 }
 
 function missingHelper(): never {
-  throw new Error('dist/daemon/spawner/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
+  throw new Error('dist/native/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
 }

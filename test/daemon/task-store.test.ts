@@ -4,12 +4,12 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { taskBase } from '../helpers/task-base.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { EventLog } from '../../dist/daemon/store/event-log.js'
-import { TaskStore } from '../../dist/daemon/store/task-store.js'
-import { RecordWriter } from '../../dist/daemon/store/record-writer.js'
-import { FS_DURABLE_WRITER, type DurableFile } from '../../dist/daemon/durable-write/durable-write.js'
-import { recordPath } from '../../dist/spool/index.js'
-import { createQueuedTask, markEnded, markStarted } from '../../dist/daemon/tasks/transitions.js'
+import { EventLog } from '../../daemon/store/event-log.js'
+import { TaskStore } from '../../daemon/store/task-store.js'
+import { RecordWriter } from '../../daemon/store/record-writer.js'
+import { FS_DURABLE_WRITER, type DurableFile } from '../../daemon/durable-write/durable-write.js'
+import { recordPath } from '../../spool/index.js'
+import { createQueuedTask, markEnded, markStarted } from '../../daemon/tasks/transitions.js'
 
 let spool: string
 let store: TaskStore

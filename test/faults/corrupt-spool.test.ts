@@ -7,10 +7,9 @@ import { runCli } from '../helpers/cli.js'
 import { processesWithEnv } from '../helpers/processes.js'
 import { checkUnprivilegedUser, createTempHome, FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
-// The built modules, for the quota's unit tests (as the daemon runs them).
-import { CorruptEntries } from '../../dist/daemon/store/corrupt-entries.js'
-import { SpoolCleanup } from '../../dist/daemon/store/spool-cleanup.js'
-import { readSpoolEntry } from '../../dist/spool/index.js'
+import { CorruptEntries } from '../../daemon/store/corrupt-entries.js'
+import { SpoolCleanup } from '../../daemon/store/spool-cleanup.js'
+import { readSpoolEntry } from '../../spool/index.js'
 
 type CleanupStore = ConstructorParameters<typeof SpoolCleanup>[2]
 

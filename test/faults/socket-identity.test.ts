@@ -5,8 +5,8 @@ import { createServer as createNetServer, type Server as NetServer } from 'node:
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { SocketWatch } from '../../dist/daemon/http/socket-watch.js'
-import { loadPeerAddon } from '../../dist/daemon/peer/index.js'
+import { SocketWatch } from '../../daemon/http/socket-watch.js'
+import { loadPeerAddon } from '../../daemon/peer/index.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 // A process of the daemon's uid (an `off` task) can put its own socket at the daemon's path between

@@ -6,10 +6,9 @@ import type { Task } from '../../protocol/index.js'
 import { daemonPerFile } from '../helpers/daemon-per-file.js'
 import { createTempHome, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
-// The built modules, for the quota's unit test (as the daemon runs them).
-import { CorruptEntries } from '../../dist/daemon/store/corrupt-entries.js'
-import { SpoolCleanup, STRAY_GRACE_MS } from '../../dist/daemon/store/spool-cleanup.js'
-import { spoolFolders } from '../../dist/spool/index.js'
+import { CorruptEntries } from '../../daemon/store/corrupt-entries.js'
+import { SpoolCleanup, STRAY_GRACE_MS } from '../../daemon/store/spool-cleanup.js'
+import { spoolFolders } from '../../spool/index.js'
 
 /*
  * Issue 25, round 2, findings F3 and F13: a task under `off` (root, for a root daemon) replaces its

@@ -4,8 +4,7 @@ import { chmodSync, closeSync, constants, existsSync, lchownSync, mkdirSync, mkd
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { isTendError, type StartOptions, type Task, type TendClient } from '../../client/index.js'
-// The built modules: the helper binary is found beside their folder, in dist/daemon/spawner/.
-import { NativeSpawner } from '../../dist/daemon/spawn/native-spawner.js'
+import { NativeSpawner } from '../../daemon/spawn/native-spawner.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { spawnRequest } from '../helpers/spawn-request.js'
@@ -270,7 +269,7 @@ describe("a lifeline keeper's lease file replaced by a FIFO", () => {
   const binary = NativeSpawner.binaryPath()
   let scratch: string
   beforeAll(() => {
-    if (!binary) throw new Error('dist/daemon/spawner/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
+    if (!binary) throw new Error('dist/native/tend-spawner is missing: run `npm run build` (it needs a C compiler)')
     scratch = realpathSync(mkdtempSync('/var/tmp/tend-keeper-fifo-'))
   })
   afterAll(() => rmSync(scratch, { recursive: true, force: true }))

@@ -215,7 +215,7 @@ export function checkUnprivilegedUser(): UnprivilegedUser {
     `r ${join(REPO_ROOT, 'package.json')}`,
     `r ${join(REPO_ROOT, 'dist', 'daemon')}`,
     `r ${join(REPO_ROOT, 'dist', 'daemon', 'index.js')}`,
-    `x ${join(REPO_ROOT, 'dist', 'daemon', 'spawner', 'tend-spawner')}`,
+    `x ${join(REPO_ROOT, 'dist', 'native', 'tend-spawner')}`,
     `r ${join(REPO_ROOT, 'node_modules')}`,
     `r ${join(REPO_ROOT, 'node_modules', 'fastify', 'package.json')}`,
     // The temp folder that holds TEND_HOME and HOME (only entered, so 'x').

@@ -1,5 +1,5 @@
-import { fileURLToPath } from 'node:url'
-import { loadAddon } from '../../native-addon.js'
+import { nativeArtifact } from '../../native/artifacts.js'
+import { loadAddon } from '../../native/load-addon.js'
 
 /** The control channel of a network holder (holder-control.c). */
 export interface HolderControl {
@@ -9,14 +9,13 @@ export interface HolderControl {
   exchange(fd: number, text: string, timeoutMs: number): { reply: string; fd: number }
 }
 
-/** dist/daemon/network/holder/holder-control.node and tend-netns, built by daemon/network/holder/build.mjs. */
-export const HOLDER_ADDON_PATH = fileURLToPath(new URL('./holder-control.node', import.meta.url))
-export const HOLDER_PATH = fileURLToPath(new URL('./tend-netns', import.meta.url))
+/** The holder program (tend-netns.c), built to dist/native/ by daemon/native/build.mjs. */
+export const HOLDER_PATH = nativeArtifact('tend-netns')
 
 let loaded: ReturnType<typeof loadAddon<HolderControl>> | undefined
 
 /** The addon, or why it cannot be had (loaded once). */
 export function holderControl(): ReturnType<typeof loadAddon<HolderControl>> {
-  loaded ??= loadAddon<HolderControl>(HOLDER_ADDON_PATH, 'network holder', ['pair', 'exchange'])
+  loaded ??= loadAddon<HolderControl>('holderControl', 'network holder', ['pair', 'exchange'])
   return loaded
 }

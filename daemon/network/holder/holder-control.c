@@ -1,7 +1,7 @@
 // The daemon's side of a network holder's control channel (tend-netns.c): a SOCK_SEQPACKET pair,
 // and one request answered by one reply that may carry a descriptor (SCM_RIGHTS). Node can neither
-// make such a pair nor receive a descriptor outside its own IPC, hence this addon. node_api.h only
-// (N-API 8): one build loads in every Node release from 20 on. Built by build.mjs beside it.
+// make such a pair nor receive a descriptor outside its own IPC, hence this part of
+// the addon daemon/native/addon.c.
 //
 // pair() -> [daemonEnd, holderEnd], both close-on-exec (the spawn of the holder dups its end onto
 // descriptor 3, which clears the flag there only).
@@ -9,8 +9,7 @@
 // timeoutMs for the reply; fd is -1 when it carried none. The holder answers in microseconds (it
 // makes one socket), so the wait is synchronous.
 #define _GNU_SOURCE
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "../../native/addon.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -98,13 +97,10 @@ static napi_value exchange(napi_env env, napi_callback_info info) {
   return result;
 }
 
-static napi_value init(napi_env env, napi_value exports) {
-  napi_property_descriptor properties[] = {
-      {"pair", NULL, pair, NULL, NULL, NULL, napi_default, NULL},
-      {"exchange", NULL, exchange, NULL, NULL, NULL, napi_default, NULL},
+bool define_holder_control(napi_env env, napi_value part) {
+  const napi_property_descriptor functions[] = {
+      {"pair", NULL, pair, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"exchange", NULL, exchange, NULL, NULL, NULL, napi_enumerable, NULL},
   };
-  CHECK(napi_define_properties(env, exports, 2, properties));
-  return exports;
+  return define_functions(env, part, functions, sizeof functions / sizeof functions[0]);
 }
-
-NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -1,5 +1,4 @@
-import { fileURLToPath } from 'node:url'
-import { loadAddon } from '../../native-addon.js'
+import { loadAddon } from '../../native/load-addon.js'
 
 /** The relay addon (splice-relay.c): relays two sockets' descriptors in a thread, inside the kernel. */
 export interface SpliceRelay {
@@ -9,13 +8,10 @@ export interface SpliceRelay {
   stop(handle: number): void
 }
 
-/** dist/daemon/network/relay/splice-relay.node, built by daemon/network/relay/build.mjs. */
-const ADDON_PATH = fileURLToPath(new URL('./splice-relay.node', import.meta.url))
-
 let loaded: ReturnType<typeof loadAddon<SpliceRelay>> | undefined
 
 /** The addon, or null where it was not built (the proxy then relays through Node streams). */
 export function spliceRelay(): SpliceRelay | null {
-  loaded ??= loadAddon<SpliceRelay>(ADDON_PATH, 'egress relay', ['relay', 'stop'])
+  loaded ??= loadAddon<SpliceRelay>('spliceRelay', 'egress relay', ['relay', 'stop'])
   return loaded.addon
 }

@@ -1,8 +1,7 @@
 // The egress proxy's byte path: once a connection is decided, its two sockets are relayed by a
 // thread of this addon with splice(2) through a pipe each way, so the bytes cross from one socket
 // to the other inside the kernel, never copied through JavaScript (which cost the proxy half the
-// speed of a direct download). node_api.h only (N-API 8): one build loads in every Node release
-// from 20 on. Built by build.mjs beside it.
+// speed of a direct download). A part of the addon daemon/native/addon.c.
 //
 // relay(clientFd, upstreamFd, idleMs, done) -> handle. Both descriptors are duplicated (the
 // caller then closes its own); the thread relays until both directions have ended (each end's EOF
@@ -13,8 +12,7 @@
 // until done has been called: it is closed there, on the main thread, where stop() runs, so that
 // stop() never writes to a descriptor reused meanwhile.
 #define _GNU_SOURCE
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "../../native/addon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -261,13 +259,10 @@ static napi_value stop(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static napi_value init(napi_env env, napi_value exports) {
-  napi_property_descriptor properties[] = {
-      {"relay", NULL, relay, NULL, NULL, NULL, napi_default, NULL},
-      {"stop", NULL, stop, NULL, NULL, NULL, napi_default, NULL},
+bool define_splice_relay(napi_env env, napi_value part) {
+  const napi_property_descriptor functions[] = {
+      {"relay", NULL, relay, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"stop", NULL, stop, NULL, NULL, NULL, napi_enumerable, NULL},
   };
-  CHECK(napi_define_properties(env, exports, 2, properties));
-  return exports;
+  return define_functions(env, part, functions, sizeof functions / sizeof functions[0]);
 }
-
-NAPI_MODULE(NODE_GYP_MODULE_NAME, init)
