@@ -46,13 +46,13 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     const announced = await registryClient.hget(workersKey(config.clusterQueue), worker)
     return announced ? (JSON.parse(announced) as WorkerEntry) : null
   }
-  // Lease watches must hear at once that Redis is away, not queue their questions until it is back.
-  const leaseClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
-  leaseClient.on('error', () => undefined)
+  // Watches of jobs' locks must hear at once that Redis is away, not queue their questions until it is back.
+  const lockClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+  lockClient.on('error', () => undefined)
   const clusterKills = new ClusterKills(context)
   // Checked when the settings were read: it opens the environment values jobs carry sealed.
   const key = config.clusterKeyFile === null ? null : readClusterKey(config.clusterKeyFile)
-  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs }, kills: clusterKills, key, queue: config.clusterQueue }
+  const runner: JobRunner = { context, worker: name, registry, lock: { redis: lockClient, lockMs: config.clusterStallMs }, kills: clusterKills, key, queue: config.clusterQueue }
   const workers: Worker[] = queues.map((queue) => {
     const worker = new Worker(queue, (job: Job<ClusterJobData>, token?: string) => runJob(runner, job, token), {
       connection,
@@ -120,13 +120,13 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       const redisAnswers = registryClient.status === 'ready'
       const cut = () => {
         registryClient.disconnect()
-        leaseClient.disconnect()
+        lockClient.disconnect()
         for (const worker of workers) void worker.disconnect().catch(() => undefined)
       }
       if (!redisAnswers) cut()
       await withinBound(Promise.all([...workers.map((worker) => worker.close(keepTasks || !redisAnswers)), orphans.stop({ answering: redisAnswers })]), config.clusterStallMs, cut)
       registryClient.disconnect()
-      leaseClient.disconnect()
+      lockClient.disconnect()
     },
   }
 }

@@ -1,12 +1,11 @@
-import { setTimeout as delay } from 'node:timers/promises'
 import type { Job } from 'bullmq'
 import { isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, TendError, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
 import { CLUSTER_KEY_HOWTO, unsealEnv } from '../../protocol/sealed-env.js'
 import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
 import type { DaemonContext } from '../context.js'
-import { watchLease, type LeaseWatchOptions } from './lease-watch.js'
-import { writeLease } from '../tasks/lease-file.js'
+import { stillHeld, watchJobLock, type JobLock } from './job-lock.js'
+import { writeLease } from '../spawn/keeper-lease.js'
 import type { ClusterKills } from './cluster-kills.js'
 import { logClusterChange } from '../http/audit.js'
 
@@ -24,8 +23,8 @@ export interface JobRunner {
   /** This worker's name. */
   worker: string
   registry: Registry
-  /** What a lease watch needs besides the job's own lock: a connection, and the lock's life. */
-  lease: Pick<LeaseWatchOptions, 'redis' | 'lockMs'>
+  /** What watching a job's lock needs besides the lock's key: a connection, and the lock's life. */
+  lock: JobLock
   /** Kills heard before their task was admitted here. */
   kills: Pick<ClusterKills, 'takeEarly'>
   /** The cluster key, which opens the environment values jobs carry sealed; null: none here. */
@@ -99,7 +98,7 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
     }
     // Stopped for its lease: the next attempt runs here if the job is still this worker's (Redis
     // came back in time); otherwise the worker that takes the job judges this attempt and runs it.
-    if (!(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
+    if (!(await stillHeld(runner.lock, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
     earlier.push({ attempt, worker, reason: lost })
     attempt += 1
     await context.cleanup.remove(id)
@@ -123,14 +122,14 @@ async function runAttempt(
     // A task that may run again elsewhere must never outlive this daemon, nor its lease on the job:
     // its keeper holds it to a lease this worker renews while Redis confirms the job's lock (the
     // first one is a conservative half of the lock's life: the lock was taken a moment ago).
-    ...(retried ? { endsWithDaemon: true, leaseMs: runner.lease.lockMs / 2 } : {}),
+    ...(retried ? { endsWithDaemon: true, leaseMs: runner.lock.lockMs / 2 } : {}),
   })
   await report(task)
   // Killed while this worker was taking the job: stopped as soon as it exists.
   await runner.kills.takeEarly(id)
   const stopWatch = retried
-    ? watchLease({
-        ...runner.lease,
+    ? watchJobLock({
+        ...runner.lock,
         lockKey,
         token,
         onLost: (why) => void fence(context, id, why),
@@ -145,19 +144,6 @@ async function runAttempt(
     return current
   } finally {
     stopWatch?.()
-  }
-}
-
-/** Whether Redis still holds the job's lock with this worker's token: asked until Redis answers. */
-async function stillHeld(lease: JobRunner['lease'], lockKey: string, token: string): Promise<boolean> {
-  for (;;) {
-    const answers = await lease.redis
-      .multi()
-      .get(lockKey)
-      .exec()
-      .catch(() => null)
-    if (answers) return answers[0]?.[1] === token
-    await delay(lease.lockMs / 5)
   }
 }
 
@@ -208,7 +194,7 @@ function checkJob(data: ClusterJobData): string[] {
 async function fence(context: DaemonContext, id: string, why: string): Promise<void> {
   context.log.warn({ taskId: id, why }, 'lease on a cluster job lost: its task is stopped, so that a retry never runs beside it')
   try {
-    await context.supervisor.kill(id, { signal: 'SIGKILL', graceMs: 0, note: `its worker lost its lease on the job (${why})`, stoppedBy: 'cluster-lease' })
+    await context.supervisor.kill(id, { signal: 'SIGKILL', graceMs: 0, note: `its worker lost its lease on the job (${why})`, stoppedBy: 'lease-expired' })
   } catch (error) {
     context.log.error({ err: error, taskId: id }, 'a task whose lease was lost could not be stopped')
   }
@@ -222,7 +208,7 @@ async function fence(context: DaemonContext, id: string, why: string): Promise<v
  */
 function lostAttempt(task: Task): string | null {
   if (task.state === 'lost') return task.reason
-  if (task.stoppedBy === 'cluster-lease' || task.stoppedBy === 'daemon-stop') return task.reason
+  if (task.stoppedBy === 'lease-expired' || task.stoppedBy === 'daemon-stop') return task.reason
   return null
 }
 

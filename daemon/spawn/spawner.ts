@@ -307,7 +307,7 @@ export interface SpawnExit {
   lifelineBroke?: true
   /**
    * Set when the task was ended by its keeper because the lease the daemon keeps writing into the
-   * task's folder (`lease`, daemon/tasks/lease-file.ts) ran out: the daemon stopped renewing it
+   * task's folder (`lease`, daemon/spawn/keeper-lease.ts) ran out: the daemon stopped renewing it
    * (frozen, or too slow) while its helper still ran.
    */
   leaseRanOut?: true
