@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq'
-import { currentStoppedBy, DEFAULT_LIFETIME, DEFAULT_NETWORK, DEFAULT_OWNER, networkModeOf, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
+import { currentStoppedBy, DEFAULT_LIFETIME, DEFAULT_NETWORK, DEFAULT_OWNER, networkModeOf, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../../protocol/index.js'
 
 /** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
 export interface ClusterTask {
