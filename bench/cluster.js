@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process'
 import { connect, createServer } from 'node:net'
 import { setTimeout as delay } from 'node:timers/promises'
-import { ClusterClient } from '../dist/client/cluster.js'
+import { ClusterClient } from '../dist/client/cluster/index.js'
 import { elapsedMs, median, row, runIfMain, startDaemon, tempDir } from './lib.js'
 import { rmSync } from 'node:fs'
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { socketEndpoint, tcpEndpoint, type DaemonEndpoint } from './endpoint.js'
-import { checkSocketPath, formatDuration, homeLayout, parseDuration, readRedisUrlFile, redisUrlHasPassword, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { checkSocketPath, formatDuration, homeLayout, parseDuration, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
 
 /** Default request timeout: how long a request may wait for the daemon's answer, in milliseconds. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -104,31 +104,4 @@ function normalizeRequestTimeout(option: number | undefined, variable: string | 
 
 function validateTimeout(value: number, message: string): void {
   if (!Number.isFinite(value) || value < 1 || value > MAX_TIMEOUT_MS) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: message })
-}
-
-/** A cluster's Redis and queue, as the options give them, else TEND_CLUSTER and TEND_CLUSTER_QUEUE. */
-export interface ClusterChoice {
-  redis: string
-  /** undefined: the default queue. */
-  queue: string | undefined
-  /** The cluster key's file (TEND_CLUSTER_KEY_FILE), which seals tasks' environment values; undefined: none. */
-  keyFile: string | undefined
-}
-
-/** The cluster the options or the environment name; undefined when neither does (the local daemon). */
-export function normalizeClusterChoice(options: { cluster?: string; clusterQueue?: string; clusterKeyFile?: string; env?: Record<string, string | undefined> }): ClusterChoice | undefined {
-  const env = options.env ?? process.env
-  const redis = options.cluster ?? (env.TEND_CLUSTER || undefined)
-  if (redis === undefined) return undefined
-  return { redis, queue: options.clusterQueue ?? (env.TEND_CLUSTER_QUEUE || undefined), keyFile: options.clusterKeyFile ?? (env.TEND_CLUSTER_KEY_FILE || undefined) }
-}
-
-/**
- * A cluster's Redis URL as a command line gives it: from its file (0600), or from the flag, which
- * must not hold a password (every local user reads /proc/PID/cmdline); undefined when neither is given.
- */
-export function clusterUrlFromArgv(given: { flag: string; url: string | undefined; file: string | undefined; fileFlag: string }): string | undefined {
-  if (given.url !== undefined && redisUrlHasPassword(given.url)) throw new TendError('TEND_ERR_SECRET_IN_ARGV', { flag: given.flag, variable: 'TEND_CLUSTER', fileFlag: given.fileFlag })
-  if (given.url !== undefined && given.file !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: `give ${given.flag} or ${given.fileFlag}, not both` })
-  return given.file === undefined ? given.url : readRedisUrlFile(given.file)
 }

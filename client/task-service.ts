@@ -1,13 +1,10 @@
 import type { DaemonStatus, ReadResult, Task, TaskEvent, TaskInputResult } from '../protocol/index.js'
-import { TendClient, type KillOptions, type ListOptions, type ReadOptions, type StartOptions } from './client.js'
-import { ClusterClient } from './cluster.js'
-import { ClusterTasks } from './cluster-tasks.js'
+import type { KillOptions, ListOptions, ReadOptions, StartOptions } from './client.js'
 import type { EventsOptions } from './events.js'
-import { normalizeClusterChoice, type TendClientOptions } from './options.js'
 
 /**
  * What an agent's tools ask of tend, for one owner: the local daemon (TendClient) answers it, and
- * so does a cluster (ClusterTasks), so that the tools work unchanged against either.
+ * so does a shared queue's (connect-tasks.ts picks one), so that the tools work unchanged against either.
  */
 export interface TaskService {
   start(options: StartOptions): Promise<Task>
@@ -21,21 +18,4 @@ export interface TaskService {
   status(): Promise<Pick<DaemonStatus, 'events'>>
   events(options?: EventsOptions): AsyncIterable<TaskEvent>
   close(): void
-}
-
-export interface TaskServiceOptions extends TendClientOptions {
-  /** A cluster's Redis (redis:// or rediss://): the tasks run on its workers. Default TEND_CLUSTER; unset: the local daemon. */
-  cluster?: string
-  /** The cluster's queue. Default TEND_CLUSTER_QUEUE, else the default queue. */
-  clusterQueue?: string
-  /** The cluster key's file, which seals tasks' environment values. Default TEND_CLUSTER_KEY_FILE. */
-  clusterKeyFile?: string
-}
-
-/** The owner's tasks on the cluster the options (or the environment) name, else on the local daemon. */
-export function connectTasks(options: TaskServiceOptions, owner: string): TaskService {
-  const { cluster: _cluster, clusterQueue: _clusterQueue, clusterKeyFile: _clusterKeyFile, ...client } = options
-  const chosen = normalizeClusterChoice(options)
-  if (chosen === undefined) return new TendClient({ ...client, owner })
-  return new ClusterTasks(new ClusterClient(chosen.redis, chosen.queue, { keyFile: chosen.keyFile }), owner)
 }

@@ -4,8 +4,8 @@ import { isIP } from 'node:net'
 import { parseAllowEntry, parseAllowList } from './network/allowlist.js'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { checkSocketPath, homeLayout, isTendError, parseDuration, parseLabels, parseSize, readRedisUrlFile, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
-import { readClusterKey } from '../protocol/sealed-env.js'
+import { checkSocketPath, homeLayout, isTendError, parseDuration, parseSize, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import { CLUSTER_CREDENTIAL_VARIABLES, CLUSTER_SETTINGS, CLUSTER_VARIABLES, checkClusterSettings } from './cluster/settings.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 
 const GiB = 1024 ** 3
@@ -95,27 +95,7 @@ export const DaemonSettingsSchema = Type.Object(
     consoleTlsKey: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
     /** Serve an address other than loopback without TLS. Default false. */
     consoleInsecure: Type.Boolean({ default: false }),
-    /** Redis URL of a cluster's shared queue (docs/cluster.md): the daemon then also runs tasks from it. Default null (no cluster). */
-    clusterRedis: Type.Union([Type.Null(), Type.String({ pattern: '^rediss?://' })], { default: null }),
-    /**
-     * A 0600 file of this user's whose first line is clusterRedis, an absolute path (what `tend worker
-     * --redis-url-file` sets); read when clusterRedis is not given. Hidden from every sandboxed task. Default null.
-     */
-    clusterRedisUrlFile: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
-    /** The cluster's queue name. Default tend. */
-    clusterQueue: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', default: 'tend' }),
-    /** Cluster tasks this worker runs at once (its local tasks count apart). Default 4. */
-    clusterConcurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
-    /** This worker's labels: a task that requires labels runs only on a worker that has them all. Default none. */
-    clusterLabels: Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), { default: {} }),
-    /** How long a worker may go without renewing its lock on a job before its task counts as lost, in milliseconds. Default 10000. */
-    clusterStallMs: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
-    /** Sandbox profiles this worker runs cluster jobs in; a job asking for another fails. `off` must be named. Default workspace and strict. */
-    clusterAllowSandbox: Type.Array(Type.Union([Type.Literal('off'), Type.Literal('workspace'), Type.Literal('strict')]), { default: ['workspace', 'strict'] }),
-    /** The cluster key (32 random bytes, a 0600 file of this user's) that seals cluster tasks' environment values, an absolute path. Default null (none: such tasks are refused). */
-    clusterKeyFile: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
-    /** How other machines know this worker. Default: the host name and the home folder's name. */
-    clusterName: Type.Union([Type.Null(), Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,128}$' })], { default: null }),
+    ...CLUSTER_SETTINGS,
     /** pino log level. Default info. */
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   },
@@ -154,20 +134,11 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_CONSOLE_TLS_CERT: { key: 'consoleTlsCert', parse: String },
   TEND_CONSOLE_TLS_KEY: { key: 'consoleTlsKey', parse: String },
   TEND_CONSOLE_INSECURE: { key: 'consoleInsecure', parse: parseSwitch },
-  TEND_CLUSTER_REDIS: { key: 'clusterRedis', parse: String },
-  TEND_REDIS_URL: { key: 'clusterRedis', parse: String },
-  TEND_REDIS_URL_FILE: { key: 'clusterRedisUrlFile', parse: String },
-  TEND_CLUSTER_ALLOW_SANDBOX: { key: 'clusterAllowSandbox', parse: (text) => text.split(',').filter(Boolean) },
-  TEND_CLUSTER_KEY_FILE: { key: 'clusterKeyFile', parse: String },
-  TEND_CLUSTER_QUEUE: { key: 'clusterQueue', parse: String },
-  TEND_CLUSTER_CONCURRENCY: { key: 'clusterConcurrency', parse: Number },
-  TEND_CLUSTER_LABELS: { key: 'clusterLabels', parse: parseLabels },
-  TEND_CLUSTER_NAME: { key: 'clusterName', parse: String },
-  TEND_CLUSTER_STALL: { key: 'clusterStallMs', parse: parseDuration },
+  ...CLUSTER_VARIABLES,
 }
 
 /** Variables that hold credentials: never shown in a message, never handed to a task. */
-const CREDENTIAL_VARIABLES = new Set(['TEND_REDIS_URL', 'TEND_CLUSTER_REDIS', 'TEND_CLUSTER', 'TEND_TOKEN'])
+const CREDENTIAL_VARIABLES = new Set([...CLUSTER_CREDENTIAL_VARIABLES, 'TEND_TOKEN'])
 
 /** 1/true/yes or 0/false/no, as an environment variable writes a switch. */
 /** TEND_NETWORK_HOSTS: `name=address` pairs, separated by commas. */
@@ -237,12 +208,7 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
     seen.add(key)
     problems.push(`${sources.get(key) ?? sources.get(key.split('/')[0]!) ?? key}: ${key} ${settingProblem(error)}`)
   }
-  const urlFile = (settings as DaemonSettings).clusterRedisUrlFile
-  if (problems.length === 0 && urlFile !== null && (settings as DaemonSettings).clusterRedis === null) {
-    ;(settings as DaemonSettings).clusterRedis = readClusterUrl(urlFile, sources.get('clusterRedisUrlFile') ?? 'clusterRedisUrlFile', problems)
-  }
-  const keyFile = (settings as DaemonSettings).clusterKeyFile
-  if (problems.length === 0 && keyFile !== null) checkClusterKey(keyFile, sources.get('clusterKeyFile') ?? 'clusterKeyFile', problems)
+  if (problems.length === 0) checkClusterSettings(settings as DaemonSettings, sources, problems)
   if (problems.length === 0) checkNetworkSettings(settings as DaemonSettings, sources, problems)
   const taskUser = (settings as DaemonSettings).taskUser
   const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
@@ -277,25 +243,6 @@ function choicesOf(key: string): string[] | null {
   const schema = (DaemonSettingsSchema.properties as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key]
   const consts = schema?.anyOf?.map((branch) => branch.const)
   return consts && consts.every((value) => typeof value === 'string') ? (consts as string[]) : null
-}
-
-/** The cluster key file must be there and usable at start, not at the first job that needs it. */
-function checkClusterKey(path: string, source: string, problems: string[]): void {
-  try {
-    readClusterKey(path)
-  } catch (error) {
-    problems.push(`${source}: ${(error as Error).message}`)
-  }
-}
-
-/** The Redis URL in the file, or null (a problem noted) when it cannot be read. */
-function readClusterUrl(path: string, source: string, problems: string[]): string | null {
-  try {
-    return readRedisUrlFile(path)
-  } catch (error) {
-    problems.push(`${source}: ${(error as Error).message}`)
-    return null
-  }
 }
 
 /** A user name or uid as the system's user database knows it (id(1) asks NSS, not just /etc/passwd). */

@@ -79,7 +79,7 @@ export const TaskSchema = Type.Object(
     stoppedBy: Nullable(
       Type.Enum(STOPPED_BY, {
         description:
-          'who or what stopped it: owner (a kill by its agent), operator (a kill from an unscoped client), timeout, output-cap, memory-limit, session-end (its agent session ended), daemon-stop, outside-signal (a signal tend did not send), cluster-lease (its cluster worker lost its lease on the job); null when it ended by itself, failed to start or was lost',
+          'who or what stopped it: owner (a kill by its agent), operator (a kill from an unscoped client), timeout, output-cap, memory-limit, session-end (its agent session ended), daemon-stop, outside-signal (a signal tend did not send), lease-expired (its daemon could no longer confirm the lease it ran under, e.g. a cluster worker its lock on the job); null when it ended by itself, failed to start or was lost',
       }),
     ),
     pid: Nullable(Type.Integer()),

@@ -28,11 +28,11 @@ export const DEFAULT_LIFETIME: Lifetime = 'owner'
  * Who or what stopped a task, next to its reason: `owner` (a kill by the agent that owns it),
  * `operator` (a kill from an unscoped client: the CLI), `timeout`, `output-cap`, `memory-limit`,
  * `session-end` (its agent session was disposed), `daemon-stop`, `outside-signal` (a signal tend
- * did not send), `cluster-lease` (a cluster task that may be retried elsewhere, stopped because its
- * worker lost its lease on the job: Redis unreachable). Null for a task that ended by itself,
- * failed to start, or was lost.
+ * did not send), `lease-expired` (a task held to a fence, stopped because whoever started it could no
+ * longer confirm its lease: it may run again elsewhere). Null for a task that ended by itself,
+ * failed to start, or was lost. Records that say `cluster-lease` read as `lease-expired`.
  */
-export const STOPPED_BY = ['owner', 'operator', 'timeout', 'output-cap', 'memory-limit', 'session-end', 'daemon-stop', 'outside-signal', 'cluster-lease'] as const
+export const STOPPED_BY = ['owner', 'operator', 'timeout', 'output-cap', 'memory-limit', 'session-end', 'daemon-stop', 'outside-signal', 'lease-expired'] as const
 export type StoppedBy = (typeof STOPPED_BY)[number]
 
 /** What a task's stdin can be asked to be: `null` (/dev/null, the default) or `pipe` (`tend send` writes to it). */

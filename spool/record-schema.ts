@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { fullFormats } from 'ajv-formats/dist/formats.js'
 import { Type, type TSchema } from 'typebox'
-import { isTaskId, LIFETIMES, NETWORK_MODES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
+import { isTaskId, LIFETIMES, NETWORK_MODES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, RECORDED_STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -61,7 +61,7 @@ const STATE_FIELDS: Record<RecordedState, Record<string, TSchema>> = {
   running: { ...started, ...notEnded },
   exited: { ...started, endedAt: IsoDate, exitCode: Type.Integer(), signal: Type.Null(), reason: Type.Null(), ...notStopped },
   // A queued task can be killed before it starts (startedAt and pid both null; checked below).
-  killed: { startedAt: Nullable(IsoDate), pid: Nullable(Pid), endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(STOPPED_BY) },
+  killed: { startedAt: Nullable(IsoDate), pid: Nullable(Pid), endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(RECORDED_STOPPED_BY) },
   timed_out: { ...started, endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(['timeout']) },
   failed: { ...notStarted, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...stoppedBy(['daemon-stop']) },
   lost: { ...started, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...notStopped },

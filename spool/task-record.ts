@@ -1,7 +1,7 @@
 import { lstatSync, readdirSync, type Stats } from 'node:fs'
 import { chmod, lstat, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { DEFAULT_LIFETIME, isTaskId, networkModeOf, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
+import { currentStoppedBy, DEFAULT_LIFETIME, isTaskId, networkModeOf, type CorruptTask, type RecordedTask, type TaskRecord } from '../protocol/index.js'
 import { OUTPUT_FILE, RECORD_FILE, taskDir } from './layout.js'
 import { recordProblem, salvageRecordFields } from './record-schema.js'
 import { FOLDER_REPLACED, spoolFolders, withTaskFolder } from './task-folders.js'
@@ -48,10 +48,10 @@ export async function readSpoolEntry(spoolRoot: string, id: string): Promise<Spo
   return { task: withCurrentFields(task as RecordedTask) }
 }
 
-/** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null, stdin `null`, tty null, network a mode. */
+/** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null (an older name its current one), stdin `null`, tty null, network a mode. */
 function withCurrentFields(task: RecordedTask): RecordedTask {
   const network = networkModeOf(task.network as RecordedTask['network'] | boolean)
-  return { ...task, lifetime: task.lifetime ?? DEFAULT_LIFETIME, stoppedBy: task.stoppedBy ?? null, stdin: task.stdin ?? 'null', tty: task.tty ?? null, network } as RecordedTask
+  return { ...task, lifetime: task.lifetime ?? DEFAULT_LIFETIME, stoppedBy: currentStoppedBy(task.stoppedBy ?? null), stdin: task.stdin ?? 'null', tty: task.tty ?? null, network } as RecordedTask
 }
 
 /**

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander'
-import { MAX_CLUSTER_RETRIES, parseDuration, parseLabels, parseSize, TERMINAL_SIZE_MAX, type Labels } from '../../protocol/index.js'
+import { parseDuration, parseLabels, parseSize, TERMINAL_SIZE_MAX, type Labels } from '../../protocol/index.js'
 
 /** commander parsers: a bad value becomes a usage error that names the flag and the value. */
 export function durationOption(text: string): number {
@@ -20,12 +20,6 @@ export function sizeOption(text: string): number {
 
 export function countOption(text: string): number {
   if (!/^\d+$/.test(text)) throw new InvalidArgumentError(`expected a whole number, got ${JSON.stringify(text)}`)
-  return Number(text)
-}
-
-/** How many times a cluster task runs again when lost with its worker: 0 to MAX_CLUSTER_RETRIES. */
-export function retriesOption(text: string): number {
-  if (!/^\d+$/.test(text) || Number(text) > MAX_CLUSTER_RETRIES) throw new InvalidArgumentError(`expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(text)}`)
   return Number(text)
 }
 

@@ -1,5 +1,5 @@
 import { isFinished, REQUESTED_STOPS, type ClusterKill } from '../../protocol/index.js'
-import type { DaemonContext } from '../context.js'
+import type { WorkerDeps } from './worker-deps.js'
 import { normalizeSignal } from '../tasks/signals.js'
 import { logClusterChange } from '../http/audit.js'
 
@@ -15,7 +15,7 @@ const EARLY_KILL_KEEP_MS = 60_000
 export class ClusterKills {
   private readonly early = new Map<string, { kill: ClusterKill; at: number }>()
 
-  constructor(private readonly context: DaemonContext) {}
+  constructor(private readonly daemon: Pick<WorkerDeps, 'config' | 'log' | 'store' | 'supervisor'>) {}
 
   /** A message from the channel. */
   heard(message: string): void {
@@ -23,10 +23,10 @@ export class ClusterKills {
     try {
       kill = JSON.parse(message) as ClusterKill
     } catch {
-      return this.context.log.warn({ message: message.slice(0, 200) }, 'cluster kill that is not JSON, ignored')
+      return this.daemon.log.warn({ message: message.slice(0, 200) }, 'cluster kill that is not JSON, ignored')
     }
     if (typeof kill?.id !== 'string') return
-    if (this.context.store.find(kill.id)) return void this.apply(kill)
+    if (this.daemon.store.find(kill.id)) return void this.apply(kill)
     this.forgetOld()
     this.early.set(kill.id, { kill, at: Date.now() })
   }
@@ -42,16 +42,16 @@ export class ClusterKills {
 
   /** Stops the task a kill names, if it is this daemon's and has not ended. */
   private async apply(kill: ClusterKill): Promise<void> {
-    const { context } = this
-    const task = context.store.find(kill.id)
+    const { daemon } = this
+    const task = daemon.store.find(kill.id)
     if (!task || isFinished(task)) return
-    logClusterChange(context.log, { queue: context.config.clusterQueue, channel: 'kills', action: 'kill', taskId: task.id, outcome: 'applied' })
+    logClusterChange(daemon.log, { queue: daemon.config.clusterQueue, channel: 'kills', action: 'kill', taskId: task.id, outcome: 'applied' })
     try {
       // Whoever can publish on the channel can say who asks: a stoppedBy tend does not know is the operator's.
       const stoppedBy = REQUESTED_STOPS.find((each) => each === kill.stoppedBy) ?? 'operator'
-      await context.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: typeof kill.reason === 'string' ? kill.reason.slice(0, 500) : undefined, stoppedBy })
+      await daemon.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: typeof kill.reason === 'string' ? kill.reason.slice(0, 500) : undefined, stoppedBy })
     } catch (error) {
-      context.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
+      daemon.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
     }
   }
 

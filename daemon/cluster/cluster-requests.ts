@@ -1,11 +1,11 @@
 import type { Logger } from 'pino'
 import { INPUT_MAX_BYTES, TendError, type ClusterReply, type ClusterRequest } from '../../protocol/index.js'
 import { unseal } from '../../protocol/sealed-env.js'
-import type { DaemonContext } from '../context.js'
+import type { WorkerDeps } from './worker-deps.js'
 import { logClusterChange } from '../http/audit.js'
 
 export interface ClusterRequestsOptions {
-  context: DaemonContext
+  daemon: Pick<WorkerDeps, 'log' | 'store' | 'cleanup' | 'input'>
   /** This worker's name: requests name the worker that holds their task. */
   worker: string
   queue: string
@@ -23,8 +23,8 @@ export interface ClusterRequestsOptions {
  * these, as they can kill and start tasks: Redis is the cluster's trust (docs/cluster.md).
  */
 export function clusterRequests(options: ClusterRequestsOptions): { heard: (message: string) => void } {
-  const { context, worker, queue } = options
-  const log: Logger = context.log
+  const { daemon, worker, queue } = options
+  const log: Logger = daemon.log
   return {
     heard(message) {
       let request: ClusterRequest
@@ -42,12 +42,12 @@ export function clusterRequests(options: ClusterRequestsOptions): { heard: (mess
   }
 }
 
-async function answer({ context, key }: ClusterRequestsOptions, request: ClusterRequest): Promise<ClusterReply> {
+async function answer({ daemon, key }: ClusterRequestsOptions, request: ClusterRequest): Promise<ClusterReply> {
   try {
     // Not found here, as the socket's route would say.
-    context.store.get(request.id)
-    if (request.op === 'remove') return { ok: true, result: { removed: request.id, freedBytes: await context.cleanup.remove(request.id) } }
-    if (request.op === 'input') return { ok: true, result: await context.input.send(request.id, inputBytes(request, key), request.eof === true) }
+    daemon.store.get(request.id)
+    if (request.op === 'remove') return { ok: true, result: { removed: request.id, freedBytes: await daemon.cleanup.remove(request.id) } }
+    if (request.op === 'input') return { ok: true, result: await daemon.input.send(request.id, inputBytes(request, key), request.eof === true) }
     throw new TendError('TEND_ERR_VALIDATION', { detail: `op: expected input or remove, got ${JSON.stringify((request as { op?: unknown }).op)}` })
   } catch (error) {
     const tendError = error instanceof TendError ? error : new TendError('TEND_ERR_INTERNAL', { detail: (error as Error).message }, { cause: error })

@@ -4,7 +4,7 @@ import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
 import { aliveKey, isFinished, killChannel, queuesServed, redactRedisUrl, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
-import type { DaemonContext } from '../context.js'
+import type { WorkerDeps } from './worker-deps.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
 import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
@@ -31,8 +31,8 @@ export interface ClusterWorker {
  * like any local task (sandbox, spool, kill and timeout guarantees); the job completes with the
  * task's final record once it has ended, whatever its exit. BullMQ is loaded only by a worker.
  */
-export async function startClusterWorker(context: DaemonContext): Promise<ClusterWorker> {
-  const { config, log } = context
+export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWorker> {
+  const { config, log } = daemon
   const { Worker } = await import('bullmq')
   const name = config.clusterName ?? `${hostname()}:${basename(config.layout.home)}`
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
@@ -46,13 +46,13 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
     const announced = await registryClient.hget(workersKey(config.clusterQueue), worker)
     return announced ? (JSON.parse(announced) as WorkerEntry) : null
   }
-  // Lease watches must hear at once that Redis is away, not queue their questions until it is back.
-  const leaseClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
-  leaseClient.on('error', () => undefined)
-  const clusterKills = new ClusterKills(context)
+  // Watches of jobs' locks must hear at once that Redis is away, not queue their questions until it is back.
+  const lockClient = new Redis({ ...connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+  lockClient.on('error', () => undefined)
+  const clusterKills = new ClusterKills(daemon)
   // Checked when the settings were read: it opens the environment values jobs carry sealed.
   const key = config.clusterKeyFile === null ? null : readClusterKey(config.clusterKeyFile)
-  const runner: JobRunner = { context, worker: name, registry, lease: { redis: leaseClient, lockMs: config.clusterStallMs }, kills: clusterKills, key, queue: config.clusterQueue }
+  const runner: JobRunner = { daemon, worker: name, registry, lock: { redis: lockClient, lockMs: config.clusterStallMs }, kills: clusterKills, key, queue: config.clusterQueue }
   const workers: Worker[] = queues.map((queue) => {
     const worker = new Worker(queue, (job: Job<ClusterJobData>, token?: string) => runJob(runner, job, token), {
       connection,
@@ -72,14 +72,14 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // with a token of its own, announced where every client of the cluster finds it. A console that
   // cannot listen leaves the worker running tasks; their output is then read on this machine only.
   // Its token only reads: it sits in Redis, where whoever reads the queue finds it (docs/console.md).
-  const opened = await context.console.open({}, 'read').catch((error: unknown) => {
+  const opened = await daemon.console.open({}, 'read').catch((error: unknown) => {
     log.error({ err: error }, 'console not started: other machines cannot read the output of cluster tasks run here')
     return null
   })
   const entry: WorkerEntry = { name, origin: opened?.origin ?? null, token: opened?.token ?? null, labels: config.clusterLabels, startedAt: new Date().toISOString() }
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   // The other changes asked of a task's worker (its stdin, its removal) come on another.
-  const requests = clusterRequests({ context, worker: name, queue: config.clusterQueue, key, reply: (channel, message) => registryClient.publish(channel, message) })
+  const requests = clusterRequests({ daemon, worker: name, queue: config.clusterQueue, key, reply: (channel, message) => registryClient.publish(channel, message) })
   const kills = new Redis(connection)
   outage.watch(kills)
   kills.on('message', (channel: string, message: string) => (channel === requestChannel(config.clusterQueue) ? requests.heard(message) : clusterKills.heard(message)))
@@ -95,8 +95,8 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
   // killed, away from Redis) and was judged lost meanwhile gets its real end (answer-returned.ts).
   let closing = false
   const answering: AnswerOptions = { redis: registryClient, base: config.clusterQueue, worker: name, stallMs: config.clusterStallMs, log }
-  void answerForReturnedTasks(answering, context.store.list({ all: true }), () => closing).catch((error: unknown) => log.warn({ err: error }, 'jobs of tasks that ended here not answered'))
-  const stopAnswering = context.events.subscribe((event) => {
+  void answerForReturnedTasks(answering, daemon.store.list({ all: true }), () => closing).catch((error: unknown) => log.warn({ err: error }, 'jobs of tasks that ended here not answered'))
+  const stopAnswering = daemon.events.subscribe((event) => {
     if (!isFinished(event.task) || attemptOfRecord(event.task) === null) return
     void answerWhenSettled(answering, event.task, () => closing).catch((error: unknown) => log.warn({ err: error, taskId: event.taskId }, 'job of a task that ended here could not be answered'))
   })
@@ -120,13 +120,13 @@ export async function startClusterWorker(context: DaemonContext): Promise<Cluste
       const redisAnswers = registryClient.status === 'ready'
       const cut = () => {
         registryClient.disconnect()
-        leaseClient.disconnect()
+        lockClient.disconnect()
         for (const worker of workers) void worker.disconnect().catch(() => undefined)
       }
       if (!redisAnswers) cut()
       await withinBound(Promise.all([...workers.map((worker) => worker.close(keepTasks || !redisAnswers)), orphans.stop({ answering: redisAnswers })]), config.clusterStallMs, cut)
       registryClient.disconnect()
-      leaseClient.disconnect()
+      lockClient.disconnect()
     },
   }
 }

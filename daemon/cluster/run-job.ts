@@ -1,12 +1,11 @@
-import { setTimeout as delay } from 'node:timers/promises'
 import type { Job } from 'bullmq'
 import { isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, TendError, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
 import { CLUSTER_KEY_HOWTO, unsealEnv } from '../../protocol/sealed-env.js'
 import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
-import type { DaemonContext } from '../context.js'
-import { watchLease, type LeaseWatchOptions } from './lease-watch.js'
-import { writeLease } from '../tasks/lease-file.js'
+import type { JobDeps } from './worker-deps.js'
+import { stillHeld, watchJobLock, type JobLock } from './job-lock.js'
+import { writeLease } from '../spawn/keeper-lease.js'
 import type { ClusterKills } from './cluster-kills.js'
 import { logClusterChange } from '../http/audit.js'
 
@@ -20,12 +19,13 @@ const EARLIER_WORKER_TIMEOUT_MS = 5000
 export type Registry = (name: string) => Promise<WorkerEntry | null>
 
 export interface JobRunner {
-  context: DaemonContext
+  /** What a job uses of this worker's daemon. */
+  daemon: JobDeps
   /** This worker's name. */
   worker: string
   registry: Registry
-  /** What a lease watch needs besides the job's own lock: a connection, and the lock's life. */
-  lease: Pick<LeaseWatchOptions, 'redis' | 'lockMs'>
+  /** What watching a job's lock needs besides the lock's key: a connection, and the lock's life. */
+  lock: JobLock
   /** Kills heard before their task was admitted here. */
   kills: Pick<ClusterKills, 'takeEarly'>
   /** The cluster key, which opens the environment values jobs carry sealed; null: none here. */
@@ -45,20 +45,20 @@ export type Verdict = { ended: Task } | { lost: string }
  * it runs again here as the next attempt; otherwise the job ends with that attempt's end, or lost.
  */
 export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token: string | undefined): Promise<Task> {
-  const { context, worker } = runner
+  const { daemon, worker } = runner
   const { UnrecoverableError } = await import('bullmq')
   const id = job.id!
   // A stopping daemon's worker can still be handed a job (a fetch already waiting in Redis): it
   // puts it back for another worker.
-  if (!context.supervisor.admitting && token) return putBack(job, token)
+  if (!daemon.supervisor.admitting && token) return putBack(job, token)
   // Whoever can write to the cluster's Redis can put a job there: its request is checked as the
   // socket checks a POST /v1/tasks body, its profile against what this worker's operator allows,
   // and a bad one fails its job, naming what is wrong.
   const problems = checkJob(job.data)
   if (problems.length > 0) return refuse(runner, job, `the task's start request is not valid: ${problems.join('; ')}`, 'TEND_ERR_VALIDATION')
-  const profile = (job.data.request.sandbox as StartTaskBody['sandbox']) ?? context.config.sandbox
-  if (!context.config.clusterAllowSandbox.includes(profile)) {
-    return refuse(runner, job, new TendError('TEND_ERR_SANDBOX_NOT_ALLOWED', { profile, worker, allowed: context.config.clusterAllowSandbox.join(', ') }).message, 'TEND_ERR_SANDBOX_NOT_ALLOWED')
+  const profile = (job.data.request.sandbox as StartTaskBody['sandbox']) ?? daemon.config.sandbox
+  if (!daemon.config.clusterAllowSandbox.includes(profile)) {
+    return refuse(runner, job, new TendError('TEND_ERR_SANDBOX_NOT_ALLOWED', { profile, worker, allowed: daemon.config.clusterAllowSandbox.join(', ') }).message, 'TEND_ERR_SANDBOX_NOT_ALLOWED')
   }
   let env: Record<string, string> | undefined
   try {
@@ -74,35 +74,35 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   // Taken before: a worker reports on a job once it has admitted its task. Its lock expired: that
   // worker died or lost Redis, or this one was restarted.
   if (progress) {
-    const verdict = progress.worker === worker ? await judgeHere(context, id, worker) : await judgeElsewhere(id, progress.worker, runner.registry)
+    const verdict = progress.worker === worker ? await judgeHere(daemon, id, worker) : await judgeElsewhere(id, progress.worker, runner.registry)
     if ('ended' in verdict || attempt > retries) await forgetEnv(job)
     if ('ended' in verdict) return verdict.ended
     if (attempt > retries) throw new UnrecoverableError(`${LOST_PREFIX}${verdict.lost}`)
     earlier.push({ attempt, worker: progress.worker, reason: verdict.lost })
     attempt += 1
     // The lost attempt ran here: its record gives way to the next attempt's (its end is in `earlier`).
-    if (context.store.find(id)) await context.cleanup.remove(id)
+    if (daemon.store.find(id)) await daemon.cleanup.remove(id)
   }
   // Taken for the last attempt it may have: its environment values leave Redis now. (A task that
   // may run again elsewhere keeps them, sealed, until its job ends.)
   if (attempt > retries) await forgetEnv(job)
-  logClusterChange(context.log, { queue: runner.queue, channel: 'jobs', action: attempt === 1 ? 'start' : `start attempt ${attempt}`, taskId: id, outcome: 'admitted' })
+  logClusterChange(daemon.log, { queue: runner.queue, channel: 'jobs', action: attempt === 1 ? 'start' : `start attempt ${attempt}`, taskId: id, outcome: 'admitted' })
   const lockKey = `${job.queueQualifiedName}:${id}:lock`
   for (;;) {
     const task = await runAttempt(runner, job, token, { request, retries, attempt, earlier, lockKey })
     const lost = lostAttempt(task)
     // A worker stopped by its operator (tend stop) ends its tasks with it, as every daemon does:
     // the job ends with that record. (A restart hands the job to the next daemon, which retries.)
-    if (lost === null || attempt > retries || !token || !context.supervisor.admitting) {
+    if (lost === null || attempt > retries || !token || !daemon.supervisor.admitting) {
       await forgetEnv(job)
       return task
     }
     // Stopped for its lease: the next attempt runs here if the job is still this worker's (Redis
     // came back in time); otherwise the worker that takes the job judges this attempt and runs it.
-    if (!(await stillHeld(runner.lease, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
+    if (!(await stillHeld(runner.lock, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
     earlier.push({ attempt, worker, reason: lost })
     attempt += 1
-    await context.cleanup.remove(id)
+    await daemon.cleanup.remove(id)
   }
 }
 
@@ -113,51 +113,38 @@ async function runAttempt(
   token: string | undefined,
   { request, retries, attempt, earlier, lockKey }: { request: StartTaskBody; retries: number; attempt: number; earlier: ClusterAttempt[]; lockKey: string },
 ): Promise<Task> {
-  const { context, worker } = runner
+  const { daemon, worker } = runner
   const id = job.id!
   const report = (task: Task) => job.updateProgress({ worker, state: task.state, pid: task.pid, attempt, earlier } satisfies ClusterProgress)
   const retried = retries > 0 && token !== undefined
-  const task = await context.supervisor.start(request, {
+  const task = await daemon.supervisor.start(request, {
     id,
     idempotencyKey: attempt === 1 ? `cluster-${id}` : `cluster-${id}-${attempt}`,
     // A task that may run again elsewhere must never outlive this daemon, nor its lease on the job:
     // its keeper holds it to a lease this worker renews while Redis confirms the job's lock (the
     // first one is a conservative half of the lock's life: the lock was taken a moment ago).
-    ...(retried ? { endsWithDaemon: true, leaseMs: runner.lease.lockMs / 2 } : {}),
+    ...(retried ? { endsWithDaemon: true, leaseMs: runner.lock.lockMs / 2 } : {}),
   })
   await report(task)
   // Killed while this worker was taking the job: stopped as soon as it exists.
   await runner.kills.takeEarly(id)
   const stopWatch = retried
-    ? watchLease({
-        ...runner.lease,
+    ? watchJobLock({
+        ...runner.lock,
         lockKey,
         token,
-        onLost: (why) => void fence(context, id, why),
-        onConfirmed: (until) => void writeLease(task.spool, until - Date.now()).catch((error: unknown) => context.log.warn({ err: error, taskId: id }, 'lease not renewed')),
+        onLost: (why) => void fence(daemon, id, why),
+        onConfirmed: (until) => void writeLease(task.spool, until - Date.now()).catch((error: unknown) => daemon.log.warn({ err: error, taskId: id }, 'lease not renewed')),
       })
     : undefined
   try {
-    const started = await context.store.whenState(id, (each) => each.state !== 'queued', FINISH_WAIT_MS)
+    const started = await daemon.store.whenState(id, (each) => each.state !== 'queued', FINISH_WAIT_MS)
     if (!isFinished(started)) await report(started)
     let current = started
-    while (!isFinished(current)) current = await context.store.whenFinished(id, FINISH_WAIT_MS)
+    while (!isFinished(current)) current = await daemon.store.whenFinished(id, FINISH_WAIT_MS)
     return current
   } finally {
     stopWatch?.()
-  }
-}
-
-/** Whether Redis still holds the job's lock with this worker's token: asked until Redis answers. */
-async function stillHeld(lease: JobRunner['lease'], lockKey: string, token: string): Promise<boolean> {
-  for (;;) {
-    const answers = await lease.redis
-      .multi()
-      .get(lockKey)
-      .exec()
-      .catch(() => null)
-    if (answers) return answers[0]?.[1] === token
-    await delay(lease.lockMs / 5)
   }
 }
 
@@ -171,7 +158,7 @@ async function putBack(job: Job<ClusterJobData>, token: string): Promise<never> 
 /** Fails a job for good, with a reason its submitter sees; nothing was started. */
 async function refuse(runner: JobRunner, job: Job<ClusterJobData>, reason: string, code: string): Promise<never> {
   const { UnrecoverableError } = await import('bullmq')
-  logClusterChange(runner.context.log, { queue: runner.queue, channel: 'jobs', action: 'start', taskId: job.id!, outcome: code })
+  logClusterChange(runner.daemon.log, { queue: runner.queue, channel: 'jobs', action: 'start', taskId: job.id!, outcome: code })
   await forgetEnv(job)
   throw new UnrecoverableError(reason)
 }
@@ -205,12 +192,12 @@ function checkJob(data: ClusterJobData): string[] {
 }
 
 /** Stops a task whose worker is about to lose its lease on the job: another may take it from then on. */
-async function fence(context: DaemonContext, id: string, why: string): Promise<void> {
-  context.log.warn({ taskId: id, why }, 'lease on a cluster job lost: its task is stopped, so that a retry never runs beside it')
+async function fence(daemon: JobDeps, id: string, why: string): Promise<void> {
+  daemon.log.warn({ taskId: id, why }, 'lease on a cluster job lost: its task is stopped, so that a retry never runs beside it')
   try {
-    await context.supervisor.kill(id, { signal: 'SIGKILL', graceMs: 0, note: `its worker lost its lease on the job (${why})`, stoppedBy: 'cluster-lease' })
+    await daemon.supervisor.kill(id, { signal: 'SIGKILL', graceMs: 0, note: `its worker lost its lease on the job (${why})`, stoppedBy: 'lease-expired' })
   } catch (error) {
-    context.log.error({ err: error, taskId: id }, 'a task whose lease was lost could not be stopped')
+    daemon.log.error({ err: error, taskId: id }, 'a task whose lease was lost could not be stopped')
   }
 }
 
@@ -222,16 +209,16 @@ async function fence(context: DaemonContext, id: string, why: string): Promise<v
  */
 function lostAttempt(task: Task): string | null {
   if (task.state === 'lost') return task.reason
-  if (task.stoppedBy === 'cluster-lease' || task.stoppedBy === 'daemon-stop') return task.reason
+  if (task.stoppedBy === 'lease-expired' || task.stoppedBy === 'daemon-stop') return task.reason
   return null
 }
 
 /** The attempt that ran on this worker, before this daemon (or its lease) was lost. */
-async function judgeHere(context: DaemonContext, id: string, worker: string): Promise<Verdict> {
-  let task = context.store.find(id)
+async function judgeHere(daemon: JobDeps, id: string, worker: string): Promise<Verdict> {
+  let task = daemon.store.find(id)
   if (!task) return { lost: `worker ${worker} ran the task before and no longer has its record` }
   // Still running (this daemon was restarted with it): it is the attempt, and its end is the job's.
-  while (!isFinished(task)) task = await context.store.whenFinished(id, FINISH_WAIT_MS)
+  while (!isFinished(task)) task = await daemon.store.whenFinished(id, FINISH_WAIT_MS)
   const lost = lostAttempt(task)
   return lost === null ? { ended: task } : { lost }
 }

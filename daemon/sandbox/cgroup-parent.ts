@@ -35,8 +35,9 @@ const CGROUP_SUPER_MAGIC = 0x27e0eb
 
 /**
  * The folder of one daemon's task groups inside its uid's, named after its home: daemons of one uid
- * (two cluster workers on one machine, say) each have their own, so that one task id (a cluster
- * task keeps its id from attempt to attempt) never names another daemon's group, left or live.
+ * (two of them on one machine, each with its own home) each have their own, so that one task id
+ * (a task given its id from outside keeps it from attempt to attempt) never names another daemon's
+ * group, left or live.
  */
 export function daemonCgroupFolder(home: string): string {
   let real: string

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path'
 
 /**
  * Where credentials usually live under a home folder; a sandboxed task sees them empty.
- * `.config/tend` is tend's own: the cluster's Redis URL and key as docs/cluster.md keeps them.
+ * `.config/tend` is tend's own: where the shared queue's Redis URL and key files are kept by default.
  */
 const HOME_CREDENTIALS = [
   '.ssh', '.aws', '.azure', '.config/gh', '.config/gcloud', '.config/hub', '.config/tend', '.docker', '.gnupg', '.kube',

@@ -34,8 +34,8 @@ export interface SpawnRequest {
    * End the task when the daemon ends, however it ends (SIGKILL included), within milliseconds,
    * instead of leaving it to its keeper for the next daemon: its keeper watches the spawner's helper
    * (which dies with the daemon) and, once it is gone, SIGKILLs the task with everything it started
-   * and writes `lifelineBroke` into the exit file. For tasks that must never run on unwatched (a
-   * cluster task retried elsewhere). Native spawner only (the node spawner refuses it at stage
+   * and writes `lifelineBroke` into the exit file. For tasks that must never run on unwatched (one
+   * that may be run again elsewhere, under a fence: keeper-lease.ts). Native spawner only (the node spawner refuses it at stage
    * `lifeline`). Default: false.
    */
   endsWithDaemon?: boolean
@@ -307,7 +307,7 @@ export interface SpawnExit {
   lifelineBroke?: true
   /**
    * Set when the task was ended by its keeper because the lease the daemon keeps writing into the
-   * task's folder (`lease`, daemon/tasks/lease-file.ts) ran out: the daemon stopped renewing it
+   * task's folder (`lease`, daemon/spawn/keeper-lease.ts) ran out: the daemon stopped renewing it
    * (frozen, or too slow) while its helper still ran.
    */
   leaseRanOut?: true

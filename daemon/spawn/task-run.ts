@@ -8,8 +8,8 @@ export const TASK_ID_VARIABLE = 'TEND_TASK_ID'
 
 /**
  * A new run name for a task admitted now: its id and random bytes, so unique to this daemon and
- * this admission. A cluster task keeps its id on every worker and in every attempt, and workers
- * share machines and /proc: the processes a daemon finds by their marker are those of its own run,
+ * this admission. A task given its id from outside keeps it on every daemon and in every attempt,
+ * and daemons share machines and /proc: the processes a daemon finds by their marker are those of its own run,
  * never another daemon's run of the same task, nor another attempt of it. (Task cgroups are in a
  * folder of each daemon's own, cgroup-parent.ts, and a daemon holds one run of a task id at a time:
  * the earlier run's record and groups go before the next is admitted.)

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 /**
  * The temporary files tend's own writers make beside a task's files before renaming them into
  * place: a record version (record-writer.ts: `task.json.<pid>-<n>.tmp`) and a lease
- * (lease-file.ts: `lease.<pid>.tmp`). One that is still there at recovery belongs to a daemon that
+ * (spawn/keeper-lease.ts: `lease.<pid>.tmp`). One that is still there at recovery belongs to a daemon that
  * died mid-write (the instance lock keeps any other daemon away): it is never renamed, so it goes.
  * A keeper's exit file (keeper.c: `exit.json.<keeper pid>.tmp`) goes unless that keeper still
  * lives (it may be writing it right now).

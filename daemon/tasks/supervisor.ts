@@ -41,7 +41,7 @@ import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
 import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted, withOutputLoss } from './transitions.js'
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
-import { writeLease } from './lease-file.js'
+import { writeLease } from '../spawn/keeper-lease.js'
 import { newTaskRun, taskMarker } from '../spawn/task-run.js'
 
 
@@ -104,7 +104,7 @@ export interface StartOptions {
   endsWithDaemon?: boolean
   /**
    * The task runs only while it holds a lease: its keeper ends it, on its own, once the lease runs
-   * out (daemon/tasks/lease-file.ts). The first lease lasts this long from admission (in ms); who
+   * out (daemon/spawn/keeper-lease.ts). The first lease lasts this long from admission (in ms); who
    * started the task renews it with writeLease. Implies endsWithDaemon. Default: none.
    */
   leaseMs?: number
@@ -119,10 +119,10 @@ export interface KillRequest {
   /** The caller's words, appended to the recorded reason. */
   note?: string
   /**
-   * Who asks: an agent (`owner`), its session's disposal (`session-end`), the cluster worker that
-   * lost its lease on the task's job (`cluster-lease`), else the operator.
+   * Who asks: an agent (`owner`), its session's disposal (`session-end`), whoever started the task
+   * once it can no longer confirm the task's lease (`lease-expired`), else the operator.
    */
-  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end' | 'cluster-lease'>
+  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end' | 'lease-expired'>
 }
 
 /** Starts, watches and stops tasks; the only module that touches task processes. */

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { ClusterClient } from '../../client/cluster.js'
+import { ClusterClient } from '../../client/cluster/index.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -415,13 +415,13 @@ describe('faults', () => {
       await client.close()
       await own.stop()
       // Without Redis the worker cannot confirm its lease: it stops the task before the lease could expire.
-      // The worker stops it itself (killed, stoppedBy cluster-lease); had it been too slow, the
+      // The worker stops it itself (killed, stoppedBy lease-expired); had it been too slow, the
       // task's keeper would have, at the lease the worker last wrote (lost: its lease ran out).
       const fenced = await waitFor('attempt 1 to be stopped for its lease', async () => {
         const task = await worker.client.get(submitted.id)
         return task.state !== 'running' ? task : null
       }, 10_000)
-      if (fenced.state === 'killed') expect(fenced).toMatchObject({ stoppedBy: 'cluster-lease', signal: 'SIGKILL' })
+      if (fenced.state === 'killed') expect(fenced).toMatchObject({ stoppedBy: 'lease-expired', signal: 'SIGKILL' })
       else expect(fenced).toMatchObject({ state: 'lost', reason: expect.stringContaining('its lease ran out') })
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
       await own.restart()

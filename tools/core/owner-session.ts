@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import { isFinished, isTendError, type Task } from '../../client/index.js'
-import { connectTasks, type TaskService, type TaskServiceOptions } from '../../client/task-service.js'
+import { connectTasks, type TaskServiceOptions } from '../../client/connect-tasks.js'
+import type { TaskService } from '../../client/task-service.js'
 import { noticeText } from './notice.js'
 
 /** Hands a completion notice to the agent; answers false when it could not be delivered. */

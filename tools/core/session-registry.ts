@@ -1,4 +1,4 @@
-import type { TaskServiceOptions } from '../../client/task-service.js'
+import type { TaskServiceOptions } from '../../client/connect-tasks.js'
 import { OwnerSession, type NoticeSink } from './owner-session.js'
 import { ToolFailure } from './operations.js'
 

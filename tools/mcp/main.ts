@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
-import { clusterUrlFromArgv, normalizeClusterChoice } from '../../client/options.js'
+import { clusterUrlFromArgv, normalizeClusterChoice } from '../../client/cluster/cluster-choice.js'
 import { serveMcp } from './server.js'
 
 const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks] [--allow-host-network] [--cluster REDIS_URL | --cluster-url-file FILE [--queue NAME]]'

@@ -1,9 +1,7 @@
 import type { Command } from 'commander'
 import { action } from '../command-context.js'
-import { EXIT } from '../exit-codes.js'
 import { durationOption } from '../option-parsers.js'
-import { printJson, stoppedByText } from '../output.js'
-import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
+import { addTargetOptions } from '../resolve-target.js'
 
 export function registerKillCommand(program: Command): void {
   const command = program
@@ -12,20 +10,11 @@ export function registerKillCommand(program: Command): void {
     .argument('<id>', 'task id')
     .option('-s, --signal <signal>', 'first signal (name or number; default TERM)')
     .option('--grace <duration>', 'time before KILL (default 3s)', durationOption)
-  addClusterOptions(command)
+  addTargetOptions(command)
   command.action(
-    action(command, async ({ client, io }, id: string, flags: { signal?: string; grace?: number } & ClusterFlags) => {
+    action(command, async ({ io, tasks }, id: string, flags: { signal?: string; grace?: number }) => {
       const signal = flags.signal !== undefined && /^\d+$/.test(flags.signal) ? Number(flags.signal) : flags.signal?.toUpperCase()
-      const onCluster = await withCluster(flags, client.options.env, (cluster) => cluster.kill(id, { signal, graceMs: flags.grace }))
-      if (onCluster && !onCluster.task) {
-        if (io.json) printJson(io, onCluster)
-        else io.out(`${id} ${onCluster.state}${onCluster.reason ? `: ${onCluster.reason}` : ''}`)
-        return EXIT.ok
-      }
-      const task = onCluster?.task ?? (await client.kill(id, { signal, graceMs: flags.grace }))
-      if (io.json) printJson(io, task)
-      else io.out(`${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${stoppedByText(task)}${task.reason ? `: ${task.reason}` : ''}`)
-      return EXIT.ok
+      return (await tasks()).kill(io, id, { signal, graceMs: flags.grace })
     }),
   )
 }

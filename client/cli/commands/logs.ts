@@ -1,76 +1,8 @@
 import type { Command } from 'commander'
-import { incompleteUtf8Tail, type ReadResult } from '../../../protocol/index.js'
-import type { TendClient } from '../../client.js'
 import { action } from '../command-context.js'
-import { EXIT } from '../exit-codes.js'
 import { countOption } from '../option-parsers.js'
-import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
-import { printJson, type CliIo } from '../output.js'
-import { PlainTextStream } from '../plain-stream.js'
-import { followOnCluster } from '../cluster-follow.js'
-
-interface LogsFlags {
-  follow?: boolean
-  from?: number
-  tail?: number
-  plain?: boolean
-}
-
-/** Where a read starts: a byte offset or the last lines. */
-type ReadStart = { from?: number; tail?: number }
-
-/**
- * One read as `--plain` prints it: `data` its text; `next` where the bytes not printed yet start (a
- * reader goes on from there). `flush`: reading stops here, so a redrawn last line is shown as it stands.
- */
-function plainRead(chunk: ReadResult, plain: PlainTextStream, flush: boolean): ReadResult {
-  let text = plain.push(Buffer.from(chunk.data, 'base64'), chunk.done)
-  if (flush) text += plain.flush()
-  return { ...chunk, data: text, encoding: 'utf8', next: chunk.next - plain.pendingBytes }
-}
-
-/**
- * One read as `--json` prints it without `--plain`: its bytes as text, a character its end cuts in
- * two held in `carry` for the next read (never decoded in halves), `next` where the text ends.
- */
-function textRead(chunk: ReadResult, carry: Utf8Carry): ReadResult {
-  const bytes = Buffer.concat([carry.bytes, Buffer.from(chunk.data, 'base64')])
-  const held = chunk.done ? 0 : incompleteUtf8Tail(bytes)
-  carry.bytes = Buffer.from(bytes.subarray(bytes.length - held))
-  return { ...chunk, data: bytes.subarray(0, bytes.length - held).toString('utf8'), encoding: 'utf8', next: chunk.next - held }
-}
-
-/** Bytes of a character cut in two at the end of the last read, kept for the next one. */
-interface Utf8Carry {
-  bytes: Buffer
-}
-
-/** How the reads of one command are printed: their bytes, their plain text, or with --json their text. */
-interface Printer {
-  plain: PlainTextStream | null
-  carry: Utf8Carry
-}
-
-const printerFor = (plain: boolean | undefined): Printer => ({ plain: plain ? new PlainTextStream() : null, carry: { bytes: Buffer.alloc(0) } })
-
-/** Prints one read of a follow, or of a read to the end without one: its bytes, or its plain text; with --json one line each. */
-async function printChunk(io: CliIo, chunk: ReadResult, printer: Printer, flush: boolean): Promise<void> {
-  const { plain } = printer
-  if (io.json) io.out(JSON.stringify(plain ? plainRead(chunk, plain, flush) : textRead(chunk, printer.carry)))
-  else await io.writeRaw(plain ? Buffer.from(plainRead(chunk, plain, flush).data) : Buffer.from(chunk.data, 'base64'))
-}
-
-/** Copies a task's output to stdout until it ends: byte for byte, or with `plain` as plain text. */
-export async function streamOutput(client: TendClient, io: CliIo, id: string, start: ReadStart, options: { plain?: boolean } = {}): Promise<void> {
-  let printer = printerFor(options.plain)
-  const onCutBack = (outputBytes: number, from: number) => {
-    io.err(`tend: the output of ${id} was cut back to ${outputBytes} bytes (it had ${from}); reading it again from its start`)
-    printer = printerFor(options.plain)
-  }
-  for await (const chunk of client.follow(id, { ...start, encoding: 'base64', maxBytes: 4 * 1024 * 1024, onCutBack })) {
-    await printChunk(io, chunk, printer, false)
-  }
-}
+import type { LogsFlags } from '../print-output.js'
+import { addTargetOptions } from '../resolve-target.js'
 
 export function registerLogsCommand(program: Command): void {
   const command = program
@@ -81,48 +13,6 @@ export function registerLogsCommand(program: Command): void {
     .option('--from <byte>', 'start at this byte offset', countOption)
     .option('--tail <lines>', 'start at the last N lines', countOption)
     .option('--plain', "print text only: a terminal's control sequences removed, redrawn lines as they were left (output.log stays raw)")
-  addClusterOptions(command)
-  command.action(
-    action(command, async ({ client, io }, id: string, flags: LogsFlags & ClusterFlags) => {
-      // A cluster task's output stays on its worker: read there, through its console's API. A
-      // follow goes on across the loss of that worker (cluster-follow.ts).
-      const onCluster = await withCluster(flags, client.options.env, async (cluster) => {
-        if (flags.follow) {
-          const printer = printerFor(flags.plain)
-          const start: ReadStart = flags.tail !== undefined ? { tail: flags.tail } : { from: flags.from ?? 0 }
-          return followOnCluster(cluster, io, id, start, (chunk) => printChunk(io, chunk, printer, false))
-        }
-        const { client: worker } = await cluster.workerClient(id)
-        try {
-          return await printLogs(worker, io, id, flags)
-        } finally {
-          worker.close()
-        }
-      })
-      return onCluster ?? (await printLogs(client, io, id, flags))
-    }),
-  )
-}
-
-async function printLogs(client: TendClient, io: CliIo, id: string, flags: LogsFlags): Promise<number> {
-  const start: ReadStart = flags.tail !== undefined ? { tail: flags.tail } : { from: flags.from ?? 0 }
-  if (flags.follow) {
-    await streamOutput(client, io, id, start, { plain: flags.plain })
-    return EXIT.ok
-  }
-  if (io.json) {
-    const plain = flags.plain ? new PlainTextStream() : null
-    const read = plain ? plainRead(await client.read(id, { ...start, encoding: 'base64', maxBytes: 16 * 1024 * 1024 }), plain, true) : await client.read(id, { ...start, maxBytes: 16 * 1024 * 1024 })
-    printJson(io, read)
-    return EXIT.ok
-  }
-  // Without --follow: everything there is now, in chunks, then stop.
-  const printer = printerFor(flags.plain)
-  let cursor: ReadStart = start
-  for (;;) {
-    const chunk = await client.read(id, { ...cursor, encoding: 'base64', maxBytes: 4 * 1024 * 1024 })
-    await printChunk(io, chunk, printer, !chunk.truncated)
-    if (!chunk.truncated) return EXIT.ok
-    cursor = { from: chunk.next }
-  }
+  addTargetOptions(command)
+  command.action(action(command, async ({ io, tasks }, id: string, flags: LogsFlags) => (await tasks()).logs(io, id, flags)))
 }

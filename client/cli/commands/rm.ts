@@ -3,15 +3,15 @@ import { formatBytes, TendError } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson, type CliIo } from '../output.js'
-import { addClusterOptions, withCluster, type ClusterFlags } from '../cluster-options.js'
+import { addTargetOptions } from '../resolve-target.js'
 
 export function registerRmCommand(program: Command): void {
   const command = program.command('rm').summary('forget finished tasks (or corrupt spool entries) and delete their spool').argument('<id...>', 'task ids')
-  addClusterOptions(command)
+  addTargetOptions(command)
   command.action(
-    action(command, async ({ client, io }, ids: string[], flags: ClusterFlags) => {
-      const onCluster = await withCluster(flags, client.options.env, (cluster) => removeAll(io, ids, (id) => cluster.remove(id)))
-      return onCluster ?? (await removeAll(io, ids, (id) => client.remove(id)))
+    action(command, async ({ io, tasks }, ids: string[]) => {
+      const target = await tasks()
+      return removeAll(io, ids, (id) => target.remove(id))
     }),
   )
 }

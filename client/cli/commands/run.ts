@@ -1,13 +1,9 @@
 import { Command, Option } from 'commander'
-import { setTimeout as delay } from 'node:timers/promises'
-import { exitStatusOf, type Labels, NETWORK_MODES, type NetworkMode, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
+import { type Labels, NETWORK_MODES, type NetworkMode, OWNER_PATTERN, SANDBOX_PROFILES, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, labelsOption, retriesOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
-import { printJson, stoppedByText, type CliIo } from '../output.js'
-import { addClusterOptions, withCluster } from '../cluster-options.js'
-import type { ClusterClient, ClusterStartOptions } from '../../cluster.js'
-import { streamOutput } from './logs.js'
+import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { addTargetOptions } from '../resolve-target.js'
 
 interface RunFlags {
   c?: string
@@ -32,8 +28,6 @@ interface RunFlags {
   rows?: number
   require?: Labels
   retries?: number
-  cluster?: string
-  queue?: string
 }
 
 export function registerRunCommand(program: Command): void {
@@ -62,13 +56,11 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
-    .option('--require <k=v,...>', 'with --cluster: run only on a worker with these labels (repeatable)', labelsOption)
-    .option('--retries <n>', 'with --cluster: when its worker is lost mid-task, run it again on another worker, up to N times (0-10; default 0); it then ends with its worker', retriesOption)
-  addClusterOptions(command)
+  addTargetOptions(command, { run: true })
   command.action(
     action(
       command,
-      async ({ client, io }, argv: string[], flags: RunFlags) => {
+      async ({ io, tasks }, argv: string[], flags: RunFlags) => {
         if (flags.c !== undefined && argv.length > 0) throw new TendError('TEND_ERR_USAGE', { detail: 'give either -c LINE or -- CMD [ARG...], not both' })
         if (flags.c === undefined && argv.length === 0) throw new TendError('TEND_ERR_USAGE', { detail: 'nothing to run: give -- CMD [ARG...] or -c LINE' })
         if (flags.c !== undefined && flags.c.trim() === '') throw new TendError('TEND_ERR_USAGE', { detail: '-c: the shell line is empty' })
@@ -95,23 +87,7 @@ export function registerRunCommand(program: Command): void {
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
         } as const
-        const clusterStatus = await withCluster(flags, client.options.env, (cluster) => runOnCluster(cluster, io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true))
-        if (clusterStatus !== null) return clusterStatus
-        if (flags.require) throw new TendError('TEND_ERR_USAGE', { detail: '--require needs --cluster (or TEND_CLUSTER): labels belong to cluster workers' })
-        if (flags.retries !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: '--retries needs --cluster (or TEND_CLUSTER): a task runs again on another worker of a cluster' })
-        const task = await client.start(options)
-        if (!flags.wait) {
-          if (io.json) printJson(io, task)
-          else io.out(task.id)
-          return EXIT.ok
-        }
-        if (!io.json) await streamOutput(client, io, task.id, { from: 0 })
-        const finished = await client.wait(task.id)
-        if (io.json) printJson(io, finished)
-        else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}${stoppedByText(finished)}: ${finished.reason ?? ''}`.trimEnd())
-        const hint = sandboxHint(finished)
-        if (hint) io.err(hint)
-        return exitStatusOf(finished) ?? EXIT.waitFailed
+        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
       },
       (error, _argv, flags) => {
         const code = exitCodeForError(error)
@@ -140,31 +116,4 @@ function terminalOf(flags: RunFlags): true | Partial<TerminalSize> | undefined {
   }
   if (flags.cols === undefined && flags.rows === undefined) return true
   return { ...(flags.cols === undefined ? {} : { cols: flags.cols }), ...(flags.rows === undefined ? {} : { rows: flags.rows }) }
-}
-
-/** How often `run --wait --cluster` looks whether a worker has taken the task. */
-const CLUSTER_POLL_MS = 100
-
-/** A cluster task: its id (or, with --wait, its final record once a worker has run it). */
-async function runOnCluster(cluster: ClusterClient, io: CliIo, options: ClusterStartOptions, wait: boolean): Promise<number> {
-  const submitted = await cluster.start(options)
-  if (!wait) {
-    if (io.json) printJson(io, submitted)
-    else io.out(submitted.id)
-    return EXIT.ok
-  }
-  if (!io.json) {
-    // Its output, as it is written, from the worker that takes it.
-    while ((await cluster.get(submitted.id)).worker === null) await delay(CLUSTER_POLL_MS)
-    const { client: worker } = await cluster.workerClient(submitted.id)
-    try {
-      await streamOutput(worker, io, submitted.id, { from: 0 })
-    } finally {
-      worker.close()
-    }
-  }
-  const finished = await cluster.wait(submitted.id)
-  if (io.json) printJson(io, finished)
-  else io.err(`tend: task ${finished.id} ${finished.state} on ${finished.worker ?? 'no worker'}${finished.reason ? `: ${finished.reason}` : ''}`)
-  return finished.task ? (exitStatusOf(finished.task) ?? EXIT.waitFailed) : EXIT.waitFailed
 }

@@ -22,11 +22,11 @@ import {
   type Labels,
   type RequestedStop,
   type Task,
-} from '../protocol/index.js'
+} from '../../protocol/index.js'
 // Sealing loads node:crypto: kept out of protocol/index, which every CLI run loads.
-import { CLUSTER_KEY_HOWTO, readClusterKey, seal, sealEnv } from '../protocol/sealed-env.js'
-import { newTaskId } from '../protocol/task-id.js'
-import { startRequestBody, TendClient, type StartOptions } from './client.js'
+import { CLUSTER_KEY_HOWTO, readClusterKey, seal, sealEnv } from '../../protocol/sealed-env.js'
+import { newTaskId } from '../../protocol/task-id.js'
+import { startRequestBody, TendClient, type StartOptions } from '../client.js'
 import { askWorker, type RequestRedis } from './cluster-requests.js'
 import { describeJob, killedWhileQueuedRecord, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
 

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
-import { eventTypeForState, isFinished, TendError, WAIT_MS_LIMIT, type ReadResult, type Task, type TaskEvent, type TaskInputResult } from '../protocol/index.js'
-import type { KillOptions, ListOptions, ReadOptions, StartOptions } from './client.js'
-import type { ClusterClient, ClusterTask } from './cluster.js'
-import type { EventsOptions } from './events.js'
-import type { TaskService } from './task-service.js'
+import { eventTypeForState, isFinished, TendError, WAIT_MS_LIMIT, type ReadResult, type Task, type TaskEvent, type TaskInputResult } from '../../protocol/index.js'
+import type { KillOptions, ListOptions, ReadOptions, StartOptions } from '../client.js'
+import type { ClusterClient, ClusterTask } from './cluster-client.js'
+import type { EventsOptions } from '../events.js'
+import type { TaskService } from '../task-service.js'
 
 /** How long the ending of a task is left to the queue's events alone before its job is looked at. */
 const SWEEP_MS = 1000

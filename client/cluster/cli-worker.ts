@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { TendError } from '../../../protocol/index.js'
+import { TendError } from '../../protocol/index.js'
 
 /**
  * `tend worker` is dispatched by bin/tend.js straight to daemon/ (a daemon that also runs a

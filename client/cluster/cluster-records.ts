@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq'
-import { DEFAULT_LIFETIME, DEFAULT_NETWORK, DEFAULT_OWNER, networkModeOf, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../protocol/index.js'
+import { currentStoppedBy, DEFAULT_LIFETIME, DEFAULT_NETWORK, DEFAULT_OWNER, networkModeOf, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../../protocol/index.js'
 
 /** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
 export interface ClusterTask {
@@ -30,7 +30,9 @@ export function describeJob(id: string, queue: string, job: ClusterJob, state: s
   const owner = typeof job.data.request.owner === 'string' ? job.data.request.owner : DEFAULT_OWNER
   const known = { id, queue, owner, worker: progress?.worker ?? null, attempt: progress?.attempt ?? 1, earlier: progress?.earlier ?? [] }
   if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
-    return { ...known, state: job.returnvalue.state, task: job.returnvalue, reason: job.returnvalue.reason }
+    // An older worker's record may name its stop as it was called then.
+    const task = { ...job.returnvalue, stoppedBy: currentStoppedBy(job.returnvalue.stoppedBy) } as Task
+    return { ...known, state: task.state, task, reason: task.reason }
   }
   if (state === 'failed') {
     const reason = job.failedReason ?? ''

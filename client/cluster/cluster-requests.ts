@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { requestChannel, TendError, type ClusterReply, type ClusterRequest } from '../protocol/index.js'
+import { requestChannel, TendError, type ClusterReply, type ClusterRequest } from '../../protocol/index.js'
 
 /** A Redis connection that can publish and be copied into one that listens. */
 export interface RequestRedis {

@@ -1,7 +1,7 @@
 import { TendError, type ReadResult } from '../../protocol/index.js'
-import type { ClusterClient, ClusterTask } from '../cluster.js'
-import { EXIT } from './exit-codes.js'
-import type { CliIo } from './output.js'
+import type { ClusterClient, ClusterTask } from './cluster-client.js'
+import { EXIT } from '../cli/exit-codes.js'
+import type { CliIo } from '../cli/output.js'
 
 /** How long one look at the queue waits for a change while the task's worker does not answer. */
 const LOOK_MS = 1000

@@ -1,0 +1,77 @@
+import { exitStatusOf, sandboxHint, taskLabel, type Task } from '../../protocol/index.js'
+import type { TendClient } from '../client.js'
+import { printTask } from './describe-task.js'
+import { EXIT } from './exit-codes.js'
+import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
+import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
+import { printKilled, printWaited } from './task-answers.js'
+import type { RunRequest, TaskTarget } from './task-target.js'
+
+/** The task verbs on the local daemon (or the one TEND_URL names), through its API. */
+export class DaemonTarget implements TaskTarget {
+  constructor(private readonly client: TendClient) {}
+
+  async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
+    const { require: _require, retries: _retries, ...options } = request
+    const task = await this.client.start(options)
+    if (!wait) {
+      if (io.json) printJson(io, task)
+      else io.out(task.id)
+      return EXIT.ok
+    }
+    if (!io.json) await streamOutput(this.client, io, task.id, { from: 0 })
+    const finished = await this.client.wait(task.id)
+    if (io.json) printJson(io, finished)
+    else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}${stoppedByText(finished)}: ${finished.reason ?? ''}`.trimEnd())
+    const hint = sandboxHint(finished)
+    if (hint) io.err(hint)
+    return exitStatusOf(finished) ?? EXIT.waitFailed
+  }
+
+  logs(io: CliIo, id: string, flags: LogsFlags): Promise<number> {
+    return printLogs(this.client, io, id, flags)
+  }
+
+  async show(io: CliIo, id: string): Promise<number> {
+    printTask(io, await this.client.get(id))
+    return EXIT.ok
+  }
+
+  async kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
+    return printKilled(io, await this.client.kill(id, options))
+  }
+
+  async wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number> {
+    return printWaited(io, id, await this.client.wait(id, options))
+  }
+
+  async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {
+    const tasks = await this.client.list(options)
+    if (io.json) {
+      printJson(io, tasks)
+      return EXIT.ok
+    }
+    if (tasks.length === 0) {
+      io.err(options.all ? 'no tasks' : 'no running or queued tasks (tend ps --all shows finished ones)')
+      return EXIT.ok
+    }
+    const now = Date.now()
+    const rows = tasks.map((task) => [task.id, stateCell(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, commandText(task)])
+    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
+    return EXIT.ok
+  }
+
+  remove(id: string): Promise<{ removed: string; freedBytes: number }> {
+    return this.client.remove(id)
+  }
+
+  /** The client is the command's own: it closes it. */
+  async close(): Promise<void> {}
+}
+
+/** The command column: a corrupt entry's says what is wrong with it, after what is left of its command. */
+function commandText(task: Task): string {
+  if (task.state !== 'corrupt') return taskLabel(task)
+  const label = taskLabel(task)
+  return `${label ? `${label} ` : ''}[corrupt: ${task.reason}]`
+}

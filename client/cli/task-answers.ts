@@ -1,0 +1,23 @@
+import { exitStatusOf, isFinished, sandboxHint, type Task } from '../../protocol/index.js'
+import { EXIT } from './exit-codes.js'
+import { printJson, stoppedByText, type CliIo } from './output.js'
+
+/** `tend kill`'s answer for a task record: the record, or one line of how it stands. */
+export function printKilled(io: CliIo, task: Task): number {
+  if (io.json) printJson(io, task)
+  else io.out(`${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${stoppedByText(task)}${task.reason ? `: ${task.reason}` : ''}`)
+  return EXIT.ok
+}
+
+/** `tend wait`'s answer for a task record: its exit status once it has ended, else the timeout's exit code. */
+export function printWaited(io: CliIo, id: string, task: Task): number {
+  if (io.json) printJson(io, task)
+  if (!isFinished(task)) {
+    if (!io.json) io.err(`tend: task ${id} is still ${task.state} after the --timeout`)
+    return EXIT.waitTimedOut
+  }
+  if (!io.json && task.state !== 'exited') io.err(`tend: task ${id} ${task.state}: ${task.reason ?? ''}`.trimEnd())
+  const hint = sandboxHint(task)
+  if (hint) io.err(hint)
+  return exitStatusOf(task) ?? EXIT.waitFailed
+}

@@ -1,0 +1,30 @@
+import type { Labels } from '../../protocol/index.js'
+import type { StartOptions } from '../client.js'
+import type { LogsFlags } from './print-output.js'
+import type { CliIo } from './output.js'
+
+/** What `tend run` starts: the request, and what only a shared queue's workers honour. */
+export interface RunRequest extends StartOptions {
+  /** Labels a worker must have to take the task. */
+  require?: Labels
+  /** How many times the task runs again when lost with its worker. */
+  retries?: number
+}
+
+/**
+ * Where the CLI's task verbs act, resolved once per command: the local daemon (DaemonTarget), or
+ * the shared queue the flags or the environment name (resolve-target.ts). Each verb
+ * prints its answer and answers its exit code; the verb's own file parses its flags only.
+ */
+export interface TaskTarget {
+  /** Starts a task and prints it; with `wait`, streams its output and answers its exit status. */
+  run(io: CliIo, request: RunRequest, wait: boolean): Promise<number>
+  logs(io: CliIo, id: string, flags: LogsFlags): Promise<number>
+  show(io: CliIo, id: string): Promise<number>
+  kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number>
+  wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number>
+  list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number>
+  /** Forgets one finished task and deletes its spool. */
+  remove(id: string): Promise<{ removed: string; freedBytes: number }>
+  close(): Promise<void>
+}

@@ -1,0 +1,120 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { exitStatusOf, taskLabel } from '../../protocol/index.js'
+import { describeTask, formatFields } from '../cli/describe-task.js'
+import { EXIT } from '../cli/exit-codes.js'
+import { formatTable, printJson, type CliIo } from '../cli/output.js'
+import { printChunk, printerFor, printLogs, streamOutput, type LogsFlags, type ReadStart } from '../cli/print-output.js'
+import { printKilled, printWaited } from '../cli/task-answers.js'
+import type { RunRequest, TaskTarget } from '../cli/task-target.js'
+import { followOnCluster } from './cli-follow.js'
+import { ClusterClient } from './cluster-client.js'
+import type { ClusterChoice } from './cluster-choice.js'
+import type { ClusterTask } from './cluster-records.js'
+
+/** How often `run --wait --cluster` looks whether a worker has taken the task. */
+const CLUSTER_POLL_MS = 100
+
+/**
+ * The task verbs on a cluster's shared queue: where the queue knows a task and no worker has its
+ * record (queued, refused, lost), that is what is printed; a task's output is read on the worker
+ * that runs it, through its console's API.
+ */
+export class ClusterTarget implements TaskTarget {
+  private readonly cluster: ClusterClient
+
+  constructor(chosen: ClusterChoice) {
+    this.cluster = new ClusterClient(chosen.redis, chosen.queue, { keyFile: chosen.keyFile })
+  }
+
+  /** A cluster task: its id (or, with --wait, its final record once a worker has run it). */
+  async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
+    const { cluster } = this
+    const submitted = await cluster.start(request)
+    if (!wait) {
+      if (io.json) printJson(io, submitted)
+      else io.out(submitted.id)
+      return EXIT.ok
+    }
+    if (!io.json) {
+      // Its output, as it is written, from the worker that takes it.
+      while ((await cluster.get(submitted.id)).worker === null) await delay(CLUSTER_POLL_MS)
+      const { client: worker } = await cluster.workerClient(submitted.id)
+      try {
+        await streamOutput(worker, io, submitted.id, { from: 0 })
+      } finally {
+        worker.close()
+      }
+    }
+    const finished = await cluster.wait(submitted.id)
+    if (io.json) printJson(io, finished)
+    else io.err(`tend: task ${finished.id} ${finished.state} on ${finished.worker ?? 'no worker'}${finished.reason ? `: ${finished.reason}` : ''}`)
+    return finished.task ? (exitStatusOf(finished.task) ?? EXIT.waitFailed) : EXIT.waitFailed
+  }
+
+  /** A cluster task's output stays on its worker: read there. A follow goes on across the loss of that worker (cli-follow.ts). */
+  async logs(io: CliIo, id: string, flags: LogsFlags): Promise<number> {
+    if (flags.follow) {
+      const printer = printerFor(flags.plain)
+      const start: ReadStart = flags.tail !== undefined ? { tail: flags.tail } : { from: flags.from ?? 0 }
+      return followOnCluster(this.cluster, io, id, start, (chunk) => printChunk(io, chunk, printer, false))
+    }
+    const { client: worker } = await this.cluster.workerClient(id)
+    try {
+      return await printLogs(worker, io, id, flags)
+    } finally {
+      worker.close()
+    }
+  }
+
+  async show(io: CliIo, id: string): Promise<number> {
+    const where = await this.cluster.get(id)
+    if (!where.task) {
+      if (io.json) printJson(io, where)
+      else io.out(formatFields([['id', id], ['state', where.state], ['worker', where.worker], ['queue', where.queue], ['reason', where.reason], ...attemptFields(where)]))
+      return EXIT.ok
+    }
+    // A cluster task's final record, and where and in which attempt it ran.
+    const { task, ...placement } = where
+    if (io.json) printJson(io, { ...task, cluster: placement })
+    else io.out(`${describeTask(io, task)}\n${formatFields([['worker', where.worker], ['queue', where.queue], ...attemptFields(where)])}`)
+    return EXIT.ok
+  }
+
+  async kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
+    const where = await this.cluster.kill(id, options)
+    if (where.task) return printKilled(io, where.task)
+    if (io.json) printJson(io, where)
+    else io.out(`${id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
+    return EXIT.ok
+  }
+
+  async wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number> {
+    const where = await this.cluster.wait(id, options)
+    if (where.task) return printWaited(io, id, where.task)
+    if (io.json) printJson(io, where)
+    else io.err(`tend: task ${id} is ${where.state}${where.worker ? ` on ${where.worker}` : ''}${where.reason ? `: ${where.reason}` : ''}`)
+    return where.state === 'failed' ? EXIT.waitFailed : EXIT.waitTimedOut
+  }
+
+  async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {
+    const tasks = await this.cluster.list(options)
+    if (io.json) printJson(io, tasks)
+    else if (tasks.length === 0) io.err(options.all ? 'no cluster tasks' : 'no running or queued cluster tasks (tend ps --all shows finished ones)')
+    else io.out(formatTable(['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'], tasks.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : ''])))
+    return EXIT.ok
+  }
+
+  remove(id: string): Promise<{ removed: string; freedBytes: number }> {
+    return this.cluster.remove(id)
+  }
+
+  async close(): Promise<void> {
+    await this.cluster.close()
+  }
+}
+
+/** A cluster task's attempt, once it was retried, and how each earlier attempt was lost. */
+function attemptFields(where: ClusterTask): Array<[string, string | null]> {
+  if (where.attempt === 1 && where.earlier.length === 0) return []
+  return [['attempt', String(where.attempt)], ...where.earlier.map((each): [string, string] => [`attempt ${each.attempt}`, `lost on ${each.worker}: ${each.reason}`])]
+}
