@@ -52,6 +52,16 @@ function taskProcesses(id: string): number[] {
  */
 const EXCLUSIVE_ATTEMPT = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
 
+/**
+ * The attempt's processes that live as long as it does: its two shells and flock. Not the children
+ * of its polling shell: each `sleep`, and the fork for the next one, which reads as that shell until
+ * it execs (under load, for milliseconds), and both end within the loop's 50 ms. Nor one exiting
+ * as it is looked at (its command line reads empty).
+ */
+function lastingProcesses(id: string): number[] {
+  return taskProcesses(id).filter((pid) => commandOf(pid) !== '' && !commandOf(parentOf(pid)).startsWith('sh -c touch running;'))
+}
+
 describe('worker loss and return', () => {
   for (const sandbox of ['workspace', 'off'] as const) {
     test(`a worker frozen past the stall interval, then thawed while the retry runs elsewhere (${sandbox}): its lease stop kills only its own attempt; the retry runs to its end`, async () => {
@@ -73,8 +83,7 @@ describe('worker loss and return', () => {
           return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
         }, 20_000)
         expect(second.worker).not.toBe(first.worker)
-        // Its shell and flock, which live as long as the attempt (not the short sleeps of its loop).
-        const retryProcesses = taskProcesses(submitted.id).filter((pid) => !commandOf(pid).startsWith('sleep'))
+        const retryProcesses = lastingProcesses(submitted.id)
         expect(retryProcesses.length).toBeGreaterThan(0)
         // Thawed while attempt 2 runs: its lease watch and its keeper's report both come due at once.
         frozen.process.kill('SIGCONT')
@@ -120,7 +129,7 @@ describe('worker loss and return', () => {
           const now = await client.get(submitted.id)
           return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
         }, 20_000)
-        const retryProcesses = taskProcesses(submitted.id).filter((pid) => !commandOf(pid).startsWith('sleep'))
+        const retryProcesses = lastingProcesses(submitted.id)
         expect(retryProcesses.length).toBeGreaterThan(0)
         // Back on its home while attempt 2 runs on the other worker: it recovers its own attempt 1.
         workers[index] = await startTestDaemon({ home: victim.home, env: workerEnv(redis, first.worker!) })
@@ -318,11 +327,21 @@ describe('worker loss and return', () => {
   })
 })
 
-function commandOf(pid: number): string {
+function commandOf(pid: number | null): string {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ')
+    return pid === null ? '' : readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ')
   } catch {
     return ''
+  }
+}
+
+/** The pid's parent; null once it is gone. */
+function parentOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+  } catch {
+    return null
   }
 }
 
