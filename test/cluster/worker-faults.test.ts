@@ -19,6 +19,12 @@ import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, stopAll, 
 
 const ALLOW_EVERY_PROFILE = 'off,workspace,strict'
 
+/**
+ * A first job waits for a worker to join the cluster (after its socket answers it loads BullMQ and
+ * opens its console) and for its task to start (a sandbox, on a loaded machine): seconds each under load.
+ */
+const FIRST_RUN_MS = 30_000
+
 let submitterHome: string
 let submitterEnv: Record<string, string>
 
@@ -70,11 +76,11 @@ describe('worker loss and return', () => {
       let frozen: TestDaemon | undefined
       try {
         const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1, sandbox })
-        await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+        await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
         const first = await waitFor('attempt 1 reported running', async () => {
           const now = await client.get(submitted.id)
           return now.state === 'running' ? now : null
-        })
+        }, FIRST_RUN_MS)
         frozen = workers[first.worker === 'north' ? 0 : 1]!
         rmSync(join(shared, 'running'))
         frozen.process.kill('SIGSTOP')
@@ -120,7 +126,7 @@ describe('worker loss and return', () => {
         const first = await waitFor('attempt 1 reported running', async () => {
           const now = await client.get(submitted.id)
           return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        })
+        }, FIRST_RUN_MS)
         const index = first.worker === 'near' ? 0 : 1
         const victim = workers[index]!
         rmSync(join(shared, 'running'))
@@ -160,7 +166,7 @@ describe('worker loss and return', () => {
         const first = await waitFor('the task reported running', async () => {
           const now = await client.get(submitted.id)
           return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        })
+        }, FIRST_RUN_MS)
         const index = first.worker === 'east' ? 0 : 1
         const victim = workers[index]!
         if (how === 'killed') {
@@ -217,7 +223,7 @@ describe('worker loss and return', () => {
       const first = await waitFor('the task reported running', async () => {
         const now = await client.get(submitted.id)
         return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-      })
+      }, FIRST_RUN_MS)
       frozen = workers[first.worker === 'up' ? 0 : 1]!
       frozen.process.kill('SIGSTOP')
       await waitFor('the job to be judged lost', async () => (await client.get(submitted.id)).state === 'lost', 30_000)
