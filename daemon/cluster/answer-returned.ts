@@ -114,7 +114,8 @@ export async function answerForReturnedTasks(options: AnswerOptions, tasks: Task
   const next = async (): Promise<void> => {
     for (let task = queue.shift(); task && !stopped(); task = queue.shift()) {
       const outcome = await answerWhenSettled(options, task, stopped).catch((error: unknown) => {
-        options.log.warn({ err: error, taskId: task!.id }, 'job of a task that ended here could not be answered')
+        // Stopped: the stop cut the connection under the look, which says nothing of the job.
+        if (!stopped()) options.log.warn({ err: error, taskId: task!.id }, 'job of a task that ended here could not be answered')
         return null
       })
       if (outcome === 'answered') answered += 1

@@ -84,8 +84,14 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   outage.watch(kills)
   kills.on('message', (channel: string, message: string) => (channel === requestChannel(config.clusterQueue) ? requests.heard(message) : clusterKills.heard(message)))
   // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
-  void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch((error: unknown) => log.warn({ err: error }, 'worker not announced'))
-  void kills.subscribe(killChannel(config.clusterQueue), requestChannel(config.clusterQueue)).catch((error: unknown) => log.warn({ err: error }, 'kill channel not subscribed'))
+  // Such a command waits for Redis as long as it takes (it fails only when its connection is cut):
+  // one that fails because a stop cut it says nothing of Redis, whose outage has its own log.
+  let leaving = false
+  const unlessLeaving = (what: string) => (error: unknown) => {
+    if (!leaving) log.warn({ err: error }, what)
+  }
+  void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch(unlessLeaving('worker not announced'))
+  void kills.subscribe(killChannel(config.clusterQueue), requestChannel(config.clusterQueue)).catch(unlessLeaving('kill channel not subscribed'))
   // A heartbeat that lives one stall interval: other workers tell from it whether anyone serves a queue.
   const beat = () => void registryClient.set(aliveKey(config.clusterQueue, name), entry.startedAt, 'PX', config.clusterStallMs).catch(() => undefined)
   beat()
@@ -95,10 +101,12 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   // killed, away from Redis) and was judged lost meanwhile gets its real end (answer-returned.ts).
   let closing = false
   const answering: AnswerOptions = { redis: registryClient, base: config.clusterQueue, worker: name, stallMs: config.clusterStallMs, log }
-  void answerForReturnedTasks(answering, daemon.store.list({ all: true }), () => closing).catch((error: unknown) => log.warn({ err: error }, 'jobs of tasks that ended here not answered'))
+  void answerForReturnedTasks(answering, daemon.store.list({ all: true }), () => closing).catch(unlessLeaving('jobs of tasks that ended here not answered'))
   const stopAnswering = daemon.events.subscribe((event) => {
     if (!isFinished(event.task) || attemptOfRecord(event.task) === null) return
-    void answerWhenSettled(answering, event.task, () => closing).catch((error: unknown) => log.warn({ err: error, taskId: event.taskId }, 'job of a task that ended here could not be answered'))
+    void answerWhenSettled(answering, event.task, () => closing).catch((error: unknown) => {
+      if (!leaving) log.warn({ err: error, taskId: event.taskId }, 'job of a task that ended here could not be answered')
+    })
   })
   const orphans = checkOrphanedJobs({ redis: registryClient, redisUrl: config.clusterRedis!, base: config.clusterQueue, served: queues, stallMs: config.clusterStallMs, registry, log })
   log.info({ worker: name, queues }, 'cluster worker started')
@@ -106,10 +114,12 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
     name,
     queues,
     pause: async () => {
+      leaving = true
       kills.disconnect()
       await Promise.all(workers.map((worker) => worker.pause(true)))
     },
     close: async ({ keepTasks }) => {
+      leaving = true
       closing = true
       stopAnswering()
       clearInterval(heartbeat)

@@ -17,6 +17,12 @@ import { createTempHome, daemonEnv, killEverythingOf, processesOfHome, startTest
 /** These workers take unsandboxed jobs too (most tests here run `off`): a worker takes only workspace and strict unless told. */
 const ALLOW_EVERY_PROFILE = 'off,workspace,strict'
 
+/**
+ * A first job waits for a worker to join the cluster (after its socket answers it loads BullMQ and
+ * opens its console) and for its task to start (a sandbox, on a loaded machine): seconds each under load.
+ */
+const FIRST_RUN_MS = 30_000
+
 let redis: TestRedis
 let plain: TestDaemon
 let gpu: TestDaemon
@@ -281,7 +287,7 @@ describe('faults', () => {
     let crashed: TestDaemon | undefined
     try {
       const submitted = await client.start({ command: ['sleep', '1000'], sandbox: 'off' })
-      await waitFor('the task to run on a worker', async () => (await client.get(submitted.id)).state === 'running')
+      await waitFor('the task to run on a worker', async () => (await client.get(submitted.id)).state === 'running', FIRST_RUN_MS)
       const { worker } = await client.get(submitted.id)
       const victim = workers[worker === 'first' ? 0 : 1]!
       const survivor = workers[worker === 'first' ? 1 : 0]!
@@ -318,12 +324,12 @@ describe('faults', () => {
     let crashed: TestDaemon | undefined
     try {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
-      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
       // The task's file can be there a moment before its worker reports it running.
       const first = await waitFor('attempt 1 reported running', async () => {
         const now = await client.get(submitted.id)
         return now.state === 'running' ? now : null
-      })
+      }, FIRST_RUN_MS)
       expect(first).toMatchObject({ state: 'running', attempt: 1, earlier: [] })
       const victim = workers[first.worker === 'first' ? 0 : 1]!
       const survivor = workers[first.worker === 'first' ? 1 : 0]!
@@ -366,12 +372,12 @@ describe('faults', () => {
     let frozen: TestDaemon | undefined
     try {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
-      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
       // The task's file can be there a moment before its worker reports it running (and where).
       const first = await waitFor('attempt 1 reported running', async () => {
         const now = await client.get(submitted.id)
         return now.state === 'running' ? now : null
-      })
+      }, FIRST_RUN_MS)
       frozen = workers[first.worker === 'north' ? 0 : 1]!
       rmSync(join(shared, 'running'))
       // Frozen, not dead: its spawner's helper runs on, so only the lease can end the task.
@@ -410,7 +416,7 @@ describe('faults', () => {
     const shared = mkdtempSync('/var/tmp/tend-cluster-fence-')
     try {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
-      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+      await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
       rmSync(join(shared, 'running'))
       await client.close()
       await own.stop()

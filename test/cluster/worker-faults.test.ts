@@ -19,6 +19,12 @@ import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, stopAll, 
 
 const ALLOW_EVERY_PROFILE = 'off,workspace,strict'
 
+/**
+ * A first job waits for a worker to join the cluster (after its socket answers it loads BullMQ and
+ * opens its console) and for its task to start (a sandbox, on a loaded machine): seconds each under load.
+ */
+const FIRST_RUN_MS = 30_000
+
 let submitterHome: string
 let submitterEnv: Record<string, string>
 
@@ -52,6 +58,16 @@ function taskProcesses(id: string): number[] {
  */
 const EXCLUSIVE_ATTEMPT = `echo start >> attempts.log; flock -n held.lock sh -c 'touch running; until [ -e go ]; do sleep 0.05; done' || echo TWICE >> attempts.log`
 
+/**
+ * The attempt's processes that live as long as it does: its two shells and flock. Not the children
+ * of its polling shell: each `sleep`, and the fork for the next one, which reads as that shell until
+ * it execs (under load, for milliseconds), and both end within the loop's 50 ms. Nor one exiting
+ * as it is looked at (its command line reads empty).
+ */
+function lastingProcesses(id: string): number[] {
+  return taskProcesses(id).filter((pid) => commandOf(pid) !== '' && !commandOf(parentOf(pid)).startsWith('sh -c touch running;'))
+}
+
 describe('worker loss and return', () => {
   for (const sandbox of ['workspace', 'off'] as const) {
     test(`a worker frozen past the stall interval, then thawed while the retry runs elsewhere (${sandbox}): its lease stop kills only its own attempt; the retry runs to its end`, async () => {
@@ -60,11 +76,11 @@ describe('worker loss and return', () => {
       let frozen: TestDaemon | undefined
       try {
         const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1, sandbox })
-        await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')))
+        await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
         const first = await waitFor('attempt 1 reported running', async () => {
           const now = await client.get(submitted.id)
           return now.state === 'running' ? now : null
-        })
+        }, FIRST_RUN_MS)
         frozen = workers[first.worker === 'north' ? 0 : 1]!
         rmSync(join(shared, 'running'))
         frozen.process.kill('SIGSTOP')
@@ -73,8 +89,7 @@ describe('worker loss and return', () => {
           return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
         }, 20_000)
         expect(second.worker).not.toBe(first.worker)
-        // Its shell and flock, which live as long as the attempt (not the short sleeps of its loop).
-        const retryProcesses = taskProcesses(submitted.id).filter((pid) => !commandOf(pid).startsWith('sleep'))
+        const retryProcesses = lastingProcesses(submitted.id)
         expect(retryProcesses.length).toBeGreaterThan(0)
         // Thawed while attempt 2 runs: its lease watch and its keeper's report both come due at once.
         frozen.process.kill('SIGCONT')
@@ -111,7 +126,7 @@ describe('worker loss and return', () => {
         const first = await waitFor('attempt 1 reported running', async () => {
           const now = await client.get(submitted.id)
           return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        })
+        }, FIRST_RUN_MS)
         const index = first.worker === 'near' ? 0 : 1
         const victim = workers[index]!
         rmSync(join(shared, 'running'))
@@ -120,7 +135,7 @@ describe('worker loss and return', () => {
           const now = await client.get(submitted.id)
           return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
         }, 20_000)
-        const retryProcesses = taskProcesses(submitted.id).filter((pid) => !commandOf(pid).startsWith('sleep'))
+        const retryProcesses = lastingProcesses(submitted.id)
         expect(retryProcesses.length).toBeGreaterThan(0)
         // Back on its home while attempt 2 runs on the other worker: it recovers its own attempt 1.
         workers[index] = await startTestDaemon({ home: victim.home, env: workerEnv(redis, first.worker!) })
@@ -151,7 +166,7 @@ describe('worker loss and return', () => {
         const first = await waitFor('the task reported running', async () => {
           const now = await client.get(submitted.id)
           return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        })
+        }, FIRST_RUN_MS)
         const index = first.worker === 'east' ? 0 : 1
         const victim = workers[index]!
         if (how === 'killed') {
@@ -208,7 +223,7 @@ describe('worker loss and return', () => {
       const first = await waitFor('the task reported running', async () => {
         const now = await client.get(submitted.id)
         return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-      })
+      }, FIRST_RUN_MS)
       frozen = workers[first.worker === 'up' ? 0 : 1]!
       frozen.process.kill('SIGSTOP')
       await waitFor('the job to be judged lost', async () => (await client.get(submitted.id)).state === 'lost', 30_000)
@@ -318,11 +333,21 @@ describe('worker loss and return', () => {
   })
 })
 
-function commandOf(pid: number): string {
+function commandOf(pid: number | null): string {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ')
+    return pid === null ? '' : readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ')
   } catch {
     return ''
+  }
+}
+
+/** The pid's parent; null once it is gone. */
+function parentOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+  } catch {
+    return null
   }
 }
 
