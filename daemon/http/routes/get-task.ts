@@ -1,6 +1,5 @@
 import { Type } from 'typebox'
 import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
-import type { DaemonConfig } from '../../config.js'
 import type { CorruptEntries } from '../../store/corrupt-entries.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
@@ -9,7 +8,7 @@ import { OwnerHeaders, requestOwner, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
 
 export interface GetTaskDeps {
-  config: Pick<DaemonConfig, 'layout'>
+  config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   corrupt: Pick<CorruptEntries, 'visible'>
   supervisor: Pick<Supervisor, 'outputs'>

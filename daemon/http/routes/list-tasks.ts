@@ -2,7 +2,6 @@ import type { FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import { type Task } from '../../../protocol/index.js'
 import { ListTasksQuery } from '../../../protocol/schemas.js'
-import type { DaemonConfig } from '../../config.js'
 import type { CorruptEntries } from '../../store/corrupt-entries.js'
 import { listOrder, type TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
@@ -11,7 +10,7 @@ import { OwnerHeaders, requestOwner } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
 
 export interface ListTasksDeps {
-  config: Pick<DaemonConfig, 'layout'>
+  config: { layout: { spool: string } }
   store: Pick<TaskStore, 'list'>
   corrupt: Pick<CorruptEntries, 'list'>
   supervisor: Pick<Supervisor, 'outputs'>

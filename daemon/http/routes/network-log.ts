@@ -1,14 +1,13 @@
 import { isFinished, NETWORK_LOG_PAGE_DEFAULT, TendError, type NetworkLogPage } from '../../../protocol/index.js'
 import { ErrorSchema, NetworkLogPageSchema, NetworkLogQuery, TaskIdParams } from '../../../protocol/schemas.js'
 import { readNetworkLog } from '../../../spool/index.js'
-import type { DaemonConfig } from '../../config.js'
 import type { NetworkLedger } from '../../network/network-ledger.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { OwnerHeaders, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
 
 export interface NetworkLogDeps {
-  config: Pick<DaemonConfig, 'layout'>
+  config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   /** Every decision of the egress proxy, per task: busy while a task's last ones are written. */
   network: Pick<NetworkLedger, 'busy'>

@@ -3,7 +3,6 @@ import { Type } from 'typebox'
 import type { FileHandle } from 'node:fs/promises'
 import { TendError } from '../../../protocol/index.js'
 import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
-import type { DaemonConfig } from '../../config.js'
 import type { TaskStore } from '../../store/task-store.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
 import { OwnerHeaders, visibleTask } from '../owner-scope.js'
@@ -12,7 +11,7 @@ import { requestedRange } from '../byte-range.js'
 import { openTaskOutputSnapshot } from '../../../spool/index.js'
 
 export interface OutputFileDeps {
-  config: Pick<DaemonConfig, 'layout'>
+  config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   supervisor: Pick<Supervisor, 'outputs'>
 }

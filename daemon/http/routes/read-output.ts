@@ -1,6 +1,5 @@
 import { isFinished, TendError, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
-import type { DaemonConfig } from '../../config.js'
 import type { TaskStore } from '../../store/task-store.js'
 import type { OutputWatch } from '../../tasks/output-watch.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
@@ -11,7 +10,7 @@ import { incompleteUtf8Tail, outputPath, tailOffset, taskOutput, type OutputSour
 const DEFAULT_READ_BYTES = 1024 * 1024
 
 export interface ReadOutputDeps {
-  config: Pick<DaemonConfig, 'layout'>
+  config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get' | 'find'>
   supervisor: Pick<Supervisor, 'outputs'>
   outputWatch: Pick<OutputWatch, 'waitForChange'>

@@ -1,13 +1,12 @@
 import { Type } from 'typebox'
 import { ErrorSchema, TaskIdParams, TerminalSizeBody } from '../../../protocol/schemas.js'
-import type { DaemonConfig } from '../../config.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { resizeTerminal } from '../../tasks/task-terminal.js'
 import { OwnerHeaders, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
 
 export interface ResizeTaskDeps {
-  config: Pick<DaemonConfig, 'layout'>
+  config: { layout: { spool: string } }
   store: TaskStore
 }
 
