@@ -7,8 +7,6 @@ import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.j
 import { validatorCompiler } from './request-validation.js'
 import type { TendApp } from './tend-app.js'
 
-export type { TendApp } from './tend-app.js'
-
 /**
  * Builds the HTTP API on the daemon's Unix socket (`/v1/...`): every route defined by its schema,
  * one error shape. `registerRoutes` declares them (daemon/http/api.ts): the API, and the routes
