@@ -11,7 +11,10 @@ import type { TaskStore } from './store/task-store.js'
 import type { ConsoleControl } from './console/console-control.js'
 import type { NetworkLedger } from './network/network-ledger.js'
 
-/** What route handlers reach: one object built at daemon start. */
+/**
+ * What the cluster worker reaches (daemon/cluster/): one object built at daemon start. Routes take
+ * only what each names (daemon/http/api.ts).
+ */
 export interface DaemonContext {
   config: Readonly<DaemonConfig>
   /** What the machine can enforce, detected at start. */

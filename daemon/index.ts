@@ -2,3 +2,4 @@ export { loadDaemonConfig, DaemonSettingsSchema, type DaemonConfig, type DaemonS
 export { startDaemon, type RunningDaemon } from './run-daemon.js'
 export { runDaemonForeground, runWorkerForeground } from './main.js'
 export { createServer } from './http/server.js'
+export { registerApi, registerSocketOnlyApi, type ApiDeps } from './http/api.js'

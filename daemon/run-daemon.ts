@@ -15,7 +15,9 @@ import { OutputWatch } from './tasks/output-watch.js'
 import { recoverSpool } from './tasks/recovery.js'
 import { stopEntryLeftovers } from './tasks/entry-leftovers.js'
 import type { GroupRoots } from './sandbox/cgroups.js'
-import { createServer, type TendApp } from './http/server.js'
+import { createServer } from './http/server.js'
+import type { TendApp } from './http/tend-app.js'
+import { registerApi, registerSocketOnlyApi, type ApiDeps } from './http/api.js'
 import { clearSocketPath, SocketWatch } from './http/socket-watch.js'
 import { ConsoleControl } from './console/console-control.js'
 import { createPeerCheck } from './peer/index.js'
@@ -161,7 +163,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()
   if (!peerCheck.status.enforced) log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')
-  const base: Omit<DaemonContext, 'console'> = {
+  const services: Omit<DaemonContext, 'console'> = {
     config,
     sandbox,
     version: readVersion(),
@@ -178,9 +180,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     requestStop: (options) => requestStop(options),
     closing: closingController.signal,
   }
-  // The console serves the context it belongs to: it completes it, before anything uses either.
-  const context = base as DaemonContext
-  context.console = new ConsoleControl(context, peerCheck.status)
+  const api: ApiDeps = { ...services, peerStatus: peerCheck.status }
+  // The console's listener serves the same API as the socket, over the same deps.
+  const consoleControl = new ConsoleControl({ config, log, registerApi: (app) => registerApi(app, api) })
+  // What the cluster worker reaches (daemon/cluster/).
+  const context: DaemonContext = { ...services, console: consoleControl }
 
   await markSpoolTopDirectory(layout.spool, log)
   // Tasks of an earlier daemon that still run under their keepers are supervised again. The
@@ -194,7 +198,10 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const quotaTimer = setInterval(() => void cleanup.enforceQuota().catch((error: unknown) => log.error({ err: error }, 'spool quota failed')), 1000)
   quotaTimer.unref()
 
-  const app = await createServer(context, peerCheck)
+  const app = await createServer(log, peerCheck, (socketApp) => {
+    registerApi(socketApp, api)
+    registerSocketOnlyApi(socketApp, { console: consoleControl })
+  })
   if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
   clearSocketPath(layout.socket)
   // The socket is made 0600 by the mask at bind: a chmod by path afterwards could reach a file
@@ -209,7 +216,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const socketWatch = new SocketWatch(layout.socket, app.server, log, { path: layout.lock, dev: lock.dev, ino: lock.ino })
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
-  if (config.console) await context.console.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
+  if (config.console) await consoleControl.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
   const cluster = config.clusterRedis ? await startClusterWorker(context) : null
   const memory = idleMemoryRelease(events, log)
 
@@ -225,7 +232,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       await cluster?.close({ keepTasks: options.keepTasks === true })
       closingController.abort()
       outputWatch.close()
-      await context.console.close()
+      await consoleControl.close()
       socketWatch.close()
       await app.close()
       await network.close()

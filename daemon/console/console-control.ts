@@ -3,11 +3,20 @@ import { join } from 'node:path'
 import { TendError } from '../../protocol/index.js'
 import { consoleRedirectFileName } from '../../protocol/console-redirect.js'
 import type { ConsoleBody, ConsoleInfo } from '../../protocol/schemas.js'
-import type { DaemonContext } from '../context.js'
-import type { PeerCheckStatus } from '../peer/index.js'
+import type { Logger } from 'pino'
+import type { DaemonConfig } from '../config.js'
+import type { TendApp } from '../http/tend-app.js'
 import { startConsoleListener, type ConsoleAddress, type ConsoleListener } from './console-listener.js'
 import { ConsoleSessions } from './sessions.js'
 import { ConsoleTokens, type TokenScope, type VerifiedToken } from './tokens.js'
+
+export interface ConsoleControlOptions {
+  /** Where tokens and redirect files are kept, and the settings a request leaves out. */
+  config: Pick<DaemonConfig, 'layout' | 'consoleHost' | 'consolePort' | 'consoleTlsCert' | 'consoleTlsKey' | 'consoleInsecure'>
+  log: Logger
+  /** Declares the `/v1` API on a listener: the socket's routes, over the same deps (daemon/http/api.ts). */
+  registerApi: (app: TendApp) => void
+}
 
 /**
  * The console, from the daemon's side: at most one listener, started by `tend console` (or the
@@ -21,11 +30,15 @@ export class ConsoleControl {
   /** One change of the listener at a time. */
   private changing: Promise<unknown> = Promise.resolve()
 
-  constructor(
-    private readonly context: DaemonContext,
-    private readonly peerStatus: PeerCheckStatus,
-  ) {
-    this.tokens = new ConsoleTokens(context.config.layout.consoleTokens, context.log)
+  private readonly config: ConsoleControlOptions['config']
+  private readonly log: Logger
+  private readonly registerApi: (app: TendApp) => void
+
+  constructor({ config, log, registerApi }: ConsoleControlOptions) {
+    this.config = config
+    this.log = log
+    this.registerApi = registerApi
+    this.tokens = new ConsoleTokens(config.layout.consoleTokens, log)
     this.sessions = new ConsoleSessions(this.tokens)
   }
 
@@ -52,11 +65,11 @@ export class ConsoleControl {
       const address = this.addressFor(request)
       if (!this.listener || !sameAddress(this.listener.address, address)) {
         // The new listener first: if it cannot listen, the one there is stays.
-        const next = await startConsoleListener(this.context, this.peerStatus, address, { tokens: this.tokens, sessions: this.sessions, onPageOpened: (token) => this.redirectServed(token) })
+        const next = await startConsoleListener(address, { log: this.log, registerApi: this.registerApi }, { tokens: this.tokens, sessions: this.sessions, onPageOpened: (token) => this.redirectServed(token) })
         const previous = this.listener
         this.listener = next
         await previous?.close()
-        this.context.log.info({ origin: next.origin, tls: address.tls !== null }, 'console listening')
+        this.log.info({ origin: next.origin, tls: address.tls !== null }, 'console listening')
       }
       return this.info(await this.tokens.mint(scope))
     })
@@ -64,15 +77,15 @@ export class ConsoleControl {
 
   /** Redirect files of tokens no longer valid: a browser that never came leaves one behind. */
   private async removeRedirectFiles(): Promise<void> {
-    const { home } = this.context.config.layout
+    const { home } = this.config.layout
     const names = await readdir(home).catch(() => [])
     await Promise.all(names.filter((name) => /^console-open-[0-9a-f]+\.html$/.test(name)).map((name) => rm(join(home, name), { force: true }).catch(() => undefined)))
   }
 
   /** The browser came with the token `tend console` left in a redirect file: that file has served. */
   private redirectServed(token: VerifiedToken): void {
-    const file = join(this.context.config.layout.home, consoleRedirectFileName(token.id))
-    rm(file, { force: true }).catch((error: unknown) => this.context.log.warn({ err: error, file }, 'console redirect file not removed'))
+    const file = join(this.config.layout.home, consoleRedirectFileName(token.id))
+    rm(file, { force: true }).catch((error: unknown) => this.log.warn({ err: error, file }, 'console redirect file not removed'))
   }
 
   /** Stops listening; tokens stay valid for the next open. */
@@ -81,7 +94,7 @@ export class ConsoleControl {
       const listener = this.listener
       this.listener = null
       await listener?.close()
-      if (listener) this.context.log.info('console stopped')
+      if (listener) this.log.info('console stopped')
       return this.info()
     })
   }
@@ -92,13 +105,13 @@ export class ConsoleControl {
       await this.tokens.revokeAll()
       this.sessions.clear()
       await this.removeRedirectFiles()
-      this.context.log.info('console tokens revoked')
+      this.log.info('console tokens revoked')
       return this.info()
     })
   }
 
   private addressFor(request: ConsoleBody): ConsoleAddress {
-    const { config } = this.context
+    const { config } = this
     const certificate = request.tlsCert ?? config.consoleTlsCert
     const key = request.tlsKey ?? config.consoleTlsKey
     if ((certificate === null || certificate === undefined) !== (key === null || key === undefined)) {

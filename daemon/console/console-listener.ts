@@ -4,9 +4,9 @@ import { isIP } from 'node:net'
 import { createSecureContext } from 'node:tls'
 import { LogController, type FastifyRequest } from 'fastify'
 import { TendError } from '../../protocol/index.js'
-import type { DaemonContext } from '../context.js'
-import type { PeerCheckStatus } from '../peer/index.js'
-import { buildApp, registerApi, type TendApp } from '../http/server.js'
+import type { Logger } from 'pino'
+import { buildApp } from '../http/server.js'
+import type { TendApp } from '../http/tend-app.js'
 import { consoleGuard } from './guard.js'
 import { registerPageRoutes } from './page-routes.js'
 import type { ConsoleSessions } from './sessions.js'
@@ -42,9 +42,8 @@ export function isLoopback(host: string): boolean {
  * loopback without TLS unless insecure was asked for.
  */
 export async function startConsoleListener(
-  context: DaemonContext,
-  peerStatus: PeerCheckStatus,
   address: ConsoleAddress,
+  { log, registerApi }: { log: Logger; registerApi: (app: TendApp) => void },
   auth: { tokens: ConsoleTokens; sessions: ConsoleSessions; onPageOpened?: (token: VerifiedToken) => void },
 ): Promise<ConsoleListener> {
   const loopback = isLoopback(address.host)
@@ -53,14 +52,14 @@ export async function startConsoleListener(
   // Its requests are not logged: a page's first address carries the token (?token=), and the log must never hold one.
   // The guard notes who each request came from; one it refused before that was no one's token.
   const callerOf = (request: FastifyRequest): Caller => ({ via: 'console', tokenId: null, scope: null, address: request.ip, owner: ownerHeader(request) })
-  const app = buildApp(context, { logController: new LogController({ disableRequestLogging: true }), callerOf, ...(https ? { https } : {}) })
+  const app = buildApp(log, { logController: new LogController({ disableRequestLogging: true }), callerOf, ...(https ? { https } : {}) })
   let port = address.port
   const allowedHosts = () => (loopback ? new Set(['127.0.0.1', 'localhost', '[::1]', address.host.toLowerCase()].map((name) => `${name}:${port}`)) : null)
   app.addHook('onRequest', consoleGuard({ ...auth, tls: https !== undefined, allowedHosts, cookieName: () => `tend_console_${port}` }))
   app.addHook('onSend', async (_request, reply) => {
     void reply.header('x-content-type-options', 'nosniff')
   })
-  registerApi(app, context, peerStatus)
+  registerApi(app)
   await registerPageRoutes(app)
   try {
     await app.listen({ host: address.host, port: address.port })

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { TendApp } from '../http/server.js'
+import type { TendApp } from '../http/tend-app.js'
 
 /** The page's files, in the package: plain HTML, CSS and ES modules, served as they are (no build step). */
 export const PAGE_DIR = fileURLToPath(new URL('../../../daemon/console/page/', import.meta.url))

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import { OWNER_HEADER, OWNER_PATTERN } from '../../protocol/index.js'
-import type { TendApp } from './server.js'
+import type { TendApp } from './tend-app.js'
 
 /** The constant message of the line every request that changes something leaves in daemon.log. */
 export const CHANGE_REQUESTED = 'change requested'

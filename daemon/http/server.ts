@@ -1,40 +1,21 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import { TendError } from '../../protocol/index.js'
-import { TaskSchema } from '../../protocol/schemas.js'
-import type { DaemonContext } from '../context.js'
-import { peerCheckedServerFactory, peerOf, type PeerCheck, type PeerCheckStatus } from '../peer/index.js'
+import type { Logger } from 'pino'
+import { peerCheckedServerFactory, peerOf, type PeerCheck } from '../peer/index.js'
 import { ownerHeader, registerAuditLog, type Caller } from './audit.js'
 import { lazySerializerFactory, lazyValidatorCompiler } from './lazy-compilers.js'
 import { validatorCompiler } from './request-validation.js'
-import { registerEventsRoute } from './routes/events.js'
-import { registerGcRoute } from './routes/gc.js'
-import { registerGetTaskRoute } from './routes/get-task.js'
-import { registerKillTaskRoute } from './routes/kill-task.js'
-import { registerListTasksRoute } from './routes/list-tasks.js'
-import { registerOpenApiRoute } from './routes/openapi.js'
-import { registerReadOutputRoute } from './routes/read-output.js'
-import { registerNetworkLogRoute } from './routes/network-log.js'
-import { registerRemoveTaskRoute } from './routes/remove-task.js'
-import { registerStartTaskRoute } from './routes/start-task.js'
-import { registerStatusRoute } from './routes/status.js'
-import { registerStopRoute } from './routes/stop.js'
-import { registerTaskInputRoute } from './routes/task-input.js'
-import { registerResizeTaskRoute } from './routes/resize-task.js'
-import { registerWaitTaskRoute } from './routes/wait-task.js'
-import { registerOutputFileRoute } from './routes/output-file.js'
-import { registerConsoleRoutes } from './routes/console.js'
-
-export type TendApp = FastifyInstance
+import type { TendApp } from './tend-app.js'
 
 /**
  * Builds the HTTP API on the daemon's Unix socket (`/v1/...`): every route defined by its schema,
- * one error shape; and the routes that only the socket serves (the console's control).
+ * one error shape. `registerRoutes` declares them (daemon/http/api.ts): the API, and the routes
+ * that only the socket serves (the console's control).
  */
-export async function createServer(context: DaemonContext, peerCheck: PeerCheck): Promise<TendApp> {
+export async function createServer(log: Logger, peerCheck: PeerCheck, registerRoutes: (app: TendApp) => void): Promise<TendApp> {
   // Refuses callers inside a sandbox (any daemon's) once per connection, before routing.
-  const app = buildApp(context, { serverFactory: peerCheckedServerFactory(peerCheck, context.log), callerOf: socketCaller })
-  registerApi(app, context, peerCheck.status)
-  registerSocketOnlyApi(app, context)
+  const app = buildApp(log, { serverFactory: peerCheckedServerFactory(peerCheck, log), callerOf: socketCaller })
+  registerRoutes(app)
   await app.ready()
   return app
 }
@@ -44,11 +25,11 @@ export async function createServer(context: DaemonContext, peerCheck: PeerCheck)
  * socket's (above) or the console's TCP listener's (daemon/console/).
  */
 export function buildApp(
-  context: DaemonContext,
+  log: Logger,
   { callerOf, ...options }: Pick<FastifyServerOptions, 'serverFactory' | 'logController'> & { https?: { cert: Buffer; key: Buffer }; callerOf: (request: FastifyRequest) => Caller },
 ): TendApp {
   const app = Fastify({
-    loggerInstance: context.log as FastifyBaseLogger,
+    loggerInstance: log as FastifyBaseLogger,
     ...options,
     forceCloseConnections: true,
     // Both compilers are tend's: fastify then never loads ajv or fast-json-stringify (daemon/precompiled/).
@@ -73,7 +54,7 @@ export function buildApp(
     const error = new TendError('TEND_ERR_ROUTE_NOT_FOUND', { method: request.method, url: request.url })
     void reply.status(404).send(error.toWire())
   })
-  registerAuditLog(app as unknown as TendApp, context.log, callerOf)
+  registerAuditLog(app as unknown as TendApp, log, callerOf)
   return app as unknown as TendApp
 }
 
@@ -81,38 +62,6 @@ export function buildApp(
 function socketCaller(request: FastifyRequest): Caller {
   const peer = peerOf(request.raw.socket)
   return { via: 'socket', uid: peer?.uid ?? null, pid: peer && peer.pid > 0 ? peer.pid : null, owner: ownerHeader(request) }
-}
-
-/**
- * Every route of the API with its schemas. The build registers them too, on an app of its own, to
- * compile their validators and serializers ahead of time (daemon/precompiled/build.mjs): nothing
- * here may use the context before a request.
- */
-export function registerApi(app: TendApp, context: DaemonContext, peerStatus: PeerCheckStatus): void {
-  app.addSchema(TaskSchema)
-  // First: it records every route declared after it, for the document it builds when asked.
-  registerOpenApiRoute(app, context.version)
-
-  registerStartTaskRoute(app, context)
-  registerListTasksRoute(app, context)
-  registerGetTaskRoute(app, context)
-  registerReadOutputRoute(app, context)
-  registerNetworkLogRoute(app, context)
-  registerWaitTaskRoute(app, context)
-  registerKillTaskRoute(app, context)
-  registerTaskInputRoute(app, context)
-  registerResizeTaskRoute(app, context)
-  registerRemoveTaskRoute(app, context)
-  registerGcRoute(app, context)
-  registerStatusRoute(app, context, peerStatus)
-  registerStopRoute(app, context)
-  registerEventsRoute(app, context)
-  registerOutputFileRoute(app, context)
-}
-
-/** Routes of the Unix socket only: the console's TCP listener never serves its own control (a token could make tokens). */
-export function registerSocketOnlyApi(app: TendApp, context: DaemonContext): void {
-  registerConsoleRoutes(app, context)
 }
 
 /**

@@ -1,9 +1,9 @@
 import Fastify from 'fastify'
 import { DaemonSettingsSchema } from '../config.js'
-import type { DaemonContext } from '../context.js'
 import { validatorKind } from '../http/request-validation.js'
-import { registerApi, registerSocketOnlyApi, type TendApp } from '../http/server.js'
-import type { PeerCheckStatus } from '../peer/index.js'
+import { registerApi, registerSocketOnlyApi, type ApiDeps } from '../http/api.js'
+import type { ConsoleRoutesDeps } from '../http/routes/console.js'
+import type { TendApp } from '../http/tend-app.js'
 import type { ValidatorKind } from './schema-code.js'
 
 /** One schema the daemon compiles: a validator's, or a response serializer's with the shared schemas it may refer to. */
@@ -31,9 +31,9 @@ export async function schemasTheDaemonCompiles(): Promise<DaemonSchema[]> {
     found.push({ kind: validatorKind(httpPart), schema: schema as object })
     return () => true
   })
-  // Only the routes' schemas are read: neither the context nor the peer check is used before a request.
-  registerApi(app as unknown as TendApp, { version: '' } as DaemonContext, {} as PeerCheckStatus)
-  registerSocketOnlyApi(app as unknown as TendApp, { version: '' } as DaemonContext)
+  // Only the routes' schemas are read: no route uses its deps before a request.
+  registerApi(app as unknown as TendApp, { version: '' } as ApiDeps)
+  registerSocketOnlyApi(app as unknown as TendApp, {} as ConsoleRoutesDeps)
   await app.ready()
   await app.close()
   found.push({ kind: 'settings', schema: DaemonSettingsSchema })

@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Task } from '../../protocol/index.js'
-import type { DaemonContext } from '../../daemon/context.js'
 import { OutputWatch, type WakeReason } from '../../daemon/tasks/output-watch.js'
 import { registerReadOutputRoute } from '../../daemon/http/routes/read-output.js'
 import { HeldOutputs } from '../../daemon/tasks/held-outputs.js'
@@ -59,9 +58,8 @@ describe('long-poll wake-ups', () => {
     writeFileSync(join(spool, id, 'output.log'), output)
     const outputWatch = new OutputWatch()
     // No output.log held open (as for a task no daemon holds): the route reads it by its path.
-    const context = { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch, closing: new AbortController().signal, supervisor: { outputs: new HeldOutputs() } } as unknown as DaemonContext
     const app = Fastify()
-    registerReadOutputRoute(app, context)
+    registerReadOutputRoute(app, { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch, closing: new AbortController().signal, supervisor: { outputs: new HeldOutputs() } })
     await app.ready()
     return { app, outputWatch }
   }

@@ -11,7 +11,6 @@ import { streamEvents } from '../../client/events.js'
 import { socketEndpoint } from '../../client/endpoint.js'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { TendError, type Task, type WireError } from '../../protocol/index.js'
-import type { DaemonContext } from '../../daemon/context.js'
 import { EventLog } from '../../daemon/store/event-log.js'
 import { validatorCompiler } from '../../daemon/http/request-validation.js'
 import { registerEventsRoute } from '../../daemon/http/routes/events.js'
@@ -203,7 +202,7 @@ async function eventsApp(log: EventLog): Promise<{ app: FastifyInstance; socket:
     const tendError = error instanceof TendError ? error : new TendError('TEND_ERR_INTERNAL', { detail: String(error) })
     void reply.status(tendError.statusCode).send(tendError.toWire())
   })
-  registerEventsRoute(app, { events: log, closing: closing.signal } as unknown as DaemonContext)
+  registerEventsRoute(app, { events: log, closing: closing.signal })
   await app.listen({ path: socket })
   return {
     app,

@@ -1,9 +1,12 @@
 import { Type } from 'typebox'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { ConsoleBody, ConsoleInfoSchema, ErrorSchema } from '../../../protocol/schemas.js'
-import { requireOperator } from '../owner-scope.js'
 import type { ConsoleControl } from '../../console/console-control.js'
+import { OwnerHeaders, requireOperator } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface ConsoleRoutesDeps {
+  console: Pick<ConsoleControl, 'info' | 'open' | 'close' | 'revoke'>
+}
 
 const responses = { 200: ConsoleInfoSchema, 400: ErrorSchema, 403: ErrorSchema, 409: ErrorSchema }
 
@@ -12,22 +15,26 @@ const responses = { 200: ConsoleInfoSchema, 400: ErrorSchema, 403: ErrorSchema, 
  * listens; POST starts it (or moves it) and answers a fresh token; DELETE stops it;
  * POST /v1/console/revoke revokes every token and ends every session.
  */
-export function registerConsoleRoutes(app: TendApp, context: DaemonContext): void {
-  const control = (): ConsoleControl => context.console
-  app.get('/v1/console', { schema: { summary: 'Where the operator console listens (operator only)', response: responses } }, async (request) => {
+export function registerConsoleRoutes(app: TendApp, { console: control }: ConsoleRoutesDeps): void {
+  const routes = typedRoutes(app)
+  routes.get('/v1/console', { schema: { summary: 'Where the operator console listens (operator only)', headers: OwnerHeaders, response: responses } }, async (request) => {
     requireOperator(request, 'the console')
-    return control().info()
+    return control.info()
   })
-  app.post('/v1/console', { schema: { summary: 'Start the operator console, or move it, and make a fresh token (operator only)', body: Type.Optional(ConsoleBody), response: responses } }, async (request) => {
+  routes.post(
+    '/v1/console',
+    { schema: { summary: 'Start the operator console, or move it, and make a fresh token (operator only)', headers: OwnerHeaders, body: Type.Optional(ConsoleBody), response: responses } },
+    async (request) => {
+      requireOperator(request, 'the console')
+      return control.open(request.body ?? {})
+    },
+  )
+  routes.delete('/v1/console', { schema: { summary: 'Stop the operator console (operator only)', headers: OwnerHeaders, response: responses } }, async (request) => {
     requireOperator(request, 'the console')
-    return control().open((request.body as ConsoleBody | undefined) ?? {})
+    return control.close()
   })
-  app.delete('/v1/console', { schema: { summary: 'Stop the operator console (operator only)', response: responses } }, async (request) => {
+  routes.post('/v1/console/revoke', { schema: { summary: "Revoke every console token and end every page's session (operator only)", headers: OwnerHeaders, response: responses } }, async (request) => {
     requireOperator(request, 'the console')
-    return control().close()
-  })
-  app.post('/v1/console/revoke', { schema: { summary: "Revoke every console token and end every page's session (operator only)", response: responses } }, async (request) => {
-    requireOperator(request, 'the console')
-    return control().revoke()
+    return control.revoke()
   })
 }

@@ -1,11 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyReply } from 'fastify'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { type SpoolEvent, type TaskEvent } from '../../../protocol/index.js'
 import { ErrorSchema, EventsHeaders, EventsQuery } from '../../../protocol/schemas.js'
 import { requestOwner } from '../owner-scope.js'
 import type { EventLog } from '../../store/event-log.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface EventsDeps {
+  events: EventLog
+  /** Aborted when the daemon stops: every stream is ended so the server can close. */
+  closing: AbortSignal
+}
 
 const KEEPALIVE_MS = 15_000
 /** How long a dropped subscriber gets to read its last bytes before its connection is cut. */
@@ -17,24 +22,24 @@ const DROP_FLUSH_MS = 30_000
  * one whose sequence number is no longer covered gets 410 TEND_ERR_EVENTS_GAP. Everything is
  * checked before the stream opens, so every refusal is an ordinary JSON answer.
  */
-export function registerEventsRoute(app: TendApp, context: DaemonContext): void {
-  app.get(
+export function registerEventsRoute(app: TendApp, deps: EventsDeps): void {
+  const { events } = deps
+  typedRoutes(app).get(
     '/v1/events',
     { schema: { summary: 'Subscribe to task lifecycle events (text/event-stream)', querystring: EventsQuery, headers: EventsHeaders, response: { 400: ErrorSchema, 410: ErrorSchema } } },
     async (request, reply) => {
-      const query = request.query as EventsQuery
-      const headers = request.headers as EventsHeaders
+      const { query, headers } = request
       const owner = requestOwner(request)
       // The header first: a browser's EventSource reconnects to the URL it was opened with (its
       // since=) and sends the last id it saw, which is the newer of the two.
-      const since = headers['last-event-id'] ?? query.since ?? context.events.lastSeq
+      const since = headers['last-event-id'] ?? query.since ?? events.lastSeq
       // On the refusal too: a subscriber learns which daemon's numbering it is behind on.
-      reply.header('x-tend-daemon-id', context.events.daemonId)
-      context.events.assertCovers(since)
+      reply.header('x-tend-daemon-id', events.daemonId)
+      events.assertCovers(since)
       // HEAD: the stream's head without the stream.
       if (request.method === 'HEAD') return (reply as FastifyReply).status(200).type('text/event-stream').header('cache-control', 'no-cache').send()
       reply.hijack()
-      streamEvents(request.raw, reply.raw, context, owner, since, query.spool === true)
+      streamEvents(request.raw, reply.raw, deps, owner, since, query.spool === true)
       return reply
     },
   )
@@ -47,8 +52,7 @@ export function registerEventsRoute(app: TendApp, context: DaemonContext): void 
  * by every subscriber; a subscriber so slow that the window passes it is dropped with a final
  * comment line, and reconnecting with Last-Event-ID then tells it of the gap.
  */
-function streamEvents(req: IncomingMessage, raw: ServerResponse, context: DaemonContext, owner: string | null, since: number, spool: boolean): void {
-  const log: EventLog = context.events
+function streamEvents(req: IncomingMessage, raw: ServerResponse, { events: log, closing }: EventsDeps, owner: string | null, since: number, spool: boolean): void {
   let cursor = since
   let blocked = false
   let finished = false
@@ -83,7 +87,7 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, context: Daemon
     clearInterval(keepalive)
     unsubscribe()
     unsubscribeSpool()
-    context.closing.removeEventListener('abort', close)
+    closing.removeEventListener('abort', close)
   }
   const close = () => {
     finish()
@@ -100,7 +104,7 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, context: Daemon
   })
   req.once('close', close)
   raw.once('close', close)
-  context.closing.addEventListener('abort', close, { once: true })
+  closing.addEventListener('abort', close, { once: true })
   pump()
 }
 

@@ -1,18 +1,27 @@
 import { Type } from 'typebox'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
-import { requestOwner, visibleTask } from '../owner-scope.js'
+import type { CorruptEntries } from '../../store/corrupt-entries.js'
+import type { TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
+import type { Supervisor } from '../../tasks/supervisor.js'
+import { OwnerHeaders, requestOwner, visibleTask } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface GetTaskDeps {
+  config: { layout: { spool: string } }
+  store: Pick<TaskStore, 'get'>
+  corrupt: Pick<CorruptEntries, 'visible'>
+  supervisor: Pick<Supervisor, 'outputs'>
+}
 
 /** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason). */
-export function registerGetTaskRoute(app: TendApp, context: DaemonContext): void {
-  app.get(
+export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, supervisor }: GetTaskDeps): void {
+  typedRoutes(app).get(
     '/v1/tasks/:id',
-    { schema: { summary: 'Show a task', params: TaskIdParams, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } } },
+    { schema: { summary: 'Show a task', params: TaskIdParams, headers: OwnerHeaders, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } } },
     async (request) => {
-      const { id } = request.params as TaskIdParams
-      return context.corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(context.supervisor.outputs, context.config.layout.spool, visibleTask(context.store, request, id))
+      const { id } = request.params
+      return corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
     },
   )
 }

@@ -1,22 +1,36 @@
 import { Type } from 'typebox'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
-import { requestOwner, visibleTask } from '../owner-scope.js'
-import { normalizeSignal } from '../../tasks/signals.js'
 import { ErrorSchema, KillTaskBody, TaskIdParams } from '../../../protocol/schemas.js'
+import type { TaskStore } from '../../store/task-store.js'
+import { normalizeSignal } from '../../tasks/signals.js'
+import type { Supervisor } from '../../tasks/supervisor.js'
+import { OwnerHeaders, requestOwner, visibleTask } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface KillTaskDeps {
+  store: Pick<TaskStore, 'get'>
+  supervisor: Pick<Supervisor, 'kill'>
+}
 
 /** POST /v1/tasks/:id/kill — stops the whole tree; answers once no process of it is left. */
-export function registerKillTaskRoute(app: TendApp, context: DaemonContext): void {
-  app.post(
+export function registerKillTaskRoute(app: TendApp, { store, supervisor }: KillTaskDeps): void {
+  typedRoutes(app).post(
     '/v1/tasks/:id/kill',
-    { schema: { summary: 'Kill a task and its whole process tree', params: TaskIdParams, body: Type.Optional(KillTaskBody), response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } } },
+    {
+      schema: {
+        summary: 'Kill a task and its whole process tree',
+        params: TaskIdParams,
+        headers: OwnerHeaders,
+        body: Type.Optional(KillTaskBody),
+        response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema },
+      },
+    },
     async (request) => {
-      const { id } = request.params as TaskIdParams
-      const body = (request.body ?? {}) as KillTaskBody
-      visibleTask(context.store, request, id)
+      const { id } = request.params
+      const body = request.body ?? {}
+      visibleTask(store, request, id)
       // Who stops it is known from who asks: an agent's client acts for its owner, the CLI for nobody.
       const stoppedBy = body.stoppedBy ?? (requestOwner(request) === null ? 'operator' : 'owner')
-      return context.supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs, note: body.reason, stoppedBy })
+      return supervisor.kill(id, { signal: normalizeSignal(body.signal), graceMs: body.graceMs, note: body.reason, stoppedBy })
     },
   )
 }

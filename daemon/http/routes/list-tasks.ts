@@ -1,11 +1,20 @@
+import type { FastifyReply } from 'fastify'
 import { Type } from 'typebox'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { type Task } from '../../../protocol/index.js'
 import { ListTasksQuery } from '../../../protocol/schemas.js'
-import { requestOwner } from '../owner-scope.js'
+import type { CorruptEntries } from '../../store/corrupt-entries.js'
+import { listOrder, type TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/live-output.js'
-import { listOrder } from '../../store/task-store.js'
+import type { Supervisor } from '../../tasks/supervisor.js'
+import { OwnerHeaders, requestOwner } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface ListTasksDeps {
+  config: { layout: { spool: string } }
+  store: Pick<TaskStore, 'list'>
+  corrupt: Pick<CorruptEntries, 'list'>
+  supervisor: Pick<Supervisor, 'outputs'>
+}
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
 
@@ -17,21 +26,21 @@ const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
  * output size makes a new object, serialized afresh). The document is the one the response schema
  * would make: each task goes through the route's own serializer for the Task schema.
  */
-export function registerListTasksRoute(app: TendApp, context: DaemonContext): void {
+export function registerListTasksRoute(app: TendApp, { config, store, corrupt, supervisor }: ListTasksDeps): void {
   const serialized = new WeakMap<Task, Buffer>()
-  app.get(
+  typedRoutes(app).get(
     '/v1/tasks',
-    { schema: { summary: 'List tasks', querystring: ListTasksQuery, response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) } } },
+    { schema: { summary: 'List tasks', headers: OwnerHeaders, querystring: ListTasksQuery, response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) } } },
     async (request, reply) => {
-      const query = request.query as ListTasksQuery
+      const { query } = request
       const owner = requestOwner(request)
       // An owner lists only its own tasks, whatever it asks for.
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
-      const tasks: Task[] = context.store.list({ all: query.all ?? false, owner: owner ?? query.owner })
+      const tasks: Task[] = store.list({ all: query.all ?? false, owner: owner ?? query.owner })
       // Only a running task's answer reads anything (its output size on disk now).
-      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(context.supervisor.outputs, context.config.layout.spool, task) : task)))
-      const corrupt = query.all ? context.corrupt.list(owner ?? query.owner ?? null) : []
-      const listed = corrupt.length > 0 ? [...live, ...corrupt].sort(listOrder) : live
+      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(supervisor.outputs, config.layout.spool, task) : task)))
+      const corruptEntries = query.all ? corrupt.list(owner ?? query.owner ?? null) : []
+      const listed = corruptEntries.length > 0 ? [...live, ...corruptEntries].sort(listOrder) : live
       const serialize = reply.compileSerializationSchema(TASK_REF, '200')
       const parts = listed.map((task) => {
         let json = serialized.get(task)
@@ -42,7 +51,8 @@ export function registerListTasksRoute(app: TendApp, context: DaemonContext): vo
         }
         return json
       })
-      return reply.type('application/json; charset=utf-8').send(joinJson(parts))
+      // Bytes already serialized, task by task: fastify sends a Buffer as it is (the schema's type is of the document).
+      return (reply as FastifyReply).type('application/json; charset=utf-8').send(joinJson(parts))
     },
   )
 }

@@ -1,6 +1,6 @@
 import Fastify, { type RouteOptions } from 'fastify'
 import { TaskSchema } from '../../../protocol/schemas.js'
-import type { TendApp } from '../server.js'
+import type { TendApp } from '../tend-app.js'
 
 /**
  * GET /v1/openapi.json — the OpenAPI document generated from the route schemas. @fastify/swagger

@@ -1,13 +1,20 @@
 import { Readable } from 'node:stream'
 import { Type } from 'typebox'
 import type { FileHandle } from 'node:fs/promises'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { TendError } from '../../../protocol/index.js'
 import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
-import { visibleTask } from '../owner-scope.js'
+import type { TaskStore } from '../../store/task-store.js'
+import type { Supervisor } from '../../tasks/supervisor.js'
+import { OwnerHeaders, visibleTask } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
 import { requestedRange } from '../byte-range.js'
 import { openTaskOutputSnapshot } from '../../../spool/index.js'
+
+export interface OutputFileDeps {
+  config: { layout: { spool: string } }
+  store: Pick<TaskStore, 'get'>
+  supervisor: Pick<Supervisor, 'outputs'>
+}
 
 /** How much of the file is read at a time while it is sent. */
 const PIECE_BYTES = 64 * 1024
@@ -21,13 +28,14 @@ const PIECE_BYTES = 64 * 1024
  * ends (the connection closed), so the client sees a short body at once instead of waiting for
  * bytes that will never come.
  */
-export function registerOutputFileRoute(app: TendApp, context: DaemonContext): void {
-  app.get(
+export function registerOutputFileRoute(app: TendApp, { config, store, supervisor }: OutputFileDeps): void {
+  typedRoutes(app).get(
     '/v1/tasks/:id/output.log',
     {
       schema: {
         summary: "Download a task's output.log (or one byte range of it)",
         params: TaskIdParams,
+        headers: OwnerHeaders,
         response: {
           206: Type.Unknown({ description: 'the byte range asked for with Range (Content-Range says which)' }),
           400: ErrorSchema,
@@ -39,12 +47,12 @@ export function registerOutputFileRoute(app: TendApp, context: DaemonContext): v
       },
     },
     async (request, reply) => {
-      const { id } = request.params as TaskIdParams
-      visibleTask(context.store, request, id)
+      const { id } = request.params
+      visibleTask(store, request, id)
       // A running task's output through the descriptor the daemon holds (the file its keeper
       // writes, whatever is at its name), a finished one's by its path.
-      const held = await context.supervisor.outputs.reopen(id)
-      const { handle, size } = held ? { handle: held, size: (await held.stat()).size } : await openTaskOutputSnapshot(context.config.layout.spool, id)
+      const held = await supervisor.outputs.reopen(id)
+      const { handle, size } = held ? { handle: held, size: (await held.stat()).size } : await openTaskOutputSnapshot(config.layout.spool, id)
       // Without validators to compare, a conditional range (If-Range) is answered whole.
       const range = request.headers['if-range'] === undefined ? requestedRange(request.headers.range, size) : null
       void reply.header('accept-ranges', 'bytes').header('cache-control', 'no-store')

@@ -1,11 +1,22 @@
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { isFinished, TendError, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
-import { visibleTask } from '../owner-scope.js'
+import type { TaskStore } from '../../store/task-store.js'
+import type { OutputWatch } from '../../tasks/output-watch.js'
+import type { Supervisor } from '../../tasks/supervisor.js'
+import { OwnerHeaders, visibleTask } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
 import { incompleteUtf8Tail, outputPath, tailOffset, taskOutput, type OutputSource } from '../../../spool/index.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
+
+export interface ReadOutputDeps {
+  config: { layout: { spool: string } }
+  store: Pick<TaskStore, 'get' | 'find'>
+  supervisor: Pick<Supervisor, 'outputs'>
+  outputWatch: Pick<OutputWatch, 'waitForChange'>
+  /** Aborted when the daemon stops: a long-poll answers at once. */
+  closing: AbortSignal
+}
 
 /**
  * GET /v1/tasks/:id/output — reads output.log from a byte offset without consuming it. With
@@ -13,17 +24,17 @@ const DEFAULT_READ_BYTES = 1024 * 1024
  * is gone or replaced is TEND_ERR_OUTPUT_MISSING (410), never an empty output; one under a lease is
  * TEND_ERR_OUTPUT_BUSY (409) at once.
  */
-export function registerReadOutputRoute(app: TendApp, context: DaemonContext): void {
-  app.get(
+export function registerReadOutputRoute(app: TendApp, { config, store, supervisor, outputWatch, closing }: ReadOutputDeps): void {
+  typedRoutes(app).get(
     '/v1/tasks/:id/output',
-    { schema: { summary: 'Read task output', params: TaskIdParams, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema } } },
+    { schema: { summary: 'Read task output', params: TaskIdParams, headers: OwnerHeaders, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema } } },
     async (request): Promise<ReadResult> => {
-      const { id } = request.params as TaskIdParams
-      const query = request.query as ReadOutputQuery
-      visibleTask(context.store, request, id)
-      const file = outputPath(context.config.layout.spool, id)
+      const { id } = request.params
+      const { query } = request
+      visibleTask(store, request, id)
+      const file = outputPath(config.layout.spool, id)
       // A running task's output through the descriptor the daemon holds; a finished one's by its path.
-      const output = () => context.supervisor.outputs.source(id, taskOutput(context.config.layout.spool, id))
+      const output = () => supervisor.outputs.source(id, taskOutput(config.layout.spool, id))
       const from = query.tail !== undefined ? await tailOffset(output(), query.tail) : (query.from ?? 0)
       const maxBytes = query.maxBytes ?? DEFAULT_READ_BYTES
       const encoding = query.encoding ?? 'utf8'
@@ -32,7 +43,7 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
       request.raw.once('close', () => abort.abort())
       for (;;) {
         // State first, size second: once a finished state is seen, the size read after it is final.
-        const task = context.store.get(id)
+        const task = store.get(id)
         const finished = isFinished(task)
         const source = output()
         const size = await source.size()
@@ -63,16 +74,16 @@ export function registerReadOutputRoute(app: TendApp, context: DaemonContext): v
           }
         }
         const endedSince = () => {
-          const now = context.store.find(id)
+          const now = store.find(id)
           return now === undefined || isFinished(now)
         }
         // A stopping daemon (a restart) never waits out a long-poll: the client asks the next one.
-        if (context.closing.aborted) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'read again from the next daemon (the task goes on)' })
+        if (closing.aborted) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'read again from the next daemon (the task goes on)' })
         // The file the keeper writes is watched (through the held descriptor), whatever is at its name.
-        const held = context.supervisor.outputs.held(id)
+        const held = supervisor.outputs.held(id)
         const watched = held ? `/proc/self/fd/${held.fd}` : file
-        const signal = AbortSignal.any([abort.signal, context.closing])
-        await context.outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal, ...(held ? { sizeNow: () => source.size() } : {}) })
+        const signal = AbortSignal.any([abort.signal, closing])
+        await outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal, ...(held ? { sizeNow: () => source.size() } : {}) })
       }
     },
   )

@@ -1,57 +1,75 @@
 import { DEFAULT_NETWORK } from '../../../protocol/index.js'
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
 import { type DaemonStatus } from '../../../protocol/index.js'
 import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
-import { requestOwner } from '../owner-scope.js'
-import { sandboxBounds, seccompFilters, seccompSupported } from '../../sandbox/index.js'
-import { TASK_ID_FIRST, TASK_ID_LAST } from '../../sandbox/owner-ids.js'
+import type { DaemonConfig } from '../../config.js'
 import type { PeerCheckStatus } from '../../peer/index.js'
+import { sandboxBounds, seccompFilters, seccompSupported, type SandboxCapabilities } from '../../sandbox/index.js'
+import { TASK_ID_FIRST, TASK_ID_LAST } from '../../sandbox/owner-ids.js'
+import type { EventLog } from '../../store/event-log.js'
+import type { SpoolCleanup } from '../../store/spool-cleanup.js'
+import type { TaskStore } from '../../store/task-store.js'
+import type { Supervisor } from '../../tasks/supervisor.js'
+import { OwnerHeaders, requestOwner } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface StatusDeps {
+  config: Readonly<DaemonConfig>
+  /** What the machine can enforce, detected at start. */
+  sandbox: SandboxCapabilities
+  version: string
+  startedAt: string
+  store: Pick<TaskStore, 'list' | 'spoolState'>
+  events: Pick<EventLog, 'daemonId' | 'lastSeq'>
+  cleanup: Pick<SpoolCleanup, 'usedBytes' | 'strayEntries'>
+  supervisor: Pick<Supervisor, 'spawnerKind'>
+  /** Whether callers inside a sandbox are refused, decided once at start. */
+  peerStatus: PeerCheckStatus
+}
 
 /**
  * GET /v1/status — the daemon, its limits, its spool use and what it can enforce. Task counts are
  * the requester's: an owner counts only its own tasks, the operator every task.
  */
-export function registerStatusRoute(app: TendApp, context: DaemonContext, peerCheck: PeerCheckStatus): void {
-  app.get('/v1/status', { schema: { summary: 'Daemon status', response: { 200: StatusSchema, 400: ErrorSchema } } }, async (request): Promise<DaemonStatus> => {
+export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
+  typedRoutes(app).get('/v1/status', { schema: { summary: 'Daemon status', headers: OwnerHeaders, response: { 200: StatusSchema, 400: ErrorSchema } } }, async (request): Promise<DaemonStatus> => {
     const owner = requestOwner(request)
-    const tasks = context.store.list({ all: true, owner: owner ?? undefined })
+    const tasks = deps.store.list({ all: true, owner: owner ?? undefined })
     const count = (state: string) => tasks.filter((task) => task.state === state).length
     return {
       pid: process.pid,
-      version: context.version,
-      home: context.config.layout.home,
-      socket: context.config.layout.socket,
-      startedAt: context.startedAt,
-      concurrency: context.config.concurrency,
-      perOwnerConcurrency: context.config.perOwnerConcurrency,
+      version: deps.version,
+      home: deps.config.layout.home,
+      socket: deps.config.layout.socket,
+      startedAt: deps.startedAt,
+      concurrency: deps.config.concurrency,
+      perOwnerConcurrency: deps.config.perOwnerConcurrency,
       tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
-      events: { daemonId: context.events.daemonId, lastSeq: context.events.lastSeq },
-      spool: { path: context.config.layout.spool, usedBytes: context.cleanup.usedBytes(), quotaBytes: context.config.spoolQuotaBytes, ...context.store.spoolState(), ...(owner === null ? { strayEntries: context.cleanup.strayEntries() } : {}) },
-      spawner: context.supervisor.spawnerKind,
-      peerCheck,
+      events: { daemonId: deps.events.daemonId, lastSeq: deps.events.lastSeq },
+      spool: { path: deps.config.layout.spool, usedBytes: deps.cleanup.usedBytes(), quotaBytes: deps.config.spoolQuotaBytes, ...deps.store.spoolState(), ...(owner === null ? { strayEntries: deps.cleanup.strayEntries() } : {}) },
+      spawner: deps.supervisor.spawnerKind,
+      peerCheck: deps.peerStatus,
       sandbox: {
-        default: context.config.sandbox,
-        profiles: context.sandbox.profiles,
-        missing: context.sandbox.missing,
-        bubblewrap: context.sandbox.bwrap && { path: context.sandbox.bwrap.path, version: context.sandbox.bwrap.version },
-        userNamespaces: context.sandbox.userNamespaces,
-        cgroups: { memory: context.sandbox.cgroups.memory !== null, pids: context.sandbox.cgroups.pids !== null },
+        default: deps.config.sandbox,
+        profiles: deps.sandbox.profiles,
+        missing: deps.sandbox.missing,
+        bubblewrap: deps.sandbox.bwrap && { path: deps.sandbox.bwrap.path, version: deps.sandbox.bwrap.version },
+        userNamespaces: deps.sandbox.userNamespaces,
+        cgroups: { memory: deps.sandbox.cgroups.memory !== null, pids: deps.sandbox.cgroups.pids !== null },
         seccomp: seccompSupported(),
         filters: seccompFilters(),
         identity: {
-          as: context.sandbox.identity.as,
-          uid: context.sandbox.identity.uid,
-          gid: context.sandbox.identity.gid,
-          range: context.sandbox.identity.as === 'task' ? { first: TASK_ID_FIRST, last: TASK_ID_LAST } : null,
-          owners: context.sandbox.identity.owners?.list() ?? [],
-          home: context.sandbox.identity.home,
-          fallback: context.sandbox.identity.fallback,
-          off: context.sandbox.identity.off,
+          as: deps.sandbox.identity.as,
+          uid: deps.sandbox.identity.uid,
+          gid: deps.sandbox.identity.gid,
+          range: deps.sandbox.identity.as === 'task' ? { first: TASK_ID_FIRST, last: TASK_ID_LAST } : null,
+          owners: deps.sandbox.identity.owners?.list() ?? [],
+          home: deps.sandbox.identity.home,
+          fallback: deps.sandbox.identity.fallback,
+          off: deps.sandbox.identity.off,
         },
-        keyring: context.sandbox.identity.keyring,
-        bounds: sandboxBounds(context.sandbox, context.config),
-        network: { default: DEFAULT_NETWORK, modes: context.sandbox.network.modes, missing: context.sandbox.network.missing, allow: [...context.config.networkAllow] },
+        keyring: deps.sandbox.identity.keyring,
+        bounds: sandboxBounds(deps.sandbox, deps.config),
+        network: { default: DEFAULT_NETWORK, modes: deps.sandbox.network.modes, missing: deps.sandbox.network.missing, allow: [...deps.config.networkAllow] },
       },
     }
   })

@@ -1,26 +1,34 @@
-import type { TendApp } from '../server.js'
-import type { DaemonContext } from '../../context.js'
-import { visibleTask } from '../owner-scope.js'
 import { INPUT_MAX_BYTES, TendError } from '../../../protocol/index.js'
 import { ErrorSchema, TaskIdParams, TaskInputBody, TaskInputResultSchema } from '../../../protocol/schemas.js'
+import type { TaskStore } from '../../store/task-store.js'
+import type { TaskInput } from '../../tasks/task-input.js'
+import { OwnerHeaders, visibleTask } from '../owner-scope.js'
+import { typedRoutes, type TendApp } from '../tend-app.js'
+
+export interface TaskInputDeps {
+  store: Pick<TaskStore, 'get'>
+  /** Writes to tasks' stdin pipes. */
+  input: Pick<TaskInput, 'send'>
+}
 
 /** POST /v1/tasks/:id/input — writes to the task's stdin pipe (and input.log); `eof` closes it after. */
-export function registerTaskInputRoute(app: TendApp, context: DaemonContext): void {
-  app.post(
+export function registerTaskInputRoute(app: TendApp, { store, input }: TaskInputDeps): void {
+  typedRoutes(app).post(
     '/v1/tasks/:id/input',
     {
       schema: {
         summary: "Write to a task's stdin (started with stdin: pipe)",
         params: TaskIdParams,
+        headers: OwnerHeaders,
         body: TaskInputBody,
         response: { 200: TaskInputResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema },
       },
     },
     async (request) => {
-      const { id } = request.params as TaskIdParams
-      const body = request.body as TaskInputBody
-      visibleTask(context.store, request, id)
-      return context.input.send(id, inputBytes(body), body.eof ?? false)
+      const { id } = request.params
+      const { body } = request
+      visibleTask(store, request, id)
+      return input.send(id, inputBytes(body), body.eof ?? false)
     },
   )
 }
