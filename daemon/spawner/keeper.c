@@ -100,33 +100,6 @@ static void handle_end_of_input(void) {
   sigaction(SIGUSR1, &action, NULL);
 }
 
-int proc_start_time(pid_t pid, unsigned long long *start) {
-  char path[40], stat_text[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd;
-  do fd = open(path, O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) return errno;
-  ssize_t n;
-  do n = read(fd, stat_text, sizeof stat_text - 1);
-  while (n < 0 && errno == EINTR);
-  int error = n < 0 ? errno : EIO;
-  close(fd);
-  if (n <= 0) return error;
-  stat_text[n] = 0;
-  /* The command name (field 2) may hold spaces and parentheses: count from the last ')'. Field 3
-   * starts after the first space that follows it, field 22 after the 20th. */
-  const char *at = strrchr(stat_text, ')');
-  if (!at) return EIO;
-  for (unsigned spaces = 0; *at && spaces < 20; at++)
-    if (*at == ' ') spaces++;
-  if (*at < '0' || *at > '9') return EIO;
-  unsigned long long value = 0;
-  for (; *at >= '0' && *at <= '9'; at++) value = value * 10 + (unsigned long long)(*at - '0');
-  *start = value;
-  return 0;
-}
-
 /* ------------------------------------------------------------ exit file */
 
 static int retryable(int error) {

@@ -10,6 +10,8 @@
  *   hidden.c        the child covering places hidden from the task, each opened without a link
  *   cgroup.c        the child joining its cgroups through folders checked by identity
  *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
+ *   memory.c        xrealloc: allocation that exits when memory runs out
+ *   proc.c          what /proc says about a process: its start time, its children
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -23,9 +25,14 @@
 /* An exit file's path: room is left under PATH_MAX for the temporary file's suffix. */
 #define MAX_EXIT_PATH 4000
 
-/* ------------------------------------------------------- tend-spawner.c */
+/* ------------------------------------------------------------- memory.c */
 
 void *xrealloc(void *pointer, size_t size);
+
+/* ------------------------------------------------------- tend-spawner.c */
+
+/* Reads a non-blocking signalfd until it is empty (EINTR retried). */
+void drain_signalfd(int fd);
 __attribute__((format(printf, 1, 2))) void out_printf(const char *format, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void malformed(const char *format, ...);
 /* In a keeper, once it has forked its task: gives back the pages of the helper's buffers (they
@@ -206,13 +213,18 @@ int join_cgroup(const struct cgroup_join *group);
  * descriptor stays O_NONBLOCK, which changes nothing for a regular file. */
 int open_regular(int dir_fd, const char *path, int flags, mode_t mode);
 
+/* --------------------------------------------------------------- proc.c */
+
+/* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
+int proc_start_time(pid_t pid, unsigned long long *start);
+/* Sends the signal to every child of the calling process (every thread's), as /proc names them. */
+void proc_signal_children(int signal_number);
+
 /* ------------------------------------------------------------- keeper.c */
 
 /* The keeper's life: makes and holds the task's stdin FIFO (if any), forks and watches the task,
  * reports on report_fd, writes the exit file. */
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known);
-/* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
-int proc_start_time(pid_t pid, unsigned long long *start);
 /* What ended a task, besides itself: its keeper, because the helper was gone or its lease ran out. */
 enum { ENDED_BY_ITSELF = 0, ENDED_BY_LIFELINE = 1, ENDED_BY_LEASE = 2 };
 /* The 5th word of an `exited` line for what ended the task ("" when it ended by itself). */

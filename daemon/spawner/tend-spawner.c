@@ -208,15 +208,13 @@
 static char *out_buf;
 static size_t out_len, out_cap;
 
-void *xrealloc(void *pointer, size_t size) {
-  void *grown = realloc(pointer, size);
-  if (!grown) {
-    static const char message[] = "tend-spawner: out of memory\n";
-    ssize_t ignored = write(2, message, sizeof message - 1);
-    (void)ignored;
-    _exit(3);
+void drain_signalfd(int fd) {
+  struct signalfd_siginfo info[16];
+  for (;;) {
+    ssize_t n = read(fd, info, sizeof info);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
   }
-  return grown;
 }
 
 void out_printf(const char *format, ...) {
@@ -690,9 +688,7 @@ int main(int argc, char **argv) {
     for (size_t i = 2; i < nfds; i++)
       if (poll_fds[i].revents) on_keeper_fd_ready(poll_fds[i].fd);
     if (poll_fds[1].revents) {
-      struct signalfd_siginfo info[16];
-      while (read(signal_fd, info, sizeof info) > 0) {
-      }
+      drain_signalfd(signal_fd);
       reap();
     }
     if (poll_fds[0].revents && !read_requests()) stdin_open = 0;
