@@ -1,6 +1,6 @@
 /*
- * tend-spawner: a keeper's lifeline, for a task that must end with its daemon (a spawn request of a
- * kind ending in +lifeline; a cluster task that may be retried elsewhere must never run on there).
+ * tend-spawner: a keeper's lifeline, for a task that must end with its daemon (a spawn request with
+ * the flag SPAWN_LIFELINE, PROTOCOL.md; a task that may be retried elsewhere must never run on here).
  *
  * The lifeline is the keeper's report pipe. The helper holds its read end, and nothing else does
  * (every keeper closes what it inherits of the helper's); the helper dies with the daemon
