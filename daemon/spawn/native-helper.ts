@@ -162,7 +162,10 @@ export class Helper {
         // An exit file already there says how the task ended, though its keeper lives on (still
         // writing it durably, or stopped): settled now; the keeper's `gone` later changes nothing.
         const recorded = recordedExit(exitFile, taskPid)
-        return waiting.resolve({ attached: true, exited: recorded ? Promise.resolve(recorded) : exited })
+        if (!recorded) return waiting.resolve({ attached: true, exited })
+        // Nobody awaits the watch then: a helper that dies under it must not leave a rejection unhandled.
+        exited.catch(() => {})
+        return waiting.resolve({ attached: true, exited: Promise.resolve(recorded) })
       }
       case 'failed-attach': {
         const attaching = this.pendingAttaches.get(reply.id)
