@@ -6,16 +6,12 @@ import type { SpawnExit } from './spawner.js'
 const MAX_EXIT_FILE_BYTES = 4096
 
 /**
- * A task's exit file, as its keeper wrote it when the task ended (daemon/spawner/keeper.c): one
- * JSON object on one line, `{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}`, where
- * exactly one of exitCode (0..255) and signal (a signal number) is a number and endedAtMs is the
- * wall-clock time of the end; `"lifelineBroke":true` is added when the keeper ended the task
- * because the spawner's helper was gone (a task started to end with its daemon), and
- * `"leaseRanOut":true` when it did because the lease the daemon wrote ran out, and
- * `"outputLostBytes":N` (N > 0) when the disk refused N bytes of a terminal task's output. The keeper writes it whole (temporary file, fsync, rename), so a file
- * that is there is complete; it is missing when the task has not ended yet, when it never started,
- * when its keeper was SIGKILLed, or when the disk refused it for a minute. Under `off` the task can
- * replace it: anything but a regular file (a FIFO would block the daemon's start) is not read.
+ * A task's exit file, as its keeper wrote it when the task ended (daemon/spawner/keeper.c; the
+ * format and when it is written: daemon/spawner/PROTOCOL.md, "Exit file"). Read here only: the
+ * helper never parses it, it says `gone` and the daemon reads the file. A file written by a keeper
+ * of the version before (JSON with optional fields, no "v") is read too: such a keeper may still
+ * run across an upgrade. Under `off` the task can replace the file: anything but a regular file (a
+ * FIFO would block the daemon's start) is not read.
  *
  * Returns the exit (signal as its name, endedAt as an ISO time, pid the task's) or null when the
  * file is missing, unreadable or not a valid exit record. Synchronous: for recovery at start.
@@ -42,6 +38,13 @@ export function readTaskExitFile(spoolRoot: string, id: string): ReturnType<type
   }
 }
 
+/** What ended a task besides itself, as an exit file's `endedBy` says. */
+const ENDED_BY = new Map<unknown, { lifelineBroke: boolean; leaseRanOut: boolean }>([
+  ['itself', { lifelineBroke: false, leaseRanOut: false }],
+  ['lifeline', { lifelineBroke: true, leaseRanOut: false }],
+  ['lease', { lifelineBroke: false, leaseRanOut: true }],
+])
+
 /** The exit in an exit file's text, or null when it is not a valid exit record. */
 export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; pid: number }) | null {
   let record: unknown
@@ -51,12 +54,12 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
     return null
   }
   if (typeof record !== 'object' || record === null || Array.isArray(record)) return null
-  const { pid, exitCode, signal, endedAtMs, lifelineBroke, leaseRanOut, outputLostBytes } = record as Record<string, unknown>
+  const fields = record as Record<string, unknown>
+  const ending = fields.v === undefined ? previousEnding(fields) : fields.v === 1 ? fixedEnding(fields) : null
+  if (!ending) return null
+  const { pid, exitCode, signal, endedAtMs } = fields
   if (!isInteger(pid) || pid <= 0) return null
   if (!isInteger(endedAtMs) || endedAtMs < 0) return null
-  if (lifelineBroke !== undefined && lifelineBroke !== true) return null
-  if (leaseRanOut !== undefined && leaseRanOut !== true) return null
-  if (outputLostBytes !== undefined && !(isInteger(outputLostBytes) && outputLostBytes > 0)) return null
   const endedAt = new Date(endedAtMs)
   if (Number.isNaN(endedAt.getTime())) return null
   let exit: SpawnExit
@@ -64,7 +67,31 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
   else if (signal === null && isInteger(exitCode) && exitCode >= 0 && exitCode <= 255) exit = { exitCode, signal: null }
   else return null
   // Only when set: an ordinary exit reads exactly as it always did.
-  return { pid, ...withLostOutput(endedBy(exit, lifelineBroke === true, leaseRanOut === true), outputLostBytes as number | undefined), endedAt: endedAt.toISOString() }
+  return { pid, ...withLostOutput(endedBy(exit, ending.lifelineBroke, ending.leaseRanOut), ending.outputLostBytes || undefined), endedAt: endedAt.toISOString() }
+}
+
+interface Ending {
+  lifelineBroke: boolean
+  leaseRanOut: boolean
+  outputLostBytes: number
+}
+
+/** The fixed line's (v 1): exactly its seven fields, every one there. */
+function fixedEnding(fields: Record<string, unknown>): Ending | null {
+  if (Object.keys(fields).length !== 7) return null
+  const ended = ENDED_BY.get(fields.endedBy)
+  const { outputLostBytes } = fields
+  if (!ended || !isInteger(outputLostBytes) || outputLostBytes < 0) return null
+  return { ...ended, outputLostBytes }
+}
+
+/** The previous version's (no v): `lifelineBroke`, `leaseRanOut` and `outputLostBytes` only when set. */
+function previousEnding(fields: Record<string, unknown>): Ending | null {
+  const { lifelineBroke, leaseRanOut, outputLostBytes } = fields
+  if (lifelineBroke !== undefined && lifelineBroke !== true) return null
+  if (leaseRanOut !== undefined && leaseRanOut !== true) return null
+  if (outputLostBytes !== undefined && !(isInteger(outputLostBytes) && outputLostBytes > 0)) return null
+  return { lifelineBroke: lifelineBroke === true, leaseRanOut: leaseRanOut === true, outputLostBytes: (outputLostBytes as number | undefined) ?? 0 }
 }
 
 /** The exit an exit file recorded, without the file's own fields (pid, endedAt). */
@@ -75,13 +102,6 @@ export function exitOf(recorded: SpawnExit): SpawnExit {
 /** The exit, with the bytes of output its keeper could not write, when there were any. */
 export function withLostOutput(exit: SpawnExit, outputLostBytes: number | undefined): SpawnExit {
   return outputLostBytes ? { ...exit, outputLostBytes } : exit
-}
-
-/** The count in the helper's `lost=<n>` word (see tend-spawner.c), when one is there. */
-export function lostWord(words: string[]): number | undefined {
-  const word = words.find((each) => each.startsWith('lost='))
-  const value = word === undefined ? NaN : Number(word.slice(5))
-  return Number.isSafeInteger(value) && value > 0 ? value : undefined
 }
 
 /** The exit, with what ended it besides itself when something did (its keeper: lifeline, lease). */

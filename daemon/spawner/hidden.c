@@ -1,6 +1,6 @@
 /*
  * tend-spawner: the task child hides places from its task by descriptor (see "Hidden places" in
- * the comment at the top of tend-spawner.c).
+ * PROTOCOL.md).
  *
  * The places are the daemon's masks: tend homes and secret paths, many of them other users'. Their
  * owners may remove one, or put a link in its place, at any moment; a mount made by path would then

@@ -1,5 +1,5 @@
 /*
- * tend-spawner: idmapped mounts (see "Identity" in the comment at the top of tend-spawner.c).
+ * tend-spawner: idmapped mounts (see "Identity" in PROTOCOL.md).
  *
  * A root daemon's sandboxed task runs on a uid of its own, yet must write its folders as their
  * owners would. The child, still root, mounts a copy of each such folder idmapped through a user

@@ -2,8 +2,8 @@
  * tend-spawner: the keeper. One per task, forked by the helper for every spawn request: it leaves
  * the daemon's session, ignores every signal that could end it but SIGKILL, keeps no descriptor of
  * the helper's but its report pipe, forks the task child (child.c), tells the helper how the start
- * went, waits for the task, tells the helper (if one still listens) how it ended, writes that
- * atomically into the exit file and exits. Nothing ties it to the daemon or the helper (unless the
+ * went, waits for the task, writes how it ended atomically into the exit file, tells the helper
+ * (if one still listens) and exits. Nothing ties it to the daemon or the helper (unless the
  * task is to end with its daemon, below): a task outlives them, and a later daemon learns how it ended from the exit file (a keeper that is gone
  * has written it, unless it was SIGKILLed; one that is alive will have when it exits). A sandboxed
  * task's bubblewrap runs with --die-with-parent: its parent is the keeper, so a SIGKILLed keeper
@@ -24,18 +24,7 @@
  * and, instead of a plain wait, relays between them and the files until the task has ended and
  * its terminal is drained; SIGUSR1 stays ignored (a terminal's end of input is typed into it).
  *
- * Report pipe (keeper -> helper), one line per write (each shorter than PIPE_BUF, so atomic):
- *   s <taskpid> <keeperstart>   the child has exec'd; keeperstart is field 22 of /proc/<keeper>/stat
- *   f <stage> <errno>[ <index>] the child failed (or the keeper could not set itself up); the keeper
- *                               has reaped it and exits: nothing is left running
- *   x <code> <signal>[ lease][ lost=<n>]
- *                               the task ended (code -1 for a signal, signal 0 for an exit; `lease`:
- *                               the keeper killed it, its lease having run out; `lost=<n>`: n bytes
- *                               of a terminal task's output the disk refused); said as
- *                               soon as the task is reaped: the exit file is written after it, and
- *                               the keeper exits only once the file is written (or given up: its
- *                               folder is gone, or the disk refused it for about a minute)
- * A write to a helper that is gone fails with EPIPE (SIGPIPE is ignored) and changes nothing.
+ * Its report pipe's lines (keeper -> helper) and the exit file's line: PROTOCOL.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -98,33 +87,6 @@ static void handle_end_of_input(void) {
   action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGUSR1, &action, NULL);
-}
-
-int proc_start_time(pid_t pid, unsigned long long *start) {
-  char path[40], stat_text[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd;
-  do fd = open(path, O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) return errno;
-  ssize_t n;
-  do n = read(fd, stat_text, sizeof stat_text - 1);
-  while (n < 0 && errno == EINTR);
-  int error = n < 0 ? errno : EIO;
-  close(fd);
-  if (n <= 0) return error;
-  stat_text[n] = 0;
-  /* The command name (field 2) may hold spaces and parentheses: count from the last ')'. Field 3
-   * starts after the first space that follows it, field 22 after the 20th. */
-  const char *at = strrchr(stat_text, ')');
-  if (!at) return EIO;
-  for (unsigned spaces = 0; *at && spaces < 20; at++)
-    if (*at == ' ') spaces++;
-  if (*at < '0' || *at > '9') return EIO;
-  unsigned long long value = 0;
-  for (; *at >= '0' && *at <= '9'; at++) value = value * 10 + (unsigned long long)(*at - '0');
-  *start = value;
-  return 0;
 }
 
 /* ------------------------------------------------------------ exit file */
@@ -440,14 +402,14 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
   unsigned long long lost = tty ? output_lost_bytes() : 0;
-  char text[256], code_text[16], signal_text[16], lost_text[48] = "";
-  if (lost) snprintf(lost_text, sizeof lost_text, ",\"outputLostBytes\":%llu", lost);
+  /* The exit file's one fixed line (PROTOCOL.md, "Exit file"): every field always there, in this order. */
+  char text[256], code_text[16], signal_text[16];
   if (code >= 0) snprintf(code_text, sizeof code_text, "%d", code);
   else strcpy(code_text, "null");
   if (signal_number > 0) snprintf(signal_text, sizeof signal_text, "%d", signal_number);
   else strcpy(signal_text, "null");
-  const char *ended_by = lifeline.lease_ran_out ? ",\"leaseRanOut\":true" : lifeline.broke ? ",\"lifelineBroke\":true" : "";
-  int length = snprintf(text, sizeof text, "{\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld%s%s}\n", (int)task, code_text, signal_text, ended_ms, ended_by, lost_text);
+  const char *ended_by = lifeline.lease_ran_out ? "lease" : lifeline.broke ? "lifeline" : "itself";
+  int length = snprintf(text, sizeof text, "{\"v\":1,\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld,\"endedBy\":\"%s\",\"outputLostBytes\":%llu}\n", (int)task, code_text, signal_text, ended_ms, ended_by, lost);
   int exited_length = snprintf(line, sizeof line, "x %d %d%s%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF), lost_word(lost));
 
   if (dir_fd < 0) {
@@ -480,32 +442,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   _exit(error ? 1 : 0);
 }
 
-/* ------------------------------------------------------ reading it back */
-
-static const char *expect(const char *at, const char *literal) {
-  size_t length = strlen(literal);
-  return at && strncmp(at, literal, length) == 0 ? at + length : NULL;
-}
-
-/* A decimal integer (optionally negative) or null; NULL when neither. */
-static const char *integer_or_null(const char *at, long long *value, int *is_null) {
-  if (!at) return NULL;
-  if (strncmp(at, "null", 4) == 0) {
-    *is_null = 1;
-    return at + 4;
-  }
-  *is_null = 0;
-  int negative = *at == '-';
-  if (negative) at++;
-  if (*at < '0' || *at > '9') return NULL;
-  long long result = 0;
-  for (; *at >= '0' && *at <= '9'; at++) {
-    if (result > 100000000000000000LL) return NULL;
-    result = result * 10 + (*at - '0');
-  }
-  *value = negative ? -result : result;
-  return at;
-}
+/* ------------------------------------------------------ the helper's words */
 
 const char *lost_word(unsigned long long lost) {
   static char word[32];
@@ -516,54 +453,4 @@ const char *lost_word(unsigned long long lost) {
 
 const char *ended_by_word(int ended_by) {
   return ended_by == ENDED_BY_LIFELINE ? " lifeline" : ended_by == ENDED_BY_LEASE ? " lease" : "";
-}
-
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by, unsigned long long *lost) {
-  if (!path || !*path) return 0;
-  /* The helper's single thread reads it: a FIFO a task put there must not stop it. */
-  int fd = open_regular(AT_FDCWD, path, O_RDONLY, 0);
-  if (fd < 0) return 0;
-  char text[320];
-  ssize_t total = 0;
-  for (;;) {
-    ssize_t n = read(fd, text + total, sizeof text - 1 - (size_t)total);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    total += n;
-    if (total == (ssize_t)sizeof text - 1) break;
-  }
-  close(fd);
-  text[total] = 0;
-  /* Exactly what a keeper writes: {"pid":N,"exitCode":N|null,"signal":N|null,"endedAtMs":N} with
-   * ,"lifelineBroke":true before the brace when the helper's end ended the task, ,"leaseRanOut":true
-   * when the lease the daemon wrote ran out; then ,"outputLostBytes":N when a terminal's output was
-   * refused by the disk. */
-  long long pid = 0, exit_code = 0, signal_value = 0, ended = 0;
-  int pid_null = 1, code_null = 1, signal_null = 1, ended_null = 1;
-  const char *at = integer_or_null(expect(text, "{\"pid\":"), &pid, &pid_null);
-  at = integer_or_null(expect(at, ",\"exitCode\":"), &exit_code, &code_null);
-  at = integer_or_null(expect(at, ",\"signal\":"), &signal_value, &signal_null);
-  at = integer_or_null(expect(at, ",\"endedAtMs\":"), &ended, &ended_null);
-  const char *broke = expect(at, ",\"lifelineBroke\":true");
-  const char *ran_out = broke ? NULL : expect(at, ",\"leaseRanOut\":true");
-  if (broke) at = broke;
-  if (ran_out) at = ran_out;
-  long long lost_value = 0;
-  int lost_null = 1;
-  const char *lost_at = expect(at, ",\"outputLostBytes\":");
-  if (lost_at) {
-    at = integer_or_null(lost_at, &lost_value, &lost_null);
-    if (lost_null || lost_value < 1) return 0;
-  }
-  at = expect(at, "}");
-  if (!at || (*at && strcmp(at, "\n") != 0)) return 0;
-  if (pid_null || pid != (long long)task || ended_null) return 0;
-  if (code_null == signal_null) return 0;
-  if (!code_null && (exit_code < 0 || exit_code > 255)) return 0;
-  if (!signal_null && (signal_value < 1 || signal_value > 64)) return 0;
-  *code = code_null ? -1 : (int)exit_code;
-  *signal_number = signal_null ? 0 : (int)signal_value;
-  *ended_by = broke ? ENDED_BY_LIFELINE : ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF;
-  *lost = (unsigned long long)lost_value;
-  return 1;
 }

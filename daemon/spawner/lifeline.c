@@ -1,6 +1,6 @@
 /*
- * tend-spawner: a keeper's lifeline, for a task that must end with its daemon (a spawn request of a
- * kind ending in +lifeline; a cluster task that may be retried elsewhere must never run on there).
+ * tend-spawner: a keeper's lifeline, for a task that must end with its daemon (a spawn request with
+ * the flag SPAWN_LIFELINE, PROTOCOL.md; a task that may be retried elsewhere must never run on here).
  *
  * The lifeline is the keeper's report pipe. The helper holds its read end, and nothing else does
  * (every keeper closes what it inherits of the helper's); the helper dies with the daemon
@@ -16,12 +16,10 @@
  * through a signalfd), so none of them lingers as a zombie.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/prctl.h>
@@ -64,33 +62,9 @@ static int reap(struct lifeline *lifeline) {
   }
 }
 
-/* The parent's pid in /proc/<pid>/stat (field 4), or -1. */
-static pid_t parent_of(const char *pid) {
-  char path[64], text[512];
-  snprintf(path, sizeof path, "/proc/%s/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  text[n] = 0;
-  /* The command name (field 2) may hold spaces and parentheses: fields 3 and 4 follow the last ')'. */
-  const char *after = strrchr(text, ')');
-  if (!after || after[1] != ' ' || !after[2] || after[3] != ' ') return -1;
-  return (pid_t)atol(after + 4);
-}
-
 /* SIGKILLs every child of the keeper: a child cannot be reaped (and its pid reused) meanwhile, but by us. */
 static void kill_children(void) {
-  pid_t self = getpid();
-  DIR *proc = opendir("/proc");
-  if (!proc) return;
-  struct dirent *entry;
-  while ((entry = readdir(proc)) != NULL) {
-    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
-    if (parent_of(entry->d_name) == self) kill((pid_t)atol(entry->d_name), SIGKILL);
-  }
-  closedir(proc);
+  proc_signal_children(SIGKILL);
 }
 
 static long long monotonic_ms(void) {
@@ -131,9 +105,7 @@ void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]) {
 
 void lifeline_on_ready(struct lifeline *lifeline, const struct pollfd fds[2]) {
   if (fds[1].revents & POLLIN) {
-    struct signalfd_siginfo info[8];
-    while (read(lifeline->children, info, sizeof info) > 0) {
-    }
+    drain_signalfd(lifeline->children);
   }
   reap(lifeline);
   if (lifeline->fd >= 0 && (fds[0].revents & (POLLERR | POLLHUP))) {
@@ -174,8 +146,6 @@ void lifeline_end_tree(struct lifeline *lifeline) {
     if (!reap(lifeline) || monotonic_ms() >= deadline) return;
     struct pollfd chld = {.fd = lifeline->children, .events = POLLIN};
     poll(&chld, 1, END_TREE_POLL_MS);
-    struct signalfd_siginfo info[8];
-    while (read(lifeline->children, info, sizeof info) > 0) {
-    }
+    drain_signalfd(lifeline->children);
   }
 }

@@ -1,4 +1,4 @@
-/* tend-spawner: parsing a framed request (the formats are described in tend-spawner.c). */
+/* tend-spawner: parsing a framed request (the wire protocol: PROTOCOL.md). */
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/resource.h>
@@ -70,10 +70,6 @@ static const char *next_spool_path(struct cursor *cursor, const char *what) {
   return path;
 }
 
-static const char *next_exit_file(struct cursor *cursor) {
-  return next_spool_path(cursor, "exitFile");
-}
-
 /* A pinned folder or a view: path, dev, ino, then its owner's uid and gid (both empty: not mapped). */
 static void next_pin(struct cursor *cursor, struct pin *pin, const char *what, int set_user) {
   pin->path = next_string(cursor, what);
@@ -115,23 +111,16 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   for (size_t i = 0; i < hiddenc; i++) next_string(&scan, "hidden");
   size_t datac = next_count(&scan, "datac");
   for (size_t i = 0; i < datac; i++) next_blob(&scan);
-  /* The covered files close a request, and may be left out (none). */
-  size_t coverc = scan.at < scan.end ? next_count(&scan, "coverc") : 0;
+  size_t coverc = next_count(&scan, "coverc");
   for (size_t i = 0; i < coverc; i++) {
     next_string(&scan, "cover");
     next_blob(&scan);
   }
-  /* Then, when given, the network namespace to join: its path, dev and ino. */
-  int with_netns = scan.at < scan.end;
-  if (with_netns) {
-    next_string(&scan, "netns");
-    next_string(&scan, "netns dev");
-    next_string(&scan, "netns ino");
-  }
+  for (int i = 0; i < 3; i++) next_string(&scan, "netns");
   if (scan.at != scan.end) malformed("request has %zu trailing bytes", (size_t)(scan.end - scan.at));
-  if (extrac + pinc + datac > 1024) malformed("too many extra files, blobs and pinned folders");
-  if (viewc > 1024) malformed("too many views");
-  if (coverc > 64) malformed("too many covered files");
+  if (extrac + pinc + datac > MAX_DESCRIPTORS) malformed("too many extra files, blobs and pinned folders");
+  if (viewc > MAX_VIEWS) malformed("too many views");
+  if (coverc > MAX_COVERS) malformed("too many covered files");
 
   /* Pointers first, then the structs, then the ints: each part stays aligned. */
   size_t pointers = (argc + 1) + (envc + 1) + extrac + hiddenc;
@@ -193,19 +182,21 @@ static void parse_spawn(struct cursor cursor, struct request *request, void **al
   }
   next_string(&cursor, "datac");
   for (size_t i = 0; i < datac; i++) request->data[i] = next_blob(&cursor);
-  if (cursor.at < cursor.end) next_string(&cursor, "coverc");
+  next_string(&cursor, "coverc");
   for (size_t i = 0; i < coverc; i++) {
     request->covers[i].path = next_string(&cursor, "cover");
     if (request->covers[i].path[0] != '/') malformed("covered path is not absolute");
     request->covers[i].data = next_blob(&cursor);
   }
-  request->netns = "";
+  /* The network namespace to join: all three empty for none. */
+  request->netns = next_string(&cursor, "netns");
   request->netns_dev = request->netns_ino = 0;
-  if (with_netns) {
-    request->netns = next_string(&cursor, "netns");
+  if (*request->netns) {
     if (request->netns[0] != '/') malformed("netns path is not absolute");
     request->netns_dev = next_number(&cursor, "netns dev", ~0ULL);
     request->netns_ino = next_number(&cursor, "netns ino", ~0ULL);
+  } else if (*next_string(&cursor, "netns dev") || *next_string(&cursor, "netns ino")) {
+    malformed("netns identity without its path");
   }
 }
 
@@ -216,58 +207,49 @@ static void parse_attach(struct cursor cursor, struct attach *attach) {
   attach->keeper = (pid_t)next_number(&cursor, "keeperPid", 0x7fffffffULL);
   attach->keeper_start = next_number(&cursor, "keeperStart", ~0ULL);
   attach->task = (pid_t)next_number(&cursor, "taskPid", 0x7fffffffULL);
-  attach->exit_file = next_exit_file(&cursor);
   if (attach->keeper == 0 || attach->task == 0) malformed("a pid of 0 in an attach request");
   if (cursor.at != cursor.end) malformed("attach request has %zu trailing bytes", (size_t)(cursor.end - cursor.at));
 }
 
-/* Whether `first` names this spawn kind, bare or ending in +lifeline (which sets *lifeline). */
-static int is_kind(const char *first, const char *kind, int *lifeline) {
-  size_t length = strlen(kind);
-  if (strncmp(first, kind, length) != 0) return 0;
-  if (first[length] == 0) return 1;
-  if (strcmp(first + length, "+lifeline") != 0) return 0;
-  *lifeline = 1;
-  return 1;
+/* A FIFO's path when its flag is set, else "" (and it must be empty). */
+static const char *next_fifo(struct cursor *cursor, const char *what, int wanted) {
+  const char *path = next_spool_path(cursor, what);
+  if (wanted && !*path) malformed("%s is empty", what);
+  if (!wanted && *path) malformed("%s given without its flag", what);
+  return path;
+}
+
+/* The header of a spawn (PROTOCOL.md): version, flags, reqid, exitFile, stdinFifo, resizeFifo, cols, rows. */
+static void parse_spawn_header(struct cursor *cursor, struct request *spawn) {
+  unsigned long long version = next_number(cursor, "version", ~0ULL);
+  if (version != PROTOCOL_VERSION) malformed("protocol version %llu is not %d", version, PROTOCOL_VERSION);
+  unsigned long long flags = next_number(cursor, "flags", ~0ULL);
+  if (flags & ~(unsigned long long)SPAWN_FLAGS) malformed("unknown flags %llu", flags);
+  if ((flags & SPAWN_TTY) && !(flags & SPAWN_STDIN)) malformed("a terminal without a stdinFifo");
+  spawn->reqid = next_string(cursor, "reqid");
+  check_reqid(spawn->reqid);
+  spawn->exit_file = next_spool_path(cursor, "exitFile");
+  spawn->stdin_fifo = next_fifo(cursor, "stdinFifo", (flags & SPAWN_STDIN) != 0);
+  spawn->tty = (flags & SPAWN_TTY) != 0;
+  spawn->resize_fifo = next_fifo(cursor, "resizeFifo", spawn->tty);
+  /* struct winsize holds unsigned shorts. */
+  spawn->cols = (unsigned)next_number(cursor, "cols", 65535);
+  spawn->rows = (unsigned)next_number(cursor, "rows", 65535);
+  if (spawn->tty && (!spawn->cols || !spawn->rows)) malformed("a terminal of 0 columns or rows");
+  if (!spawn->tty && (spawn->cols || spawn->rows)) malformed("a terminal size without a terminal");
+  spawn->lifeline = (flags & SPAWN_LIFELINE) != 0;
 }
 
 enum request_kind parse_request(char *payload, size_t length, struct request *spawn, struct attach *attach, void **allocation) {
   struct cursor cursor = {payload, payload + length};
-  const char *first = next_string(&cursor, "request kind or reqid");
+  const char *kind = next_string(&cursor, "request kind");
   *allocation = NULL;
-  if (strcmp(first, "attach") == 0) {
+  if (strcmp(kind, "attach") == 0) {
     parse_attach(cursor, attach);
     return REQUEST_ATTACH;
   }
-  spawn->stdin_fifo = "";
-  spawn->tty = 0;
-  spawn->resize_fifo = "";
-  spawn->cols = spawn->rows = 0;
-  spawn->lifeline = 0;
-  int with_stdin = is_kind(first, "spawn-stdin", &spawn->lifeline), with_tty = is_kind(first, "spawn-tty", &spawn->lifeline);
-  if (is_kind(first, "spawn", &spawn->lifeline) || with_stdin || with_tty) {
-    spawn->reqid = next_string(&cursor, "reqid");
-    check_reqid(spawn->reqid);
-    spawn->exit_file = next_exit_file(&cursor);
-    if (with_stdin || with_tty) {
-      spawn->stdin_fifo = next_spool_path(&cursor, "stdinFifo");
-      if (!*spawn->stdin_fifo) malformed("stdinFifo is empty");
-    }
-    if (with_tty) {
-      spawn->tty = 1;
-      spawn->resize_fifo = next_spool_path(&cursor, "resizeFifo");
-      if (!*spawn->resize_fifo) malformed("resizeFifo is empty");
-      /* struct winsize holds unsigned shorts. */
-      spawn->cols = (unsigned)next_number(&cursor, "cols", 65535);
-      spawn->rows = (unsigned)next_number(&cursor, "rows", 65535);
-      if (!spawn->cols || !spawn->rows) malformed("a terminal of 0 columns or rows");
-    }
-  } else {
-    /* The first format: no kind, the reqid first, no exit file. */
-    spawn->reqid = first;
-    check_reqid(spawn->reqid);
-    spawn->exit_file = "";
-  }
+  if (strcmp(kind, "spawn") != 0) malformed("unknown request kind");
+  parse_spawn_header(&cursor, spawn);
   parse_spawn(cursor, spawn, allocation);
   return REQUEST_SPAWN;
 }

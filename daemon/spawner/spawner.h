@@ -1,5 +1,5 @@
 /*
- * tend-spawner's parts (see tend-spawner.c for the wire protocol):
+ * tend-spawner's parts (the wire protocol: PROTOCOL.md):
  *   tend-spawner.c  the helper: its loop, its replies, the keepers it forked or attached to
  *   request.c       parsing a framed request
  *   keeper.c        the keeper: one per task, the task's parent, writes its exit file
@@ -10,6 +10,8 @@
  *   hidden.c        the child covering places hidden from the task, each opened without a link
  *   cgroup.c        the child joining its cgroups through folders checked by identity
  *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
+ *   memory.c        xrealloc: allocation that exits when memory runs out
+ *   proc.c          what /proc says about a process: its start time, its children
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -18,14 +20,30 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The wire's version and limits (PROTOCOL.md); daemon/spawn/native-request.ts carries the same
+ * numbers, and test/daemon/spawn/wire-limits.test.ts holds the two in step. */
+#define PROTOCOL_VERSION 1
+#define SPAWN_STDIN 1
+#define SPAWN_TTY 2
+#define SPAWN_LIFELINE 4
+#define SPAWN_FLAGS (SPAWN_STDIN | SPAWN_TTY | SPAWN_LIFELINE)
 #define MAX_PAYLOAD (64u * 1024u * 1024u)
 #define MAX_REQID 63
 /* An exit file's path: room is left under PATH_MAX for the temporary file's suffix. */
 #define MAX_EXIT_PATH 4000
+/* Extra files, blobs and pinned folders together; views; covered files. */
+#define MAX_DESCRIPTORS 1024
+#define MAX_VIEWS 1024
+#define MAX_COVERS 64
+
+/* ------------------------------------------------------------- memory.c */
+
+void *xrealloc(void *pointer, size_t size);
 
 /* ------------------------------------------------------- tend-spawner.c */
 
-void *xrealloc(void *pointer, size_t size);
+/* Reads a non-blocking signalfd until it is empty (EINTR retried). */
+void drain_signalfd(int fd);
 __attribute__((format(printf, 1, 2))) void out_printf(const char *format, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void malformed(const char *format, ...);
 /* In a keeper, once it has forked its task: gives back the pages of the helper's buffers (they
@@ -66,14 +84,14 @@ struct cgroup_join {
 
 struct request {
   const char *reqid, *file, *cwd, *output;
-  const char *exit_file; /* "" when the request names none (a request in the first format) */
+  const char *exit_file; /* "" when the request names none */
   const char *stdin_fifo; /* "" for stdin from /dev/null; else the FIFO the keeper makes and holds */
   /* A terminal task (tty set): its stdin FIFO's bytes are typed into the terminal, and resize_fifo
    * carries "<cols> <rows>\n" lines; the terminal's size to start with. */
   int tty;
   const char *resize_fifo;
   unsigned cols, rows;
-  int lifeline; /* the kind ended in +lifeline: the keeper ends the task when the helper is gone */
+  int lifeline; /* SPAWN_LIFELINE: the keeper ends the task when the helper is gone */
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;
@@ -96,7 +114,7 @@ struct request {
 };
 
 struct attach {
-  const char *reqid, *exit_file;
+  const char *reqid;
   pid_t keeper, task;
   unsigned long long keeper_start;
 };
@@ -206,21 +224,23 @@ int join_cgroup(const struct cgroup_join *group);
  * descriptor stays O_NONBLOCK, which changes nothing for a regular file. */
 int open_regular(int dir_fd, const char *path, int flags, mode_t mode);
 
+/* --------------------------------------------------------------- proc.c */
+
+/* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
+int proc_start_time(pid_t pid, unsigned long long *start);
+/* Sends the signal to every child of the calling process (every thread's), as /proc names them. */
+void proc_signal_children(int signal_number);
+
 /* ------------------------------------------------------------- keeper.c */
 
 /* The keeper's life: makes and holds the task's stdin FIFO (if any), forks and watches the task,
  * reports on report_fd, writes the exit file. */
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known);
-/* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot): 0, or an errno. */
-int proc_start_time(pid_t pid, unsigned long long *start);
 /* What ended a task, besides itself: its keeper, because the helper was gone or its lease ran out. */
 enum { ENDED_BY_ITSELF = 0, ENDED_BY_LIFELINE = 1, ENDED_BY_LEASE = 2 };
 /* The 5th word of an `exited` line for what ended the task ("" when it ended by itself). */
 const char *ended_by_word(int ended_by);
 /* " lost=<n>" for a nonzero count of lost output bytes, else "" (one static buffer: use at once). */
 const char *lost_word(unsigned long long lost);
-/* An exit file for this task: 1 with its code (-1 for a signal), signal (0 for an exit) and what
- * ended it (ENDED_BY_*), else 0. */
-int read_exit_file(const char *path, pid_t task, int *code, int *signal_number, int *ended_by, unsigned long long *lost);
 
 #endif

@@ -1,181 +1,19 @@
 /*
  * tend-spawner: the daemon's native spawner. A tiny long-lived helper that the daemon starts once
- * (see daemon/native-spawner.ts) and sends requests to over its stdin. For every task it forks a
+ * (daemon/spawn/native-spawner.ts) and sends requests to over its stdin. For every task it forks a
  * keeper (keeper.c) from its own small address space (cheap, unlike forking the ~100 MiB daemon);
  * the keeper forks the task child (child.c), becomes its parent, relays how the start went, and
  * outlives the helper and the daemon (unless its task is to end with them: lifeline.c): when the
- * task ends it tells the helper if one still listens, writes the exit status into the task's exit
- * file, and exits. The helper reaps its keepers and reports on stdout; a later helper can attach to
+ * task ends it writes the exit status into the task's exit file, tells the helper if one still
+ * listens, and exits. The helper reaps its keepers and reports on stdout; a later helper can attach to
  * a keeper it did not fork (a pidfd). Single-threaded: poll() on stdin, on a signalfd for SIGCHLD,
  * on every keeper's report pipe and on the pidfd of every keeper it attached to.
  *
  * Usage: tend-spawner [<parent-pid>]   (with the pid, the helper exits at once if its parent is
  * already gone; in any case it gets SIGKILL when its parent dies. Its keepers do not.)
  *
- * Wire protocol
- * -------------
- * Requests (stdin): a 4-byte little-endian payload length, then the payload, a sequence of
- * NUL-terminated strings. The first string says what it is:
- *   spawn, reqid, exitFile, file, cwd, outputFile, openFiles, fileSizeBytes, cwdDev, cwdIno, uid,
- *     gid, argc, argv[0..argc-1], envc, env[...] ("K=V"), extrac, extraFiles[...], cgc, then cgc
- *     quadruples (path, dev, ino, uid: a cgroup folder as the daemon made it), pinc, then pinc
- *     quintuples (path, dev, ino, ownerUid, ownerGid: a pinned folder), viewc, then viewc quintuples
- *     (the same: a view), hiddenc, then hiddenc absolute paths (places hidden from the task, see
- *     Hidden places below), datac, then datac blobs, each a length string and then exactly that
- *     many raw bytes (no NUL), then, optionally (left out: none), coverc and coverc covered files,
- *     each a path and then a blob (see Hidden places below), then, optionally (left out: none; it
- *     needs coverc before it), netns, dev, ino: the network namespace the child joins (child.c,
- *     join_network), only if the path opens that very namespace.
- *   spawn-stdin, reqid, exitFile, stdinFifo, then as spawn from file on: stdin is a FIFO (below).
- *   spawn-tty, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, then as spawn from file on: the
- *     task runs on a pseudo-terminal its keeper holds (terminal.c); cols and rows 1..65535.
- *   spawn+lifeline, spawn-stdin+lifeline, spawn-tty+lifeline: as those, and the task ends with the
- *     helper, so with the daemon (see Keeper below, and lifeline.c).
- *   attach, reqid, keeperPid, keeperStart, taskPid, exitFile
- *   ping, reqid                          answered with `pong <reqid>` at once
- *   anything else: a spawn in the first format, without the kind and without exitFile (the first
- *     string is then the reqid: reqid, file, cwd, ...); its keeper writes no exit file.
- * Numbers are decimal. cwdDev and cwdIno are both empty (do not check cwd's identity) or both
- * given; uid and gid likewise (empty: keep the helper's user); a pinned folder's ownerUid and
- * ownerGid likewise (empty: bound as it is; given: idmapped, see Identity below, which needs uid and
- * gid: ownerUid is the folder's owner as pinned, ownerGid the group mapped with it, the owner's
- * primary group as the daemon found it, not the folder's group), and a view's are always given. reqid is 1..63 printable
- * characters without spaces. exitFile is empty (none) or an absolute path of at most 4000 bytes
- * whose last component is at most 255; stdinFifo and resizeFifo likewise, never empty. At most 1024 extra files, blobs and pinned folders together,
- * and 1024 views.
- *
- * Replies (stdout), one line each, space-separated:
- *   started <reqid> <taskpid> <keeperpid> <keeperstart>
- *                                            the child has exec'd. keeperstart is field 22 of
- *                                            /proc/<keeperpid>/stat (start time in clock ticks
- *                                            after boot): with keeperpid, what an attach needs.
- *   failed <reqid> <stage> <errno> [<index>] nothing is left running; stage is one of output,
- *                                            stdin, tty, lifeline, extra, data, pinned, idmap, hidden,
- *                                            cgroup, limits, setsid, chdir, user, keyring, exec, fork.
- *                                            For the stages extra, data, pinned, idmap, hidden and
- *                                            cgroup a 5th field gives the 0-based index of the entry
- *                                            that failed (in extraFiles, the blobs, the pinned folders
- *                                            and then the views, the hidden paths, the cgroup folders),
- *                                            so the daemon can name it; idmap (or, without mapped
- *                                            folders, hidden) without one: the child's mount
- *                                            namespace. A pinned
- *                                            folder or view that is no longer the same directory (or,
- *                                            mapped, has another owner), a cgroup folder that is no
- *                                            longer the same (or has another owner), or a cwd that is
- *                                            not, reads ESTALE.
- *                                            Stage keeper (errno ECHILD): the keeper was killed
- *                                            before it reported; its task may have started.
- *   attached <reqid>                         the keeper is alive and watched (or its exit file
- *                                            is already there: its `exited` follows at once)
- *   failed <reqid> attach <errno>            ESRCH: no such keeper (gone, exited and not reaped
- *                                            yet, or its pid is another process's now: its start
- *                                            time differs); the exit
- *                                            file, if any, is the daemon's to read. ENOSYS: no
- *                                            pidfd_open (Linux < 5.3).
- *   exited <taskpid> <code> <signal> [lifeline|lease] [lost=<n>]
- *                                            code is -1 when a signal ended it, signal 0 when it
- *                                            exited. Code -2 with signal 0: unknown (the keeper
- *                                            was killed, or its exit file is missing or invalid).
- *                                            A 5th field `lifeline`: its exit file says the task
- *                                            was ended because an earlier helper was gone;
- *                                            `lease`: its keeper ended it because the lease the
- *                                            daemon wrote in its folder ran out (lifeline.c).
- *                                            `lost=<n>` (last): n bytes of a terminal task's
- *                                            output the disk refused (terminal.c).
- *                                            Always after the `started` or `attached` of that
- *                                            task; the exits of children that failed are never
- *                                            reported.
- *   pong <reqid>                             the answer to `ping, reqid` (a request of its own):
- *                                            the helper's loop runs.
- *   error <message>                          malformed request; the helper then exits 2.
- * On stdin EOF the helper reports the spawns it already forked, then exits 0 without touching its
- * keepers or their tasks (but a lifeline task's keeper ends its task once the helper is gone).
- *
- * Keeper (keeper.c): setsid(); every signal that would end it ignored but SIGKILL (and the
- * faults); one the helper forked and finds stopped (SIGSTOP: waitpid WUNTRACED) before it reported
- * its start is sent SIGCONT at once; no PDEATHSIG; only its report pipe kept, stdio on /dev/null; cwd /. It holds outputFile
- * open read-only (made 0600 if missing) until it exits, never reading it: no write lease can be
- * taken on the file while the task runs (a failure here is stage output). With a stdinFifo it
- * makes that FIFO (mkfifo 0600; one already there is used) and holds it open O_RDWR until the task
- * ends or SIGUSR1 asks it to let go (end of input; a failure here is stage stdin). It forks the child,
- * reads the child's error pipe, reports on its own pipe, waits for the task, writes the exit file
- * (`{"pid":P,"exitCode":N|null,"signal":N|null,"endedAtMs":MS}` and a newline, written whole as an
- * unnamed O_TMPFILE in its folder (mode 0600), then linked in; without O_TMPFILE a temporary file
- * beside it, O_EXCL, renamed), reports the end, and exits. So the exit file is there when its
- * `exited` is reported, unless that write failed: it is then retried, after the report, for about
- * a minute while the disk refuses it (ENOSPC, EDQUOT, EROFS, ...), for about half an hour when no
- * helper heard the report (the file is then the only way its ending reaches a daemon). The file and its folder are fsynced when no helper heard the
- * report (see keeper.c). So a keeper that has exited has
- * written its exit file (unless it was SIGKILLed, or the folder was removed): an attach waits for
- * the keeper's exit, then reads the file.
- *
- * Lifeline (lifeline.c), for a +lifeline kind: the keeper becomes a child subreaper (failing that,
- * stage lifeline) and watches its report pipe: once no helper holds its read end (the helper exited
- * or was killed, as it is when the daemon dies), it SIGKILLs the task's process group and then its
- * own children (the task's leftovers, handed to it as their parents die) until it has none, and adds
- * `"lifelineBroke":true` to the exit file (before the closing brace) when the task had not ended by
- * itself. A terminal task's keeper watches it in its relay loop.
- *
- * Files a task could have made (regular.c): outputFile (keeper and child), the exit file (the
- * keeper's fsync, the helper's read after an exit or an attach) and the lease file are opened with
- * O_NOFOLLOW | O_NONBLOCK and checked with fstat to be regular files; anything else there (a link,
- * FIFO, device, socket) is refused with ENXIO (an exit file refused reads as missing; outputFile:
- * `failed <reqid> output 6`), never read or waited on.
- *
- * Child setup (child.c), in order: signal dispositions to SIG_DFL and an empty mask; setsid();
- * limits (RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_FSIZE soft = hard = the request's); each cgroup
- * joined (cgroup.c: its folder opened by openat2 with RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
- * its device, inode and owner checked, then 0, the child itself, one thread, written to the
- * `tasks` file opened from that descriptor, O_NOFOLLOW); descriptors: stdin /dev/null (or stdinFifo opened read-only,
- * O_NOFOLLOW, checked to be a FIFO, blocking), stdout and stderr one O_APPEND
- * description of outputFile (created 0600), then from fd 3 the extra files (read-only), the blobs
- * (each a sealed memfd reopened read-only, at offset 0) and the pinned folders (O_PATH, opened by
- * openat2 with RESOLVE_NO_SYMLINKS and checked against their device and inode, and a mapped one
- * against its owner's uid; idmapped as below), and meanwhile, once those are mounted, each hidden
- * place covered (below), every other descriptor closed; chdir(cwd) (fchdir
- * through the pinned descriptor when cwd is a pinned folder), then `.` checked against
- * cwdDev/cwdIno; a new anonymous session keyring joined (KEYCTL_JOIN_SESSION_KEYRING; nothing on
- * a kernel without keyrings), in every spawn; for another user keep-caps off, setgroups(0),
- * setgid(gid), setuid(uid), and setuid(0) must then fail; execve(file, argv, env); a file without
- * a slash is searched on the PATH of env (execvpe). openat2 needs Linux 5.6. A failing step writes
- * "<stage> <errno>[ <index>]" to an O_CLOEXEC pipe and _exits; EOF with no data on that pipe means
- * the exec succeeded. Relative paths (cwd, outputFile, ...) are resolved from the helper's cwd.
- *
- * Identity (idmap.c): a pinned folder with an owner, and every view, is idmapped: the child, still
- * root, enters a mount namespace of its own (unshare(CLONE_NEWNS), every mount made private; a
- * failure is stage idmap without an index), opens every pinned folder and view (checked as above),
- * then, ancestors first (shorter paths first), copies each mapped one (open_tree OPEN_TREE_CLONE,
- * with its submounts) from that descriptor, idmaps the copy through a user namespace whose
- * uid_map maps ownerUid to uid and every other id to itself but uid, which stays unmapped (for
- * ownerUid < uid: "0 0 <ownerUid>", "<ownerUid+1> <ownerUid+1> <uid-ownerUid-1>",
- * "<uid+1> <uid+1> <4294967294-uid>", "<ownerUid> <uid> 1"; extents that would be empty left
- * out), and gid_map the same for ownerGid and gid (mount_setattr MOUNT_ATTR_IDMAP; a view also
- * MOUNT_ATTR_RDONLY), and mounts it onto the folder opened anew (move_mount; a failure of these is
- * stage idmap with the entry's index). So under the request's user the owner's files show as that
- * user's, what it creates there belongs to the owner on disk, and files of other ids keep theirs.
- * A pinned folder's descriptor then names its idmapped mount; a view is only mounted. The helper
- * makes each such user namespace once (a process born in it by clone(CLONE_NEWUSER), its maps
- * written, its namespace opened, then killed) and keeps up to 256 of them for later spawns; one it
- * cannot make fails the spawn at stage idmap with the entry's index, before any fork. Needs Linux
- * 5.12 and a file system that supports idmapped mounts (EINVAL otherwise).
- *
- * Hidden places (hidden.c): with hiddenc > 0 the child, still root, is in a mount namespace of its
- * own as for Identity (made for either; its failure is stage idmap without an index when there are
- * mapped folders, else stage hidden without one), and after the pinned folders and views are
- * mounted it covers each hidden path in order: opened by openat2 (O_PATH, RESOLVE_NO_SYMLINKS |
- * RESOLVE_NO_MAGICLINKS), fstat'ed, then a folder gets a new tmpfs (source tend-hidden, size 4k,
- * mode 0755) and anything else a bind of /dev/null, each made detached with MOUNT_ATTR_RDONLY,
- * NOSUID, NODEV and NOEXEC (fsopen/fsmount, open_tree/mount_setattr) and moved onto the opened
- * descriptor (move_mount, no path walked again). A path that does not open with ENOENT, ENOTDIR,
- * ESTALE, ELOOP (a symbolic link on its way or at its end: never followed) or EACCES (root may not
- * enter it), or whose move_mount finds it removed (ENOENT), is skipped; any other failure is stage
- * hidden with the path's index. The covers stay in the child's namespace, and so in every copy of
- * it (bubblewrap's recursive binds of / and of the pinned folders carry them). Needs Linux 5.6.
- * Covered files follow the hidden places: each path is opened as they are and must be a regular
- * file (else EINVAL); the child makes a tmpfs of its own (source tend-covered, detached), writes the
- * blob into one file there (0644), clones that file as a detached mount with the four attributes
- * above and moves it onto the opened descriptor. Skipped as a hidden place is; a failure is stage
- * hidden, its index counted on after the hidden places.
+ * The wire protocol, the keeper's report lines, the exit file and what a spawn sets up, in order:
+ * PROTOCOL.md.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -208,15 +46,13 @@
 static char *out_buf;
 static size_t out_len, out_cap;
 
-void *xrealloc(void *pointer, size_t size) {
-  void *grown = realloc(pointer, size);
-  if (!grown) {
-    static const char message[] = "tend-spawner: out of memory\n";
-    ssize_t ignored = write(2, message, sizeof message - 1);
-    (void)ignored;
-    _exit(3);
+void drain_signalfd(int fd) {
+  struct signalfd_siginfo info[16];
+  for (;;) {
+    ssize_t n = read(fd, info, sizeof info);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
   }
-  return grown;
 }
 
 void out_printf(const char *format, ...) {
@@ -280,7 +116,6 @@ struct keeper {
   int fd;
   int attached;
   enum keeper_state state;
-  char *exit_file; /* malloc'd, NULL for none */
   char reqid[MAX_REQID + 1];
 };
 
@@ -318,7 +153,7 @@ static ssize_t find_forked(pid_t pid) {
   return -1;
 }
 
-static struct keeper *add_keeper(pid_t pid, int fd, int attached, const char *reqid, const char *exit_file) {
+static struct keeper *add_keeper(pid_t pid, int fd, int attached, const char *reqid) {
   if (keeper_count == keeper_cap) {
     keeper_cap = keeper_cap ? keeper_cap * 2 : 64;
     keepers = xrealloc(keepers, keeper_cap * sizeof *keepers);
@@ -330,10 +165,6 @@ static struct keeper *add_keeper(pid_t pid, int fd, int attached, const char *re
   keeper->attached = attached;
   keeper->state = STARTING;
   memcpy(keeper->reqid, reqid, strlen(reqid) + 1);
-  if (*exit_file) {
-    size_t length = strlen(exit_file) + 1;
-    keeper->exit_file = memcpy(xrealloc(NULL, length), exit_file, length);
-  }
   map_fd(fd, keeper_count);
   return keeper;
 }
@@ -347,7 +178,6 @@ static void close_keeper_fd(struct keeper *keeper) {
 
 static void remove_keeper(size_t index) {
   close_keeper_fd(&keepers[index]);
-  free(keepers[index].exit_file);
   keepers[index] = keepers[--keeper_count];
   if (index < keeper_count) map_fd(keepers[index].fd, index + 1);
 }
@@ -380,12 +210,10 @@ static void report_exit(struct keeper *keeper, int code, int signal_number, int 
   keeper->state = DONE;
 }
 
-/* The keeper is gone without a word about the exit: its exit file says, or nobody knows (-2). */
-static void report_exit_from_file(struct keeper *keeper) {
-  int code, signal_number, ended_by;
-  unsigned long long lost = 0;
-  if (read_exit_file(keeper->exit_file, keeper->task, &code, &signal_number, &ended_by, &lost)) report_exit(keeper, code, signal_number, ended_by, lost);
-  else report_exit(keeper, -2, 0, 0, 0);
+/* The keeper is gone without a word about the exit: its exit file, the daemon's to read, says. */
+static void report_gone(struct keeper *keeper) {
+  out_printf("gone %d\n", (int)keeper->task);
+  keeper->state = DONE;
 }
 
 static void on_report_line(struct keeper *keeper, char *line) {
@@ -450,7 +278,7 @@ static void on_keeper_fd_ready(int fd) {
     return;
   }
   /* An attached keeper's pidfd: it has exited. */
-  report_exit_from_file(keeper);
+  report_gone(keeper);
   remove_keeper((size_t)index);
 }
 
@@ -478,7 +306,7 @@ static void reap(void) {
     }
     struct keeper *keeper = &keepers[index];
     if (keeper->state == STARTING) out_printf("failed %s keeper %d\n", keeper->reqid, ECHILD);
-    else if (keeper->state == RUNNING) report_exit_from_file(keeper);
+    else if (keeper->state == RUNNING) report_gone(keeper);
     remove_keeper((size_t)index);
   }
 }
@@ -516,7 +344,7 @@ static void handle_spawn(struct request *request) {
     out_printf("failed %s fork %d\n", request->reqid, fork_error);
     return;
   }
-  add_keeper(pid, report[0], 0, request->reqid, request->exit_file);
+  add_keeper(pid, report[0], 0, request->reqid);
 }
 
 /* Whether the process behind a pidfd has exited (a pidfd polls readable from then on). */
@@ -549,18 +377,11 @@ static void handle_attach(const struct attach *attach) {
       error = ESRCH;
     }
   }
-  int code, signal_number, ended_by;
-  unsigned long long lost = 0;
-  if (read_exit_file(attach->exit_file, attach->task, &code, &signal_number, &ended_by, &lost)) {
-    if (pidfd >= 0) close(pidfd);
-    out_printf("attached %s\nexited %d %d %d%s%s\n", attach->reqid, (int)attach->task, code, signal_number, ended_by_word(ended_by), lost_word(lost));
-    return;
-  }
   if (pidfd < 0) {
     out_printf("failed %s attach %d\n", attach->reqid, error);
     return;
   }
-  struct keeper *keeper = add_keeper(attach->keeper, pidfd, 1, attach->reqid, attach->exit_file);
+  struct keeper *keeper = add_keeper(attach->keeper, pidfd, 1, attach->reqid);
   keeper->task = attach->task;
   keeper->state = RUNNING;
   out_printf("attached %s\n", attach->reqid);
@@ -690,9 +511,7 @@ int main(int argc, char **argv) {
     for (size_t i = 2; i < nfds; i++)
       if (poll_fds[i].revents) on_keeper_fd_ready(poll_fds[i].fd);
     if (poll_fds[1].revents) {
-      struct signalfd_siginfo info[16];
-      while (read(signal_fd, info, sizeof info) > 0) {
-      }
+      drain_signalfd(signal_fd);
       reap();
     }
     if (poll_fds[0].revents && !read_requests()) stdin_open = 0;

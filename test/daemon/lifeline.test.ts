@@ -113,7 +113,7 @@ describe('native spawner: a task that ends with its daemon', () => {
     await waitFor("the whole tree of the task that ends with its daemon to be gone", () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
     // Both keepers saw the helper go at the same moment: the other task is untouched.
     expect(kept.pids.filter(isAlive)).toEqual(kept.pids)
-    expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), lifelineBroke: true })
+    expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ v: 1, pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), endedBy: 'lifeline', outputLostBytes: 0 })
     expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, ...ENDED_WITH_HELPER })
     // The new helper, attached to the keeper once the first one died, hears why it ended.
     expect(await ending.task.exited).toEqual(ENDED_WITH_HELPER)
@@ -138,7 +138,7 @@ describe('native spawner: a task that ends with its daemon', () => {
 
     await waitFor('the whole sandbox to be gone with the helper', () => processesWithEnv(marker).filter(isAlive).length === 0, LIFELINE_END_TIMEOUT_MS)
     await waitFor('the keeper to be gone', () => !isAlive(task.keeper.pid), LIFELINE_END_TIMEOUT_MS)
-    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: task.pid, lifelineBroke: true })
+    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: task.pid, endedBy: 'lifeline' })
   })
 
   test('a task on a terminal goes with the helper too, with all it started', async () => {
@@ -149,7 +149,7 @@ describe('native spawner: a task that ends with its daemon', () => {
     await killHelper(spawner)
 
     await waitFor('the whole tree of the terminal task to be gone', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
-    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, exitCode: null, signal: 9, lifelineBroke: true })
+    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, exitCode: null, signal: 9, endedBy: 'lifeline' })
     expect(readFileSync(join(dir, 'output.log'), 'utf8')).toContain('tree started')
   })
 
@@ -159,7 +159,7 @@ describe('native spawner: a task that ends with its daemon', () => {
     const ending = await startTree(spawner, dir, { endsWithDaemon: true })
     await spawner.close()
     await waitFor('the whole tree to be gone once the helper exited', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
-    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, lifelineBroke: true })
+    expect(exitRecord(join(dir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, endedBy: 'lifeline' })
   })
 
   test('such a task that ends by itself is recorded as it ended, with no word of a lifeline', async () => {
@@ -168,7 +168,7 @@ describe('native spawner: a task that ends with its daemon', () => {
     const task = started(await spawner.spawn(spawnRequest(dir, { file: '/bin/sh', argv: ['sh', '-c', 'sleep 0 & exit 3'], endsWithDaemon: true })))
     expect(await task.exited).toEqual({ exitCode: 3, signal: null })
     await waitFor('the keeper to be gone', () => !isAlive(task.keeper.pid), 5000)
-    expect(exitRecord(join(dir, 'exit.json'))).toEqual({ pid: task.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number) })
+    expect(exitRecord(join(dir, 'exit.json'))).toEqual({ v: 1, pid: task.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number), endedBy: 'itself', outputLostBytes: 0 })
   })
 
   test('a lease that runs out ends such a task with all it started while the helper runs on; one renewed in time does not', async () => {
@@ -185,7 +185,7 @@ describe('native spawner: a task that ends with its daemon', () => {
     try {
       expect(await ending.task.exited).toEqual({ exitCode: null, signal: 'SIGKILL', leaseRanOut: true })
       await waitFor('the whole tree of the task whose lease ran out to be gone', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
-      expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), leaseRanOut: true })
+      expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ v: 1, pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), endedBy: 'lease', outputLostBytes: 0 })
       expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, leaseRanOut: true })
       // The helper is there all along: only the lease ended it.
       expect(isAlive(spawner.helperPid!)).toBe(true)
