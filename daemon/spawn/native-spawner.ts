@@ -4,7 +4,8 @@ import type { Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import { join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { endedBy, exitOf, lostWord, readExitFile, signalName, withLostOutput } from './exit-file.js'
+import { signalName } from '../../protocol/index.js'
+import { endedBy, exitOf, lostWord, readExitFile, withLostOutput } from './exit-file.js'
 import {
   cgroupFailure,
   cwdChangedFailure,
