@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import {
@@ -11,6 +11,7 @@ import {
   TendError,
   isFinished,
   OWNER_HEADER,
+  readProcStat,
   WAIT_MS_LIMIT,
   type DaemonStatus,
   type GcResult,
@@ -412,13 +413,9 @@ function processAlive(pid: number): boolean {
   }
   // An exited daemon still answers kill(0) until its parent reaps it, and an auto-started daemon's
   // parent is init, which in many containers reaps late or never: a zombie has stopped.
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
-  } catch {
-    // Gone between the two checks, or no /proc to ask (then kill(0) is all there is).
-    return !existsSync(`/proc/${process.pid}/stat`)
-  }
+  const stat = readProcStat(pid)
+  // Gone between the two checks, or no /proc to ask (then kill(0) is all there is).
+  return stat === null ? !existsSync(`/proc/${process.pid}/stat`) : stat.state !== 'Z'
 }
 
 /** The body of POST /v1/tasks for these options (paths made absolute here, where they were given). */
