@@ -11,6 +11,8 @@ import {
   TendError,
   isFinished,
   OWNER_HEADER,
+  backoffMs,
+  pollUntil,
   readProcStat,
   WAIT_MS_LIMIT,
   type DaemonStatus,
@@ -252,13 +254,9 @@ export class TendClient {
       pid = silent
     }
     this.http.close()
-    const deadline = Date.now() + (options.timeoutMs ?? 30_000)
-    while (Date.now() < deadline) {
-      // A daemon reached over TCP may run on another machine: its pid says nothing here, its silence does.
-      if (this.options.endpoint.tcp ? !(await this.answers()) : !processAlive(pid)) return { stopped: true, pid }
-      await delay(20)
-    }
-    return { stopped: false, pid }
+    // A daemon reached over TCP may run on another machine: its pid says nothing here, its silence does.
+    const stopped = await pollUntil(async () => (this.options.endpoint.tcp ? !(await this.answers()) : !processAlive(pid)), options.timeoutMs ?? 30_000, 20)
+    return { stopped, pid }
   }
 
   /**
@@ -390,7 +388,7 @@ export class TendClient {
         if (!this.options.autoStart || !isUnreachable(error) || attempt >= UNREACHABLE_ATTEMPTS) throw error
       }
       // A daemon that was just killed can still accept a connection or two: back off a little.
-      if (attempt > 1) await delay(Math.min(50 * 2 ** (attempt - 2), 1000))
+      if (attempt > 1) await delay(backoffMs(attempt - 2, 50, 1000))
       this.starting ??= ensureDaemon(this.options).finally(() => (this.starting = undefined))
       await this.starting
     }

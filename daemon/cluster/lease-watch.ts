@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis'
+import { withTimeout } from '../../protocol/index.js'
 
 /** What a lease watch needs: a connection that fails at once while Redis is away (no offline queue). */
 export interface LeaseWatchOptions {
@@ -57,7 +58,7 @@ export function watchLease(options: LeaseWatchOptions): () => void {
     looking = true
     const askedAt = Date.now()
     try {
-      const answers = await withTimeout(options.redis.multi().get(options.lockKey).pttl(options.lockKey).exec(), lockMs * LEASE_SLICE)
+      const answers = await withTimeout(options.redis.multi().get(options.lockKey).pttl(options.lockKey).exec(), lockMs * LEASE_SLICE, () => new Error(`no answer within ${lockMs * LEASE_SLICE} ms`))
       const holder = answers?.[0]?.[1]
       const remaining = answers?.[1]?.[1]
       if (holder !== options.token) return lose(holder ? 'another worker holds its job now' : 'its lock on the job expired')
@@ -82,12 +83,4 @@ export function watchLease(options: LeaseWatchOptions): () => void {
     clearInterval(timer)
     clearTimeout(deadline)
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
 }

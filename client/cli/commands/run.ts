@@ -1,6 +1,5 @@
 import { Command, Option } from 'commander'
-import { setTimeout as delay } from 'node:timers/promises'
-import { exitStatusOf, type Labels, NETWORK_MODES, type NetworkMode, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
+import { exitStatusOf, pollUntil, type Labels, NETWORK_MODES, type NetworkMode, OWNER_PATTERN, SANDBOX_PROFILES, sandboxHint, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { countOption, durationOption, envOption, labelsOption, retriesOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
@@ -155,7 +154,7 @@ async function runOnCluster(cluster: ClusterClient, io: CliIo, options: ClusterS
   }
   if (!io.json) {
     // Its output, as it is written, from the worker that takes it.
-    while ((await cluster.get(submitted.id)).worker === null) await delay(CLUSTER_POLL_MS)
+    await pollUntil(async () => (await cluster.get(submitted.id)).worker !== null, Infinity, CLUSTER_POLL_MS)
     const { client: worker } = await cluster.workerClient(submitted.id)
     try {
       await streamOutput(worker, io, submitted.id, { from: 0 })
