@@ -271,12 +271,10 @@ export class TendClient {
     const holder = lockHolder(this.options.layout.lock)
     if (holder === null) return null
     this.refuseUnlessDaemon(holder)
-    const deadline = Date.now() + SILENT_DAEMON_WAIT_MS
-    while (Date.now() < deadline) {
-      if (await socketAnswers(this.options.layout.socket)) return this.stopDaemon(options)
-      if (lockHolder(this.options.layout.lock) !== holder) return null
-      await delay(20)
-    }
+    let answers = false
+    const settled = await pollUntil(async () => (answers = await socketAnswers(this.options.layout.socket)) || lockHolder(this.options.layout.lock) !== holder, SILENT_DAEMON_WAIT_MS, 20)
+    if (answers) return this.stopDaemon(options)
+    if (settled) return null
     if (options.keepTasks) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal` })
     // Looked at again just before the signal: the holder may have ended and its pid been reused.
     this.refuseUnlessDaemon(holder)
