@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import {
@@ -11,6 +11,9 @@ import {
   TendError,
   isFinished,
   OWNER_HEADER,
+  backoffMs,
+  pollUntil,
+  readProcStat,
   WAIT_MS_LIMIT,
   type DaemonStatus,
   type GcResult,
@@ -251,13 +254,9 @@ export class TendClient {
       pid = silent
     }
     this.http.close()
-    const deadline = Date.now() + (options.timeoutMs ?? 30_000)
-    while (Date.now() < deadline) {
-      // A daemon reached over TCP may run on another machine: its pid says nothing here, its silence does.
-      if (this.options.endpoint.tcp ? !(await this.answers()) : !processAlive(pid)) return { stopped: true, pid }
-      await delay(20)
-    }
-    return { stopped: false, pid }
+    // A daemon reached over TCP may run on another machine: its pid says nothing here, its silence does.
+    const stopped = await pollUntil(async () => (this.options.endpoint.tcp ? !(await this.answers()) : !processAlive(pid)), options.timeoutMs ?? 30_000, 20)
+    return { stopped, pid }
   }
 
   /**
@@ -272,12 +271,10 @@ export class TendClient {
     const holder = lockHolder(this.options.layout.lock)
     if (holder === null) return null
     this.refuseUnlessDaemon(holder)
-    const deadline = Date.now() + SILENT_DAEMON_WAIT_MS
-    while (Date.now() < deadline) {
-      if (await socketAnswers(this.options.layout.socket)) return this.stopDaemon(options)
-      if (lockHolder(this.options.layout.lock) !== holder) return null
-      await delay(20)
-    }
+    let answers = false
+    const settled = await pollUntil(async () => (answers = await socketAnswers(this.options.layout.socket)) || lockHolder(this.options.layout.lock) !== holder, SILENT_DAEMON_WAIT_MS, 20)
+    if (answers) return this.stopDaemon(options)
+    if (settled) return null
     if (options.keepTasks) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal` })
     // Looked at again just before the signal: the holder may have ended and its pid been reused.
     this.refuseUnlessDaemon(holder)
@@ -389,7 +386,7 @@ export class TendClient {
         if (!this.options.autoStart || !isUnreachable(error) || attempt >= UNREACHABLE_ATTEMPTS) throw error
       }
       // A daemon that was just killed can still accept a connection or two: back off a little.
-      if (attempt > 1) await delay(Math.min(50 * 2 ** (attempt - 2), 1000))
+      if (attempt > 1) await delay(backoffMs(attempt - 2, 50, 1000))
       this.starting ??= ensureDaemon(this.options).finally(() => (this.starting = undefined))
       await this.starting
     }
@@ -412,13 +409,9 @@ function processAlive(pid: number): boolean {
   }
   // An exited daemon still answers kill(0) until its parent reaps it, and an auto-started daemon's
   // parent is init, which in many containers reaps late or never: a zombie has stopped.
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
-  } catch {
-    // Gone between the two checks, or no /proc to ask (then kill(0) is all there is).
-    return !existsSync(`/proc/${process.pid}/stat`)
-  }
+  const stat = readProcStat(pid)
+  // Gone between the two checks, or no /proc to ask (then kill(0) is all there is).
+  return stat === null ? !existsSync(`/proc/${process.pid}/stat`) : stat.state !== 'Z'
 }
 
 /** The body of POST /v1/tasks for these options (paths made absolute here, where they were given). */

@@ -45,6 +45,9 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_TASK_FINISHED: { statusCode: 409, message: 'task {id} has ended ({state}): it reads no more input', blame: 'caller', retryable: false },
   TEND_ERR_TASK_NOT_STARTED: { statusCode: 409, message: 'task {id} has not started yet ({state}) after {waitMs}ms: send its input once it runs', blame: 'caller', retryable: true },
   TEND_ERR_STDIN_FULL: { statusCode: 409, message: 'stdin of task {id} is full: {acceptedBytes} of {totalBytes} bytes were written in {waitMs}ms, the rest (from byte {acceptedBytes} of this input) was not; the task is not reading its input', blame: 'caller', retryable: true },
+  TEND_ERR_PIPE_UNOPENABLE: { statusCode: 500, message: 'the {what} of task {id} cannot be opened: {path} ({detail})', blame: 'system', retryable: false },
+  TEND_ERR_PIPE_WRITE_FAILED: { statusCode: 500, message: 'the {what} of task {id} took no input: {detail}', blame: 'system', retryable: false },
+  TEND_ERR_STDIN_NO_KEEPER: { statusCode: 500, message: 'task {id} has no keeper holding its stdin pipe ({state})', blame: 'system', retryable: false },
   TEND_ERR_PIPE_GONE: { statusCode: 410, message: 'the {what} of task {id} is gone: {detail}; nothing was written', blame: 'system', retryable: false },
   TEND_ERR_TERMINAL_BUSY: { statusCode: 503, message: 'the terminal of task {id} takes no resize now: its keeper has not read the requests before this one (it is stopped or starved); retry in {retryAfterSeconds} s', blame: 'system', retryable: true },
   TEND_ERR_NO_TTY: { statusCode: 409, message: 'task {id} has no terminal (a task runs on one only when started with it: tty in the API, tend run --tty, bash with tty: true)', blame: 'caller', retryable: false },
@@ -71,6 +74,17 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE
 
+/** The `{name}` placeholders of a message template, as a union of names. */
+type PlaceholdersOf<Template extends string> = Template extends `${string}{${infer Name}}${infer Rest}` ? Name | PlaceholdersOf<Rest> : never
+
+/**
+ * The params a code's message needs: one per placeholder of its template, so that a missing one is
+ * a compile error (never a `{detail}` in a message). More may be given (retryAfterSeconds).
+ */
+export type ErrorParams<Code extends ErrorCode> = Code extends ErrorCode
+  ? { [Name in PlaceholdersOf<(typeof ERROR_CATALOGUE)[Code]['message']>]: unknown } & Record<string, unknown>
+  : never
+
 /** The wire shape of every error answer (fastify's), plus tend's blame and retryability. */
 export interface WireError {
   statusCode: number
@@ -81,15 +95,18 @@ export interface WireError {
   retryable?: boolean
 }
 
-export class TendError extends Error {
+export class TendError<Code extends ErrorCode = ErrorCode> extends Error {
   override readonly name = 'TendError'
-  readonly code: ErrorCode
+  readonly code: Code
   readonly statusCode: number
   readonly blame: Blame
   readonly retryable: boolean
   readonly params: Record<string, unknown>
 
-  constructor(code: ErrorCode, params: Record<string, unknown> = {}, options: { cause?: unknown; message?: string } = {}) {
+  constructor(code: Code, params: ErrorParams<Code>, options?: { cause?: unknown })
+  /** A message of its own: the params need not fill the template. */
+  constructor(code: Code, params: Record<string, unknown>, options: { cause?: unknown; message: string })
+  constructor(code: Code, params: Record<string, unknown>, options: { cause?: unknown; message?: string } = {}) {
     const spec: ErrorSpec = ERROR_CATALOGUE[code]
     super(options.message ?? fillTemplate(spec.message, params), options.cause === undefined ? undefined : { cause: options.cause })
     this.code = code
@@ -119,16 +136,43 @@ export class TendError extends Error {
     }
   }
 
-  /** Rebuilds a typed error from a wire answer; unknown codes become TEND_ERR_PROTOCOL. */
+  /**
+   * Rebuilds a typed error from a wire answer; unknown codes become TEND_ERR_PROTOCOL. The params
+   * are read back out of the message by its code's template (as text); a message the template does
+   * not match keeps its whole text as `detail`.
+   */
   static fromWire(wire: Partial<WireError>): TendError {
     const code = typeof wire.code === 'string' && wire.code in ERROR_CATALOGUE ? (wire.code as ErrorCode) : 'TEND_ERR_PROTOCOL'
     const message = typeof wire.message === 'string' ? wire.message : undefined
-    return new TendError(code, { detail: message ?? JSON.stringify(wire) }, { message })
+    const params = (message === undefined ? null : readTemplate(ERROR_CATALOGUE[code].message, message)) ?? { detail: message ?? JSON.stringify(wire) }
+    return message === undefined ? new TendError(code, params as ErrorParams<ErrorCode>) : new TendError(code, params, { message })
   }
 }
 
 export function isTendError(error: unknown, code?: ErrorCode): error is TendError {
   return error instanceof TendError && (code === undefined || error.code === code)
+}
+
+/**
+ * The params that `fillTemplate(template, params)` made `message` of, as text; null when it was not
+ * made so. Each param but the last is read up to the first text that follows it in the template:
+ * one that held that text itself reads back short.
+ */
+export function readTemplate(template: string, message: string): Record<string, string> | null {
+  const names: string[] = []
+  const pattern = template
+    .split(/\{(\w+)\}/)
+    .map((part, index) => {
+      if (index % 2 === 0) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+      names.push(part)
+      return '([\\s\\S]*?)'
+    })
+    .join('')
+  const match = new RegExp(`^${pattern}$`).exec(message)
+  if (!match) return null
+  const params: Record<string, string> = {}
+  names.forEach((name, index) => (params[name] ??= match[index + 1] ?? ''))
+  return params
 }
 
 function fillTemplate(template: string, params: Record<string, unknown>): string {

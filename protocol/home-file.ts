@@ -1,4 +1,5 @@
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, renameSync } from 'node:fs'
+import { rename } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 
 /**
@@ -38,6 +39,36 @@ export function displaceSync(path: string): string | null {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     throw error
   }
+}
+
+/**
+ * Renames a file's new version (written whole through its own descriptor) over it. A task under
+ * `off` can put a folder in the file's place (the rename then fails: EISDIR, or ENOTEMPTY and
+ * EEXIST), which would keep every later version from landing: the folder is moved aside, under a
+ * name nobody can guess, and the rename is done again.
+ */
+export function renameIntoPlaceSync(temporary: string, target: string): void {
+  try {
+    renameSync(temporary, target)
+  } catch (error) {
+    if (!isFolderInTheWay(error)) throw error
+    displaceSync(target)
+    renameSync(temporary, target)
+  }
+}
+
+/** renameIntoPlaceSync, with the renames on the thread pool. */
+export async function renameIntoPlace(temporary: string, target: string): Promise<void> {
+  await rename(temporary, target).catch(async (error: unknown) => {
+    if (!isFolderInTheWay(error)) throw error
+    displaceSync(target)
+    await rename(temporary, target)
+  })
+}
+
+function isFolderInTheWay(error: unknown): boolean {
+  const { code } = error as NodeJS.ErrnoException
+  return code === 'EISDIR' || code === 'ENOTEMPTY' || code === 'EEXIST'
 }
 
 /**

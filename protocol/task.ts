@@ -1,5 +1,5 @@
-import { constants } from 'node:os'
 import type { NetworkMode, NetworkUse } from './network.js'
+import { signalNumber } from './signals.js'
 
 /** Every state a task can be listed in; `corrupt` is a spool entry that could not be read, never a record's state. */
 export const TASK_STATES = ['queued', 'running', 'exited', 'killed', 'timed_out', 'failed', 'lost', 'corrupt'] as const
@@ -211,8 +211,8 @@ export function exitStatusOf(task: Task): number | null {
     case 'timed_out':
       return 124
     case 'killed': {
-      const signalNumber = task.signal ? (constants.signals as Record<string, number>)[task.signal] : undefined
-      if (signalNumber) return 128 + signalNumber
+      const number = task.signal ? signalNumber(task.signal) : undefined
+      if (number) return 128 + number
       return task.exitCode ?? 137
     }
     case 'failed':

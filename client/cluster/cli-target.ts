@@ -1,5 +1,4 @@
-import { setTimeout as delay } from 'node:timers/promises'
-import { exitStatusOf, taskLabel } from '../../protocol/index.js'
+import { exitStatusOf, pollUntil, taskLabel } from '../../protocol/index.js'
 import { describeTask, formatFields } from '../cli/describe-task.js'
 import { EXIT } from '../cli/exit-codes.js'
 import { formatTable, printJson, type CliIo } from '../cli/output.js'
@@ -37,7 +36,7 @@ export class ClusterTarget implements TaskTarget {
     }
     if (!io.json) {
       // Its output, as it is written, from the worker that takes it.
-      while ((await cluster.get(submitted.id)).worker === null) await delay(CLUSTER_POLL_MS)
+      await pollUntil(async () => (await cluster.get(submitted.id)).worker !== null, Infinity, CLUSTER_POLL_MS)
       const { client: worker } = await cluster.workerClient(submitted.id)
       try {
         await streamOutput(worker, io, submitted.id, { from: 0 })

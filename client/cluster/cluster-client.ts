@@ -5,6 +5,7 @@ import {
   ownerTasksKey,
   taskQueuesKey,
   TendError,
+  withTimeout,
   DEFAULT_CLUSTER_QUEUE,
   DEFAULT_OWNER,
   MAX_CLUSTER_RETRIES,
@@ -357,7 +358,7 @@ export class ClusterClient {
       queue.setMaxListeners(0)
       queue.on('error', () => undefined)
       try {
-        await withTimeout(queue.waitUntilReady(), CONNECT_TIMEOUT_MS)
+        await withTimeout(queue.waitUntilReady(), CONNECT_TIMEOUT_MS, () => new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`))
       } catch (error) {
         this.queues.delete(name)
         await queue.close().catch(() => undefined)
@@ -385,14 +386,6 @@ const REMOVE_ANSWER_MS = 10_000
 
 /** How long a submitter waits for Redis to answer before it says it cannot be reached. */
 const CONNECT_TIMEOUT_MS = 5000
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms)
-  })
-  return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
-}
 
 /** What tend asks of Redis itself, beside BullMQ's own commands. */
 interface RedisCommands {

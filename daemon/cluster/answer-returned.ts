@@ -1,7 +1,6 @@
-import { setTimeout as delay } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import { isFinished, LOST_PREFIX, taskQueuesKey, type Task } from '../../protocol/index.js'
+import { isFinished, LOST_PREFIX, pollUntil, taskQueuesKey, type Task } from '../../protocol/index.js'
 
 /** BullMQ's key prefix (the workers and clients use its default). */
 const BULL_PREFIX = 'bull'
@@ -96,12 +95,9 @@ export async function answerForReturnedTask(options: AnswerOptions, task: Task):
  * stall intervals (the job is then a retry's, or completed by whoever judged it). `stopped` ends it early.
  */
 export async function answerWhenSettled(options: AnswerOptions, task: Task, stopped: () => boolean): Promise<AnswerOutcome> {
-  const deadline = Date.now() + 3 * options.stallMs + JUDGING_MS
-  for (;;) {
-    const outcome = await answerForReturnedTask(options, task)
-    if (outcome !== 'not-failed' || Date.now() >= deadline || stopped()) return outcome
-    await delay(options.stallMs / 2)
-  }
+  let outcome: AnswerOutcome = 'not-failed'
+  await pollUntil(async () => (outcome = await answerForReturnedTask(options, task)) !== 'not-failed' || stopped(), 3 * options.stallMs + JUDGING_MS, options.stallMs / 2)
+  return outcome
 }
 
 /** How many of a returning worker's tasks are answered for at once (a spool may hold thousands). */

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import { backoffMs } from '../../protocol/index.js'
 
 /** The first repeat of an outage's log line comes this long after its first line. */
 const FIRST_REPEAT_MS = 10_000
@@ -21,17 +22,17 @@ export interface OutageSchedule {
 
 export function outageSchedule(): OutageSchedule {
   let nextAt: number | null = null
-  let interval = FIRST_REPEAT_MS
+  let repeats = 0
   return {
     failed: (now) => {
       if (nextAt !== null && now < nextAt) return false
-      if (nextAt !== null) interval = Math.min(interval * 2, MAX_REPEAT_MS)
-      nextAt = now + interval
+      if (nextAt !== null) repeats += 1
+      nextAt = now + backoffMs(repeats, FIRST_REPEAT_MS, MAX_REPEAT_MS)
       return true
     },
     reached: () => {
       nextAt = null
-      interval = FIRST_REPEAT_MS
+      repeats = 0
     },
   }
 }
@@ -40,11 +41,9 @@ export function outageSchedule(): OutageSchedule {
 export function outageLinesAllowed(ms: number): number {
   let lines = 1
   let at = 0
-  let interval = FIRST_REPEAT_MS
-  while (at + interval <= ms) {
-    at += interval
+  while (at + backoffMs(lines - 1, FIRST_REPEAT_MS, MAX_REPEAT_MS) <= ms) {
+    at += backoffMs(lines - 1, FIRST_REPEAT_MS, MAX_REPEAT_MS)
     lines += 1
-    interval = Math.min(interval * 2, MAX_REPEAT_MS)
   }
   return lines
 }

@@ -1,9 +1,8 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { closeSync, writeSync } from 'node:fs'
-import { rename } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { TOKEN_ID_DIGITS } from '../../protocol/console-redirect.js'
-import { displaceSync, openHomeFileSync } from '../../protocol/home-file.js'
+import { displaceSync, openHomeFileSync, renameIntoPlace } from '../../protocol/home-file.js'
 import { readRegularFileSync } from '../../spool/index.js'
 
 /** Far more than MAX_TOKENS entries take: past it the file is not the daemon's. */
@@ -108,12 +107,7 @@ export class ConsoleTokens {
     } finally {
       closeSync(fd)
     }
-    await rename(temporary, this.file).catch(async (error: unknown) => {
-      const { code } = error as NodeJS.ErrnoException
-      if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
-      displaceSync(this.file)
-      await rename(temporary, this.file)
-    })
+    await renameIntoPlace(temporary, this.file)
   }
 }
 

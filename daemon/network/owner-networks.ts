@@ -1,6 +1,6 @@
-import { readFileSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import type { Logger } from 'pino'
-import type { NetworkMode } from '../../protocol/index.js'
+import { readProcStat, type NetworkMode } from '../../protocol/index.js'
 import type { AllowEntry } from './allowlist.js'
 import { OwnerNetwork, type NamespaceRef } from './owner-network.js'
 
@@ -202,6 +202,6 @@ function namespaceOf(pid: number): NamespaceRef | null {
   }
   if (info.ino === statSync('/proc/self/ns/net', { bigint: true }).ino) return null
   // A zombie has no namespaces left to join.
-  if (/^\d+ \(.*\) Z /s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))) return null
+  if (readProcStat(pid)?.state === 'Z') return null
   return { path, dev: String(info.dev), ino: String(info.ino) }
 }

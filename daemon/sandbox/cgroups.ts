@@ -1,8 +1,7 @@
 import { existsSync, lstatSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { setTimeout as delay } from 'node:timers/promises'
-import { formatBytes } from '../../protocol/index.js'
+import { formatBytes, pollUntil } from '../../protocol/index.js'
 import type { CgroupJoin } from '../spawn/spawner.js'
 
 /** A task's limits; null: none of that kind (its group still counts). */
@@ -171,16 +170,14 @@ function readMembers(dir: string): number[] {
  * than leave the group behind.
  */
 async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
+  // Released within a millisecond or two of the last process's end: a short wait, often repeated,
+  // keeps the task's final record from waiting for nothing.
+  await pollUntil(() => {
     try {
       rmdirSync(dir)
-      return
+      return true
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EBUSY' || Date.now() >= deadline) return
+      return (error as NodeJS.ErrnoException).code !== 'EBUSY'
     }
-    // Released within a millisecond or two of the last process's end: a short wait, often repeated,
-    // keeps the task's final record from waiting for nothing.
-    await delay(1)
-  }
+  }, timeoutMs, 1)
 }

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { TendError } from '../../protocol/index.js'
+import { TendError, withTimeout } from '../../protocol/index.js'
 import type { DaemonSettings } from '../config.js'
 import { NativeSpawner } from './native-spawner.js'
 import type { Spawner } from './spawner.js'
@@ -36,19 +36,13 @@ async function nodeSpawner(): Promise<Spawner> {
 /** A started helper that ran `true`, or why it could not. */
 async function probe(binary: string, log: Logger): Promise<NativeSpawner | string> {
   let spawner: NativeSpawner | undefined
-  // The helper never holds the event loop open (its handles are unref'd), and nothing else does
-  // yet at start: this timer keeps the daemon alive through the probe, and bounds it.
-  let timer: NodeJS.Timeout | undefined
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`it did not start and reap true within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS)
-  })
   try {
-    return await Promise.race([run(), timedOut])
+    // The helper never holds the event loop open (its handles are unref'd), and nothing else does
+    // yet at start: withTimeout's timer keeps the daemon alive through the probe, and bounds it.
+    return await withTimeout(run(), PROBE_TIMEOUT_MS, () => new Error(`it did not start and reap true within ${PROBE_TIMEOUT_MS} ms`))
   } catch (error) {
     await spawner?.close()
     return (error as Error).message
-  } finally {
-    clearTimeout(timer)
   }
 
   async function run(): Promise<NativeSpawner> {

@@ -1,5 +1,5 @@
-import { constants as osConstants } from 'node:os'
 import { EXIT_FILE, readRegularFileSync, withTaskFolderSync } from '../../spool/index.js'
+import { signalName } from '../../protocol/index.js'
 import type { SpawnExit } from './spawner.js'
 
 /** An exit record is one short line; a file past this is not one (and is not read into memory). */
@@ -113,12 +113,4 @@ export function endedBy(exit: SpawnExit, lifelineBroke: boolean, leaseRanOut: bo
 
 function isInteger(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value)
-}
-
-const SIGNAL_NAMES = new Map<number, NodeJS.Signals>()
-for (const [name, value] of Object.entries(osConstants.signals)) if (!SIGNAL_NAMES.has(value)) SIGNAL_NAMES.set(value, name as NodeJS.Signals)
-
-/** A signal's name (SIGTERM); real-time signals, which have none in os.constants, read SIG<n>. */
-export function signalName(value: number): NodeJS.Signals {
-  return SIGNAL_NAMES.get(value) ?? (`SIG${value}` as NodeJS.Signals)
 }

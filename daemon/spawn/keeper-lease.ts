@@ -1,5 +1,6 @@
 import { rename } from 'node:fs/promises'
 import { join } from 'node:path'
+import { withTimeout } from '../../protocol/index.js'
 import { openRegularFileForWrite } from '../../spool/index.js'
 
 /**
@@ -91,7 +92,7 @@ export function watchFence(options: FenceOptions): () => void {
     looking = true
     const askedAt = Date.now()
     try {
-      const answer = await withTimeout(options.confirm(), ttlMs * FENCE_SLICE)
+      const answer = await withTimeout(options.confirm(), ttlMs * FENCE_SLICE, () => new Error(`no answer within ${ttlMs * FENCE_SLICE} ms`))
       if (!answer.held) return lose(answer.why)
       if (answer.remainingMs > 0 && !lost) {
         lastConfirmedAt = askedAt
@@ -114,12 +115,4 @@ export function watchFence(options: FenceOptions): () => void {
     clearInterval(timer)
     clearTimeout(deadline)
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
 }

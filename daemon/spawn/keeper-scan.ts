@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { readProcStat } from '../../protocol/index.js'
 import type { KeeperRef } from './spawner.js'
 
 /** The name every keeper gives itself (prctl PR_SET_NAME in daemon/spawner/keeper.c). */
@@ -78,14 +79,6 @@ function heldFolder(pid: number, wanted: Set<string>): string | null {
 }
 
 function readStat(pid: number): Stat | null {
-  let stat: string
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  } catch {
-    return null
-  }
-  const open = stat.indexOf('(')
-  const close = stat.lastIndexOf(')')
-  const fields = stat.slice(close + 2).split(' ')
-  return { pid, name: stat.slice(open + 1, close), state: fields[0] ?? '', parent: Number(fields[1]), startTicks: Number(fields[19]) }
+  const stat = readProcStat(pid)
+  return stat && { pid, name: stat.name, state: stat.state, parent: stat.parent, startTicks: Number(stat.startTime) }
 }

@@ -1,4 +1,4 @@
-import { setTimeout as delay } from 'node:timers/promises'
+import { pollUntil } from '../../protocol/index.js'
 import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, isLeaderPid, processState, type ProcessIdentity } from './process-scan.js'
 
 export interface KillTreeOptions {
@@ -44,7 +44,7 @@ export function leaderGone(pid: number, exited: Promise<unknown>): Promise<void>
     () => undefined,
     async () => {
       // Bounded: after a minute a live pid is more likely a reused one than our leader.
-      for (const deadline = Date.now() + 60_000; isRunning(pid) && Date.now() < deadline; ) await delay(POLL_MS)
+      await pollUntil(() => !isRunning(pid), 60_000, POLL_MS)
     },
   )
 }
@@ -236,11 +236,6 @@ function trySignal(pid: number, signal: NodeJS.Signals | number): boolean {
   }
 }
 
-async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, pollMs = POLL_MS): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (await condition()) return true
-    if (Date.now() >= deadline) return false
-    await delay(Math.min(pollMs, Math.max(1, deadline - Date.now())))
-  }
+function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, pollMs = POLL_MS): Promise<boolean> {
+  return pollUntil(condition, timeoutMs, pollMs)
 }

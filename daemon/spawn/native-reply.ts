@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { resolve as resolvePath } from 'node:path'
-import { endedBy, signalName, withLostOutput } from './exit-file.js'
+import { signalName } from '../../protocol/index.js'
+import { endedBy, withLostOutput } from './exit-file.js'
 import {
   cgroupFailure,
   cwdChangedFailure,

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises'
+import { readProcStat } from '../../protocol/index.js'
 
 /** Every marker starts so (task-run.ts): a process without it in its environment is no task's. */
 const MARKER_PREFIX = 'TEND_TASK_'
@@ -55,12 +56,12 @@ export async function findSandboxProcesses(monitor: number): Promise<SandboxProc
 
 /** The process's state letter (`R`, `S`, `T`, `Z`, …), or null when there is no such process. */
 export function processState(pid: number): string | null {
-  return readStat(pid)?.state ?? null
+  return readProcStat(pid)?.state ?? null
 }
 
 /** Whether this very process (not a reuse of its pid) is alive: present and not a zombie. */
 export function isAliveIdentity(identity: ProcessIdentity): boolean {
-  const stat = readStat(identity.pid)
+  const stat = readProcStat(identity.pid)
   return stat !== null && stat.startTime === identity.startTime && stat.state !== 'Z' && stat.state !== 'X'
 }
 
@@ -69,7 +70,7 @@ export function isAliveIdentity(identity: ProcessIdentity): boolean {
  * the leader (gone already, or its parent is not `parent`, the keeper or spawner that started it).
  */
 export function leaderIdentity(pid: number, parent: number): ProcessIdentity | null {
-  const stat = readStat(pid)
+  const stat = readProcStat(pid)
   return stat !== null && stat.parent === parent && stat.state !== 'Z' && stat.state !== 'X' ? { pid, startTime: stat.startTime } : null
 }
 
@@ -80,7 +81,7 @@ export function leaderIdentity(pid: number, parent: number): ProcessIdentity | n
  * (same start time). A leader null (not known to be the daemon's) is never signalled while its pid lives.
  */
 export function isLeaderPid(pid: number, leader: ProcessIdentity | null): boolean {
-  const stat = readStat(pid)
+  const stat = readProcStat(pid)
   return stat === null || (leader !== null && leader.pid === pid && stat.startTime === leader.startTime)
 }
 
@@ -158,7 +159,7 @@ async function scanProc(markerIds: Set<string>, monitors: Set<number>): Promise<
   const sandboxes = new Map<number, SandboxProcesses>()
   // Only the init of a namespace has its parent outside it; the monitor is that parent.
   await inTurns(namespaced, ({ pid, namespace }) => {
-    const stat = readStat(pid)
+    const stat = readProcStat(pid)
     if (stat === null || !monitors.has(stat.parent) || stat.state === 'Z') return
     const processes = namespaced.filter((entry) => entry.namespace === namespace && entry.pid !== pid).map((entry) => entry.pid)
     sandboxes.set(stat.parent, { namespace, init: { pid, startTime: stat.startTime }, processes })
@@ -197,18 +198,6 @@ async function inTurns<T>(items: readonly T[], each: (item: T) => void): Promise
       Error.stackTraceLimit = stackTraceLimit
     }
   }
-}
-
-function readStat(pid: number): { state: string; parent: number; startTime: string } | null {
-  let stat: string
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  } catch {
-    return null
-  }
-  // The command name (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return { state: fields[0] ?? '', parent: Number(fields[1]), startTime: fields[19] ?? '' }
 }
 
 function readLink(path: string): string | null {

@@ -1,6 +1,6 @@
-import { renameSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { SCHEMA_VERSION, type Task, type TaskRecord } from '../../protocol/index.js'
-import { displaceSync } from '../../protocol/home-file.js'
+import { renameIntoPlaceSync } from '../../protocol/home-file.js'
 import { OUTPUT_FILE, RECORD_FILE, releaseSpoolFolders, spoolFolders, type OpenFolder } from '../../spool/index.js'
 import { loadDurableWriter, type DurableWriter } from '../durable-write/durable-write.js'
 
@@ -166,7 +166,8 @@ export class RecordWriter {
       async () => {
         await previous
         try {
-          renameInPlace(temporary, target)
+          // A folder a task put in the record's place is moved aside (removed with the task's folder).
+          renameIntoPlaceSync(temporary, target)
         } catch (error) {
           // The task.json already there stays as it was, and the temporary file goes.
           rmSync(temporary, { force: true })
@@ -205,22 +206,5 @@ export class RecordWriter {
     }
     if (writes.inFlight.length === 0) this.tasks.delete(id)
     if (this.tasks.size === 0) this.markIdle()
-  }
-}
-
-/**
- * Renames a record's new version over it. A task under `off` can put a folder in the record's
- * place (the rename then fails: EISDIR, or ENOTEMPTY and EEXIST), which would keep every later
- * version from landing, its ending too: the folder is moved aside, under a name nobody can guess
- * (removed with the task's folder), and the rename is done again.
- */
-function renameInPlace(temporary: string, target: string): void {
-  try {
-    renameSync(temporary, target)
-  } catch (error) {
-    const { code } = error as NodeJS.ErrnoException
-    if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
-    displaceSync(target)
-    renameSync(temporary, target)
   }
 }

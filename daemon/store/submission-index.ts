@@ -1,10 +1,10 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { rename, unlink } from 'node:fs/promises'
+import { unlink } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { Task } from '../../protocol/index.js'
 import { openRegularFileForWrite, readRegularFileSync, untrustedProblem } from '../../spool/index.js'
-import { displaceSync } from '../../protocol/home-file.js'
+import { displaceSync, renameIntoPlace } from '../../protocol/home-file.js'
 import { loadDurableWriter, type DurableWriter } from '../durable-write/durable-write.js'
 
 /** In the spool's top folder; not a task id, so never listed as a task. */
@@ -138,12 +138,7 @@ export class SubmissionIndex {
         displaceSync(temporary)
         await this.durable.write({ path: temporary, text, folder: null })
       })
-      await rename(temporary, this.path).catch(async (error: unknown) => {
-        const { code } = error as NodeJS.ErrnoException
-        if (code !== 'EISDIR' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error
-        displaceSync(this.path)
-        await rename(temporary, this.path)
-      })
+      await renameIntoPlace(temporary, this.path)
     } catch (error) {
       await unlink(temporary).catch(() => {})
       throw error

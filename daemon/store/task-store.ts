@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { isFinished, TendError, type Task } from '../../protocol/index.js'
+import { backoffMs, isFinished, TendError, type Task } from '../../protocol/index.js'
 import { removeTaskDir } from '../../spool/index.js'
 import { RecordWriter } from './record-writer.js'
 import type { EventLog } from './event-log.js'
@@ -20,7 +20,8 @@ export function listOrder(a: Task, b: Task): number {
   return a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 }
 
-/** How long a record that could not be written (disk full) waits before the next try, at most. */
+/** How long a record that could not be written (disk full) waits before the next try: first, then at most (doubling between). */
+const RETRY_FIRST_MS = 100
 const RETRY_MAX_MS = 5000
 
 /**
@@ -291,7 +292,6 @@ export class TaskStore {
   }
 
   private async writeUntilLanded(id: string, version: number, reportHeld: (task: Task) => void): Promise<Task> {
-    let delayMs = 100
     let failures = 0
     for (;;) {
       const latest = this.findCurrent(id)
@@ -314,8 +314,7 @@ export class TaskStore {
         failures++
         this.landed(latest, latestVersion, false)
         reportHeld(this.get(id))
-        await new Promise((resolve) => setTimeout(resolve, delayMs).unref())
-        delayMs = Math.min(delayMs * 2, RETRY_MAX_MS)
+        await new Promise((resolve) => setTimeout(resolve, backoffMs(failures - 1, RETRY_FIRST_MS, RETRY_MAX_MS)).unref())
       }
     }
   }

@@ -116,7 +116,7 @@ export class TaskInput {
       const deadline = Date.now() + INPUT_WAIT_MS
       let pauseMs = RETRY_FIRST_MS
       while (written < data.length) {
-        const chunk = await writeSome(pipe, data.subarray(written))
+        const chunk = await writeSome(task, pipe, data.subarray(written))
         if (chunk === 'gone') break
         if (chunk > 0) {
           written += chunk
@@ -232,7 +232,7 @@ export async function openKeeperFifo(task: Task, path: string, what: string): Pr
     // The task can remove or replace the FIFOs in its folder (under off): a coded answer, not a fault of the daemon's.
     const gone = code === 'ENOENT' ? `${path} does not exist` : code === 'ELOOP' ? `${path} is a symbolic link` : code === 'EISDIR' ? `${path} is a folder` : null
     if (gone) throw new TendError('TEND_ERR_PIPE_GONE', { what, id: task.id, detail: `${gone} (removed or replaced, by the task itself?)` }, { cause: error })
-    throw new TendError('TEND_ERR_INTERNAL', { detail: `the ${what} of task ${task.id} cannot be opened: ${path} (${code ?? (error as Error).message})` }, { cause: error })
+    throw new TendError('TEND_ERR_PIPE_UNOPENABLE', { what, id: task.id, path, detail: code ?? (error as Error).message }, { cause: error })
   }
   const info = await pipe.stat()
   if (!info.isFIFO()) {
@@ -243,14 +243,14 @@ export async function openKeeperFifo(task: Task, path: string, what: string): Pr
 }
 
 /** One non-blocking write: bytes taken (0 when the pipe is full), or 'gone' when no reader is left. */
-async function writeSome(pipe: FileHandle, bytes: Buffer): Promise<number | 'gone'> {
+async function writeSome(task: Task, pipe: FileHandle, bytes: Buffer): Promise<number | 'gone'> {
   try {
     return (await pipe.write(bytes, 0, bytes.length)).bytesWritten
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return 0
     if (code === 'EPIPE') return 'gone'
-    throw error
+    throw new TendError('TEND_ERR_PIPE_WRITE_FAILED', { what: 'stdin pipe', id: task.id, detail: code ?? (error as Error).message }, { cause: error })
   }
 }
 
@@ -262,7 +262,7 @@ function endOfInput(task: Task): void {
   const keeper = task.state === 'running' ? task.keeper : null
   // Ended since its input was written (it read what it needed and exited): its stdin is gone with it.
   if (!keeper && isFinished(task)) throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: task.state })
-  if (!keeper) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} has no keeper holding its stdin pipe` })
+  if (!keeper) throw new TendError('TEND_ERR_STDIN_NO_KEEPER', { id: task.id, state: task.state })
   if (!isAliveIdentity({ pid: keeper.pid, startTime: String(keeper.startTicks) })) {
     // The keeper is gone: the task has ended (or is ending), and its stdin with it.
     throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'its keeper is gone' })

@@ -67,7 +67,7 @@ async function sendInChunks(client: TendClient, id: string, data: Buffer, eof: b
       result = await client.input(id, chunk, { eof: last && eof })
     } catch (error) {
       if (sent > 0 && error instanceof TendError && error.code === 'TEND_ERR_STDIN_FULL') {
-        throw new TendError('TEND_ERR_STDIN_FULL', {}, { message: `${error.message} (${sent} bytes had been sent before, in earlier requests)` })
+        throw new TendError('TEND_ERR_STDIN_FULL', error.params, { message: `${error.message} (${sent} bytes had been sent before, in earlier requests)` })
       }
       throw error
     }
