@@ -1,5 +1,5 @@
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
-import { taskMarker } from '../spawn/task-run.js'
+import { taskMarker } from '../spawn/run-name.js'
 import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
 
 /**

@@ -6,7 +6,7 @@ import { listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, remove
 import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
 import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
-import { taskMarker } from '../spawn/task-run.js'
+import { taskMarker } from '../spawn/run-name.js'
 import { TaskCgroups } from '../sandbox/cgroups.js'
 import type { TaskStore } from '../store/task-store.js'
 import { markEnded, markFailed, markLost, withOutputLoss, type Ending } from './transitions.js'

@@ -42,7 +42,7 @@ import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markS
 import { DAEMON_ENDED_LIFELINE, decideEnding, LEASE_RAN_OUT, RESTART_STOPS_LIFELINE, signalName, SPAWNER_ENDED_LIFELINE, type Stopping } from './ending.js'
 import { checkStartRequest } from './admission.js'
 import { writeLease } from './lease-file.js'
-import { newTaskRun, taskMarker } from '../spawn/task-run.js'
+import { newRunName, taskMarker } from '../spawn/run-name.js'
 
 
 
@@ -226,7 +226,7 @@ export class Supervisor {
       pidsMax: limits.pidsMax,
       createdAt: new Date().toISOString(),
       spool,
-      run: newTaskRun(id),
+      run: newRunName(id),
     }
     // Named fields after a spread, not a spread after fields: see createQueuedTask.
     const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
