@@ -343,7 +343,7 @@ export class TaskRun {
     if (exit.lifelineBroke || exit.leaseRanOut) return { saved: this.recordLost(keeperEndedReason(exit, this.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE), exit.outputLostBytes) }
     const limits = (await resources.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
-    if (current.state === 'running' && current.keeper) await keeperWritten(config.layout.spool, this.id, pid)
+    if (current.state === 'running' && current.keeper) await keeperWritten({ spoolRoot: config.layout.spool, id: this.id, pid, keeper: current.keeper, exitFile: exitPath(config.layout.spool, this.id), spawner: this.context.spawner })
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
     // slot need not, the final record does (no group outlives it).
     const released = resources.release()
