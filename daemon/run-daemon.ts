@@ -151,15 +151,24 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const sharedRegistries = cachedSharedRegistries()
   const registries = () => registryFolders(registryUser, sharedRegistries())
   const daemonHomes = { homes: cachedKnownHomes(registries), registries, ...(identity.as !== 'daemon' ? { everyUser: everyUserPlaces(sharedRegistries) } : {}) }
-  const supervisor = new Supervisor(config, store, outputWatch, log, sandbox, spawner, undefined, daemonHomes, networks)
   const network = new NetworkLedger(layout.spool, store, log)
   // Every owner's namespace gets the egress proxy and the DNS stub; each decision goes to the task's ledger.
   const egress = networks ? new EgressService({ networks, hosts: config.networkHosts, record: (id, decision) => network.record(id, decision), log }) : null
-  // A task's connections end with it (none outlives it in another process), and its final record carries them all.
-  supervisor.beforeEnding = async (id) => {
-    await egress?.endTask(id)
-    await network.flush(id)
-  }
+  const supervisor = new Supervisor({
+    config,
+    store,
+    outputWatch,
+    log,
+    capabilities: sandbox,
+    spawner,
+    daemonHomes,
+    networks,
+    // A task's connections end with it (none outlives it in another process), and its final record carries them all.
+    beforeEnding: async (id) => {
+      await egress?.endTask(id)
+      await network.flush(id)
+    },
+  })
   // Who may call: decided once, for the socket and for what the console reports of it.
   const peerCheck = createPeerCheck()
   if (!peerCheck.status.enforced) log.warn({ reason: peerCheck.status.reason }, 'peer check off: requests from sandboxed tasks will not be refused')

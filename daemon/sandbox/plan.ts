@@ -5,7 +5,7 @@ import type { NamespaceRef } from '../network/owner-network.js'
 import type { RanAs, Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
-import { TASK_ID_VARIABLE, TASK_RUN_VARIABLE } from '../spawn/task-run.js'
+import { TASK_ID_VARIABLE, TASK_RUN_VARIABLE } from '../spawn/run-name.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
 import { sandboxEnvironment } from './environment.js'
@@ -66,7 +66,7 @@ const BWRAP_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
  */
 export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const { task, config, capabilities, paths } = request
-  // The id is the task's to read; the run is what the daemon finds this run's processes by (task-run.ts).
+  // The id is the task's to read; the run is what the daemon finds this run's processes by (run-name.ts).
   const marker = { [TASK_ID_VARIABLE]: task.id, ...(task.run === undefined ? {} : { [TASK_RUN_VARIABLE]: task.run }) }
   const baseEnv = task.tty ? withTerminalType(config.baseEnv) : config.baseEnv
   const runAs = taskRunAs(task.sandbox, capabilities.identity, request.ownIds ?? null)

@@ -3,7 +3,7 @@ import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace
 
 export interface KillTreeOptions {
   taskId: string
-  /** The environment entry every process of this run of the task carries (taskMarker in task-run.ts). */
+  /** The environment entry every process of this run of the task carries (taskMarker in run-name.ts). */
   marker: string
   /** Leader's pid: its process group is signalled too. */
   pid: number | null

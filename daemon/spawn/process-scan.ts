@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises'
 import { readProcStat } from '../../protocol/index.js'
 
-/** Every marker starts so (task-run.ts): a process without it in its environment is no task's. */
+/** Every marker starts so (run-name.ts): a process without it in its environment is no task's. */
 const MARKER_PREFIX = 'TEND_TASK_'
 
 /** Entries of /proc read between two turns of the event loop, so that a scan never holds it long. */
@@ -27,7 +27,7 @@ export interface ProcessIdentity {
 
 /**
  * Finds live processes whose environment carries one of `markers` (whole `NAME=value` entries,
- * taskMarker in task-run.ts; descendants inherit it even after setsid or a double fork). A marker
+ * taskMarker in run-name.ts; descendants inherit it even after setsid or a double fork). A marker
  * names one run of one task on one daemon, so neither a reused pid nor another daemon's run of the
  * same task id is ever taken for it. Answers a map from marker to pids. Zombies and the daemon
  * itself never match.

@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs'
-import { killMembers } from '../spawn/kill-tree.js'
-import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
+import type { GroupRoots } from '../sandbox/cgroups.js'
+import { killGroupLeftovers } from './finish.js'
 
 /**
  * At recovery, every task group in this daemon's own cgroup folders (never another daemon's: each
@@ -22,8 +22,7 @@ export async function sweepTaskCgroups(roots: GroupRoots, supervised: ReadonlySe
   let killed = 0
   for (const name of names) {
     if (supervised.has(name)) continue
-    if (roots.pids) killed += await killMembers(() => TaskCgroups.leftoverMembers(roots.pids!, name))
-    await TaskCgroups.removeLeftover(roots, name)
+    killed += await killGroupLeftovers(roots, name)
   }
   return killed
 }

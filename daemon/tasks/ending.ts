@@ -8,6 +8,29 @@ export type Stopping =
   | { state: 'killed'; stoppedBy: Exclude<StoppedBy, 'timeout' | 'outside-signal' | 'memory-limit'>; reason: string; signal: NodeJS.Signals | number; graceMs: number }
   | { state: 'timed_out'; stoppedBy: 'timeout'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
 
+/** A stop asked for through the API (or by the cluster worker), as Supervisor.kill takes it. */
+export interface KillRequest {
+  signal?: NodeJS.Signals | number
+  graceMs?: number
+  /** The caller's words, appended to the recorded reason. */
+  note?: string
+  /**
+   * Who asks: an agent (`owner`), its session's disposal (`session-end`), whoever started the task
+   * once it can no longer confirm the task's lease (`lease-expired`), else the operator.
+   */
+  stoppedBy?: Extract<StoppedBy, 'owner' | 'operator' | 'session-end' | 'lease-expired'>
+}
+
+/** The stop a kill request asks for; SIGTERM and the daemon's grace (`defaultGraceMs`) unless it says otherwise. */
+export function requestedStop(request: KillRequest, defaultGraceMs: number): Stopping {
+  const signal = request.signal ?? 'SIGTERM'
+  return { state: 'killed', stoppedBy: request.stoppedBy ?? 'operator', reason: withNote(`killed by request (${signalName(signal)})`, request.note), signal, graceMs: request.graceMs ?? defaultGraceMs }
+}
+
+export function withNote(reason: string, note: string | undefined): string {
+  return note ? `${reason}: ${note}` : reason
+}
+
 /** What the supervisor knows of a task when its leader has exited. */
 export interface ExitFacts {
   /** Set when tend stopped the task. */

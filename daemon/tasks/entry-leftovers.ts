@@ -1,6 +1,7 @@
-import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
-import { taskMarker } from '../spawn/task-run.js'
-import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
+import { killLeftovers } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/run-name.js'
+import type { GroupRoots } from '../sandbox/cgroups.js'
+import { killGroupLeftovers } from './finish.js'
 
 /**
  * Kills whatever still runs of a spool entry that is no task the daemon supervises (a corrupt
@@ -11,9 +12,5 @@ export async function stopEntryLeftovers(id: string, roots: () => GroupRoots): P
   // Its run's name was in its record: found by its id, which every task's processes carry too.
   const marker = taskMarker({ id })
   const found = await killLeftovers([marker])
-  let killed = found.get(marker)?.length ?? 0
-  const { pids } = roots()
-  if (pids) killed += await killMembers(() => TaskCgroups.leftoverMembers(pids, id))
-  await TaskCgroups.removeLeftover(roots(), id)
-  return killed
+  return (found.get(marker)?.length ?? 0) + (await killGroupLeftovers(roots(), id))
 }

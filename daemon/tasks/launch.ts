@@ -2,13 +2,12 @@ import { constants as fsConstants } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import type { Task } from '../../protocol/index.js'
 import { checkCwd } from '../spawn/cwd-check.js'
-import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
-import { taskMarker } from '../spawn/task-run.js'
 import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
 import { ownerIdsOf } from '../sandbox/task-identity.js'
 import type { SpawnExit, Spawner } from '../spawn/spawner.js'
 import type { NetworkLease, OwnerNetworks } from '../network/owner-networks.js'
 import { taskAllowList } from '../network/allowlist.js'
+import { killRemains } from './finish.js'
 
 /**
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
@@ -69,11 +68,7 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
     // cgroup or marker, so nothing of a task recorded `failed` is left running.
-    if (outcome.stage === 'spawner') {
-      const cgroups = plan.cgroups
-      if (cgroups) await killMembers(() => cgroups.members())
-      else await killLeftovers([taskMarker(task)])
-    }
+    if (outcome.stage === 'spawner') await killRemains(task, plan.cgroups)
     await plan.release()
     return { started: false, reason: outcome.message }
   }

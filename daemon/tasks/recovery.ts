@@ -2,20 +2,20 @@ import { readdir } from 'node:fs/promises'
 import { realpathSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
-import { listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, taskDir, truncateRegularFile, type SpoolEntry } from '../../spool/index.js'
+import { listTaskIds, outputPath, outputSize, readSpoolEntry, recordPath, removeTaskDir, taskDir, type SpoolEntry } from '../../spool/index.js'
 import type { QueuedTask, RecordedTask, RunningTask } from '../../protocol/index.js'
 import type { CorruptEntries } from '../store/corrupt-entries.js'
-import { killLeftovers, killMembers } from '../spawn/kill-tree.js'
-import { taskMarker } from '../spawn/task-run.js'
-import { TaskCgroups } from '../sandbox/cgroups.js'
+import { killLeftovers } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/run-name.js'
 import type { TaskStore } from '../store/task-store.js'
-import { markEnded, markFailed, markLost, withOutputLoss, type Ending } from './transitions.js'
+import { markFailed, type Ending } from './transitions.js'
 import { readTaskExitFile } from '../spawn/exit-file.js'
 import { findUnrecordedStarts } from './unrecorded-starts.js'
 import { findKeepersOf } from '../spawn/keeper-scan.js'
 import { removeStrayTemporaries } from '../store/stray-temporaries.js'
 import { sweepTaskCgroups } from './cgroup-sweep.js'
-import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT, outsideSignal } from './ending.js'
+import { outsideSignal } from './ending.js'
+import { endedRecord, keeperEndedReason, killGroupLeftovers, settleOutput } from './finish.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readTaskExitFile>>
 
@@ -127,29 +127,23 @@ export async function recoverSpool(
   // cleared their environment).
   const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(taskMarker(task))?.length ?? 0) > 0).map((task) => task.id))
   for (const id of interrupted.map((task) => task.id)) {
-    if (cgroupRoots.pids) {
-      const members = await killMembers(() => TaskCgroups.leftoverMembers(cgroupRoots.pids!, id))
-      if (members > 0) startedUnrecorded.add(id)
-      killed += members
-    }
-    await TaskCgroups.removeLeftover(cgroupRoots, id)
+    const members = await killGroupLeftovers(cgroupRoots, id)
+    if (members > 0) startedUnrecorded.add(id)
+    killed += members
   }
   // Every other group of this daemon's: a corrupt entry's, one whose folder is gone, one left behind.
   killed += await sweepTaskCgroups(cgroupRoots, resumed)
   const now = new Date()
   for (const task of interrupted) {
     if (task.state === 'running') {
-      const file = outputPath(spoolRoot, task.id)
-      const bytes = await outputSize(file)
-      // Nobody enforced the cap while no daemon ran: cut the output back to it now.
-      if (bytes > task.maxOutputBytes) await truncateRegularFile(file, task.maxOutputBytes).catch((error: unknown) => log.warn({ taskId: task.id, err: error }, 'output past its cap could not be cut off'))
-      const outputBytes = Math.min(bytes, task.maxOutputBytes)
+      // Nobody enforced the cap while no daemon ran: the output is cut back to it now.
+      const outputBytes = await settleOutput({ taskId: task.id, file: outputPath(spoolRoot, task.id), held: undefined, maxOutputBytes: task.maxOutputBytes }, log)
       const exit = endedMeanwhile.get(task.id)
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.
-      if (exit?.lifelineBroke || exit?.leaseRanOut) await store.save(withOutputLoss(markLost(task, exit.leaseRanOut ? LEASE_RAN_OUT : DAEMON_ENDED_LIFELINE, outputBytes, new Date(exit.endedAt)), exit.outputLostBytes))
-      else if (exit) await store.save(withOutputLoss(markEnded(task, endingFromExit(exit), outputBytes, new Date(exit.endedAt)), exit.outputLostBytes))
-      else if (rebooted.has(task.id)) await store.save(markLost(task, 'the machine restarted while the task ran', outputBytes, now))
-      else await store.save(markLost(task, exit === undefined && task.keeper ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed' : 'the daemon stopped while the task ran; its processes were killed by the next daemon', outputBytes, now))
+      if (exit?.lifelineBroke || exit?.leaseRanOut) await store.save(endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
+      else if (exit) await store.save(endedRecord(task, { ending: endingFromExit(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
+      else if (rebooted.has(task.id)) await store.save(endedRecord(task, { lost: 'the machine restarted while the task ran' }, outputBytes, now))
+      else await store.save(endedRecord(task, { lost: task.keeper ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed' : 'the daemon stopped while the task ran; its processes were killed by the next daemon' }, outputBytes, now))
     } else {
       const reason = startedUnrecorded.has(task.id)
         ? 'the daemon stopped while the task was starting; its processes were killed by the next daemon'

@@ -14,7 +14,7 @@ export const TASK_ID_VARIABLE = 'TEND_TASK_ID'
  * folder of each daemon's own, cgroup-parent.ts, and a daemon holds one run of a task id at a time:
  * the earlier run's record and groups go before the next is admitted.)
  */
-export function newTaskRun(id: string): string {
+export function newRunName(id: string): string {
   return `${id}.${randomBytes(8).toString('hex')}`
 }
 

@@ -1,0 +1,118 @@
+import type { Logger } from 'pino'
+import { DEFAULT_LIFETIME, DEFAULT_OWNER, isTaskId, TendError, type StartTaskBody, type Task } from '../../protocol/index.js'
+import { newTaskId } from '../../protocol/task-id.js'
+import { taskDir } from '../../spool/index.js'
+import type { DaemonConfig } from '../config.js'
+import { resolveTaskPaths, type ProtectedView, type SandboxCapabilities } from '../sandbox/index.js'
+import { admissionIdentity, ownerIdsOf } from '../sandbox/task-identity.js'
+import { newRunName } from '../spawn/run-name.js'
+import type { Spawner } from '../spawn/spawner.js'
+import type { TaskStore } from '../store/task-store.js'
+import { checkStartRequest } from './admission.js'
+import { writeLease } from '../spawn/keeper-lease.js'
+import type { LaunchNeeds } from './task-run-context.js'
+import { createQueuedTask } from './transitions.js'
+
+/** How a task is admitted besides its request: never part of an HTTP body. */
+export interface StartOptions {
+  /** A retry of the same submission with this key answers the first task. Default: none. */
+  idempotencyKey?: string
+  /** The request acts for an owner (an agent), not the operator: it may not widen the task's network (allowNet). Default: false. */
+  actingForOwner?: boolean
+  /** The id the task has everywhere (a cluster task), checked. Default: a new one. */
+  id?: string
+  /**
+   * The task ends when this daemon ends, however it ends (SIGKILL included), instead of running on
+   * for the next daemon: for a task that may be run again elsewhere (a cluster retry), which must
+   * never run twice at once. A later daemon records it lost; a restart stops it first. Needs the
+   * native spawner (under the node one the task fails, saying why). Default: false.
+   */
+  endsWithDaemon?: boolean
+  /**
+   * The task runs only while it holds a lease: its keeper ends it, on its own, once the lease runs
+   * out (daemon/spawn/keeper-lease.ts). The first lease lasts this long from admission (in ms); who
+   * started the task renews it with writeLease. Implies endsWithDaemon. Default: none.
+   */
+  leaseMs?: number
+}
+
+/** What admission reads besides the request. */
+export interface AdmissionContext {
+  config: Readonly<DaemonConfig>
+  store: TaskStore
+  capabilities: SandboxCapabilities
+  spawner: Spawner
+  log: Logger
+  /** What sandboxed tasks may not be given and get masked. */
+  protectedView: () => ProtectedView
+}
+
+/**
+ * Checks a start request and records the task queued: its spool folder and record exist when this
+ * resolves (a task that cannot be written, on a full disk, is refused and leaves nothing). Answers
+ * the task and what its launch needs that is never persisted.
+ */
+export async function admitTask(
+  context: AdmissionContext,
+  request: StartTaskBody,
+  submission: { idempotencyKey: string; requestHash: string } | null,
+  options: StartOptions,
+): Promise<{ task: Task; needs: LaunchNeeds }> {
+  const { config, capabilities } = context
+  const givenId = options.id
+  if (givenId !== undefined && !isTaskId(givenId)) throw new TendError('TEND_ERR_INVALID_TASK_ID', { id: givenId })
+  const { sandbox, tty, limits, network, allowNet } = checkStartRequest(request, {
+    defaultSandbox: config.sandbox,
+    capabilities,
+    spawnerKind: context.spawner.kind,
+    limitDefaults: config,
+    actingForOwner: options.actingForOwner === true,
+  })
+  // A sandboxed task on its own identity reaches its folders as its owner's uid (given at the owner's first task).
+  const own = sandbox === 'off' ? null : await ownerIdsOf(capabilities.identity, request.owner ?? DEFAULT_OWNER)
+  // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
+  const paths = await resolveTaskPaths({
+    profile: sandbox,
+    cwd: request.cwd,
+    writablePaths: request.writablePaths ?? [],
+    configWritablePaths: config.writablePaths,
+    // Only a sandbox refuses protected places; finding them (every live daemon's home, the secret paths) costs ~0.3 ms.
+    protectedPlaces: sandbox === 'off' ? [] : context.protectedView().places,
+    ...admissionIdentity(capabilities.identity, own && 'uid' in own ? own : null),
+  })
+  const id = givenId ?? newTaskId()
+  const spool = taskDir(config.layout.spool, id)
+  const env = request.env ?? {}
+  const fields = {
+    id,
+    name: request.name ?? null,
+    owner: request.owner ?? DEFAULT_OWNER,
+    command: request.shell ? ['sh', '-c', request.command[0]!] : request.command,
+    shell: request.shell ?? false,
+    cwd: paths.cwd.path,
+    envKeys: Object.keys(env),
+    lifetime: request.lifetime ?? DEFAULT_LIFETIME,
+    stdin: tty ? 'pipe' : (request.stdin ?? 'null'),
+    tty,
+    timeoutMs: request.timeoutMs ?? null,
+    maxOutputBytes: request.maxOutputBytes ?? config.maxOutputBytes,
+    outputBytes: 0,
+    sandbox,
+    network,
+    ...(allowNet.length > 0 ? { allowNet } : {}),
+    writablePaths: request.writablePaths ?? [],
+    sandboxWritable: paths.writable.map((entry) => entry.path),
+    memoryBytes: limits.memoryBytes,
+    pidsMax: limits.pidsMax,
+    createdAt: new Date().toISOString(),
+    spool,
+    run: newRunName(id),
+  }
+  // Named fields after a spread, not a spread after fields: see createQueuedTask.
+  const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
+  await context.store.create(task)
+  // Before the task can start: its keeper finds the lease there from its first look.
+  if (options.leaseMs !== undefined) await writeLease(spool, options.leaseMs)
+  context.log.info({ taskId: id, owner: task.owner }, 'task queued')
+  return { task, needs: { env, paths, endsWithDaemon: options.endsWithDaemon === true || options.leaseMs !== undefined } }
+}

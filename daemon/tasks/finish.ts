@@ -1,0 +1,91 @@
+import type { FileHandle } from 'node:fs/promises'
+import type { Logger } from 'pino'
+import type { Task } from '../../protocol/index.js'
+import { heldFootprintSync, outputFootprintSync, truncateRegularFile } from '../../spool/index.js'
+import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
+import { killLeftovers, killMembers, killTree, type KillTreeOptions } from '../spawn/kill-tree.js'
+import { taskMarker } from '../spawn/run-name.js'
+import type { SpawnExit } from '../spawn/spawner.js'
+import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT } from './ending.js'
+import { holdsDiskPastEnd } from './output-cap.js'
+import { markEnded, markLost, withOutputLoss, type Ending } from './transitions.js'
+
+// How every task ends, whoever finds it ended (its TaskRun, or recovery at the next start): what is
+// left of it is killed, its output is cut back to its cap, and its end is recorded.
+
+/**
+ * Kills what is left of a task whose leader has gone (background jobs, setsid escapees): the
+ * cgroup lists it exactly; without one, every process carrying the run's marker, and the leader's
+ * process group (`leaderGroup`: its id cannot be reused while members remain).
+ */
+export async function killRemains(task: Pick<Task, 'id' | 'run'>, cgroups: TaskCgroups | null | undefined, leaderGroup?: number): Promise<void> {
+  if (cgroups) await killMembers(() => cgroups.members())
+  else await killLeftovers([taskMarker(task)], leaderGroup === undefined ? [] : [leaderGroup])
+}
+
+/** Kills a task's whole tree at once (SIGKILL, no grace): a failure is logged, never thrown. */
+export async function killTreeNow(log: Logger, options: Omit<KillTreeOptions, 'signal' | 'graceMs'>): Promise<void> {
+  await killTree({ ...options, signal: 'SIGKILL', graceMs: 0 }).catch((error: unknown) => log.error({ taskId: options.taskId, err: error }, 'task tree did not die'))
+}
+
+/**
+ * Kills what still runs in the cgroup a daemon left behind for task `id` (a daemon that died, a
+ * corrupt entry, a group it could not remove), then removes the group. Answers how many processes
+ * were killed.
+ */
+export async function killGroupLeftovers(roots: GroupRoots, id: string): Promise<number> {
+  const killed = roots.pids ? await killMembers(() => TaskCgroups.leftoverMembers(roots.pids!, id)) : 0
+  await TaskCgroups.removeLeftover(roots, id)
+  return killed
+}
+
+/** Where a task's output is, to settle it once the task has ended. */
+export interface OutputToSettle {
+  taskId: string
+  /** output.log's path, read when no descriptor is held (or the held one was let go of). */
+  file: string
+  /** The daemon's descriptor on output.log while the task ran (held-outputs.ts). */
+  held: FileHandle | undefined
+  maxOutputBytes: number
+}
+
+/**
+ * Cuts the output back to its cap and answers its final size: output past the cap (written between
+ * two checks, or while no daemon ran) is cut off, and disk taken past the output's end is given back
+ * (a truncation to its own size frees it). A file the task replaced or holds a lease on stays as it
+ * is: the record still says the cap.
+ */
+export async function settleOutput(output: OutputToSettle, log: Logger): Promise<number> {
+  const { file, held, maxOutputBytes } = output
+  const footprint = (held && heldFootprintOrNull(held)) ?? outputFootprintSync(file)
+  const cut = footprint.size > maxOutputBytes ? maxOutputBytes : holdsDiskPastEnd(footprint, maxOutputBytes) ? footprint.size : null
+  const cutOff = (bytes: number) => (held ? held.truncate(bytes) : truncateRegularFile(file, bytes))
+  if (cut !== null) await cutOff(cut).catch((error: unknown) => log.warn({ taskId: output.taskId, err: error }, 'output past its cap could not be cut off'))
+  return Math.min(footprint.size, maxOutputBytes)
+}
+
+/** How a started task's end is recorded: as it ended, or lost (the reason says why nobody knows more). */
+export type RecordedEnd = { ending: Ending } | { lost: string }
+
+/** The final record of a started task; `outputLostBytes`: what its keeper could not write of a terminal's output. */
+export function endedRecord(task: Task, end: RecordedEnd, outputBytes: number, at: Date, outputLostBytes?: number): Task {
+  const ended = 'lost' in end ? markLost(task, end.lost, outputBytes, at) : markEnded(task, end.ending, outputBytes, at)
+  return withOutputLoss(ended, outputLostBytes)
+}
+
+/**
+ * Why a task its keeper ended (its lease ran out, or its lifeline broke) is lost. `lifeline`: how
+ * the lifeline broke, as whoever finds it knows (the daemon ended, or its spawner's helper did).
+ */
+export function keeperEndedReason(exit: Pick<SpawnExit, 'leaseRanOut'>, lifeline = DAEMON_ENDED_LIFELINE): string {
+  return exit.leaseRanOut ? LEASE_RAN_OUT : lifeline
+}
+
+/** The held output's footprint; null when its descriptor was let go of meanwhile. */
+function heldFootprintOrNull(held: FileHandle): ReturnType<typeof heldFootprintSync> | null {
+  try {
+    return heldFootprintSync(held)
+  } catch {
+    return null
+  }
+}

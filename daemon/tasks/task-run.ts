@@ -1,0 +1,395 @@
+import { formatDuration, isFinished, type RunningTask, type Task } from '../../protocol/index.js'
+import { exitPath, heldFootprint, outputFootprint, outputPath } from '../../spool/index.js'
+import { protectedSinceAdmission } from '../sandbox/index.js'
+import { exitOf, readTaskExitFile } from '../spawn/exit-file.js'
+import { killTree, leaderGone } from '../spawn/kill-tree.js'
+import { isAliveIdentity, leaderIdentity, type ProcessIdentity } from '../spawn/process-scan.js'
+import { taskMarker } from '../spawn/run-name.js'
+import type { SpawnExit } from '../spawn/spawner.js'
+import { decideEnding, SPAWNER_ENDED_LIFELINE, DAEMON_ENDED_LIFELINE, type Stopping } from './ending.js'
+import { endedRecord, keeperEndedReason, killRemains, killTreeNow, settleOutput, type RecordedEnd } from './finish.js'
+import { keeperWritten } from './keeper-exit.js'
+import { handlesSignal, isProcessRunning } from './leader-state.js'
+import { launchTask, type LaunchOutcome } from './launch.js'
+import { setLongTimeout, type LongTimeout } from './long-timeout.js'
+import { outputOverCap } from './output-cap.js'
+import { SettleLater } from './settle-later.js'
+import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task-run-context.js'
+import { markFailed, markStarted } from './transitions.js'
+import { answerUnreportedExit } from './unanswered-exit.js'
+
+/** How a started task's run ended, as its supervision learned it. */
+export type Outcome =
+  /** The spawner reported the leader's exit (an unknown one too: its keeper left no record of it). */
+  | { kind: 'exited'; exit: SpawnExit }
+  /** The spawner watching the task died, and its exit status with it. */
+  | { kind: 'spawner-lost'; error: Error }
+  /** The daemon leaves the task to the next one (stop --keep-tasks, restart): not ended. */
+  | { kind: 'kept' }
+
+const KEEPER_GONE_UNRECORDED = 'its keeper is gone without recording how it ended; what was left of it was killed'
+
+/**
+ * One task's life, top to bottom: launch (or resume), track, stop, finish. The only code that
+ * touches a task's processes; the Supervisor only keeps the runs.
+ */
+export class TaskRun {
+  /** Settles once the launch is over (tracked, failed, or killed meanwhile): a kill waits for it. Null when none is under way. */
+  launching: Promise<void> | null = null
+  /** The final record; rejects if supervision failed. Nobody may ask: most tasks end unwatched. */
+  readonly finished = new SettleLater<Task>()
+  /** This daemon started it to end with it (endsWithDaemon): a restart cannot hand it over. */
+  endsWithDaemon = false
+  private tracked: Tracked | null = null
+  /** Set when tend itself stops the task: how the ending is to be recorded, and who asked. */
+  private stopping?: Stopping
+  private stopped?: Promise<void>
+  /** After a stop: whether its first signal reached a live process of the task (else it had ended by itself). */
+  private signalled?: boolean
+  /** When the stop began: whether the leader caught or ignored its signal (else that signal would have ended it). */
+  private leaderHandles?: boolean
+  private timeoutTimer?: LongTimeout
+  /** The spawner has reported the leader's exit. */
+  private exitKnown = false
+  /** A watch for an exit its keeper does not report has begun (answerUnreportedExit). */
+  private answering = false
+
+  constructor(
+    private readonly context: TaskRunContext,
+    readonly id: string,
+    /** Null for a task an earlier daemon started; let go of once launched (nothing of it stays reachable while the task runs). */
+    private needs: LaunchNeeds | null,
+  ) {}
+
+  /** Whether the task's process is tracked: a kill stops it, output checks look at it. */
+  get running(): boolean {
+    return this.tracked !== null
+  }
+
+  /** A queued task cancelled or failed before its launch began: it never starts. */
+  dropLaunch(): void {
+    this.needs = null
+  }
+
+  // ---------------------------------------------------------------- launch
+
+  /**
+   * From its slot to its end: launch, track, watch; resolves (the slot frees) when no process of it
+   * is left. While the task runs, what waits for it is one promise reaction on its exit.
+   */
+  async run(): Promise<void> {
+    const launched = await this.launch()
+    if (!launched) return this.context.forget(this)
+    const { current, outcome, settle } = launched
+    const { store, log, capabilities } = this.context
+    this.track(current, outcome.pid, outcome.exited, { cgroups: outcome.plan.cgroups, release: outcome.plan.release }, outcome.keeper)
+    // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
+    // the record is written while the task runs: neither the task nor its slot waits for it.
+    const { ranAs } = outcome.plan
+    store.transition(this.id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.context.bootId, ranAs)).catch((error: unknown) => log.error({ taskId: this.id, err: error }, 'writing the running record failed'))
+    settle()
+    this.armTimeout(current.timeoutMs, Date.now())
+    log.info({ taskId: this.id, pid: outcome.pid, uid: ranAs.uid }, 'task started')
+    // A daemon-wide fallback is said once, at start; this one is this task's alone.
+    if (ranAs.fallback && ranAs.fallback !== capabilities.identity.fallback) log.warn({ taskId: this.id, fallback: ranAs.fallback }, 'task runs as uid 0 (without capabilities), not on its own identity')
+    return this.watch()
+  }
+
+  /**
+   * Starts the queued task's process. Answers null when there is nothing to watch: the task failed
+   * to start (recorded here), or was killed or the daemon stopped meanwhile (recorded by them; its
+   * tree is killed here). Otherwise `settle()` must be called once the task is tracked.
+   */
+  private async launch(): Promise<{ current: Task; outcome: Extract<LaunchOutcome, { started: true }>; settle: () => void } | null> {
+    const { config, store, log, outputs } = this.context
+    const task = store.findCurrent(this.id)
+    if (!task || task.state !== 'queued') return null
+    const needs = this.needs
+    this.needs = null
+    if (!needs) return this.fail('the task was accepted by an earlier daemon and never started')
+    // Admitted while the daemon began to stop (after its pass over the queued tasks): it never
+    // starts, or it would run on with nobody to stop it.
+    if (!this.context.daemon.accepting) return this.fail('daemon stopped before the task started', 'daemon-stop')
+    // Checked again on what is protected now: it may have waited long enough for a home to appear in its cwd.
+    const view = task.sandbox === 'off' ? null : this.context.protectedView()
+    const protectedNow = view && protectedSinceAdmission(task.sandbox, needs.paths, view.places)
+    if (protectedNow) {
+      log.info({ taskId: this.id, reason: protectedNow }, 'task failed to start')
+      return this.fail(protectedNow)
+    }
+    let launchSettled!: () => void
+    this.launching = new Promise<void>((resolve) => (launchSettled = resolve))
+    const settle = () => {
+      this.launching = null
+      launchSettled()
+    }
+    const outputFile = outputPath(config.layout.spool, this.id)
+    // Held before the task can touch it: the file its keeper will open.
+    await outputs.hold(this.id, outputFile).catch((error: unknown) => log.warn({ taskId: this.id, err: error }, 'output.log cannot be held open: it is read by its path'))
+    this.endsWithDaemon = needs.endsWithDaemon
+    // Whatever goes wrong on the way to a process is this task's failure, never the daemon's.
+    const { spawner, capabilities, networks } = this.context
+    const launchRequest = { task, outputFile, exitFile: exitPath(config.layout.spool, this.id), envAdditions: needs.env, paths: needs.paths, endsWithDaemon: needs.endsWithDaemon, masks: view?.masks ?? [], config, capabilities, spawner, networks }
+    const outcome = await launchTask(launchRequest).catch((error: unknown): LaunchOutcome => {
+      log.error({ taskId: this.id, err: error }, 'launching the task failed')
+      return { started: false, reason: `could not start the task: ${(error as Error).message}` }
+    })
+    const current = store.current(this.id)
+    if (current.state !== 'queued') {
+      if (outcome.started) {
+        await killTreeNow(log, { taskId: this.id, marker: taskMarker(current), pid: outcome.pid, leaderExited: leaderGone(outcome.pid, outcome.exited) })
+        await outcome.plan.release()
+      }
+      await outputs.release(this.id)
+      settle()
+      return null
+    }
+    if (!outcome.started) {
+      log.info({ taskId: this.id, reason: outcome.reason }, 'task failed to start')
+      await outputs.release(this.id)
+      settle()
+      return this.fail(outcome.reason)
+    }
+    return { current, outcome, settle }
+  }
+
+  /** Records the queued task failed to start (unless something else recorded it meanwhile). */
+  private async fail(reason: string, stoppedBy?: 'daemon-stop'): Promise<null> {
+    this.finishTask(await this.context.store.transition(this.id, (current) => (current.state === 'queued' ? markFailed(current, reason, new Date(), stoppedBy ?? null) : null)))
+    return null
+  }
+
+  // ----------------------------------------------------------------- track
+
+  /**
+   * Tracks the started task (or one an earlier daemon started, resume.ts): kills, stops and
+   * output checks find it from now on.
+   */
+  track(current: Task, pid: number, exited: Promise<SpawnExit>, resources: TaskResources, keeper: RunningTask['keeper']): void {
+    const { cgroups } = resources
+    this.tracked = {
+      pid,
+      exited,
+      resources,
+      // Read now, while the keeper (its parent, which reaps it) holds it: a daemon later frozen
+      // past its end could otherwise take a reused pid for it.
+      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
+      members: cgroups ? () => cgroups.members() : undefined,
+      wrapped: current.sandbox !== 'off',
+    }
+  }
+
+  /** The leader as read when the task was tracked (null: it had ended already; undefined: no keeper). */
+  get leader(): ProcessIdentity | null | undefined {
+    return this.tracked?.leader
+  }
+
+  /** Stops the task at its deadline (counted from when it started); one already past stops it now. */
+  armTimeout(timeoutMs: number | null, startedAtMs: number): void {
+    if (timeoutMs === null) return
+    const stop = () => this.stop({ state: 'timed_out', stoppedBy: 'timeout', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.context.config.killGraceMs })
+    this.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
+  }
+
+  /** The daemon leaves its tasks to the next one: no timeout of this one fires here any more. */
+  disarmTimeout(): void {
+    this.timeoutTimer?.clear()
+  }
+
+  /** Waits for the task's end, then records it; resolves when no process of it is left. Called right after track(). */
+  watch(): Promise<void> {
+    return this.tracked!.exited.then(
+      (exit) => {
+        this.exitKnown = true
+        return this.finish(exit)
+      },
+      (error: unknown) => this.finish(error instanceof Error ? error : new Error(String(error))),
+    )
+  }
+
+  /** Stops a task whose output has passed its cap. */
+  async checkOutput(): Promise<void> {
+    const { store, outputs, config } = this.context
+    const task = store.findCurrent(this.id)
+    if (!task) return
+    const held = outputs.held(this.id)
+    const footprint = await (held ? heldFootprint(held) : outputFootprint(outputPath(config.layout.spool, this.id))).catch(() => ({ size: task.outputBytes, allocatedBytes: 0 }))
+    store.patch(this.id, { outputBytes: Math.min(footprint.size, task.maxOutputBytes) })
+    const over = outputOverCap(footprint, task.maxOutputBytes)
+    if (over !== null && !this.stopping) this.stop({ state: 'killed', stoppedBy: 'output-cap', reason: over, signal: 'SIGTERM', graceMs: config.killGraceMs })
+  }
+
+  /** A leader that has ended (kernel fact: its process is gone) while its exit goes unreported: its keeper or helper is made to answer. */
+  checkLeader(): void {
+    const tracked = this.tracked
+    if (!tracked || this.exitKnown || this.answering || !tracked.keeper || tracked.leader === undefined) return
+    if (tracked.leader !== null && isAliveIdentity(tracked.leader)) return
+    this.answerExit(0)
+  }
+
+  // ------------------------------------------------------------------ stop
+
+  /** Stops the task: its tree gets `stopping.signal`, then KILL after the grace. A task that has ended by itself is recorded as it ended. */
+  stop(stopping: Stopping): void {
+    const tracked = this.tracked
+    if (!tracked || this.stopping) return
+    // It has already exited (reported, or a zombie not yet reaped): it ended by itself, and is
+    // recorded as it ended, not as stopped by tend.
+    const leaderRuns = tracked.leader === undefined ? isProcessRunning(tracked.pid) : tracked.leader !== null && isAliveIdentity(tracked.leader)
+    if (this.exitKnown || !leaderRuns) return
+    this.stopping = stopping
+    this.leaderHandles = handlesSignal(tracked.pid, stopping.signal)
+    this.timeoutTimer?.clear()
+    const { log, store } = this.context
+    log.info({ taskId: this.id, reason: stopping.reason }, 'task stopping')
+    this.stopped = killTree({
+      taskId: this.id,
+      marker: taskMarker(store.current(this.id)),
+      pid: tracked.pid,
+      ...(tracked.leader === undefined ? {} : { leader: tracked.leader }),
+      signal: stopping.signal,
+      graceMs: stopping.graceMs,
+      leaderExited: leaderGone(tracked.pid, tracked.exited),
+      members: tracked.members,
+      wrapped: tracked.wrapped,
+    }).then(
+      (result) => {
+        this.signalled = result.signalled
+      },
+      (error: unknown) => log.error({ taskId: this.id, err: error }, 'task tree did not die'),
+    )
+    // The kill waits for the exit its keeper reports: a keeper or helper that does not answer is made to.
+    this.answerExit(stopping.graceMs)
+  }
+
+  /** Watches for an exit that a stopped keeper or helper does not report (once per task). */
+  private answerExit(graceMs: number): void {
+    const tracked = this.tracked
+    if (!tracked || this.answering) return
+    this.answering = true
+    const { spawner, log } = this.context
+    void answerUnreportedExit({
+      exited: tracked.exited,
+      keeper: tracked.keeper,
+      graceMs,
+      prodHelper: () => spawner.prod?.(),
+      onContinued: (keeper) => log.warn({ taskId: this.id, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
+    })
+  }
+
+  // ---------------------------------------------------------------- finish
+
+  /** The task's leader has exited, or its spawner lost it (an Error): its end is recorded. */
+  private async finish(exit: SpawnExit | Error): Promise<void> {
+    const { store, log, outputs } = this.context
+    let saved: Promise<Task>
+    try {
+      const outcome = this.outcomeOf(exit)
+      if (outcome.kind === 'kept') {
+        void outputs.release(this.id)
+        this.finished.resolve(store.get(this.id))
+        return
+      }
+      this.timeoutTimer?.clear()
+      saved = outcome.kind === 'spawner-lost' ? this.recordSpawnerLost(outcome.error) : (await this.recordExit(outcome.exit)).saved
+    } catch (error) {
+      saved = Promise.reject(error)
+    }
+    // No process of the task is left: its slot frees now, and its final record lands on its own.
+    void saved.then(
+      (ended) => {
+        log.info({ taskId: this.id, state: ended.state, exitCode: ended.exitCode, signal: ended.signal }, 'task ended')
+        this.letGo()
+        this.finishTask(ended)
+        this.finished.resolve(ended)
+      },
+      (error: unknown) => {
+        this.letGo()
+        log.error({ taskId: this.id, err: error }, 'task supervision failed')
+        this.finished.reject(error)
+      },
+    )
+  }
+
+  /**
+   * How the run ended. A spawner whose helper dies attaches to the task's keeper again by itself;
+   * when it gives up (or is closed because the daemon leaves its tasks running), the keeper may
+   * still have recorded the exit.
+   */
+  private outcomeOf(exit: SpawnExit | Error): Outcome {
+    if (!(exit instanceof Error)) return { kind: 'exited', exit }
+    if (this.context.daemon.keepingTasks) return { kind: 'kept' }
+    const { store, config } = this.context
+    const task = store.current(this.id)
+    const recorded = task.state === 'running' && task.keeper ? readTaskExitFile(config.layout.spool, this.id) : null
+    return recorded && recorded.pid === this.tracked!.pid ? { kind: 'exited', exit: exitOf(recorded) } : { kind: 'spawner-lost', error: exit }
+  }
+
+  /**
+   * The leader has exited: whatever it left behind goes, its limits are read and its output size
+   * settled. Answers the final record's save (not awaited: the slot frees first), which lands
+   * after the task's cgroups are removed.
+   */
+  private async recordExit(exit: SpawnExit): Promise<{ saved: Promise<Task> }> {
+    const { store, config } = this.context
+    const { pid, resources } = this.tracked!
+    const current = store.current(this.id)
+    // Background jobs, setsid escapees: a stop has waited for them already. In a sandbox the pid
+    // namespace is emptied by the kernel.
+    if (this.stopped) await this.stopped
+    else if (current.sandbox === 'off') await killRemains(current, resources.cgroups, pid)
+    // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
+    if (exit.unknown) return { saved: this.recordLost(KEEPER_GONE_UNRECORDED, exit.outputLostBytes) }
+    if (exit.lifelineBroke || exit.leaseRanOut) return { saved: this.recordLost(keeperEndedReason(exit, this.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE), exit.outputLostBytes) }
+    const limits = (await resources.cgroups?.limitsHit()) ?? { memory: null, pids: null }
+    // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
+    if (current.state === 'running' && current.keeper) await keeperWritten({ spoolRoot: config.layout.spool, id: this.id, pid, keeper: current.keeper, exitFile: exitPath(config.layout.spool, this.id), spawner: this.context.spawner })
+    // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
+    // slot need not, the final record does (no group outlives it).
+    const released = resources.release()
+    const ending = decideEnding({ stopping: this.stopping, wrapped: this.tracked!.wrapped, signalled: this.signalled, leaderHandles: this.leaderHandles }, exit, limits)
+    await this.context.beforeEnding(this.id)
+    const outputBytes = await this.settleOutput()
+    return { saved: released.then(() => this.recordEnd({ ending }, outputBytes, exit.outputLostBytes)) }
+  }
+
+  /** The spawner watching the task died, and the task's exit status with it: the task is stopped and recorded lost. */
+  private async recordSpawnerLost(error: Error): Promise<Task> {
+    const { log, store } = this.context
+    const { pid, leader, exited, members } = this.tracked!
+    log.error({ taskId: this.id, err: error }, 'the spawner died while the task ran; stopping it')
+    await killTreeNow(log, { taskId: this.id, marker: taskMarker(store.current(this.id)), pid, ...(leader === undefined ? {} : { leader }), leaderExited: leaderGone(pid, exited), members })
+    if (this.stopped) await this.stopped
+    return this.recordLost(`tend's process spawner died while the task ran (${error.message}); the task was stopped`)
+  }
+
+  /** Release, settle, mark lost: nobody knows how the task ended. */
+  private async recordLost(reason: string, outputLostBytes?: number): Promise<Task> {
+    await this.tracked!.resources.release()
+    await this.context.beforeEnding(this.id)
+    const outputBytes = await this.settleOutput()
+    return this.recordEnd({ lost: reason }, outputBytes, outputLostBytes)
+  }
+
+  private recordEnd(end: RecordedEnd, outputBytes: number, outputLostBytes: number | undefined): Promise<Task> {
+    return this.context.store.transition(this.id, (task) => endedRecord(task, end, outputBytes, new Date(), outputLostBytes))
+  }
+
+  /** The final output size, cut back to the cap. */
+  private settleOutput(): Promise<number> {
+    const { store, outputs, config, log } = this.context
+    const task = store.current(this.id)
+    return settleOutput({ taskId: this.id, file: outputPath(config.layout.spool, this.id), held: outputs.held(this.id), maxOutputBytes: task.maxOutputBytes }, log)
+  }
+
+  /** The run is over: the registry and the held output let go of it. */
+  private letGo(): void {
+    this.context.forget(this)
+    void this.context.outputs.release(this.id)
+  }
+
+  /** Readers waiting on a finished task's output are woken: there is no more. */
+  private finishTask(task: Task): void {
+    if (isFinished(task)) this.context.outputWatch.wakeAll(task.id)
+  }
+}
