@@ -4,7 +4,7 @@ import { DNS_STUB_ADDRESS, proxyEnvironment } from '../network/task-environment.
 import type { NamespaceRef } from '../network/owner-network.js'
 import type { RanAs, Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
-import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
+import { descriptorLayout, SETUP_DONE, type SpawnRequest } from '../spawn/spawner.js'
 import { TASK_ID_VARIABLE, TASK_RUN_VARIABLE } from '../spawn/run-name.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
@@ -43,6 +43,11 @@ export interface PlanRequest {
    * Default: false.
    */
   hideByDescriptor?: boolean
+  /**
+   * Whether the spawner waits for bubblewrap's setup (SpawnRequest.reportsSetup): a shell in the
+   * sandbox then says it is done, right before it execs the command. Default: false.
+   */
+  reportsSetup?: boolean
   config: Readonly<DaemonConfig>
   capabilities: SandboxCapabilities
   /** Its owner's ids, when sandboxed tasks run on their own identity (task-identity.ts, ownerIdsOf). */
@@ -126,7 +131,8 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const firstPinnedFd = seccompFd + 1 + (bound ? 2 : 0) + (resolver ? 1 : 0)
   // Each mask's owner may remove it, or put a link in its place, as the task starts: mounted by the
   // spawner, through a descriptor opened without following links, such a mask is skipped; mounted
-  // by bubblewrap, by path, it would fail the task (or land where the link leads).
+  // by bubblewrap, by path, it fails bubblewrap's setup (the task is planned again where the
+  // spawner reportsSetup: launch.ts) or lands where the link leads.
   const masks = masksFor(request.masks, runAs.user, idmapped)
   const hidden = request.hideByDescriptor ? masks : []
   const bwrap = capabilities.bwrap!.path
@@ -147,15 +153,24 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
       ...(resolverFd !== undefined ? { resolverFd } : {}),
     }),
     '--',
+    ...(request.reportsSetup ? SAYS_SET_UP : []),
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(request.netns ? { netns: request.netns } : {}), ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}), ...(coveredFiles.length > 0 ? { coveredFiles } : {}) },
+    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(request.reportsSetup ? { reportsSetup: true } : {}), ...(request.netns ? { netns: request.netns } : {}), ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}), ...(coveredFiles.length > 0 ? { coveredFiles } : {}) },
     cgroups,
     ranAs,
     release,
   }
 }
+
+/**
+ * Run by bubblewrap in the sandbox, once every mount is made, in place of the command, which it
+ * execs with its error output back on the output file: the spawner knows then that the sandbox is
+ * set up. A mask that failed by path (its place went, or changed kind, after the plan) ends
+ * bubblewrap before: the task is planned again on what is there then (launch.ts).
+ */
+const SAYS_SET_UP = ['/bin/sh', '-c', `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`, 'tend-task']
 
 /** The groups a task gets, and their limits as recorded on it (strict's defaults for an older record without them). */
 function groupsFor(task: Task, config: Readonly<DaemonConfig>): GroupRequest {

@@ -36,6 +36,8 @@ const MAX_REATTACH = 3
  */
 export class NativeSpawner implements Spawner {
   readonly kind = 'native'
+  /** Its keeper reports the exec of bubblewrap, not the end of its setup: the daemon has no setup to wait for (see SpawnRequest.reportsSetup). */
+  readonly reportsSetup = false
   private helper: Helper | null = null
   private hiding = false
   private closed = false
@@ -95,6 +97,7 @@ export class NativeSpawner implements Spawner {
 
   spawn(request: SpawnRequest): Promise<SpawnOutcome> {
     if (this.closed) return Promise.resolve(spawnerFailure('the native spawner is closed'))
+    if (request.reportsSetup) return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: 'reportsSetup: the native spawner does not wait for a setup report' })
     const id = this.nextId++
     const encoded = encodeSpawn(id, request)
     if (typeof encoded === 'string') return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: encoded })

@@ -16,6 +16,7 @@ import {
   type SpawnRequest,
   type Spawner,
   HIDDEN_UNSUPPORTED,
+  SETUP_DONE,
   IDMAP_UNSUPPORTED,
   LIFELINE_UNSUPPORTED,
   STDIN_PIPE_UNSUPPORTED,
@@ -57,7 +58,10 @@ type Failure = Extract<SpawnOutcome, { started: false }>
  * What only a child that is still root, or a system call, can do is left out: no idmapped folders
  * (a request with them fails at stage idmap; the daemon plans its tasks without), no places hidden
  * by descriptor (stage hidden; the daemon has bubblewrap mount its masks by path), and the task
- * keeps the daemon's session keyring (KEYRING_UNSUPPORTED: `tend status` says so).
+ * keeps the daemon's session keyring (KEYRING_UNSUPPORTED: `tend status` says so). A mask by path
+ * fails bubblewrap when its place goes or changes kind as the task starts: with reportsSetup the
+ * task counts as started only once bubblewrap is set up, so that such a failure is told apart
+ * from the task's own, and the daemon plans again.
  *
  * No keeper: the task is the daemon's child and its exit is known only to the daemon (`keeper: null`,
  * exitFile ignored, attach answers ENOTSUP); a daemon that dies loses it, and the next one records
@@ -70,6 +74,7 @@ type Failure = Extract<SpawnOutcome, { started: false }>
 export class NodeSpawner implements Spawner {
   readonly kind = 'node'
   readonly hidesPaths = false
+  readonly reportsSetup = true
 
   async spawn(request: SpawnRequest): Promise<SpawnOutcome> {
     const problem = spawnRequestProblem(request)
@@ -116,6 +121,14 @@ export class NodeSpawner implements Spawner {
       // leaves it no write lease to take (every read would wait out its break).
       descriptors.splice(descriptors.indexOf(opened.outputReader), 1)
       void exited.finally(() => closeSync(opened.outputReader))
+      if (request.reportsSetup) {
+        const report = await readSetupReport(subprocess.stderr)
+        if (report.setUp) return { started: true, pid, keeper: null, exited }
+        // The prelude or the program ended without the task's command: nothing of it is left once exited settles.
+        const exit = await exited
+        if (isPreludeFailure(report.said)) return preludeFailure(report.said, request)
+        return { started: false, stage: 'setup', code: 'EIO', message: `${request.file} ended before the task's command ran (${exit.signal ?? `exit code ${exit.exitCode}`})${report.said ? `: ${report.said}` : ''}` }
+      }
       const said = await readToEnd(subprocess.stdout)
       if (said) {
         // The prelude exits right after saying why: nothing of it is left once exited settles.
@@ -138,8 +151,9 @@ export class NodeSpawner implements Spawner {
 
 /**
  * fd 0 ignored (/dev/null), fd 1 the prelude's report pipe (the output file once it execs), fd 2
- * the output file, then the layout: extra files, data (written by execa and ended), pinned folders;
- * after them each cgroup's `tasks` file (cgroupFds: their numbers in the child), which the prelude
+ * the output file (the other way round when the program reportsSetup: fd 2 is then the report
+ * pipe, and the program's own error output, up to the exec of the task's command), then the
+ * layout: extra files, data (written by execa and ended), pinned folders; after them each cgroup's `tasks` file (cgroupFds: their numbers in the child), which the prelude
  * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
  * after the spawn.
  */
@@ -150,13 +164,15 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     return fd
   }
   const layout = descriptorLayout(request)
-  const stdio: StdioEntry[] = ['ignore', 'pipe']
+  const [output, report] = request.reportsSetup ? [1, 2] : [2, 1]
+  const stdio: StdioEntry[] = ['ignore']
+  stdio[report] = 'pipe'
   let outputReader: number
   try {
     // Never through a link, never waiting on a FIFO, a regular file only (the native spawner's regular.c).
-    stdio[2] = open(request.outputFile, OUTPUT_FLAGS)
+    stdio[output] = open(request.outputFile, OUTPUT_FLAGS)
     outputReader = open(request.outputFile, OUTPUT_READER_FLAGS)
-    if (!fstatSync(stdio[2] as number).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENXIO' })
+    if (!fstatSync(stdio[output] as number).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENXIO' })
   } catch (error) {
     const code = errorCode(error)
     const message = code === 'ENXIO' ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)` : `could not open the output file ${request.outputFile}: ${code}`
@@ -285,20 +301,23 @@ function netnsFailure(path: string, code: string): string {
 /** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through nsenter into its network, setpriv for another user). */
 function prelude(request: SpawnRequest, cgroupFds: number[], netns: NamespaceFds | null): string {
   const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
+  // Failures are said on the report pipe: fd 1, or fd 2 where the program reports its setup.
+  const say = request.reportsSetup ? ' >&2' : ''
   const steps = [`ulimit -c 0; ulimit -n ${request.limits.openFiles}; ulimit -f ${fileSizeBlocks}`]
   // Each `tasks` file is closed once written: the task never holds it.
-  for (const [index, fd] of cgroupFds.entries()) steps.push(`{ echo $$ >&${fd}; } 2>/dev/null || { echo cgroup EIO ${index}; exit 125; }; exec ${fd}>&-`)
+  for (const [index, fd] of cgroupFds.entries()) steps.push(`{ echo $$ >&${fd}; } 2>/dev/null || { echo cgroup EIO ${index}${say}; exit 125; }; exec ${fd}>&-`)
   if (request.cwdIdentity) {
     const { dev, ino } = request.cwdIdentity
-    steps.push(`[ "$(${shellQuote(STAT!)} -c %d:%i .)" = ${dev}:${ino} ] || { echo chdir ESTALE; exit 125; }`)
+    steps.push(`[ "$(${shellQuote(STAT!)} -c %d:%i .)" = ${dev}:${ino} ] || { echo chdir ESTALE${say}; exit 125; }`)
   }
   const { user } = request
   const drop = user ? `${shellQuote(SETPRIV!)} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- ` : ''
   // The user namespace first (it owns the network's); the daemon's ids are kept there, which map to themselves.
   const enterUser = netns?.user != null ? `--user=/proc/self/fd/${netns.user} --preserve-credentials ` : ''
   const enter = netns ? `${shellQuote(NSENTER!)} ${enterUser}--net=/proc/self/fd/${netns.net} -- ` : ''
-  // `1>&2`: stdout joins stderr on the output file, which ends the report pipe.
-  steps.push(`exec ${enter}${drop}"$@" 1>&2`)
+  // `1>&2`: stdout joins stderr on the output file, which ends the report pipe. A program that
+  // reportsSetup keeps the pipe, as fd 2, until it execs the task's command.
+  steps.push(`exec ${enter}${drop}"$@"${request.reportsSetup ? '' : ' 1>&2'}`)
   return steps.join('; ')
 }
 
@@ -322,6 +341,40 @@ async function readToEnd(stream: Readable | null): Promise<string> {
     // A broken pipe ends the report like EOF: whatever came before it still counts.
   }
   return said.trim()
+}
+
+/**
+ * What a program that reportsSetup said on the report pipe: setUp once SETUP_DONE came (the rest
+ * of the pipe is drained, unread, until the program's end: its error output), else all it said up
+ * to its end.
+ */
+async function readSetupReport(stream: Readable | null): Promise<{ setUp: boolean; said: string }> {
+  if (!stream) return { setUp: false, said: '' }
+  let said = ''
+  stream.setEncoding('utf8')
+  const done = `${SETUP_DONE}\n`
+  const setUp = await new Promise<boolean>((resolve) => {
+    const onData = (chunk: string) => {
+      // Only bubblewrap and the prelude write here before it: a few lines. More is kept only to its last lines.
+      said = (said + chunk).slice(-REPORT_KEPT)
+      if (!said.includes(done)) return
+      stream.off('data', onData)
+      resolve(true)
+    }
+    stream.on('data', onData)
+    stream.once('end', () => resolve(false))
+    // A broken pipe ends the report like EOF: whatever came before it still counts.
+    stream.once('error', () => resolve(false))
+  })
+  if (setUp) stream.resume()
+  return { setUp, said: said.trim() }
+}
+
+const REPORT_KEPT = 8192
+
+/** Whether the prelude said why it stopped (a step of its own failed), rather than the program. */
+function isPreludeFailure(said: string): boolean {
+  return /^(cgroup|chdir) [A-Z]+( \d+)?$/.test(said)
 }
 
 function preludeFailure(said: string, request: SpawnRequest): Failure {

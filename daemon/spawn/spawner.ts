@@ -121,6 +121,15 @@ export interface SpawnRequest {
    */
   netns?: FileIdentity & { path: string; userns?: FileIdentity & { path: string } }
   /**
+   * The program says when its own setup is done, before it execs the task's command (bubblewrap,
+   * through a shell in the sandbox: plan.ts): it gets the output file as fd 1 and, as fd 2, a pipe
+   * to the spawner, on which it writes SETUP_DONE once set up, then points fd 2 at fd 1 as it execs
+   * the command. Until then nothing of the task has run: what it writes there instead, and its end
+   * without SETUP_DONE, is a failure at stage `setup` (the output file untouched), which the daemon
+   * may plan again and retry. Only where Spawner.reportsSetup (the node spawner). Default: false.
+   */
+  reportsSetup?: boolean
+  /**
    * Run the child as this user, with no supplementary groups (and so, from root, no capabilities):
    * dropped after every descriptor is open and every cgroup joined, right before the exec; a
    * failure is stage `user`. Default: the daemon's own user.
@@ -349,8 +358,8 @@ export type SpawnOutcome =
   | { started: true; pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit> }
   /**
    * Nothing is left running. `stage` says which step failed: request, output, stdin, tty, lifeline,
-   * extra, data, pinned, idmap, hidden, cgroup, limits, setsid, chdir, user, keyring, exec, fork,
-   * spawner.
+   * extra, data, pinned, idmap, hidden, cgroup, limits, setsid, chdir, user, keyring, exec, setup,
+   * fork, spawner.
    */
   | { started: false; stage: string; code: string; message: string }
 
@@ -361,6 +370,8 @@ export interface Spawner {
    * namespace, can mount over them (the native spawner of a root daemon, once proved: NativeSpawner.checkHiding).
    */
   readonly hidesPaths: boolean
+  /** Whether spawn() takes reportsSetup: the program's setup is then waited for, and its failure told apart from the task's (the node spawner). */
+  readonly reportsSetup: boolean
   /** Starts the child in a new session (its own process group). Never throws for a child that fails to start. */
   spawn(request: SpawnRequest): Promise<SpawnOutcome>
   /**
@@ -373,6 +384,9 @@ export interface Spawner {
   /** Checks that a helper between the daemon and the keepers still answers, and replaces one that does not (absent: there is none). */
   prod?(): void
 }
+
+/** The line a program that reportsSetup writes once set up, right before it execs the task's command. */
+export const SETUP_DONE = 'tend: set up'
 
 /** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */
 export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'

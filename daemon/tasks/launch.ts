@@ -4,7 +4,7 @@ import type { Task } from '../../protocol/index.js'
 import { checkCwd } from '../spawn/cwd-check.js'
 import { findOnPath, planLaunch, type LaunchPlan, type PlanRequest } from '../sandbox/index.js'
 import { ownerIdsOf } from '../sandbox/task-identity.js'
-import type { SpawnExit, Spawner } from '../spawn/spawner.js'
+import type { SpawnExit, SpawnOutcome, Spawner } from '../spawn/spawner.js'
 import type { NetworkLease, OwnerNetworks } from '../network/owner-networks.js'
 import { taskAllowList } from '../network/allowlist.js'
 import { killRemains } from './finish.js'
@@ -13,7 +13,7 @@ import { killRemains } from './finish.js'
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
  * endsWithDaemon: the task ends with the daemon (see SpawnRequest), default false.
  */
-export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor' | 'netns'> & { spawner: Spawner; endsWithDaemon?: boolean; networks: OwnerNetworks | null }
+export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor' | 'reportsSetup' | 'netns'> & { spawner: Spawner; endsWithDaemon?: boolean; networks: OwnerNetworks | null }
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -51,15 +51,15 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
       return { started: false, reason: (error as Error).message }
     }
   }
-  let planned_: LaunchPlan
+  let launched: { planned: LaunchPlan; outcome: SpawnOutcome }
   try {
-    planned_ = await planLaunch({ ...rest, programPath: program.path, ownIds: owned, hideByDescriptor: spawner.hidesPaths, netns: lease?.network.namespace ?? null })
+    launched = await planAndSpawn(spawner, endsWithDaemon, { ...rest, programPath: program.path, ownIds: owned, hideByDescriptor: spawner.hidesPaths, reportsSetup: spawner.reportsSetup, netns: lease?.network.namespace ?? null })
   } catch (error) {
     lease?.release()
     throw error
   }
-  const plan: LaunchPlan = lease ? { ...planned_, release: () => planned_.release().finally(() => lease.release()) } : planned_
-  const outcome = await spawner.spawn(endsWithDaemon ? { ...plan.request, endsWithDaemon } : plan.request)
+  const { outcome } = launched
+  const plan: LaunchPlan = lease ? { ...launched.planned, release: () => launched.planned.release().finally(() => lease.release()) } : launched.planned
   if (!outcome.started && outcome.stage === 'idmap') {
     await plan.release()
     const advice = outcome.code === 'EINVAL' ? ': unmount what is mounted inside that folder, or give the task a folder on a file system that supports idmapped mounts' : ''
@@ -77,6 +77,24 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
 }
 
 const NOT_UID_0 = 'the task was not run on uid 0 instead'
+
+/**
+ * Plans the task and has the spawner start it. A sandbox that bubblewrap could not set up (stage
+ * `setup`) ran nothing of the task: most likely a place it was to mask by path went, or changed
+ * kind, after the plan was made. Planned again, each mask follows what is there now (none for a
+ * place that is gone, the right one for a place replaced).
+ */
+async function planAndSpawn(spawner: Spawner, endsWithDaemon: boolean | undefined, request: PlanRequest): Promise<{ planned: LaunchPlan; outcome: SpawnOutcome }> {
+  for (let attempt = 1; ; attempt++) {
+    const planned = await planLaunch(request)
+    const outcome = await spawner.spawn(endsWithDaemon ? { ...planned.request, endsWithDaemon } : planned.request)
+    if (outcome.started || outcome.stage !== 'setup' || attempt === SETUP_ATTEMPTS) return { planned, outcome }
+    await planned.release()
+  }
+}
+
+/** How many plans a task's sandbox setup gets: a place that changes on every one is its owner's doing. */
+const SETUP_ATTEMPTS = 3
 
 /** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
 async function resolveProgram(task: Task, searchPath: string | undefined): Promise<{ path: string } | { problem: string }> {

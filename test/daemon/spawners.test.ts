@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { NativeSpawner } from '../../daemon/spawn/native-spawner.js'
 import { NodeSpawner } from '../../daemon/spawn/node-spawner.js'
-import { descriptorLayout } from '../../daemon/spawn/spawner.js'
+import { descriptorLayout, SETUP_DONE } from '../../daemon/spawn/spawner.js'
 import { readExitFile } from '../../daemon/spawn/exit-file.js'
 import type { CgroupJoin, PinnedDir, SpawnExit, SpawnRequest, Spawner } from '../../daemon/spawn/spawner.js'
 import { FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -189,6 +189,20 @@ describe.each([
     const info = statSync(path, { bigint: true })
     return { path, dev: String(info.dev), ino: String(info.ino) }
   }
+
+  test(kind === 'node' ? 'a program that reports its setup has started the task once it says so; one that ends first fails at stage setup, with what it said, the output file untouched' : 'a request whose program reports its setup is refused (a keeper reports the exec of the program, not its setup)', async () => {
+    if (kind === 'native') {
+      expect(await spawner.spawn(shell('true', { reportsSetup: true }))).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
+      return
+    }
+    const failed = shell('echo could not mount >&2; exit 1', { reportsSetup: true })
+    expect(await spawner.spawn(failed)).toEqual({ started: false, stage: 'setup', code: 'EIO', message: "/bin/sh ended before the task's command ran (exit code 1): could not mount" })
+    expect(readFileSync(failed.outputFile, 'utf8')).toBe('')
+    const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
+    const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo out; echo err >&2'], reportsSetup: true }))
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    expect(result.output.toString()).toBe('out\nerr\n')
+  })
 
   test('an in-memory file of 200 KiB is read back byte for byte from its descriptor, after the extra files', async () => {
     const dir = freshDir()
