@@ -19,11 +19,11 @@ export interface StartOptions {
   idempotencyKey?: string
   /** The request acts for an owner (an agent), not the operator: it may not widen the task's network (allowNet). Default: false. */
   actingForOwner?: boolean
-  /** The id the task has everywhere (a cluster task), checked. Default: a new one. */
+  /** The id the task has wherever it runs (one given by whoever started it elsewhere, e.g. a queued job), checked. Default: a new one. */
   id?: string
   /**
    * The task ends when this daemon ends, however it ends (SIGKILL included), instead of running on
-   * for the next daemon: for a task that may be run again elsewhere (a cluster retry), which must
+   * for the next daemon: for a task that may be run again elsewhere (a retried job), which must
    * never run twice at once. A later daemon records it lost; a restart stops it first. Needs the
    * native spawner (under the node one the task fails, saying why). Default: false.
    */

@@ -8,7 +8,7 @@ export type Stopping =
   | { state: 'killed'; stoppedBy: Exclude<StoppedBy, 'timeout' | 'outside-signal' | 'memory-limit'>; reason: string; signal: NodeJS.Signals | number; graceMs: number }
   | { state: 'timed_out'; stoppedBy: 'timeout'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
 
-/** A stop asked for through the API (or by the cluster worker), as Supervisor.kill takes it. */
+/** A stop asked for through the API (or by whoever started the task, e.g. a queue worker), as Supervisor.kill takes it. */
 export interface KillRequest {
   signal?: NodeJS.Signals | number
   graceMs?: number
@@ -79,7 +79,7 @@ export function signalName(signal: NodeJS.Signals | number): string {
 export const DAEMON_ENDED_LIFELINE = 'its daemon ended, and the task with it (it was started to end with its daemon)'
 /** ... as its own daemon finds it, when its spawner's helper died (it takes such tasks along). */
 export const SPAWNER_ENDED_LIFELINE = "tend's process spawner ended, and the task with it (it was started to end with its daemon)"
-/** A task with a lease (a cluster task that may be retried) whose daemon did not renew it in time. */
+/** A task with a lease (one that may be retried elsewhere) whose daemon did not renew it in time. */
 export const LEASE_RAN_OUT = 'its lease ran out before its daemon renewed it (the daemon was frozen, or could not confirm its lock on the cluster job): its keeper killed it, so that it never runs beside a retry'
 /** Why a restart (stop with keepTasks) stops such a task instead of handing it over. */
 export const RESTART_STOPS_LIFELINE = 'daemon stopped to hand its tasks to the next one, which this task cannot go to (it was started to end with its daemon)'
