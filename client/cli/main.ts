@@ -48,7 +48,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
 
 /**
  * The program, with every command; given the arguments, with only the command they name when
- * they name one (its own help, flags and errors are the same): building all fifteen is a few
+ * they name one (its own help, flags and errors are the same): building all of them is a few
  * milliseconds of each call. Anything else (no command, an unknown one, a top-level flag) gets
  * them all, for the listing and the suggestions.
  */

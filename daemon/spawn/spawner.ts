@@ -34,7 +34,7 @@ export interface SpawnRequest {
    * End the task when the daemon ends, however it ends (SIGKILL included), within milliseconds,
    * instead of leaving it to its keeper for the next daemon: its keeper watches the spawner's helper
    * (which dies with the daemon) and, once it is gone, SIGKILLs the task with everything it started
-   * and writes `lifelineBroke` into the exit file. For tasks that must never run on unwatched (one
+   * and records `"endedBy":"lifeline"` in the exit file (PROTOCOL.md). For tasks that must never run on unwatched (one
    * that may be run again elsewhere, under a fence: keeper-lease.ts). Native spawner only (the node spawner refuses it at stage
    * `lifeline`). Default: false.
    */

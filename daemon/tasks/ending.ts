@@ -1,5 +1,4 @@
-import { constants } from 'node:os'
-import type { StoppedBy } from '../../protocol/index.js'
+import { signalLabel, type StoppedBy } from '../../protocol/index.js'
 import type { SpawnExit } from '../spawn/spawner.js'
 import type { Ending } from './transitions.js'
 
@@ -24,7 +23,7 @@ export interface KillRequest {
 /** The stop a kill request asks for; SIGTERM and the daemon's grace (`defaultGraceMs`) unless it says otherwise. */
 export function requestedStop(request: KillRequest, defaultGraceMs: number): Stopping {
   const signal = request.signal ?? 'SIGTERM'
-  return { state: 'killed', stoppedBy: request.stoppedBy ?? 'operator', reason: withNote(`killed by request (${signalName(signal)})`, request.note), signal, graceMs: request.graceMs ?? defaultGraceMs }
+  return { state: 'killed', stoppedBy: request.stoppedBy ?? 'operator', reason: withNote(`killed by request (${signalLabel(signal)})`, request.note), signal, graceMs: request.graceMs ?? defaultGraceMs }
 }
 
 export function withNote(reason: string, note: string | undefined): string {
@@ -51,7 +50,7 @@ export interface ExitFacts {
  */
 export function decideEnding(facts: ExitFacts, result: SpawnExit, limits: { memory: string | null; pids: string | null }): Ending {
   const exitCode = result.exitCode ?? null
-  const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (facts.stopping || limits.memory) ? signalName(exitCode - 128) : null)
+  const signal = result.signal ?? (exitCode !== null && exitCode > 128 && (facts.stopping || limits.memory) ? signalLabel(exitCode - 128) : null)
   const pidsNote = limits.pids ? `; ${limits.pids}` : ''
   // A stop that raced the task's own exit: nothing was left to signal, or the leader (which would
   // have died of the signal, not catching it) exited with a code of its own. It exited.
@@ -69,11 +68,6 @@ export function outsideSignal(signal: string, exitCode: number | null, note = ''
   return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend${note}`, stoppedBy: 'outside-signal' }
 }
 
-export function signalName(signal: NodeJS.Signals | number): string {
-  if (typeof signal === 'string') return signal
-  const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
-  return entry ? entry[0] : String(signal)
-}
 
 /** A task started to end with its daemon (endsWithDaemon), as a later daemon finds it. */
 export const DAEMON_ENDED_LIFELINE = 'its daemon ended, and the task with it (it was started to end with its daemon)'

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs'
-import { constants } from 'node:os'
+import { signalNumber } from '../../protocol/index.js'
 import { processState } from '../spawn/process-scan.js'
 
 /** Whether a process catches or ignores a signal (/proc/<pid>/status SigCgt, SigIgn); true when unknown. */
 export function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {
-  const number = typeof signal === 'number' ? signal : (constants.signals as Record<string, number>)[signal]
+  const number = typeof signal === 'number' ? signal : signalNumber(signal)
   if (!number) return true
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8')

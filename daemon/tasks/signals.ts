@@ -1,15 +1,13 @@
-import { constants } from 'node:os'
-import { TendError } from '../../protocol/index.js'
+import { isNamedSignal, signalNumber, TendError } from '../../protocol/index.js'
 
 /** `TERM`, `SIGTERM` and `15` all name SIGTERM; anything else is a 400. */
 export function normalizeSignal(signal: string | number | undefined): NodeJS.Signals | number | undefined {
   if (signal === undefined) return undefined
-  const signals = constants.signals as Record<string, number>
   if (typeof signal === 'number') {
-    if (Object.values(signals).includes(signal)) return signal
+    if (isNamedSignal(signal)) return signal
     throw new TendError('TEND_ERR_INVALID_SIGNAL', { signal })
   }
   const name = signal.startsWith('SIG') ? signal : `SIG${signal}`
-  if (name in signals) return name as NodeJS.Signals
+  if (signalNumber(name) !== undefined) return name as NodeJS.Signals
   throw new TendError('TEND_ERR_INVALID_SIGNAL', { signal })
 }

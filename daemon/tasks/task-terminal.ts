@@ -25,9 +25,9 @@ export async function resizeTerminal(store: TaskStore, spoolRoot: string, id: st
       // the caller may try again once it has; EPIPE: it is gone.
       if (error.code === 'EAGAIN' || error.code === 'EWOULDBLOCK') throw new TendError('TEND_ERR_TERMINAL_BUSY', { id, retryAfterSeconds: BUSY_RETRY_AFTER_S })
       if (error.code === 'EPIPE') throw new TendError('TEND_ERR_TASK_FINISHED', { id, state: 'its keeper is gone' })
-      throw new TendError('TEND_ERR_INTERNAL', { detail: `the resize pipe of task ${id} took no request: ${error.code ?? error.message}` }, { cause: error })
+      throw new TendError('TEND_ERR_PIPE_WRITE_FAILED', { what: 'resize pipe', id, detail: error.code ?? error.message }, { cause: error })
     })
-    if (bytesWritten !== line.length) throw new TendError('TEND_ERR_INTERNAL', { detail: `the resize pipe of task ${id} took ${bytesWritten} of ${line.length} bytes` })
+    if (bytesWritten !== line.length) throw new TendError('TEND_ERR_PIPE_WRITE_FAILED', { what: 'resize pipe', id, detail: `${bytesWritten} of ${line.length} bytes written` })
   } finally {
     await fifo.close()
   }
