@@ -2,7 +2,7 @@ import { constants } from 'node:fs'
 import { lstat, open, type FileHandle } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
+import { backoffMs, isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
 import { fileKind, INPUT_FIFO, INPUT_LOG, openRegularFileForWrite, spoolFolders, type OpenFolder } from '../../spool/index.js'
 import { isAliveIdentity } from '../spawn/process-scan.js'
 import type { TaskStore } from '../store/task-store.js'
@@ -114,18 +114,18 @@ export class TaskInput {
     let written = 0
     try {
       const deadline = Date.now() + INPUT_WAIT_MS
-      let pauseMs = RETRY_FIRST_MS
+      // Tries at a full pipe since it last took bytes: the pause doubles from the first.
+      let retry = 0
       while (written < data.length) {
         const chunk = await writeSome(task, pipe, data.subarray(written))
         if (chunk === 'gone') break
         if (chunk > 0) {
           written += chunk
-          pauseMs = RETRY_FIRST_MS
+          retry = 0
           continue
         }
         if (Date.now() >= deadline) break
-        await delay(Math.min(pauseMs, Math.max(1, deadline - Date.now())))
-        pauseMs = Math.min(pauseMs * 2, RETRY_MAX_MS)
+        await delay(Math.min(backoffMs(retry++, RETRY_FIRST_MS, RETRY_MAX_MS), Math.max(1, deadline - Date.now())))
       }
     } finally {
       await pipe.close()
