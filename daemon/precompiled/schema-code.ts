@@ -9,7 +9,7 @@ import type { Ajv, Options as AjvOptions, ValidateFunction } from 'ajv'
  * them at run time took ~40 ms for the settings at every start and 20–50 ms at each route's first
  * request, the first `tend status` of a cold start among them. A schema without code from the build
  * (a build older than the source) is compiled at run time, as before; only then is an ajv
- * instance made. test/daemon/precompiled-schemas.test.ts fails on a build that misses one.
+ * instance made. test/daemon/precompiled/precompiled-schemas.test.ts fails on a build that misses one.
  */
 
 const common = { allErrors: true, strict: false } as const

@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
-import { LEASE_FILE, monotonicNowMs, watchFence, writeLease, type FenceAnswer } from '../../daemon/spawn/keeper-lease.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { LEASE_FILE, monotonicNowMs, watchFence, writeLease, type FenceAnswer } from '../../../daemon/spawn/keeper-lease.js'
+import { waitFor } from '../../helpers/wait-for.js'
 
 const folder = mkdtempSync(join(tmpdir(), 'tend-keeper-lease-'))
 afterAll(() => rmSync(folder, { recursive: true, force: true }))

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
-import { isTendError } from '../../protocol/index.js'
-import { taskBase } from '../helpers/task-base.js'
-import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../daemon/tasks/transitions.js'
+import { isTendError } from '../../../protocol/index.js'
+import { taskBase } from '../../helpers/task-base.js'
+import { createQueuedTask, markCancelled, markEnded, markFailed, markLost, markStarted } from '../../../daemon/tasks/transitions.js'
 
 const base = taskBase()
 const at = new Date('2026-11-30T00:00:01.000Z')

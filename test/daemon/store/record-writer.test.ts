@@ -3,9 +3,9 @@ import { spawnSync } from 'node:child_process'
 import { closeSync, ftruncateSync, fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Task } from '../../protocol/index.js'
-import { RecordWriter } from '../../daemon/store/record-writer.js'
-import { FS_DURABLE_WRITER, loadDurableWriter } from '../../daemon/durable-write/durable-write.js'
+import type { Task } from '../../../protocol/index.js'
+import { RecordWriter } from '../../../daemon/store/record-writer.js'
+import { FS_DURABLE_WRITER, loadDurableWriter } from '../../../daemon/durable-write/durable-write.js'
 
 const CREATED_AT = '2026-01-01T00:00:00.000Z'
 

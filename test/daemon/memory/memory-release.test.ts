@@ -1,8 +1,8 @@
 import { expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { IdleMemoryRelease, loadMemoryRelease } from '../../daemon/memory/idle-release.js'
-import { ADDON_PATH } from '../../daemon/native/load-addon.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { IdleMemoryRelease, loadMemoryRelease } from '../../../daemon/memory/idle-release.js'
+import { ADDON_PATH } from '../../../daemon/native/load-addon.js'
+import { waitFor } from '../../helpers/wait-for.js'
 
 test("the memory-release addon is built and loads (the build needs a C compiler and Node's headers)", () => {
   const loaded = loadMemoryRelease()

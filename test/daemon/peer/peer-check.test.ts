@@ -4,11 +4,11 @@ import { request } from 'node:http'
 import { userInfo } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
-import { currentRegistryUser, homeRegistryDir, knownHomes } from '../../daemon/store/home-registry.js'
-import { createPeerCheck, decidePeer, loadPeerAddon, type OwnIdentity, type PeerInspection } from '../../daemon/peer/index.js'
-import { runCli } from '../helpers/cli.js'
-import { assertNothingLeft, createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { currentRegistryUser, homeRegistryDir, knownHomes } from '../../../daemon/store/home-registry.js'
+import { createPeerCheck, decidePeer, loadPeerAddon, type OwnIdentity, type PeerInspection } from '../../../daemon/peer/index.js'
+import { runCli } from '../../helpers/cli.js'
+import { assertNothingLeft, createTempHome, startTestDaemon, type TestDaemon } from '../../helpers/test-daemon.js'
+import { waitFor } from '../../helpers/wait-for.js'
 
 interface Answer {
   status: number

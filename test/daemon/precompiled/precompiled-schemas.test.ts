@@ -1,11 +1,11 @@
 import { describe, expect, test } from 'vitest'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { DaemonSettingsSchema } from '../../daemon/config.js'
-import { schemasTheDaemonCompiles } from '../../daemon/precompiled/daemon-schemas.js'
-import { loadSchemaCode, schemaKey } from '../../daemon/precompiled/schema-code.js'
+import { DaemonSettingsSchema } from '../../../daemon/config.js'
+import { schemasTheDaemonCompiles } from '../../../daemon/precompiled/daemon-schemas.js'
+import { loadSchemaCode, schemaKey } from '../../../daemon/precompiled/schema-code.js'
 
-const BUILT = join(import.meta.dirname, '..', '..', 'dist', 'daemon', 'precompiled', 'schema-code', 'index.cjs')
+const BUILT = join(import.meta.dirname, '..', '..', '..', 'dist', 'daemon', 'precompiled', 'schema-code', 'index.cjs')
 
 /** Every schema key the daemon compiles, each labelled with its kind. */
 async function keysTheDaemonCompiles(): Promise<string[]> {

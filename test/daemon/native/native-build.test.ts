@@ -3,8 +3,8 @@ import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
-import { loadAddon } from '../../daemon/native/load-addon.js'
-import { REPO_ROOT } from '../helpers/test-daemon.js'
+import { loadAddon } from '../../../daemon/native/load-addon.js'
+import { REPO_ROOT } from '../../helpers/test-daemon.js'
 
 const BUILD_SCRIPT = join(REPO_ROOT, 'daemon', 'native', 'build.mjs')
 const BUILD_TIMEOUT_MS = 240_000
