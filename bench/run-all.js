@@ -4,12 +4,14 @@ import { cliLatency } from './cli-latency.js'
 import { cliStartRate } from './cli-start-rate.js'
 import { clusterBench } from './cluster.js'
 import { coldStart } from './cold-start.js'
+import { consoleLoad } from './console-load.js'
 import { egressProxy } from './egress-proxy.js'
 import { daemonMemory } from './daemon-memory.js'
 import { daemonRss } from './daemon-rss.js'
 import { listLatency } from './list-latency.js'
 import { outputCapture } from './output-capture.js'
 import { printTable } from './lib.js'
+import { requestMemory } from './request-memory.js'
 import { roundTrip } from './round-trip.js'
 import { sandboxStart } from './sandbox-start.js'
 import { spawnRate } from './spawn-rate.js'
@@ -20,6 +22,7 @@ const benches = [
   ['spawn rate', spawnRate],
   ['daemon memory', daemonMemory],
   ['daemon RSS', daemonRss],
+  ['request memory', requestMemory],
   ['sandbox start', sandboxStart],
   ['terminal capture', terminalCapture],
   ['list latency', listLatency],
@@ -30,6 +33,7 @@ const benches = [
   ['cold start', coldStart],
   ['cluster', clusterBench],
   ['egress proxy', egressProxy],
+  ['console load', consoleLoad],
 ]
 
 const rows = []

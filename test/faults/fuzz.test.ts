@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent } from 'node:http'
 import { join } from 'node:path'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -10,14 +10,13 @@ import { rawRequest, type RawAnswer } from '../helpers/raw-http.js'
  * A seeded fuzz of the HTTP API, generated from the daemon's own OpenAPI document: wrong types,
  * out-of-range numbers, unknown fields, broken JSON, malformed headers and ids, on every route.
  * The daemon must answer every request, never with a 5xx, every error as JSON with a TEND_ERR_*
- * code, and keep its memory. TEND_FUZZ_SEED and TEND_FUZZ_REQUESTS replay or widen a run.
+ * code. TEND_FUZZ_SEED and TEND_FUZZ_REQUESTS replay or widen a run. The daemon's memory over such a
+ * storm is a target, measured by bench/request-memory.js.
  */
 const SEED = Number(process.env.TEND_FUZZ_SEED ?? 20_261_130)
 const REQUESTS = Number(process.env.TEND_FUZZ_REQUESTS ?? 10_000)
-const WARMUP = 1_000
 const CONNECTIONS = 4
 const ANSWER_TIMEOUT_MS = 10_000
-const MAX_RSS_GROWTH_BYTES = 10 * 1024 * 1024
 
 interface JsonSchema {
   type?: string
@@ -236,11 +235,6 @@ function describeRequest(request: FuzzRequest): string {
   return `#${request.index} ${request.method} ${request.path} headers ${JSON.stringify(request.headers)}${body}`
 }
 
-function residentBytes(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((each) => each.startsWith('VmRSS:'))
-  return Number(/(\d+)/.exec(line ?? '')?.[1] ?? Number.NaN) * 1024
-}
-
 let daemon: TestDaemon
 let project: string
 
@@ -258,7 +252,7 @@ afterAll(async () => {
 })
 
 describe('fuzzing the API from its OpenAPI document', () => {
-  test(`${REQUESTS} seeded requests: no crash, no 5xx, every error a coded JSON, memory kept`, async () => {
+  test(`${REQUESTS} seeded requests: no crash, no 5xx, every error a coded JSON`, async () => {
     const socketPath = join(daemon.home, 'tend.sock')
     const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
     const document = JSON.parse((await send(socketPath, agent, { index: -1, method: 'GET', path: '/v1/openapi.json', headers: {} })).text)
@@ -298,18 +292,14 @@ describe('fuzzing the API from its OpenAPI document', () => {
     }
 
     const pid = daemon.process.pid!
-    await runUntil(Math.min(WARMUP, REQUESTS))
-    const rssAfterWarmup = residentBytes(pid)
     await runUntil(REQUESTS)
-    const rssAtEnd = residentBytes(pid)
     agent.destroy()
 
     expect(failures, failures.join('\n')).toEqual([])
     expect(isAlive(pid), `the daemon (pid ${pid}) died; seed ${SEED}`).toBe(true)
     expect(counts.sent).toBe(REQUESTS)
     expect(counts.serverErrors).toBe(0)
-    console.info(`fuzz seed ${SEED}: ${JSON.stringify(counts)}, VmRSS ${rssAfterWarmup} after the warm-up, ${rssAtEnd} at the end (${((rssAtEnd - rssAfterWarmup) / 1024 / 1024).toFixed(1)} MiB growth)`)
-    expect(rssAtEnd - rssAfterWarmup, `seed ${SEED}: daemon VmRSS grew from ${rssAfterWarmup} to ${rssAtEnd}`).toBeLessThan(MAX_RSS_GROWTH_BYTES)
+    console.info(`fuzz seed ${SEED}: ${JSON.stringify(counts)}`)
 
     // Every task the fuzz started is stopped and removed; daemon.stop() then checks no process is left.
     const operator = daemon.client

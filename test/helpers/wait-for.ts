@@ -20,3 +20,19 @@ export async function waitFor<T>(what: string, condition: () => T | Promise<T>, 
     await delay(20)
   }
 }
+
+/**
+ * Settles as `promise` does, or fails naming `what` once timeoutMs pass first: for an answer that
+ * must come rather than hang, never to measure how fast it came (bench/ does that).
+ */
+export async function settlesWithin<T>(what: string, promise: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs}ms waiting for ${what}`)), timeoutMs)
+  })
+  try {
+    return await Promise.race([promise, expired])
+  } finally {
+    clearTimeout(timer)
+  }
+}
