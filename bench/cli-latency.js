@@ -32,10 +32,22 @@ export async function cliLatency({ runs = Math.max(RUNS, CLI_RUNS), log = consol
         tend.push((await runCli(args, options)).ms)
       }
       const overhead = median(tend.map((ms, i) => ms - node[i]))
-      log(`  ${label}: node -e 0 ${median(node).toFixed(0)} ms, tend ${median(tend).toFixed(0)} ms, tend - node per pair ${overhead.toFixed(1)} ms (medians of ${runs})`)
+      log(
+        `  ${label}: node -e 0 ${median(node).toFixed(0)} ms, tend ${median(tend).toFixed(0)} ms, tend - node per pair ${overhead.toFixed(1)} ms (medians of ${runs})`,
+      )
       const baseline = median(node)
       const value = baseline + overhead
-      rows.push(row({ bench: `cli ${label}`, value, baseline, unit: 'ms', ratio: value / baseline, target: `<= node -e 0 + ${MARGIN_MS} ms`, pass: overhead <= MARGIN_MS }))
+      rows.push(
+        row({
+          bench: `cli ${label}`,
+          value,
+          baseline,
+          unit: 'ms',
+          ratio: value / baseline,
+          target: `<= node -e 0 + ${MARGIN_MS} ms`,
+          pass: overhead <= MARGIN_MS,
+        }),
+      )
     }
   } finally {
     await daemon.stop()

@@ -15,7 +15,13 @@ const ONE_AT_A_TIME = Number(process.env.BENCH_CLUSTER_TASKS ?? 50)
 const BURST = Number(process.env.BENCH_CLUSTER_BURST ?? 1000)
 const KILLS = Number(process.env.BENCH_CLUSTER_KILLS ?? 10)
 const KILL_TARGET_MS = 100
-const SETTINGS = { TEND_SANDBOX: 'off', TEND_CONCURRENCY: '16', TEND_PER_OWNER_CONCURRENCY: '16', TEND_CLUSTER_CONCURRENCY: '16', TEND_CLUSTER_ALLOW_SANDBOX: 'off' }
+const SETTINGS = {
+  TEND_SANDBOX: 'off',
+  TEND_CONCURRENCY: '16',
+  TEND_PER_OWNER_CONCURRENCY: '16',
+  TEND_CLUSTER_CONCURRENCY: '16',
+  TEND_CLUSTER_ALLOW_SANDBOX: 'off',
+}
 
 async function freePort() {
   const server = createServer()
@@ -41,7 +47,13 @@ async function startRedis() {
     if (up) break
     if (Date.now() > deadline) throw new Error(`redis-server did not answer on ${port} within 10 s`)
   }
-  return { url: `redis://127.0.0.1:${port}`, stop: async () => { child.kill('SIGTERM'); await exited } }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    stop: async () => {
+      child.kill('SIGTERM')
+      await exited
+    },
+  }
 }
 
 async function clusterOnce(cluster, cwd, retries = 0) {
@@ -67,7 +79,8 @@ export async function clusterBench({ log = console.log } = {}) {
   let local
   let cluster
   try {
-    for (const name of ['one', 'two']) workers.push(await startDaemon(`cluster-${name}`, { ...SETTINGS, TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: name }))
+    for (const name of ['one', 'two'])
+      workers.push(await startDaemon(`cluster-${name}`, { ...SETTINGS, TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_NAME: name }))
     local = await startDaemon('cluster-local', SETTINGS)
     cluster = new ClusterClient(redis.url)
     for (let i = 0; i < 10; i++) {
@@ -82,7 +95,9 @@ export async function clusterBench({ log = console.log } = {}) {
       viaCluster.push(await clusterOnce(cluster, cwd))
       retried.push(await clusterOnce(cluster, cwd, 1))
     }
-    log(`  one task: cluster ${median(viaCluster).toFixed(2)} ms, local ${median(viaLocal).toFixed(2)} ms, cluster with retries 1 ${median(retried).toFixed(2)} ms (medians of ${ONE_AT_A_TIME})`)
+    log(
+      `  one task: cluster ${median(viaCluster).toFixed(2)} ms, local ${median(viaLocal).toFixed(2)} ms, cluster with retries 1 ${median(retried).toFixed(2)} ms (medians of ${ONE_AT_A_TIME})`,
+    )
 
     // A kill from the submitter until the worker has stopped the task (polled on its socket).
     const killMs = []
@@ -112,10 +127,40 @@ export async function clusterBench({ log = console.log } = {}) {
     const localRate = BURST / (elapsedMs(start) / 1000)
     log(`  ${BURST} tasks: two workers ${clusterRate.toFixed(0)}/s, one local daemon ${localRate.toFixed(0)}/s`)
     return [
-      row({ bench: 'cluster task, true, one at a time', value: median(viaCluster), baseline: median(viaLocal), unit: 'ms/task', ratio: median(viaCluster) / median(viaLocal), target: 'reported', pass: true }),
-      row({ bench: 'cluster task with retries 1 vs 0, true, one at a time', value: median(retried), baseline: median(viaCluster), unit: 'ms/task', ratio: median(retried) / median(viaCluster), target: 'reported', pass: true }),
-      row({ bench: 'cluster kill, submitter to stopped on its worker', value: median(killMs), unit: 'ms', target: `<= ${KILL_TARGET_MS} ms`, pass: median(killMs) <= KILL_TARGET_MS }),
-      row({ bench: `${BURST} true, two workers vs one daemon`, value: clusterRate, baseline: localRate, unit: 'tasks/s', ratio: clusterRate / localRate, target: 'reported', pass: true }),
+      row({
+        bench: 'cluster task, true, one at a time',
+        value: median(viaCluster),
+        baseline: median(viaLocal),
+        unit: 'ms/task',
+        ratio: median(viaCluster) / median(viaLocal),
+        target: 'reported',
+        pass: true,
+      }),
+      row({
+        bench: 'cluster task with retries 1 vs 0, true, one at a time',
+        value: median(retried),
+        baseline: median(viaCluster),
+        unit: 'ms/task',
+        ratio: median(retried) / median(viaCluster),
+        target: 'reported',
+        pass: true,
+      }),
+      row({
+        bench: 'cluster kill, submitter to stopped on its worker',
+        value: median(killMs),
+        unit: 'ms',
+        target: `<= ${KILL_TARGET_MS} ms`,
+        pass: median(killMs) <= KILL_TARGET_MS,
+      }),
+      row({
+        bench: `${BURST} true, two workers vs one daemon`,
+        value: clusterRate,
+        baseline: localRate,
+        unit: 'tasks/s',
+        ratio: clusterRate / localRate,
+        target: 'reported',
+        pass: true,
+      }),
     ]
   } finally {
     await cluster?.close()

@@ -30,7 +30,9 @@ export async function coldStart({ runs = RUNS, log = console.log, bin = TEND_BIN
   }
   const value = median(tend)
   const baseline = median(node)
-  return [row({ bench: 'cold start (tend status)', value, baseline, unit: 'ms', ratio: value / baseline, target: `<= ${TARGET_MS} ms`, pass: value <= TARGET_MS })]
+  return [
+    row({ bench: 'cold start (tend status)', value, baseline, unit: 'ms', ratio: value / baseline, target: `<= ${TARGET_MS} ms`, pass: value <= TARGET_MS }),
+  ]
 }
 
 await runIfMain(import.meta.url, coldStart)

@@ -88,7 +88,9 @@ export async function daemonRss({ runs = Number(process.env.BENCH_RSS_RUNS ?? 3)
     other.push(await reference())
     tend.push(await daemonOnce('tend'))
     const mib = (bytes) => (bytes / MiB).toFixed(1)
-    log(`  rss run ${i + 1}/${runs}: ${referenceName} ${mib(other.at(-1).idle)} / ${mib(other.at(-1).busy)} MiB, tend ${mib(tend.at(-1).idle)} / ${mib(tend.at(-1).busy)} MiB (idle / ${TASKS} tasks)`)
+    log(
+      `  rss run ${i + 1}/${runs}: ${referenceName} ${mib(other.at(-1).idle)} / ${mib(other.at(-1).busy)} MiB, tend ${mib(tend.at(-1).idle)} / ${mib(tend.at(-1).busy)} MiB (idle / ${TASKS} tasks)`,
+    )
   }
   const pick = (results, key) => median(results.map((result) => result[key])) / MiB
   const idle = pick(tend, 'idle')
@@ -96,8 +98,24 @@ export async function daemonRss({ runs = Number(process.env.BENCH_RSS_RUNS ?? 3)
   const idleRef = pick(other, 'idle')
   const busyRef = pick(other, 'busy')
   return [
-    row({ bench: `daemon RSS idle (vs ${referenceName})`, value: idle, baseline: idleRef, unit: 'MiB', ratio: idle / idleRef, target: `<= ${IDLE_TARGET_MIB} MiB`, pass: idle <= IDLE_TARGET_MIB }),
-    row({ bench: `daemon RSS, ${TASKS} running (vs ${referenceName})`, value: busy, baseline: busyRef, unit: 'MiB', ratio: busy / busyRef, target: `<= ${TASKS_TARGET_MIB} MiB`, pass: busy <= TASKS_TARGET_MIB }),
+    row({
+      bench: `daemon RSS idle (vs ${referenceName})`,
+      value: idle,
+      baseline: idleRef,
+      unit: 'MiB',
+      ratio: idle / idleRef,
+      target: `<= ${IDLE_TARGET_MIB} MiB`,
+      pass: idle <= IDLE_TARGET_MIB,
+    }),
+    row({
+      bench: `daemon RSS, ${TASKS} running (vs ${referenceName})`,
+      value: busy,
+      baseline: busyRef,
+      unit: 'MiB',
+      ratio: busy / busyRef,
+      target: `<= ${TASKS_TARGET_MIB} MiB`,
+      pass: busy <= TASKS_TARGET_MIB,
+    }),
   ]
 }
 

@@ -118,7 +118,9 @@ export async function egressProxy({ runs = RUNS, log = console.log } = {}) {
       times.direct.push(await download(upstream.port))
       times.connect.push(await download(proxyPort, target))
       times.transparent.push(await download(transparentPort))
-      log(`  egress 1 GiB run ${i + 1}/${runs}: direct ${times.direct.at(-1).toFixed(0)} ms, CONNECT ${times.connect.at(-1).toFixed(0)} ms, transparent ${times.transparent.at(-1).toFixed(0)} ms`)
+      log(
+        `  egress 1 GiB run ${i + 1}/${runs}: direct ${times.direct.at(-1).toFixed(0)} ms, CONNECT ${times.connect.at(-1).toFixed(0)} ms, transparent ${times.transparent.at(-1).toFixed(0)} ms`,
+      )
     }
     const firstDirect = await probe(upstream.port)
     const firstProxied = await probe(proxyPort, target)
@@ -128,14 +130,34 @@ export async function egressProxy({ runs = RUNS, log = console.log } = {}) {
       direct.push(await probe(upstream.port))
       proxied.push(await probe(proxyPort, target))
     }
-    log(`  egress connect: direct ${median(direct).toFixed(3)} ms, CONNECT ${median(proxied).toFixed(3)} ms (medians of ${LATENCY_ROUNDS}; the very first: ${firstDirect.toFixed(2)} ms, ${firstProxied.toFixed(2)} ms); ${decisions} decisions recorded`)
+    log(
+      `  egress connect: direct ${median(direct).toFixed(3)} ms, CONNECT ${median(proxied).toFixed(3)} ms (medians of ${LATENCY_ROUNDS}; the very first: ${firstDirect.toFixed(2)} ms, ${firstProxied.toFixed(2)} ms); ${decisions} decisions recorded`,
+    )
     const rate = (ms) => 1024 / (median(ms) / 1000)
     const rows = ['connect', 'transparent'].map((via) => {
       const ratio = rate(times[via]) / rate(times.direct)
-      return row({ bench: `egress proxy 1 GiB download, ${via === 'connect' ? 'CONNECT' : 'transparent'}`, value: rate(times[via]), baseline: rate(times.direct), unit: 'MiB/s', ratio, target: '>= 0.90x', pass: ratio >= 0.9 })
+      return row({
+        bench: `egress proxy 1 GiB download, ${via === 'connect' ? 'CONNECT' : 'transparent'}`,
+        value: rate(times[via]),
+        baseline: rate(times.direct),
+        unit: 'MiB/s',
+        ratio,
+        target: '>= 0.90x',
+        pass: ratio >= 0.9,
+      })
     })
     const added = median(proxied) - median(direct)
-    rows.push(row({ bench: 'egress proxy connect to first byte, CONNECT', value: median(proxied), baseline: median(direct), unit: 'ms', ratio: median(proxied) / median(direct), target: `<= direct + ${TARGET_CONNECT_MS} ms`, pass: added <= TARGET_CONNECT_MS }))
+    rows.push(
+      row({
+        bench: 'egress proxy connect to first byte, CONNECT',
+        value: median(proxied),
+        baseline: median(direct),
+        unit: 'ms',
+        ratio: median(proxied) / median(direct),
+        target: `<= direct + ${TARGET_CONNECT_MS} ms`,
+        pass: added <= TARGET_CONNECT_MS,
+      }),
+    )
     return rows
   } finally {
     proxy.close()

@@ -67,7 +67,10 @@ export async function startDaemon(label, settings = {}, { bin = TEND_BIN } = {})
   try {
     for (const deadline = Date.now() + 15_000; pid === undefined; ) {
       if (child.exitCode !== null) throw new Error(`tend daemon exited with ${child.exitCode}: ${stderr}`)
-      pid = await client.status().then((status) => status.pid, () => undefined)
+      pid = await client.status().then(
+        (status) => status.pid,
+        () => undefined,
+      )
       if (pid === undefined) {
         if (Date.now() > deadline) throw new Error(`tend daemon did not answer within 15 s: ${stderr}`)
         await delay(20)
@@ -193,7 +196,15 @@ const fmt = (value) => (typeof value === 'number' ? (Math.abs(value) >= 100 ? va
 
 export function printTable(rows) {
   const header = ['bench', 'tend', 'baseline', 'unit', 'ratio', 'target', 'result']
-  const lines = rows.map((r) => [r.bench, fmt(r.value), fmt(r.baseline), r.unit, r.ratio === undefined ? '-' : `${r.ratio.toFixed(2)}x`, r.target, r.pass ? 'PASS' : 'MISS'])
+  const lines = rows.map((r) => [
+    r.bench,
+    fmt(r.value),
+    fmt(r.baseline),
+    r.unit,
+    r.ratio === undefined ? '-' : `${r.ratio.toFixed(2)}x`,
+    r.target,
+    r.pass ? 'PASS' : 'MISS',
+  ])
   const widths = header.map((title, i) => Math.max(title.length, ...lines.map((line) => line[i].length)))
   const format = (cells) => cells.map((cell, i) => (i === 0 || i === 3 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ')
   console.log(format(header))

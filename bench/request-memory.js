@@ -103,7 +103,17 @@ export async function requestMemory({ requests = REQUESTS, log = console.log } =
   const growth = (tend.after - tend.before) / MiB
   const baseline = reference ? (reference.after - reference.before) / MiB : tend.before / MiB
   const name = `daemon RSS growth, ${requests} requests${referenceTree ? ` (vs ${referenceTree})` : ''}`
-  return [row({ bench: name, value: growth, baseline, unit: 'MiB', ratio: reference ? growth / baseline : undefined, target: `< ${LIMIT_MIB} MiB`, pass: growth < LIMIT_MIB })]
+  return [
+    row({
+      bench: name,
+      value: growth,
+      baseline,
+      unit: 'MiB',
+      ratio: reference ? growth / baseline : undefined,
+      target: `< ${LIMIT_MIB} MiB`,
+      pass: growth < LIMIT_MIB,
+    }),
+  ]
 }
 
 await runIfMain(import.meta.url, requestMemory)

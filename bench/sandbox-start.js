@@ -30,7 +30,8 @@ async function tendOnce(client, cwd, phases) {
   const ended = await client.wait(task.id)
   const ms = elapsedMs(start)
   const resolvedAt = Date.now()
-  if (ended.state !== 'exited' || ended.exitCode !== 0 || ended.sandbox !== 'workspace') throw new Error(`sandboxed task ended ${ended.state} (exit ${ended.exitCode}, sandbox ${ended.sandbox}): ${ended.reason}`)
+  if (ended.state !== 'exited' || ended.exitCode !== 0 || ended.sandbox !== 'workspace')
+    throw new Error(`sandboxed task ended ${ended.state} (exit ${ended.exitCode}, sandbox ${ended.sandbox}): ${ended.reason}`)
   const at = (iso) => Date.parse(iso)
   phases.admit.push(admitted)
   phases.launch.push(at(ended.startedAt) - at(ended.createdAt))
@@ -60,7 +61,12 @@ async function tendCommandLine(client, cwd) {
       if (current.pid !== null) {
         const argv = readFileSync(`/proc/${current.pid}/cmdline`, 'utf8').split('\0').slice(0, -1)
         if (argv[0].endsWith('bwrap')) {
-          return replayable(argv.slice(0, argv.lastIndexOf('--') + 1).concat('true').map((arg) => (arg === task.id ? 'benchbenchbe' : arg)))
+          return replayable(
+            argv
+              .slice(0, argv.lastIndexOf('--') + 1)
+              .concat('true')
+              .map((arg) => (arg === task.id ? 'benchbenchbe' : arg)),
+          )
         }
       }
       if (Date.now() > deadline) throw new Error('the sleep task did not reach bubblewrap within 10 s')
@@ -116,7 +122,9 @@ export async function sandboxStart({ tasks = TASKS, log = console.log, reference
       if (reference) other.push(await tendOnce(reference.client, workspace, otherPhases))
       tend.push(await tendOnce(daemon.client, workspace, phases))
       if ((i + 1) % 25 === 0) {
-        log(`  sandbox start ${i + 1}/${tasks}: median bare bwrap ${median(bare).toFixed(2)} ms, tend's command line alone ${median(own).toFixed(2)} ms,${reference ? ` reference ${median(other).toFixed(2)} ms,` : ''} tend ${median(tend).toFixed(2)} ms`)
+        log(
+          `  sandbox start ${i + 1}/${tasks}: median bare bwrap ${median(bare).toFixed(2)} ms, tend's command line alone ${median(own).toFixed(2)} ms,${reference ? ` reference ${median(other).toFixed(2)} ms,` : ''} tend ${median(tend).toFixed(2)} ms`,
+        )
       }
     }
   } finally {
@@ -126,13 +134,43 @@ export async function sandboxStart({ tasks = TASKS, log = console.log, reference
   }
   const overhead = median(tend) - median(bare)
   const daemonPart = median(tend) - median(own)
-  log(`  tend - bare bwrap = ${overhead.toFixed(2)} ms per task: the daemon ${daemonPart.toFixed(2)} ms, the workspace profile's extra options ${(median(own) - median(bare)).toFixed(2)} ms`)
-  log(`  tend phases (medians): start() answered ${median(phases.admit).toFixed(2)} ms, created->started ${median(phases.launch)} ms, started->ended ${median(phases.run)} ms, ended->wait() resolved ${median(phases.answer)} ms`)
+  log(
+    `  tend - bare bwrap = ${overhead.toFixed(2)} ms per task: the daemon ${daemonPart.toFixed(2)} ms, the workspace profile's extra options ${(median(own) - median(bare)).toFixed(2)} ms`,
+  )
+  log(
+    `  tend phases (medians): start() answered ${median(phases.admit).toFixed(2)} ms, created->started ${median(phases.launch)} ms, started->ended ${median(phases.run)} ms, ended->wait() resolved ${median(phases.answer)} ms`,
+  )
   return [
-    row({ bench: `workspace true task, x${tasks} seq`, value: median(tend), baseline: median(bare), unit: 'ms/task', ratio: median(tend) / median(bare), target: `< bare bwrap + ${TARGET_MS} ms`, pass: overhead < TARGET_MS }),
-    row({ bench: "  vs tend's own bwrap argv", value: median(tend), baseline: median(own), unit: 'ms/task', ratio: median(tend) / median(own), target: '(info)', pass: true }),
+    row({
+      bench: `workspace true task, x${tasks} seq`,
+      value: median(tend),
+      baseline: median(bare),
+      unit: 'ms/task',
+      ratio: median(tend) / median(bare),
+      target: `< bare bwrap + ${TARGET_MS} ms`,
+      pass: overhead < TARGET_MS,
+    }),
+    row({
+      bench: "  vs tend's own bwrap argv",
+      value: median(tend),
+      baseline: median(own),
+      unit: 'ms/task',
+      ratio: median(tend) / median(own),
+      target: '(info)',
+      pass: true,
+    }),
     ...(reference
-      ? [row({ bench: '  vs the reference tree', value: median(tend), baseline: median(other), unit: 'ms/task', ratio: median(tend) / median(other), target: '<= 1.05x', pass: median(tend) / median(other) <= 1.05 })]
+      ? [
+          row({
+            bench: '  vs the reference tree',
+            value: median(tend),
+            baseline: median(other),
+            unit: 'ms/task',
+            ratio: median(tend) / median(other),
+            target: '<= 1.05x',
+            pass: median(tend) / median(other) <= 1.05,
+          }),
+        ]
       : []),
   ]
 }

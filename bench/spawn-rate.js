@@ -59,7 +59,9 @@ export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 5), lo
       plain.push(await plainOnce())
       if (reference) other.push(await tendOnce(reference.client, reference.home, otherFinished))
       tend.push(await tendOnce(daemon.client, daemon.home, finished))
-      log(`  spawn run ${i + 1}/${runs}: plain ${plain.at(-1).toFixed(0)} ms,${reference ? ` reference ${other.at(-1).toFixed(0)} ms,` : ''} tend ${tend.at(-1).toFixed(0)} ms for ${TASKS} tasks`)
+      log(
+        `  spawn run ${i + 1}/${runs}: plain ${plain.at(-1).toFixed(0)} ms,${reference ? ` reference ${other.at(-1).toFixed(0)} ms,` : ''} tend ${tend.at(-1).toFixed(0)} ms for ${TASKS} tasks`,
+      )
     }
     for (const id of finished) await daemon.client.remove(id)
     if (reference) for (const id of otherFinished) await reference.client.remove(id)
@@ -74,7 +76,17 @@ export async function spawnRate({ runs = Number(process.env.BENCH_RUNS ?? 5), lo
   const rows = [row({ bench: `${TASKS} true tasks (x${CONCURRENCY})`, value, baseline, unit: 'tasks/s', ratio, target: '>= 0.70x', pass: ratio >= 0.7 })]
   if (reference) {
     const referenceRate = rate(median(other))
-    rows.push(row({ bench: `  vs the reference tree`, value, baseline: referenceRate, unit: 'tasks/s', ratio: value / referenceRate, target: '>= 0.95x', pass: value / referenceRate >= 0.95 }))
+    rows.push(
+      row({
+        bench: `  vs the reference tree`,
+        value,
+        baseline: referenceRate,
+        unit: 'tasks/s',
+        ratio: value / referenceRate,
+        target: '>= 0.95x',
+        pass: value / referenceRate >= 0.95,
+      }),
+    )
   }
   return rows
 }

@@ -161,7 +161,10 @@ export class TendClient {
    * `tail -f` does, after `onCutBack` is told (else the follow would wait for bytes past an end
    * that no longer exists).
    */
-  async *follow(id: string, options: Omit<ReadOptions, 'waitMs'> & { onCutBack?: (outputBytes: number, from: number) => void } = {}): AsyncGenerator<ReadResult> {
+  async *follow(
+    id: string,
+    options: Omit<ReadOptions, 'waitMs'> & { onCutBack?: (outputBytes: number, from: number) => void } = {},
+  ): AsyncGenerator<ReadResult> {
     const { onCutBack, ...readOptions } = options
     let cursor: { from?: number; tail?: number } = options.tail !== undefined ? { tail: options.tail } : { from: options.from ?? 0 }
     for (;;) {
@@ -192,7 +195,11 @@ export class TendClient {
     for (;;) {
       const remaining = deadline - Date.now()
       const chunk = Math.max(0, Math.min(WAIT_MS_LIMIT, remaining))
-      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, { query: { timeoutMs: chunk }, signal: options.signal, waitMs: chunk })
+      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, {
+        query: { timeoutMs: chunk },
+        signal: options.signal,
+        waitMs: chunk,
+      })
       if (isFinished(task) || Date.now() >= deadline) return task
     }
   }
@@ -272,10 +279,17 @@ export class TendClient {
     if (holder === null) return null
     this.refuseUnlessDaemon(holder)
     let answers = false
-    const settled = await pollUntil(async () => (answers = await socketAnswers(this.options.layout.socket)) || lockHolder(this.options.layout.lock) !== holder, SILENT_DAEMON_WAIT_MS, 20)
+    const settled = await pollUntil(
+      async () => (answers = await socketAnswers(this.options.layout.socket)) || lockHolder(this.options.layout.lock) !== holder,
+      SILENT_DAEMON_WAIT_MS,
+      20,
+    )
     if (answers) return this.stopDaemon(options)
     if (settled) return null
-    if (options.keepTasks) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal` })
+    if (options.keepTasks)
+      throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', {
+        detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal`,
+      })
     // Looked at again just before the signal: the holder may have ended and its pid been reused.
     this.refuseUnlessDaemon(holder)
     process.kill(holder, 'SIGTERM')
@@ -319,7 +333,11 @@ export class TendClient {
   /** The console is controlled through the daemon's socket only: a token cannot make tokens. */
   private consoleControl(method: string, path: string, body?: unknown): Promise<ConsoleInfo> {
     if (this.options.endpoint.tcp) {
-      return Promise.reject(new TendError('TEND_ERR_USAGE', { detail: `the console is controlled on the daemon's machine, through its socket, not over ${this.options.endpoint.where} (unset TEND_URL)` }))
+      return Promise.reject(
+        new TendError('TEND_ERR_USAGE', {
+          detail: `the console is controlled on the daemon's machine, through its socket, not over ${this.options.endpoint.where} (unset TEND_URL)`,
+        }),
+      )
     }
     return this.withDaemon(() => this.http.request<ConsoleInfo>(method, path, { body }))
   }
@@ -341,7 +359,8 @@ export class TendClient {
    */
   async restartDaemon(options: { timeoutMs?: number } = {}): Promise<{ previousPid: number | null; pid: number }> {
     const stopped = await this.stopDaemon({ ...options, keepTasks: true })
-    if (stopped.pid !== null && !stopped.stopped) throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${stopped.pid}) is still stopping` })
+    if (stopped.pid !== null && !stopped.stopped)
+      throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: `the daemon (pid ${stopped.pid}) is still stopping` })
     await ensureDaemon(this.options)
     const { pid } = await this.status()
     return { previousPid: stopped.pid, pid }

@@ -1,4 +1,11 @@
-import { Agent, request as httpRequest, type AgentOptions, type ClientRequest, type IncomingMessage, type RequestOptions as HttpRequestOptions } from 'node:http'
+import {
+  Agent,
+  request as httpRequest,
+  type AgentOptions,
+  type ClientRequest,
+  type IncomingMessage,
+  type RequestOptions as HttpRequestOptions,
+} from 'node:http'
 import { createRequire } from 'node:module'
 import { TendError } from '../protocol/index.js'
 
@@ -42,9 +49,12 @@ export function tcpEndpoint(url: string, token: string, ca?: string): DaemonEndp
     throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `TEND_URL: expected http://host:port or https://host:port, got ${JSON.stringify(url)}` })
   }
   if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.pathname !== '/' || parsed.search !== '' || parsed.username !== '') {
-    throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `TEND_URL: expected http://host:port or https://host:port (no path, query or user), got ${JSON.stringify(url)}` })
+    throw new TendError('TEND_ERR_CONFIG_INVALID', {
+      detail: `TEND_URL: expected http://host:port or https://host:port (no path, query or user), got ${JSON.stringify(url)}`,
+    })
   }
-  if (!/^[A-Za-z0-9_-]{1,200}$/.test(token)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: 'TEND_TOKEN: expected the token tend console printed (letters, digits, - and _)' })
+  if (!/^[A-Za-z0-9_-]{1,200}$/.test(token))
+    throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: 'TEND_TOKEN: expected the token tend console printed (letters, digits, - and _)' })
   const secure = parsed.protocol === 'https:'
   // node:https only for an https URL: the CLI on its socket never loads TLS.
   const http = secure ? (createRequire(import.meta.url)('node:https') as typeof import('node:https')) : null

@@ -69,7 +69,9 @@ export async function ensureDaemon(options: NormalizedClientOptions): Promise<vo
   } finally {
     folderChanged.close()
   }
-  throw new TendError('TEND_ERR_DAEMON_START_FAILED', { detail: `no answer on ${layout.socket} after ${options.startTimeoutMs}ms: ${readStartupLog(layout.startupLog)}` })
+  throw new TendError('TEND_ERR_DAEMON_START_FAILED', {
+    detail: `no answer on ${layout.socket} after ${options.startTimeoutMs}ms: ${readStartupLog(layout.startupLog)}`,
+  })
 }
 
 /** next(ms) resolves at the next change in `folder`, or after ms; without a watch (an unwatchable file system), after ms. */

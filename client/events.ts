@@ -91,7 +91,8 @@ export async function* streamEvents(endpoint: DaemonEndpoint, options: EventsOpt
       daemonId = undefined
       continue
     }
-    if (failure) throw failure instanceof TendError ? failure : new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: (failure as Error).message }, { cause: failure })
+    if (failure)
+      throw failure instanceof TendError ? failure : new TendError('TEND_ERR_DAEMON_UNAVAILABLE', { detail: (failure as Error).message }, { cause: failure })
   }
 }
 

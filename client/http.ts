@@ -79,7 +79,13 @@ export class SocketHttp {
             try {
               parsed = text === '' ? undefined : JSON.parse(text)
             } catch (error) {
-              reject(new TendError('TEND_ERR_PROTOCOL', { detail: `${method} ${path} answered ${res.statusCode} with non-JSON: ${text.slice(0, 200)}` }, { cause: error }))
+              reject(
+                new TendError(
+                  'TEND_ERR_PROTOCOL',
+                  { detail: `${method} ${path} answered ${res.statusCode} with non-JSON: ${text.slice(0, 200)}` },
+                  { cause: error },
+                ),
+              )
               return
             }
             if ((res.statusCode ?? 500) >= 400) reject(TendError.fromWire((parsed ?? {}) as Partial<WireError>))

@@ -1,5 +1,48 @@
 export { TendClient, type StartOptions, type ReadOptions, type ListOptions, type KillOptions } from './client.js'
 export type { TendClientOptions } from './options.js'
 export type { EventsOptions } from './events.js'
-export { TendError, isTendError, exitStatusOf, isFinished, taskLabel, formatBytes, formatDuration, parseDuration, parseSize, sandboxHint, sandboxSummary, destinationLabel, NETWORK_MODES, describeStoppedBy, LIFETIMES, STOPPED_BY, STDIN_MODES, DEFAULT_TERMINAL_SIZE, TERMINAL_SIZE_MAX, plainText, plainTextChunk, incompleteUtf8Tail } from '../protocol/index.js'
-export type { Task, TaskState, TaskEvent, SpoolEvent, ReadResult, DaemonStatus, ConsoleInfo, ErrorCode, SandboxProfile, Lifetime, StoppedBy, StdinMode, TaskStdin, TaskInputResult, TerminalSize, PlainTextChunk, PlainTextOptions, NetworkMode, BlockedDestination } from '../protocol/index.js'
+export {
+  TendError,
+  isTendError,
+  exitStatusOf,
+  isFinished,
+  taskLabel,
+  formatBytes,
+  formatDuration,
+  parseDuration,
+  parseSize,
+  sandboxHint,
+  sandboxSummary,
+  destinationLabel,
+  NETWORK_MODES,
+  describeStoppedBy,
+  LIFETIMES,
+  STOPPED_BY,
+  STDIN_MODES,
+  DEFAULT_TERMINAL_SIZE,
+  TERMINAL_SIZE_MAX,
+  plainText,
+  plainTextChunk,
+  incompleteUtf8Tail,
+} from '../protocol/index.js'
+export type {
+  Task,
+  TaskState,
+  TaskEvent,
+  SpoolEvent,
+  ReadResult,
+  DaemonStatus,
+  ConsoleInfo,
+  ErrorCode,
+  SandboxProfile,
+  Lifetime,
+  StoppedBy,
+  StdinMode,
+  TaskStdin,
+  TaskInputResult,
+  TerminalSize,
+  PlainTextChunk,
+  PlainTextOptions,
+  NetworkMode,
+  BlockedDestination,
+} from '../protocol/index.js'

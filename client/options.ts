@@ -58,7 +58,8 @@ export function normalizeClientOptions(options: TendClientOptions = {}): Normali
   const layout = homeLayout(home)
   const url = options.url ?? (env.TEND_URL || undefined)
   if (url === undefined) checkSocketPath(layout.socket)
-  const endpoint = url === undefined ? socketEndpoint(layout.socket) : tcpEndpoint(url, requiredToken(options.token ?? env.TEND_TOKEN), options.ca ?? readCa(env.TEND_CA_FILE))
+  const endpoint =
+    url === undefined ? socketEndpoint(layout.socket) : tcpEndpoint(url, requiredToken(options.token ?? env.TEND_TOKEN), options.ca ?? readCa(env.TEND_CA_FILE))
   return {
     layout,
     endpoint,
@@ -71,7 +72,8 @@ export function normalizeClientOptions(options: TendClientOptions = {}): Normali
 }
 
 function requiredToken(token: string | undefined): string {
-  if (!token) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: 'a daemon URL (TEND_URL, url) needs its token (TEND_TOKEN, token): tend console prints both' })
+  if (!token)
+    throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: 'a daemon URL (TEND_URL, url) needs its token (TEND_TOKEN, token): tend console prints both' })
   return token
 }
 

@@ -4,7 +4,17 @@ import { isIP } from 'node:net'
 import { parseAllowEntry, parseAllowList } from './network/allowlist.js'
 import { Type, type Static } from 'typebox'
 import { compileValidator } from './precompiled/schema-code.js'
-import { checkSocketPath, homeLayout, isTendError, parseDuration, parseSize, redactRedisUrl, resolveHome, TendError, type HomeLayout } from '../protocol/index.js'
+import {
+  checkSocketPath,
+  homeLayout,
+  isTendError,
+  parseDuration,
+  parseSize,
+  redactRedisUrl,
+  resolveHome,
+  TendError,
+  type HomeLayout,
+} from '../protocol/index.js'
 import { CLUSTER_CREDENTIAL_VARIABLES, CLUSTER_SETTINGS, CLUSTER_VARIABLES, checkClusterSettings } from './cluster/settings.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 
@@ -97,7 +107,10 @@ export const DaemonSettingsSchema = Type.Object(
     consoleInsecure: Type.Boolean({ default: false }),
     ...CLUSTER_SETTINGS,
     /** pino log level. Default info. */
-    logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
+    logLevel: Type.Union(
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+      { default: 'info' },
+    ),
   },
   { additionalProperties: false },
 )
@@ -124,7 +137,14 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_SPAWNER: { key: 'spawner', parse: String },
   TEND_TASK_USER: { key: 'taskUser', parse: String },
   TEND_WRITABLE_PATHS: { key: 'writablePaths', parse: (text) => text.split(':').filter(Boolean) },
-  TEND_NETWORK_ALLOW: { key: 'networkAllow', parse: (text) => text.split(',').map((entry) => entry.trim()).filter(Boolean) },
+  TEND_NETWORK_ALLOW: {
+    key: 'networkAllow',
+    parse: (text) =>
+      text
+        .split(',')
+        .map((entry) => entry.trim())
+        .filter(Boolean),
+  },
   TEND_NETWORK_HOSTS: { key: 'networkHosts', parse: parseHostsList },
   TEND_CGROUP_NAME: { key: 'cgroupName', parse: String },
   TEND_DAEMON_PIDS_MAX: { key: 'daemonPidsMax', parse: Number },
@@ -144,7 +164,10 @@ const CREDENTIAL_VARIABLES = new Set([...CLUSTER_CREDENTIAL_VARIABLES, 'TEND_TOK
 /** TEND_NETWORK_HOSTS: `name=address` pairs, separated by commas. */
 function parseHostsList(text: string): Record<string, string> {
   const hosts: Record<string, string> = {}
-  for (const pair of text.split(',').map((entry) => entry.trim()).filter(Boolean)) {
+  for (const pair of text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)) {
     const equals = pair.indexOf('=')
     if (equals <= 0) throw new Error(`expected name=address pairs separated by commas, got ${JSON.stringify(pair)}`)
     hosts[pair.slice(0, equals).trim()] = pair.slice(equals + 1).trim()
@@ -158,8 +181,10 @@ function checkNetworkSettings(settings: DaemonSettings, sources: Map<string, str
   for (const problem of parseAllowList(settings.networkAllow, 'networkAllow').problems) problems.push(`${source('networkAllow')}: ${problem}`)
   for (const [name, address] of Object.entries(settings.networkHosts)) {
     const entry = parseAllowEntry(name)
-    if ('problem' in entry || entry.kind !== 'domain' || entry.wildcard || name.includes(':')) problems.push(`${source('networkHosts')}: networkHosts/${name}: expected a domain name (no wildcard, no port), e.g. "registry.internal"`)
-    else if (isIP(address) === 0) problems.push(`${source('networkHosts')}: networkHosts/${name}: expected an IPv4 or IPv6 address, got ${JSON.stringify(address)}`)
+    if ('problem' in entry || entry.kind !== 'domain' || entry.wildcard || name.includes(':'))
+      problems.push(`${source('networkHosts')}: networkHosts/${name}: expected a domain name (no wildcard, no port), e.g. "registry.internal"`)
+    else if (isIP(address) === 0)
+      problems.push(`${source('networkHosts')}: networkHosts/${name}: expected an IPv4 or IPv6 address, got ${JSON.stringify(address)}`)
   }
 }
 
@@ -194,7 +219,8 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
     }
   }
   for (const key of Object.keys(fromFile)) {
-    if (!(key in DaemonSettingsSchema.properties)) problems.push(`${sources.get(key)}: unknown setting (known: ${Object.keys(DaemonSettingsSchema.properties).join(', ')})`)
+    if (!(key in DaemonSettingsSchema.properties))
+      problems.push(`${sources.get(key)}: unknown setting (known: ${Object.keys(DaemonSettingsSchema.properties).join(', ')})`)
   }
   const known = Object.fromEntries(Object.entries({ ...fromFile, ...fromEnv }).filter(([key]) => key in DaemonSettingsSchema.properties))
   // ajv fills the defaults in place (useDefaults), on a copy.
@@ -213,7 +239,9 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   const taskUser = (settings as DaemonSettings).taskUser
   const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
-  const baseEnv = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && !CREDENTIAL_VARIABLES.has(entry[0])))
+  const baseEnv = Object.fromEntries(
+    Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && !CREDENTIAL_VARIABLES.has(entry[0])),
+  )
   return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv), taskIdentity: taskIdentity && Object.freeze(taskIdentity) })
 }
 
@@ -253,7 +281,9 @@ function resolveUser(user: string, source: string, problems: string[]): { uid: n
     if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error('id printed no number')
     return { uid, gid }
   } catch (error) {
-    problems.push(`${source}: taskUser ${JSON.stringify(user)} is not a user of this machine (${((error as { stderr?: string }).stderr ?? (error as Error).message).trim()})`)
+    problems.push(
+      `${source}: taskUser ${JSON.stringify(user)} is not a user of this machine (${((error as { stderr?: string }).stderr ?? (error as Error).message).trim()})`,
+    )
     return null
   }
 }

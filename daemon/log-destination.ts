@@ -35,7 +35,14 @@ export function createLogDestination(path: string, stderrFd = 2): LogDestination
   const failOver = (error: NodeJS.ErrnoException): boolean => {
     if (failedOver) return false
     failedOver = true
-    const notice = { level: 50, time: Date.now(), pid: process.pid, path, err: { code: error.code, message: error.message }, msg: 'daemon log file failed: logging to stderr until the daemon restarts' }
+    const notice = {
+      level: 50,
+      time: Date.now(),
+      pid: process.pid,
+      path,
+      err: { code: error.code, message: error.message },
+      msg: 'daemon log file failed: logging to stderr until the daemon restarts',
+    }
     toStderr(`${JSON.stringify(notice)}\n`)
     return true
   }

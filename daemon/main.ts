@@ -53,7 +53,8 @@ export async function runDaemonForeground(env: Record<string, string | undefined
   return 0
 }
 
-const WORKER_USAGE = 'tend worker [--redis-url-file FILE] [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION] [--allow-sandbox PROFILE,...]'
+const WORKER_USAGE =
+  'tend worker [--redis-url-file FILE] [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION] [--allow-sandbox PROFILE,...]'
 
 /**
  * `tend worker`: the daemon in the foreground, also taking tasks from a cluster's shared queue
@@ -91,7 +92,9 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
     return 2
   }
   if (!redis) {
-    print("tend worker: the cluster's Redis is needed: --redis-url-file FILE (a 0600 file holding the URL), TEND_REDIS_URL, or --redis URL without a password, e.g. redis://127.0.0.1:6379")
+    print(
+      "tend worker: the cluster's Redis is needed: --redis-url-file FILE (a 0600 file holding the URL), TEND_REDIS_URL, or --redis URL without a password, e.g. redis://127.0.0.1:6379",
+    )
     return 2
   }
   const cluster: Record<string, string | undefined> = {
@@ -106,12 +109,16 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
     TEND_CLUSTER_ALLOW_SANDBOX: values['allow-sandbox']?.join(','),
   }
   // The URL travels in this object only, never in an argv or the process's environment.
-  return runDaemonForeground({ ...env, TEND_REDIS_URL: undefined, ...Object.fromEntries(Object.entries(cluster).filter(([, value]) => value !== undefined)) }, print)
+  return runDaemonForeground(
+    { ...env, TEND_REDIS_URL: undefined, ...Object.fromEntries(Object.entries(cluster).filter(([, value]) => value !== undefined)) },
+    print,
+  )
 }
 
 /** The worker's Redis URL: from its file, the flag (refused with a password), TEND_REDIS_URL, then TEND_CLUSTER_REDIS. */
 function workerRedisUrl(flag: string | undefined, file: string | undefined, env: Record<string, string | undefined>): string | undefined {
-  if (flag !== undefined && redisUrlHasPassword(flag)) throw new TendError('TEND_ERR_SECRET_IN_ARGV', { flag: '--redis', variable: 'TEND_REDIS_URL', fileFlag: '--redis-url-file' })
+  if (flag !== undefined && redisUrlHasPassword(flag))
+    throw new TendError('TEND_ERR_SECRET_IN_ARGV', { flag: '--redis', variable: 'TEND_REDIS_URL', fileFlag: '--redis-url-file' })
   if (flag !== undefined && file !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: 'give --redis or --redis-url-file, not both' })
   if (file !== undefined) return readRedisUrlFile(file)
   return flag ?? (env.TEND_REDIS_URL || undefined) ?? (env.TEND_CLUSTER_REDIS || undefined)

@@ -92,7 +92,9 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
       rmSync(pidFile(layout.home), { force: true })
     } else {
       lock.release()
-      throw isUnwritableHome(error) ? new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error }) : error
+      throw isUnwritableHome(error)
+        ? new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error })
+        : error
     }
   }
   // A home is known by its marker, and to every daemon of this user by the registry, before any
@@ -132,10 +134,17 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
   // The probes of bubblewrap and the spawner's check are child processes: they run at once.
-  const [detected, spawner] = await Promise.all([detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home, pidsMax: config.daemonPidsMax }), createSpawner(config.spawner, log)])
+  const [detected, spawner] = await Promise.all([
+    detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home, pidsMax: config.daemonPidsMax }),
+    createSpawner(config.spawner, log),
+  ])
   // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.
   const identity = await decideTaskIdentity({ config, spawner, bwrapPath: detected.bwrap?.path ?? null, workspaceMissing: detected.missing.workspace })
-  if (registry.unusable) log.warn({ unusable: registry.unusable.path, problem: registry.unusable.problem, registry: registry.dir }, 'the usual registry of tend homes is not this user\'s: another folder of its own keeps it')
+  if (registry.unusable)
+    log.warn(
+      { unusable: registry.unusable.path, problem: registry.unusable.problem, registry: registry.dir },
+      "the usual registry of tend homes is not this user's: another folder of its own keeps it",
+    )
   if (identity.fallback) log.warn({ fallback: identity.fallback }, 'sandboxed tasks run as uid 0 (without capabilities), not on an identity of their own')
   if (!identity.keyring.fresh) log.warn({ reason: identity.keyring.reason }, "tasks share the daemon's session keyring")
   if (detected.cgroups.allDaemonsProblem) log.warn({ problem: detected.cgroups.allDaemonsProblem }, 'the tasks of all daemons together are not bounded')
@@ -143,7 +152,10 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const networks = sandbox.network.modes.includes('loopback') ? new OwnerNetworks(log) : null
   groupRoots = sandbox.cgroups
   if (config.sandbox !== 'off' && !sandbox.profiles.includes(config.sandbox)) {
-    log.warn({ profile: config.sandbox, missing: sandbox.missing[config.sandbox] }, 'default sandbox profile unavailable: tasks that do not choose one will be refused')
+    log.warn(
+      { profile: config.sandbox, missing: sandbox.missing[config.sandbox] },
+      'default sandbox profile unavailable: tasks that do not choose one will be refused',
+    )
   }
   // Sandboxed tasks get every tend home masked, and none of them as a writable folder. Where they
   // act as someone else than the daemon (other folders' owners through idmapped mounts, or
@@ -211,7 +223,8 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     registerApi(socketApp, api)
     registerSocketOnlyApi(socketApp, { console: consoleControl })
   })
-  if (precompiledCount() === 0) log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
+  if (precompiledCount() === 0)
+    log.warn({ path: SCHEMA_CODE_PATH }, 'no schema code from the build: validators and serializers are compiled at run time (slower first requests)')
   clearSocketPath(layout.socket)
   // The socket is made 0600 by the mask at bind: a chmod by path afterwards could reach a file
   // another process put there in between.

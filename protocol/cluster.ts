@@ -41,7 +41,12 @@ export function checkQueueName(name: string): string {
 
 /** The queue a task with these requirements is put on: the base name, then each requirement, sorted. */
 export function queueFor(base: string, requirements: Labels): string {
-  return [base, ...Object.keys(requirements).sort().map((key) => `${key}=${requirements[key]}`)].join('~')
+  return [
+    base,
+    ...Object.keys(requirements)
+      .sort()
+      .map((key) => `${key}=${requirements[key]}`),
+  ].join('~')
 }
 
 /** Every queue a worker with these labels serves: one per subset of its labels, the base queue first. */

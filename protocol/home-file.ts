@@ -95,7 +95,8 @@ export function openHomeFileSync(path: string, options: { append?: boolean; trun
       return { fd, displaced }
     }
     closeSync(fd)
-    if (tries === TRIES) throw Object.assign(new Error(`EFTYPE: ${path} keeps being replaced by something that is not a file of the daemon's own`), { code: 'EFTYPE', path })
+    if (tries === TRIES)
+      throw Object.assign(new Error(`EFTYPE: ${path} keeps being replaced by something that is not a file of the daemon's own`), { code: 'EFTYPE', path })
     displaced = displaceSync(path) ?? displaced
   }
 }

@@ -110,7 +110,10 @@ export function describeHolder(holder: HolderProcess | null, pid: number | null)
   if (pid === null) return 'unknown'
   if (holder === null) return `${pid}, gone or not visible`
   if (holder.daemonEntry !== null && holder.uids.every((id) => id === process.getuid!())) return String(pid)
-  const command = holder.argv.join(' ').replace(/[^\x20-\x7e]/g, '?').slice(0, 200)
+  const command = holder.argv
+    .join(' ')
+    .replace(/[^\x20-\x7e]/g, '?')
+    .slice(0, 200)
   return `${pid}: \`${command}\`, not a tend daemon`
 }
 

@@ -2,7 +2,18 @@ import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
 import { BLOCKED_DESTINATIONS_KEPT, NETWORK_LOG_PAGE_DEFAULT, NETWORK_LOG_PAGE_LIMIT, NETWORK_MODES, NETWORK_VIAS } from './network.js'
-import { LIFETIMES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, SANDBOX_PROFILES, STDIN_MODES, STOPPED_BY, TASK_STATES, TASK_STDIN, TERMINAL_SIZE_MAX, type Task } from './task.js'
+import {
+  LIFETIMES,
+  RAN_AS_IDENTITIES,
+  RAN_AS_KEYRINGS,
+  SANDBOX_PROFILES,
+  STDIN_MODES,
+  STOPPED_BY,
+  TASK_STATES,
+  TASK_STDIN,
+  TERMINAL_SIZE_MAX,
+  type Task,
+} from './task.js'
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()])
 const strict = { additionalProperties: false } as const
@@ -23,15 +34,28 @@ export const TaskSchema = Type.Object(
     maxOutputBytes: Type.Integer(),
     outputBytes: Type.Integer(),
     lifetime: Type.Enum(LIFETIMES, { description: 'owner: stopped when its agent session ends; persistent: outlives it' }),
-    stdin: Type.Optional(Type.Enum(TASK_STDIN, { description: 'null: /dev/null; pipe: POST /v1/tasks/:id/input writes to it; closed: a pipe whose end of input was sent (absent from older records: null)' })),
+    stdin: Type.Optional(
+      Type.Enum(TASK_STDIN, {
+        description:
+          'null: /dev/null; pipe: POST /v1/tasks/:id/input writes to it; closed: a pipe whose end of input was sent (absent from older records: null)',
+      }),
+    ),
     tty: Type.Optional(
       Nullable(
-        Type.Object({ cols: Type.Integer(), rows: Type.Integer() }, { description: 'the task runs on a pseudo-terminal of this size (its latest resize); null or absent: no terminal' }),
+        Type.Object(
+          { cols: Type.Integer(), rows: Type.Integer() },
+          { description: 'the task runs on a pseudo-terminal of this size (its latest resize); null or absent: no terminal' },
+        ),
       ),
     ),
     sandbox: Type.Enum(SANDBOX_PROFILES),
-    network: Type.Enum(NETWORK_MODES, { description: "loopback: its owner's private loopback, shared by the owner's sandboxed tasks; allow: that, plus the operator's allowlist through tend's egress proxy; host: the host's network (always with sandbox off)" }),
-    allowNet: Type.Optional(Type.Array(Type.String(), { description: 'destinations the operator allowed this task besides the daemon\'s networkAllow (network allow only)' })),
+    network: Type.Enum(NETWORK_MODES, {
+      description:
+        "loopback: its owner's private loopback, shared by the owner's sandboxed tasks; allow: that, plus the operator's allowlist through tend's egress proxy; host: the host's network (always with sandbox off)",
+    }),
+    allowNet: Type.Optional(
+      Type.Array(Type.String(), { description: "destinations the operator allowed this task besides the daemon's networkAllow (network allow only)" }),
+    ),
     networkUse: Type.Optional(
       Type.Object(
         {
@@ -51,28 +75,53 @@ export const TaskSchema = Type.Object(
     ),
     writablePaths: Type.Array(Type.String()),
     sandboxWritable: Type.Optional(Type.Array(Type.String())),
-    keeper: Type.Optional(Type.Union([Type.Null(), Type.Object({ pid: Type.Integer(), startTicks: Type.Integer() })], { description: "the task's keeper process (its parent, which records its exit): it outlives the daemon" })),
+    keeper: Type.Optional(
+      Type.Union([Type.Null(), Type.Object({ pid: Type.Integer(), startTicks: Type.Integer() })], {
+        description: "the task's keeper process (its parent, which records its exit): it outlives the daemon",
+      }),
+    ),
     bootId: Type.Optional(Type.String({ description: 'the boot the task started in' })),
     ranAs: Type.Optional(
       Type.Object(
         {
           uid: Type.Integer(),
           gid: Type.Integer(),
-          identity: Type.Enum(RAN_AS_IDENTITIES, { description: "task: a root daemon's own unprivileged identity for sandboxed tasks (writable folders idmapped); taskUser; daemon: the daemon's uid" }),
-          fallback: Type.Optional(Type.String({ description: "why a root daemon's sandboxed task ran as uid 0 (without capabilities) instead of its own identity" })),
+          identity: Type.Enum(RAN_AS_IDENTITIES, {
+            description: "task: a root daemon's own unprivileged identity for sandboxed tasks (writable folders idmapped); taskUser; daemon: the daemon's uid",
+          }),
+          fallback: Type.Optional(
+            Type.String({ description: "why a root daemon's sandboxed task ran as uid 0 (without capabilities) instead of its own identity" }),
+          ),
           keyring: Type.Enum(RAN_AS_KEYRINGS, { description: "own: a new, empty session keyring; daemon: the daemon's (node spawner)" }),
         },
         { description: 'who the task ran as (absent in older records and on tasks that never started)' },
       ),
     ),
-    run: Type.Optional(Type.String({ description: 'which run of the task this record is, unique to its daemon and admission: its processes carry it (TEND_TASK_RUN), its cgroups are named after it' })),
+    run: Type.Optional(
+      Type.String({
+        description:
+          'which run of the task this record is, unique to its daemon and admission: its processes carry it (TEND_TASK_RUN), its cgroups are named after it',
+      }),
+    ),
     idempotencyKey: Type.Optional(Type.String({ description: 'the Idempotency-Key its submission was made with' })),
     requestHash: Type.Optional(Type.String({ description: 'a hash of that submission, to tell a retry from another request with the same key' })),
-    inputLogLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes sent to the task\'s stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost' })),
-    outputLostBytes: Type.Optional(Type.Integer({ minimum: 0, description: 'bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost' })),
+    inputLogLostBytes: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: "bytes sent to the task's stdin (and read by it) that input.log could not keep (a full or read-only disk); absent when none were lost",
+      }),
+    ),
+    outputLostBytes: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: 'bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost',
+      }),
+    ),
     memoryBytes: Nullable(Type.Integer()),
     pidsMax: Nullable(Type.Integer()),
-    state: Type.Enum(TASK_STATES, { description: 'corrupt: a spool entry that cannot be read (reason says why; the other fields hold what could be salvaged)' }),
+    state: Type.Enum(TASK_STATES, {
+      description: 'corrupt: a spool entry that cannot be read (reason says why; the other fields hold what could be salvaged)',
+    }),
     exitCode: Nullable(Type.Integer()),
     signal: Nullable(Type.String()),
     reason: Nullable(Type.String({ description: 'why it ended, when not a plain exit; for a corrupt entry, what is wrong with it' })),
@@ -120,21 +169,36 @@ export const StartTaskBody = Type.Object(
     allowNet: Type.Optional(
       Type.Array(Text({ minLength: 1, maxLength: 300 }), {
         maxItems: REQUEST_LIMITS.allowNet,
-        description: "destinations this task may reach besides the daemon's networkAllow (domain patterns like registry.example or *.example.org, each with an optional :port); network allow only, and only from the operator (a request without an owner header)",
+        description:
+          "destinations this task may reach besides the daemon's networkAllow (domain patterns like registry.example or *.example.org, each with an optional :port); network allow only, and only from the operator (a request without an owner header)",
       }),
     ),
     writablePaths: Type.Optional(
-      Type.Array(Text({ pattern: ABSOLUTE_PATH_PATTERN }), { maxItems: REQUEST_LIMITS.writablePaths, description: 'absolute paths writable inside the sandbox besides cwd' }),
+      Type.Array(Text({ pattern: ABSOLUTE_PATH_PATTERN }), {
+        maxItems: REQUEST_LIMITS.writablePaths,
+        description: 'absolute paths writable inside the sandbox besides cwd',
+      }),
     ),
     memoryBytes: Type.Optional(
-      Type.Integer({ minimum: REQUEST_LIMITS.memoryBytesMin, maximum: REQUEST_LIMITS.memoryBytes, description: 'memory limit in bytes, 1 MiB to 1 TiB (workspace and strict profiles)' }),
+      Type.Integer({
+        minimum: REQUEST_LIMITS.memoryBytesMin,
+        maximum: REQUEST_LIMITS.memoryBytes,
+        description: 'memory limit in bytes, 1 MiB to 1 TiB (workspace and strict profiles)',
+      }),
     ),
-    pidsMax: Type.Optional(Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (workspace and strict profiles)' })),
+    pidsMax: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: REQUEST_LIMITS.pidsMax, description: 'process-count limit, up to 4194304 (workspace and strict profiles)' }),
+    ),
     lifetime: Type.Optional(Type.Enum(LIFETIMES, { description: 'owner (default): stopped when its agent session ends; persistent: outlives the session' })),
-    stdin: Type.Optional(Type.Enum(STDIN_MODES, { description: 'null (default): stdin is /dev/null; pipe: a pipe that POST /v1/tasks/:id/input writes to (native spawner only)' })),
+    stdin: Type.Optional(
+      Type.Enum(STDIN_MODES, { description: 'null (default): stdin is /dev/null; pipe: a pipe that POST /v1/tasks/:id/input writes to (native spawner only)' }),
+    ),
     tty: Type.Optional(
       Type.Union(
-        [Type.Boolean(), Type.Object({ cols: Type.Optional(TerminalCells('columns (default 80)')), rows: Type.Optional(TerminalCells('rows (default 24)')) }, strict)],
+        [
+          Type.Boolean(),
+          Type.Object({ cols: Type.Optional(TerminalCells('columns (default 80)')), rows: Type.Optional(TerminalCells('rows (default 24)')) }, strict),
+        ],
         {
           description:
             'run on a pseudo-terminal (true, or its size; default 80x24): stdin is the terminal (POST /v1/tasks/:id/input types into it), output.log gets what it shows, raw; resize with POST /v1/tasks/:id/resize (native spawner only)',
@@ -148,8 +212,16 @@ export type StartTaskBody = Static<typeof StartTaskBody>
 
 export const TaskInputBody = Type.Object(
   {
-    text: Type.Optional(Type.String({ maxLength: INPUT_MAX_BYTES, description: "text to write to the task's stdin, as UTF-8, exactly as given (no newline is added)" })),
-    base64: Type.Optional(Type.String({ maxLength: Math.ceil(INPUT_MAX_BYTES / 3) * 4, pattern: '^[A-Za-z0-9+/]*={0,2}$', description: 'raw bytes to write, base64-encoded (instead of text)' })),
+    text: Type.Optional(
+      Type.String({ maxLength: INPUT_MAX_BYTES, description: "text to write to the task's stdin, as UTF-8, exactly as given (no newline is added)" }),
+    ),
+    base64: Type.Optional(
+      Type.String({
+        maxLength: Math.ceil(INPUT_MAX_BYTES / 3) * 4,
+        pattern: '^[A-Za-z0-9+/]*={0,2}$',
+        description: 'raw bytes to write, base64-encoded (instead of text)',
+      }),
+    ),
     eof: Type.Optional(Type.Boolean({ description: 'after writing, close the stdin: the task reads end-of-file once it has read everything' })),
   },
   strict,
@@ -164,10 +236,7 @@ export const TaskInputResultSchema = Type.Object({
 })
 export type TaskInputResult = Omit<Static<typeof TaskInputResultSchema>, 'task'> & { task: Task }
 
-export const ListTasksQuery = Type.Object(
-  { all: Type.Optional(Type.Boolean()), owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })) },
-  strict,
-)
+export const ListTasksQuery = Type.Object({ all: Type.Optional(Type.Boolean()), owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })) }, strict)
 export type ListTasksQuery = Static<typeof ListTasksQuery>
 
 export const ReadOutputQuery = Type.Object(
@@ -196,8 +265,16 @@ export type ReadResult = Static<typeof ReadResultSchema>
 
 export const NetworkLogQuery = Type.Object(
   {
-    from: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'byte offset in network.log to read from (default 0; a page answers the next one)' })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: NETWORK_LOG_PAGE_LIMIT, description: `decisions per page (default ${NETWORK_LOG_PAGE_DEFAULT})` })),
+    from: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: REQUEST_LIMITS.counter,
+        description: 'byte offset in network.log to read from (default 0; a page answers the next one)',
+      }),
+    ),
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: NETWORK_LOG_PAGE_LIMIT, description: `decisions per page (default ${NETWORK_LOG_PAGE_DEFAULT})` }),
+    ),
   },
   strict,
 )
@@ -235,7 +312,9 @@ export const KillTaskBody = Type.Object(
     graceMs: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.graceMs, description: 'milliseconds before SIGKILL (at most one hour)' })),
     reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why, recorded in the task reason' })),
     stoppedBy: Type.Optional(
-      Type.Literal('session-end', { description: "the kill is the disposal of the task's agent session (recorded as stoppedBy session-end; otherwise owner or operator, from who asks)" }),
+      Type.Literal('session-end', {
+        description: "the kill is the disposal of the task's agent session (recorded as stoppedBy session-end; otherwise owner or operator, from who asks)",
+      }),
     ),
   },
   strict,
@@ -243,7 +322,11 @@ export const KillTaskBody = Type.Object(
 export type KillTaskBody = Static<typeof KillTaskBody>
 
 export const GcBody = Type.Object(
-  { olderThanMs: Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.olderThanMs, description: 'remove tasks that ended at least this long ago, in milliseconds' })) },
+  {
+    olderThanMs: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.olderThanMs, description: 'remove tasks that ended at least this long ago, in milliseconds' }),
+    ),
+  },
   strict,
 )
 export type GcBody = Static<typeof GcBody>
@@ -256,9 +339,11 @@ export type RemoveResult = Static<typeof RemoveResultSchema>
 
 const SeccompFilterSchema = Type.Object({ name: Type.String(), denies: Type.Array(Type.String()) })
 const ProfileBoundsSchema = Type.Object({
-  pidsMax: Nullable(Type.Integer({ description: "the process-count limit of a task that gives none; null: not enforced here" })),
+  pidsMax: Nullable(Type.Integer({ description: 'the process-count limit of a task that gives none; null: not enforced here' })),
   memoryBytes: Nullable(Type.Integer({ description: 'the memory limit of a task that gives none; null: none' })),
-  memoryAccounted: Type.Boolean({ description: "a task's memory, the tmpfs pages it writes included, is counted in a group of its own that --memory can limit" }),
+  memoryAccounted: Type.Boolean({
+    description: "a task's memory, the tmpfs pages it writes included, is counted in a group of its own that --memory can limit",
+  }),
   tmpfsBytes: Type.Integer({ description: "what a task's private /tmp, /dev/shm and ~/.cache hold together, at most" }),
 })
 
@@ -295,10 +380,14 @@ export const StatusSchema = Type.Object({
      */
     strayEntries: Type.Optional(Type.Array(Type.Object({ name: Type.String(), bytes: Type.Integer() }))),
   }),
-  spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], { description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)' }),
+  spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], {
+    description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)',
+  }),
   peerCheck: Type.Object(
     {
-      enforced: Type.Boolean({ description: 'requests from processes in another user, pid or mount namespace (any sandbox) are refused with TEND_ERR_SANDBOXED_CALLER' }),
+      enforced: Type.Boolean({
+        description: 'requests from processes in another user, pid or mount namespace (any sandbox) are refused with TEND_ERR_SANDBOXED_CALLER',
+      }),
       reason: Type.Optional(Type.String({ description: 'why the check is off (the addon was not built), or what weakens it' })),
     },
     { description: 'the check on who calls the socket (SO_PEERCRED and the caller namespaces)' },
@@ -318,7 +407,8 @@ export const StatusSchema = Type.Object({
     identity: Type.Object(
       {
         as: Type.Enum(['task', 'taskUser', 'daemon'] as const, {
-          description: "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid for each owner of tasks, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
+          description:
+            "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid for each owner of tasks, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
         }),
         uid: Nullable(Type.Integer({ description: 'the uid of taskUser or the daemon; null for task (each owner has its own: owners)' })),
         gid: Nullable(Type.Integer({ description: 'the gid, likewise' })),
@@ -327,13 +417,18 @@ export const StatusSchema = Type.Object({
           description: "for task: each owner's ids, once its first sandboxed task was accepted (and the default owner's, probed at start); empty otherwise",
         }),
         home: Nullable(Type.String({ description: "the daemon's HOME, shown read-only through an idmapped mount to tasks on their own identity" })),
-        fallback: Nullable(Type.String({ description: "why a root daemon's sandboxed tasks run as uid 0 (without capabilities) instead of their own identity" })),
+        fallback: Nullable(
+          Type.String({ description: "why a root daemon's sandboxed tasks run as uid 0 (without capabilities) instead of their own identity" }),
+        ),
         off: Type.Object({ as: Type.Enum(['taskUser', 'daemon'] as const), uid: Type.Integer(), gid: Type.Integer() }, { description: 'who off tasks run as' }),
       },
       { description: 'who tasks run as' },
     ),
     keyring: Type.Object(
-      { fresh: Type.Boolean({ description: 'every task gets a new, empty session keyring of its own' }), reason: Type.Optional(Type.String({ description: 'why not' })) },
+      {
+        fresh: Type.Boolean({ description: 'every task gets a new, empty session keyring of its own' }),
+        reason: Type.Optional(Type.String({ description: 'why not' })),
+      },
       { description: "tasks' session keyrings" },
     ),
     bounds: Type.Object(
@@ -341,8 +436,16 @@ export const StatusSchema = Type.Object({
         workspace: Type.Optional(ProfileBoundsSchema),
         strict: Type.Optional(ProfileBoundsSchema),
         reason: Type.Optional(Type.String({ description: 'why processes and memory are not bounded here: what to fix' })),
-        allTasksPidsMax: Type.Optional(Nullable(Type.Integer({ description: "the process-count limit of all the daemon's tasks together (daemonPidsMax); null: none here" }))),
-        allDaemonsPidsMax: Type.Optional(Nullable(Type.Integer({ description: "the process-count limit of every daemon's tasks together on this machine (tend's cgroup folder and the daemon uid's); null: none" }))),
+        allTasksPidsMax: Type.Optional(
+          Nullable(Type.Integer({ description: "the process-count limit of all the daemon's tasks together (daemonPidsMax); null: none here" })),
+        ),
+        allDaemonsPidsMax: Type.Optional(
+          Nullable(
+            Type.Integer({
+              description: "the process-count limit of every daemon's tasks together on this machine (tend's cgroup folder and the daemon uid's); null: none",
+            }),
+          ),
+        ),
         allDaemonsProblem: Type.Optional(Type.String({ description: "why every daemon's tasks together are not bounded, and the command that bounds them" })),
       },
       { description: 'what each sandboxed profile this machine can run bounds, per task' },
@@ -351,7 +454,9 @@ export const StatusSchema = Type.Object({
       {
         default: Type.Enum(NETWORK_MODES, { description: 'what a sandboxed task that asks for none gets' }),
         modes: Type.Array(Type.Enum(NETWORK_MODES), { description: 'the network modes this machine can enforce for sandboxed tasks' }),
-        missing: Type.Record(Type.String(), Type.String(), { description: 'why each other mode cannot be enforced here (a task asking for it is refused, never widened)' }),
+        missing: Type.Record(Type.String(), Type.String(), {
+          description: 'why each other mode cannot be enforced here (a task asking for it is refused, never widened)',
+        }),
         allow: Type.Array(Type.String(), { description: "the operator's allowlist (networkAllow): what allow tasks reach through the egress proxy" }),
       },
       { description: "sandboxed tasks' networks" },
@@ -374,7 +479,9 @@ export type EventsQuery = Static<typeof EventsQuery>
  * never strict: clients send many).
  */
 export const EventsHeaders = Type.Object({
-  'last-event-id': Type.Optional(Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'what an EventSource sends when it reconnects: the last seq it saw' })),
+  'last-event-id': Type.Optional(
+    Type.Integer({ minimum: 0, maximum: REQUEST_LIMITS.counter, description: 'what an EventSource sends when it reconnects: the last seq it saw' }),
+  ),
   [OWNER_HEADER]: Type.Optional(Type.String({ pattern: OWNER_PATTERN, description: 'act for this owner: only its events' })),
 })
 export type EventsHeaders = Static<typeof EventsHeaders>
@@ -389,7 +496,9 @@ export const ErrorSchema = Type.Object({
 })
 
 export const StopBody = Type.Object(
-  { keepTasks: Type.Optional(Type.Boolean({ description: 'leave running tasks running, for the next daemon to supervise (default false: they are stopped)' })) },
+  {
+    keepTasks: Type.Optional(Type.Boolean({ description: 'leave running tasks running, for the next daemon to supervise (default false: they are stopped)' })),
+  },
   strict,
 )
 export type StopBody = Static<typeof StopBody>
@@ -397,7 +506,13 @@ export type StopBody = Static<typeof StopBody>
 /** POST /v1/console: where the console listens; anything left out comes from the daemon's settings. */
 export const ConsoleBody = Type.Object(
   {
-    host: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'address to bind (default consoleHost, 127.0.0.1); another than loopback needs TLS or insecure' })),
+    host: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        description: 'address to bind (default consoleHost, 127.0.0.1); another than loopback needs TLS or insecure',
+      }),
+    ),
     port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: 'TCP port (default consolePort; 0: a free port)' })),
     insecure: Type.Optional(Type.Boolean({ description: 'serve an address other than loopback without TLS' })),
     tlsCert: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096, description: 'absolute path of a PEM certificate (chain)' })),

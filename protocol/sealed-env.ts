@@ -31,7 +31,11 @@ export function readClusterKey(path: string): Buffer {
   if (content.length === KEY_BYTES) return content
   const text = content.toString('latin1').trim()
   if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex')
-  throw new TendError('TEND_ERR_SECRET_FILE', { what: 'cluster key file', path, detail: `it holds ${content.length} bytes; a key is 32 random bytes (or 64 hex digits): ${CLUSTER_KEY_HOWTO}` })
+  throw new TendError('TEND_ERR_SECRET_FILE', {
+    what: 'cluster key file',
+    path,
+    detail: `it holds ${content.length} bytes; a key is 32 random bytes (or 64 hex digits): ${CLUSTER_KEY_HOWTO}`,
+  })
 }
 
 /** Seals bytes under the key, bound to `context` (the task id): sealed for one task, it opens for no other. */
@@ -52,7 +56,11 @@ export function unseal(sealed: Sealed, key: Buffer, context: string): Buffer {
     decipher.setAuthTag(Buffer.from(sealed.tag, 'base64'))
     return Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()])
   } catch (error) {
-    throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `sealed values of ${context} do not open with this machine's key (another key sealed them, or they were changed)` }, { cause: error })
+    throw new TendError(
+      'TEND_ERR_CLUSTER_KEY',
+      { detail: `sealed values of ${context} do not open with this machine's key (another key sealed them, or they were changed)` },
+      { cause: error },
+    )
   }
 }
 

@@ -26,7 +26,8 @@ export function readSecretFile(path: string, what: string): Buffer {
     if (!stat.isFile()) refuse('it is not a regular file')
     const uid = process.getuid?.()
     if (uid !== undefined && stat.uid !== uid) refuse(`it belongs to uid ${stat.uid}, not to the user who reads it (uid ${uid})`)
-    if ((stat.mode & 0o077) !== 0) refuse(`group or others have permissions on it (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')}): chmod 600 ${path}`)
+    if ((stat.mode & 0o077) !== 0)
+      refuse(`group or others have permissions on it (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')}): chmod 600 ${path}`)
     if (stat.size > MAX_SECRET_BYTES) refuse(`it holds ${stat.size} bytes; a credential file holds at most ${MAX_SECRET_BYTES}`)
     const buffer = Buffer.alloc(stat.size)
     let filled = 0
@@ -44,6 +45,7 @@ export function readSecretFile(path: string, what: string): Buffer {
 /** A Redis URL from a credential file: its first line, which must be a redis:// or rediss:// URL. */
 export function readRedisUrlFile(path: string): string {
   const url = readSecretFile(path, 'Redis URL file').toString('utf8').split('\n')[0]!.trim()
-  if (!/^rediss?:\/\/\S+$/.test(url)) throw new TendError('TEND_ERR_SECRET_FILE', { what: 'Redis URL file', path, detail: 'its first line is not a redis:// or rediss:// URL' })
+  if (!/^rediss?:\/\/\S+$/.test(url))
+    throw new TendError('TEND_ERR_SECRET_FILE', { what: 'Redis URL file', path, detail: 'its first line is not a redis:// or rediss:// URL' })
   return url
 }

@@ -9,7 +9,8 @@ const WORDS: Record<StoppedBy, string> = {
   'session-end': 'session-end (its agent session ended)',
   'daemon-stop': 'daemon-stop (the daemon was stopped)',
   'outside-signal': 'outside-signal (a signal tend did not send)',
-  'lease-expired': 'lease-expired (its daemon could no longer confirm the lease it ran under, e.g. a cluster worker its lock on the job: the task may run again elsewhere)',
+  'lease-expired':
+    'lease-expired (its daemon could no longer confirm the lease it ran under, e.g. a cluster worker its lock on the job: the task may run again elsewhere)',
 }
 
 /** Values older records hold, each with the one it is read as now. */

@@ -32,7 +32,17 @@ export const DEFAULT_LIFETIME: Lifetime = 'owner'
  * longer confirm its lease: it may run again elsewhere). Null for a task that ended by itself,
  * failed to start, or was lost. Records that say `cluster-lease` read as `lease-expired`.
  */
-export const STOPPED_BY = ['owner', 'operator', 'timeout', 'output-cap', 'memory-limit', 'session-end', 'daemon-stop', 'outside-signal', 'lease-expired'] as const
+export const STOPPED_BY = [
+  'owner',
+  'operator',
+  'timeout',
+  'output-cap',
+  'memory-limit',
+  'session-end',
+  'daemon-stop',
+  'outside-signal',
+  'lease-expired',
+] as const
 export type StoppedBy = (typeof STOPPED_BY)[number]
 
 /** What a task's stdin can be asked to be: `null` (/dev/null, the default) or `pipe` (`tend send` writes to it). */
@@ -141,7 +151,10 @@ export interface RanAs {
 export const RAN_AS_IDENTITIES = ['task', 'taskUser', 'daemon'] as const
 export const RAN_AS_KEYRINGS = ['own', 'daemon'] as const
 
-interface NotStarted { startedAt: null; pid: null }
+interface NotStarted {
+  startedAt: null
+  pid: null
+}
 interface Started {
   startedAt: string
   pid: number
@@ -156,7 +169,13 @@ interface Started {
   /** Who it ran as (uid, gid, which identity, its keyring). Absent in records of older tends. */
   ranAs?: RanAs
 }
-interface NotEnded { endedAt: null; exitCode: null; signal: null; reason: null; stoppedBy: null }
+interface NotEnded {
+  endedAt: null
+  exitCode: null
+  signal: null
+  reason: null
+  stoppedBy: null
+}
 
 export type QueuedTask = TaskBase & NotStarted & NotEnded & { state: 'queued' }
 export type RunningTask = TaskBase & Started & NotEnded & { state: 'running' }
@@ -165,10 +184,13 @@ export type ExitedTask = TaskBase & Started & { state: 'exited'; endedAt: string
  * Stopped on request (kill, output cap, daemon stop, memory limit) or by a signal from outside
  * tend; a queued task can be killed before it starts. stoppedBy is null only in older records.
  */
-export type KilledTask = TaskBase & (Started | NotStarted) & { state: 'killed'; endedAt: string; exitCode: number | null; signal: string | null; reason: string; stoppedBy: StoppedBy | null }
-export type TimedOutTask = TaskBase & Started & { state: 'timed_out'; endedAt: string; exitCode: number | null; signal: string | null; reason: string; stoppedBy: 'timeout' | null }
+export type KilledTask = TaskBase &
+  (Started | NotStarted) & { state: 'killed'; endedAt: string; exitCode: number | null; signal: string | null; reason: string; stoppedBy: StoppedBy | null }
+export type TimedOutTask = TaskBase &
+  Started & { state: 'timed_out'; endedAt: string; exitCode: number | null; signal: string | null; reason: string; stoppedBy: 'timeout' | null }
 /** Never ran: bad cwd, no such program (stoppedBy null), daemon stopped while it was queued (`daemon-stop`). */
-export type FailedTask = TaskBase & NotStarted & { state: 'failed'; endedAt: string; exitCode: null; signal: null; reason: string; stoppedBy: 'daemon-stop' | null }
+export type FailedTask = TaskBase &
+  NotStarted & { state: 'failed'; endedAt: string; exitCode: null; signal: null; reason: string; stoppedBy: 'daemon-stop' | null }
 /** The daemon died while it ran; its leftovers were killed by the next daemon. */
 export type LostTask = TaskBase & Started & { state: 'lost'; endedAt: string; exitCode: null; signal: null; reason: string; stoppedBy: null }
 
@@ -196,7 +218,7 @@ export function isFinished(task: Pick<Task, 'state'>): boolean {
 
 export function taskLabel(task: Pick<Task, 'name' | 'command' | 'shell'>): string {
   if (task.name) return task.name
-  return task.shell ? task.command[2] ?? '' : task.command.join(' ')
+  return task.shell ? (task.command[2] ?? '') : task.command.join(' ')
 }
 
 /**

@@ -27,7 +27,12 @@ export interface AppendOutcome {
  * cap. A write that fails part-way is cut back to the last whole line, so a later append never
  * glues onto half a line.
  */
-export async function appendNetworkLog(spoolRoot: string, id: string, lines: string[], options: { maxBytes: number; trailer?: string }): Promise<AppendOutcome> {
+export async function appendNetworkLog(
+  spoolRoot: string,
+  id: string,
+  lines: string[],
+  options: { maxBytes: number; trailer?: string },
+): Promise<AppendOutcome> {
   let folder: OpenFolder | null = null
   let handle: FileHandle | null = null
   const all = lines.length

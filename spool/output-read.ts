@@ -135,7 +135,10 @@ export function outputAtPath(path: string): OutputSource {
  * TEND_ERR_OUTPUT_MISSING, never read through.
  */
 export function taskOutput(spoolRoot: string, id: string): OutputSource {
-  return { size: () => inTaskFolder(spoolRoot, id, (path) => readableOutputSize(path, id)), read: (from, maxBytes) => inTaskFolder(spoolRoot, id, (path) => readOutputRange(path, from, maxBytes, id)) }
+  return {
+    size: () => inTaskFolder(spoolRoot, id, (path) => readableOutputSize(path, id)),
+    read: (from, maxBytes) => inTaskFolder(spoolRoot, id, (path) => readOutputRange(path, from, maxBytes, id)),
+  }
 }
 
 /** openOutputSnapshot of a task's output.log, reached as taskOutput reaches it. */
@@ -149,7 +152,14 @@ async function inTaskFolder<T>(spoolRoot: string, id: string, look: (path: strin
     folder = spoolFolders(spoolRoot).open(id)
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException
-    const detail = code === 'ENOENT' ? 'its spool folder does not exist (deleted outside tend?)' : code === 'ELOOP' ? 'its spool folder was replaced by a symbolic link: it is not followed' : code === 'ENOTDIR' ? 'its spool folder was replaced by a file' : (error as Error).message
+    const detail =
+      code === 'ENOENT'
+        ? 'its spool folder does not exist (deleted outside tend?)'
+        : code === 'ELOOP'
+          ? 'its spool folder was replaced by a symbolic link: it is not followed'
+          : code === 'ENOTDIR'
+            ? 'its spool folder was replaced by a file'
+            : (error as Error).message
     throw new TendError('TEND_ERR_OUTPUT_MISSING', { id, detail }, { cause: error })
   }
   try {
@@ -200,7 +210,14 @@ function asOutputError(path: string, error: unknown, taskId?: string): unknown {
   const { code } = error as NodeJS.ErrnoException
   if (code === 'ENOENT') return new TendError('TEND_ERR_OUTPUT_MISSING', { id, detail: `${path} does not exist (deleted outside tend?)` }, { cause: error })
   if (code === 'EWOULDBLOCK' || code === 'EAGAIN') {
-    return new TendError('TEND_ERR_OUTPUT_BUSY', { id, detail: `a process holds a lease on ${path} (the task itself, through its stdout): reading it would wait until the lease is broken, up to /proc/sys/fs/lease-break-time` }, { cause: error })
+    return new TendError(
+      'TEND_ERR_OUTPUT_BUSY',
+      {
+        id,
+        detail: `a process holds a lease on ${path} (the task itself, through its stdout): reading it would wait until the lease is broken, up to /proc/sys/fs/lease-break-time`,
+      },
+      { cause: error },
+    )
   }
   const problem = untrustedProblem(error)
   if (problem !== null) return replaced(path, problem, error, id)
@@ -211,7 +228,14 @@ function asOutputError(path: string, error: unknown, taskId?: string): unknown {
 }
 
 function replaced(path: string, kind: string, cause?: unknown, id?: string): TendError {
-  return new TendError('TEND_ERR_OUTPUT_MISSING', { id: id ?? basename(dirname(path)), detail: `${path} is ${kind}, not the task's output file (replaced outside tend, or by the task itself?): it is not read` }, cause === undefined ? {} : { cause })
+  return new TendError(
+    'TEND_ERR_OUTPUT_MISSING',
+    {
+      id: id ?? basename(dirname(path)),
+      detail: `${path} is ${kind}, not the task's output file (replaced outside tend, or by the task itself?): it is not read`,
+    },
+    cause === undefined ? {} : { cause },
+  )
 }
 
 function sizeOf(info: Stats | null): number {

@@ -1,7 +1,22 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { fullFormats } from 'ajv-formats/dist/formats.js'
 import { Type, type TSchema } from 'typebox'
-import { isTaskId, LIFETIMES, NETWORK_MODES, RAN_AS_IDENTITIES, RAN_AS_KEYRINGS, TASK_STDIN, OWNER_PATTERN, RECORDED_STATES, SANDBOX_PROFILES, SCHEMA_VERSION, RECORDED_STOPPED_BY, TASK_ID_PATTERN, TERMINAL_SIZE_MAX, type RecordedState } from '../protocol/index.js'
+import {
+  isTaskId,
+  LIFETIMES,
+  NETWORK_MODES,
+  RAN_AS_IDENTITIES,
+  RAN_AS_KEYRINGS,
+  TASK_STDIN,
+  OWNER_PATTERN,
+  RECORDED_STATES,
+  SANDBOX_PROFILES,
+  SCHEMA_VERSION,
+  RECORDED_STOPPED_BY,
+  TASK_ID_PATTERN,
+  TERMINAL_SIZE_MAX,
+  type RecordedState,
+} from '../protocol/index.js'
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()])
 const IsoDate = Type.String({ format: 'date-time' })
@@ -29,7 +44,9 @@ export const RECORD_BASE_FIELDS = {
   // Absent in records of tends before stdin pipes: read as `null`.
   stdin: Type.Optional(Type.Enum(TASK_STDIN)),
   // Absent in records of tends before terminals: read as null.
-  tty: Type.Optional(Nullable(Type.Object({ cols: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }), rows: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }) }))),
+  tty: Type.Optional(
+    Nullable(Type.Object({ cols: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }), rows: Type.Integer({ minimum: 1, maximum: TERMINAL_SIZE_MAX }) })),
+  ),
   sandbox: Type.Enum(SANDBOX_PROFILES),
   // true and false in records of tends before network modes: read as host and loopback.
   network: Type.Union([Type.Enum(NETWORK_MODES), Type.Boolean()]),
@@ -44,7 +61,13 @@ export const RECORD_BASE_FIELDS = {
   requestHash: Type.Optional(Type.String()),
   // Set once a task starts; absent in records of tends before task identities.
   ranAs: Type.Optional(
-    Type.Object({ uid: Count, gid: Count, identity: Type.Enum(RAN_AS_IDENTITIES), fallback: Type.Optional(Type.String()), keyring: Type.Enum(RAN_AS_KEYRINGS) }),
+    Type.Object({
+      uid: Count,
+      gid: Count,
+      identity: Type.Enum(RAN_AS_IDENTITIES),
+      fallback: Type.Optional(Type.String()),
+      keyring: Type.Enum(RAN_AS_KEYRINGS),
+    }),
   ),
 }
 
@@ -61,8 +84,23 @@ const STATE_FIELDS: Record<RecordedState, Record<string, TSchema>> = {
   running: { ...started, ...notEnded },
   exited: { ...started, endedAt: IsoDate, exitCode: Type.Integer(), signal: Type.Null(), reason: Type.Null(), ...notStopped },
   // A queued task can be killed before it starts (startedAt and pid both null; checked below).
-  killed: { startedAt: Nullable(IsoDate), pid: Nullable(Pid), endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(RECORDED_STOPPED_BY) },
-  timed_out: { ...started, endedAt: IsoDate, exitCode: Nullable(Type.Integer()), signal: Nullable(Type.String()), reason: Type.String(), ...stoppedBy(['timeout']) },
+  killed: {
+    startedAt: Nullable(IsoDate),
+    pid: Nullable(Pid),
+    endedAt: IsoDate,
+    exitCode: Nullable(Type.Integer()),
+    signal: Nullable(Type.String()),
+    reason: Type.String(),
+    ...stoppedBy(RECORDED_STOPPED_BY),
+  },
+  timed_out: {
+    ...started,
+    endedAt: IsoDate,
+    exitCode: Nullable(Type.Integer()),
+    signal: Nullable(Type.String()),
+    reason: Type.String(),
+    ...stoppedBy(['timeout']),
+  },
   failed: { ...notStarted, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...stoppedBy(['daemon-stop']) },
   lost: { ...started, endedAt: IsoDate, exitCode: Type.Null(), signal: Type.Null(), reason: Type.String(), ...notStopped },
 }
@@ -79,7 +117,9 @@ function validatorOf(schema: TSchema): ValidateFunction {
   return validate
 }
 
-const RECORD_SCHEMAS = new Map<unknown, TSchema>(RECORDED_STATES.map((state) => [state, Type.Object({ ...RECORD_BASE_FIELDS, state: Type.Literal(state), ...STATE_FIELDS[state] })]))
+const RECORD_SCHEMAS = new Map<unknown, TSchema>(
+  RECORDED_STATES.map((state) => [state, Type.Object({ ...RECORD_BASE_FIELDS, state: Type.Literal(state), ...STATE_FIELDS[state] })]),
+)
 /** For a record whose state is missing or unknown: what every state shares, and the list of states. */
 const ANY_STATE_SCHEMA = Type.Object({ ...RECORD_BASE_FIELDS, state: Type.Enum(RECORDED_STATES) })
 
@@ -91,7 +131,8 @@ const NAMED_VIOLATIONS = 3
  * operator (`task.json invalid: /createdAt is required; ...`); null when it is a valid record.
  */
 export function recordProblem(value: unknown, id: string): string | null {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `task.json invalid: expected an object, got ${Array.isArray(value) ? 'an array' : received(value)}`
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return `task.json invalid: expected an object, got ${Array.isArray(value) ? 'an array' : received(value)}`
   const record = value as Record<string, unknown>
   if (typeof record.schemaVersion === 'number' && record.schemaVersion !== SCHEMA_VERSION) {
     return `task.json has schemaVersion ${record.schemaVersion}; this tend reads schemaVersion ${SCHEMA_VERSION}`
@@ -174,5 +215,9 @@ export function salvageRecordFields(value: unknown): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return {}
   const record = value as Record<string, unknown>
   const fields = RECORD_BASE_FIELDS as Record<string, TSchema>
-  return Object.fromEntries(Object.keys(fields).filter((key) => key in record && validatorOf(fields[key]!)(record[key])).map((key) => [key, record[key]]))
+  return Object.fromEntries(
+    Object.keys(fields)
+      .filter((key) => key in record && validatorOf(fields[key]!)(record[key]))
+      .map((key) => [key, record[key]]),
+  )
 }

@@ -25,7 +25,10 @@ interface Identity {
 }
 
 function replaced(id: string, detail: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(`${FOLDER_REPLACED}: the spool folder of task ${id} ${detail} (replaced outside tend, or by the task itself): it is not used`), { code: FOLDER_REPLACED })
+  return Object.assign(
+    new Error(`${FOLDER_REPLACED}: the spool folder of task ${id} ${detail} (replaced outside tend, or by the task itself): it is not used`),
+    { code: FOLDER_REPLACED },
+  )
 }
 
 function ownUid(): number {

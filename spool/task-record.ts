@@ -51,7 +51,14 @@ export async function readSpoolEntry(spoolRoot: string, id: string): Promise<Spo
 /** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null (an older name its current one), stdin `null`, tty null, network a mode. */
 function withCurrentFields(task: RecordedTask): RecordedTask {
   const network = networkModeOf(task.network as RecordedTask['network'] | boolean)
-  return { ...task, lifetime: task.lifetime ?? DEFAULT_LIFETIME, stoppedBy: currentStoppedBy(task.stoppedBy ?? null), stdin: task.stdin ?? 'null', tty: task.tty ?? null, network } as RecordedTask
+  return {
+    ...task,
+    lifetime: task.lifetime ?? DEFAULT_LIFETIME,
+    stoppedBy: currentStoppedBy(task.stoppedBy ?? null),
+    stdin: task.stdin ?? 'null',
+    tty: task.tty ?? null,
+    network,
+  } as RecordedTask
 }
 
 /**

@@ -26,7 +26,8 @@ export function bashMeta(outcome: BashOutcome): BashMeta {
 }
 
 /** The bash parameter that gives the command a stdin pipe (every host shows the same words). */
-export const BASH_STDIN_DESCRIPTION = 'Give the command a stdin pipe that task_input writes to (with run_in_background, or a yield_ms after which it runs on); default /dev/null'
+export const BASH_STDIN_DESCRIPTION =
+  'Give the command a stdin pipe that task_input writes to (with run_in_background, or a yield_ms after which it runs on); default /dev/null'
 
 /** The bash parameter that runs the command on a pseudo-terminal. */
 export const BASH_TTY_DESCRIPTION =
@@ -51,11 +52,20 @@ export function createBashTool(deps: ToolDeps): Tool {
     parameters: {
       command: { type: 'string', required: true, description: 'The shell command to run' },
       description: { type: 'string', description: 'What the command does, in a few words (used as the task label)' },
-      timeout: { type: 'number', description: `Time limit in milliseconds; the command is stopped when it passes, also after a yield (foreground default ${defaultTimeoutMs}, at most ${maxTimeoutMs}; background: none unless given)` },
+      timeout: {
+        type: 'number',
+        description: `Time limit in milliseconds; the command is stopped when it passes, also after a yield (foreground default ${defaultTimeoutMs}, at most ${maxTimeoutMs}; background: none unless given)`,
+      },
       run_in_background: { type: 'boolean', description: 'Return at once with a task id instead of waiting' },
       cwd: { type: 'string', description: 'Working directory (default: the agent process working directory)' },
-      yield_ms: { type: 'number', description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)` },
-      persistent: { type: 'boolean', description: 'Keep the task running after this agent session ends (a server meant to outlive you); by default your tasks stop with the session' },
+      yield_ms: {
+        type: 'number',
+        description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)`,
+      },
+      persistent: {
+        type: 'boolean',
+        description: 'Keep the task running after this agent session ends (a server meant to outlive you); by default your tasks stop with the session',
+      },
       stdin: { type: 'boolean', description: BASH_STDIN_DESCRIPTION },
       tty: { type: 'boolean', description: BASH_TTY_DESCRIPTION },
       network: { type: 'string', enum: offered, description: networkParameterDescription(offered) },
@@ -65,7 +75,12 @@ export function createBashTool(deps: ToolDeps): Tool {
       const outcome = await runBash(session, args, deps.settings, exec.signal)
       return { content: withPendingNotices(session, renderBash(outcome, offered)), meta: bashMeta(outcome) }
     },
-    presentCall: (args) => ({ card: 'terminal', title: args.command, ...(args.description ? { description: args.description } : {}), ...(args.cwd ? { cwd: args.cwd } : {}) }),
+    presentCall: (args) => ({
+      card: 'terminal',
+      title: args.command,
+      ...(args.description ? { description: args.description } : {}),
+      ...(args.cwd ? { cwd: args.cwd } : {}),
+    }),
     presentResult: (args, result) => {
       const meta = result.meta as BashMeta | undefined
       if (!meta) return { card: 'terminal', title: args.command, output: result.content.map((block) => block.text).join('\n') }
@@ -77,10 +92,13 @@ export function createBashTool(deps: ToolDeps): Tool {
     },
   })
   // Before the schema's check: host where it is not offered gets its reason, not an enum list.
-  return { ...tool, execute: async (args, exec) => {
-    refuseUnofferedNetwork((args as { network?: unknown } | null)?.network, deps.settings)
-    return tool.execute(args, exec)
-  } }
+  return {
+    ...tool,
+    execute: async (args, exec) => {
+      refuseUnofferedNetwork((args as { network?: unknown } | null)?.network, deps.settings)
+      return tool.execute(args, exec)
+    },
+  }
 }
 
 /** What each network reaches, in the few words of bash's description. */

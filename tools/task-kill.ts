@@ -15,7 +15,11 @@ export function createTaskKillTool(deps: ToolDeps) {
     description: 'Stop a background task and every process it started. Answers once none is left, with the final state.',
     parameters: {
       task_id: { type: 'string', required: true, description: 'The task id that bash returned' },
-      signal: { type: 'string', enum: ['TERM', 'INT', 'HUP', 'KILL', 'QUIT', 'USR1', 'USR2'], description: 'First signal (default TERM; KILL follows after a grace period)' },
+      signal: {
+        type: 'string',
+        enum: ['TERM', 'INT', 'HUP', 'KILL', 'QUIT', 'USR1', 'USR2'],
+        description: 'First signal (default TERM; KILL follows after a grace period)',
+      },
       reason: { type: 'string', description: 'Why, recorded with the task' },
     },
     async execute(args, exec) {

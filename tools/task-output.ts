@@ -29,7 +29,13 @@ export function createTaskOutputTool(deps: ToolDeps) {
     async execute(args, exec) {
       const session = sessionOf(deps, exec)
       const result = await readTaskOutput(session, args, deps.settings, exec.signal)
-      const meta: TaskOutputMeta = { taskId: result.task.id, output: result.output.text, exitCode: result.task.exitCode, signal: result.task.signal, done: result.done }
+      const meta: TaskOutputMeta = {
+        taskId: result.task.id,
+        output: result.output.text,
+        exitCode: result.task.exitCode,
+        signal: result.task.signal,
+        done: result.done,
+      }
       return { content: withPendingNotices(session, renderTaskOutput(result, offeredNetworks(deps.settings))), meta }
     },
     presentCall: (args) => ({ card: 'generic', title: `task_output ${args.task_id}`, kind: 'read', rawInput: args }),

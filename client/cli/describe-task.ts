@@ -6,7 +6,9 @@ export function printTask(io: CliIo, task: Task): void {
   if (io.json) printJson(io, task)
   else if (task.state === 'corrupt') {
     io.out(describeCorrupt(io, task))
-    io.err(`tend: ${task.id} is a corrupt spool entry (docs/spool.md): any output it has is in ${task.spool}/output.log; remove it with \`tend rm ${task.id}\` (\`tend gc\` removes every corrupt entry)`)
+    io.err(
+      `tend: ${task.id} is a corrupt spool entry (docs/spool.md): any output it has is in ${task.spool}/output.log; remove it with \`tend rm ${task.id}\` (\`tend gc\` removes every corrupt entry)`,
+    )
   } else {
     io.out(describeTask(io, task))
     const hint = sandboxHint(task)
@@ -34,7 +36,12 @@ export function describeTask(io: CliIo, task: Task): string {
     ['network', networkText(task)],
     ['blocked', blockedText(task)],
     ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
-    ['limits', task.memoryBytes === null && task.pidsMax === null ? null : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`],
+    [
+      'limits',
+      task.memoryBytes === null && task.pidsMax === null
+        ? null
+        : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`,
+    ],
     ['pid', task.pid === null ? null : String(task.pid)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
     ['output', `${formatBytes(task.outputBytes)} (cap ${formatBytes(task.maxOutputBytes)})`],

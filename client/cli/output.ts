@@ -71,7 +71,8 @@ export function formatTable(header: string[], rows: string[][]): string {
 
 /** Prints an error the way every command does: a message on stderr, and in --json the wire shape on stdout. */
 export function reportError(io: CliIo, error: unknown): void {
-  const tendError = error instanceof TendError ? error : new TendError('TEND_ERR_INTERNAL', { detail: (error as Error)?.message ?? String(error) }, { cause: error })
+  const tendError =
+    error instanceof TendError ? error : new TendError('TEND_ERR_INTERNAL', { detail: (error as Error)?.message ?? String(error) }, { cause: error })
   if (io.json) printJson(io, { error: tendError.toWire() })
   io.err(`tend: ${tendError.message}`)
 }

@@ -76,7 +76,9 @@ export async function printLogs(client: TendClient, io: CliIo, id: string, flags
   }
   if (io.json) {
     const plain = flags.plain ? new PlainTextStream() : null
-    const read = plain ? plainRead(await client.read(id, { ...start, encoding: 'base64', maxBytes: 16 * 1024 * 1024 }), plain, true) : await client.read(id, { ...start, maxBytes: 16 * 1024 * 1024 })
+    const read = plain
+      ? plainRead(await client.read(id, { ...start, encoding: 'base64', maxBytes: 16 * 1024 * 1024 }), plain, true)
+      : await client.read(id, { ...start, maxBytes: 16 * 1024 * 1024 })
     printJson(io, read)
     return EXIT.ok
   }

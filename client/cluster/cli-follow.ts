@@ -18,7 +18,13 @@ export type PrintChunk = (chunk: ReadResult) => Promise<void>
  * `wait` for a lost task). Waiting for a worker to take the task, or for the queue to judge a
  * worker that does not answer (within the stall interval), is part of following it.
  */
-export async function followOnCluster(cluster: ClusterClient, io: CliIo, id: string, start: { from?: number; tail?: number }, print: PrintChunk): Promise<number> {
+export async function followOnCluster(
+  cluster: ClusterClient,
+  io: CliIo,
+  id: string,
+  start: { from?: number; tail?: number },
+  print: PrintChunk,
+): Promise<number> {
   let where = await cluster.get(id)
   let cursor = start
   for (;;) {
@@ -32,7 +38,9 @@ export async function followOnCluster(cluster: ClusterClient, io: CliIo, id: str
     where = await nextChange(cluster, id)
     if (where.attempt !== before.attempt && where.worker) {
       const lost = where.earlier.find((each) => each.attempt === before.attempt)
-      io.err(`tend: attempt ${before.attempt} was lost on worker ${lost?.worker ?? before.worker}${lost?.reason ? `: ${lost.reason}` : ''}; following attempt ${where.attempt} on worker ${where.worker}`)
+      io.err(
+        `tend: attempt ${before.attempt} was lost on worker ${lost?.worker ?? before.worker}${lost?.reason ? `: ${lost.reason}` : ''}; following attempt ${where.attempt} on worker ${where.worker}`,
+      )
       cursor = { from: 0 }
     } else if (hasEnded(where)) {
       // Ended while its worker did not answer: what is left of its output is on that worker, read once more if it answers.
@@ -51,7 +59,12 @@ export async function followOnCluster(cluster: ClusterClient, io: CliIo, id: str
  * reads, the queue is looked at each second, and the read is given up as soon as the queue has
  * the task elsewhere (another attempt, another worker, none) or lost.
  */
-async function readFromWorker(cluster: ClusterClient, where: ClusterTask, start: { from?: number; tail?: number }, print: PrintChunk): Promise<{ done: boolean; cursor: { from?: number; tail?: number } }> {
+async function readFromWorker(
+  cluster: ClusterClient,
+  where: ClusterTask,
+  start: { from?: number; tail?: number },
+  print: PrintChunk,
+): Promise<{ done: boolean; cursor: { from?: number; tail?: number } }> {
   const { id } = where
   let cursor = start
   let worker
@@ -118,7 +131,13 @@ function ended(io: CliIo, where: ClusterTask): number {
 
 /** The worker cannot be reached (gone, frozen, not announced): the queue is asked what became of the task. */
 function workerAway(error: unknown): boolean {
-  return error instanceof TendError && (error.code === 'TEND_ERR_DAEMON_UNAVAILABLE' || error.code === 'TEND_ERR_DAEMON_TIMEOUT' || error.code === 'TEND_ERR_CLUSTER_WORKER' || error.code === 'TEND_ERR_CLUSTER_QUEUED')
+  return (
+    error instanceof TendError &&
+    (error.code === 'TEND_ERR_DAEMON_UNAVAILABLE' ||
+      error.code === 'TEND_ERR_DAEMON_TIMEOUT' ||
+      error.code === 'TEND_ERR_CLUSTER_WORKER' ||
+      error.code === 'TEND_ERR_CLUSTER_QUEUED')
+  )
 }
 
 function hasEnded(task: ClusterTask): boolean {

@@ -19,7 +19,11 @@ export interface ClusterRunFlags {
 export function addClusterRunOptions(command: Command): Command {
   return command
     .option('--require <k=v,...>', 'with --cluster: run only on a worker with these labels (repeatable)', labelsOption)
-    .option('--retries <n>', 'with --cluster: when its worker is lost mid-task, run it again on another worker, up to N times (0-10; default 0); it then ends with its worker', retriesOption)
+    .option(
+      '--retries <n>',
+      'with --cluster: when its worker is lost mid-task, run it again on another worker, up to N times (0-10; default 0); it then ends with its worker',
+      retriesOption,
+    )
 }
 
 /** --cluster, --cluster-url-file and --queue, on the commands that work on cluster tasks. */
@@ -39,12 +43,14 @@ export function chooseCluster(flags: ClusterFlags & ClusterRunFlags, env: Record
   const chosen = normalizeClusterChoice({ cluster, clusterQueue: flags.queue, env })
   if (chosen !== undefined) return chosen
   if (flags.require) throw new TendError('TEND_ERR_USAGE', { detail: '--require needs --cluster (or TEND_CLUSTER): labels belong to cluster workers' })
-  if (flags.retries !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: '--retries needs --cluster (or TEND_CLUSTER): a task runs again on another worker of a cluster' })
+  if (flags.retries !== undefined)
+    throw new TendError('TEND_ERR_USAGE', { detail: '--retries needs --cluster (or TEND_CLUSTER): a task runs again on another worker of a cluster' })
   return undefined
 }
 
 /** How many times a cluster task runs again when lost with its worker: 0 to MAX_CLUSTER_RETRIES. */
 function retriesOption(text: string): number {
-  if (!/^\d+$/.test(text) || Number(text) > MAX_CLUSTER_RETRIES) throw new InvalidArgumentError(`expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(text)}`)
+  if (!/^\d+$/.test(text) || Number(text) > MAX_CLUSTER_RETRIES)
+    throw new InvalidArgumentError(`expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(text)}`)
   return Number(text)
 }

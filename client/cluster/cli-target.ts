@@ -69,7 +69,17 @@ export class ClusterTarget implements TaskTarget {
     const where = await this.cluster.get(id)
     if (!where.task) {
       if (io.json) printJson(io, where)
-      else io.out(formatFields([['id', id], ['state', where.state], ['worker', where.worker], ['queue', where.queue], ['reason', where.reason], ...attemptFields(where)]))
+      else
+        io.out(
+          formatFields([
+            ['id', id],
+            ['state', where.state],
+            ['worker', where.worker],
+            ['queue', where.queue],
+            ['reason', where.reason],
+            ...attemptFields(where),
+          ]),
+        )
       return EXIT.ok
     }
     // A cluster task's final record, and where and in which attempt it ran.
@@ -99,7 +109,13 @@ export class ClusterTarget implements TaskTarget {
     const tasks = await this.cluster.list(options)
     if (io.json) printJson(io, tasks)
     else if (tasks.length === 0) io.err(options.all ? 'no cluster tasks' : 'no running or queued cluster tasks (tend ps --all shows finished ones)')
-    else io.out(formatTable(['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'], tasks.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : ''])))
+    else
+      io.out(
+        formatTable(
+          ['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'],
+          tasks.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : '']),
+        ),
+      )
     return EXIT.ok
   }
 
@@ -115,5 +131,8 @@ export class ClusterTarget implements TaskTarget {
 /** A cluster task's attempt, once it was retried, and how each earlier attempt was lost. */
 function attemptFields(where: ClusterTask): Array<[string, string | null]> {
   if (where.attempt === 1 && where.earlier.length === 0) return []
-  return [['attempt', String(where.attempt)], ...where.earlier.map((each): [string, string] => [`attempt ${each.attempt}`, `lost on ${each.worker}: ${each.reason}`])]
+  return [
+    ['attempt', String(where.attempt)],
+    ...where.earlier.map((each): [string, string] => [`attempt ${each.attempt}`, `lost on ${each.worker}: ${each.reason}`]),
+  ]
 }

@@ -15,7 +15,7 @@ export function registerWorkerCommand(program: Command): void {
     .option('--concurrency <n>', 'cluster tasks run at once (default: 4)')
     .option('--labels <k=v,...>', 'labels of this worker: tasks that --require them run here')
     .option('--name <name>', 'how other machines know this worker (default: host name and home)')
-    .option('--stall <duration>', "how long this worker may go silent before its tasks count as lost (default: 10s; 2s, 30s, 1m)")
+    .option('--stall <duration>', 'how long this worker may go silent before its tasks count as lost (default: 10s; 2s, 30s, 1m)')
     .option('--allow-sandbox <profile,...>', 'sandbox profiles of the jobs this worker runs, repeatable (default: workspace,strict; off must be named)')
     .action(() => {
       throw new TendError('TEND_ERR_USAGE', { detail: 'tend worker is run by bin/tend.js: run it as `tend worker --redis-url-file FILE ...`' })

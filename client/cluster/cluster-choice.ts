@@ -10,11 +10,20 @@ export interface ClusterChoice {
 }
 
 /** The cluster the options or the environment name; undefined when neither does (the local daemon). */
-export function normalizeClusterChoice(options: { cluster?: string; clusterQueue?: string; clusterKeyFile?: string; env?: Record<string, string | undefined> }): ClusterChoice | undefined {
+export function normalizeClusterChoice(options: {
+  cluster?: string
+  clusterQueue?: string
+  clusterKeyFile?: string
+  env?: Record<string, string | undefined>
+}): ClusterChoice | undefined {
   const env = options.env ?? process.env
   const redis = options.cluster ?? (env.TEND_CLUSTER || undefined)
   if (redis === undefined) return undefined
-  return { redis, queue: options.clusterQueue ?? (env.TEND_CLUSTER_QUEUE || undefined), keyFile: options.clusterKeyFile ?? (env.TEND_CLUSTER_KEY_FILE || undefined) }
+  return {
+    redis,
+    queue: options.clusterQueue ?? (env.TEND_CLUSTER_QUEUE || undefined),
+    keyFile: options.clusterKeyFile ?? (env.TEND_CLUSTER_KEY_FILE || undefined),
+  }
 }
 
 /**
@@ -22,8 +31,10 @@ export function normalizeClusterChoice(options: { cluster?: string; clusterQueue
  * must not hold a password (every local user reads /proc/PID/cmdline); undefined when neither is given.
  */
 export function clusterUrlFromArgv(given: { flag: string; url: string | undefined; file: string | undefined; fileFlag: string }): string | undefined {
-  if (given.url !== undefined && redisUrlHasPassword(given.url)) throw new TendError('TEND_ERR_SECRET_IN_ARGV', { flag: given.flag, variable: 'TEND_CLUSTER', fileFlag: given.fileFlag })
-  if (given.url !== undefined && given.file !== undefined) throw new TendError('TEND_ERR_USAGE', { detail: `give ${given.flag} or ${given.fileFlag}, not both` })
+  if (given.url !== undefined && redisUrlHasPassword(given.url))
+    throw new TendError('TEND_ERR_SECRET_IN_ARGV', { flag: given.flag, variable: 'TEND_CLUSTER', fileFlag: given.fileFlag })
+  if (given.url !== undefined && given.file !== undefined)
+    throw new TendError('TEND_ERR_USAGE', { detail: `give ${given.flag} or ${given.fileFlag}, not both` })
   return given.file === undefined ? given.url : readRedisUrlFile(given.file)
 }
 

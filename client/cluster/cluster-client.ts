@@ -70,7 +70,10 @@ export class ClusterClient {
     readonly base: string = DEFAULT_CLUSTER_QUEUE,
     options: ClusterClientOptions = {},
   ) {
-    if (!/^rediss?:\/\//.test(redisUrl)) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactRedisUrl(redisUrl))}` })
+    if (!/^rediss?:\/\//.test(redisUrl))
+      throw new TendError('TEND_ERR_CONFIG_INVALID', {
+        detail: `cluster: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactRedisUrl(redisUrl))}`,
+      })
     this.keyFile = options.keyFile
   }
 
@@ -78,15 +81,24 @@ export class ClusterClient {
   async start(options: ClusterStartOptions): Promise<ClusterTask> {
     const retries = options.retries ?? 0
     if (!Number.isInteger(retries) || retries < 0 || retries > MAX_CLUSTER_RETRIES) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: `retries: expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(options.retries)}` })
+      throw new TendError('TEND_ERR_VALIDATION', {
+        detail: `retries: expected a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(options.retries)}`,
+      })
     }
     const id = newTaskId()
     const { env, ...request } = startRequestBody(options)
     // Environment values never reach Redis in the clear: sealed for this task, or refused.
-    const sealedEnv = env && Object.keys(env).length > 0 ? sealEnv(env as Record<string, string>, this.clusterKey('a task with environment values'), id) : undefined
+    const sealedEnv =
+      env && Object.keys(env).length > 0 ? sealEnv(env as Record<string, string>, this.clusterKey('a task with environment values'), id) : undefined
     const name = queueFor(this.base, options.require ?? {})
     const { queue } = await this.queue(name)
-    const data: ClusterJobData = { request, requirements: options.require ?? {}, submittedAt: new Date().toISOString(), ...(retries > 0 ? { retries } : {}), ...(sealedEnv ? { sealedEnv } : {}) }
+    const data: ClusterJobData = {
+      request,
+      requirements: options.require ?? {},
+      submittedAt: new Date().toISOString(),
+      ...(retries > 0 ? { retries } : {}),
+      ...(sealedEnv ? { sealedEnv } : {}),
+    }
     const redis = await this.redis()
     await redis.sadd(queuesKey(this.base), name)
     await redis.sadd(ownerTasksKey(this.base, options.owner ?? DEFAULT_OWNER), id)
@@ -164,7 +176,8 @@ export class ClusterClient {
       if (found.state !== 'completed' && found.state !== 'failed') throw new TendError('TEND_ERR_TASK_NOT_FINISHED', { id, state: where.state })
       if (where.task && where.worker) {
         try {
-          freedBytes = ((await askWorker(await this.redis(), this.base, where.worker, { op: 'remove', id }, REMOVE_ANSWER_MS)) as { freedBytes: number }).freedBytes
+          freedBytes = ((await askWorker(await this.redis(), this.base, where.worker, { op: 'remove', id }, REMOVE_ANSWER_MS)) as { freedBytes: number })
+            .freedBytes
         } catch (error) {
           // Gone from the worker already (its spool cleaned): the cluster's entries go all the same.
           if (!(error instanceof TendError) || error.code !== 'TEND_ERR_TASK_NOT_FOUND') throw error
@@ -202,7 +215,10 @@ export class ClusterClient {
       }),
     )
     return found
-      .filter((each): each is { task: ClusterTask; at: string } => each !== null && (options.all === true || !hasEnded(each.task)) && (options.owner === undefined || each.task.owner === options.owner))
+      .filter(
+        (each): each is { task: ClusterTask; at: string } =>
+          each !== null && (options.all === true || !hasEnded(each.task)) && (options.owner === undefined || each.task.owner === options.owner),
+      )
       .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
       .map((each) => each.task)
   }
@@ -244,14 +260,18 @@ export class ClusterClient {
    */
   async input(worker: string, id: string, data: string | Buffer, options: { eof?: boolean } = {}): Promise<TaskInputResult> {
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
-    if (bytes.length > INPUT_MAX_BYTES) throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
+    if (bytes.length > INPUT_MAX_BYTES)
+      throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
     const content = this.keyFile === undefined ? { data: bytes.toString('base64') } : { sealed: seal(bytes, this.clusterKey('input'), `input:${id}`) }
     return (await askWorker(await this.redis(), this.base, worker, { op: 'input', id, eof: options.eof, ...content }, INPUT_ANSWER_MS)) as TaskInputResult
   }
 
   /** The cluster key, read once; TEND_ERR_CLUSTER_KEY, saying how to make one, when none is configured. */
   private clusterKey(what: string): Buffer {
-    if (this.keyFile === undefined) throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `${what} on a cluster needs the cluster key, which seals it on its way through Redis, and none is configured: ${CLUSTER_KEY_HOWTO}` })
+    if (this.keyFile === undefined)
+      throw new TendError('TEND_ERR_CLUSTER_KEY', {
+        detail: `${what} on a cluster needs the cluster key, which seals it on its way through Redis, and none is configured: ${CLUSTER_KEY_HOWTO}`,
+      })
     this.key ??= readClusterKey(this.keyFile)
     return this.key
   }
@@ -272,7 +292,12 @@ export class ClusterClient {
     const announced = await (await this.redis()).hget(workersKey(this.base), worker)
     if (!announced) throw new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id, detail: 'it is not announced in the cluster' })
     const entry = JSON.parse(announced) as WorkerEntry
-    if (!entry.origin || !entry.token) throw new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id, detail: 'it announced no console (its log says why): the output of its tasks is read on that machine only' })
+    if (!entry.origin || !entry.token)
+      throw new TendError('TEND_ERR_CLUSTER_WORKER', {
+        worker,
+        id,
+        detail: 'it announced no console (its log says why): the output of its tasks is read on that machine only',
+      })
     return new TendClient({ url: entry.origin, token: entry.token })
   }
 
@@ -327,7 +352,9 @@ export class ClusterClient {
   /** The base queue's Redis connection, for tend's own keys and the kill channel. */
   private async redis(): Promise<RedisCommands> {
     // BullMQ's client type leaves out publish; the connection is ioredis's, which has it.
-    return (await (await this.queue(this.base)).queue.client) as unknown as RedisCommands
+    return (await (
+      await this.queue(this.base)
+    ).queue.client) as unknown as RedisCommands
   }
 
   /**

@@ -1,5 +1,21 @@
 import type { Job } from 'bullmq'
-import { currentStoppedBy, DEFAULT_LIFETIME, DEFAULT_NETWORK, DEFAULT_OWNER, networkModeOf, DEFAULT_TERMINAL_SIZE, isFinished, LOST_PREFIX, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type StartTaskBody, type RequestedStop, type Task, type TaskBase } from '../../protocol/index.js'
+import {
+  currentStoppedBy,
+  DEFAULT_LIFETIME,
+  DEFAULT_NETWORK,
+  DEFAULT_OWNER,
+  networkModeOf,
+  DEFAULT_TERMINAL_SIZE,
+  isFinished,
+  LOST_PREFIX,
+  type ClusterAttempt,
+  type ClusterJobData,
+  type ClusterProgress,
+  type StartTaskBody,
+  type RequestedStop,
+  type Task,
+  type TaskBase,
+} from '../../protocol/index.js'
 
 /** A cluster task as the queue knows it: where it is, and its final record once it has ended. */
 export interface ClusterTask {
@@ -89,7 +105,12 @@ function baseOfRequest(id: string, data: ClusterJobData, submittedAt: string): T
   const sealedKeys = Array.isArray(data.sealedEnv?.keys) ? data.sealedEnv.keys.filter((key) => typeof key === 'string') : []
   const argv = Array.isArray(request.command) ? request.command.filter((each) => typeof each === 'string') : []
   const line = request.shell === true
-  const tty = request.tty === true ? { ...DEFAULT_TERMINAL_SIZE } : typeof request.tty === 'object' && request.tty !== null ? { ...DEFAULT_TERMINAL_SIZE, ...request.tty } : null
+  const tty =
+    request.tty === true
+      ? { ...DEFAULT_TERMINAL_SIZE }
+      : typeof request.tty === 'object' && request.tty !== null
+        ? { ...DEFAULT_TERMINAL_SIZE, ...request.tty }
+        : null
   return {
     id,
     name: typeof request.name === 'string' ? request.name : null,

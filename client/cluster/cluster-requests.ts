@@ -27,7 +27,10 @@ export async function askWorker(redis: RequestRedis, base: string, worker: strin
   try {
     const answered = new Promise<string>((resolve, reject) => {
       listener.on('message', (_channel: string, message: string) => resolve(message))
-      timer = setTimeout(() => reject(new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id: request.id, detail: `it did not answer within ${answerMs / 1000} s` })), answerMs)
+      timer = setTimeout(
+        () => reject(new TendError('TEND_ERR_CLUSTER_WORKER', { worker, id: request.id, detail: `it did not answer within ${answerMs / 1000} s` })),
+        answerMs,
+      )
     })
     // Listening before asking: an answer published before the subscription would be lost.
     await listener.subscribe(replyTo)

@@ -1,6 +1,15 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
-import { eventTypeForState, isFinished, TendError, WAIT_MS_LIMIT, type ReadResult, type Task, type TaskEvent, type TaskInputResult } from '../../protocol/index.js'
+import {
+  eventTypeForState,
+  isFinished,
+  TendError,
+  WAIT_MS_LIMIT,
+  type ReadResult,
+  type Task,
+  type TaskEvent,
+  type TaskInputResult,
+} from '../../protocol/index.js'
 import type { KillOptions, ListOptions, ReadOptions, StartOptions } from '../client.js'
 import type { ClusterClient, ClusterTask } from './cluster-client.js'
 import type { EventsOptions } from '../events.js'
@@ -63,7 +72,9 @@ export class ClusterTasks implements TaskService {
       // A finished task on a worker that is gone (it was lost with it) reads as what is known: its end.
       if (worker) {
         const waitMs = Math.max(0, deadline - Date.now())
-        return worker.read(id, { ...options, ...(options.waitMs === undefined ? {} : { waitMs }) }).catch((error: unknown) => (isFinished(task) ? endOf(task, options) : Promise.reject(error)))
+        return worker
+          .read(id, { ...options, ...(options.waitMs === undefined ? {} : { waitMs }) })
+          .catch((error: unknown) => (isFinished(task) ? endOf(task, options) : Promise.reject(error)))
       }
     }
     return endOf(task, options)
@@ -112,13 +123,23 @@ export class ClusterTasks implements TaskService {
       for (const task of ended) {
         this.following.delete(task.id)
         this.seq += 1
-        yield { seq: this.seq, daemonId: this.streamId, type: eventTypeForState(task.state), at: task.endedAt ?? new Date().toISOString(), taskId: task.id, owner: task.owner, task }
+        yield {
+          seq: this.seq,
+          daemonId: this.streamId,
+          type: eventTypeForState(task.state),
+          at: task.endedAt ?? new Date().toISOString(),
+          taskId: task.id,
+          owner: task.owner,
+          task,
+        }
       }
       if (signal?.aborted) return
       const woken = new AbortController()
       this.wake = () => woken.abort()
       const stop = signal ? AbortSignal.any([signal, woken.signal]) : woken.signal
-      await this.cluster.whenAnyEnds([...this.following.values()], SWEEP_MS, stop).catch(() => delay(SWEEP_MS, undefined, { signal: stop }).catch(() => undefined))
+      await this.cluster
+        .whenAnyEnds([...this.following.values()], SWEEP_MS, stop)
+        .catch(() => delay(SWEEP_MS, undefined, { signal: stop }).catch(() => undefined))
       this.wake = undefined
     }
   }
@@ -149,7 +170,9 @@ export class ClusterTasks implements TaskService {
   private async endedSinceLastLook(): Promise<Task[]> {
     const looked = await Promise.all(
       [...this.following.keys()].map(async (id) => {
-        const where = await this.cluster.get(id).catch((error: unknown) => (error instanceof TendError && error.code === 'TEND_ERR_TASK_NOT_FOUND' ? null : Promise.reject(error)))
+        const where = await this.cluster
+          .get(id)
+          .catch((error: unknown) => (error instanceof TendError && error.code === 'TEND_ERR_TASK_NOT_FOUND' ? null : Promise.reject(error)))
         // Removed meanwhile (tend rm): nothing is left to announce.
         if (where === null) this.following.delete(id)
         if (where === null || where.state === 'queued' || where.state === 'running') return null

@@ -46,7 +46,6 @@ export interface AnswerOptions {
 /** How long another worker may take to judge an attempt it cannot ask about (run-job.ts: its look times out after 5 s). */
 const JUDGING_MS = 10_000
 
-
 /**
  * Which attempt of its cluster job a record ran as, from the key the worker admitted it with
  * (run-job.ts: `cluster-<id>` for the first, `cluster-<id>-<n>` for the nth); null: not a cluster task's.
@@ -84,7 +83,8 @@ export async function answerForReturnedTask(options: AnswerOptions, task: Task):
     String(Date.now()),
     LOST_PREFIX,
   )) as AnswerOutcome
-  if (outcome === 'answered') options.log.info({ taskId: task.id, attempt, state: task.state }, 'job judged lost while this worker was away answered with its task\'s real end')
+  if (outcome === 'answered')
+    options.log.info({ taskId: task.id, attempt, state: task.state }, "job judged lost while this worker was away answered with its task's real end")
   return outcome
 }
 
@@ -96,7 +96,11 @@ export async function answerForReturnedTask(options: AnswerOptions, task: Task):
  */
 export async function answerWhenSettled(options: AnswerOptions, task: Task, stopped: () => boolean): Promise<AnswerOutcome> {
   let outcome: AnswerOutcome = 'not-failed'
-  await pollUntil(async () => (outcome = await answerForReturnedTask(options, task)) !== 'not-failed' || stopped(), 3 * options.stallMs + JUDGING_MS, options.stallMs / 2)
+  await pollUntil(
+    async () => (outcome = await answerForReturnedTask(options, task)) !== 'not-failed' || stopped(),
+    3 * options.stallMs + JUDGING_MS,
+    options.stallMs / 2,
+  )
   return outcome
 }
 

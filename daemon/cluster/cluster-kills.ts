@@ -49,7 +49,12 @@ export class ClusterKills {
     try {
       // Whoever can publish on the channel can say who asks: a stoppedBy tend does not know is the operator's.
       const stoppedBy = REQUESTED_STOPS.find((each) => each === kill.stoppedBy) ?? 'operator'
-      await daemon.supervisor.kill(task.id, { signal: normalizeSignal(kill.signal), graceMs: kill.graceMs, note: typeof kill.reason === 'string' ? kill.reason.slice(0, 500) : undefined, stoppedBy })
+      await daemon.supervisor.kill(task.id, {
+        signal: normalizeSignal(kill.signal),
+        graceMs: kill.graceMs,
+        note: typeof kill.reason === 'string' ? kill.reason.slice(0, 500) : undefined,
+        stoppedBy,
+      })
     } catch (error) {
       daemon.log.error({ err: error, taskId: task.id }, 'cluster kill failed')
     }

@@ -33,11 +33,19 @@ export function clusterRequests(options: ClusterRequestsOptions): { heard: (mess
       } catch {
         return log.warn({ message: message.slice(0, 200) }, 'cluster request that is not JSON, ignored')
       }
-      if (request?.worker !== worker || typeof request.id !== 'string' || typeof request.replyTo !== 'string' || !request.replyTo.startsWith(`tend:${queue}:reply:`)) return
-      void answer(options, request).then((reply) => {
-        logClusterChange(log, { queue, channel: 'requests', action: request.op, taskId: request.id, outcome: reply.ok ? 'done' : reply.error.code })
-        return options.reply(request.replyTo, JSON.stringify(reply))
-      }).catch((error: unknown) => log.warn({ err: error, taskId: request.id }, 'cluster request not answered'))
+      if (
+        request?.worker !== worker ||
+        typeof request.id !== 'string' ||
+        typeof request.replyTo !== 'string' ||
+        !request.replyTo.startsWith(`tend:${queue}:reply:`)
+      )
+        return
+      void answer(options, request)
+        .then((reply) => {
+          logClusterChange(log, { queue, channel: 'requests', action: request.op, taskId: request.id, outcome: reply.ok ? 'done' : reply.error.code })
+          return options.reply(request.replyTo, JSON.stringify(reply))
+        })
+        .catch((error: unknown) => log.warn({ err: error, taskId: request.id }, 'cluster request not answered'))
     },
   }
 }
@@ -58,10 +66,14 @@ async function answer({ daemon, key }: ClusterRequestsOptions, request: ClusterR
 function inputBytes(request: Extract<ClusterRequest, { op: 'input' }>, key: Buffer | null): Buffer {
   let bytes: Buffer
   if (request.sealed !== undefined) {
-    if (key === null) throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: 'this input came sealed with the cluster key, and this worker has none (clusterKeyFile, TEND_CLUSTER_KEY_FILE)' })
+    if (key === null)
+      throw new TendError('TEND_ERR_CLUSTER_KEY', {
+        detail: 'this input came sealed with the cluster key, and this worker has none (clusterKeyFile, TEND_CLUSTER_KEY_FILE)',
+      })
     bytes = unseal(request.sealed, key, `input:${request.id}`)
   } else bytes = Buffer.from(typeof request.data === 'string' ? request.data : '', 'base64')
-  if (bytes.length > INPUT_MAX_BYTES) throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
+  if (bytes.length > INPUT_MAX_BYTES)
+    throw new TendError('TEND_ERR_VALIDATION', { detail: `input: at most ${INPUT_MAX_BYTES} bytes per input, got ${bytes.length}` })
   if (bytes.length === 0 && request.eof !== true) throw new TendError('TEND_ERR_VALIDATION', { detail: 'input: expected bytes or eof, got neither' })
   return bytes
 }

@@ -2,7 +2,18 @@ import { writeSync } from 'node:fs'
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
-import { aliveKey, isFinished, killChannel, queuesServed, redactRedisUrl, redisConnection, requestChannel, workersKey, type ClusterJobData, type WorkerEntry } from '../../protocol/index.js'
+import {
+  aliveKey,
+  isFinished,
+  killChannel,
+  queuesServed,
+  redactRedisUrl,
+  redisConnection,
+  requestChannel,
+  workersKey,
+  type ClusterJobData,
+  type WorkerEntry,
+} from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { WorkerDeps } from './worker-deps.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
@@ -52,7 +63,15 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   const clusterKills = new ClusterKills(daemon)
   // Checked when the settings were read: it opens the environment values jobs carry sealed.
   const key = config.clusterKeyFile === null ? null : readClusterKey(config.clusterKeyFile)
-  const runner: JobRunner = { daemon, worker: name, registry, lock: { redis: lockClient, lockMs: config.clusterStallMs }, kills: clusterKills, key, queue: config.clusterQueue }
+  const runner: JobRunner = {
+    daemon,
+    worker: name,
+    registry,
+    lock: { redis: lockClient, lockMs: config.clusterStallMs },
+    kills: clusterKills,
+    key,
+    queue: config.clusterQueue,
+  }
   const workers: Worker[] = queues.map((queue) => {
     const worker = new Worker(queue, (job: Job<ClusterJobData>, token?: string) => runJob(runner, job, token), {
       connection,
@@ -76,13 +95,27 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
     log.error({ err: error }, 'console not started: other machines cannot read the output of cluster tasks run here')
     return null
   })
-  const entry: WorkerEntry = { name, origin: opened?.origin ?? null, token: opened?.token ?? null, labels: config.clusterLabels, startedAt: new Date().toISOString() }
+  const entry: WorkerEntry = {
+    name,
+    origin: opened?.origin ?? null,
+    token: opened?.token ?? null,
+    labels: config.clusterLabels,
+    startedAt: new Date().toISOString(),
+  }
   // Kills come on a channel of their own: the worker holding the task stops it, the others ignore it.
   // The other changes asked of a task's worker (its stdin, its removal) come on another.
-  const requests = clusterRequests({ daemon, worker: name, queue: config.clusterQueue, key, reply: (channel, message) => registryClient.publish(channel, message) })
+  const requests = clusterRequests({
+    daemon,
+    worker: name,
+    queue: config.clusterQueue,
+    key,
+    reply: (channel, message) => registryClient.publish(channel, message),
+  })
   const kills = new Redis(connection)
   outage.watch(kills)
-  kills.on('message', (channel: string, message: string) => (channel === requestChannel(config.clusterQueue) ? requests.heard(message) : clusterKills.heard(message)))
+  kills.on('message', (channel: string, message: string) =>
+    channel === requestChannel(config.clusterQueue) ? requests.heard(message) : clusterKills.heard(message),
+  )
   // Neither waits for Redis: a daemon whose Redis is away serves its socket and joins when it is back.
   // Such a command waits for Redis as long as it takes (it fails only when its connection is cut):
   // one that fails because a stop cut it says nothing of Redis, whose outage has its own log.
@@ -108,7 +141,15 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
       if (!leaving) log.warn({ err: error, taskId: event.taskId }, 'job of a task that ended here could not be answered')
     })
   })
-  const orphans = checkOrphanedJobs({ redis: registryClient, redisUrl: config.clusterRedis!, base: config.clusterQueue, served: queues, stallMs: config.clusterStallMs, registry, log })
+  const orphans = checkOrphanedJobs({
+    redis: registryClient,
+    redisUrl: config.clusterRedis!,
+    base: config.clusterQueue,
+    served: queues,
+    stallMs: config.clusterStallMs,
+    registry,
+    log,
+  })
   log.info({ worker: name, queues }, 'cluster worker started')
   return {
     name,
@@ -134,7 +175,11 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
         for (const worker of workers) void worker.disconnect().catch(() => undefined)
       }
       if (!redisAnswers) cut()
-      await withinBound(Promise.all([...workers.map((worker) => worker.close(keepTasks || !redisAnswers)), orphans.stop({ answering: redisAnswers })]), config.clusterStallMs, cut)
+      await withinBound(
+        Promise.all([...workers.map((worker) => worker.close(keepTasks || !redisAnswers)), orphans.stop({ answering: redisAnswers })]),
+        config.clusterStallMs,
+        cut,
+      )
       registryClient.disconnect()
       lockClient.disconnect()
     },

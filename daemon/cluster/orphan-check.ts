@@ -1,6 +1,17 @@
 import type { Job, Queue } from 'bullmq'
 import type { Redis } from 'ioredis'
-import { aliveKey, LOST_PREFIX, queuesKey, redisConnection, requirementsOf, serves, workersKey, type ClusterJobData, type ClusterProgress, type WorkerEntry } from '../../protocol/index.js'
+import {
+  aliveKey,
+  LOST_PREFIX,
+  queuesKey,
+  redisConnection,
+  requirementsOf,
+  serves,
+  workersKey,
+  type ClusterJobData,
+  type ClusterProgress,
+  type WorkerEntry,
+} from '../../protocol/index.js'
 import type { Logger } from 'pino'
 import { lookAtEarlierAttempt, type Registry } from './run-job.js'
 
@@ -69,7 +80,10 @@ export function checkOrphanedJobs(options: OrphanCheckOptions): { stop: (how: { 
     if (!progress || (progress.attempt ?? 1) <= (job.data.retries ?? 0)) {
       // '0': no lock to check, the lock is gone.
       await job.moveToWait('0')
-      log.warn({ taskId: id, queue: queue.name, worker: progress?.worker }, 'job of a worker that is gone put back on its queue: the next worker that serves it runs the next attempt')
+      log.warn(
+        { taskId: id, queue: queue.name, worker: progress?.worker },
+        'job of a worker that is gone put back on its queue: the next worker that serves it runs the next attempt',
+      )
     } else {
       await job.moveToFailed(new Error(`${LOST_PREFIX}${seen.lost}; no live worker serves its queue`), '0', false)
       log.warn({ taskId: id, queue: queue.name, worker: progress.worker }, 'job of a worker that is gone failed as lost')
@@ -84,7 +98,8 @@ export function checkOrphanedJobs(options: OrphanCheckOptions): { stop: (how: { 
       for (const id of await redis.lrange(`${queue.qualifiedName}:active`, 0, -1)) {
         if (await redis.exists(`${queue.qualifiedName}:${id}:lock`)) continue
         lockless.add(id)
-        if (suspects.get(name)?.has(id)) await judge(queue, id).catch((error: unknown) => log.warn({ err: error, taskId: id }, 'job of a worker that is gone could not be judged'))
+        if (suspects.get(name)?.has(id))
+          await judge(queue, id).catch((error: unknown) => log.warn({ err: error, taskId: id }, 'job of a worker that is gone could not be judged'))
       }
       found.set(name, lockless)
     }

@@ -119,7 +119,8 @@ export class RedisOutage {
       clear()
       silent = setTimeout(() => {
         clear()
-        if (client.status !== 'ready') this.failed(Object.assign(new Error(`connected, but no answer within ${ANSWER_WAIT_MS / 1000} s`), { code: 'ENOANSWER' }))
+        if (client.status !== 'ready')
+          this.failed(Object.assign(new Error(`connected, but no answer within ${ANSWER_WAIT_MS / 1000} s`), { code: 'ENOANSWER' }))
       }, ANSWER_WAIT_MS)
       silent.unref()
       this.timers.add(silent)
@@ -134,17 +135,25 @@ export class RedisOutage {
     if (!this.schedule.failed(now)) return
     const code = (error as NodeJS.ErrnoException).code ?? error.message
     const first = this.failures === 1
-    const what = first ? 'cluster Redis unreachable: local tasks are served; the worker joins the cluster when Redis answers' : 'cluster Redis still unreachable'
+    const what = first
+      ? 'cluster Redis unreachable: local tasks are served; the worker joins the cluster when Redis answers'
+      : 'cluster Redis still unreachable'
     this.options.log.warn({ redis: this.options.shownUrl, code, error: error.message, failedAttempts: this.failures, downForMs: now - this.since }, what)
     if (!this.everReached && !this.noticed) {
       this.noticed = true
-      this.options.notice(`tend worker: the cluster's Redis ${this.options.shownUrl} is unreachable (${code}: ${error.message}); serving local tasks, joining the cluster when it answers (retried every few seconds, logged at a slowing interval)`)
+      this.options.notice(
+        `tend worker: the cluster's Redis ${this.options.shownUrl} is unreachable (${code}: ${error.message}); serving local tasks, joining the cluster when it answers (retried every few seconds, logged at a slowing interval)`,
+      )
     }
   }
 
   private reached(): void {
     this.everReached = true
-    if (this.since !== null) this.options.log.info({ redis: this.options.shownUrl, downForMs: this.now() - this.since, failedAttempts: this.failures }, 'cluster Redis reachable again')
+    if (this.since !== null)
+      this.options.log.info(
+        { redis: this.options.shownUrl, downForMs: this.now() - this.since, failedAttempts: this.failures },
+        'cluster Redis reachable again',
+      )
     this.since = null
     this.failures = 0
     this.schedule.reached()

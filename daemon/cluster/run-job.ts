@@ -1,5 +1,15 @@
 import type { Job } from 'bullmq'
-import { isFinished, LOST_PREFIX, MAX_CLUSTER_RETRIES, TendError, type ClusterAttempt, type ClusterJobData, type ClusterProgress, type Task, type WorkerEntry } from '../../protocol/index.js'
+import {
+  isFinished,
+  LOST_PREFIX,
+  MAX_CLUSTER_RETRIES,
+  TendError,
+  type ClusterAttempt,
+  type ClusterJobData,
+  type ClusterProgress,
+  type Task,
+  type WorkerEntry,
+} from '../../protocol/index.js'
 import { CLUSTER_KEY_HOWTO, unsealEnv } from '../../protocol/sealed-env.js'
 import { StartTaskBody } from '../../protocol/schemas.js'
 import { compileValidator } from '../precompiled/schema-code.js'
@@ -58,7 +68,12 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   if (problems.length > 0) return refuse(runner, job, `the task's start request is not valid: ${problems.join('; ')}`, 'TEND_ERR_VALIDATION')
   const profile = (job.data.request.sandbox as StartTaskBody['sandbox']) ?? daemon.config.sandbox
   if (!daemon.config.clusterAllowSandbox.includes(profile)) {
-    return refuse(runner, job, new TendError('TEND_ERR_SANDBOX_NOT_ALLOWED', { profile, worker, allowed: daemon.config.clusterAllowSandbox.join(', ') }).message, 'TEND_ERR_SANDBOX_NOT_ALLOWED')
+    return refuse(
+      runner,
+      job,
+      new TendError('TEND_ERR_SANDBOX_NOT_ALLOWED', { profile, worker, allowed: daemon.config.clusterAllowSandbox.join(', ') }).message,
+      'TEND_ERR_SANDBOX_NOT_ALLOWED',
+    )
   }
   let env: Record<string, string> | undefined
   try {
@@ -86,7 +101,13 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
   // Taken for the last attempt it may have: its environment values leave Redis now. (A task that
   // may run again elsewhere keeps them, sealed, until its job ends.)
   if (attempt > retries) await forgetEnv(job)
-  logClusterChange(daemon.log, { queue: runner.queue, channel: 'jobs', action: attempt === 1 ? 'start' : `start attempt ${attempt}`, taskId: id, outcome: 'admitted' })
+  logClusterChange(daemon.log, {
+    queue: runner.queue,
+    channel: 'jobs',
+    action: attempt === 1 ? 'start' : `start attempt ${attempt}`,
+    taskId: id,
+    outcome: 'admitted',
+  })
   const lockKey = `${job.queueQualifiedName}:${id}:lock`
   for (;;) {
     const task = await runAttempt(runner, job, token, { request, retries, attempt, earlier, lockKey })
@@ -99,7 +120,8 @@ export async function runJob(runner: JobRunner, job: Job<ClusterJobData>, token:
     }
     // Stopped for its lease: the next attempt runs here if the job is still this worker's (Redis
     // came back in time); otherwise the worker that takes the job judges this attempt and runs it.
-    if (!(await stillHeld(runner.lock, lockKey, token))) throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
+    if (!(await stillHeld(runner.lock, lockKey, token)))
+      throw new Error(`the lease on the job was lost: the worker that takes it next judges attempt ${attempt}`)
     earlier.push({ attempt, worker, reason: lost })
     attempt += 1
     await daemon.cleanup.remove(id)
@@ -134,7 +156,8 @@ async function runAttempt(
         lockKey,
         token,
         onLost: (why) => void fence(daemon, id, why),
-        onConfirmed: (until) => void writeLease(task.spool, until - Date.now()).catch((error: unknown) => daemon.log.warn({ err: error, taskId: id }, 'lease not renewed')),
+        onConfirmed: (until) =>
+          void writeLease(task.spool, until - Date.now()).catch((error: unknown) => daemon.log.warn({ err: error, taskId: id }, 'lease not renewed')),
       })
     : undefined
   try {
@@ -166,10 +189,15 @@ async function refuse(runner: JobRunner, job: Job<ClusterJobData>, reason: strin
 /** The job's environment values, opened with the cluster key; none in the clear is taken. */
 function openEnv(runner: JobRunner, id: string, data: ClusterJobData): Record<string, string> | undefined {
   if (data.request.env !== undefined) {
-    throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `the job carries environment values in the clear, readable by whoever reads the queue: a submitter seals them with the cluster key (${CLUSTER_KEY_HOWTO})` })
+    throw new TendError('TEND_ERR_CLUSTER_KEY', {
+      detail: `the job carries environment values in the clear, readable by whoever reads the queue: a submitter seals them with the cluster key (${CLUSTER_KEY_HOWTO})`,
+    })
   }
   if (data.sealedEnv === undefined) return undefined
-  if (runner.key === null) throw new TendError('TEND_ERR_CLUSTER_KEY', { detail: `the job's environment values are sealed with the cluster key, and worker ${runner.worker} has none: ${CLUSTER_KEY_HOWTO}` })
+  if (runner.key === null)
+    throw new TendError('TEND_ERR_CLUSTER_KEY', {
+      detail: `the job's environment values are sealed with the cluster key, and worker ${runner.worker} has none: ${CLUSTER_KEY_HOWTO}`,
+    })
   return unsealEnv(data.sealedEnv, runner.key, id)
 }
 
@@ -185,9 +213,14 @@ function checkJob(data: ClusterJobData): string[] {
   const validate = compileValidator('body', StartTaskBody)
   const problems = validate(data.request)
     ? []
-    : (validate.errors ?? []).map((error) => (error.keyword === 'additionalProperties' ? `unknown field ${String(error.params.additionalProperty)}` : `${error.instancePath.slice(1) || 'request'} ${error.message}`))
+    : (validate.errors ?? []).map((error) =>
+        error.keyword === 'additionalProperties'
+          ? `unknown field ${String(error.params.additionalProperty)}`
+          : `${error.instancePath.slice(1) || 'request'} ${error.message}`,
+      )
   const { retries } = data
-  if (retries !== undefined && (!Number.isInteger(retries) || retries < 0 || retries > MAX_CLUSTER_RETRIES)) problems.push(`retries must be a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(retries)}`)
+  if (retries !== undefined && (!Number.isInteger(retries) || retries < 0 || retries > MAX_CLUSTER_RETRIES))
+    problems.push(`retries must be a whole number from 0 to ${MAX_CLUSTER_RETRIES}, got ${JSON.stringify(retries)}`)
   return problems
 }
 
@@ -242,7 +275,10 @@ export async function lookAtEarlierAttempt(id: string, earlier: string, registry
   const entry = await registry(earlier)
   if (entry?.origin && entry.token) {
     const path = waitMs > 0 ? `/v1/tasks/${id}/wait?timeoutMs=${waitMs}` : `/v1/tasks/${id}`
-    const answer = await fetch(`${entry.origin}${path}`, { headers: { authorization: `Bearer ${entry.token}` }, signal: AbortSignal.timeout(EARLIER_WORKER_TIMEOUT_MS + waitMs) }).catch(() => null)
+    const answer = await fetch(`${entry.origin}${path}`, {
+      headers: { authorization: `Bearer ${entry.token}` },
+      signal: AbortSignal.timeout(EARLIER_WORKER_TIMEOUT_MS + waitMs),
+    }).catch(() => null)
     if (answer?.ok) {
       const body = (await answer.json()) as Task | { task: Task }
       const task = 'task' in body ? body.task : body

@@ -9,7 +9,19 @@ import type { TaskInput } from '../tasks/task-input.js'
 
 /** The daemon's settings a worker reads: the cluster's own, the default sandbox, and its home (its default name). */
 export type WorkerSettings = Readonly<
-  Pick<DaemonConfig, 'sandbox' | 'layout' | 'clusterRedis' | 'clusterQueue' | 'clusterConcurrency' | 'clusterLabels' | 'clusterStallMs' | 'clusterAllowSandbox' | 'clusterKeyFile' | 'clusterName'>
+  Pick<
+    DaemonConfig,
+    | 'sandbox'
+    | 'layout'
+    | 'clusterRedis'
+    | 'clusterQueue'
+    | 'clusterConcurrency'
+    | 'clusterLabels'
+    | 'clusterStallMs'
+    | 'clusterAllowSandbox'
+    | 'clusterKeyFile'
+    | 'clusterName'
+  >
 >
 
 /** What running one job uses of its daemon: it admits the job's task, waits for its end, and removes an attempt's record. */

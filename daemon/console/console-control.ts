@@ -65,7 +65,11 @@ export class ConsoleControl {
       const address = this.addressFor(request)
       if (!this.listener || !sameAddress(this.listener.address, address)) {
         // The new listener first: if it cannot listen, the one there is stays.
-        const next = await startConsoleListener(address, { log: this.log, registerApi: this.registerApi }, { tokens: this.tokens, sessions: this.sessions, onPageOpened: (token) => this.redirectServed(token) })
+        const next = await startConsoleListener(
+          address,
+          { log: this.log, registerApi: this.registerApi },
+          { tokens: this.tokens, sessions: this.sessions, onPageOpened: (token) => this.redirectServed(token) },
+        )
         const previous = this.listener
         this.listener = next
         await previous?.close()
@@ -79,7 +83,9 @@ export class ConsoleControl {
   private async removeRedirectFiles(): Promise<void> {
     const { home } = this.config.layout
     const names = await readdir(home).catch(() => [])
-    await Promise.all(names.filter((name) => /^console-open-[0-9a-f]+\.html$/.test(name)).map((name) => rm(join(home, name), { force: true }).catch(() => undefined)))
+    await Promise.all(
+      names.filter((name) => /^console-open-[0-9a-f]+\.html$/.test(name)).map((name) => rm(join(home, name), { force: true }).catch(() => undefined)),
+    )
   }
 
   /** The browser came with the token `tend console` left in a redirect file: that file has served. */
@@ -115,7 +121,9 @@ export class ConsoleControl {
     const certificate = request.tlsCert ?? config.consoleTlsCert
     const key = request.tlsKey ?? config.consoleTlsKey
     if ((certificate === null || certificate === undefined) !== (key === null || key === undefined)) {
-      throw new TendError('TEND_ERR_CONSOLE_TLS', { detail: `a certificate needs its key and a key its certificate (got ${certificate ? 'a certificate' : 'a key'} only)` })
+      throw new TendError('TEND_ERR_CONSOLE_TLS', {
+        detail: `a certificate needs its key and a key its certificate (got ${certificate ? 'a certificate' : 'a key'} only)`,
+      })
     }
     const port = request.port ?? config.consolePort
     return {

@@ -40,18 +40,24 @@ export function consoleGuard(options: GuardOptions) {
     const admit = (token: VerifiedToken | null): void => {
       noteCaller(request, { via: 'console', tokenId: token?.id ?? null, scope: token?.scope ?? null, address: request.ip, owner: ownerHeader(request) })
       if (token?.scope === 'read' && !SAFE_METHODS.has(request.method)) {
-        throw new TendError('TEND_ERR_READ_ONLY_TOKEN', { tokenId: token.id, method: request.method, route: request.routeOptions.url ?? request.url.split('?', 1)[0] })
+        throw new TendError('TEND_ERR_READ_ONLY_TOKEN', {
+          tokenId: token.id,
+          method: request.method,
+          route: request.routeOptions.url ?? request.url.split('?', 1)[0],
+        })
       }
     }
     admit(null)
     const host = (request.headers.host ?? '').toLowerCase()
     const allowed = options.allowedHosts()
-    if (allowed && !allowed.has(host)) throw new TendError('TEND_ERR_FOREIGN_ORIGIN', { detail: `the Host ${JSON.stringify(host)} is not the console's address` })
+    if (allowed && !allowed.has(host))
+      throw new TendError('TEND_ERR_FOREIGN_ORIGIN', { detail: `the Host ${JSON.stringify(host)} is not the console's address` })
     const ownOrigin = `${options.tls ? 'https' : 'http'}://${host}`
     const origin = request.headers.origin
     if (origin !== undefined && origin !== ownOrigin) throw new TendError('TEND_ERR_FOREIGN_ORIGIN', { detail: `it comes from ${JSON.stringify(origin)}` })
     const fetchSite = request.headers['sec-fetch-site']
-    if (fetchSite === 'cross-site' || fetchSite === 'same-site') throw new TendError('TEND_ERR_FOREIGN_ORIGIN', { detail: `it comes from another site (Sec-Fetch-Site: ${fetchSite})` })
+    if (fetchSite === 'cross-site' || fetchSite === 'same-site')
+      throw new TendError('TEND_ERR_FOREIGN_ORIGIN', { detail: `it comes from another site (Sec-Fetch-Site: ${fetchSite})` })
 
     const authorization = request.headers.authorization
     if (authorization !== undefined) {
@@ -74,7 +80,15 @@ export function consoleGuard(options: GuardOptions) {
       admit(opening)
       options.onPageOpened?.(opening)
       const session = options.sessions.open(token)
-      const cookie = stringifySetCookie({ name: options.cookieName(), value: session.id, httpOnly: true, sameSite: 'strict', secure: options.tls, path: '/', maxAge: session.maxAgeSeconds })
+      const cookie = stringifySetCookie({
+        name: options.cookieName(),
+        value: session.id,
+        httpOnly: true,
+        sameSite: 'strict',
+        secure: options.tls,
+        path: '/',
+        maxAge: session.maxAgeSeconds,
+      })
       await reply.header('set-cookie', cookie).header('cache-control', 'no-store').redirect(path, 303)
       return reply
     }

@@ -18,7 +18,8 @@ const VENDOR_FILES: Record<string, { module: string; type: string }> = {
  * no frames, no referrer. The token never stays in an address (the guard redirects it away).
  */
 const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
   'x-frame-options': 'DENY',
   'referrer-policy': 'no-referrer',
   'x-content-type-options': 'nosniff',
@@ -29,11 +30,23 @@ const PAGE_HEADERS = {
 export async function registerPageRoutes(app: TendApp): Promise<void> {
   // Loaded only when a console starts: a daemon without one never compiles it.
   const { default: fastifyStatic } = await import('@fastify/static')
-  await app.register(fastifyStatic, { root: PAGE_DIR, prefix: '/console/', index: false, wildcard: true, cacheControl: false, setHeaders: (reply) => void reply.headers(PAGE_HEADERS) })
+  await app.register(fastifyStatic, {
+    root: PAGE_DIR,
+    prefix: '/console/',
+    index: false,
+    wildcard: true,
+    cacheControl: false,
+    setHeaders: (reply) => void reply.headers(PAGE_HEADERS),
+  })
   app.get('/', (_request, reply) => reply.headers(PAGE_HEADERS).sendFile('index.html'))
   const require = createRequire(import.meta.url)
   for (const [name, { module, type }] of Object.entries(VENDOR_FILES)) {
     const path = require.resolve(module)
-    app.get(`/console/vendor/${name}`, (_request, reply) => reply.headers(PAGE_HEADERS).type(type).sendFile(path.slice(dirname(path).length + 1), dirname(path)))
+    app.get(`/console/vendor/${name}`, (_request, reply) =>
+      reply
+        .headers(PAGE_HEADERS)
+        .type(type)
+        .sendFile(path.slice(dirname(path).length + 1), dirname(path)),
+    )
   }
 }

@@ -132,7 +132,13 @@ function readKept(file: string, log: Pick<Logger, 'warn'>): KeptToken[] {
     return []
   }
   const listed = Array.isArray(parsed?.tokens) ? parsed.tokens : []
-  const kept = listed.filter((each): each is KeptToken => typeof each?.digest === 'string' && /^[0-9a-f]{64}$/.test(each.digest) && (each.scope === undefined || each.scope === 'operator' || each.scope === 'read'))
-  if (kept.length !== listed.length || !Array.isArray(parsed?.tokens)) log.warn({ file, kept: kept.length, listed: listed.length }, 'console tokens file holds entries that are not tokens: those are ignored')
+  const kept = listed.filter(
+    (each): each is KeptToken =>
+      typeof each?.digest === 'string' &&
+      /^[0-9a-f]{64}$/.test(each.digest) &&
+      (each.scope === undefined || each.scope === 'operator' || each.scope === 'read'),
+  )
+  if (kept.length !== listed.length || !Array.isArray(parsed?.tokens))
+    log.warn({ file, kept: kept.length, listed: listed.length }, 'console tokens file holds entries that are not tokens: those are ignored')
   return kept
 }

@@ -17,7 +17,13 @@ export type WriteDurably = (file: DurableFile) => Promise<void>
 
 /** The C addon (daemon/durable-write/durable-write.c): the whole write as one job of libuv's thread pool. */
 interface DurableWriteAddon {
-  writeFile(path: string, text: string, dir: string | null, outputFile: string | null, callback: (errno: number | null, syscall?: string, path?: string) => void): void
+  writeFile(
+    path: string,
+    text: string,
+    dir: string | null,
+    outputFile: string | null,
+    callback: (errno: number | null, syscall?: string, path?: string) => void,
+  ): void
 }
 
 export interface DurableWriter {
@@ -64,7 +70,8 @@ async function writeWithFs(file: DurableFile): Promise<void> {
     while (offset < bytes.length) {
       const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset)
       // write(2) answering 0 would loop for ever: a disk that takes nothing more is an I/O error.
-      if (bytesWritten <= 0) throw Object.assign(new Error(`EIO: the write stopped at byte ${offset} of ${bytes.length}, write '${file.path}'`), { code: 'EIO' })
+      if (bytesWritten <= 0)
+        throw Object.assign(new Error(`EIO: the write stopped at byte ${offset} of ${bytes.length}, write '${file.path}'`), { code: 'EIO' })
       offset += bytesWritten
     }
     await handle.sync()

@@ -53,12 +53,18 @@ export function registerAuditLog(app: TendApp, log: Logger, callerOf: (request: 
     const taskId = known?.taskId ?? (typeof params?.id === 'string' ? params.id : undefined)
     const caller = known?.caller ?? callerOf(request)
     if (caller.via !== 'cluster' && caller.owner === null && known?.owner !== undefined) caller.owner = known.owner
-    log.info({ method: request.method, route: request.routeOptions.url ?? request.url.split('?', 1)[0], statusCode: reply.statusCode, taskId, caller }, CHANGE_REQUESTED)
+    log.info(
+      { method: request.method, route: request.routeOptions.url ?? request.url.split('?', 1)[0], statusCode: reply.statusCode, taskId, caller },
+      CHANGE_REQUESTED,
+    )
   })
 }
 
 /** The same line for a change that came through the cluster's Redis (a job, a kill, a request). */
-export function logClusterChange(log: Pick<Logger, 'info'>, fields: { queue: string; channel: 'jobs' | 'kills' | 'requests'; action: string; taskId: string; outcome: string }): void {
+export function logClusterChange(
+  log: Pick<Logger, 'info'>,
+  fields: { queue: string; channel: 'jobs' | 'kills' | 'requests'; action: string; taskId: string; outcome: string },
+): void {
   const { queue, channel, action, taskId, outcome } = fields
   log.info({ method: 'REDIS', route: action, outcome, taskId, caller: { via: 'cluster', queue, channel } satisfies Caller }, CHANGE_REQUESTED)
 }

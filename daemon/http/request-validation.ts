@@ -47,8 +47,10 @@ function describeProblem(part: string, error: ErrorObject): string {
     case 'pattern':
       if (params.pattern === NO_NUL_PATTERN) return `${path}: expected text without NUL bytes, got ${describeValue(error.data)}`
       // A header's value is shown as sent, the idempotency key's up to 140 characters.
-      if (params.pattern === OWNER_PATTERN) return `${path}: expected ${OWNER_SHAPE}, got ${part === 'headers' ? JSON.stringify(error.data) : describeValue(error.data)}`
-      if (params.pattern === IDEMPOTENCY_KEY_PATTERN) return `${path}: expected 1 to 128 letters, digits or ._:-, got ${JSON.stringify(String(error.data).slice(0, 140))}`
+      if (params.pattern === OWNER_PATTERN)
+        return `${path}: expected ${OWNER_SHAPE}, got ${part === 'headers' ? JSON.stringify(error.data) : describeValue(error.data)}`
+      if (params.pattern === IDEMPOTENCY_KEY_PATTERN)
+        return `${path}: expected 1 to 128 letters, digits or ._:-, got ${JSON.stringify(String(error.data).slice(0, 140))}`
       if (params.pattern === ABSOLUTE_PATH_PATTERN) return `${path}: expected an absolute path without NUL bytes, got ${describeValue(error.data)}`
       return defaultProblem(path, error)
     case 'const':

@@ -26,7 +26,10 @@ export async function createServer(log: Logger, peerCheck: PeerCheck, registerRo
  */
 export function buildApp(
   log: Logger,
-  { callerOf, ...options }: Pick<FastifyServerOptions, 'serverFactory' | 'logController'> & { https?: { cert: Buffer; key: Buffer }; callerOf: (request: FastifyRequest) => Caller },
+  {
+    callerOf,
+    ...options
+  }: Pick<FastifyServerOptions, 'serverFactory' | 'logController'> & { https?: { cert: Buffer; key: Buffer }; callerOf: (request: FastifyRequest) => Caller },
 ): TendApp {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,

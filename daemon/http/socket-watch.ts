@@ -48,7 +48,11 @@ export class SocketWatch {
     private readonly identify: ListenerIdentity = listenerIdentity(),
   ) {
     this.identity = identify.of(server, path)
-    if (identify.weakness) log.warn({ socket: path, reason: identify.weakness }, 'the daemon socket is identified by its path after each bind: a process that replaces it in between goes unnoticed')
+    if (identify.weakness)
+      log.warn(
+        { socket: path, reason: identify.weakness },
+        'the daemon socket is identified by its path after each bind: a process that replaces it in between goes unnoticed',
+      )
     this.timer = setInterval(() => this.check(), SOCKET_CHECK_MS)
     this.timer.unref()
   }
@@ -82,7 +86,10 @@ export class SocketWatch {
     }
     if (info && info.dev === this.lock.dev && info.ino === this.lock.ino) return false
     clearInterval(this.timer)
-    this.log.warn({ socket: this.path, lock: this.lock.path }, 'its home was moved (or its lock file removed): the daemon no longer binds the socket at its old path, and serves on the one it has')
+    this.log.warn(
+      { socket: this.path, lock: this.lock.path },
+      'its home was moved (or its lock file removed): the daemon no longer binds the socket at its old path, and serves on the one it has',
+    )
     return true
   }
 

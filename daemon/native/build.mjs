@@ -65,7 +65,11 @@ const ADDON_PARTS = [
 ]
 const ADDON_MAIN = ['daemon/native/addon.c', 'daemon/native/addon.h']
 
-const filesIn = (folder, extension) => readdirSync(join(ROOT, folder)).filter((name) => name.endsWith(extension)).sort().map((name) => `${folder}/${name}`)
+const filesIn = (folder, extension) =>
+  readdirSync(join(ROOT, folder))
+    .filter((name) => name.endsWith(extension))
+    .sort()
+    .map((name) => `${folder}/${name}`)
 
 /** The executables: `sources` compile together into dist/native/<name>. */
 const EXECUTABLES = [

@@ -32,7 +32,8 @@ for (const [network, prefix] of [
   ['198.18.0.0', 15],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const) INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv4')
+] as const)
+  INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv4')
 for (const [network, prefix] of [
   // IPv4-compatible (deprecated: ::a.b.c.d) and the unspecified and loopback addresses.
   ['::', 96],
@@ -49,7 +50,8 @@ for (const [network, prefix] of [
   ['::ffff:0:0:0', 96],
   ['2001::', 32],
   ['100::', 64],
-] as const) INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv6')
+] as const)
+  INTERNAL_ADDRESSES.addSubnet(network, prefix, 'ipv6')
 
 /** Whether an address is one a name must not lead to (see INTERNAL_ADDRESSES). */
 export function isInternalAddress(address: string): boolean {
@@ -73,7 +75,10 @@ export function parseAllowEntry(text: string): AllowEntry | { problem: string } 
   const trimmed = text.trim()
   if (trimmed === '') return { problem: 'an empty pattern: expected a domain such as registry.example or *.example.org, with an optional :port' }
   if (/\s/.test(trimmed)) return { problem: `${quoted} contains white space: give one pattern per entry` }
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed)) return { problem: `${quoted} is a URL: give the host (and an optional :port), e.g. ${JSON.stringify(trimmed.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').split('/')[0])}` }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed))
+    return {
+      problem: `${quoted} is a URL: give the host (and an optional :port), e.g. ${JSON.stringify(trimmed.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').split('/')[0])}`,
+    }
   if (trimmed.includes('/')) return { problem: `${quoted} has a path or a network prefix: give one host or address (and an optional :port)` }
   let host = trimmed
   let portText: string | null = null
@@ -112,7 +117,10 @@ export function parseAllowEntry(text: string): AllowEntry | { problem: string } 
   const labels = domain.split('.')
   if (!isDomainName(domain)) {
     const numeric = labels.length > 0 && LABEL.test(labels.at(-1)!) && !/^[a-z]/.test(labels.at(-1)!)
-    if (numeric) return { problem: `${quoted} reads as an address, not a domain name (a resolver takes 127.1 or 2130706433 for 127.0.0.1): give a domain, or a public address in dotted form` }
+    if (numeric)
+      return {
+        problem: `${quoted} reads as an address, not a domain name (a resolver takes 127.1 or 2130706433 for 127.0.0.1): give a domain, or a public address in dotted form`,
+      }
     return { problem: `${quoted} is not a domain name: expected labels of letters, digits and hyphens separated by dots, e.g. registry.example` }
   }
   if (wildcard && labels.length < 2) return { problem: `${quoted} would allow every name under a top-level domain: name a domain, e.g. *.example.org` }

@@ -101,7 +101,10 @@ function parseEndpoint(text: string): Endpoint | null {
       const bytes = Buffer.from(hex.slice(word * 8, word * 8 + 8), 'hex').reverse()
       words.push(bytes.toString('hex'))
     }
-    const groups = words.join('').match(/.{4}/g)!.map((group) => group.replace(/^0+(?=.)/, ''))
+    const groups = words
+      .join('')
+      .match(/.{4}/g)!
+      .map((group) => group.replace(/^0+(?=.)/, ''))
     const address = groups.join(':')
     const mapped = /^0:0:0:0:0:ffff:([0-9a-f]+):([0-9a-f]+)$/.exec(address)
     if (mapped) {

@@ -22,7 +22,8 @@ export function networkCapabilities(detected: Pick<SandboxCapabilities, 'missing
 }
 
 function loopbackProblem(spawner: Pick<Spawner, 'kind'>): string | null {
-  if (spawner.kind !== 'native' && !NSENTER) return 'the node fallback spawner puts a task in a private network through nsenter (util-linux), which is not installed'
+  if (spawner.kind !== 'native' && !NSENTER)
+    return 'the node fallback spawner puts a task in a private network through nsenter (util-linux), which is not installed'
   try {
     OwnerNetwork.open('the probe').close()
     return null

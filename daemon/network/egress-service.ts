@@ -107,7 +107,10 @@ export class EgressService {
     network.onClose(() => {
       for (const socket of held) void endConnection(socket)
     })
-    const attributor = new Attributor(() => network.pid, () => this.options.networks.tasksOf(network.owner))
+    const attributor = new Attributor(
+      () => network.pid,
+      () => this.options.networks.tasksOf(network.owner),
+    )
     const attribute = async (peer: Peer, local: LocalAddress): Promise<EgressTask | null> => {
       const proto = peer.proto === 'udp' ? 'udp' : 'tcp'
       let found = await attributor.find(proto, peer, local)
@@ -155,9 +158,15 @@ export class EgressService {
     )
     const stub = new DnsStub({ attribute, record, addresses })
     const proxyServer = await network.listenTcp(PROXY_ADDRESS, PROXY_PORT)
-    proxyServer.on('connection', admitted((socket) => proxy.acceptProxy(socket)))
+    proxyServer.on(
+      'connection',
+      admitted((socket) => proxy.acceptProxy(socket)),
+    )
     const dnsTcp = await network.listenTcp(DNS_STUB_ADDRESS, DNS_STUB_PORT)
-    dnsTcp.on('connection', admitted((socket) => stub.acceptTcp(socket)))
+    dnsTcp.on(
+      'connection',
+      admitted((socket) => stub.acceptTcp(socket)),
+    )
     const dnsUdp = await network.bindUdp(DNS_STUB_ADDRESS, DNS_STUB_PORT)
     dnsUdp.on('message', (message, from) => {
       const peer: Peer = { proto: 'udp', address: from.address, port: from.port }

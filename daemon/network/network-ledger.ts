@@ -50,7 +50,10 @@ export class NetworkLedger {
     private readonly spoolRoot: string,
     private readonly store: LedgerStore,
     private readonly log: Logger,
-    private readonly limits: { maxLogBytes: number; recordIntervalMs: number } = { maxLogBytes: NETWORK_LOG_MAX_BYTES, recordIntervalMs: NETWORK_RECORD_INTERVAL_MS },
+    private readonly limits: { maxLogBytes: number; recordIntervalMs: number } = {
+      maxLogBytes: NETWORK_LOG_MAX_BYTES,
+      recordIntervalMs: NETWORK_RECORD_INTERVAL_MS,
+    },
   ) {}
 
   /** Records one decision for the task; a task the store does not know is passed over. */
@@ -106,7 +109,16 @@ export class NetworkLedger {
     const task = this.store.findCurrent(taskId)
     if (!task) return null
     const use = copyNetworkUse(task.networkUse)
-    const ledger: TaskLedger = { use, dirty: false, timer: null, lines: [], writing: null, capped: (use.logOmitted ?? 0) > 0, summaryDue: false, lossLogged: false }
+    const ledger: TaskLedger = {
+      use,
+      dirty: false,
+      timer: null,
+      lines: [],
+      writing: null,
+      capped: (use.logOmitted ?? 0) > 0,
+      summaryDue: false,
+      lossLogged: false,
+    }
     this.tasks.set(taskId, ledger)
     return ledger
   }
@@ -132,7 +144,9 @@ export class NetworkLedger {
     const use = copyNetworkUse(ledger.use)
     try {
       // Object.assign, not a spread: see the store (each copy would get a hidden class of its own).
-      void this.store.transition(taskId, (task) => Object.assign({}, task, { networkUse: use })).catch((error: unknown) => this.log.warn({ taskId, err: error }, "a task's network counts could not be recorded"))
+      void this.store
+        .transition(taskId, (task) => Object.assign({}, task, { networkUse: use }))
+        .catch((error: unknown) => this.log.warn({ taskId, err: error }, "a task's network counts could not be recorded"))
     } catch (error) {
       // The task is gone (removed): nothing to record its counts in.
       this.log.warn({ taskId, err: error }, "a task's network counts could not be recorded")
@@ -149,7 +163,10 @@ export class NetworkLedger {
         const summary = lines.length === 0 && ledger.summaryDue
         if (summary) ledger.summaryDue = false
         const trailer = summary ? JSON.stringify({ time: new Date().toISOString(), omitted: ledger.use.logOmitted ?? 0 }) : undefined
-        const outcome = await appendNetworkLog(this.spoolRoot, taskId, lines, { maxBytes: this.limits.maxLogBytes, ...(trailer === undefined ? {} : { trailer }) })
+        const outcome = await appendNetworkLog(this.spoolRoot, taskId, lines, {
+          maxBytes: this.limits.maxLogBytes,
+          ...(trailer === undefined ? {} : { trailer }),
+        })
         if (outcome.omitted > 0) {
           ledger.capped = true
           ledger.use.logOmitted = (ledger.use.logOmitted ?? 0) + outcome.omitted

@@ -52,7 +52,9 @@ export class OwnerNetwork {
     const [mine, theirs] = addon.pair()
     let holder: ChildProcess
     try {
-      holder = spawn(HOLDER_PATH, [String(process.pid), ...(join ? ['join', join.path, join.dev, join.ino] : ['new'])], { stdio: ['ignore', 'ignore', 'pipe', theirs] })
+      holder = spawn(HOLDER_PATH, [String(process.pid), ...(join ? ['join', join.path, join.dev, join.ino] : ['new'])], {
+        stdio: ['ignore', 'ignore', 'pipe', theirs],
+      })
     } finally {
       closeSync(theirs)
     }
@@ -68,7 +70,12 @@ export class OwnerNetwork {
       const usernsPath = `/proc/${holder.pid}/ns/user`
       const userns = statSync(usernsPath, { bigint: true })
       const own = userns.ino === statSync('/proc/self/ns/user', { bigint: true }).ino
-      const namespace: NamespaceRef = { path, dev: String(info.dev), ino: String(info.ino), ...(own ? {} : { userns: { path: usernsPath, dev: String(userns.dev), ino: String(userns.ino) } }) }
+      const namespace: NamespaceRef = {
+        path,
+        dev: String(info.dev),
+        ino: String(info.ino),
+        ...(own ? {} : { userns: { path: usernsPath, dev: String(userns.dev), ino: String(userns.ino) } }),
+      }
       return new OwnerNetwork(owner, holder, mine, addon, namespace)
     } catch (error) {
       holder.kill('SIGKILL')
@@ -151,7 +158,8 @@ export class OwnerNetwork {
   private socket(kind: 'tcp' | 'udp', address: string, port: number): number {
     if (this.closed) throw new Error(`the private network of ${this.owner} is closed`)
     const { reply, fd } = this.addon.exchange(this.control, `${kind} ${address} ${port}`, HOLDER_ANSWER_MS)
-    if (reply !== 'ok' || fd < 0) throw Object.assign(new Error(`${kind} ${address}:${port} in the private network of ${this.owner}: ${holderFailure(reply)}`), { code: errnoName(reply) })
+    if (reply !== 'ok' || fd < 0)
+      throw Object.assign(new Error(`${kind} ${address}:${port} in the private network of ${this.owner}: ${holderFailure(reply)}`), { code: errnoName(reply) })
     return fd
   }
 }
@@ -163,7 +171,18 @@ function holderFailure(reply: string): string {
   return `${match[2]} failed (${errnoName(reply) ?? `errno ${match[1]}`})`
 }
 
-const ERRNO_NAMES: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 13: 'EACCES', 16: 'EBUSY', 22: 'EINVAL', 24: 'EMFILE', 28: 'ENOSPC', 98: 'EADDRINUSE', 99: 'EADDRNOTAVAIL', 116: 'ESTALE' }
+const ERRNO_NAMES: Record<number, string> = {
+  1: 'EPERM',
+  2: 'ENOENT',
+  13: 'EACCES',
+  16: 'EBUSY',
+  22: 'EINVAL',
+  24: 'EMFILE',
+  28: 'ENOSPC',
+  98: 'EADDRINUSE',
+  99: 'EADDRNOTAVAIL',
+  116: 'ESTALE',
+}
 
 function errnoName(reply: string): string | undefined {
   const match = /^err (\d+)/.exec(reply)

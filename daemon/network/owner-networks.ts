@@ -136,7 +136,7 @@ export class OwnerNetworks {
     if (existing?.network.alive && (join === null || existing.network.namespace.ino === join.ino)) return existing
     if (existing?.network.alive && join !== null) {
       // Two namespaces for one owner (tasks of two earlier daemons): the newest keeps the name.
-      this.log.warn({ owner }, 'a resumed task is in another private network than its owner\'s others')
+      this.log.warn({ owner }, "a resumed task is in another private network than its owner's others")
     }
     if (existing && !existing.network.alive && existing.tasks.size > 0 && join === null) {
       this.log.warn({ owner, tasks: [...existing.tasks.keys()] }, "the holder of an owner's private network is gone: its next tasks get a new one")

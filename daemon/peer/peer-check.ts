@@ -53,7 +53,11 @@ export function createPeerCheck(load: AddonLoad = loadPeerAddon()): PeerCheck {
   }
   const status: PeerCheckStatus = addon.peerPidfdSupported()
     ? { enforced: true }
-    : { enforced: true, reason: 'this kernel has no SO_PEERPIDFD (Linux 6.5+): a caller is pinned by pidfd_open(pid) after it connected, so a pid reused in between goes unnoticed' }
+    : {
+        enforced: true,
+        reason:
+          'this kernel has no SO_PEERPIDFD (Linux 6.5+): a caller is pinned by pidfd_open(pid) after it connected, so a pid reused in between goes unnoticed',
+      }
   return {
     status,
     check(fd) {

@@ -63,7 +63,12 @@ export class AccountFileCache {
       // Unreadable: as missing.
     }
     if (text !== '' && !text.endsWith('\n')) text += '\n'
-    const names = new Set(text.split('\n').map((line) => line.slice(0, line.indexOf(':'))).filter(Boolean))
+    const names = new Set(
+      text
+        .split('\n')
+        .map((line) => line.slice(0, line.indexOf(':')))
+        .filter(Boolean),
+    )
     const entry = { stamp, text, names }
     this.cached.set(path, entry)
     return entry

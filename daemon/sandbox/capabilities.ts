@@ -29,7 +29,22 @@ export interface NetworkCapabilities {
   missing: Partial<Record<NetworkMode, string>>
 }
 
-const NEEDED_BWRAP_FLAGS = ['--unshare-pid', '--die-with-parent', '--new-session', '--cap-drop', '--disable-userns', '--clearenv', '--size', '--seccomp', '--json-status-fd', '--args', '--bind-fd', '--ro-bind-try', '--remount-ro', '--perms']
+const NEEDED_BWRAP_FLAGS = [
+  '--unshare-pid',
+  '--die-with-parent',
+  '--new-session',
+  '--cap-drop',
+  '--disable-userns',
+  '--clearenv',
+  '--size',
+  '--seccomp',
+  '--json-status-fd',
+  '--args',
+  '--bind-fd',
+  '--ro-bind-try',
+  '--remount-ro',
+  '--perms',
+]
 const INSTALL_HINT = 'install it (Debian/Ubuntu: apt-get install bubblewrap), or run the task with --sandbox off'
 
 export function findOnPath(program: string, path: string | undefined): string | null {
@@ -71,19 +86,29 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
   // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
   // from a descriptor, as for a task, and `true` runs under it); only a failure is asked again
   // without the filter, to tell which of the two is missing.
-  const [bwrap, filterLoads] = await Promise.all([describeBwrap(found), found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace))])
+  const [bwrap, filterLoads] = await Promise.all([
+    describeBwrap(found),
+    found !== null && seccompSupported() && runsTrue(found, ['--seccomp', '3', ...userNamespaceArgs], seccompProgram(PROFILE_FILTERS.workspace)),
+  ])
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
   const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
-  const cgroups = findCgroupRoots({ name: options.cgroupName, uid: options.uid, daemon: daemonCgroupFolder(options.home), ...(pidsMax !== undefined ? { pidsMax } : {}) })
+  const cgroups = findCgroupRoots({
+    name: options.cgroupName,
+    uid: options.uid,
+    daemon: daemonCgroupFolder(options.home),
+    ...(pidsMax !== undefined ? { pidsMax } : {}),
+  })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {
     const lacking = NEEDED_BWRAP_FLAGS.filter((flag) => !bwrap.flags.includes(flag))
     if (lacking.length > 0) missing.workspace = `bubblewrap ${bwrap.version} lacks ${lacking.join(', ')}: install bubblewrap 0.8 or newer`
-    else if (!userNamespaces) missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
+    else if (!userNamespaces)
+      missing.workspace = 'bubblewrap cannot create user namespaces here (kernel.unprivileged_userns_clone or a container policy forbids them)'
     else if (!seccompSupported()) missing.workspace = `tend has no seccomp filter for this architecture (${process.arch}; it has them for x64 and arm64)`
-    else if (!filterLoads) missing.workspace = "bubblewrap could not load tend's seccomp filter here (the kernel needs CONFIG_SECCOMP_FILTER), or `true` did not run under it"
+    else if (!filterLoads)
+      missing.workspace = "bubblewrap could not load tend's seccomp filter here (the kernel needs CONFIG_SECCOMP_FILTER), or `true` did not run under it"
   }
   if (missing.workspace) missing.strict = missing.workspace
   else if (!cgroups.memory || !cgroups.pids) missing.strict = `strict needs per-task memory and pids cgroups, and ${cgroups.problem}`
@@ -98,7 +123,10 @@ const run = promisify(execFile)
 async function describeBwrap(found: string | null): Promise<SandboxCapabilities['bwrap']> {
   if (!found) return null
   try {
-    const [version, help] = await Promise.all([run(found, ['--version'], { encoding: 'utf8', timeout: 5000 }), run(found, ['--help'], { encoding: 'utf8', timeout: 5000 })])
+    const [version, help] = await Promise.all([
+      run(found, ['--version'], { encoding: 'utf8', timeout: 5000 }),
+      run(found, ['--help'], { encoding: 'utf8', timeout: 5000 }),
+    ])
     const flags = [...new Set(help.stdout.match(/--[a-z][a-z-]+/g) ?? [])]
     return { path: found, version: version.stdout.trim().replace(/^bubblewrap\s+/, ''), flags }
   } catch {

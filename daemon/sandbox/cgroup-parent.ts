@@ -96,7 +96,12 @@ function boundAllDaemons(own: string, uid: number): { pidsMax: number | null; pr
   const limits = [top, own].map((folder) => readPidsMax(join(folder, 'pids.max'))).filter((limit): limit is number => limit !== null)
   if (limits.length > 0) return { pidsMax: Math.min(...limits) }
   const fix = `as root, echo ${share ?? 'N'} > ${join(top, 'pids.max')} (every daemon's tasks together; half of what the kernel hands out)`
-  const why = uid !== 0 ? `${join(own, 'pids.max')} is root's: this daemon cannot bound the tasks of every daemon together` : problems.length > 0 ? problems.join('; ') : 'the kernel\'s pid_max cannot be read'
+  const why =
+    uid !== 0
+      ? `${join(own, 'pids.max')} is root's: this daemon cannot bound the tasks of every daemon together`
+      : problems.length > 0
+        ? problems.join('; ')
+        : "the kernel's pid_max cannot be read"
   return { pidsMax: null, problem: `${why}: ${fix}` }
 }
 
@@ -149,7 +154,9 @@ function cgroupParent(controller: CgroupController, options: CgroupParentOptions
     try {
       writeFileSync(join(daemon, 'pids.max'), String(options.pidsMax))
     } catch (error) {
-      return { problem: `the daemon cannot limit the processes of all its tasks in ${daemon} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
+      return {
+        problem: `the daemon cannot limit the processes of all its tasks in ${daemon} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      }
     }
   }
   return { path: daemon }
@@ -210,10 +217,14 @@ function checkFolder(path: string, owners: readonly number[], uid: number, mount
       const own = owners.length === 1
       const fix = own ? `chown ${uid} ${path}` : `chown root:root ${path}`
       const owner = own ? `the daemon's uid ${uid}` : `root or the daemon's uid ${uid}`
-      return { problem: `${path} is owned by uid ${stat.uid}, not ${owner}: that user could replace this daemon's task groups with ones without limits; as root, ${fix}` }
+      return {
+        problem: `${path} is owned by uid ${stat.uid}, not ${owner}: that user could replace this daemon's task groups with ones without limits; as root, ${fix}`,
+      }
     }
     if ((stat.mode & 0o022) !== 0) {
-      return { problem: `${path} is writable by its group or by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')}): they could replace this daemon's task groups with ones without limits; as root, chmod go-w ${path}` }
+      return {
+        problem: `${path} is writable by its group or by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')}): they could replace this daemon's task groups with ones without limits; as root, chmod go-w ${path}`,
+      }
     }
     return { dev: stat.dev }
   } finally {
@@ -232,7 +243,11 @@ function delegation(path: string, uid: number): string {
  */
 export function unmountedHint(lacking: CgroupController[], cgroupBase = '/sys/fs/cgroup'): string {
   const named = lacking.join(' and ')
-  const mounts = lacking.map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`).join('; ')
-  const unified = existsSync(`${cgroupBase}/cgroup.controllers`) ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)' : ''
+  const mounts = lacking
+    .map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`)
+    .join('; ')
+  const unified = existsSync(`${cgroupBase}/cgroup.controllers`)
+    ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)'
+    : ''
   return `the cgroup v1 ${named} controller${lacking.length > 1 ? 's are' : ' is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
 }

@@ -60,13 +60,17 @@ export class TaskCgroups {
       if (memoryDir && limits.memoryBytes !== null) {
         writeFileSync(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes))
         // Without this the limit only moves the excess to swap (absent where swap is not accounted).
-        if (existsSync(join(memoryDir, 'memory.memsw.limit_in_bytes'))) writeFileSync(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes))
+        if (existsSync(join(memoryDir, 'memory.memsw.limit_in_bytes')))
+          writeFileSync(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes))
       }
       if (limits.pidsMax !== null) writeFileSync(join(pidsDir, 'pids.max'), String(limits.pidsMax))
       return new TaskCgroups(memoryDir, pidsDir, limits, made)
     } catch (error) {
       for (const dir of made) rmdirQuietly(dir.path)
-      throw new Error(`making the task's cgroups (memory ${limits.memoryBytes ?? 'counted'}, processes ${limits.pidsMax ?? 'unlimited'}) failed: ${(error as Error).message}`, { cause: error })
+      throw new Error(
+        `making the task's cgroups (memory ${limits.memoryBytes ?? 'counted'}, processes ${limits.pidsMax ?? 'unlimited'}) failed: ${(error as Error).message}`,
+        { cause: error },
+      )
     }
   }
 
@@ -172,12 +176,16 @@ function readMembers(dir: string): number[] {
 async function removeGroup(dir: string, timeoutMs = 5000): Promise<void> {
   // Released within a millisecond or two of the last process's end: a short wait, often repeated,
   // keeps the task's final record from waiting for nothing.
-  await pollUntil(() => {
-    try {
-      rmdirSync(dir)
-      return true
-    } catch (error) {
-      return (error as NodeJS.ErrnoException).code !== 'EBUSY'
-    }
-  }, timeoutMs, 1)
+  await pollUntil(
+    () => {
+      try {
+        rmdirSync(dir)
+        return true
+      } catch (error) {
+        return (error as NodeJS.ErrnoException).code !== 'EBUSY'
+      }
+    },
+    timeoutMs,
+    1,
+  )
 }

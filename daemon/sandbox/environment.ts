@@ -2,7 +2,11 @@
 export const ENVIRONMENT_ALLOWLIST = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TERM'] as const
 
 /** The allowlisted part of the daemon's environment, the task's own additions, and its marker. */
-export function sandboxEnvironment(baseEnv: Readonly<Record<string, string>>, additions: Record<string, string>, marker: Record<string, string>): Record<string, string> {
+export function sandboxEnvironment(
+  baseEnv: Readonly<Record<string, string>>,
+  additions: Record<string, string>,
+  marker: Record<string, string>,
+): Record<string, string> {
   const env: Record<string, string> = {}
   for (const key of ENVIRONMENT_ALLOWLIST) if (baseEnv[key] !== undefined) env[key] = baseEnv[key]
   for (const [key, value] of Object.entries(baseEnv)) if (key.startsWith('LC_')) env[key] = value

@@ -24,8 +24,11 @@ import { isWithin, type PinnedPath } from './path-policy.js'
  */
 export function trustingGivenRepositories(env: Readonly<Record<string, string>>, writable: readonly PinnedPath[]): Record<string, string> {
   const trusted = { ...env }
-  const ceilings = outermost(writable).map((entry) => dirname(entry.path)).filter((path) => path !== '/' && !path.includes(':'))
-  if (ceilings.length > 0) trusted.GIT_CEILING_DIRECTORIES = [...(env.GIT_CEILING_DIRECTORIES ? [env.GIT_CEILING_DIRECTORIES] : []), ...new Set(ceilings)].join(':')
+  const ceilings = outermost(writable)
+    .map((entry) => dirname(entry.path))
+    .filter((path) => path !== '/' && !path.includes(':'))
+  if (ceilings.length > 0)
+    trusted.GIT_CEILING_DIRECTORIES = [...(env.GIT_CEILING_DIRECTORIES ? [env.GIT_CEILING_DIRECTORIES] : []), ...new Set(ceilings)].join(':')
   const given = env.GIT_CONFIG_COUNT
   // A count that is not a number is the task's to fix: git refuses it anyway, so nothing is appended to it.
   if (given !== undefined && given !== '' && !/^\d{1,6}$/.test(given)) return trusted

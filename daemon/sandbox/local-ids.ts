@@ -30,7 +30,14 @@ export class LocalIds {
     }
     return groups
   })
-  private readonly groups = cachedParse((text) => new Set(records(text).map((fields) => id(fields[2])).filter((gid): gid is number => gid !== null)))
+  private readonly groups = cachedParse(
+    (text) =>
+      new Set(
+        records(text)
+          .map((fields) => id(fields[2]))
+          .filter((gid): gid is number => gid !== null),
+      ),
+  )
   private readonly subuids = cachedParse(ranges)
   private readonly subgids = cachedParse(ranges)
 
@@ -77,7 +84,10 @@ function cachedParse<T>(parse: (text: string) => T): (path: string) => T {
 
 /** The colon-separated fields of each line that has any. */
 function records(text: string): string[][] {
-  return text.split('\n').filter((line) => line.includes(':')).map((line) => line.split(':'))
+  return text
+    .split('\n')
+    .filter((line) => line.includes(':'))
+    .map((line) => line.split(':'))
 }
 
 /** first:count ranges of a subordinate id file. */

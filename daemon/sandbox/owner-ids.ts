@@ -68,7 +68,11 @@ function getent(database: string, id: number): Promise<number> {
       // An exit status is a number; a program that could not run has an errno name here.
       const code: unknown = (error as { code?: unknown }).code
       if (code === 2) return resolve(2)
-      reject(new Error(`getent ${database} ${id} ${typeof code === 'number' ? `exited ${code}` : `could not run: ${error.message}`}${stderr.trim() ? `: ${stderr.trim()}` : ''}`))
+      reject(
+        new Error(
+          `getent ${database} ${id} ${typeof code === 'number' ? `exited ${code}` : `could not run: ${error.message}`}${stderr.trim() ? `: ${stderr.trim()}` : ''}`,
+        ),
+      )
     })
   })
 }
@@ -163,11 +167,17 @@ export class OwnerIds {
     let id: number | null
     try {
       const live = await (this.options.liveUids ?? liveProcessUids)()
-      id = await chooseTaskId(`${this.homeRealPath}\0${owner}`, async (candidate) => this.ownerOf.has(candidate) || live.has(candidate) || this.heldLocally(candidate) || (await taken(candidate)))
+      id = await chooseTaskId(
+        `${this.homeRealPath}\0${owner}`,
+        async (candidate) => this.ownerOf.has(candidate) || live.has(candidate) || this.heldLocally(candidate) || (await taken(candidate)),
+      )
     } catch (error) {
       return { problem: `no uid could be chosen for the tasks of ${owner}: ${(error as Error).message}` }
     }
-    if (id === null) return { problem: `no uid is free for the tasks of ${owner} (the next ${MAX_PROBES} from its own are held by other owners, processes, the user database or a subordinate range)` }
+    if (id === null)
+      return {
+        problem: `no uid is free for the tasks of ${owner} (the next ${MAX_PROBES} from its own are held by other owners, processes, the user database or a subordinate range)`,
+      }
     this.idOf.set(owner, id)
     this.ownerOf.set(id, owner)
     return { uid: id, gid: id }

@@ -41,7 +41,25 @@ export interface ProtectedPlace {
  * /var/spool holds cron's and at's jobs, which run as their file's owner (a root daemon's task
  * writes a root-owned folder as root).
  */
-const SYSTEM_FOLDERS = ['/proc', '/sys', '/dev', '/etc', '/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/boot', '/run', '/var/run', '/var/lib', '/var/log', '/var/spool']
+const SYSTEM_FOLDERS = [
+  '/proc',
+  '/sys',
+  '/dev',
+  '/etc',
+  '/usr',
+  '/bin',
+  '/sbin',
+  '/lib',
+  '/lib32',
+  '/lib64',
+  '/libx32',
+  '/boot',
+  '/run',
+  '/var/run',
+  '/var/lib',
+  '/var/log',
+  '/var/spool',
+]
 
 export interface TaskPaths {
   /** The cwd the task runs in: its real path under a sandbox, the path as given with `off`. */
@@ -101,7 +119,10 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
     if (pinned) add(pinned)
   }
   add(cwd)
-  for (const [field, paths] of [['writablePaths', request.writablePaths], ['writablePaths (daemon setting)', request.configWritablePaths]] as const) {
+  for (const [field, paths] of [
+    ['writablePaths', request.writablePaths],
+    ['writablePaths (daemon setting)', request.configWritablePaths],
+  ] as const) {
     for (const path of paths) {
       // A writable path that does not exist yet is skipped, as bubblewrap's --bind-try did.
       let real: string | null
@@ -181,7 +202,10 @@ export function protectedSinceAdmission(profile: SandboxProfile, paths: TaskPath
 function refuseUnreachable(field: string, given: string, real: string, user: { uid: number; gid: number }, seen: readonly IdmappedRoot[], label: string): void {
   const blocked = blockingFolder(`${real}/.`, user, seen)
   if (blocked === null) return
-  throw invalid(field, `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): it may not enter ${blocked}. Let others enter that folder (chmod o+x ${blocked}), or choose a folder it can reach`)
+  throw invalid(
+    field,
+    `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): it may not enter ${blocked}. Let others enter that folder (chmod o+x ${blocked}), or choose a folder it can reach`,
+  )
 }
 
 function realPath(path: string, field: string): string {

@@ -63,7 +63,6 @@ export interface PlanRequest {
  */
 const BWRAP_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
 
-
 /**
  * Every task starts with its limits set (no core dumps, open files, file size) and, where it has
  * them, its cgroups joined, then execs either the command itself (`off`) or bubblewrap around it
@@ -107,7 +106,10 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   // the task's user), and sees the daemon's HOME through a read-only one.
   const user = runAs.idmap ? runAs.user : null
   const pinnedDirs = paths.writable.map(({ path, dev, ino, uid }) => (user ? { path, dev, ino, owner: idmapOwner(uid, user) } : { path, dev, ino }))
-  const home = user && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path)) ? viewOf(capabilities.identity.home, user) : null
+  const home =
+    user && capabilities.identity.home !== null && !paths.writable.some((entry) => isWithin(capabilities.identity.home!, entry.path))
+      ? viewOf(capabilities.identity.home, user)
+      : null
   const idmapped = user ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...pinnedDirs.map((entry) => ({ path: entry.path, ...entry.owner! }))] : []
   // The proxy variables may be overridden by the task's own (the proxy decides either way).
   const allowed = sandboxEnvironment(baseEnv, { ...proxyEnvironment(task.network), ...request.envAdditions }, marker)
@@ -119,11 +121,22 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const accounts = runAs.idmap && runAs.user ? hostAccountFiles.filesFor(runAs.user, environment.HOME) : null
   // The account files cover the host's by descriptor where the spawner can (a user added as the task
   // starts replaces /etc/passwd: a mount by path would then fail the task); else bubblewrap binds them.
-  const coveredFiles = accounts && request.hideByDescriptor ? [{ path: '/etc/passwd', data: accounts.passwd }, { path: '/etc/group', data: accounts.group }] : []
+  const coveredFiles =
+    accounts && request.hideByDescriptor
+      ? [
+          { path: '/etc/passwd', data: accounts.passwd },
+          { path: '/etc/group', data: accounts.group },
+        ]
+      : []
   const bound = accounts && !request.hideByDescriptor ? accounts : null
   // Inside the owner's namespace, names are asked of tend's DNS stub there (the host's resolver is out of reach).
   const resolver = task.network === 'host' ? null : STUB_RESOLV_CONF
-  const dataFiles = [environmentArgs(environment), seccompProgram(PROFILE_FILTERS[task.sandbox]), ...(bound ? [bound.passwd, bound.group] : []), ...(resolver ? [resolver] : [])]
+  const dataFiles = [
+    environmentArgs(environment),
+    seccompProgram(PROFILE_FILTERS[task.sandbox]),
+    ...(bound ? [bound.passwd, bound.group] : []),
+    ...(resolver ? [resolver] : []),
+  ]
   const layout = descriptorLayout({ extraFiles: [], dataFiles })
   const [argsFd, seccompFd] = layout.data as [number, number]
   const accountFds = bound ? { passwd: seccompFd + 1, group: seccompFd + 2 } : undefined
@@ -157,7 +170,19 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     ...task.command,
   ]
   return {
-    request: { ...common, file: bwrap, argv, env: { PATH: BWRAP_PATH, ...marker }, dataFiles, pinnedDirs, ...(request.reportsSetup ? { reportsSetup: true } : {}), ...(request.netns ? { netns: request.netns } : {}), ...(home ? { idmappedViews: [home] } : {}), ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}), ...(coveredFiles.length > 0 ? { coveredFiles } : {}) },
+    request: {
+      ...common,
+      file: bwrap,
+      argv,
+      env: { PATH: BWRAP_PATH, ...marker },
+      dataFiles,
+      pinnedDirs,
+      ...(request.reportsSetup ? { reportsSetup: true } : {}),
+      ...(request.netns ? { netns: request.netns } : {}),
+      ...(home ? { idmappedViews: [home] } : {}),
+      ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}),
+      ...(coveredFiles.length > 0 ? { coveredFiles } : {}),
+    },
     cgroups,
     ranAs,
     release,
@@ -175,7 +200,8 @@ const SAYS_SET_UP = ['/bin/sh', '-c', `printf '%s\\n' '${SETUP_DONE}' >&2 && exe
 /** The groups a task gets, and their limits as recorded on it (strict's defaults for an older record without them). */
 function groupsFor(task: Task, config: Readonly<DaemonConfig>): GroupRequest {
   if (task.sandbox === 'off') return { memory: false, limits: { memoryBytes: null, pidsMax: null } }
-  if (task.sandbox === 'strict') return { memory: true, limits: { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } }
+  if (task.sandbox === 'strict')
+    return { memory: true, limits: { memoryBytes: task.memoryBytes ?? config.strictMemoryBytes, pidsMax: task.pidsMax ?? config.strictPidsMax } }
   return { memory: true, limits: { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax } }
 }
 
@@ -229,23 +255,47 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   const sizes = tmpfsSizes(config.tmpSizeBytes)
   const args = [
     // A user namespace lets --disable-userns forbid new ones; as root it maps root to root.
-    '--unshare-user', '--disable-userns',
-    '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
+    '--unshare-user',
+    '--disable-userns',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
     ...(task.network === 'host' || options.joinsNetwork ? [] : ['--unshare-net']),
     // A new session keeps a task from typing into the terminal of whoever started tend (TIOCSTI). A
     // task on a terminal of its own keeps it as its controlling terminal (job control, SIGWINCH,
     // /dev/tty): the only input it can fake there is its own, and the only reader is its keeper.
-    '--die-with-parent', ...(task.tty ? [] : ['--new-session']), '--cap-drop', 'ALL',
-    '--ro-bind', '/', '/',
+    '--die-with-parent',
+    ...(task.tty ? [] : ['--new-session']),
+    '--cap-drop',
+    'ALL',
+    '--ro-bind',
+    '/',
+    '/',
     // /dev: memory-backed like /tmp, so /dev/shm gets its share of the cap and the rest of /dev is read-only.
-    '--dev', '/dev',
-    '--perms', '1777', '--size', String(sizes.shm), '--tmpfs', '/dev/shm',
-    '--remount-ro', '/dev',
+    '--dev',
+    '/dev',
+    '--perms',
+    '1777',
+    '--size',
+    String(sizes.shm),
+    '--tmpfs',
+    '/dev/shm',
+    '--remount-ro',
+    '/dev',
     // A fresh proc mount leaves the kernel's knobs writable to a uid-0 task without capabilities
     // (core_pattern alone runs a program as root on the host). The whole mount is read-only: every
     // knob this kernel has or will add, in one remount (binding each knob costs a mount apiece).
-    '--proc', '/proc', '--remount-ro', '/proc',
-    '--perms', '1777', '--size', String(sizes.tmp), '--tmpfs', '/tmp',
+    '--proc',
+    '/proc',
+    '--remount-ro',
+    '/proc',
+    '--perms',
+    '1777',
+    '--size',
+    String(sizes.tmp),
+    '--tmpfs',
+    '/tmp',
   ]
   // Run as another user (taskUser, the tasks' own identity), bubblewrap sees only what that user can
   // reach: the rest is protected by file modes, and a mount on it would fail.
@@ -255,7 +305,8 @@ export function bubblewrapArgs(options: BubblewrapOptions): string[] {
   if (home && reachable(join(home, '.cache'))) args.push(...privateCache(home, paths, String(sizes.cache)))
   // Bound by descriptor: the folder pinned at acceptance, whatever its path has become since.
   paths.writable.forEach((entry, index) => args.push('--bind-fd', String(options.firstPinnedFd + index), entry.path))
-  if (options.accountFds) args.push('--ro-bind-data', String(options.accountFds.passwd), '/etc/passwd', '--ro-bind-data', String(options.accountFds.group), '/etc/group')
+  if (options.accountFds)
+    args.push('--ro-bind-data', String(options.accountFds.passwd), '/etc/passwd', '--ro-bind-data', String(options.accountFds.group), '/etc/group')
   // Masks come after the binds, so a writable path that contains them cannot uncover them (those the
   // spawner hides are there before bubblewrap starts, and its recursive binds carry them). They are
   // read-only: a writable tmpfs would be neither capped (like /tmp) nor seen by the operator.
@@ -317,7 +368,9 @@ function resolverArgs(fd: number): string[] {
   return [...(target.startsWith('/run/') ? ['--dir', folder] : []), '--ro-bind-data', String(fd), target]
 }
 const RESOLV_CONF = '/etc/resolv.conf'
-const STUB_RESOLV_CONF = Buffer.from(`# tend: names are answered by the DNS stub of this owner's private network\nnameserver ${DNS_STUB_ADDRESS}\noptions attempts:1 timeout:2\n`)
+const STUB_RESOLV_CONF = Buffer.from(
+  `# tend: names are answered by the DNS stub of this owner's private network\nnameserver ${DNS_STUB_ADDRESS}\noptions attempts:1 timeout:2\n`,
+)
 
 /** The task's environment as bubblewrap arguments, NUL-separated, for `--args FD`. */
 function environmentArgs(environment: Record<string, string>): Buffer {

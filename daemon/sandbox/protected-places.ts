@@ -42,7 +42,10 @@ export function protectedView(config: Readonly<DaemonConfig>, daemons: DaemonHom
     const real = realOrNull(path)
     if (real) secrets.add(real)
   }
-  const registries = daemons.registries().map(realOrNull).filter((path): path is string => path !== null)
+  const registries = daemons
+    .registries()
+    .map(realOrNull)
+    .filter((path): path is string => path !== null)
   const everyUser = daemons.everyUser?.()
   return {
     places: [

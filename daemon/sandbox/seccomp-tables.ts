@@ -5,18 +5,46 @@
  */
 
 export type SyscallName =
-  | 'chmod' | 'fchmod' | 'fchmodat' | 'fchmodat2'
-  | 'open' | 'openat' | 'openat2' | 'creat'
-  | 'mkdir' | 'mkdirat' | 'mknod' | 'mknodat'
-  | 'setxattr' | 'lsetxattr' | 'fsetxattr' | 'setxattrat'
-  | 'keyctl' | 'add_key' | 'request_key'
-  | 'bpf' | 'perf_event_open' | 'userfaultfd'
-  | 'io_uring_setup' | 'io_uring_enter' | 'io_uring_register'
-  | 'init_module' | 'finit_module' | 'delete_module' | 'kexec_load' | 'kexec_file_load'
-  | 'unshare' | 'clone' | 'clone3'
-  | 'ptrace' | 'process_vm_readv' | 'process_vm_writev'
-  | 'socket' | 'socketpair'
-  | 'fallocate' | 'ioctl'
+  | 'chmod'
+  | 'fchmod'
+  | 'fchmodat'
+  | 'fchmodat2'
+  | 'open'
+  | 'openat'
+  | 'openat2'
+  | 'creat'
+  | 'mkdir'
+  | 'mkdirat'
+  | 'mknod'
+  | 'mknodat'
+  | 'setxattr'
+  | 'lsetxattr'
+  | 'fsetxattr'
+  | 'setxattrat'
+  | 'keyctl'
+  | 'add_key'
+  | 'request_key'
+  | 'bpf'
+  | 'perf_event_open'
+  | 'userfaultfd'
+  | 'io_uring_setup'
+  | 'io_uring_enter'
+  | 'io_uring_register'
+  | 'init_module'
+  | 'finit_module'
+  | 'delete_module'
+  | 'kexec_load'
+  | 'kexec_file_load'
+  | 'unshare'
+  | 'clone'
+  | 'clone3'
+  | 'ptrace'
+  | 'process_vm_readv'
+  | 'process_vm_writev'
+  | 'socket'
+  | 'socketpair'
+  | 'fallocate'
+  | 'ioctl'
 
 export interface ArchTable {
   /** AUDIT_ARCH_* of the native ABI. */
@@ -34,26 +62,73 @@ export const ARCH_TABLES: Readonly<Record<string, ArchTable>> = {
     x32Bit: 0x40000000,
     calls: {
       ...UNIFIED,
-      chmod: 90, fchmod: 91, fchmodat: 268, open: 2, openat: 257, creat: 85, mkdir: 83, mkdirat: 258, mknod: 133, mknodat: 259,
-      setxattr: 188, lsetxattr: 189, fsetxattr: 190,
-      keyctl: 250, add_key: 248, request_key: 249, bpf: 321, perf_event_open: 298, userfaultfd: 323,
-      init_module: 175, finit_module: 313, delete_module: 176, kexec_load: 246, kexec_file_load: 320,
-      unshare: 272, clone: 56,
-      ptrace: 101, process_vm_readv: 310, process_vm_writev: 311, socket: 41, socketpair: 53,
-      fallocate: 285, ioctl: 16,
+      chmod: 90,
+      fchmod: 91,
+      fchmodat: 268,
+      open: 2,
+      openat: 257,
+      creat: 85,
+      mkdir: 83,
+      mkdirat: 258,
+      mknod: 133,
+      mknodat: 259,
+      setxattr: 188,
+      lsetxattr: 189,
+      fsetxattr: 190,
+      keyctl: 250,
+      add_key: 248,
+      request_key: 249,
+      bpf: 321,
+      perf_event_open: 298,
+      userfaultfd: 323,
+      init_module: 175,
+      finit_module: 313,
+      delete_module: 176,
+      kexec_load: 246,
+      kexec_file_load: 320,
+      unshare: 272,
+      clone: 56,
+      ptrace: 101,
+      process_vm_readv: 310,
+      process_vm_writev: 311,
+      socket: 41,
+      socketpair: 53,
+      fallocate: 285,
+      ioctl: 16,
     },
   },
   arm64: {
     audit: 0xc00000b7,
     calls: {
       ...UNIFIED,
-      fchmod: 52, fchmodat: 53, openat: 56, mkdirat: 34, mknodat: 33,
-      setxattr: 5, lsetxattr: 6, fsetxattr: 7,
-      keyctl: 219, add_key: 217, request_key: 218, bpf: 280, perf_event_open: 241, userfaultfd: 282,
-      init_module: 105, finit_module: 273, delete_module: 106, kexec_load: 104, kexec_file_load: 294,
-      unshare: 97, clone: 220,
-      ptrace: 117, process_vm_readv: 270, process_vm_writev: 271, socket: 198, socketpair: 199,
-      fallocate: 47, ioctl: 29,
+      fchmod: 52,
+      fchmodat: 53,
+      openat: 56,
+      mkdirat: 34,
+      mknodat: 33,
+      setxattr: 5,
+      lsetxattr: 6,
+      fsetxattr: 7,
+      keyctl: 219,
+      add_key: 217,
+      request_key: 218,
+      bpf: 280,
+      perf_event_open: 241,
+      userfaultfd: 282,
+      init_module: 105,
+      finit_module: 273,
+      delete_module: 106,
+      kexec_load: 104,
+      kexec_file_load: 294,
+      unshare: 97,
+      clone: 220,
+      ptrace: 117,
+      process_vm_readv: 270,
+      process_vm_writev: 271,
+      socket: 198,
+      socketpair: 199,
+      fallocate: 47,
+      ioctl: 29,
     },
   },
 }

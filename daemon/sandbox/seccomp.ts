@@ -22,7 +22,22 @@
  */
 
 import { assembleFilter, RET_KILL_PROCESS, retErrno, type ArgCondition, type Rule } from './seccomp-bpf.js'
-import { AF_UNIX, ARCH_TABLES, CLONE_NEWUSER, EAFNOSUPPORT, ENOSYS, EOPNOTSUPP, EPERM, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID, SPACE_RESERVATION_IOCTLS, type ArchTable, type SyscallName } from './seccomp-tables.js'
+import {
+  AF_UNIX,
+  ARCH_TABLES,
+  CLONE_NEWUSER,
+  EAFNOSUPPORT,
+  ENOSYS,
+  EOPNOTSUPP,
+  EPERM,
+  O_CREAT,
+  O_TMPFILE_BIT,
+  S_ISGID,
+  S_ISUID,
+  SPACE_RESERVATION_IOCTLS,
+  type ArchTable,
+  type SyscallName,
+} from './seccomp-tables.js'
 
 export type SeccompFilter = 'baseline' | 'strict'
 
@@ -32,8 +47,18 @@ export const PROFILE_FILTERS = { off: null, workspace: 'baseline', strict: 'stri
 /** What each filter denies, in words, for `tend status`. */
 const FILTER_DENIES: Readonly<Record<SeccompFilter, readonly string[]>> = {
   baseline: [
-    'setuid/setgid modes', 'extended attributes (file capabilities)', 'new user namespaces', 'keyrings', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring',
-    'kernel modules', 'kexec', 'fallocate past the end of a file (and its ioctl forms)', 'ia32 and x32 system calls',
+    'setuid/setgid modes',
+    'extended attributes (file capabilities)',
+    'new user namespaces',
+    'keyrings',
+    'bpf',
+    'perf_event_open',
+    'userfaultfd',
+    'io_uring',
+    'kernel modules',
+    'kexec',
+    'fallocate past the end of a file (and its ioctl forms)',
+    'ia32 and x32 system calls',
   ],
   strict: ['everything the baseline denies', 'ptrace', 'process_vm_readv/writev', 'Unix-domain sockets'],
 }

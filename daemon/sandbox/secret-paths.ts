@@ -6,8 +6,24 @@ import { dirname, join } from 'node:path'
  * `.config/tend` is tend's own: where the shared queue's Redis URL and key files are kept by default.
  */
 const HOME_CREDENTIALS = [
-  '.ssh', '.aws', '.azure', '.config/gh', '.config/gcloud', '.config/hub', '.config/tend', '.docker', '.gnupg', '.kube',
-  '.netrc', '.git-credentials', '.npmrc', '.pypirc', '.cargo/credentials', '.cargo/credentials.toml', '.terraformrc', '.vault-token',
+  '.ssh',
+  '.aws',
+  '.azure',
+  '.config/gh',
+  '.config/gcloud',
+  '.config/hub',
+  '.config/tend',
+  '.docker',
+  '.gnupg',
+  '.kube',
+  '.netrc',
+  '.git-credentials',
+  '.npmrc',
+  '.pypirc',
+  '.cargo/credentials',
+  '.cargo/credentials.toml',
+  '.terraformrc',
+  '.vault-token',
 ]
 
 /**
@@ -15,10 +31,31 @@ const HOME_CREDENTIALS = [
  * password, an `export TOKEN=…`, a `\password` in psql. Masked as credentials are.
  */
 const HOME_HISTORIES = [
-  '.bash_history', '.sh_history', '.zsh_history', '.zhistory', '.histfile', '.local/share/fish/fish_history',
-  '.python_history', '.ipython/profile_default/history.sqlite', '.node_repl_history', '.irb_history', '.pry_history', '.julia/logs/repl_history.jl', '.ghc/ghci_history', '.scala_history',
-  '.psql_history', '.mysql_history', '.sqlite_history', '.rediscli_history', '.dbshell', '.mongosh', '.influx_history', '.clickhouse-client-history',
-  '.lesshst', '.viminfo', '.local/state/nvim/shada',
+  '.bash_history',
+  '.sh_history',
+  '.zsh_history',
+  '.zhistory',
+  '.histfile',
+  '.local/share/fish/fish_history',
+  '.python_history',
+  '.ipython/profile_default/history.sqlite',
+  '.node_repl_history',
+  '.irb_history',
+  '.pry_history',
+  '.julia/logs/repl_history.jl',
+  '.ghc/ghci_history',
+  '.scala_history',
+  '.psql_history',
+  '.mysql_history',
+  '.sqlite_history',
+  '.rediscli_history',
+  '.dbshell',
+  '.mongosh',
+  '.influx_history',
+  '.clickhouse-client-history',
+  '.lesshst',
+  '.viminfo',
+  '.local/state/nvim/shada',
 ]
 
 /** The secret paths of every home, relative to it. */
@@ -43,7 +80,9 @@ export function homeSecretPaths(home: string): string[] {
 function systemSecrets(): string[] {
   let hostKeys: string[] = []
   try {
-    hostKeys = readdirSync('/etc/ssh').filter((name) => /^ssh_host_.*_key$/.test(name)).map((name) => join('/etc/ssh', name))
+    hostKeys = readdirSync('/etc/ssh')
+      .filter((name) => /^ssh_host_.*_key$/.test(name))
+      .map((name) => join('/etc/ssh', name))
   } catch {
     // no SSH server configuration
   }

@@ -76,7 +76,10 @@ export async function decideTaskIdentity(context: IdentityContext): Promise<Task
   // The spawner's pipes never hold the event loop open, and nothing else does yet at start: this
   // timer keeps the daemon alive through the probe, and bounds it.
   let timer: NodeJS.Timeout | undefined
-  const timedOut = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`the probe (bubblewrap as uid ${identity.uid}) did not end within ${PROBE_TIMEOUT_MS} ms`), PROBE_TIMEOUT_MS)))
+  const timedOut = new Promise<string>(
+    (resolve) =>
+      (timer = setTimeout(() => resolve(`the probe (bubblewrap as uid ${identity.uid}) did not end within ${PROBE_TIMEOUT_MS} ms`), PROBE_TIMEOUT_MS)),
+  )
   const problem = await Promise.race([probe(identity, home), timedOut]).finally(() => clearTimeout(timer))
   if (problem) return fallback(problem)
   return { as: 'task', uid: null, gid: null, owners, off, home, fallback: null, keyring }
@@ -98,9 +101,16 @@ function realHome(home: string | undefined): string | null {
  * idmapped view of HOME and of a fresh folder in TEND_HOME (the spool's file system). Null when it
  * ran, else why not.
  */
-async function probeIdentity(spawner: Spawner, config: Readonly<DaemonConfig>, bwrapPath: string, identity: { uid: number; gid: number }, home: string | null): Promise<string | null> {
+async function probeIdentity(
+  spawner: Spawner,
+  config: Readonly<DaemonConfig>,
+  bwrapPath: string,
+  identity: { uid: number; gid: number },
+  home: string | null,
+): Promise<string | null> {
   // One a daemon that died mid-probe left (the home is this daemon's alone: it holds its lock).
-  for (const name of readdirSync(config.layout.home)) if (name.startsWith(PROBE_PREFIX)) rmSync(join(config.layout.home, name), { recursive: true, force: true })
+  for (const name of readdirSync(config.layout.home))
+    if (name.startsWith(PROBE_PREFIX)) rmSync(join(config.layout.home, name), { recursive: true, force: true })
   const dir = mkdtempSync(join(config.layout.home, PROBE_PREFIX))
   try {
     const views = [dir, ...(home ? [home] : [])].map((path) => viewOf(path, identity)).filter((view): view is PinnedDir => view !== null)
@@ -184,7 +194,8 @@ export function taskRunAs(profile: SandboxProfile, identity: TaskIdentity, own: 
   if (identity.as === 'task' && own) {
     return { user: own, idmap: true, ranAs: { uid: own.uid, gid: own.gid, identity: 'task', keyring } }
   }
-  if (identity.as === 'taskUser') return { user: { uid: identity.uid, gid: identity.gid }, idmap: false, ranAs: { uid: identity.uid, gid: identity.gid, identity: 'taskUser', keyring } }
+  if (identity.as === 'taskUser')
+    return { user: { uid: identity.uid, gid: identity.gid }, idmap: false, ranAs: { uid: identity.uid, gid: identity.gid, identity: 'taskUser', keyring } }
   const { uid, gid } = identity.off
   const reason = identity.fallback ?? (identity.as === 'task' ? 'its owner has no task uid' : null)
   return { user: null, idmap: false, ranAs: reason ? { uid, gid, identity: 'daemon', fallback: reason, keyring } : { uid, gid, identity: 'daemon', keyring } }
@@ -194,9 +205,17 @@ export function taskRunAs(profile: SandboxProfile, identity: TaskIdentity, own: 
  * For admission: who must reach a sandboxed task's folders, and what it sees through idmapped
  * mounts. `own`: the owner's ids (see taskRunAs); without them the task runs as the daemon.
  */
-export function admissionIdentity(identity: TaskIdentity, own: { uid: number; gid: number } | null): { user: { uid: number; gid: number } | null; views: IdmappedRoot[]; idmapWritable?: (ownerUid: number) => { uid: number; gid: number }; userLabel: string } {
+export function admissionIdentity(
+  identity: TaskIdentity,
+  own: { uid: number; gid: number } | null,
+): { user: { uid: number; gid: number } | null; views: IdmappedRoot[]; idmapWritable?: (ownerUid: number) => { uid: number; gid: number }; userLabel: string } {
   if (identity.as === 'taskUser') return { user: { uid: identity.uid, gid: identity.gid }, views: [], userLabel: 'taskUser' }
   if (identity.as === 'daemon' || !own) return { user: null, views: [], userLabel: 'the daemon' }
   const home = identity.home ? viewOf(identity.home, own) : null
-  return { user: own, views: home ? [{ path: home.path, ...home.owner! }] : [], idmapWritable: (ownerUid) => idmapOwner(ownerUid, own), userLabel: "the tasks' own identity" }
+  return {
+    user: own,
+    views: home ? [{ path: home.path, ...home.owner! }] : [],
+    idmapWritable: (ownerUid) => idmapOwner(ownerUid, own),
+    userLabel: "the tasks' own identity",
+  }
 }

@@ -16,7 +16,8 @@ export async function createSpawner(setting: DaemonSettings['spawner'], log: Log
   if (setting === 'node') return nodeSpawner()
   const binary = NativeSpawner.binaryPath()
   if (!binary) {
-    if (setting === 'native') throw unavailable('the helper dist/native/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
+    if (setting === 'native')
+      throw unavailable('the helper dist/native/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
     log.warn('the native spawner helper was not built (no C compiler at install): tasks start through child_process, which is slower')
     return nodeSpawner()
   }
@@ -51,7 +52,17 @@ async function probe(binary: string, log: Logger): Promise<NativeSpawner | strin
     const scratch = await mkdtemp(join(tmpdir(), 'tend-spawner-probe-'))
     try {
       // No exit file: the probe's end is heard by this spawner, nobody else needs it.
-      const outcome = await spawner.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: join(scratch, 'output.log'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 } })
+      const outcome = await spawner.spawn({
+        file: '/bin/true',
+        argv: ['true'],
+        env: {},
+        cwd: '/',
+        outputFile: join(scratch, 'output.log'),
+        exitFile: '',
+        extraFiles: [],
+        cgroups: [],
+        limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 },
+      })
       if (!outcome.started) throw new Error(outcome.message)
       const exit = await outcome.exited
       if (exit.exitCode !== 0) throw new Error(`true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`)

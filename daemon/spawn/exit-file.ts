@@ -67,7 +67,11 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
   else if (signal === null && isInteger(exitCode) && exitCode >= 0 && exitCode <= 255) exit = { exitCode, signal: null }
   else return null
   // Only when set: an ordinary exit reads exactly as it always did.
-  return { pid, ...withLostOutput(endedBy(exit, ending.lifelineBroke, ending.leaseRanOut), ending.outputLostBytes || undefined), endedAt: endedAt.toISOString() }
+  return {
+    pid,
+    ...withLostOutput(endedBy(exit, ending.lifelineBroke, ending.leaseRanOut), ending.outputLostBytes || undefined),
+    endedAt: endedAt.toISOString(),
+  }
 }
 
 interface Ending {
@@ -96,7 +100,10 @@ function previousEnding(fields: Record<string, unknown>): Ending | null {
 
 /** The exit an exit file recorded, without the file's own fields (pid, endedAt). */
 export function exitOf(recorded: SpawnExit): SpawnExit {
-  return withLostOutput(endedBy({ exitCode: recorded.exitCode, signal: recorded.signal }, recorded.lifelineBroke === true, recorded.leaseRanOut === true), recorded.outputLostBytes)
+  return withLostOutput(
+    endedBy({ exitCode: recorded.exitCode, signal: recorded.signal }, recorded.lifelineBroke === true, recorded.leaseRanOut === true),
+    recorded.outputLostBytes,
+  )
 }
 
 /** The exit, with the bytes of output its keeper could not write, when there were any. */

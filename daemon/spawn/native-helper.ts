@@ -99,7 +99,13 @@ export class Helper {
     this.ready.catch(() => {})
     this.child.on('error', (error) => this.die(`it could not be started or signalled: ${error.message}`))
     this.child.on('close', (code, signal) =>
-      this.die(this.unanswered !== null ? `it did not answer within ${this.unanswered}ms, stopped or wedged, and was killed` : signal ? `it was killed by ${signal}` : `it exited with code ${code}`),
+      this.die(
+        this.unanswered !== null
+          ? `it did not answer within ${this.unanswered}ms, stopped or wedged, and was killed`
+          : signal
+            ? `it was killed by ${signal}`
+            : `it exited with code ${code}`,
+      ),
     )
   }
 
@@ -124,7 +130,10 @@ export class Helper {
     if (this.dead || this.pinging) return
     const id = `ping-${++this.pings}`
     const timer = setTimeout(() => {
-      this.log?.error({ pid: this.child.pid, answerMs }, 'the native spawner did not answer a ping (stopped or wedged); killing it, a new one takes over its tasks')
+      this.log?.error(
+        { pid: this.child.pid, answerMs },
+        'the native spawner did not answer a ping (stopped or wedged); killing it, a new one takes over its tasks',
+      )
       this.unanswered = answerMs
       this.child.kill('SIGKILL')
     }, answerMs)
@@ -184,7 +193,13 @@ export class Helper {
         const { stage, code, index } = reply
         // A keeper killed before it reported may have started its task: as for a helper that died
         // mid-spawn, the daemon looks for what is left of it.
-        if (stage === 'keeper') return waiting.resolve({ started: false, stage: 'spawner', code, message: `the task's keeper was killed before it reported the start of ${waiting.request.file}` })
+        if (stage === 'keeper')
+          return waiting.resolve({
+            started: false,
+            stage: 'spawner',
+            code,
+            message: `the task's keeper was killed before it reported the start of ${waiting.request.file}`,
+          })
         return waiting.resolve({ started: false, stage, code, message: failureMessage(stage, code, index, waiting.request) })
       }
       case 'exited':

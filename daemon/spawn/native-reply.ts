@@ -41,12 +41,23 @@ export function parseReply(line: string): Reply {
     case 'pong':
       return { kind: 'pong', id: parts[1] ?? '' }
     case 'started':
-      return { kind: 'started', id: Number(parts[1]), pid: Number(parts[2]), keeper: parts[3] === undefined ? null : { pid: Number(parts[3]), startTicks: Number(parts[4]) } }
+      return {
+        kind: 'started',
+        id: Number(parts[1]),
+        pid: Number(parts[2]),
+        keeper: parts[3] === undefined ? null : { pid: Number(parts[3]), startTicks: Number(parts[4]) },
+      }
     case 'attached':
       return { kind: 'attached', id: Number(parts[1]) }
     case 'failed':
       if (parts[2] === 'attach') return { kind: 'failed-attach', id: Number(parts[1]), code: errnoName(Number(parts[3])) }
-      return { kind: 'failed', id: Number(parts[1]), stage: parts[2] ?? 'exec', code: errnoName(Number(parts[3])), index: parts[4] === undefined ? undefined : Number(parts[4]) }
+      return {
+        kind: 'failed',
+        id: Number(parts[1]),
+        stage: parts[2] ?? 'exec',
+        code: errnoName(Number(parts[3])),
+        index: parts[4] === undefined ? undefined : Number(parts[4]),
+      }
     case 'exited': {
       const code = Number(parts[2])
       const exit: SpawnExit = code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null }
@@ -94,7 +105,9 @@ export function failureMessage(stage: string, code: string, index: number | unde
   switch (stage) {
     case 'output':
       // ENXIO: something that is not a regular file is in its place (regular.c).
-      return code === 'ENXIO' ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)` : `could not open the output file ${request.outputFile}: ${code}`
+      return code === 'ENXIO'
+        ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)`
+        : `could not open the output file ${request.outputFile}: ${code}`
     case 'stdin':
       if (!request.stdinFifo) return `could not open /dev/null as stdin: ${code}`
       if (code === 'ENXIO') return `the task's stdin pipe is not a FIFO: ${request.stdinFifo}`
@@ -117,7 +130,12 @@ export function failureMessage(stage: string, code: string, index: number | unde
     case 'idmap':
       return idmapFailure(index === undefined ? undefined : (folderAt(request, index)?.path ?? `folder ${index}`), code)
     case 'hidden':
-      return hiddenFailure(index === undefined ? undefined : (request.hiddenPaths?.[index] ?? request.coveredFiles?.[index - (request.hiddenPaths?.length ?? 0)]?.path ?? `place ${index}`), code)
+      return hiddenFailure(
+        index === undefined
+          ? undefined
+          : (request.hiddenPaths?.[index] ?? request.coveredFiles?.[index - (request.hiddenPaths?.length ?? 0)]?.path ?? `place ${index}`),
+        code,
+      )
     case 'keyring':
       return keyringFailure(code)
     case 'netns':
@@ -142,7 +160,9 @@ export function failureMessage(stage: string, code: string, index: number | unde
       if (code === 'ENOENT') {
         // A bare name was searched on PATH; a path that exists has a missing interpreter (#!) or loader.
         if (!request.file.includes('/')) return `no such program: ${request.file}`
-        return existsSync(resolvePath(request.cwd, request.file)) ? `the interpreter of ${request.file} is missing (ENOENT)` : `no such program: ${request.file}`
+        return existsSync(resolvePath(request.cwd, request.file))
+          ? `the interpreter of ${request.file} is missing (ENOENT)`
+          : `no such program: ${request.file}`
       }
       if (code === 'EACCES') return `program is not executable: ${request.file}`
       if (code === 'ENOEXEC') return `program is not a valid executable: ${request.file}`

@@ -56,8 +56,15 @@ function header(id: number, request: SpawnRequest): string[] {
   const { stdinFifo, terminal } = request
   const flags = (stdinFifo !== undefined ? WIRE.flags.stdin : 0) | (terminal ? WIRE.flags.tty : 0) | (request.endsWithDaemon ? WIRE.flags.lifeline : 0)
   return [
-    'spawn', String(WIRE.version), String(flags), String(id), request.exitFile ?? '', stdinFifo ?? '',
-    terminal?.resizeFifo ?? '', String(terminal?.cols ?? 0), String(terminal?.rows ?? 0),
+    'spawn',
+    String(WIRE.version),
+    String(flags),
+    String(id),
+    request.exitFile ?? '',
+    stdinFifo ?? '',
+    terminal?.resizeFifo ?? '',
+    String(terminal?.cols ?? 0),
+    String(terminal?.rows ?? 0),
   ]
 }
 
@@ -68,17 +75,38 @@ function fields(id: number, request: SpawnRequest): string[] {
   const pinnedDirs = request.pinnedDirs ?? []
   const views = request.idmappedViews ?? []
   const hidden = request.hiddenPaths ?? []
-  const folder = (pinned: PinnedDir) => [pinned.path, pinned.dev, pinned.ino, pinned.owner ? String(pinned.owner.uid) : '', pinned.owner ? String(pinned.owner.gid) : '']
+  const folder = (pinned: PinnedDir) => [
+    pinned.path,
+    pinned.dev,
+    pinned.ino,
+    pinned.owner ? String(pinned.owner.uid) : '',
+    pinned.owner ? String(pinned.owner.gid) : '',
+  ]
   return [
-    ...header(id, request), request.file, request.cwd, request.outputFile, String(request.limits.openFiles), String(request.limits.fileSizeBytes),
-    cwdIdentity?.dev ?? '', cwdIdentity?.ino ?? '', user ? String(user.uid) : '', user ? String(user.gid) : '',
-    String(argv.length), ...argv,
-    String(env.length), ...env,
-    String(extraFiles.length), ...extraFiles,
-    String(cgroups.length), ...cgroups.flatMap((group) => [group.path, group.dev, group.ino, String(group.uid)]),
-    String(pinnedDirs.length), ...pinnedDirs.flatMap(folder),
-    String(views.length), ...views.flatMap(folder),
-    String(hidden.length), ...hidden,
+    ...header(id, request),
+    request.file,
+    request.cwd,
+    request.outputFile,
+    String(request.limits.openFiles),
+    String(request.limits.fileSizeBytes),
+    cwdIdentity?.dev ?? '',
+    cwdIdentity?.ino ?? '',
+    user ? String(user.uid) : '',
+    user ? String(user.gid) : '',
+    String(argv.length),
+    ...argv,
+    String(env.length),
+    ...env,
+    String(extraFiles.length),
+    ...extraFiles,
+    String(cgroups.length),
+    ...cgroups.flatMap((group) => [group.path, group.dev, group.ino, String(group.uid)]),
+    String(pinnedDirs.length),
+    ...pinnedDirs.flatMap(folder),
+    String(views.length),
+    ...views.flatMap(folder),
+    String(hidden.length),
+    ...hidden,
     String(request.dataFiles?.length ?? 0),
   ]
 }
@@ -93,7 +121,8 @@ export function encodeSpawn(id: number, request: SpawnRequest): Buffer | string 
   for (const key of Object.keys(request.env)) {
     if (key === '' || key.includes('=')) return `environment variable name ${JSON.stringify(key)} is empty or contains "="`
   }
-  const problem = spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true) ?? stdinFifoProblem(request.stdinFifo) ?? terminalProblem(request)
+  const problem =
+    spawnRequestProblem(request) ?? exitFileProblem(request.exitFile ?? '', true) ?? stdinFifoProblem(request.stdinFifo) ?? terminalProblem(request)
   if (problem) return problem
   // The helper takes a request it cannot parse for a broken daemon and exits: refuse it here.
   const layout = descriptorLayout(request)
@@ -130,7 +159,8 @@ function exitFileProblem(path: unknown, optional: boolean): string | null {
   if (path.includes('\0')) return 'exitFile contains a NUL byte'
   const name = path.slice(path.lastIndexOf('/') + 1)
   if (name === '' || name === '.' || name === '..') return `exitFile must name a file, got ${JSON.stringify(path)}`
-  if (Buffer.byteLength(path) > WIRE.maxExitPathBytes || Buffer.byteLength(name) > WIRE.maxExitNameBytes) return `exitFile is too long: ${JSON.stringify(path.slice(0, 80))}...`
+  if (Buffer.byteLength(path) > WIRE.maxExitPathBytes || Buffer.byteLength(name) > WIRE.maxExitNameBytes)
+    return `exitFile is too long: ${JSON.stringify(path.slice(0, 80))}...`
   return null
 }
 

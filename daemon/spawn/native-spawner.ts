@@ -79,10 +79,21 @@ export class NativeSpawner implements Spawner {
    * once hidesPaths is true.
    */
   async checkHiding(scratch: string): Promise<string | null> {
-    if (process.getuid?.() !== 0) return 'the daemon is not root: its spawner\'s children cannot mount'
+    if (process.getuid?.() !== 0) return "the daemon is not root: its spawner's children cannot mount"
     const place = join(scratch, 'hidden')
     mkdirSync(place)
-    const outcome = await this.spawn({ file: '/bin/true', argv: ['true'], env: {}, cwd: '/', outputFile: join(scratch, 'output.log'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 }, hiddenPaths: [place] })
+    const outcome = await this.spawn({
+      file: '/bin/true',
+      argv: ['true'],
+      env: {},
+      cwd: '/',
+      outputFile: join(scratch, 'output.log'),
+      exitFile: '',
+      extraFiles: [],
+      cgroups: [],
+      limits: { openFiles: 64, fileSizeBytes: 1024 * 1024 },
+      hiddenPaths: [place],
+    })
     if (!outcome.started) return outcome.message
     const exit = await outcome.exited
     if (exit.exitCode !== 0) return `true ended with ${exit.signal ?? `exit code ${exit.exitCode}`}`
@@ -97,7 +108,8 @@ export class NativeSpawner implements Spawner {
 
   spawn(request: SpawnRequest): Promise<SpawnOutcome> {
     if (this.closed) return Promise.resolve(spawnerFailure('the native spawner is closed'))
-    if (request.reportsSetup) return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: 'reportsSetup: the native spawner does not wait for a setup report' })
+    if (request.reportsSetup)
+      return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: 'reportsSetup: the native spawner does not wait for a setup report' })
     const id = this.nextId++
     const encoded = encodeSpawn(id, request)
     if (typeof encoded === 'string') return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: encoded })
@@ -154,7 +166,8 @@ export class NativeSpawner implements Spawner {
         if (outcome.attached) return outcome.exited.then(orphan.resolve, orphan.reject)
         // That helper died too before it answered: one more in a row, tried again through the next.
         if (outcome.code === 'ESPAWNER' && !this.closed) return this.reattach([{ ...orphan, generation: generation + 1 }])
-        if (outcome.code !== 'ESRCH') return orphan.reject(new Error(`the native spawner died, and the keeper of pid ${taskPid} could not be watched again: ${outcome.message}`))
+        if (outcome.code !== 'ESRCH')
+          return orphan.reject(new Error(`the native spawner died, and the keeper of pid ${taskPid} could not be watched again: ${outcome.message}`))
         // The keeper is gone already, and its exit file (which the attach read) says nothing.
         return orphan.resolve(UNKNOWN_EXIT)
       })
@@ -190,4 +203,3 @@ export class NativeSpawner implements Spawner {
     return helper
   }
 }
-

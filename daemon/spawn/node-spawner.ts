@@ -85,16 +85,24 @@ export class NodeSpawner implements Spawner {
     // Its task is the daemon's child, and outlives a daemon that dies: nothing here would end it.
     if (request.endsWithDaemon) return { started: false, stage: 'lifeline', code: 'ENOTSUP', message: LIFELINE_UNSUPPORTED }
     // Only a child that is still root can mount them; the daemon plans without them here.
-    if ((request.pinnedDirs ?? []).some((pinned) => pinned.owner) || (request.idmappedViews?.length ?? 0) > 0) return { started: false, stage: 'idmap', code: 'ENOTSUP', message: IDMAP_UNSUPPORTED }
+    if ((request.pinnedDirs ?? []).some((pinned) => pinned.owner) || (request.idmappedViews?.length ?? 0) > 0)
+      return { started: false, stage: 'idmap', code: 'ENOTSUP', message: IDMAP_UNSUPPORTED }
     // Nor can a task here get a mount namespace of its own to cover them in: the daemon has bubblewrap mount its masks instead.
-    if ((request.hiddenPaths?.length ?? 0) > 0 || (request.coveredFiles?.length ?? 0) > 0) return { started: false, stage: 'hidden', code: 'ENOTSUP', message: HIDDEN_UNSUPPORTED }
+    if ((request.hiddenPaths?.length ?? 0) > 0 || (request.coveredFiles?.length ?? 0) > 0)
+      return { started: false, stage: 'hidden', code: 'ENOTSUP', message: HIDDEN_UNSUPPORTED }
     const cwdProblem = await checkCwd(request.cwd)
     if (cwdProblem) return { started: false, stage: 'chdir', code: 'ENOENT', message: cwdProblem }
     const userProblem = request.user && checkUser(request.user)
     if (userProblem) return userProblem
     const netnsProblem = request.netns && checkNetns(request.netns)
     if (netnsProblem) return netnsProblem
-    if (request.cwdIdentity && !STAT) return { started: false, stage: 'chdir', code: 'ENOENT', message: `cannot check that cwd is still the folder the task was accepted with: ${request.cwd} (stat, from coreutils, is not installed)` }
+    if (request.cwdIdentity && !STAT)
+      return {
+        started: false,
+        stage: 'chdir',
+        code: 'ENOENT',
+        message: `cannot check that cwd is still the folder the task was accepted with: ${request.cwd} (stat, from coreutils, is not installed)`,
+      }
     const { execa } = await loadExeca()
     const descriptors: number[] = []
     try {
@@ -114,9 +122,17 @@ export class NodeSpawner implements Spawner {
       const pid = subprocess.pid
       if (pid === undefined) {
         const result = await subprocess
-        return { started: false, stage: 'exec', code: String(result.code ?? 'UNKNOWN'), message: `could not start ${request.file}: ${result.originalMessage ?? result.shortMessage}` }
+        return {
+          started: false,
+          stage: 'exec',
+          code: String(result.code ?? 'UNKNOWN'),
+          message: `could not start ${request.file}: ${result.originalMessage ?? result.shortMessage}`,
+        }
       }
-      const exited: Promise<SpawnExit> = subprocess.then((result) => ({ exitCode: result.exitCode ?? null, signal: (result.signal as NodeJS.Signals | undefined) ?? null }))
+      const exited: Promise<SpawnExit> = subprocess.then((result) => ({
+        exitCode: result.exitCode ?? null,
+        signal: (result.signal as NodeJS.Signals | undefined) ?? null,
+      }))
       // As a keeper does: a description of the output file open for reading while the task runs
       // leaves it no write lease to take (every read would wait out its break).
       descriptors.splice(descriptors.indexOf(opened.outputReader), 1)
@@ -127,7 +143,12 @@ export class NodeSpawner implements Spawner {
         // The prelude or the program ended without the task's command: nothing of it is left once exited settles.
         const exit = await exited
         if (isPreludeFailure(report.said)) return preludeFailure(report.said, request)
-        return { started: false, stage: 'setup', code: 'EIO', message: `${request.file} ended before the task's command ran (${exit.signal ?? `exit code ${exit.exitCode}`})${report.said ? `: ${report.said}` : ''}` }
+        return {
+          started: false,
+          stage: 'setup',
+          code: 'EIO',
+          message: `${request.file} ended before the task's command ran (${exit.signal ?? `exit code ${exit.exitCode}`})${report.said ? `: ${report.said}` : ''}`,
+        }
       }
       const said = await readToEnd(subprocess.stdout)
       if (said) {
@@ -157,7 +178,10 @@ export class NodeSpawner implements Spawner {
  * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
  * after the spawn.
  */
-function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number; netns: NamespaceFds | null } | Failure {
+function openDescriptors(
+  request: SpawnRequest,
+  opened: number[],
+): { stdio: StdioEntry[]; cgroupFds: number[]; outputReader: number; netns: NamespaceFds | null } | Failure {
   const open = (path: string, flags: string | number): number => {
     const fd = openSync(path, flags, 0o600)
     opened.push(fd)
@@ -175,7 +199,10 @@ function openDescriptors(request: SpawnRequest, opened: number[]): { stdio: Stdi
     if (!fstatSync(stdio[output] as number).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENXIO' })
   } catch (error) {
     const code = errorCode(error)
-    const message = code === 'ENXIO' ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)` : `could not open the output file ${request.outputFile}: ${code}`
+    const message =
+      code === 'ENXIO'
+        ? `the output file ${request.outputFile} is not a regular file (a FIFO, socket or device put in its place?)`
+        : `could not open the output file ${request.outputFile}: ${code}`
     return { started: false, stage: 'output', code, message }
   }
   for (const [index, file] of request.extraFiles.entries()) {
@@ -289,13 +316,22 @@ function openNamespace(namespace: { path: string; dev: string; ino: string }, op
 
 /** A namespace this daemon cannot enter: nsenter (util-linux) is missing, or it is another user's and not in a user namespace of this daemon's. */
 function checkNetns(netns: NonNullable<SpawnRequest['netns']>): Failure | null {
-  if (!NSENTER) return { started: false, stage: 'netns', code: 'ENOENT', message: 'nsenter (util-linux) is not installed, and the node spawner needs it to join a private network' }
-  if (process.getuid?.() !== 0 && !netns.userns) return { started: false, stage: 'netns', code: 'EPERM', message: 'an unprivileged daemon joins only a private network of its own user namespace' }
+  if (!NSENTER)
+    return {
+      started: false,
+      stage: 'netns',
+      code: 'ENOENT',
+      message: 'nsenter (util-linux) is not installed, and the node spawner needs it to join a private network',
+    }
+  if (process.getuid?.() !== 0 && !netns.userns)
+    return { started: false, stage: 'netns', code: 'EPERM', message: 'an unprivileged daemon joins only a private network of its own user namespace' }
   return null
 }
 
 function netnsFailure(path: string, code: string): string {
-  return code === 'ESTALE' ? `the private network the task was to join (${path}) is gone; it was not given another` : `could not join the task's private network ${path}: ${code}`
+  return code === 'ESTALE'
+    ? `the private network the task was to join (${path}) is gone; it was not given another`
+    : `could not join the task's private network ${path}: ${code}`
 }
 
 /** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through nsenter into its network, setpriv for another user). */
@@ -323,7 +359,8 @@ function prelude(request: SpawnRequest, cgroupFds: number[], netns: NamespaceFds
 
 /** A switch of user this daemon cannot make, or null. */
 function checkUser(user: { uid: number; gid: number }): Failure | null {
-  if (!SETPRIV) return { started: false, stage: 'user', code: 'ENOENT', message: userFailure(user, 'setpriv (util-linux) is not installed, and the node spawner needs it') }
+  if (!SETPRIV)
+    return { started: false, stage: 'user', code: 'ENOENT', message: userFailure(user, 'setpriv (util-linux) is not installed, and the node spawner needs it') }
   const same = process.getuid?.() === user.uid && process.getgid?.() === user.gid
   // setpriv would fail only after the prelude has stopped reporting: refuse what cannot work.
   if (process.getuid?.() !== 0 && !same) return { started: false, stage: 'user', code: 'EPERM', message: userFailure(user, 'EPERM (the daemon is not root)') }

@@ -181,7 +181,10 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
   for (const [index, data] of (request.dataFiles ?? []).entries()) {
     if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
   }
-  for (const [field, folders] of [['pinnedDirs', request.pinnedDirs ?? []], ['idmappedViews', request.idmappedViews ?? []]] as const) {
+  for (const [field, folders] of [
+    ['pinnedDirs', request.pinnedDirs ?? []],
+    ['idmappedViews', request.idmappedViews ?? []],
+  ] as const) {
     for (const [index, pinned] of folders.entries()) {
       const problem = folderProblem(`${field}[${index}]`, pinned) ?? (pinned.owner ? idsProblem(`${field}[${index}].owner`, pinned.owner) : null)
       if (problem) return problem
@@ -195,7 +198,8 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
     if (path.includes('\0')) return `hiddenPaths[${index}] contains a NUL byte`
   }
   for (const [index, cover] of (request.coveredFiles ?? []).entries()) {
-    if (typeof cover.path !== 'string' || !cover.path.startsWith('/')) return `coveredFiles[${index}].path must be an absolute path, got ${JSON.stringify(cover.path)}`
+    if (typeof cover.path !== 'string' || !cover.path.startsWith('/'))
+      return `coveredFiles[${index}].path must be an absolute path, got ${JSON.stringify(cover.path)}`
     if (cover.path.includes('\0')) return `coveredFiles[${index}].path contains a NUL byte`
     if (!Buffer.isBuffer(cover.data)) return `coveredFiles[${index}].data is not a Buffer`
   }
@@ -209,18 +213,25 @@ export function spawnRequestProblem(request: SpawnRequest): string | null {
     if (problem) return problem
   }
   if (request.netns) {
-    if (typeof request.netns.path !== 'string' || !request.netns.path.startsWith('/') || request.netns.path.includes('\0')) return `netns.path must be an absolute path, got ${JSON.stringify(request.netns.path)}`
+    if (typeof request.netns.path !== 'string' || !request.netns.path.startsWith('/') || request.netns.path.includes('\0'))
+      return `netns.path must be an absolute path, got ${JSON.stringify(request.netns.path)}`
     const problem = identityProblem('netns', request.netns) ?? (request.netns.userns ? identityProblem('netns.userns', request.netns.userns) : null)
     if (problem) return problem
-    if (request.netns.userns && (typeof request.netns.userns.path !== 'string' || !request.netns.userns.path.startsWith('/') || request.netns.userns.path.includes('\0'))) return `netns.userns.path must be an absolute path, got ${JSON.stringify(request.netns.userns.path)}`
+    if (
+      request.netns.userns &&
+      (typeof request.netns.userns.path !== 'string' || !request.netns.userns.path.startsWith('/') || request.netns.userns.path.includes('\0'))
+    )
+      return `netns.userns.path must be an absolute path, got ${JSON.stringify(request.netns.userns.path)}`
   }
-  if (request.endsWithDaemon !== undefined && typeof request.endsWithDaemon !== 'boolean') return `endsWithDaemon must be a boolean, got ${typeof request.endsWithDaemon}`
+  if (request.endsWithDaemon !== undefined && typeof request.endsWithDaemon !== 'boolean')
+    return `endsWithDaemon must be a boolean, got ${typeof request.endsWithDaemon}`
   if (request.user) return idsProblem('user', request.user)
   return null
 }
 
 function folderProblem(field: string, folder: { path: string } & FileIdentity): string | null {
-  if (typeof folder.path !== 'string' || !folder.path.startsWith('/') || folder.path.includes('\0')) return `${field}.path must be an absolute path, got ${JSON.stringify(folder.path)}`
+  if (typeof folder.path !== 'string' || !folder.path.startsWith('/') || folder.path.includes('\0'))
+    return `${field}.path must be an absolute path, got ${JSON.stringify(folder.path)}`
   return identityProblem(field, folder)
 }
 
@@ -237,7 +248,8 @@ function idsProblem(field: string, ids: { uid?: number; gid?: number }): string 
 function identityProblem(field: string, identity: FileIdentity): string | null {
   for (const key of ['dev', 'ino'] as const) {
     const value = identity[key]
-    if (typeof value !== 'string' || !/^\d{1,20}$/.test(value) || BigInt(value) > 0xffffffffffffffffn) return `${field}.${key} must be a decimal string (a 64-bit unsigned number), got ${JSON.stringify(value)}`
+    if (typeof value !== 'string' || !/^\d{1,20}$/.test(value) || BigInt(value) > 0xffffffffffffffffn)
+      return `${field}.${key} must be a decimal string (a 64-bit unsigned number), got ${JSON.stringify(value)}`
   }
   return null
 }
@@ -271,7 +283,8 @@ export function userFailure(user: { uid: number; gid: number }, reason: string):
 
 /** A cgroup folder that could not be joined (code: ESTALE for another folder, or another owner). */
 export function cgroupFailure(path: string, code: string): string {
-  if (code === 'ESTALE') return `could not join cgroup ${path}: it is no longer the folder the daemon made (another folder, or another owner, is at its path) (ESTALE)`
+  if (code === 'ESTALE')
+    return `could not join cgroup ${path}: it is no longer the folder the daemon made (another folder, or another owner, is at its path) (ESTALE)`
   if (code === 'ELOOP') return `could not join cgroup ${path}: a symbolic link is in its path (ELOOP)`
   return `could not join cgroup ${path}: ${code}`
 }
@@ -279,7 +292,12 @@ export function cgroupFailure(path: string, code: string): string {
 /** A folder the child could not idmap (index undefined: its mount namespace). */
 export function idmapFailure(path: string | undefined, code: string): string {
   if (path === undefined) return `could not give the task a mount namespace of its own for its idmapped folders: ${code}`
-  const why = code === 'EINVAL' ? ' (its file system, or one mounted inside it, does not support idmapped mounts)' : code === 'ENOSYS' ? ' (this kernel has no idmapped mounts: Linux 5.12 or later is needed)' : ''
+  const why =
+    code === 'EINVAL'
+      ? ' (its file system, or one mounted inside it, does not support idmapped mounts)'
+      : code === 'ENOSYS'
+        ? ' (this kernel has no idmapped mounts: Linux 5.12 or later is needed)'
+        : ''
   return `could not idmap ${path} for the task's user: ${code}${why}`
 }
 
@@ -291,7 +309,10 @@ export function hiddenFailure(path: string | undefined, code: string): string {
 
 export function keyringFailure(code: string): string {
   // Every task's keyring counts against its daemon user's key quota (root's is a million keys).
-  const why = code === 'EDQUOT' ? ": the daemon's user has used up its kernel key quota (sysctl kernel.keys.maxkeys and kernel.keys.maxbytes; one key per running task): raise them, or run fewer tasks at once" : ''
+  const why =
+    code === 'EDQUOT'
+      ? ": the daemon's user has used up its kernel key quota (sysctl kernel.keys.maxkeys and kernel.keys.maxbytes; one key per running task): raise them, or run fewer tasks at once"
+      : ''
   return `could not give the task a session keyring of its own: ${code}${why}`
 }
 
@@ -389,14 +410,17 @@ export interface Spawner {
 export const SETUP_DONE = 'tend: set up'
 
 /** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */
-export const TTY_UNSUPPORTED = 'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
+export const TTY_UNSUPPORTED =
+  'a terminal needs the native spawner (its keeper holds the terminal and copies its output); this daemon runs the node fallback spawner'
 /** Why the node spawner starts no task with a stdin pipe (the daemon refuses such tasks at admission). */
 export const STDIN_PIPE_UNSUPPORTED = 'a stdin pipe needs the native spawner (its keeper holds the pipe); this daemon runs the node fallback spawner'
 /** Why the node spawner gives a task no idmapped folder (the daemon then plans without). */
 export const IDMAP_UNSUPPORTED = 'idmapped folders need the native spawner (its child mounts them while still root); this daemon runs the node fallback spawner'
 /** Why the node spawner hides no place by descriptor (the daemon then has bubblewrap mount its masks by path). */
-export const HIDDEN_UNSUPPORTED = 'places hidden by descriptor need the native spawner (its child mounts over them while still root); this daemon runs the node fallback spawner'
+export const HIDDEN_UNSUPPORTED =
+  'places hidden by descriptor need the native spawner (its child mounts over them while still root); this daemon runs the node fallback spawner'
 /** Why the node spawner's tasks keep the daemon's session keyring. */
 export const KEYRING_UNSUPPORTED = "the node fallback spawner cannot give a task a session keyring of its own: its tasks share the daemon's"
 /** Why the node spawner starts no task that is to end with its daemon. */
-export const LIFELINE_UNSUPPORTED = 'a task that is to end with its daemon needs the native spawner (its keeper kills it once the daemon is gone); this daemon runs the node fallback spawner'
+export const LIFELINE_UNSUPPORTED =
+  'a task that is to end with its daemon needs the native spawner (its keeper kills it once the daemon is gone); this daemon runs the node fallback spawner'

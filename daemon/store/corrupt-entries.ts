@@ -27,7 +27,9 @@ export class CorruptEntries {
 
   /** Every entry (or one owner's), oldest first. */
   list(owner: string | null = null): CorruptTask[] {
-    return [...this.entries.values()].filter((entry) => owner === null || entry.owner === owner).sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+    return [...this.entries.values()]
+      .filter((entry) => owner === null || entry.owner === owner)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
   }
 
   forget(id: string): void {

@@ -15,8 +15,10 @@ const MAX_CONFIG_BYTES = 1024 * 1024
 
 /** Why `info` (of `path`) could be changed by someone else than `uid`, with the fix; null when it cannot. */
 export function ownershipProblem(path: string, info: { uid: number; mode: number }, uid: number): string | null {
-  if (info.uid !== uid) return `is owned by uid ${info.uid}, not by the daemon's uid ${uid}: another user could change it (fix: \`chown ${uid} ${path}\`, or use another folder)`
-  if ((info.mode & 0o022) !== 0) return `is writable by ${(info.mode & 0o002) !== 0 ? 'others' : 'its group'} (mode ${(info.mode & 0o777).toString(8)}): another user could change it (fix: \`chmod go-w ${path}\`)`
+  if (info.uid !== uid)
+    return `is owned by uid ${info.uid}, not by the daemon's uid ${uid}: another user could change it (fix: \`chown ${uid} ${path}\`, or use another folder)`
+  if ((info.mode & 0o022) !== 0)
+    return `is writable by ${(info.mode & 0o002) !== 0 ? 'others' : 'its group'} (mode ${(info.mode & 0o777).toString(8)}): another user could change it (fix: \`chmod go-w ${path}\`)`
   return null
 }
 

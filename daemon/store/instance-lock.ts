@@ -64,7 +64,8 @@ function openLockFile(lockPath: string): number {
       const code = (error as NodeJS.ErrnoException).code
       if (code !== 'ELOOP' && code !== 'EISDIR' && code !== 'ENXIO' && code !== 'EWOULDBLOCK' && code !== 'EAGAIN') throw error
     }
-    if (tries === 3) throw new TendError('TEND_ERR_HOME_UNSAFE', { path: lockPath, detail: 'its lock file keeps being replaced by something else than a regular file' })
+    if (tries === 3)
+      throw new TendError('TEND_ERR_HOME_UNSAFE', { path: lockPath, detail: 'its lock file keeps being replaced by something else than a regular file' })
     displace(lockPath)
   }
 }

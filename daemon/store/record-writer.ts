@@ -143,7 +143,10 @@ export class RecordWriter {
     }
     const opened = job.createDir ? folders.makeOnPool(id) : making!.then(() => folders.open(id))
     if (job.createDir) {
-      const made = opened.then(() => undefined, () => undefined)
+      const made = opened.then(
+        () => undefined,
+        () => undefined,
+      )
       this.making.set(id, made)
       void made.then(() => this.making.get(id) === made && this.making.delete(id))
     }

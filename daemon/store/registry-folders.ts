@@ -47,7 +47,11 @@ export function openRegistry(user: RegistryUser): OpenedRegistry {
   try {
     return { dir: mkdtempSync(`${usual}.`), unusable }
   } catch (error) {
-    throw new TendError('TEND_ERR_HOME_UNSAFE', { path: usual, detail: `the registry of tend homes ${problem}, and no other can be made: ${(error as Error).message}` }, { cause: error })
+    throw new TendError(
+      'TEND_ERR_HOME_UNSAFE',
+      { path: usual, detail: `the registry of tend homes ${problem}, and no other can be made: ${(error as Error).message}` },
+      { cause: error },
+    )
   }
 }
 
@@ -135,6 +139,10 @@ function makeFolder(dir: string): void {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return
-    throw new TendError('TEND_ERR_HOME_UNSAFE', { path: dir, detail: `the registry of tend homes cannot be made: ${(error as Error).message}` }, { cause: error })
+    throw new TendError(
+      'TEND_ERR_HOME_UNSAFE',
+      { path: dir, detail: `the registry of tend homes cannot be made: ${(error as Error).message}` },
+      { cause: error },
+    )
   }
 }

@@ -67,7 +67,9 @@ export class SpoolCleanup {
    */
   async removeOlderThan(olderThanMs: number, owner: string | null = null, now = Date.now()): Promise<{ removed: string[]; freedBytes: number }> {
     const cutoff = now - olderThanMs
-    const old = this.store.list({ all: true, owner: owner ?? undefined }).filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
+    const old = this.store
+      .list({ all: true, owner: owner ?? undefined })
+      .filter((task) => isFinished(task) && task.endedAt !== null && Date.parse(task.endedAt) <= cutoff)
     const result = await this.removeAll([...this.corrupt.list(owner), ...old])
     // A stray entry has no owner: only the operator's gc removes it.
     if (owner === null) await this.removeStrays(this.strays(), result)
@@ -158,7 +160,11 @@ export class SpoolCleanup {
     if (used <= this.quotaBytes) return []
     const result = { removed: [] as string[], freedBytes: 0 }
     const unchangedSince = now - STRAY_GRACE_MS
-    used -= await this.removeStrays(strays.filter((stray) => stray.changedMs <= unchangedSince), result, unchangedSince)
+    used -= await this.removeStrays(
+      strays.filter((stray) => stray.changedMs <= unchangedSince),
+      result,
+      unchangedSince,
+    )
     const finished = this.store
       .list({ all: true })
       .filter(isFinished)
@@ -170,7 +176,10 @@ export class SpoolCleanup {
       used -= this.bytesOf(entry)
     }
     const { removed, freedBytes } = await this.removeAll(victims)
-    this.log.warn({ removed: removed.length + result.removed.length, freedBytes: freedBytes + result.freedBytes, quotaBytes: this.quotaBytes }, 'spool quota enforced')
+    this.log.warn(
+      { removed: removed.length + result.removed.length, freedBytes: freedBytes + result.freedBytes, quotaBytes: this.quotaBytes },
+      'spool quota enforced',
+    )
     return [...result.removed, ...removed]
   }
 
@@ -219,7 +228,9 @@ export class SpoolCleanup {
       // Its last record may still be on its way to disk: removing the folder under it would fail.
       await this.store.settled(entry.id)
       // A full disk must not keep the operator from freeing space: the key then lives on in memory only.
-      await this.beforeRemoval(entry).catch((error: unknown) => this.log.error({ taskId: entry.id, err: error }, 'idempotency key of a removed task not recorded'))
+      await this.beforeRemoval(entry).catch((error: unknown) =>
+        this.log.error({ taskId: entry.id, err: error }, 'idempotency key of a removed task not recorded'),
+      )
       this.store.forget(entry.id)
     }
     if (entry.state === 'corrupt') await this.stopLeftovers(entry.id)

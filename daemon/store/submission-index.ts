@@ -58,7 +58,8 @@ export class SubmissionIndex {
       text = readRegularFileSync(index.path, MAX_FILE_BYTES, { secondNames: true }).toString('utf8')
     } catch (error) {
       const problem = untrustedProblem(error)
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.error({ err: error, path: index.path, problem }, 'idempotency index unreadable: removed tasks\' keys are forgotten')
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+        log.error({ err: error, path: index.path, problem }, "idempotency index unreadable: removed tasks' keys are forgotten")
       // Not a file (a folder, a FIFO, a link a task put there): moved aside, so the next key lands in a new one.
       if (isMisplaced(error)) displaceSync(index.path)
     }
@@ -86,9 +87,18 @@ export class SubmissionIndex {
   /** Records the key of a task about to be removed; resolves once it is on disk. */
   async retire(task: Task, now = new Date()): Promise<void> {
     if (!task.idempotencyKey || !task.requestHash) return
-    const entry: RemovedSubmission = { owner: task.owner, key: task.idempotencyKey, requestHash: task.requestHash, id: task.id, outcome: outcomeOf(task), removedAt: now.toISOString() }
+    const entry: RemovedSubmission = {
+      owner: task.owner,
+      key: task.idempotencyKey,
+      requestHash: task.requestHash,
+      id: task.id,
+      outcome: outcomeOf(task),
+      removedAt: now.toISOString(),
+    }
     this.keep(entry)
-    const write = this.writes.then(() => (this.lines + 1 >= COMPACT_AT_LINES ? this.compact() : this.append(entry).catch((error: unknown) => this.rewriteWhenMisplaced(error))))
+    const write = this.writes.then(() =>
+      this.lines + 1 >= COMPACT_AT_LINES ? this.compact() : this.append(entry).catch((error: unknown) => this.rewriteWhenMisplaced(error)),
+    )
     this.writes = write.catch(() => {})
     await write
   }

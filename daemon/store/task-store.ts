@@ -89,7 +89,10 @@ export class TaskStore {
   async create(task: Task): Promise<Task> {
     if (this.tasks.has(task.id)) throw new TendError('TEND_ERR_INTERNAL', { detail: `task ${task.id} exists already` })
     // The room left is the running tasks' endings' until the reserve is made again.
-    if (!this.reserve.isHeld) throw new TendError('TEND_ERR_SPOOL_FULL', { detail: `recording the new task ${task.id}: the spool's reserve (${this.reserve.bytes} bytes) was spent on a full disk and there is not yet room to make it again` })
+    if (!this.reserve.isHeld)
+      throw new TendError('TEND_ERR_SPOOL_FULL', {
+        detail: `recording the new task ${task.id}: the spool's reserve (${this.reserve.bytes} bytes) was spent on a full disk and there is not yet room to make it again`,
+      })
     try {
       await this.writer.write(task, { createDir: true })
     } catch (error) {
@@ -243,7 +246,13 @@ export class TaskStore {
 
   /** Whether records can be written now, and how many are held in memory meanwhile; what `tend status` shows. */
   spoolState(): { writable: boolean; problem: string | null; heldRecords: number; reserveBytes: number; reserveHeld: boolean } {
-    return { writable: this.problem === null, problem: this.problem, heldRecords: this.held.size, reserveBytes: this.reserve.bytes, reserveHeld: this.reserve.isHeld }
+    return {
+      writable: this.problem === null,
+      problem: this.problem,
+      heldRecords: this.held.size,
+      reserveBytes: this.reserve.bytes,
+      reserveHeld: this.reserve.isHeld,
+    }
   }
 
   /** Gives up the spool's reserve (a keeper's exit file needs the room); answers whether it freed anything. */
@@ -254,7 +263,12 @@ export class TaskStore {
   /** Resolves once the task's newest version is reported: on disk, or held in memory when it cannot be written. */
   settled(id: string): Promise<void> {
     const landing = this.landing.get(id)
-    return landing ? landing.then(() => undefined, () => undefined) : Promise.resolve()
+    return landing
+      ? landing.then(
+          () => undefined,
+          () => undefined,
+        )
+      : Promise.resolve()
   }
 
   /** Resolves once every record write asked for so far has landed. */
@@ -266,7 +280,8 @@ export class TaskStore {
   async close(): Promise<void> {
     this.reserve.close()
     await this.writer.close()
-    if (this.held.size > 0) this.log?.error({ taskIds: [...this.held.keys()], problem: this.problem }, 'task records held in memory could not be written before the daemon stopped')
+    if (this.held.size > 0)
+      this.log?.error({ taskIds: [...this.held.keys()], problem: this.problem }, 'task records held in memory could not be written before the daemon stopped')
   }
 
   /**
@@ -310,7 +325,8 @@ export class TaskStore {
         if (isNoSpace(error) && (await this.reserve.release())) continue
         const problem = spoolProblem(error)
         if (problem) this.setProblem(problem)
-        if (failures === 0) this.log?.error({ taskId: id, err: error, problem }, 'a task record could not be written; it is held in memory and written when it can be')
+        if (failures === 0)
+          this.log?.error({ taskId: id, err: error, problem }, 'a task record could not be written; it is held in memory and written when it can be')
         failures++
         this.landed(latest, latestVersion, false)
         reportHeld(this.get(id))

@@ -1,4 +1,13 @@
-import { DEFAULT_NETWORK, DEFAULT_TERMINAL_SIZE, networkModeOf, TendError, type NetworkMode, type SandboxProfile, type StartTaskBody, type TerminalSize } from '../../protocol/index.js'
+import {
+  DEFAULT_NETWORK,
+  DEFAULT_TERMINAL_SIZE,
+  networkModeOf,
+  TendError,
+  type NetworkMode,
+  type SandboxProfile,
+  type StartTaskBody,
+  type TerminalSize,
+} from '../../protocol/index.js'
 import { parseAllowEntry } from '../network/allowlist.js'
 import type { DaemonConfig } from '../config.js'
 import type { SandboxCapabilities } from '../sandbox/index.js'
@@ -27,16 +36,24 @@ export interface TaskLimits {
  * here: throws the coded error that names what cannot (a field that contradicts another, a
  * profile or a stdin this machine lacks). The schema has checked each field on its own already.
  */
-export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts): { sandbox: SandboxProfile; tty: TerminalSize | null; limits: TaskLimits; network: NetworkMode; allowNet: string[] } {
+export function checkStartRequest(
+  request: StartTaskBody,
+  facts: AdmissionFacts,
+): { sandbox: SandboxProfile; tty: TerminalSize | null; limits: TaskLimits; network: NetworkMode; allowNet: string[] } {
   if (request.shell && request.command.length !== 1) {
-    throw new TendError('TEND_ERR_VALIDATION', { detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items` })
+    throw new TendError('TEND_ERR_VALIDATION', {
+      detail: `body/command: with shell: true, expected exactly one shell line, got ${request.command.length} items`,
+    })
   }
   if (!request.cwd.startsWith('/')) {
     throw new TendError('TEND_ERR_VALIDATION', { detail: `body/cwd: expected an absolute path, got ${JSON.stringify(request.cwd)}` })
   }
   const sandbox = request.sandbox ?? facts.defaultSandbox
   if (!facts.capabilities.profiles.includes(sandbox)) {
-    throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: facts.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason' })
+    throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', {
+      profile: sandbox,
+      detail: facts.capabilities.missing[sandbox as 'workspace' | 'strict'] ?? 'unknown reason',
+    })
   }
   const limits = taskLimits(request, sandbox, facts)
   const tty = terminalSize(request.tty)
@@ -62,15 +79,24 @@ export function checkStartRequest(request: StartTaskBody, facts: AdmissionFacts)
 function networkOf(request: StartTaskBody, sandbox: SandboxProfile, facts: AdmissionFacts): { network: NetworkMode; allowNet: string[] } {
   const asked = request.network === undefined ? null : networkModeOf(request.network)
   if (sandbox === 'off') {
-    if (asked !== null && asked !== 'host') throw new TendError('TEND_ERR_VALIDATION', { detail: `body/network: network ${asked} needs a sandbox (workspace or strict); with sandbox off a task has the host's network` })
+    if (asked !== null && asked !== 'host')
+      throw new TendError('TEND_ERR_VALIDATION', {
+        detail: `body/network: network ${asked} needs a sandbox (workspace or strict); with sandbox off a task has the host's network`,
+      })
   }
   const network = sandbox === 'off' ? 'host' : (asked ?? DEFAULT_NETWORK)
   const allowNet = request.allowNet ?? []
   if (allowNet.length > 0) {
     if (facts.actingForOwner) {
-      throw new TendError('TEND_ERR_VALIDATION', { detail: "body/allowNet: only the operator may allow a task more destinations; a request acting for an owner (an agent) gets the daemon's networkAllow with network allow" })
+      throw new TendError('TEND_ERR_VALIDATION', {
+        detail:
+          "body/allowNet: only the operator may allow a task more destinations; a request acting for an owner (an agent) gets the daemon's networkAllow with network allow",
+      })
     }
-    if (network !== 'allow') throw new TendError('TEND_ERR_VALIDATION', { detail: `body/allowNet: destinations are allowed through the egress proxy, which only network allow has, got network ${network}` })
+    if (network !== 'allow')
+      throw new TendError('TEND_ERR_VALIDATION', {
+        detail: `body/allowNet: destinations are allowed through the egress proxy, which only network allow has, got network ${network}`,
+      })
     for (const [index, entry] of allowNet.entries()) {
       const parsed = parseAllowEntry(entry)
       if ('problem' in parsed) throw new TendError('TEND_ERR_VALIDATION', { detail: `body/allowNet/${index}: ${parsed.problem}` })
@@ -97,7 +123,11 @@ function taskLimits(request: StartTaskBody, sandbox: SandboxProfile, facts: Admi
   const { cgroups } = facts.capabilities
   // Every group of a task hangs on its pids group: without one, neither limit can be set.
   const lacking = asked && !cgroups.pids ? asked : request.memoryBytes !== undefined && !cgroups.memory ? 'memoryBytes' : null
-  if (lacking) throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', { profile: sandbox, detail: `body/${lacking} needs a per-task cgroup, and ${cgroups.problem ?? 'there is none here'}` })
+  if (lacking)
+    throw new TendError('TEND_ERR_SANDBOX_UNAVAILABLE', {
+      profile: sandbox,
+      detail: `body/${lacking} needs a per-task cgroup, and ${cgroups.problem ?? 'there is none here'}`,
+    })
   const defaults = facts.limitDefaults
   if (sandbox === 'strict') return { memoryBytes: request.memoryBytes ?? defaults.strictMemoryBytes, pidsMax: request.pidsMax ?? defaults.strictPidsMax }
   return { memoryBytes: request.memoryBytes ?? null, pidsMax: request.pidsMax ?? (cgroups.pids ? defaults.workspacePidsMax : null) }

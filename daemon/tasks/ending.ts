@@ -4,7 +4,13 @@ import type { Ending } from './transitions.js'
 
 /** A stop tend itself decided: how the ending is to be recorded, and who asked for it. */
 export type Stopping =
-  | { state: 'killed'; stoppedBy: Exclude<StoppedBy, 'timeout' | 'outside-signal' | 'memory-limit'>; reason: string; signal: NodeJS.Signals | number; graceMs: number }
+  | {
+      state: 'killed'
+      stoppedBy: Exclude<StoppedBy, 'timeout' | 'outside-signal' | 'memory-limit'>
+      reason: string
+      signal: NodeJS.Signals | number
+      graceMs: number
+    }
   | { state: 'timed_out'; stoppedBy: 'timeout'; reason: string; signal: NodeJS.Signals | number; graceMs: number }
 
 /** A stop asked for through the API (or by whoever started the task, e.g. a queue worker), as Supervisor.kill takes it. */
@@ -23,7 +29,13 @@ export interface KillRequest {
 /** The stop a kill request asks for; SIGTERM and the daemon's grace (`defaultGraceMs`) unless it says otherwise. */
 export function requestedStop(request: KillRequest, defaultGraceMs: number): Stopping {
   const signal = request.signal ?? 'SIGTERM'
-  return { state: 'killed', stoppedBy: request.stoppedBy ?? 'operator', reason: withNote(`killed by request (${signalLabel(signal)})`, request.note), signal, graceMs: request.graceMs ?? defaultGraceMs }
+  return {
+    state: 'killed',
+    stoppedBy: request.stoppedBy ?? 'operator',
+    reason: withNote(`killed by request (${signalLabel(signal)})`, request.note),
+    signal,
+    graceMs: request.graceMs ?? defaultGraceMs,
+  }
 }
 
 export function withNote(reason: string, note: string | undefined): string {
@@ -56,7 +68,8 @@ export function decideEnding(facts: ExitFacts, result: SpawnExit, limits: { memo
   // have died of the signal, not catching it) exited with a code of its own. It exited.
   const ownExit = result.signal === null && !limits.memory && (facts.signalled === false || (!facts.wrapped && facts.leaderHandles === false))
   if (facts.stopping && ownExit) return { state: 'exited', exitCode: exitCode ?? 0 }
-  if (facts.stopping?.state === 'timed_out') return { state: 'timed_out', exitCode, signal, reason: `${facts.stopping.reason}${pidsNote}`, stoppedBy: 'timeout' }
+  if (facts.stopping?.state === 'timed_out')
+    return { state: 'timed_out', exitCode, signal, reason: `${facts.stopping.reason}${pidsNote}`, stoppedBy: 'timeout' }
   if (facts.stopping) return { state: 'killed', exitCode, signal, reason: `${facts.stopping.reason}${pidsNote}`, stoppedBy: facts.stopping.stoppedBy }
   if (limits.memory) return { state: 'killed', exitCode, signal: signal ?? 'SIGKILL', reason: `${limits.memory}${pidsNote}`, stoppedBy: 'memory-limit' }
   if (signal !== null) return outsideSignal(signal, exitCode, pidsNote)
@@ -68,12 +81,12 @@ export function outsideSignal(signal: string, exitCode: number | null, note = ''
   return { state: 'killed', exitCode, signal, reason: `killed by ${signal} from outside tend${note}`, stoppedBy: 'outside-signal' }
 }
 
-
 /** A task started to end with its daemon (endsWithDaemon), as a later daemon finds it. */
 export const DAEMON_ENDED_LIFELINE = 'its daemon ended, and the task with it (it was started to end with its daemon)'
 /** ... as its own daemon finds it, when its spawner's helper died (it takes such tasks along). */
 export const SPAWNER_ENDED_LIFELINE = "tend's process spawner ended, and the task with it (it was started to end with its daemon)"
 /** A task with a lease (one that may be retried elsewhere) whose daemon did not renew it in time. */
-export const LEASE_RAN_OUT = 'its lease ran out before its daemon renewed it (the daemon was frozen, or could not confirm its lock on the cluster job): its keeper killed it, so that it never runs beside a retry'
+export const LEASE_RAN_OUT =
+  'its lease ran out before its daemon renewed it (the daemon was frozen, or could not confirm its lock on the cluster job): its keeper killed it, so that it never runs beside a retry'
 /** Why a restart (stop with keepTasks) stops such a task instead of handing it over. */
 export const RESTART_STOPS_LIFELINE = 'daemon stopped to hand its tasks to the next one, which this task cannot go to (it was started to end with its daemon)'

@@ -25,7 +25,9 @@ export async function killRemains(task: Pick<Task, 'id' | 'run'>, cgroups: TaskC
 
 /** Kills a task's whole tree at once (SIGKILL, no grace): a failure is logged, never thrown. */
 export async function killTreeNow(log: Logger, options: Omit<KillTreeOptions, 'signal' | 'graceMs'>): Promise<void> {
-  await killTree({ ...options, signal: 'SIGKILL', graceMs: 0 }).catch((error: unknown) => log.error({ taskId: options.taskId, err: error }, 'task tree did not die'))
+  await killTree({ ...options, signal: 'SIGKILL', graceMs: 0 }).catch((error: unknown) =>
+    log.error({ taskId: options.taskId, err: error }, 'task tree did not die'),
+  )
 }
 
 /**

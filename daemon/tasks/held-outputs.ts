@@ -51,8 +51,16 @@ export class HeldOutputs {
     const handle = this.handles.get(id)
     if (!handle) return byPath
     const held = outputByDescriptor(handle)
-    const orByPath = <T>(look: () => Promise<T>, again: () => Promise<T>): Promise<T> => look().catch((error: unknown) => (this.handles.get(id) === handle ? Promise.reject(error) : again()))
-    return { size: () => orByPath(held.size, byPath.size), read: (from, maxBytes) => orByPath(() => held.read(from, maxBytes), () => byPath.read(from, maxBytes)) }
+    const orByPath = <T>(look: () => Promise<T>, again: () => Promise<T>): Promise<T> =>
+      look().catch((error: unknown) => (this.handles.get(id) === handle ? Promise.reject(error) : again()))
+    return {
+      size: () => orByPath(held.size, byPath.size),
+      read: (from, maxBytes) =>
+        orByPath(
+          () => held.read(from, maxBytes),
+          () => byPath.read(from, maxBytes),
+        ),
+    }
   }
 
   /**

@@ -30,6 +30,9 @@ export async function keeperWritten(write: KeeperWrite): Promise<void> {
   const attached = await write.spawner.attach({ keeper: write.keeper, taskPid: write.pid, exitFile: write.exitFile })
   if (!attached.attached) return
   const waited = new AbortController()
-  await Promise.race([attached.exited.catch(() => undefined), delay(KEEPER_WRITE_WAIT_MS, undefined, { ref: false, signal: waited.signal }).catch(() => undefined)])
+  await Promise.race([
+    attached.exited.catch(() => undefined),
+    delay(KEEPER_WRITE_WAIT_MS, undefined, { ref: false, signal: waited.signal }).catch(() => undefined),
+  ])
   waited.abort()
 }

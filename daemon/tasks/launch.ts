@@ -13,7 +13,11 @@ import { killRemains } from './finish.js'
  * What a plan needs, but the program (resolved here), and the spawner to start it with;
  * endsWithDaemon: the task ends with the daemon (see SpawnRequest), default false.
  */
-export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor' | 'reportsSetup' | 'netns'> & { spawner: Spawner; endsWithDaemon?: boolean; networks: OwnerNetworks | null }
+export type LaunchRequest = Omit<PlanRequest, 'programPath' | 'ownIds' | 'hideByDescriptor' | 'reportsSetup' | 'netns'> & {
+  spawner: Spawner
+  endsWithDaemon?: boolean
+  networks: OwnerNetworks | null
+}
 
 export type LaunchOutcome =
   | { started: true; pid: number; exited: Promise<SpawnExit>; plan: LaunchPlan; keeper: { pid: number; startTicks: number } | null }
@@ -46,14 +50,27 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   if (task.sandbox !== 'off' && task.network !== 'host') {
     if (!networks) return { started: false, reason: `network ${task.network} is not available here` }
     try {
-      lease = networks.acquire({ id: task.id, owner: task.owner, network: task.network, pid: null, allow: task.network === 'allow' ? taskAllowList(request.config.networkAllow, task.allowNet) : [] })
+      lease = networks.acquire({
+        id: task.id,
+        owner: task.owner,
+        network: task.network,
+        pid: null,
+        allow: task.network === 'allow' ? taskAllowList(request.config.networkAllow, task.allowNet) : [],
+      })
     } catch (error) {
       return { started: false, reason: (error as Error).message }
     }
   }
   let launched: { planned: LaunchPlan; outcome: SpawnOutcome }
   try {
-    launched = await planAndSpawn(spawner, endsWithDaemon, { ...rest, programPath: program.path, ownIds: owned, hideByDescriptor: spawner.hidesPaths, reportsSetup: spawner.reportsSetup, netns: lease?.network.namespace ?? null })
+    launched = await planAndSpawn(spawner, endsWithDaemon, {
+      ...rest,
+      programPath: program.path,
+      ownIds: owned,
+      hideByDescriptor: spawner.hidesPaths,
+      reportsSetup: spawner.reportsSetup,
+      netns: lease?.network.namespace ?? null,
+    })
   } catch (error) {
     lease?.release()
     throw error
@@ -62,7 +79,8 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   const plan: LaunchPlan = lease ? { ...launched.planned, release: () => launched.planned.release().finally(() => lease.release()) } : launched.planned
   if (!outcome.started && outcome.stage === 'idmap') {
     await plan.release()
-    const advice = outcome.code === 'EINVAL' ? ': unmount what is mounted inside that folder, or give the task a folder on a file system that supports idmapped mounts' : ''
+    const advice =
+      outcome.code === 'EINVAL' ? ': unmount what is mounted inside that folder, or give the task a folder on a file system that supports idmapped mounts' : ''
     return { started: false, reason: `${outcome.message}; ${NOT_UID_0}${advice}` }
   }
   if (!outcome.started) {
@@ -84,7 +102,11 @@ const NOT_UID_0 = 'the task was not run on uid 0 instead'
  * kind, after the plan was made. Planned again, each mask follows what is there now (none for a
  * place that is gone, the right one for a place replaced).
  */
-async function planAndSpawn(spawner: Spawner, endsWithDaemon: boolean | undefined, request: PlanRequest): Promise<{ planned: LaunchPlan; outcome: SpawnOutcome }> {
+async function planAndSpawn(
+  spawner: Spawner,
+  endsWithDaemon: boolean | undefined,
+  request: PlanRequest,
+): Promise<{ planned: LaunchPlan; outcome: SpawnOutcome }> {
   for (let attempt = 1; ; attempt++) {
     const planned = await planLaunch(request)
     const outcome = await spawner.spawn(endsWithDaemon ? { ...planned.request, endsWithDaemon } : planned.request)

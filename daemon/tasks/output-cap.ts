@@ -20,7 +20,8 @@ export function outputDiskCeilingBytes(capBytes: number): number {
 export function outputOverCap(footprint: { size: number; allocatedBytes: number }, capBytes: number): string | null {
   const cap = `output cap of ${formatBytes(capBytes)} reached`
   if (footprint.size > capBytes) return cap
-  if (footprint.allocatedBytes > outputDiskCeilingBytes(capBytes)) return `${cap} (${formatBytes(footprint.allocatedBytes)} taken on disk past the end of its output)`
+  if (footprint.allocatedBytes > outputDiskCeilingBytes(capBytes))
+    return `${cap} (${formatBytes(footprint.allocatedBytes)} taken on disk past the end of its output)`
   return null
 }
 

@@ -125,7 +125,9 @@ export async function recoverSpool(
   let killed = [...found.values()].reduce((sum, pids) => sum + pids.length, 0)
   // A task's cgroup outlives its daemon and lists what is left of it exactly (even processes that
   // cleared their environment).
-  const startedUnrecorded = new Set(interrupted.filter((task) => task.state === 'queued' && (found.get(taskMarker(task))?.length ?? 0) > 0).map((task) => task.id))
+  const startedUnrecorded = new Set(
+    interrupted.filter((task) => task.state === 'queued' && (found.get(taskMarker(task))?.length ?? 0) > 0).map((task) => task.id),
+  )
   for (const id of interrupted.map((task) => task.id)) {
     const members = await killGroupLeftovers(cgroupRoots, id)
     if (members > 0) startedUnrecorded.add(id)
@@ -137,13 +139,29 @@ export async function recoverSpool(
   for (const task of interrupted) {
     if (task.state === 'running') {
       // Nobody enforced the cap while no daemon ran: the output is cut back to it now.
-      const outputBytes = await settleOutput({ taskId: task.id, file: outputPath(spoolRoot, task.id), held: undefined, maxOutputBytes: task.maxOutputBytes }, log)
+      const outputBytes = await settleOutput(
+        { taskId: task.id, file: outputPath(spoolRoot, task.id), held: undefined, maxOutputBytes: task.maxOutputBytes },
+        log,
+      )
       const exit = endedMeanwhile.get(task.id)
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.
-      if (exit?.lifelineBroke || exit?.leaseRanOut) await store.save(endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
+      if (exit?.lifelineBroke || exit?.leaseRanOut)
+        await store.save(endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
       else if (exit) await store.save(endedRecord(task, { ending: endingFromExit(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
       else if (rebooted.has(task.id)) await store.save(endedRecord(task, { lost: 'the machine restarted while the task ran' }, outputBytes, now))
-      else await store.save(endedRecord(task, { lost: task.keeper ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed' : 'the daemon stopped while the task ran; its processes were killed by the next daemon' }, outputBytes, now))
+      else
+        await store.save(
+          endedRecord(
+            task,
+            {
+              lost: task.keeper
+                ? 'the task ran on when its daemon stopped, but its keeper is gone without recording how it ended; what was left of it was killed'
+                : 'the daemon stopped while the task ran; its processes were killed by the next daemon',
+            },
+            outputBytes,
+            now,
+          ),
+        )
     } else {
       const reason = startedUnrecorded.has(task.id)
         ? 'the daemon stopped while the task was starting; its processes were killed by the next daemon'
@@ -151,7 +169,8 @@ export async function recoverSpool(
       await store.save(markFailed(task, reason, now))
     }
   }
-  if (killed > 0 || interrupted.length > 0) log.warn({ lost: interrupted.length - endedMeanwhile.size, ended: endedMeanwhile.size, killed }, 'interrupted tasks recovered')
+  if (killed > 0 || interrupted.length > 0)
+    log.warn({ lost: interrupted.length - endedMeanwhile.size, ended: endedMeanwhile.size, killed }, 'interrupted tasks recovered')
   return { loaded, corrupt: corrupt.size, lost: interrupted.length - endedMeanwhile.size, killed }
 }
 

@@ -39,7 +39,9 @@ export async function resumeRun(run: TaskRun, task: RunningTask, context: TaskRu
   if (identity.as === 'task' && task.ranAs?.identity === 'task') identity.owners.adopt(task.owner, task.ranAs.uid)
   const resources = await resumedResources(task, capabilities, context.networks, config)
   // The file its keeper writes, whatever the task did to the name while no daemon ran.
-  await outputs.holdFromKeeper(task.id, task.keeper.pid, outputPath(config.layout.spool, task.id)).catch((error: unknown) => log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
+  await outputs
+    .holdFromKeeper(task.id, task.keeper.pid, outputPath(config.layout.spool, task.id))
+    .catch((error: unknown) => log.warn({ taskId: task.id, err: error }, 'output.log cannot be held open: it is read by its path'))
   run.track(task, task.pid, attached.exited, resources, task.keeper)
   void run.watch()
   void makeRoomForResumedExit({
@@ -47,7 +49,8 @@ export async function resumeRun(run: TaskRun, task: RunningTask, context: TaskRu
     leader: run.leader,
     spoolIsShort: () => spoolIsShort(config.layout.spool),
     releaseReserve: () => store.releaseReserve(),
-    onReleased: () => log.warn({ taskId: task.id }, 'the spool reserve was given up: a task ended while no daemon ran, and its keeper could not write its exit file'),
+    onReleased: () =>
+      log.warn({ taskId: task.id }, 'the spool reserve was given up: a task ended while no daemon ran, and its keeper could not write its exit file'),
   })
   // A deadline or an output cap passed while no daemon ran is enforced now.
   run.armTimeout(task.timeoutMs, Date.parse(task.startedAt))
@@ -57,10 +60,24 @@ export async function resumeRun(run: TaskRun, task: RunningTask, context: TaskRu
 }
 
 /** What a launch would have planned for a task that an earlier daemon started: its cgroups, to watch and release. */
-async function resumedResources(task: RunningTask, capabilities: SandboxCapabilities, networks: OwnerNetworks | null, config: Readonly<DaemonConfig>): Promise<TaskResources> {
+async function resumedResources(
+  task: RunningTask,
+  capabilities: SandboxCapabilities,
+  networks: OwnerNetworks | null,
+  config: Readonly<DaemonConfig>,
+): Promise<TaskResources> {
   const cgroups = TaskCgroups.existing(capabilities.cgroups, task.id, { memoryBytes: task.memoryBytes, pidsMax: task.pidsMax })
   // Its owner's next tasks join the namespace it is in.
-  const lease = task.sandbox !== 'off' && task.network !== 'host' ? (networks?.adopt({ id: task.id, owner: task.owner, network: task.network, pid: task.pid, allow: task.network === 'allow' ? taskAllowList(config.networkAllow, task.allowNet) : [] }) ?? null) : null
+  const lease =
+    task.sandbox !== 'off' && task.network !== 'host'
+      ? (networks?.adopt({
+          id: task.id,
+          owner: task.owner,
+          network: task.network,
+          pid: task.pid,
+          allow: task.network === 'allow' ? taskAllowList(config.networkAllow, task.allowNet) : [],
+        }) ?? null)
+      : null
   const release = async () => {
     await cgroups?.remove()
     lease?.release()

@@ -26,7 +26,13 @@ export class Submissions {
    * Admits a submission once per key: `start` runs for the first one; a later one with the same
    * body answers the first task (`find`), with another body it is refused.
    */
-  async admit(key: string | undefined, owner: string, body: StartTaskBody, find: (id: string) => Task | undefined, start: (submission: { idempotencyKey: string; requestHash: string } | null) => Promise<Task>): Promise<Task> {
+  async admit(
+    key: string | undefined,
+    owner: string,
+    body: StartTaskBody,
+    find: (id: string) => Task | undefined,
+    start: (submission: { idempotencyKey: string; requestHash: string } | null) => Promise<Task>,
+  ): Promise<Task> {
     if (key === undefined) return start(null)
     const scopedKey = scoped(owner, key)
     const requestHash = hashRequest(body)
@@ -72,7 +78,9 @@ function hashRequest(body: StartTaskBody): string {
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, each]) => each !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, each]) => each !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     return `{${entries.map(([key, each]) => `${JSON.stringify(key)}:${canonicalJson(each)}`).join(',')}}`
   }
   return JSON.stringify(value)

@@ -81,14 +81,20 @@ export class Supervisor {
    */
   start(request: StartTaskBody, options: StartOptions = {}): Promise<Task> {
     const { store } = this.context
-    return this.submissions.admit(options.idempotencyKey, request.owner ?? DEFAULT_OWNER, request, (id) => store.find(id), async (submission) => {
-      if (!this.daemon.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
-      const { task, needs } = await admitTask(this.context, request, submission, options)
-      const run = new TaskRun(this.context, task.id, needs)
-      this.runs.set(task.id, run)
-      this.scheduler.submit(task.owner, () => run.run())
-      return task
-    })
+    return this.submissions.admit(
+      options.idempotencyKey,
+      request.owner ?? DEFAULT_OWNER,
+      request,
+      (id) => store.find(id),
+      async (submission) => {
+        if (!this.daemon.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
+        const { task, needs } = await admitTask(this.context, request, submission, options)
+        const run = new TaskRun(this.context, task.id, needs)
+        this.runs.set(task.id, run)
+        this.scheduler.submit(task.owner, () => run.run())
+        return task
+      },
+    )
   }
 
   /** Relearns the idempotency keys of tasks loaded from the spool, and of those removed (the index). */
@@ -121,7 +127,9 @@ export class Supervisor {
     if (task.state === 'queued') {
       // The same synchronous step finds it queued and records it cancelled: a launch can no longer begin.
       this.runs.get(id)?.dropLaunch()
-      const cancelled = await store.transition(id, (current) => (current.state === 'queued' ? markCancelled(current, withNote('killed before it started', request.note), new Date(), stoppedBy) : null))
+      const cancelled = await store.transition(id, (current) =>
+        current.state === 'queued' ? markCancelled(current, withNote('killed before it started', request.note), new Date(), stoppedBy) : null,
+      )
       this.wakeReaders(cancelled)
       return cancelled
     }
@@ -152,13 +160,18 @@ export class Supervisor {
       const run = this.runs.get(task.id)
       if (task.state !== 'queued' || run?.launching) continue
       run?.dropLaunch()
-      const failed = store.transition(task.id, (current) => (current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now, 'daemon-stop') : null))
+      const failed = store.transition(task.id, (current) =>
+        current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now, 'daemon-stop') : null,
+      )
       cancelled.push(failed.then((ended) => this.wakeReaders(ended)))
     }
     await Promise.all([...this.runs.values()].map((run) => run.launching))
     if (options.keepTasks) {
       // A task that is to end with this daemon would end as it leaves: stopped first, and recorded so.
-      await this.stopAll(this.running().filter((run) => run.endsWithDaemon), RESTART_STOPS_LIFELINE)
+      await this.stopAll(
+        this.running().filter((run) => run.endsWithDaemon),
+        RESTART_STOPS_LIFELINE,
+      )
       // The others run on under their keepers; this daemon only lets go of them.
       this.daemon.keepingTasks = true
       for (const run of this.running()) run.disarmTimeout()
@@ -230,4 +243,3 @@ export function readBootId(): string {
 }
 
 function noop(): void {}
-

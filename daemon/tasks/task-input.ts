@@ -64,13 +64,17 @@ export class TaskInput {
       // A terminal's end of input is its EOF character, typed: the line discipline (or a REPL
       // reading raw) ends the read with it, and the terminal stays, as it does for a person.
       const typed = await this.writeToPipe(task, END_OF_FILE_CHARACTER)
-      if (typed < END_OF_FILE_CHARACTER.length) throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length + 1, waitMs: INPUT_WAIT_MS })
+      if (typed < END_OF_FILE_CHARACTER.length)
+        throw new TendError('TEND_ERR_STDIN_FULL', { id, acceptedBytes, totalBytes: data.length + 1, waitMs: INPUT_WAIT_MS })
     } else if (eof) {
       endOfInput(this.store.current(id))
       await this.store.transition(id, (latest) => markStdinClosed(latest))
       this.log.info({ taskId: id }, 'task stdin closed')
     }
-    const inputBytes = await this.inFolder(this.store.get(id), (folder) => lstat(folder.file(INPUT_LOG))).then((info) => (info.isFile() ? info.size : 0), () => 0)
+    const inputBytes = await this.inFolder(this.store.get(id), (folder) => lstat(folder.file(INPUT_LOG))).then(
+      (info) => (info.isFile() ? info.size : 0),
+      () => 0,
+    )
     return { acceptedBytes, eof, inputBytes, task: this.store.get(id) }
   }
 
@@ -85,7 +89,11 @@ export class TaskInput {
       folder = spoolFolders(this.spoolRoot).open(task.id)
     } catch (error) {
       const { code, message } = error as NodeJS.ErrnoException
-      throw new TendError('TEND_ERR_PIPE_GONE', { what: 'stdin pipe', id: task.id, detail: `its spool folder cannot be used: ${code ?? message} (replaced, by the task itself?)` }, { cause: error })
+      throw new TendError(
+        'TEND_ERR_PIPE_GONE',
+        { what: 'stdin pipe', id: task.id, detail: `its spool folder cannot be used: ${code ?? message} (replaced, by the task itself?)` },
+        { cause: error },
+      )
     }
     try {
       return await use(folder)
@@ -230,14 +238,19 @@ export async function openKeeperFifo(task: Task, path: string, what: string): Pr
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENXIO') throw new TendError('TEND_ERR_TASK_FINISHED', { id: task.id, state: 'no process holds its stdin any more' })
     // The task can remove or replace the FIFOs in its folder (under off): a coded answer, not a fault of the daemon's.
-    const gone = code === 'ENOENT' ? `${path} does not exist` : code === 'ELOOP' ? `${path} is a symbolic link` : code === 'EISDIR' ? `${path} is a folder` : null
+    const gone =
+      code === 'ENOENT' ? `${path} does not exist` : code === 'ELOOP' ? `${path} is a symbolic link` : code === 'EISDIR' ? `${path} is a folder` : null
     if (gone) throw new TendError('TEND_ERR_PIPE_GONE', { what, id: task.id, detail: `${gone} (removed or replaced, by the task itself?)` }, { cause: error })
     throw new TendError('TEND_ERR_PIPE_UNOPENABLE', { what, id: task.id, path, detail: code ?? (error as Error).message }, { cause: error })
   }
   const info = await pipe.stat()
   if (!info.isFIFO()) {
     await pipe.close()
-    throw new TendError('TEND_ERR_PIPE_GONE', { what, id: task.id, detail: `${path} is ${fileKind(info)}, not its keeper's FIFO (replaced, by the task itself?)` })
+    throw new TendError('TEND_ERR_PIPE_GONE', {
+      what,
+      id: task.id,
+      detail: `${path} is ${fileKind(info)}, not its keeper's FIFO (replaced, by the task itself?)`,
+    })
   }
   return pipe
 }

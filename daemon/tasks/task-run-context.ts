@@ -63,4 +63,3 @@ export interface Tracked {
   /** The task's keeper (absent without one): continued if found stopped while a stop waits for the exit. */
   keeper?: RunningTask['keeper']
 }
-

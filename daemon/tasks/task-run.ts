@@ -86,12 +86,15 @@ export class TaskRun {
     // Running from now on, in memory at once (a kill waiting on the launch then finds it running);
     // the record is written while the task runs: neither the task nor its slot waits for it.
     const { ranAs } = outcome.plan
-    store.transition(this.id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.context.bootId, ranAs)).catch((error: unknown) => log.error({ taskId: this.id, err: error }, 'writing the running record failed'))
+    store
+      .transition(this.id, (task) => markStarted(task, outcome.pid, new Date(), outcome.keeper, this.context.bootId, ranAs))
+      .catch((error: unknown) => log.error({ taskId: this.id, err: error }, 'writing the running record failed'))
     settle()
     this.armTimeout(current.timeoutMs, Date.now())
     log.info({ taskId: this.id, pid: outcome.pid, uid: ranAs.uid }, 'task started')
     // A daemon-wide fallback is said once, at start; this one is this task's alone.
-    if (ranAs.fallback && ranAs.fallback !== capabilities.identity.fallback) log.warn({ taskId: this.id, fallback: ranAs.fallback }, 'task runs as uid 0 (without capabilities), not on its own identity')
+    if (ranAs.fallback && ranAs.fallback !== capabilities.identity.fallback)
+      log.warn({ taskId: this.id, fallback: ranAs.fallback }, 'task runs as uid 0 (without capabilities), not on its own identity')
     return this.watch()
   }
 
@@ -125,11 +128,25 @@ export class TaskRun {
     }
     const outputFile = outputPath(config.layout.spool, this.id)
     // Held before the task can touch it: the file its keeper will open.
-    await outputs.hold(this.id, outputFile).catch((error: unknown) => log.warn({ taskId: this.id, err: error }, 'output.log cannot be held open: it is read by its path'))
+    await outputs
+      .hold(this.id, outputFile)
+      .catch((error: unknown) => log.warn({ taskId: this.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     this.endsWithDaemon = needs.endsWithDaemon
     // Whatever goes wrong on the way to a process is this task's failure, never the daemon's.
     const { spawner, capabilities, networks } = this.context
-    const launchRequest = { task, outputFile, exitFile: exitPath(config.layout.spool, this.id), envAdditions: needs.env, paths: needs.paths, endsWithDaemon: needs.endsWithDaemon, masks: view?.masks ?? [], config, capabilities, spawner, networks }
+    const launchRequest = {
+      task,
+      outputFile,
+      exitFile: exitPath(config.layout.spool, this.id),
+      envAdditions: needs.env,
+      paths: needs.paths,
+      endsWithDaemon: needs.endsWithDaemon,
+      masks: view?.masks ?? [],
+      config,
+      capabilities,
+      spawner,
+      networks,
+    }
     const outcome = await launchTask(launchRequest).catch((error: unknown): LaunchOutcome => {
       log.error({ taskId: this.id, err: error }, 'launching the task failed')
       return { started: false, reason: `could not start the task: ${(error as Error).message}` }
@@ -155,7 +172,11 @@ export class TaskRun {
 
   /** Records the queued task failed to start (unless something else recorded it meanwhile). */
   private async fail(reason: string, stoppedBy?: 'daemon-stop'): Promise<null> {
-    this.finishTask(await this.context.store.transition(this.id, (current) => (current.state === 'queued' ? markFailed(current, reason, new Date(), stoppedBy ?? null) : null)))
+    this.finishTask(
+      await this.context.store.transition(this.id, (current) =>
+        current.state === 'queued' ? markFailed(current, reason, new Date(), stoppedBy ?? null) : null,
+      ),
+    )
     return null
   }
 
@@ -187,7 +208,14 @@ export class TaskRun {
   /** Stops the task at its deadline (counted from when it started); one already past stops it now. */
   armTimeout(timeoutMs: number | null, startedAtMs: number): void {
     if (timeoutMs === null) return
-    const stop = () => this.stop({ state: 'timed_out', stoppedBy: 'timeout', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs: this.context.config.killGraceMs })
+    const stop = () =>
+      this.stop({
+        state: 'timed_out',
+        stoppedBy: 'timeout',
+        reason: `timed out after ${formatDuration(timeoutMs)}`,
+        signal: 'SIGTERM',
+        graceMs: this.context.config.killGraceMs,
+      })
     this.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
   }
 
@@ -213,7 +241,10 @@ export class TaskRun {
     const task = store.findCurrent(this.id)
     if (!task) return
     const held = outputs.held(this.id)
-    const footprint = await (held ? heldFootprint(held) : outputFootprint(outputPath(config.layout.spool, this.id))).catch(() => ({ size: task.outputBytes, allocatedBytes: 0 }))
+    const footprint = await (held ? heldFootprint(held) : outputFootprint(outputPath(config.layout.spool, this.id))).catch(() => ({
+      size: task.outputBytes,
+      allocatedBytes: 0,
+    }))
     store.patch(this.id, { outputBytes: Math.min(footprint.size, task.maxOutputBytes) })
     const over = outputOverCap(footprint, task.maxOutputBytes)
     if (over !== null && !this.stopping) this.stop({ state: 'killed', stoppedBy: 'output-cap', reason: over, signal: 'SIGTERM', graceMs: config.killGraceMs })
@@ -273,7 +304,8 @@ export class TaskRun {
       keeper: tracked.keeper,
       graceMs,
       prodHelper: () => spawner.prod?.(),
-      onContinued: (keeper) => log.warn({ taskId: this.id, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
+      onContinued: (keeper) =>
+        log.warn({ taskId: this.id, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
     })
   }
 
@@ -340,14 +372,27 @@ export class TaskRun {
     else if (current.sandbox === 'off') await killRemains(current, resources.cgroups, pid)
     // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
     if (exit.unknown) return { saved: this.recordLost(KEEPER_GONE_UNRECORDED, exit.outputLostBytes) }
-    if (exit.lifelineBroke || exit.leaseRanOut) return { saved: this.recordLost(keeperEndedReason(exit, this.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE), exit.outputLostBytes) }
+    if (exit.lifelineBroke || exit.leaseRanOut)
+      return { saved: this.recordLost(keeperEndedReason(exit, this.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE), exit.outputLostBytes) }
     const limits = (await resources.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
-    if (current.state === 'running' && current.keeper) await keeperWritten({ spoolRoot: config.layout.spool, id: this.id, pid, keeper: current.keeper, exitFile: exitPath(config.layout.spool, this.id), spawner: this.context.spawner })
+    if (current.state === 'running' && current.keeper)
+      await keeperWritten({
+        spoolRoot: config.layout.spool,
+        id: this.id,
+        pid,
+        keeper: current.keeper,
+        exitFile: exitPath(config.layout.spool, this.id),
+        spawner: this.context.spawner,
+      })
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
     // slot need not, the final record does (no group outlives it).
     const released = resources.release()
-    const ending = decideEnding({ stopping: this.stopping, wrapped: this.tracked!.wrapped, signalled: this.signalled, leaderHandles: this.leaderHandles }, exit, limits)
+    const ending = decideEnding(
+      { stopping: this.stopping, wrapped: this.tracked!.wrapped, signalled: this.signalled, leaderHandles: this.leaderHandles },
+      exit,
+      limits,
+    )
     await this.context.beforeEnding(this.id)
     const outputBytes = await this.settleOutput()
     return { saved: released.then(() => this.recordEnd({ ending }, outputBytes, exit.outputLostBytes)) }
@@ -358,7 +403,14 @@ export class TaskRun {
     const { log, store } = this.context
     const { pid, leader, exited, members } = this.tracked!
     log.error({ taskId: this.id, err: error }, 'the spawner died while the task ran; stopping it')
-    await killTreeNow(log, { taskId: this.id, marker: taskMarker(store.current(this.id)), pid, ...(leader === undefined ? {} : { leader }), leaderExited: leaderGone(pid, exited), members })
+    await killTreeNow(log, {
+      taskId: this.id,
+      marker: taskMarker(store.current(this.id)),
+      pid,
+      ...(leader === undefined ? {} : { leader }),
+      leaderExited: leaderGone(pid, exited),
+      members,
+    })
     if (this.stopped) await this.stopped
     return this.recordLost(`tend's process spawner died while the task ran (${error.message}); the task was stopped`)
   }
@@ -379,7 +431,10 @@ export class TaskRun {
   private settleOutput(): Promise<number> {
     const { store, outputs, config, log } = this.context
     const task = store.current(this.id)
-    return settleOutput({ taskId: this.id, file: outputPath(config.layout.spool, this.id), held: outputs.held(this.id), maxOutputBytes: task.maxOutputBytes }, log)
+    return settleOutput(
+      { taskId: this.id, file: outputPath(config.layout.spool, this.id), held: outputs.held(this.id), maxOutputBytes: task.maxOutputBytes },
+      log,
+    )
   }
 
   /** The run is over: the registry and the held output let go of it. */

@@ -27,7 +27,8 @@ export async function resizeTerminal(store: TaskStore, spoolRoot: string, id: st
       if (error.code === 'EPIPE') throw new TendError('TEND_ERR_TASK_FINISHED', { id, state: 'its keeper is gone' })
       throw new TendError('TEND_ERR_PIPE_WRITE_FAILED', { what: 'resize pipe', id, detail: error.code ?? error.message }, { cause: error })
     })
-    if (bytesWritten !== line.length) throw new TendError('TEND_ERR_PIPE_WRITE_FAILED', { what: 'resize pipe', id, detail: `${bytesWritten} of ${line.length} bytes written` })
+    if (bytesWritten !== line.length)
+      throw new TendError('TEND_ERR_PIPE_WRITE_FAILED', { what: 'resize pipe', id, detail: `${bytesWritten} of ${line.length} bytes written` })
   } finally {
     await fifo.close()
   }

@@ -1,4 +1,16 @@
-import { TendError, type StoppedBy, type FailedTask, type FinishedTask, type KilledTask, type QueuedTask, type RunningTask, type Task, type TaskBase, type LostTask, type RanAs } from '../../protocol/index.js'
+import {
+  TendError,
+  type StoppedBy,
+  type FailedTask,
+  type FinishedTask,
+  type KilledTask,
+  type QueuedTask,
+  type RunningTask,
+  type Task,
+  type TaskBase,
+  type LostTask,
+  type RanAs,
+} from '../../protocol/index.js'
 
 /** How a started task ended, as the supervisor saw it. */
 export type Ending =
@@ -31,9 +43,29 @@ export function markStarted(task: Task, pid: number, at: Date, keeper: RunningTa
 export function markEnded(task: Task, ending: Ending, outputBytes: number, at: Date): FinishedTask {
   if (task.state !== 'running') throw illegal(task, ending.state)
   const endedAt = at.toISOString()
-  if (ending.state === 'exited') return { ...task, state: 'exited', exitCode: ending.exitCode, signal: null, reason: null, stoppedBy: null, endedAt, outputBytes }
-  if (ending.state === 'timed_out') return { ...task, state: 'timed_out', exitCode: ending.exitCode, signal: ending.signal, reason: ending.reason, stoppedBy: ending.stoppedBy, endedAt, outputBytes }
-  return { ...task, state: 'killed', exitCode: ending.exitCode, signal: ending.signal, reason: ending.reason, stoppedBy: ending.stoppedBy, endedAt, outputBytes }
+  if (ending.state === 'exited')
+    return { ...task, state: 'exited', exitCode: ending.exitCode, signal: null, reason: null, stoppedBy: null, endedAt, outputBytes }
+  if (ending.state === 'timed_out')
+    return {
+      ...task,
+      state: 'timed_out',
+      exitCode: ending.exitCode,
+      signal: ending.signal,
+      reason: ending.reason,
+      stoppedBy: ending.stoppedBy,
+      endedAt,
+      outputBytes,
+    }
+  return {
+    ...task,
+    state: 'killed',
+    exitCode: ending.exitCode,
+    signal: ending.signal,
+    reason: ending.reason,
+    stoppedBy: ending.stoppedBy,
+    endedAt,
+    outputBytes,
+  }
 }
 
 /**

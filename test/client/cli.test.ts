@@ -27,7 +27,14 @@ function daemonsOf(home: string): number[] {
 
 /** Starts the CLI without waiting for it, so a test can watch its output arrive. */
 function startCli(args: string[], env: Record<string, string>) {
-  const subprocess = execa(process.execPath, [TEND_BIN, ...args], { env, extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000, stripFinalNewline: false })
+  const subprocess = execa(process.execPath, [TEND_BIN, ...args], {
+    env,
+    extendEnv: false,
+    reject: false,
+    stdin: 'ignore',
+    timeout: 30_000,
+    stripFinalNewline: false,
+  })
   let stdout = ''
   subprocess.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
   return { subprocess, stdout: () => stdout }
@@ -70,7 +77,10 @@ describe('the tend CLI against a running daemon', () => {
     })
 
     test('run -c LINE runs a shell line and --name, --env, --owner and --cwd reach the task', async () => {
-      const result = await runCli(['run', '--name', 'labelled', '--env', 'GREETING=hi there', '--owner', 'agent-7', '--cwd', '/tmp', '-c', 'echo "$GREETING from $(pwd)"'], env)
+      const result = await runCli(
+        ['run', '--name', 'labelled', '--env', 'GREETING=hi there', '--owner', 'agent-7', '--cwd', '/tmp', '-c', 'echo "$GREETING from $(pwd)"'],
+        env,
+      )
       expect(result.exitCode).toBe(0)
       const task = await daemon.client.wait(result.stdout.trim())
       expect(task).toMatchObject({ state: 'exited', name: 'labelled', owner: 'agent-7', cwd: '/tmp', shell: true, envKeys: ['GREETING'] })
@@ -206,7 +216,7 @@ describe('the tend CLI against a running daemon', () => {
       expect(running.map((task) => task.id)).not.toContain(finished.id)
     })
 
-    test('ps --owner lists only that owner\'s tasks', async () => {
+    test("ps --owner lists only that owner's tasks", async () => {
       const mine = await daemon.client.start({ command: ['true'], owner: 'only-me' })
       await daemon.client.wait(mine.id)
       const tasks = JSON.parse((await runCli(['ps', '--all', '--owner', 'only-me', '--json'], env)).stdout) as Task[]

@@ -29,7 +29,7 @@ describe('tend run --stdin and tend send', () => {
 
   const outputOf = async (id: string) => (await daemon.client.read(id)).data
 
-  test('send TEXT adds a newline, -n does not, --file sends a file as it is, - sends the command\'s own stdin, --eof ends the task', async () => {
+  test("send TEXT adds a newline, -n does not, --file sends a file as it is, - sends the command's own stdin, --eof ends the task", async () => {
     const id = await runPiped()
     expect((await daemon.client.get(id)).stdin).toBe('pipe')
     const shown = await runCli(['show', id], daemon.env)

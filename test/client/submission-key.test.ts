@@ -20,7 +20,9 @@ async function builtinsLoaded(args: string[]): Promise<{ loaded: string[]; stdou
   const report = join(shared.workspace, 'loaded-modules.json')
   writeFileSync(preload, `process.on('exit', () => require('fs').writeFileSync(${JSON.stringify(report)}, JSON.stringify(process.moduleLoadList)))\n`)
   const stdout = await new Promise<string>((resolve, reject) =>
-    execFile(process.execPath, ['--require', preload, ...args], { env: { ...process.env, TEND_HOME: shared.daemon.home }, timeout: 30_000 }, (error, out) => (error ? reject(error) : resolve(out))),
+    execFile(process.execPath, ['--require', preload, ...args], { env: { ...process.env, TEND_HOME: shared.daemon.home }, timeout: 30_000 }, (error, out) =>
+      error ? reject(error) : resolve(out),
+    ),
   )
   return { loaded: (JSON.parse(readFileSync(report, 'utf8')) as string[]).filter((name) => name.startsWith('NativeModule ')), stdout }
 }

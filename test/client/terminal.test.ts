@@ -91,7 +91,11 @@ describe('tend run --tty and tend resize', () => {
     expect(refused.stderr).toContain(`task ${plain.id} has no terminal`)
     const json = await runCli(['--json', 'resize', plain.id, '100', '30'], shared.daemon.env)
     expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'TEND_ERR_NO_TTY', statusCode: 409 } })
-    for (const [cols, rows] of [['0', '30'], ['100', '10001'], ['x', '1']]) {
+    for (const [cols, rows] of [
+      ['0', '30'],
+      ['100', '10001'],
+      ['x', '1'],
+    ]) {
       const bad = await runCli(['resize', plain.id, cols!, rows!], shared.daemon.env)
       expect(bad.exitCode, `${cols} ${rows}`).toBe(2)
       expect(bad.stderr).toMatch(/is invalid for argument '(cols|rows)'\. expected a whole number from 1 to 10000/)
@@ -151,8 +155,19 @@ describe('tend logs --plain', () => {
 
   test('--follow --plain streams the text, a redrawn progress line once, until the task ends, however the reads fall', async () => {
     const gate = join(shared.workspace, 'plain-follow-gate')
-    const task = await runOnTerminal(['--tty', '-c', `printf 'start\\r\\n\\r 10%%'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '\\r 50%%\\r100%%\\r\\nend\\r\\n'`])
-    const follower = execa(process.execPath, [TEND_BIN, 'logs', '--plain', '-f', task.id], { env: shared.daemon.env, extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000, stripFinalNewline: false })
+    const task = await runOnTerminal([
+      '--tty',
+      '-c',
+      `printf 'start\\r\\n\\r 10%%'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '\\r 50%%\\r100%%\\r\\nend\\r\\n'`,
+    ])
+    const follower = execa(process.execPath, [TEND_BIN, 'logs', '--plain', '-f', task.id], {
+      env: shared.daemon.env,
+      extendEnv: false,
+      reject: false,
+      stdin: 'ignore',
+      timeout: 30_000,
+      stripFinalNewline: false,
+    })
     let printed = ''
     follower.stdout!.on('data', (chunk: Buffer) => (printed += chunk.toString()))
     await waitFor('logs --plain -f to print the first line while the task runs', () => printed === 'start\n')

@@ -32,7 +32,11 @@ let plugin: { dispose: () => unknown }
 
 beforeAll(async () => {
   redis = await startRedis()
-  workers = await Promise.all(['east', 'west'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name } })))
+  workers = await Promise.all(
+    ['east', 'west'].map((name) =>
+      startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name } }),
+    ),
+  )
   cluster = new ClusterClient(redis.url)
   agentHome = createTempHome()
   // Under /var/tmp: a sandboxed task has a /tmp of its own.
@@ -185,9 +189,15 @@ describe('the agent tools against a cluster', () => {
 })
 
 describe('the agent tools when a worker is lost', () => {
-  test("a background task lost with its worker is announced once, as lost, naming the worker; task_output says so", async () => {
+  test('a background task lost with its worker is announced once, as lost, naming the worker; task_output says so', async () => {
     const own = await startRedis()
-    const pair = await Promise.all(['doomed', 'steady'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const pair = await Promise.all(
+      ['doomed', 'steady'].map((name) =>
+        startTestDaemon({
+          env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' },
+        }),
+      ),
+    )
     const ownHost = createHost()
     const ownPlugin = ownHost.plugin(tendPlugin, { home: agentHome, cluster: own.url })
     const probe = new ClusterClient(own.url)
@@ -195,7 +205,10 @@ describe('the agent tools when a worker is lost', () => {
     try {
       await waitFor('the tend tools to be registered', () => ownHost.tools.tools.size === 5)
       const agent = new TestAgent('ivan')
-      const started = await callTool(ownHost, agent, { name: 'bash', arguments: { command: 'echo before the loss; sleep 1000', run_in_background: true, cwd: workspace } })
+      const started = await callTool(ownHost, agent, {
+        name: 'bash',
+        arguments: { command: 'echo before the loss; sleep 1000', run_in_background: true, cwd: workspace },
+      })
       const id = idIn(textOf(started))
       const taken = await waitFor('the task to run on a worker', async () => {
         const now = await probe.get(id)
@@ -221,7 +234,12 @@ describe('the agent tools when a worker is lost', () => {
 
 describe('tend mcp --cluster', () => {
   test('serves the same tools on the cluster: background bash, its notice once as a log message and on the next result, a read by cursor', async () => {
-    const transport = new StdioClientTransport({ command: process.execPath, args: [TEND_BIN, 'mcp', '--owner', 'mcp-agent', '--cluster', redis.url], env: daemonEnv(agentHome), stderr: 'pipe' })
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [TEND_BIN, 'mcp', '--owner', 'mcp-agent', '--cluster', redis.url],
+      env: daemonEnv(agentHome),
+      stderr: 'pipe',
+    })
     let stderr = ''
     transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
     const client = new Client({ name: 'tend-cluster-test', version: '0.0.0' })

@@ -35,8 +35,18 @@ beforeAll(async () => {
   submitterHome = createTempHome()
   submitterEnv = daemonEnv(submitterHome)
   redis = await startRedis()
-  plain = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'plain', TEND_CLUSTER_CONCURRENCY: '8' } })
-  gpu = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'gpu', TEND_CLUSTER_LABELS: 'gpu=1,zone=eu', TEND_CLUSTER_CONCURRENCY: '8' } })
+  plain = await startTestDaemon({
+    env: { TEND_CLUSTER_REDIS: redis.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'plain', TEND_CLUSTER_CONCURRENCY: '8' },
+  })
+  gpu = await startTestDaemon({
+    env: {
+      TEND_CLUSTER_REDIS: redis.url,
+      TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE,
+      TEND_CLUSTER_NAME: 'gpu',
+      TEND_CLUSTER_LABELS: 'gpu=1,zone=eu',
+      TEND_CLUSTER_CONCURRENCY: '8',
+    },
+  })
   cluster = new ClusterClient(redis.url)
 })
 afterAll(async () => {
@@ -66,7 +76,9 @@ function holder(id: string): string[] {
 
 describe('a cluster of two workers', () => {
   test('tasks spread over both workers, each run once under the same id, its final record answered to the submitter', async () => {
-    const submitted = await Promise.all(Array.from({ length: 200 }, (_, n) => cluster.start({ command: ['sh', '-c', `echo task ${n}; sleep 0.05`], sandbox: 'off' })))
+    const submitted = await Promise.all(
+      Array.from({ length: 200 }, (_, n) => cluster.start({ command: ['sh', '-c', `echo task ${n}; sleep 0.05`], sandbox: 'off' })),
+    )
     const finished = await Promise.all(submitted.map((task) => cluster.wait(task.id, { timeoutMs: 60_000 })))
     for (const [index, done] of finished.entries()) {
       expect(done.task, JSON.stringify(done)).toMatchObject({ id: submitted[index]!.id, state: 'exited', exitCode: 0, outputBytes: `task ${index}\n`.length })
@@ -101,7 +113,11 @@ describe('a cluster of two workers', () => {
     expect(JSON.parse(shown.stdout)).toMatchObject({ id, state: 'exited', exitCode: 3 })
     // The submitter's machine started no daemon of its own.
     expect(existsSync(join(env.TEND_HOME!, 'tend.sock'))).toBe(false)
-    const listed = JSON.parse((await runCli(['ps', '--all', '--json', '--cluster', redis.url], env)).stdout) as Array<{ id: string; state: string; worker: string }>
+    const listed = JSON.parse((await runCli(['ps', '--all', '--json', '--cluster', redis.url], env)).stdout) as Array<{
+      id: string
+      state: string
+      worker: string
+    }>
     expect(listed.find((each) => each.id === id)).toMatchObject({ state: 'exited', worker: 'gpu' })
     const running = await cluster.start({ command: ['sleep', '1000'], sandbox: 'off' })
     await waitFor('the task to run', async () => (await cluster.get(running.id)).state === 'running')
@@ -128,12 +144,18 @@ describe('a cluster of two workers', () => {
     const tooMany = await runCli(['run', '--cluster', redis.url, '--retries', '11', '--', 'true'], env)
     expect(tooMany.exitCode).toBe(2)
     expect(tooMany.stderr).toContain('expected a whole number from 0 to 10, got "11"')
-    await expect(cluster.start({ command: ['true'], retries: -1 })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('retries') })
+    await expect(cluster.start({ command: ['true'], retries: -1 })).rejects.toMatchObject({
+      code: 'TEND_ERR_VALIDATION',
+      message: expect.stringContaining('retries'),
+    })
     const started = await runCli(['run', '--json', '--cluster', redis.url, '--retries', '2', '--sandbox', 'off', '--', 'sh', '-c', 'echo retried'], env)
     expect(started.exitCode, started.stderr).toBe(0)
     const { id } = JSON.parse(started.stdout) as { id: string }
     await cluster.wait(id, { timeoutMs: 30_000 })
-    const shown = JSON.parse((await runCli(['show', '--json', '--cluster', redis.url, id], env)).stdout) as { state: string; cluster: { attempt: number; earlier: unknown[]; worker: string } }
+    const shown = JSON.parse((await runCli(['show', '--json', '--cluster', redis.url, id], env)).stdout) as {
+      state: string
+      cluster: { attempt: number; earlier: unknown[]; worker: string }
+    }
     expect(shown).toMatchObject({ state: 'exited', cluster: { attempt: 1, earlier: [], worker: expect.stringMatching(/^(plain|gpu)$/) } })
     const text = await runCli(['show', '--cluster', redis.url, id], env)
     expect(text.stdout).toMatch(/^worker: +(plain|gpu)$/m)
@@ -164,7 +186,7 @@ describe('a cluster of two workers', () => {
     expect(holder(waiting.id)).toEqual([])
   })
 
-  test("logs and logs --follow from the submitter read the output on the worker, never through Redis; run --wait streams it", async () => {
+  test('logs and logs --follow from the submitter read the output on the worker, never through Redis; run --wait streams it', async () => {
     const env = submitterEnv
     const lines = 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done'
     const started = JSON.parse((await runCli(['run', '--json', '--cluster', redis.url, '--sandbox', 'off', '-c', lines], env)).stdout) as { id: string }
@@ -201,7 +223,10 @@ describe('a cluster of two workers', () => {
     await waitFor('the task to run', async () => (await cluster.get(running.id)).state === 'running')
     const removed = await runCli(['rm', '--json', '--cluster', redis.url, done.id, running.id], env)
     expect(removed.exitCode).toBe(1)
-    const answer = JSON.parse(removed.stdout) as { removed: Array<{ removed: string; freedBytes: number }>; errors: Array<{ id: string; error: { code: string } }> }
+    const answer = JSON.parse(removed.stdout) as {
+      removed: Array<{ removed: string; freedBytes: number }>
+      errors: Array<{ id: string; error: { code: string } }>
+    }
     expect(answer.removed).toEqual([{ removed: done.id, freedBytes: expect.any(Number) }])
     expect(answer.removed[0]!.freedBytes).toBeGreaterThan(0)
     expect(answer.errors).toEqual([{ id: running.id, error: expect.objectContaining({ code: 'TEND_ERR_TASK_NOT_FINISHED' }) }])
@@ -218,7 +243,11 @@ describe('a cluster of two workers', () => {
     const id = 'badrequest01'
     try {
       await raw.hset('tend:tend:task-queues', { [id]: 'tend' })
-      await queue.add('task', { request: { command: 'rm -rf /', cwd: 'relative', bogus: 1 }, requirements: {}, submittedAt: new Date().toISOString() }, { jobId: id })
+      await queue.add(
+        'task',
+        { request: { command: 'rm -rf /', cwd: 'relative', bogus: 1 }, requirements: {}, submittedAt: new Date().toISOString() },
+        { jobId: id },
+      )
       const failed = await cluster.wait(id, { timeoutMs: 30_000 })
       expect(failed).toMatchObject({ state: 'failed', task: null })
       expect(failed.reason).toContain('not valid')
@@ -242,7 +271,11 @@ describe('a cluster of two workers', () => {
       // taking the job and admitting its task.
       await raw.publish('tend:tend:kill', JSON.stringify({ id, signal: 'SIGKILL', reason: 'early' }))
       await raw.hset('tend:tend:task-queues', { [id]: 'tend' })
-      await queue.add('task', { request: { command: ['sleep', '1000'], cwd: tmpdir(), sandbox: 'off' }, requirements: {}, submittedAt: new Date().toISOString() }, { jobId: id })
+      await queue.add(
+        'task',
+        { request: { command: ['sleep', '1000'], cwd: tmpdir(), sandbox: 'off' }, requirements: {}, submittedAt: new Date().toISOString() },
+        { jobId: id },
+      )
       const ended = await cluster.wait(id, { timeoutMs: 20_000 })
       expect(ended.task).toMatchObject({ id, state: 'killed', signal: 'SIGKILL', stoppedBy: 'operator', reason: expect.stringContaining('early') })
       expect(taskProcesses(id)).toEqual([])
@@ -252,7 +285,7 @@ describe('a cluster of two workers', () => {
     }
   })
 
-  test('tend worker refuses a URL that is not Redis\'s, naming the setting and what it expects', async () => {
+  test("tend worker refuses a URL that is not Redis's, naming the setting and what it expects", async () => {
     const refused = await runCli(['worker', '--redis', 'http://127.0.0.1:6379'], submitterEnv)
     expect(refused.exitCode).toBe(2)
     expect(refused.stderr).toContain('TEND_CLUSTER_REDIS=http://127.0.0.1:6379')
@@ -280,7 +313,11 @@ describe('faults', () => {
   test('a worker killed with -9 mid-task: the task ends lost within the stall interval, naming the worker, and never runs twice', async () => {
     const own = await startRedis()
     const workers = await Promise.all(
-      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
+      ['first', 'second'].map((name) =>
+        startTestDaemon({
+          env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' },
+        }),
+      ),
     )
     const client = new ClusterClient(own.url)
     let crashed: TestDaemon | undefined
@@ -292,10 +329,14 @@ describe('faults', () => {
       const survivor = workers[worker === 'first' ? 1 : 0]!
       crashed = victim
       await victim.crash()
-      const lost = await waitFor('the task to be lost', async () => {
-        const now = await client.get(submitted.id)
-        return now.state === 'lost' ? now : null
-      }, 20_000)
+      const lost = await waitFor(
+        'the task to be lost',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.state === 'lost' ? now : null
+        },
+        20_000,
+      )
       expect(lost.reason).toContain(`worker ${worker} stopped answering`)
       expect(lost.task).toMatchObject({ id: submitted.id, state: 'lost', reason: lost.reason, exitCode: null })
       // The CLI waits on it as on a local task lost with its daemon: exit 125, saying why.
@@ -316,7 +357,11 @@ describe('faults', () => {
   test('a worker killed with -9 mid-task, with --retries 1: the task runs again on the other worker as attempt 2, never beside attempt 1', async () => {
     const own = await startRedis()
     const workers = await Promise.all(
-      ['first', 'second'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })),
+      ['first', 'second'].map((name) =>
+        startTestDaemon({
+          env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' },
+        }),
+      ),
     )
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-retry-')
@@ -325,10 +370,14 @@ describe('faults', () => {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
       // The task's file can be there a moment before its worker reports it running.
-      const first = await waitFor('attempt 1 reported running', async () => {
-        const now = await client.get(submitted.id)
-        return now.state === 'running' ? now : null
-      }, FIRST_RUN_MS)
+      const first = await waitFor(
+        'attempt 1 reported running',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.state === 'running' ? now : null
+        },
+        FIRST_RUN_MS,
+      )
       expect(first).toMatchObject({ state: 'running', attempt: 1, earlier: [] })
       const victim = workers[first.worker === 'first' ? 0 : 1]!
       const survivor = workers[first.worker === 'first' ? 1 : 0]!
@@ -336,11 +385,18 @@ describe('faults', () => {
       crashed = victim
       await victim.crash()
       // The task ended with its worker's daemon: none of its processes is left on that worker.
-      await waitFor("attempt 1's processes to end with their daemon", () => processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length === 0 || existsSync(join(shared, 'running')))
-      const second = await waitFor('attempt 2 to run on the other worker', async () => {
-        const now = await client.get(submitted.id)
-        return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-      }, 20_000)
+      await waitFor(
+        "attempt 1's processes to end with their daemon",
+        () => processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive).length === 0 || existsSync(join(shared, 'running')),
+      )
+      const second = await waitFor(
+        'attempt 2 to run on the other worker',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+        },
+        20_000,
+      )
       expect(second.worker).toBe(survivor === workers[0] ? 'first' : 'second')
       expect(second.earlier).toEqual([{ attempt: 1, worker: first.worker, reason: expect.stringContaining(`worker ${first.worker} stopped answering`) }])
       writeFileSync(join(shared, 'go'), '')
@@ -365,7 +421,13 @@ describe('faults', () => {
 
   test('a worker frozen mid-task (SIGSTOP), with --retries 1: its keeper ends the task before the lock expires, and attempt 2 runs elsewhere, never beside it', async () => {
     const own = await startRedis()
-    const workers = await Promise.all(['north', 'south'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const workers = await Promise.all(
+      ['north', 'south'].map((name) =>
+        startTestDaemon({
+          env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' },
+        }),
+      ),
+    )
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-frozen-')
     let frozen: TestDaemon | undefined
@@ -373,18 +435,26 @@ describe('faults', () => {
       const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1 })
       await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
       // The task's file can be there a moment before its worker reports it running (and where).
-      const first = await waitFor('attempt 1 reported running', async () => {
-        const now = await client.get(submitted.id)
-        return now.state === 'running' ? now : null
-      }, FIRST_RUN_MS)
+      const first = await waitFor(
+        'attempt 1 reported running',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.state === 'running' ? now : null
+        },
+        FIRST_RUN_MS,
+      )
       frozen = workers[first.worker === 'north' ? 0 : 1]!
       rmSync(join(shared, 'running'))
       // Frozen, not dead: its spawner's helper runs on, so only the lease can end the task.
       frozen.process.kill('SIGSTOP')
-      const second = await waitFor('attempt 2 to run on the other worker', async () => {
-        const now = await client.get(submitted.id)
-        return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-      }, 20_000)
+      const second = await waitFor(
+        'attempt 2 to run on the other worker',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+        },
+        20_000,
+      )
       expect(second.worker).not.toBe(first.worker)
       writeFileSync(join(shared, 'go'), '')
       expect(await client.wait(submitted.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', attempt: 2 })
@@ -410,7 +480,9 @@ describe('faults', () => {
   test('a worker that loses Redis mid-task stops a task with --retries before its lease can expire; the next attempt runs once Redis is back', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
     const own = await startRedis({ persistIn: dir })
-    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'fenced', TEND_CLUSTER_STALL: '2s' } })
+    const worker = await startTestDaemon({
+      env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'fenced', TEND_CLUSTER_STALL: '2s' },
+    })
     const client = new ClusterClient(own.url)
     const shared = mkdtempSync('/var/tmp/tend-cluster-fence-')
     try {
@@ -422,10 +494,14 @@ describe('faults', () => {
       // Without Redis the worker cannot confirm its lease: it stops the task before the lease could expire.
       // The worker stops it itself (killed, stoppedBy lease-expired); had it been too slow, the
       // task's keeper would have, at the lease the worker last wrote (lost: its lease ran out).
-      const fenced = await waitFor('attempt 1 to be stopped for its lease', async () => {
-        const task = await worker.client.get(submitted.id)
-        return task.state !== 'running' ? task : null
-      }, 10_000)
+      const fenced = await waitFor(
+        'attempt 1 to be stopped for its lease',
+        async () => {
+          const task = await worker.client.get(submitted.id)
+          return task.state !== 'running' ? task : null
+        },
+        10_000,
+      )
       if (fenced.state === 'killed') expect(fenced).toMatchObject({ stoppedBy: 'lease-expired', signal: 'SIGKILL' })
       else expect(fenced).toMatchObject({ state: 'lost', reason: expect.stringContaining('its lease ran out') })
       expect(processesWithEnv(`TEND_TASK_ID=${submitted.id}`).filter(isAlive)).toEqual([])
@@ -435,7 +511,12 @@ describe('faults', () => {
         await waitFor('attempt 2 to run', () => existsSync(join(shared, 'running')), 20_000)
         writeFileSync(join(shared, 'go'), '')
         const done = await back.wait(submitted.id, { timeoutMs: 30_000 })
-        expect(done).toMatchObject({ state: 'exited', attempt: 2, worker: 'fenced', earlier: [{ attempt: 1, worker: 'fenced', reason: expect.stringContaining('lease') }] })
+        expect(done).toMatchObject({
+          state: 'exited',
+          attempt: 2,
+          worker: 'fenced',
+          earlier: [{ attempt: 1, worker: 'fenced', reason: expect.stringContaining('lease') }],
+        })
         expect(readFileSync(join(shared, 'attempts.log'), 'utf8')).toBe('start\nstart\n')
       } finally {
         await back.close()
@@ -450,8 +531,18 @@ describe('faults', () => {
   test('a task that required the labels of a worker killed with -9, the only one that had them, still ends lost within the stall interval', async () => {
     const own = await startRedis()
     const workers = await Promise.all([
-      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'only-gpu', TEND_CLUSTER_LABELS: 'gpu=1', TEND_CLUSTER_STALL: '2s' } }),
-      startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'plain-one', TEND_CLUSTER_STALL: '2s' } }),
+      startTestDaemon({
+        env: {
+          TEND_CLUSTER_REDIS: own.url,
+          TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE,
+          TEND_CLUSTER_NAME: 'only-gpu',
+          TEND_CLUSTER_LABELS: 'gpu=1',
+          TEND_CLUSTER_STALL: '2s',
+        },
+      }),
+      startTestDaemon({
+        env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'plain-one', TEND_CLUSTER_STALL: '2s' },
+      }),
     ])
     const client = new ClusterClient(own.url)
     let crashed: TestDaemon | undefined
@@ -460,10 +551,14 @@ describe('faults', () => {
       await waitFor('the task to run on the gpu worker', async () => (await client.get(submitted.id)).state === 'running')
       crashed = workers[0]!
       await workers[0]!.crash()
-      const lost = await waitFor('the task to be lost', async () => {
-        const now = await client.get(submitted.id)
-        return now.state === 'lost' ? now : null
-      }, 20_000)
+      const lost = await waitFor(
+        'the task to be lost',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.state === 'lost' ? now : null
+        },
+        20_000,
+      )
       expect(lost.reason).toContain('worker only-gpu stopped answering')
       expect(existsSync(join(workers[1]!.home, 'spool', submitted.id))).toBe(false)
     } finally {
@@ -476,7 +571,9 @@ describe('faults', () => {
   test('a worker whose Redis is away serves its own socket, stops cleanly, and joins the cluster when Redis comes', async () => {
     const own = await startRedis()
     await own.stop()
-    const worker = await startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'patient' } })
+    const worker = await startTestDaemon({
+      env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: 'patient' },
+    })
     const client = new ClusterClient(own.url)
     try {
       const local = await worker.client.wait((await worker.client.start({ command: ['echo', 'local'] })).id)
@@ -493,23 +590,40 @@ describe('faults', () => {
   test('Redis stopped and restarted while tasks run: nothing is lost and every completion is published once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tend-redis-'))
     const own = await startRedis({ persistIn: dir })
-    const workers = await Promise.all(['one', 'two'].map((name) => startTestDaemon({ env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' } })))
+    const workers = await Promise.all(
+      ['one', 'two'].map((name) =>
+        startTestDaemon({
+          env: { TEND_CLUSTER_REDIS: own.url, TEND_CLUSTER_ALLOW_SANDBOX: ALLOW_EVERY_PROFILE, TEND_CLUSTER_NAME: name, TEND_CLUSTER_STALL: '2s' },
+        }),
+      ),
+    )
     const client = new ClusterClient(own.url)
     try {
-      const submitted = await Promise.all(Array.from({ length: 8 }, (_, n) => client.start({ command: ['sh', '-c', `sleep 1; echo done ${n}`], sandbox: 'off' })))
-      await waitFor('every task to be taken', async () => (await Promise.all(submitted.map((task) => client.get(task.id)))).every((each) => each.worker !== null))
+      const submitted = await Promise.all(
+        Array.from({ length: 8 }, (_, n) => client.start({ command: ['sh', '-c', `sleep 1; echo done ${n}`], sandbox: 'off' })),
+      )
+      await waitFor('every task to be taken', async () =>
+        (await Promise.all(submitted.map((task) => client.get(task.id)))).every((each) => each.worker !== null),
+      )
       await client.close()
       await own.stop()
       // While Redis is away the tasks end on their workers.
-      await waitFor('every task to end on its worker', async () => {
-        const ended = await Promise.all(workers.map(async (worker) => (await worker.client.list({ all: true })).filter((task) => task.state === 'exited').length))
-        return ended.reduce((sum, count) => sum + count, 0) === submitted.length
-      }, 30_000)
+      await waitFor(
+        'every task to end on its worker',
+        async () => {
+          const ended = await Promise.all(
+            workers.map(async (worker) => (await worker.client.list({ all: true })).filter((task) => task.state === 'exited').length),
+          )
+          return ended.reduce((sum, count) => sum + count, 0) === submitted.length
+        },
+        30_000,
+      )
       await own.restart()
       const back = new ClusterClient(own.url)
       try {
         const finished = await Promise.all(submitted.map((task) => back.wait(task.id, { timeoutMs: 30_000 })))
-        for (const [n, done] of finished.entries()) expect(done.task, JSON.stringify(done)).toMatchObject({ state: 'exited', exitCode: 0, outputBytes: `done ${n}\n`.length })
+        for (const [n, done] of finished.entries())
+          expect(done.task, JSON.stringify(done)).toMatchObject({ state: 'exited', exitCode: 0, outputBytes: `done ${n}\n`.length })
         // Each ran once, on one worker.
         for (const task of submitted) expect(workers.filter((worker) => existsSync(join(worker.home, 'spool', task.id)))).toHaveLength(1)
         // Each completion is in the queue's event stream once.
@@ -517,8 +631,15 @@ describe('faults', () => {
         const redisClient = new Redis(own.port, '127.0.0.1')
         try {
           const entries = (await redisClient.xrange('bull:tend:events', '-', '+')) as Array<[string, string[]]>
-          const completed = entries.map(([, fields]) => fields).filter((fields) => fields[1] === 'completed').map((fields) => fields[fields.indexOf('jobId') + 1])
-          for (const task of submitted) expect(completed.filter((id) => id === task.id), task.id).toHaveLength(1)
+          const completed = entries
+            .map(([, fields]) => fields)
+            .filter((fields) => fields[1] === 'completed')
+            .map((fields) => fields[fields.indexOf('jobId') + 1])
+          for (const task of submitted)
+            expect(
+              completed.filter((id) => id === task.id),
+              task.id,
+            ).toHaveLength(1)
         } finally {
           redisClient.disconnect()
         }

@@ -224,9 +224,16 @@ describe('the token a worker publishes in Redis', () => {
     const task = await cluster.start({ command: ['sh', '-c', 'echo readable; exec sleep 1000'], sandbox: 'off', stdin: 'pipe', require: { via: 'env' } })
     await waitFor('the task running', async () => (await cluster.get(task.id)).state === 'running', 30_000)
     const ask = (method: string, path: string, body?: unknown) =>
-      fetch(`${entry.origin}${path}`, { method, headers: { authorization: `Bearer ${entry.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) })
+      fetch(`${entry.origin}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${entry.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
     expect((await ask('GET', `/v1/tasks/${task.id}`)).status).toBe(200)
-    await waitFor('its output readable with the published token', async () => ((await (await ask('GET', `/v1/tasks/${task.id}/output`)).json()) as { data: string }).data === 'readable\n')
+    await waitFor(
+      'its output readable with the published token',
+      async () => ((await (await ask('GET', `/v1/tasks/${task.id}/output`)).json()) as { data: string }).data === 'readable\n',
+    )
     const changes: Array<[string, string, unknown?]> = [
       ['POST', '/v1/tasks', { command: ['touch', join(fromEnv.home, 'started-with-a-read-token')], cwd: tmpdir(), sandbox: 'off' }],
       ['POST', `/v1/tasks/${task.id}/kill`, {}],
@@ -252,17 +259,28 @@ describe('the token a worker publishes in Redis', () => {
 describe('environment values on the queue', () => {
   test('never sit in Redis in the clear while queued, reach the task, and are gone from the job once a worker has taken it', async () => {
     const planted = `planted-${randomBytes(12).toString('hex')}`
-    const submitted = await cluster.start({ command: ['sh', '-c', 'echo "value=$PLANTED"; exec sleep 1000'], env: { PLANTED: planted }, sandbox: 'workspace', require: { zone: 'later' } })
+    const submitted = await cluster.start({
+      command: ['sh', '-c', 'echo "value=$PLANTED"; exec sleep 1000'],
+      env: { PLANTED: planted },
+      sandbox: 'workspace',
+      require: { zone: 'later' },
+    })
     expect(await cluster.get(submitted.id)).toMatchObject({ state: 'queued' })
     expect(await keysHolding(planted)).toEqual([])
     // A worker with that label comes: it takes the job, opens the environment, runs the task.
-    const later = await startTestDaemon({ command: ['worker', '--name', 'later', '--labels', 'zone=later'], env: { TEND_REDIS_URL: redis.url, TEND_CLUSTER_KEY_FILE: cluster.keyFile! } })
+    const later = await startTestDaemon({
+      command: ['worker', '--name', 'later', '--labels', 'zone=later'],
+      env: { TEND_REDIS_URL: redis.url, TEND_CLUSTER_KEY_FILE: cluster.keyFile! },
+    })
     try {
       await waitFor('the task running on the later worker', async () => (await cluster.get(submitted.id)).state === 'running', 30_000)
       await waitFor('its output', async () => (await later.client.read(submitted.id)).data === `value=${planted}\n`)
       const client = new Redis(redis.url)
       try {
-        const data = JSON.parse((await client.hget(`bull:tend~zone=later:${submitted.id}`, 'data'))!) as { request: Record<string, unknown>; sealedEnv?: unknown }
+        const data = JSON.parse((await client.hget(`bull:tend~zone=later:${submitted.id}`, 'data'))!) as {
+          request: Record<string, unknown>
+          sealedEnv?: unknown
+        }
         expect(data.sealedEnv).toBeUndefined()
         expect(data.request.env).toBeUndefined()
       } finally {
@@ -283,7 +301,10 @@ describe('environment values on the queue', () => {
   test('a cluster task with environment values and no cluster key is refused, saying how to make one', async () => {
     const keyless = new ClusterClient(redis.url)
     try {
-      await expect(keyless.start({ command: ['true'], env: { A: 'b' }, sandbox: 'workspace' })).rejects.toMatchObject({ code: 'TEND_ERR_CLUSTER_KEY', message: expect.stringContaining('head -c 32 /dev/urandom') })
+      await expect(keyless.start({ command: ['true'], env: { A: 'b' }, sandbox: 'workspace' })).rejects.toMatchObject({
+        code: 'TEND_ERR_CLUSTER_KEY',
+        message: expect.stringContaining('head -c 32 /dev/urandom'),
+      })
     } finally {
       await keyless.close()
     }
@@ -306,9 +327,19 @@ describe('the sandbox profiles a worker accepts', () => {
     }
     expect(existsSync(marker)).toBe(false)
     // Each refusal is in the worker's audit log, with where the job came from.
-    const audited = readFileSync(join(fromFile.home, 'daemon.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+    const audited = readFileSync(join(fromFile.home, 'daemon.log'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
     for (const job of [asked, byDefault]) {
-      expect(audited).toContainEqual(expect.objectContaining({ msg: 'change requested', taskId: job.id, outcome: 'TEND_ERR_SANDBOX_NOT_ALLOWED', caller: { via: 'cluster', queue: 'tend', channel: 'jobs' } }))
+      expect(audited).toContainEqual(
+        expect.objectContaining({
+          msg: 'change requested',
+          taskId: job.id,
+          outcome: 'TEND_ERR_SANDBOX_NOT_ALLOWED',
+          caller: { via: 'cluster', queue: 'tend', channel: 'jobs' },
+        }),
+      )
     }
     // The worker that allows it runs it.
     const allowed = await cluster.start({ command: ['true'], sandbox: 'off', require: { via: 'env' } })

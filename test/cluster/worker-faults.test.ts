@@ -77,17 +77,25 @@ describe('worker loss and return', () => {
       try {
         const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1, sandbox })
         await waitFor('attempt 1 to run', () => existsSync(join(shared, 'running')), FIRST_RUN_MS)
-        const first = await waitFor('attempt 1 reported running', async () => {
-          const now = await client.get(submitted.id)
-          return now.state === 'running' ? now : null
-        }, FIRST_RUN_MS)
+        const first = await waitFor(
+          'attempt 1 reported running',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.state === 'running' ? now : null
+          },
+          FIRST_RUN_MS,
+        )
         frozen = workers[first.worker === 'north' ? 0 : 1]!
         rmSync(join(shared, 'running'))
         frozen.process.kill('SIGSTOP')
-        const second = await waitFor('attempt 2 to run on the other worker', async () => {
-          const now = await client.get(submitted.id)
-          return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        }, 20_000)
+        const second = await waitFor(
+          'attempt 2 to run on the other worker',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+          },
+          20_000,
+        )
         expect(second.worker).not.toBe(first.worker)
         const retryProcesses = lastingProcesses(submitted.id)
         expect(retryProcesses.length).toBeGreaterThan(0)
@@ -95,10 +103,14 @@ describe('worker loss and return', () => {
         frozen.process.kill('SIGCONT')
         const thawed = frozen
         frozen = undefined
-        const recorded = await waitFor('the thawed worker to record attempt 1', async () => {
-          const task = await thawed.client.get(submitted.id).catch(() => null)
-          return task && task.state !== 'running' ? task : null
-        }, 20_000)
+        const recorded = await waitFor(
+          'the thawed worker to record attempt 1',
+          async () => {
+            const task = await thawed.client.get(submitted.id).catch(() => null)
+            return task && task.state !== 'running' ? task : null
+          },
+          20_000,
+        )
         expect(recorded.state).toBe('lost')
         // Recorded only once its stop (if any) is over: the retry's processes still run, every one.
         expect(retryProcesses.filter(isAlive)).toEqual(retryProcesses)
@@ -123,18 +135,26 @@ describe('worker loss and return', () => {
       const shared = mkdtempSync('/var/tmp/tend-cluster-restarted-')
       try {
         const submitted = await client.start({ command: EXCLUSIVE_ATTEMPT, shell: true, cwd: shared, retries: 1, sandbox })
-        const first = await waitFor('attempt 1 reported running', async () => {
-          const now = await client.get(submitted.id)
-          return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        }, FIRST_RUN_MS)
+        const first = await waitFor(
+          'attempt 1 reported running',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+          },
+          FIRST_RUN_MS,
+        )
         const index = first.worker === 'near' ? 0 : 1
         const victim = workers[index]!
         rmSync(join(shared, 'running'))
         await victim.crash()
-        const second = await waitFor('attempt 2 to run on the other worker', async () => {
-          const now = await client.get(submitted.id)
-          return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        }, 20_000)
+        const second = await waitFor(
+          'attempt 2 to run on the other worker',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.attempt === 2 && now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+          },
+          20_000,
+        )
         const retryProcesses = lastingProcesses(submitted.id)
         expect(retryProcesses.length).toBeGreaterThan(0)
         // Back on its home while attempt 2 runs on the other worker: it recovers its own attempt 1.
@@ -162,11 +182,20 @@ describe('worker loss and return', () => {
       let crashedHome: string | undefined
       let frozen: TestDaemon | undefined
       try {
-        const submitted = await client.start({ command: 'touch running; until [ -e go ]; do sleep 0.05; done; exit 6', shell: true, cwd: shared, sandbox: 'off' })
-        const first = await waitFor('the task reported running', async () => {
-          const now = await client.get(submitted.id)
-          return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-        }, FIRST_RUN_MS)
+        const submitted = await client.start({
+          command: 'touch running; until [ -e go ]; do sleep 0.05; done; exit 6',
+          shell: true,
+          cwd: shared,
+          sandbox: 'off',
+        })
+        const first = await waitFor(
+          'the task reported running',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+          },
+          FIRST_RUN_MS,
+        )
         const index = first.worker === 'east' ? 0 : 1
         const victim = workers[index]!
         if (how === 'killed') {
@@ -176,10 +205,14 @@ describe('worker loss and return', () => {
           frozen = victim
           victim.process.kill('SIGSTOP')
         }
-        const lost = await waitFor('the job to be judged lost', async () => {
-          const now = await client.get(submitted.id)
-          return now.state === 'lost' ? now : null
-        }, 30_000)
+        const lost = await waitFor(
+          'the job to be judged lost',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.state === 'lost' ? now : null
+          },
+          30_000,
+        )
         expect(lost.reason).toContain(`worker ${first.worker} stopped answering`)
         // The task ran on under its keeper, and ends now, while its worker is away.
         writeFileSync(join(shared, 'go'), '')
@@ -194,10 +227,14 @@ describe('worker loss and return', () => {
           victim.process.kill('SIGCONT')
           frozen = undefined
         }
-        const answered = await waitFor('the job to get the real end', async () => {
-          const now = await client.get(submitted.id)
-          return now.state !== 'lost' ? now : null
-        }, 30_000)
+        const answered = await waitFor(
+          'the job to get the real end',
+          async () => {
+            const now = await client.get(submitted.id)
+            return now.state !== 'lost' ? now : null
+          },
+          30_000,
+        )
         expect(answered).toMatchObject({ state: 'exited', worker: first.worker, attempt: 1 })
         expect(answered.task).toMatchObject({ id: submitted.id, state: 'exited', exitCode: 6 })
         const waited = await runCli(['wait', '--cluster', redis.url, submitted.id], submitterEnv)
@@ -220,17 +257,25 @@ describe('worker loss and return', () => {
     let frozen: TestDaemon | undefined
     try {
       const submitted = await client.start({ command: 'touch running; until [ -e go ]; do sleep 0.05; done; exit 6', shell: true, cwd: shared, sandbox: 'off' })
-      const first = await waitFor('the task reported running', async () => {
-        const now = await client.get(submitted.id)
-        return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
-      }, FIRST_RUN_MS)
+      const first = await waitFor(
+        'the task reported running',
+        async () => {
+          const now = await client.get(submitted.id)
+          return now.state === 'running' && existsSync(join(shared, 'running')) ? now : null
+        },
+        FIRST_RUN_MS,
+      )
       frozen = workers[first.worker === 'up' ? 0 : 1]!
       frozen.process.kill('SIGSTOP')
       await waitFor('the job to be judged lost', async () => (await client.get(submitted.id)).state === 'lost', 30_000)
       // As a retry leaves it: its report names attempt 2 on the other worker (it ran, and was lost too).
       const other = first.worker === 'up' ? 'down' : 'up'
       const progress = JSON.parse((await raw.hget(`bull:tend:${submitted.id}`, 'progress'))!) as Record<string, unknown>
-      await raw.hset(`bull:tend:${submitted.id}`, 'progress', JSON.stringify({ ...progress, worker: other, attempt: 2, earlier: [{ attempt: 1, worker: first.worker, reason: 'lost' }] }))
+      await raw.hset(
+        `bull:tend:${submitted.id}`,
+        'progress',
+        JSON.stringify({ ...progress, worker: other, attempt: 2, earlier: [{ attempt: 1, worker: first.worker, reason: 'lost' }] }),
+      )
       writeFileSync(join(shared, 'go'), '')
       await waitFor('the task to end', () => taskProcesses(submitted.id).length === 0)
       const thawed = frozen
@@ -259,17 +304,26 @@ describe('worker loss and return', () => {
     let passed = false
     try {
       // With a retry: the follow goes on with attempt 2 on the other worker.
-      const retried = await client.start({ command: 'echo attempt $(cat attempts 2>/dev/null | wc -l); echo x >> attempts; until [ -e go ]; do sleep 0.05; done; echo done', shell: true, cwd, retries: 1 })
+      const retried = await client.start({
+        command: 'echo attempt $(cat attempts 2>/dev/null | wc -l); echo x >> attempts; until [ -e go ]; do sleep 0.05; done; echo done',
+        shell: true,
+        cwd,
+        retries: 1,
+      })
       const follower = followLogs(redis.url, retried.id)
       await waitFor('the follower to print attempt 1', () => follower.stdout().includes('attempt 0\n'), 20_000)
       const first = await client.get(retried.id)
       const index = first.worker === 'left' ? 0 : 1
       const victim = workers[index]!
       await victim.crash()
-      await waitFor('attempt 2 to run', async () => {
-        const now = await client.get(retried.id)
-        return now.attempt === 2 && now.state === 'running'
-      }, 20_000)
+      await waitFor(
+        'attempt 2 to run',
+        async () => {
+          const now = await client.get(retried.id)
+          return now.attempt === 2 && now.state === 'running'
+        },
+        20_000,
+      )
       await waitFor('the follower to print attempt 2', () => follower.stdout().includes('attempt 1\n'), 20_000)
       writeFileSync(join(cwd, 'go'), '')
       const followed = await follower.done
@@ -355,7 +409,7 @@ describe('a daemon only ever signals what it started', () => {
   // A frozen daemon's task can end meanwhile and be reaped by its keeper; its pid may then be
   // another daemon's task (another attempt of the same cluster job, on the same machine).
   for (const wrapped of [false, true]) {
-    for (const leader of ['another start time', 'not the keeper\'s child'] as const) {
+    for (const leader of ['another start time', "not the keeper's child"] as const) {
       test(`a stop whose leader pid belongs to another process now (${wrapped ? 'sandboxed' : 'off'}, ${leader}) signals neither that process nor its group`, async () => {
         // A group leader, as a task's leader is: its group would be signalled too.
         const other = spawn('sh', ['-c', 'sleep 1000 & wait'], { detached: true, stdio: 'ignore' })

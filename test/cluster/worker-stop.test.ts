@@ -48,16 +48,23 @@ async function startWorker(url: string): Promise<Worker> {
   writeFileSync(urlFile, `${url}\n`, { mode: 0o600 })
   const env = daemonEnv(home)
   const startedAt = Date.now()
-  const child = spawn(process.execPath, [TEND_BIN, 'worker', '--redis-url-file', urlFile, '--stall', '2s', '--allow-sandbox', 'off', '--name', NAME], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(process.execPath, [TEND_BIN, 'worker', '--redis-url-file', urlFile, '--stall', '2s', '--allow-sandbox', 'off', '--name', NAME], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   const worker: Worker = { home, child, env, client: new TendClient({ home, autoStart: false }), stderr: () => stderr, exited, startedAt }
   started.push(worker)
-  await waitFor(`the worker's socket (stderr: ${stderr})`, async () => {
-    if (child.exitCode !== null) throw new Error(`the worker exited with ${child.exitCode}: ${stderr}`)
-    return socketAnswers(join(home, 'tend.sock'))
-  }, 30_000)
+  await waitFor(
+    `the worker's socket (stderr: ${stderr})`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the worker exited with ${child.exitCode}: ${stderr}`)
+      return socketAnswers(join(home, 'tend.sock'))
+    },
+    30_000,
+  )
   return worker
 }
 
@@ -72,7 +79,11 @@ async function stopWorker(worker: Worker, how: 'SIGTERM' | 'SIGINT' | 'tend stop
   }
   let code: number | null = null
   void worker.exited.then((exitCode) => (code = exitCode))
-  await waitFor(`the worker to exit after ${how} (stderr: ${worker.stderr()})`, () => worker.child.exitCode !== null || worker.child.signalCode !== null, STOP_WITHIN_MS)
+  await waitFor(
+    `the worker to exit after ${how} (stderr: ${worker.stderr()})`,
+    () => worker.child.exitCode !== null || worker.child.signalCode !== null,
+    STOP_WITHIN_MS,
+  )
   await worker.exited
   return { code: code ?? worker.child.exitCode, ms: Date.now() - begun }
 }
@@ -166,7 +177,10 @@ describe('a worker whose Redis was never reachable', () => {
     const stop = await stopWorker(worker, 'SIGTERM')
     const window = Date.now() - worker.startedAt
     expect(stop.code).toBe(0)
-    const notices = worker.stderr().split('\n').filter((line) => line.includes(shown))
+    const notices = worker
+      .stderr()
+      .split('\n')
+      .filter((line) => line.includes(shown))
     expect(notices, worker.stderr()).toHaveLength(1)
     expect(notices[0]).toMatch(/unreachable/)
     expect(notices[0]).toContain('ECONNREFUSED')
@@ -282,7 +296,12 @@ describe('a worker whose Redis hangs (accepts, never answers)', () => {
     const stop = await stopWorker(worker, 'SIGTERM')
     const window = Date.now() - worker.startedAt
     expect(stop.code).toBe(0)
-    expect(worker.stderr().split('\n').filter((line) => line.includes(shown))).toHaveLength(1)
+    expect(
+      worker
+        .stderr()
+        .split('\n')
+        .filter((line) => line.includes(shown)),
+    ).toHaveLength(1)
     expect(worker.stderr()).not.toContain(PASSWORD)
     expect(daemonLog(worker)).not.toContain(PASSWORD)
     const lines = outageLines(worker)

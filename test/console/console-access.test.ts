@@ -99,7 +99,13 @@ describe('the console on loopback', () => {
     expect(page.status).toBe(401)
     expect(page.headers['content-type']).toMatch(/^text\/html/)
     expect(page.text).toContain('tend console')
-    const attempts: Array<Record<string, string>> = [{}, { authorization: 'Bearer wrong-token' }, { authorization: `Bearer ${info.token}x` }, { authorization: `Basic ${info.token}` }, { cookie: `tend_console_${info.port}=made-up` }]
+    const attempts: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Bearer wrong-token' },
+      { authorization: `Bearer ${info.token}x` },
+      { authorization: `Basic ${info.token}` },
+      { cookie: `tend_console_${info.port}=made-up` },
+    ]
     for (const headers of attempts) {
       const api = await send(target, 'GET', '/v1/status', headers)
       expect(api.status, JSON.stringify(headers)).toBe(401)
@@ -150,7 +156,12 @@ describe('the console on loopback', () => {
     ]
     for (const extra of foreign) {
       for (const auth of [{ authorization: `Bearer ${info.token}` }, { cookie: session }] as Array<Record<string, string>>) {
-        for (const [method, path, body] of [['GET', '/v1/tasks'], ['POST', '/v1/gc', '{}'], ['OPTIONS', '/v1/tasks'], ['GET', '/']] as const) {
+        for (const [method, path, body] of [
+          ['GET', '/v1/tasks'],
+          ['POST', '/v1/gc', '{}'],
+          ['OPTIONS', '/v1/tasks'],
+          ['GET', '/'],
+        ] as const) {
           const answer = await send(target, method, path, { ...auth, ...extra, 'access-control-request-method': 'POST' }, body)
           expect(answer.status, `${method} ${path} ${JSON.stringify(extra)}`).toBe(403)
           expect(codeOf(answer)).toBe('TEND_ERR_FOREIGN_ORIGIN')
@@ -159,7 +170,9 @@ describe('the console on loopback', () => {
       }
     }
     // Its own origin passes.
-    expect((await send(target, 'GET', '/v1/tasks', { authorization: `Bearer ${info.token}`, origin: info.origin!, 'sec-fetch-site': 'same-origin' })).status).toBe(200)
+    expect(
+      (await send(target, 'GET', '/v1/tasks', { authorization: `Bearer ${info.token}`, origin: info.origin!, 'sec-fetch-site': 'same-origin' })).status,
+    ).toBe(200)
   })
 
   test('a Host that is not the console (a name rebound to 127.0.0.1) is refused, whatever it carries', async () => {
@@ -172,7 +185,12 @@ describe('the console on loopback', () => {
   })
 
   test("the console's own control is not served over TCP: a token cannot make tokens", async () => {
-    for (const [method, path] of [['POST', '/v1/console'], ['GET', '/v1/console'], ['DELETE', '/v1/console'], ['POST', '/v1/console/revoke']] as const) {
+    for (const [method, path] of [
+      ['POST', '/v1/console'],
+      ['GET', '/v1/console'],
+      ['DELETE', '/v1/console'],
+      ['POST', '/v1/console/revoke'],
+    ] as const) {
       const answer = await send(target, method, path, { authorization: `Bearer ${info.token}` }, method === 'POST' ? '{}' : undefined)
       expect(answer.status, `${method} ${path}`).toBe(404)
       expect(codeOf(answer)).toBe('TEND_ERR_ROUTE_NOT_FOUND')
@@ -222,7 +240,7 @@ describe('the console on loopback', () => {
     target = { port: reopened.port! }
   })
 
-  test('no token reaches the daemon\'s log, though pages were opened with ?token=', async () => {
+  test("no token reaches the daemon's log, though pages were opened with ?token=", async () => {
     await send(target, 'GET', `/?token=${info.token}`)
     await send(target, 'GET', `/?token=${info.token}x`)
     const log = readFileSync(join(daemon.home, 'daemon.log'), 'utf8')
@@ -239,8 +257,46 @@ describe('the console beyond loopback', () => {
     daemon = await startTestDaemon()
     certs = mkdtempSync(join(tmpdir(), 'tend-console-tls-'))
     // A certificate of its own for 127.0.0.1, as an operator would make one (openssl from Debian).
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tend-test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(certs, 'key.pem'), '-out', join(certs, 'cert.pem')], { stdio: 'ignore' })
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=other', '-keyout', join(certs, 'other-key.pem'), '-out', join(certs, 'other-cert.pem')], { stdio: 'ignore' })
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=tend-test',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        join(certs, 'key.pem'),
+        '-out',
+        join(certs, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    )
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=other',
+        '-keyout',
+        join(certs, 'other-key.pem'),
+        '-out',
+        join(certs, 'other-cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    )
   })
   afterEach(async () => {
     await runCli(['console', '--stop'], daemon.env)
@@ -262,7 +318,9 @@ describe('the console beyond loopback', () => {
     const info = await openConsole(daemon.env, '--host', '0.0.0.0', '--insecure')
     expect(info).toMatchObject({ host: '0.0.0.0', tls: false })
     // Beyond loopback any Host is accepted: the token is the gate.
-    expect((await send({ port: info.port! }, 'GET', '/v1/status', { host: `tend.example:${info.port}`, authorization: `Bearer ${info.token}` })).status).toBe(200)
+    expect((await send({ port: info.port! }, 'GET', '/v1/status', { host: `tend.example:${info.port}`, authorization: `Bearer ${info.token}` })).status).toBe(
+      200,
+    )
     expect((await send({ port: info.port! }, 'GET', '/v1/status', { host: `tend.example:${info.port}` })).status).toBe(401)
   })
 
@@ -287,7 +345,7 @@ describe('the console beyond loopback', () => {
     await expect(send({ port: info.port! }, 'GET', '/v1/status', { authorization: `Bearer ${info.token}` })).rejects.toThrow()
   })
 
-  test('a key that is not the certificate\'s, a missing file, or a certificate without its key: exit 2, TEND_ERR_CONSOLE_TLS', async () => {
+  test("a key that is not the certificate's, a missing file, or a certificate without its key: exit 2, TEND_ERR_CONSOLE_TLS", async () => {
     for (const args of [
       ['--tls-cert', join(certs, 'cert.pem'), '--tls-key', join(certs, 'other-key.pem')],
       ['--tls-cert', join(certs, 'missing.pem'), '--tls-key', join(certs, 'key.pem')],
@@ -334,7 +392,10 @@ describe('the console setting', () => {
       // A crash keeps the home (a test daemon's stop removes it): the next daemon starts on it.
       await daemon.crash()
       daemon = await startTestDaemon({ home, env: { TEND_CONSOLE: '1', TEND_CONSOLE_PORT: String(port) } })
-      await waitFor('the console of the new daemon to answer', async () => (await send({ port }, 'GET', '/v1/status', { authorization: `Bearer ${info.token}` }).catch(() => null))?.status === 200)
+      await waitFor(
+        'the console of the new daemon to answer',
+        async () => (await send({ port }, 'GET', '/v1/status', { authorization: `Bearer ${info.token}` }).catch(() => null))?.status === 200,
+      )
     } finally {
       await daemon.stop()
       rmSync(home, { recursive: true, force: true })
@@ -347,7 +408,9 @@ describe('the console setting', () => {
     const daemon = await startTestDaemon({ home })
     try {
       // The console is made when the daemon starts; its tokens file is read then.
-      await waitFor('the warning in daemon.log', () => readFileSync(join(home, 'daemon.log'), 'utf8').includes('console tokens unreadable: earlier tokens no longer work'))
+      await waitFor('the warning in daemon.log', () =>
+        readFileSync(join(home, 'daemon.log'), 'utf8').includes('console tokens unreadable: earlier tokens no longer work'),
+      )
       // A new token works all the same.
       const info = await openConsole(daemon.env)
       expect((await send({ port: info.port! }, 'GET', '/v1/status', { authorization: `Bearer ${info.token}` })).status).toBe(200)

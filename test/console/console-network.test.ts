@@ -69,20 +69,36 @@ describe("the console's network view", () => {
     await page.waitForSelector('#task-view:not([hidden])')
     await expect.poll(() => page.textContent('[data-field="network"]'), { timeout: 5000 }).toBe('loopback · 1 blocked')
     await page.waitForSelector('#network-log:not([hidden]) tbody tr >> nth=1', { timeout: 5000 })
-    const rows = () => page.$$eval('#network-log tbody tr', (trs) => trs.map((tr) => ({ decision: (tr as unknown as { dataset: { decision: string } }).dataset.decision, text: Array.from((tr as unknown as { cells: ArrayLike<{ textContent: string }> }).cells).map((cell) => cell.textContent) })))
+    const rows = () =>
+      page.$$eval('#network-log tbody tr', (trs) =>
+        trs.map((tr) => ({
+          decision: (tr as unknown as { dataset: { decision: string } }).dataset.decision,
+          text: Array.from((tr as unknown as { cells: ArrayLike<{ textContent: string }> }).cells).map((cell) => cell.textContent),
+        })),
+      )
     const shown = await rows()
     expect(shown).toHaveLength(2)
     expect(shown[0]).toMatchObject({ decision: 'allowed', text: [expect.any(String), 'registry.example:443', 'connect', 'allowed', '512 B', '4 KiB'] })
     // The name the task asked for is shown, its control character made visible, never acted on.
-    expect(shown[1]).toMatchObject({ decision: 'blocked', text: [expect.any(String), 'evil\u241b[2J.example:443', 'connect', 'blocked: not on the allowlist', '0 B', '0 B'] })
-    const colours = await page.$$eval('#network-log tbody tr', (trs) => trs.map((tr) => (globalThis as unknown as { getComputedStyle: (element: unknown) => { backgroundColor: string; color: string } }).getComputedStyle(tr)).map((style) => `${style.backgroundColor}/${style.color}`))
+    expect(shown[1]).toMatchObject({
+      decision: 'blocked',
+      text: [expect.any(String), 'evil\u241b[2J.example:443', 'connect', 'blocked: not on the allowlist', '0 B', '0 B'],
+    })
+    const colours = await page.$$eval('#network-log tbody tr', (trs) =>
+      trs
+        .map((tr) => (globalThis as unknown as { getComputedStyle: (element: unknown) => { backgroundColor: string; color: string } }).getComputedStyle(tr))
+        .map((style) => `${style.backgroundColor}/${style.color}`),
+    )
     expect(colours[1], 'a blocked line is drawn apart from an allowed one').not.toBe(colours[0])
     await expect.poll(() => page.textContent('#network-summary')).toContain('1 allowed, 1 blocked')
 
     // New decisions reach the open view without a reload.
     await daemon.feed(task.id, [decision({ name: '10.0.0.7', port: 6379, via: 'transparent', decision: 'blocked', reason: 'a private address not listed' })])
     await page.waitForSelector('#network-log tbody tr >> nth=2', { timeout: 5000 })
-    expect((await rows())[2]).toMatchObject({ decision: 'blocked', text: [expect.any(String), '10.0.0.7:6379', 'transparent', 'blocked: a private address not listed', '0 B', '0 B'] })
+    expect((await rows())[2]).toMatchObject({
+      decision: 'blocked',
+      text: [expect.any(String), '10.0.0.7:6379', 'transparent', 'blocked: a private address not listed', '0 B', '0 B'],
+    })
     await expect.poll(() => page.textContent('[data-field="network"]')).toBe('loopback · 2 blocked')
     await page.screenshot({ path: join(SCREENSHOT_DIR, 'console-network.png') })
     await daemon.client.kill(task.id, { signal: 'SIGKILL', graceMs: 0 })

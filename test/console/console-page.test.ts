@@ -119,7 +119,9 @@ describe('the console page', () => {
     // Whether by classes or styles, some text of the output is drawn green.
     const green = await page.$eval('#output', (node) =>
       [...node.querySelectorAll('span')].some((span) => {
-        const [r, g, b] = ((globalThis as unknown as { getComputedStyle: (element: unknown) => { color: string } }).getComputedStyle(span).color.match(/\d+/g) ?? []).map(Number)
+        const [r, g, b] = (
+          (globalThis as unknown as { getComputedStyle: (element: unknown) => { color: string } }).getComputedStyle(span).color.match(/\d+/g) ?? []
+        ).map(Number)
         return span.textContent?.includes('line') === true && g! > 100 && g! > 2 * r! && g! > 2 * b!
       }),
     )
@@ -178,7 +180,7 @@ describe('the console page', () => {
     await daemon.client.kill(running, { signal: 'KILL' })
   })
 
-  test('the owner filter shows only that owner\'s tasks; the search finds by command', async () => {
+  test("the owner filter shows only that owner's tasks; the search finds by command", async () => {
     const alice = await cliRun('--owner', 'alice', '--', 'echo', 'from-alice')
     const bob = await cliRun('--owner', 'bob', '--', 'echo', 'from-bob')
     await openPage()
@@ -187,7 +189,9 @@ describe('the console page', () => {
     await page.selectOption('#filter-owner', 'alice')
     await expect.poll(() => page.isVisible(row(bob))).toBe(false)
     expect(await page.isVisible(row(alice))).toBe(true)
-    const visibleOwners = await page.$$eval('#tasks tbody tr:not([hidden]) td[data-col="owner"]', (cells) => [...new Set(cells.map((cell) => cell.textContent?.trim()))])
+    const visibleOwners = await page.$$eval('#tasks tbody tr:not([hidden]) td[data-col="owner"]', (cells) => [
+      ...new Set(cells.map((cell) => cell.textContent?.trim())),
+    ])
     expect(visibleOwners).toEqual(['alice'])
     await page.selectOption('#filter-owner', '')
     await page.fill('#search', 'from-bob')
@@ -209,16 +213,25 @@ describe('the console page', () => {
       await page.goto(foreign.url)
       await page.waitForSelector('#done', { state: 'attached', timeout: 10_000 })
       await expect.poll(() => refused.length).toBeGreaterThanOrEqual(2)
-      expect(refused.every((status) => status === 403), `statuses ${refused.join(',')}`).toBe(true)
+      expect(
+        refused.every((status) => status === 403),
+        `statuses ${refused.join(',')}`,
+      ).toBe(true)
       expect((await daemon.client.get(id)).state).toBe('running')
       // And without a browser: a foreign Origin with a valid token.
-      const direct = await context.request.post(`${info.origin}/v1/tasks/${id}/kill`, { headers: { origin: 'http://evil.example', authorization: `Bearer ${info.token}` }, data: {} })
+      const direct = await context.request.post(`${info.origin}/v1/tasks/${id}/kill`, {
+        headers: { origin: 'http://evil.example', authorization: `Bearer ${info.token}` },
+        data: {},
+      })
       expect(direct.status()).toBe(403)
       expect((await direct.json()) as { code: string }).toMatchObject({ code: 'TEND_ERR_FOREIGN_ORIGIN' })
       expect((await daemon.client.get(id)).state).toBe('running')
       // The refusals show in the foreign page's console: they are the attack failing, nothing else.
       const refusals = pageErrors.splice(0)
-      expect(refusals.every((message) => message.includes('status of 403')), refusals.join('\n')).toBe(true)
+      expect(
+        refusals.every((message) => message.includes('status of 403')),
+        refusals.join('\n'),
+      ).toBe(true)
     } finally {
       await foreign.close()
       await daemon.client.kill(id, { signal: 'KILL' })
@@ -245,4 +258,3 @@ fetch(${JSON.stringify(`${consoleOrigin}/v1/tasks/${id}/kill`)}, { method: 'POST
   const port = typeof address === 'object' && address ? address.port : 0
   return { url: `http://127.0.0.1:${port}/`, close: () => new Promise((resolve) => server.close(() => resolve())) }
 }
-

@@ -65,5 +65,4 @@ describe('tend console opens the browser', () => {
     expect(answer.status).toBe(303)
     await waitFor(`the redirect file ${path} removed once used`, () => !existsSync(path))
   })
-
 })

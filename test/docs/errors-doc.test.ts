@@ -17,7 +17,12 @@ interface DocRow {
 function readErrorTable(markdown: string): DocRow[] {
   const rows: DocRow[] = []
   markdown.split('\n').forEach((text, index) => {
-    const cells = text.trim().replace(/^\|/, '').replace(/\|$/, '').split('|').map((cell) => cell.trim())
+    const cells = text
+      .trim()
+      .replace(/^\|/, '')
+      .replace(/\|$/, '')
+      .split('|')
+      .map((cell) => cell.trim())
     const code = /^`(TEND_ERR_[A-Z0-9_]+)`$/.exec(cells[0] ?? '')?.[1]
     if (!text.trim().startsWith('|') || code === undefined) return
     rows.push({ line: index + 1, code, statusCode: cells[1] ?? '', blame: cells[2] ?? '', retryable: cells[3] ?? '', meaning: cells.slice(4).join('|') })
@@ -53,6 +58,8 @@ describe('docs/errors.md', () => {
     const row = rows.find((candidate) => candidate.code === code)
     expect(row, `no row for ${code} in docs/errors.md`).toBeDefined()
     const isLocal = 'local' in spec && spec.local === true
-    expect(row!.meaning.startsWith('*local*'), `docs/errors.md line ${row!.line} (${code}): meaning should ${isLocal ? '' : 'not '}start with *local*`).toBe(isLocal)
+    expect(row!.meaning.startsWith('*local*'), `docs/errors.md line ${row!.line} (${code}): meaning should ${isLocal ? '' : 'not '}start with *local*`).toBe(
+      isLocal,
+    )
   })
 })

@@ -9,11 +9,18 @@ import { REPO_ROOT } from '../helpers/test-daemon.js'
  */
 
 function markdownFiles(): string[] {
-  return ['README.md', ...readdirSync(join(REPO_ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => join('docs', name))]
+  return [
+    'README.md',
+    ...readdirSync(join(REPO_ROOT, 'docs'))
+      .filter((name) => name.endsWith('.md'))
+      .map((name) => join('docs', name)),
+  ]
 }
 
 function testFiles(dir = join(REPO_ROOT, 'test')): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? testFiles(join(dir, entry.name)) : entry.name.endsWith('.test.ts') ? [relative(REPO_ROOT, join(dir, entry.name))] : []))
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? testFiles(join(dir, entry.name)) : entry.name.endsWith('.test.ts') ? [relative(REPO_ROOT, join(dir, entry.name))] : [],
+  )
 }
 
 test('no doc says a daemon crash stops, ends or loses its tasks: they outlive it under their keepers', () => {
@@ -22,7 +29,8 @@ test('no doc says a daemon crash stops, ends or loses its tasks: they outlive it
     // Sentences, wherever a line breaks them.
     const text = readFileSync(join(REPO_ROOT, file), 'utf8').replace(/\s+/g, ' ')
     for (const sentence of text.split(/(?<=[.:;])\s/)) {
-      if (/daemon (crash|crashing|dies)[^.]*\b(still )?(stops|ends|kills|loses) (its|the|all) (running )?tasks/i.test(sentence)) claims.push(`${file}: ${sentence.trim()}`)
+      if (/daemon (crash|crashing|dies)[^.]*\b(still )?(stops|ends|kills|loses) (its|the|all) (running )?tasks/i.test(sentence))
+        claims.push(`${file}: ${sentence.trim()}`)
     }
   }
   expect(claims).toEqual([])

@@ -34,7 +34,12 @@ function shellLines(markdown: string): Array<{ line: number; text: string }> {
 }
 
 test('no shell example in the docs puts a password on a command line, where the shell would keep it in its history', () => {
-  const files = ['README.md', ...readdirSync(join(REPO_ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => join('docs', name))]
+  const files = [
+    'README.md',
+    ...readdirSync(join(REPO_ROOT, 'docs'))
+      .filter((name) => name.endsWith('.md'))
+      .map((name) => join('docs', name)),
+  ]
   const found: string[] = []
   for (const file of files) {
     for (const { line, text } of shellLines(readFileSync(join(REPO_ROOT, file), 'utf8'))) {

@@ -54,9 +54,27 @@ describe.each([['root', undefined] as const, ['the test user', 'unprivileged'] a
     const removed = await cliAs(daemon, ['rm', id])
     const lines = await waitFor('three audit lines', () => (auditLines(daemon).length >= 3 ? auditLines(daemon) : null))
     expect(lines).toEqual([
-      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 201, taskId: id, caller: { via: 'socket', uid: daemon.uid, pid: started.pid, owner: 'alice' } }),
-      expect.objectContaining({ method: 'POST', route: '/v1/tasks/:id/kill', statusCode: 200, taskId: id, caller: { via: 'socket', uid: daemon.uid, pid: killed.pid, owner: null } }),
-      expect.objectContaining({ method: 'DELETE', route: '/v1/tasks/:id', statusCode: 200, taskId: id, caller: { via: 'socket', uid: daemon.uid, pid: removed.pid, owner: null } }),
+      expect.objectContaining({
+        method: 'POST',
+        route: '/v1/tasks',
+        statusCode: 201,
+        taskId: id,
+        caller: { via: 'socket', uid: daemon.uid, pid: started.pid, owner: 'alice' },
+      }),
+      expect.objectContaining({
+        method: 'POST',
+        route: '/v1/tasks/:id/kill',
+        statusCode: 200,
+        taskId: id,
+        caller: { via: 'socket', uid: daemon.uid, pid: killed.pid, owner: null },
+      }),
+      expect.objectContaining({
+        method: 'DELETE',
+        route: '/v1/tasks/:id',
+        statusCode: 200,
+        taskId: id,
+        caller: { via: 'socket', uid: daemon.uid, pid: removed.pid, owner: null },
+      }),
     ])
   })
 })
@@ -70,11 +88,15 @@ describe('the audit log of the console', () => {
     await daemon?.stop()
   })
 
-  test("names a token by its id, never by the token; a planted fake token never reaches daemon.log", async () => {
+  test('names a token by its id, never by the token; a planted fake token never reaches daemon.log', async () => {
     const { origin, token } = await openConsole(daemon.env)
     const fake = 'tendPlantedFakeToken0123456789abcdefghijklmnopqrstu'
     const post = (bearer: string) =>
-      fetch(`${origin}/v1/tasks`, { method: 'POST', headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, body: JSON.stringify({ command: ['true'], cwd: daemon.home }) })
+      fetch(`${origin}/v1/tasks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: ['true'], cwd: daemon.home }),
+      })
     const started = await post(token!)
     expect(started.status).toBe(201)
     const { id } = (await started.json()) as { id: string }
@@ -86,8 +108,19 @@ describe('the audit log of the console', () => {
       return found.length >= 2 ? found : null
     })
     expect(lines).toEqual([
-      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 201, taskId: id, caller: { via: 'console', tokenId, scope: 'operator', address: '127.0.0.1', owner: 'operator' } }),
-      expect.objectContaining({ method: 'POST', route: '/v1/tasks', statusCode: 401, caller: { via: 'console', tokenId: null, scope: null, address: '127.0.0.1', owner: null } }),
+      expect.objectContaining({
+        method: 'POST',
+        route: '/v1/tasks',
+        statusCode: 201,
+        taskId: id,
+        caller: { via: 'console', tokenId, scope: 'operator', address: '127.0.0.1', owner: 'operator' },
+      }),
+      expect.objectContaining({
+        method: 'POST',
+        route: '/v1/tasks',
+        statusCode: 401,
+        caller: { via: 'console', tokenId: null, scope: null, address: '127.0.0.1', owner: null },
+      }),
     ])
     const log = readFileSync(join(daemon.home, 'daemon.log'), 'utf8')
     expect(log).not.toContain(token)

@@ -53,10 +53,14 @@ async function startInProcessDaemon(home: string, env: Record<string, string> = 
     rest = lines.pop()!
     answers.push(...lines)
   })
-  await waitFor(`the in-process daemon on ${home} to be ready (stderr: ${stderr})`, () => {
-    if (child.exitCode !== null) throw new Error(`it exited with ${child.exitCode}: ${stderr}`)
-    return answers[0] === '{"ready":true}'
-  }, DAEMON_START_TIMEOUT_MS)
+  await waitFor(
+    `the in-process daemon on ${home} to be ready (stderr: ${stderr})`,
+    () => {
+      if (child.exitCode !== null) throw new Error(`it exited with ${child.exitCode}: ${stderr}`)
+      return answers[0] === '{"ready":true}'
+    },
+    DAEMON_START_TIMEOUT_MS,
+  )
   answers.shift()
   const start = async (body: Record<string, unknown>, options: Record<string, unknown> = {}) => {
     child.stdin!.write(`${JSON.stringify({ body, options })}\n`)
@@ -121,7 +125,11 @@ describe('a task started to end with its daemon', () => {
     const keptPids = await lasting(kept.id, keptDir)
 
     await first.crash()
-    await waitFor('the whole tree of the task that ends with its daemon to be gone', () => endingPids.every((pid) => !isAlive(pid)) && taskProcesses(ending.id).length === 0, LIFELINE_END_TIMEOUT_MS)
+    await waitFor(
+      'the whole tree of the task that ends with its daemon to be gone',
+      () => endingPids.every((pid) => !isAlive(pid)) && taskProcesses(ending.id).length === 0,
+      LIFELINE_END_TIMEOUT_MS,
+    )
     expect(keptPids.filter(isAlive)).toEqual(keptPids)
 
     const second = await startTestDaemon({ home })
@@ -141,7 +149,11 @@ describe('a task started to end with its daemon', () => {
 
     expect(await first.client.stopDaemon({ keepTasks: true })).toMatchObject({ stopped: true })
     await first.exited
-    expect(readRecord(home, ending.id)).toMatchObject({ state: 'killed', stoppedBy: 'daemon-stop', reason: expect.stringContaining('it was started to end with its daemon') })
+    expect(readRecord(home, ending.id)).toMatchObject({
+      state: 'killed',
+      stoppedBy: 'daemon-stop',
+      reason: expect.stringContaining('it was started to end with its daemon'),
+    })
     expect(taskProcesses(ending.id)).toEqual([])
     expect(taskProcesses(kept.id).length).toBeGreaterThan(0)
 

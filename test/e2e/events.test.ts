@@ -33,7 +33,13 @@ function openSockets(): number {
  * iterator). An AbortController ends the iteration if the condition never comes, and the failure
  * names what was awaited and what arrived.
  */
-async function collectEvents(client: TendClient, options: { since?: number }, what: string, done: (events: TaskEvent[]) => boolean, timeoutMs = 10_000): Promise<TaskEvent[]> {
+async function collectEvents(
+  client: TendClient,
+  options: { since?: number },
+  what: string,
+  done: (events: TaskEvent[]) => boolean,
+  timeoutMs = 10_000,
+): Promise<TaskEvent[]> {
   const controller = new AbortController()
   const timer = setTimeout(() => controller.abort(), timeoutMs)
   const events: TaskEvent[] = []
@@ -46,7 +52,9 @@ async function collectEvents(client: TendClient, options: { since?: number }, wh
     clearTimeout(timer)
   }
   if (!done(events)) {
-    throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; got ${events.map((event) => `${event.seq}:${event.type}:${event.taskId}`).join(', ') || 'no events'}`)
+    throw new Error(
+      `timed out after ${timeoutMs}ms waiting for ${what}; got ${events.map((event) => `${event.seq}:${event.type}:${event.taskId}`).join(', ') || 'no events'}`,
+    )
   }
   return events
 }
@@ -77,7 +85,10 @@ describe('events', () => {
 
     // While nobody listens: two more tasks come and go.
     const missedIds: string[] = []
-    for (const command of [['echo', 'missed one'], ['echo', 'missed two']]) {
+    for (const command of [
+      ['echo', 'missed one'],
+      ['echo', 'missed two'],
+    ]) {
       const task = await client.start({ command })
       missedIds.push(task.id)
       await client.wait(task.id)
@@ -174,7 +185,13 @@ describe('events', () => {
     try {
       await new Promise<void>((resolve, reject) => {
         req = request(
-          { socketPath: join(daemon.home, 'tend.sock'), path: '/v1/events', method: 'GET', agent: false, headers: { accept: 'text/event-stream', 'last-event-id': String(queued.seq) } },
+          {
+            socketPath: join(daemon.home, 'tend.sock'),
+            path: '/v1/events',
+            method: 'GET',
+            agent: false,
+            headers: { accept: 'text/event-stream', 'last-event-id': String(queued.seq) },
+          },
           (res) => {
             contentType = res.headers['content-type']
             daemonIdHeader = res.headers['x-tend-daemon-id'] as string | undefined
@@ -199,7 +216,12 @@ describe('events', () => {
       .split('\n\n')
       .filter((block) => block.includes('data: '))
       .map((block) => {
-        const fields = Object.fromEntries(block.split('\n').filter((line) => !line.startsWith(':')).map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]))
+        const fields = Object.fromEntries(
+          block
+            .split('\n')
+            .filter((line) => !line.startsWith(':'))
+            .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]),
+        )
         return { id: Number(fields.id), event: fields.event, data: JSON.parse(fields.data!) as TaskEvent }
       })
     expect(messages[0]!.id).toBe(queued.seq + 1)
@@ -236,14 +258,17 @@ async function rawStream(path: string, headers: Record<string, string>, enough: 
   let req: ClientRequest | undefined
   try {
     await new Promise<void>((resolve, reject) => {
-      req = request({ socketPath: join(daemon.home, 'tend.sock'), path, method: 'GET', agent: false, headers: { accept: 'text/event-stream', ...headers } }, (res) => {
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => {
-          text += chunk
-          if (enough(text)) resolve()
-        })
-        res.on('end', () => reject(new Error(`stream ended early: ${text}`)))
-      })
+      req = request(
+        { socketPath: join(daemon.home, 'tend.sock'), path, method: 'GET', agent: false, headers: { accept: 'text/event-stream', ...headers } },
+        (res) => {
+          res.setEncoding('utf8')
+          res.on('data', (chunk: string) => {
+            text += chunk
+            if (enough(text)) resolve()
+          })
+          res.on('end', () => reject(new Error(`stream ended early: ${text}`)))
+        },
+      )
       req.on('error', reject)
       req.end()
       setTimeout(() => reject(new Error(`timed out reading ${path}; got ${JSON.stringify(text)}`)), 10_000).unref()

@@ -11,7 +11,12 @@ afterEach(async () => {
 
 /** A raw POST /v1/tasks with an Idempotency-Key, as a client that resends would make it. */
 async function post(daemon: TestDaemon, key: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  const answer = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'POST', path: '/v1/tasks', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify(body) })
+  const answer = await rawRequest(join(daemon.home, 'tend.sock'), {
+    method: 'POST',
+    path: '/v1/tasks',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify(body),
+  })
   return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> }
 }
 

@@ -55,7 +55,10 @@ describe('kill', () => {
 
   test('when the main process exits, processes it left behind are killed too', async () => {
     const dir = mkdtempSync(join(scratch, 'bg-'))
-    const started = await daemon.client.start({ command: `setsid sh -c 'echo $$ > ${dir}/bg.pid; exec sleep 1000' & while [ ! -s ${dir}/bg.pid ]; do :; done; echo done`, shell: true })
+    const started = await daemon.client.start({
+      command: `setsid sh -c 'echo $$ > ${dir}/bg.pid; exec sleep 1000' & while [ ! -s ${dir}/bg.pid ]; do :; done; echo done`,
+      shell: true,
+    })
     const task = await daemon.client.wait(started.id)
     expect(task).toMatchObject({ state: 'exited', exitCode: 0 })
     expect(isAlive(Number(readFileSync(join(dir, 'bg.pid'), 'utf8')))).toBe(false)
@@ -120,7 +123,9 @@ describe('kill', () => {
       const dir = mkdtempSync('/var/tmp/tend-kill-many-')
       try {
         const line = `setsid sh -c 'trap "" TERM; echo up > $0; exec sleep 1000' started-$$ & while [ ! -s started-$$ ]; do sleep 0.01; done; echo ready; sleep 1000`
-        const started = await Promise.all(Array.from({ length: 20 }, (_, index) => many.client.start({ command: line, shell: true, cwd: dir, sandbox: profiles[index % profiles.length] })))
+        const started = await Promise.all(
+          Array.from({ length: 20 }, (_, index) => many.client.start({ command: line, shell: true, cwd: dir, sandbox: profiles[index % profiles.length] })),
+        )
         for (const task of started) await waitFor(`task ${task.id} to print ready`, async () => (await many.client.read(task.id)).data.includes('ready'))
         const killed = await Promise.all(started.map((task) => many.client.kill(task.id)))
         expect(killed.map((task) => task.state)).toEqual(started.map(() => 'killed'))

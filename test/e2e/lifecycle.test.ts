@@ -89,7 +89,10 @@ describe('daemon lifecycle', () => {
   test('an invalid configuration is refused with every violation listed', async () => {
     const home = createTempHome()
     cleanups.push(() => rmSync(home, { recursive: true, force: true }))
-    const result = await runCli(['daemon'], daemonEnv(home, { TEND_CONCURRENCY: '0', TEND_MAX_OUTPUT: 'lots', TEND_SANDBOX: 'bogus', TEND_WRITABLE_PATHS: 'relative' }))
+    const result = await runCli(
+      ['daemon'],
+      daemonEnv(home, { TEND_CONCURRENCY: '0', TEND_MAX_OUTPUT: 'lots', TEND_SANDBOX: 'bogus', TEND_WRITABLE_PATHS: 'relative' }),
+    )
     expect(result.exitCode).toBe(2)
     expect(result.stderr).toContain('invalid configuration')
     expect(result.stderr).toContain('TEND_MAX_OUTPUT')

@@ -40,14 +40,18 @@ describe(`a daemon as the non-root user ${UNPRIVILEGED_USER}`, () => {
   })
 
   test('`tend status` (run by that user) answers with the daemon it started as', async () => {
-    const result = await execa('setpriv', [...setprivArgs({ name: UNPRIVILEGED_USER, uid: daemon.uid, gid: daemon.gid }), '--', process.execPath, TEND_BIN, 'status', '--json'], {
-      env: daemon.env,
-      extendEnv: false,
-      reject: false,
-      stdin: 'ignore',
-      cwd: workspace,
-      timeout: 30_000,
-    })
+    const result = await execa(
+      'setpriv',
+      [...setprivArgs({ name: UNPRIVILEGED_USER, uid: daemon.uid, gid: daemon.gid }), '--', process.execPath, TEND_BIN, 'status', '--json'],
+      {
+        env: daemon.env,
+        extendEnv: false,
+        reject: false,
+        stdin: 'ignore',
+        cwd: workspace,
+        timeout: 30_000,
+      },
+    )
     expect(result.exitCode, result.stderr).toBe(0)
     const status = JSON.parse(String(result.stdout))
     expect(status.pid).toBe(daemon.process.pid)
@@ -66,13 +70,24 @@ describe(`a daemon as the non-root user ${UNPRIVILEGED_USER}`, () => {
       const started = await daemon.client.start({ command: 'read line; echo "got $line"; cat', shell: true, sandbox, cwd: workspace, stdin: 'pipe' })
       expect(await daemon.client.input(started.id, 'one\ntwo\n', { eof: true })).toMatchObject({ acceptedBytes: 8, eof: true })
       const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
-      expect({ ...task, output: (await daemon.client.read(task.id)).data }).toMatchObject({ state: 'exited', exitCode: 0, stdin: 'closed', output: 'got one\ntwo\n' })
+      expect({ ...task, output: (await daemon.client.read(task.id)).data }).toMatchObject({
+        state: 'exited',
+        exitCode: 0,
+        stdin: 'closed',
+        output: 'got one\ntwo\n',
+      })
     })
   }
 
   for (const sandbox of ['off', 'workspace'] as const) {
     test(`a sandbox '${sandbox}' task on a terminal sees one, and reads what is typed`, async () => {
-      const started = await daemon.client.start({ command: 'test -t 0 && echo terminal; read line; echo "got $line"', shell: true, sandbox, cwd: workspace, tty: true })
+      const started = await daemon.client.start({
+        command: 'test -t 0 && echo terminal; read line; echo "got $line"',
+        shell: true,
+        sandbox,
+        cwd: workspace,
+        tty: true,
+      })
       await daemon.client.input(started.id, 'one\n')
       const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
       const output = (await daemon.client.read(task.id)).data

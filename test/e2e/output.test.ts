@@ -23,7 +23,9 @@ describe('incremental reads', () => {
   test('200 MB of binary output reads back byte-exact through cursors', async () => {
     const bytes = 200 * 1024 * 1024
     const started = await daemon.client.start({ command: [process.execPath, join(FIXTURES, 'write-bytes.mjs'), String(bytes)] })
-    const expected = createHash('sha256').update(execFileSync(process.execPath, [join(FIXTURES, 'write-bytes.mjs'), String(bytes)], { maxBuffer: bytes + 1 })).digest('hex')
+    const expected = createHash('sha256')
+      .update(execFileSync(process.execPath, [join(FIXTURES, 'write-bytes.mjs'), String(bytes)], { maxBuffer: bytes + 1 }))
+      .digest('hex')
     const hash = createHash('sha256')
     let from = 0
     let reads = 0
@@ -83,7 +85,15 @@ describe('incremental reads', () => {
     const started = await daemon.client.start({ command: ['printf', 'a\\303\\251b\\342\\202\\254c\\377d'] })
     await daemon.client.wait(started.id)
     const raw = Buffer.from('a\u00e9b\u20acc\xffd', 'latin1')
-    const exact = Buffer.concat([Buffer.from('a'), Buffer.from('\u00e9'), Buffer.from('b'), Buffer.from('\u20ac'), Buffer.from('c'), Buffer.from([0xff]), Buffer.from('d')])
+    const exact = Buffer.concat([
+      Buffer.from('a'),
+      Buffer.from('\u00e9'),
+      Buffer.from('b'),
+      Buffer.from('\u20ac'),
+      Buffer.from('c'),
+      Buffer.from([0xff]),
+      Buffer.from('d'),
+    ])
     expect(raw.length).toBeGreaterThan(0)
     let from = 0
     let text = ''

@@ -29,11 +29,20 @@ req.end(body)
 /** The same request from this (unsandboxed) process. */
 function postFromHere(socketPath: string, body: string): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, method: 'POST', path: '/v1/tasks', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      let text = ''
-      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
-    })
+    const req = request(
+      {
+        socketPath,
+        method: 'POST',
+        path: '/v1/tasks',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let text = ''
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
@@ -81,7 +90,24 @@ describe('requests from inside a sandbox', () => {
     const before = await daemonB.client.list({ all: true })
     const sandboxed = await execa(
       'bwrap',
-      ['--unshare-user', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--', process.execPath, '-e', POST_SCRIPT, socketB, evilBody()],
+      [
+        '--unshare-user',
+        '--unshare-pid',
+        '--die-with-parent',
+        '--ro-bind',
+        '/',
+        '/',
+        '--dev',
+        '/dev',
+        '--proc',
+        '/proc',
+        '--',
+        process.execPath,
+        '-e',
+        POST_SCRIPT,
+        socketB,
+        evilBody(),
+      ],
       { reject: false, timeout: 30_000 },
     )
     expect(sandboxed.exitCode, `bwrap failed: ${sandboxed.stderr}`).toBe(0)
@@ -89,7 +115,9 @@ describe('requests from inside a sandbox', () => {
     expect(answer.status, answer.body).toBe(403)
     const wire = JSON.parse(answer.body) as Record<string, unknown>
     expect(wire).toMatchObject({ statusCode: 403, code: 'TEND_ERR_SANDBOXED_CALLER', error: 'Forbidden', blame: 'caller', retryable: false })
-    expect(wire.message).toMatch(/^request refused: the caller runs inside a sandbox \(pid [1-9]\d* in another user\/pid\/mount namespace\); tasks cannot drive tend$/)
+    expect(wire.message).toMatch(
+      /^request refused: the caller runs inside a sandbox \(pid [1-9]\d* in another user\/pid\/mount namespace\); tasks cannot drive tend$/,
+    )
     expect(await daemonB.client.list({ all: true })).toEqual(before)
     expect(existsSync(canary)).toBe(false)
   })
@@ -108,12 +136,17 @@ describe('requests from inside a sandbox', () => {
       const linked = join(workspace, 'b.sock')
       linkSync(socketB, linked)
       const before = await daemonB.client.list({ all: true })
-      const attempts = [socketB, linked].map((path) => `${shellQuote(process.execPath)} -e ${shellQuote(POST_SCRIPT)} ${shellQuote(path)} ${shellQuote(evilBody())}`)
+      const attempts = [socketB, linked].map(
+        (path) => `${shellQuote(process.execPath)} -e ${shellQuote(POST_SCRIPT)} ${shellQuote(path)} ${shellQuote(evilBody())}`,
+      )
       const started = await daemonA.client.start({ command: attempts.join('; '), shell: true, sandbox: 'workspace', cwd: workspace, writablePaths: [] })
       const task = await daemonA.client.wait(started.id, { timeoutMs: 30_000 })
       const output = (await daemonA.client.read(task.id)).data
       expect(task.state, `task ${task.state} (${task.reason ?? ''}): ${output}`).toBe('exited')
-      const answers = output.trim().split('\n').map((line) => JSON.parse(line) as Answer)
+      const answers = output
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Answer)
       expect(answers, output).toHaveLength(2)
       // Through its own path B's socket is refused, or hidden by the sandbox (no socket to reach).
       for (const answer of answers) expect([0, 403], JSON.stringify(answer)).toContain(answer.status)
@@ -131,8 +164,19 @@ describe('requests from inside a sandbox', () => {
     const sandboxed = await execa(
       'bwrap',
       [
-        '--unshare-user', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--',
-        process.execPath, '-e',
+        '--unshare-user',
+        '--unshare-pid',
+        '--die-with-parent',
+        '--ro-bind',
+        '/',
+        '/',
+        '--dev',
+        '/dev',
+        '--proc',
+        '/proc',
+        '--',
+        process.execPath,
+        '-e',
         // Keep-alive asked for: a second request on the same connection must find it closed.
         `const s = require('node:net').connect(process.argv[1]); let text = ''; s.on('data', (c) => (text += c)); s.on('close', () => console.log(JSON.stringify(text))); s.write('GET /v1/status HTTP/1.1\\r\\nhost: x\\r\\nconnection: keep-alive\\r\\n\\r\\nGET /v1/status HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n')`,
         socketB,

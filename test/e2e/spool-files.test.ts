@@ -41,7 +41,9 @@ describe('spool files', () => {
       // The record on disk is the final one (a running record never lands after it).
       expect(JSON.parse(readFileSync(join(folder, 'task.json'), 'utf8'))).toMatchObject({ schemaVersion: 1, id: task.id, state: 'exited', exitCode: index % 5 })
       // And the keeper's exit file, written whole right after it reported the exit.
-      const exit = await waitFor(`exit.json of ${task.id}`, () => (existsSync(join(folder, 'exit.json')) ? parseExitRecord(readFileSync(join(folder, 'exit.json'), 'utf8')) : null))
+      const exit = await waitFor(`exit.json of ${task.id}`, () =>
+        existsSync(join(folder, 'exit.json')) ? parseExitRecord(readFileSync(join(folder, 'exit.json'), 'utf8')) : null,
+      )
       expect(exit).toMatchObject({ pid: task.pid, exitCode: index % 5, signal: null })
       expect(readdirSync(folder).sort()).toEqual(['exit.json', 'output.log', 'task.json'])
     }

@@ -26,7 +26,6 @@ async function outputOf(id: string, client: TendClient = shared.daemon.client): 
   return (await client.read(id)).data
 }
 
-
 describe('stdin pipes', () => {
   test('cat echoes what is sent; input.log holds exactly the bytes; eof ends cat with exit 0', async () => {
     const task = await startPiped('cat')
@@ -86,7 +85,11 @@ describe('stdin pipes', () => {
 
     const cat = await startPiped('cat')
     const empty = await postJson(`/v1/tasks/${cat.id}/input`, {})
-    expect(empty).toMatchObject({ statusCode: 400, code: 'TEND_ERR_VALIDATION', message: 'invalid request: body: expected text, base64 or eof: true, got none of them' })
+    expect(empty).toMatchObject({
+      statusCode: 400,
+      code: 'TEND_ERR_VALIDATION',
+      message: 'invalid request: body: expected text, base64 or eof: true, got none of them',
+    })
     const both = await postJson(`/v1/tasks/${cat.id}/input`, { text: 'a', base64: 'YQ==' })
     expect(both).toMatchObject({ statusCode: 400, message: 'invalid request: body: give text or base64, not both' })
     const unknown = await postJson(`/v1/tasks/${cat.id}/input`, { txt: 'a' })
@@ -106,7 +109,9 @@ describe('stdin pipes', () => {
 
     // One owner's slots (perOwnerConcurrency 4) all taken: its next task waits in line.
     const owner = 'busy-owner'
-    const sleepers = await Promise.all(Array.from({ length: 4 }, () => shared.daemon.client.start({ command: 'sleep 60', shell: true, cwd: shared.workspace, owner })))
+    const sleepers = await Promise.all(
+      Array.from({ length: 4 }, () => shared.daemon.client.start({ command: 'sleep 60', shell: true, cwd: shared.workspace, owner })),
+    )
     for (const sleeper of sleepers) shared.track(sleeper.id)
     const waiting = await shared.daemon.client.start({ command: 'cat', shell: true, cwd: shared.workspace, stdin: 'pipe', owner })
     shared.track(waiting.id)
@@ -114,7 +119,11 @@ describe('stdin pipes', () => {
       () => null,
       (caught: unknown) => caught as Error & { code: string; retryable: boolean },
     )
-    expect(error).toMatchObject({ code: 'TEND_ERR_TASK_NOT_STARTED', retryable: true, message: `task ${waiting.id} has not started yet (queued) after 2000ms: send its input once it runs` })
+    expect(error).toMatchObject({
+      code: 'TEND_ERR_TASK_NOT_STARTED',
+      retryable: true,
+      message: `task ${waiting.id} has not started yet (queued) after 2000ms: send its input once it runs`,
+    })
   })
 
   test('a task that does not read: what fits is written, the answer says how many bytes were taken, input.log holds exactly those', async () => {
@@ -125,7 +134,9 @@ describe('stdin pipes', () => {
       (caught: unknown) => caught as Error & { code: string },
     )
     expect(error?.code).toBe('TEND_ERR_STDIN_FULL')
-    const match = /stdin of task [a-z0-9]{12} is full: (\d+) of 200000 bytes were written in 2000ms, the rest \(from byte \1 of this input\) was not/.exec(error!.message)
+    const match = /stdin of task [a-z0-9]{12} is full: (\d+) of 200000 bytes were written in 2000ms, the rest \(from byte \1 of this input\) was not/.exec(
+      error!.message,
+    )
     expect(match, error!.message).not.toBeNull()
     const accepted = Number(match![1])
     expect(accepted).toBeGreaterThan(0)
@@ -133,7 +144,7 @@ describe('stdin pipes', () => {
     expect(statSync(join(task.spool, 'input.log')).size).toBe(accepted)
   })
 
-  test('an owner cannot write to another owner\'s task', async () => {
+  test("an owner cannot write to another owner's task", async () => {
     const task = await startPiped('cat')
     const stranger = new TendClient({ home: shared.daemon.home, autoStart: false, owner: 'someone-else' })
     try {
@@ -150,14 +161,22 @@ async function getJson(path: string): Promise<Record<string, unknown>> {
 }
 
 async function postJson(path: string, body: unknown): Promise<Record<string, unknown>> {
-  const answer = await rawRequest(join(shared.daemon.home, 'tend.sock'), { method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const answer = await rawRequest(join(shared.daemon.home, 'tend.sock'), {
+    method: 'POST',
+    path,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
   return JSON.parse(answer.text) as Record<string, unknown>
 }
 
 describe('the OpenAPI document', () => {
   test('shows stdin on the task and the start body, and the input route with its body and answer', async () => {
     type Schema = { properties: Record<string, unknown>; required?: string[] }
-    const document = (await getJson('/v1/openapi.json')) as { components: { schemas: Record<string, Schema> }; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, unknown> }>> }
+    const document = (await getJson('/v1/openapi.json')) as {
+      components: { schemas: Record<string, Schema> }
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, unknown> }>>
+    }
     const task = Object.values(document.components.schemas).find((schema) => schema.properties?.stoppedBy)!
     expect(task.properties.stdin).toMatchObject({ enum: ['null', 'pipe', 'closed'] })
     const startBody = document.paths['/v1/tasks']!.post!.requestBody!.content['application/json']!.schema

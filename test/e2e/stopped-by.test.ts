@@ -53,7 +53,12 @@ function rawKill(home: string, id: string, body: unknown, owner?: string): Promi
   return new Promise((resolve, reject) => {
     const text = JSON.stringify(body)
     const req = request(
-      { socketPath: join(home, 'tend.sock'), method: 'POST', path: `/v1/tasks/${id}/kill`, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(owner ? { [OWNER_HEADER]: owner } : {}) } },
+      {
+        socketPath: join(home, 'tend.sock'),
+        method: 'POST',
+        path: `/v1/tasks/${id}/kill`,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(owner ? { [OWNER_HEADER]: owner } : {}) },
+      },
       (res) => {
         let answer = ''
         res.on('data', (chunk: Buffer) => (answer += chunk.toString()))
@@ -119,7 +124,10 @@ describe('stoppedBy', () => {
     const agent = ownerClient(daemon.home, 'agent-session')
     const task = await startRunning(agent, 'sleep 30')
     const refused = await rawKill(daemon.home, task.id, { stoppedBy: 'timeout' }, 'agent-session')
-    expect(refused).toMatchObject({ status: 400, json: { code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('body/stoppedBy: expected "session-end", got "timeout"') } })
+    expect(refused).toMatchObject({
+      status: 400,
+      json: { code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('body/stoppedBy: expected "session-end", got "timeout"') },
+    })
     expect((await agent.get(task.id)).state).toBe('running')
     expect(await agent.kill(task.id, { stoppedBy: 'session-end', reason: 'its agent was disposed' })).toMatchObject({
       state: 'killed',
@@ -136,7 +144,11 @@ describe('stoppedBy', () => {
 
   test('output-cap: a task stopped when its output passed the cap', async () => {
     const task = await daemon.client.start({ command: 'yes', shell: true, cwd: workspace, maxOutputBytes: 64 * 1024 })
-    expect(await daemon.client.wait(task.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'killed', stoppedBy: 'output-cap', reason: expect.stringMatching(/^output cap of .* reached$/) })
+    expect(await daemon.client.wait(task.id, { timeoutMs: 30_000 })).toMatchObject({
+      state: 'killed',
+      stoppedBy: 'output-cap',
+      reason: expect.stringMatching(/^output cap of .* reached$/),
+    })
   })
 
   test('memory-limit: a strict task killed by its cgroup memory limit', async (context) => {
@@ -178,7 +190,10 @@ describe('stoppedBy for tasks that ended while no daemon ran', () => {
     // Tasks outlive the daemon only under keepers (the native spawner).
     const killedOutside = await startRunning(first.client, 'sleep 30')
     const deadline = await startRunning(first.client, 'sleep 30', { timeoutMs: 1500 })
-    await waitFor('both running records on disk', () => readRecord(home, killedOutside.id).state === 'running' && readRecord(home, deadline.id).state === 'running')
+    await waitFor(
+      'both running records on disk',
+      () => readRecord(home, killedOutside.id).state === 'running' && readRecord(home, deadline.id).state === 'running',
+    )
     await first.crash()
     first.client.close()
     cleanups.push(async () => {
@@ -192,7 +207,12 @@ describe('stoppedBy for tasks that ended while no daemon ran', () => {
     await waitFor('the deadline to pass', () => Date.now() > Date.parse(deadline.startedAt!) + 1500, 5000)
     const second = await startTestDaemon({ home })
     cleanups.push(() => second.stop())
-    expect(await second.client.get(killedOutside.id)).toMatchObject({ state: 'killed', signal: 'SIGKILL', stoppedBy: 'outside-signal', reason: 'killed by SIGKILL from outside tend, while no daemon ran' })
+    expect(await second.client.get(killedOutside.id)).toMatchObject({
+      state: 'killed',
+      signal: 'SIGKILL',
+      stoppedBy: 'outside-signal',
+      reason: 'killed by SIGKILL from outside tend, while no daemon ran',
+    })
     expect(await second.client.wait(deadline.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'timed_out', stoppedBy: 'timeout' })
   })
 })

@@ -130,8 +130,16 @@ describe('a daemon killed with SIGKILL, 20 times', () => {
     }
     // One notice per task that ended without the agent looking, never two.
     const endedIds = [...expected.keys(), ...writers.map((writer) => writer.id)]
-    await waitFor(`a notice for every task that ended (missing: ${endedIds.filter((id) => !notices.some((text) => text.includes(id))).join(' ')}; got ${notices.length})`, () => endedIds.every((id) => notices.some((text) => text.includes(id))), 20_000)
-    for (const id of [...expected.keys(), ...writers.map((writer) => writer.id)]) expect(notices.filter((text) => text.includes(id)), id).toHaveLength(1)
+    await waitFor(
+      `a notice for every task that ended (missing: ${endedIds.filter((id) => !notices.some((text) => text.includes(id))).join(' ')}; got ${notices.length})`,
+      () => endedIds.every((id) => notices.some((text) => text.includes(id))),
+      20_000,
+    )
+    for (const id of [...expected.keys(), ...writers.map((writer) => writer.id)])
+      expect(
+        notices.filter((text) => text.includes(id)),
+        id,
+      ).toHaveLength(1)
     await daemon.stop()
   }, 600_000)
 })
@@ -148,7 +156,12 @@ describe('limits that came due while no daemon ran', () => {
     // The periodic check would catch it in a minute: only the start-up check can pass this test.
     const env = { TEND_KILL_GRACE: '500ms', TEND_OUTPUT_CHECK_INTERVAL: '60s' }
     let daemon = await startTestDaemon({ home, env })
-    const task = await daemon.client.start({ command: `while [ ! -e go ]; do sleep 0.01; done; head -c 100000 /dev/zero; exec sleep 1000`, shell: true, cwd: workspace, maxOutputBytes: 10_000 })
+    const task = await daemon.client.start({
+      command: `while [ ! -e go ]; do sleep 0.01; done; head -c 100000 /dev/zero; exec sleep 1000`,
+      shell: true,
+      cwd: workspace,
+      maxOutputBytes: 10_000,
+    })
     await waitFor('the task recorded running', async () => (await readTask(home, task.id)).state === 'running')
     await daemon.crash()
     daemon.client.close()
@@ -165,14 +178,19 @@ describe('limits that came due while no daemon ran', () => {
 })
 
 describe('a daemon that dies in the middle of a kill', () => {
-  test("a sandbox monitor held (SIGSTOP) by the interrupted kill goes on under the next daemon, whose kill then works", async (context) => {
+  test('a sandbox monitor held (SIGSTOP) by the interrupted kill goes on under the next daemon, whose kill then works', async (context) => {
     const home = createTempHome()
     const workspace = mkdtempSync('/var/tmp/tend-held-')
     removeHomeAfterwards(home, workspace)
     let daemon = await startTestDaemon({ home, env: { TEND_KILL_GRACE: '500ms' } })
     const status = await daemon.client.status()
     expect(status.sandbox.profiles, `workspace is not available: ${status.sandbox.missing.workspace}`).toContain('workspace')
-    const task = await daemon.client.start({ command: 'i=0; while :; do echo $i; i=$((i+1)); sleep 0.01; done', shell: true, cwd: workspace, sandbox: 'workspace' })
+    const task = await daemon.client.start({
+      command: 'i=0; while :; do echo $i; i=$((i+1)); sleep 0.01; done',
+      shell: true,
+      cwd: workspace,
+      sandbox: 'workspace',
+    })
     const running = await waitFor('the task to run', async () => {
       const current = await daemon.client.get(task.id)
       return current.state === 'running' && current.pid !== null ? current : null
@@ -199,7 +217,11 @@ describe('tend restart', () => {
     removeHomeAfterwards(home, workspace)
     const client = new TendClient({ home, env: daemonEnv(home, { TEND_CONCURRENCY: '64', TEND_PER_OWNER_CONCURRENCY: '64' }) })
     cleanups.push(() => client.close())
-    const tasks = await Promise.all(Array.from({ length: 50 }, (_, index) => client.start({ command: `echo started-${index}; exec sleep 1000`, shell: true, cwd: workspace, sandbox: index % 2 ? 'workspace' : 'off' })))
+    const tasks = await Promise.all(
+      Array.from({ length: 50 }, (_, index) =>
+        client.start({ command: `echo started-${index}; exec sleep 1000`, shell: true, cwd: workspace, sandbox: index % 2 ? 'workspace' : 'off' }),
+      ),
+    )
     await waitFor('all 50 to run', async () => (await client.list()).filter((task) => task.state === 'running').length === 50, 30_000)
     const pids = new Map((await client.list()).map((task) => [task.id, task.pid!]))
     // In flight across the restart: long-polls on output and waits.

@@ -16,9 +16,19 @@ import { waitFor } from '../helpers/wait-for.js'
 
 const shared = daemonPerFile('tty')
 
-async function startOnTerminal(command: string, options: { sandbox?: SandboxProfile; tty?: { cols?: number; rows?: number } | true; maxOutputBytes?: number; client?: TendClient; cwd?: string } = {}): Promise<Task> {
+async function startOnTerminal(
+  command: string,
+  options: { sandbox?: SandboxProfile; tty?: { cols?: number; rows?: number } | true; maxOutputBytes?: number; client?: TendClient; cwd?: string } = {},
+): Promise<Task> {
   const client = options.client ?? shared.daemon.client
-  const task = await client.start({ command, shell: true, cwd: options.cwd ?? shared.workspace, tty: options.tty ?? true, sandbox: options.sandbox ?? 'off', maxOutputBytes: options.maxOutputBytes })
+  const task = await client.start({
+    command,
+    shell: true,
+    cwd: options.cwd ?? shared.workspace,
+    tty: options.tty ?? true,
+    sandbox: options.sandbox ?? 'off',
+    maxOutputBytes: options.maxOutputBytes,
+  })
   shared.track(task.id)
   await waitFor(`task ${task.id} running`, async () => (await client.get(task.id)).state !== 'queued')
   return task
@@ -27,7 +37,6 @@ async function startOnTerminal(command: string, options: { sandbox?: SandboxProf
 async function outputOf(id: string, client: TendClient = shared.daemon.client): Promise<string> {
   return (await client.read(id)).data
 }
-
 
 // Prints only on a terminal (bold, as `ls --color=auto` would), then its size, then each new size.
 const TERMINAL_PROGRAM = [
@@ -62,7 +71,7 @@ describe('terminals', () => {
     const typed = await shared.daemon.client.input(task.id, 'hello\n')
     expect(typed).toMatchObject({ acceptedBytes: 6, eof: false, inputBytes: 6 })
     // The terminal echoes the line (its \n shown as \r\n), then cat prints it.
-    await waitFor('the echo and cat\'s copy', async () => (await outputOf(task.id)) === 'hello\r\nhello\r\n')
+    await waitFor("the echo and cat's copy", async () => (await outputOf(task.id)) === 'hello\r\nhello\r\n')
     const ended = await shared.daemon.client.input(task.id, '', { eof: true })
     // A terminal stays open after its EOF character: stdin is still the terminal.
     expect(ended.task.stdin).toBe('pipe')
@@ -73,11 +82,18 @@ describe('terminals', () => {
     expect(statSync(join(task.spool, 'output.log')).mode & 0o777).toBe(0o600)
   })
 
-  test('a terminal task has a terminal type: the daemon\'s (none here) or xterm-256color; the task\'s own wins', async () => {
+  test("a terminal task has a terminal type: the daemon's (none here) or xterm-256color; the task's own wins", async () => {
     const task = await startOnTerminal('echo "$TERM"')
     await shared.daemon.client.wait(task.id, { timeoutMs: 10_000 })
     expect(await outputOf(task.id)).toBe(`${shared.daemon.env.TERM || 'xterm-256color'}\r\n`)
-    const own = await shared.daemon.client.start({ command: 'echo "$TERM"', shell: true, cwd: shared.workspace, tty: true, sandbox: 'off', env: { TERM: 'vt100' } })
+    const own = await shared.daemon.client.start({
+      command: 'echo "$TERM"',
+      shell: true,
+      cwd: shared.workspace,
+      tty: true,
+      sandbox: 'off',
+      env: { TERM: 'vt100' },
+    })
     shared.track(own.id)
     await shared.daemon.client.wait(own.id, { timeoutMs: 10_000 })
     expect(await outputOf(own.id)).toBe('vt100\r\n')
@@ -135,7 +151,11 @@ describe('terminals', () => {
     await expectTendError(shared.daemon.client.resize(running.id, { cols: 80, rows: 10_001 }), 'TEND_ERR_VALIDATION', /rows/)
     expect((await shared.daemon.client.get(running.id)).tty).toEqual({ cols: 80, rows: 24 })
     await expectTendError(shared.daemon.client.start({ command: 'true', shell: true, cwd: shared.workspace, tty: { cols: 0 } }), 'TEND_ERR_VALIDATION', /cols/)
-    await expectTendError(shared.daemon.client.start({ command: 'true', shell: true, cwd: shared.workspace, tty: true, stdin: 'null' }), 'TEND_ERR_VALIDATION', /stdin/)
+    await expectTendError(
+      shared.daemon.client.start({ command: 'true', shell: true, cwd: shared.workspace, tty: true, stdin: 'null' }),
+      'TEND_ERR_VALIDATION',
+      /stdin/,
+    )
     const stranger = new TendClient({ home: shared.daemon.home, autoStart: false, owner: 'someone-else' })
     try {
       await expectTendError(stranger.resize(running.id, { cols: 100, rows: 30 }), 'TEND_ERR_TASK_NOT_FOUND')
@@ -147,7 +167,10 @@ describe('terminals', () => {
   test('the OpenAPI document shows tty on the task and the start body, and the resize route', async () => {
     type Schema = { properties: Record<string, unknown>; required?: string[] }
     const answer = await rawRequest(join(shared.daemon.home, 'tend.sock'), { method: 'GET', path: '/v1/openapi.json' })
-    const document = JSON.parse(answer.text) as { components: { schemas: Record<string, Schema> }; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, unknown> }>> }
+    const document = JSON.parse(answer.text) as {
+      components: { schemas: Record<string, Schema> }
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, unknown> }>>
+    }
     const task = Object.values(document.components.schemas).find((schema) => schema.properties?.stoppedBy)!
     expect(task.properties.tty).toBeDefined()
     expect(document.paths['/v1/tasks']!.post!.requestBody!.content['application/json']!.schema.properties.tty).toBeDefined()

@@ -144,7 +144,16 @@ describe('a spool with corrupt entries beside good tasks', () => {
     for (const { id, reason } of planted) {
       const entry = tasks.find((task) => task.id === id)
       expect(entry, `${id} is listed`).toBeDefined()
-      expect(entry).toMatchObject({ id, state: 'corrupt', spool: join(home, 'spool', id), exitCode: null, signal: null, pid: null, startedAt: null, endedAt: null })
+      expect(entry).toMatchObject({
+        id,
+        state: 'corrupt',
+        spool: join(home, 'spool', id),
+        exitCode: null,
+        signal: null,
+        pid: null,
+        startedAt: null,
+        endedAt: null,
+      })
       expect(entry!.reason, `the reason of ${id}`).toMatch(reason)
       expect(Number.isNaN(Date.parse(entry!.createdAt)), `${id} has a date`).toBe(false)
     }
@@ -191,7 +200,12 @@ describe('a spool with corrupt entries beside good tasks', () => {
     const listed = await runCli(['ps', '--all', '--json'], daemon!.env)
     expect(listed.exitCode).toBe(0)
     const tasks = JSON.parse(listed.stdout) as Task[]
-    expect(tasks.filter((task) => task.state === 'corrupt').map((task) => task.id).sort()).toEqual(planted.map((entry) => entry.id).sort())
+    expect(
+      tasks
+        .filter((task) => task.state === 'corrupt')
+        .map((task) => task.id)
+        .sort(),
+    ).toEqual(planted.map((entry) => entry.id).sort())
     const table = await runCli(['ps', '--all'], daemon!.env)
     expect(table.exitCode).toBe(0)
     const line = table.stdout.split('\n').find((row) => row.startsWith('nooutputbyt1'))
@@ -282,9 +296,32 @@ function diskBytes(path: string): number {
 function plantFinished(spool: string, id: string, second: number, bytes: number): Task {
   const at = (offset: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, second + offset)).toISOString()
   const task: Task = {
-    id, name: null, owner: 'operator', command: ['true'], shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: bytes,
-    lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at(0), spool: join(spool, id),
-    state: 'exited', startedAt: at(0), pid: 1, endedAt: at(1), exitCode: 0, signal: null, reason: null, stoppedBy: null,
+    id,
+    name: null,
+    owner: 'operator',
+    command: ['true'],
+    shell: false,
+    cwd: '/',
+    envKeys: [],
+    timeoutMs: null,
+    maxOutputBytes: 1024,
+    outputBytes: bytes,
+    lifetime: 'owner',
+    sandbox: 'off',
+    network: 'host',
+    writablePaths: [],
+    memoryBytes: null,
+    pidsMax: null,
+    createdAt: at(0),
+    spool: join(spool, id),
+    state: 'exited',
+    startedAt: at(0),
+    pid: 1,
+    endedAt: at(1),
+    exitCode: 0,
+    signal: null,
+    reason: null,
+    stoppedBy: null,
   }
   mkdirSync(task.spool, { recursive: true })
   writeFileSync(join(task.spool, 'task.json'), JSON.stringify({ schemaVersion: 1, ...task }))

@@ -58,7 +58,9 @@ describe('SIGKILL right after a burst of submissions', () => {
       // Half end at once, half run on past the crash; each leaves a file when it begins and when it ends.
       const quick = 'touch "$SEEN/$TEND_TASK_ID.began"; touch "$SEEN/$TEND_TASK_ID.ended"'
       const slow = 'touch "$SEEN/$TEND_TASK_ID.began"; sleep 3; touch "$SEEN/$TEND_TASK_ID.ended"'
-      const submissions = Array.from({ length: 24 }, (_, index) => daemon.client.start({ command: [index % 2 === 0 ? quick : slow], shell: true, env: { SEEN: seen } }).catch(() => null))
+      const submissions = Array.from({ length: 24 }, (_, index) =>
+        daemon.client.start({ command: [index % 2 === 0 ? quick : slow], shell: true, env: { SEEN: seen } }).catch(() => null),
+      )
       expect((await watcher).exitCode, 'the daemon was not killed as a task began').toBe(0)
       await daemon.crash()
       await tracer.gone
@@ -80,7 +82,9 @@ describe('SIGKILL right after a burst of submissions', () => {
           expect(task, `${task.id} never began`).toMatchObject({ state: 'failed' })
           continue
         }
-        expect(existsSync(join(seen, `${task.id}.ended`)), `${task.id} began but was killed before it ended (recorded ${task.state}: ${task.reason})`).toBe(true)
+        expect(existsSync(join(seen, `${task.id}.ended`)), `${task.id} began but was killed before it ended (recorded ${task.state}: ${task.reason})`).toBe(
+          true,
+        )
         expect(task, `${task.id} ran to its end`).toMatchObject({ state: 'exited', exitCode: 0 })
       }
       if (stillQueuedOnDisk.length > 0) {
@@ -117,8 +121,15 @@ describe('SIGKILL during concurrent submissions', () => {
     for (let round = 0; round < 3; round++) {
       const daemon = await startTestDaemon({ home })
       // Killed, from another process, the moment a record is half written (its temporary file there, not renamed yet).
-      const watcher = execa(process.execPath, [join(FIXTURES, 'kill-on-temporary-file.mjs'), String(daemon.process.pid), join(home, 'spool'), '20000'], { reject: false })
-      const submissions = Array.from({ length: 40 }, () => daemon.client.start({ command: ['true'] }).then((task) => task.id, () => null))
+      const watcher = execa(process.execPath, [join(FIXTURES, 'kill-on-temporary-file.mjs'), String(daemon.process.pid), join(home, 'spool'), '20000'], {
+        reject: false,
+      })
+      const submissions = Array.from({ length: 40 }, () =>
+        daemon.client.start({ command: ['true'] }).then(
+          (task) => task.id,
+          () => null,
+        ),
+      )
       if ((await watcher).exitCode === 0) caught += 1
       await daemon.crash()
       const answered = (await Promise.all(submissions)).filter((id): id is string => id !== null)
@@ -127,7 +138,10 @@ describe('SIGKILL during concurrent submissions', () => {
       const next = await startTestDaemon({ home })
       const listed = await next.client.list({ all: true })
       const corrupt = listed.filter((task) => task.state === 'corrupt')
-      expect(corrupt.map((task) => `${task.id}: ${task.reason}`), `round ${round}`).toEqual([])
+      expect(
+        corrupt.map((task) => `${task.id}: ${task.reason}`),
+        `round ${round}`,
+      ).toEqual([])
       expect(temporaryFiles(home), `round ${round}`).toEqual([])
       // Every folder left is a task; every submission that was answered is one of them.
       for (const id of readdirSync(join(home, 'spool'))) expect(existsSync(join(home, 'spool', id, 'task.json')), `${id} has no record`).toBe(true)
@@ -227,7 +241,11 @@ function patternedBytes(length: number, seed: number): Buffer {
  */
 async function slowSyscalls(pid: number, syscalls: string, delayUs: number, path?: string): Promise<{ gone: Promise<unknown> }> {
   const only = path === undefined ? [] : ['-P', path]
-  const strace = execa('strace', ['-f', '-qq', '-p', String(pid), ...only, '-e', `trace=${syscalls}`, '-e', `inject=${syscalls}:delay_enter=${delayUs}`, '-o', '/dev/null'], { reject: false })
+  const strace = execa(
+    'strace',
+    ['-f', '-qq', '-p', String(pid), ...only, '-e', `trace=${syscalls}`, '-e', `inject=${syscalls}:delay_enter=${delayUs}`, '-o', '/dev/null'],
+    { reject: false },
+  )
   cleanups.push(() => {
     strace.kill('SIGKILL')
   })
@@ -252,7 +270,9 @@ describe('SIGKILL during a stream of stdin input', () => {
       // comes while one is under way, between what reached the pipe and what reached the log.
       const tracer = await slowSyscalls(daemon.process.pid!, 'openat', 150_000, join(home, 'spool', task.id, 'input.log'))
       const data = patternedBytes(614_400, round + 1)
-      const watcher = execa(process.execPath, [join(FIXTURES, 'kill-when-file-grows.mjs'), String(daemon.process.pid), received, String(200 * 1024), '20000'], { reject: false })
+      const watcher = execa(process.execPath, [join(FIXTURES, 'kill-when-file-grows.mjs'), String(daemon.process.pid), received, String(200 * 1024), '20000'], {
+        reject: false,
+      })
       const sent = daemon.client.input(task.id, data).catch(() => null)
       expect((await watcher).exitCode, 'the daemon was not killed mid-stream').toBe(0)
       await daemon.crash()
@@ -295,7 +315,10 @@ describe('a corrupt entry, or a folder gone, with processes still running', () =
     const corrupted = await daemon.client.start({ command: [tree], shell: true })
     const vanished = await daemon.client.start({ command: [tree], shell: true })
     for (const task of [corrupted, vanished]) {
-      await waitFor(`${task.id} recorded running with both processes`, () => recordOnDisk(home, task.id).state === 'running' && markedProcesses(task.id).length >= 2)
+      await waitFor(
+        `${task.id} recorded running with both processes`,
+        () => recordOnDisk(home, task.id).state === 'running' && markedProcesses(task.id).length >= 2,
+      )
       expect(existsSync(pidsGroupOf(home, task.id)), `${task.id} has no pids cgroup: this test needs cgroup v1 pids (root)`).toBe(true)
     }
     await daemon.crash()

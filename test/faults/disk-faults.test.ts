@@ -225,11 +225,15 @@ describe('a task that fills the spool disk', () => {
     expect(removed.exitCode).toBe(0)
     await waitFor(`the killed record of ${toKill.id} on disk`, () => onDisk(toKill).state === 'killed', 15_000)
     let last: unknown
-    await waitFor('the spool writable again with its reserve in place', async () => {
-      const { spool } = await client.status()
-      last = spool
-      return spool.writable && spool.reserveHeld && spool.heldRecords === 0 && spool.problem === null
-    }, 15_000).catch((error: Error) => {
+    await waitFor(
+      'the spool writable again with its reserve in place',
+      async () => {
+        const { spool } = await client.status()
+        last = spool
+        return spool.writable && spool.reserveHeld && spool.heldRecords === 0 && spool.problem === null
+      },
+      15_000,
+    ).catch((error: Error) => {
       throw new Error(`${error.message}; last status: ${JSON.stringify(last)}`)
     })
   })
@@ -308,7 +312,13 @@ describe('a spool remounted read-only while tasks run', () => {
     expect(onDisk(waiting).state).toBe('running')
     const killed = await client.kill(other.id)
     expect(killed).toMatchObject({ state: 'killed' })
-    const events = await eventsUntil(client, 'both endings', (seen) => seen.some((event) => event.taskId === waiting.id && event.type === 'task.exited') && seen.some((event) => event.taskId === other.id && event.type === 'task.killed'))
+    const events = await eventsUntil(
+      client,
+      'both endings',
+      (seen) =>
+        seen.some((event) => event.taskId === waiting.id && event.type === 'task.exited') &&
+        seen.some((event) => event.taskId === other.id && event.type === 'task.killed'),
+    )
     expect(events.filter((event) => event.taskId === waiting.id && event.type === 'task.exited')).toHaveLength(1)
   })
 
@@ -320,7 +330,9 @@ describe('a spool remounted read-only while tasks run', () => {
     // A subscriber that comes while the spool is unwritable is told so at once.
     const late = followSpoolEvents(client)
     try {
-      await waitFor('a late subscriber told the spool is not writable', () => late.spool.some((event) => !event.writable && /read-only/i.test(event.problem ?? '')))
+      await waitFor('a late subscriber told the spool is not writable', () =>
+        late.spool.some((event) => !event.writable && /read-only/i.test(event.problem ?? '')),
+      )
     } finally {
       late.stop()
     }
@@ -334,7 +346,11 @@ describe('a spool remounted read-only while tasks run', () => {
       refusal = error as TendError
     }
     expect(refusal).toBeInstanceOf(TendError)
-    expect({ code: refusal!.code, statusCode: refusal!.statusCode, retryable: refusal!.retryable }).toEqual({ code: 'TEND_ERR_SPOOL_READ_ONLY', statusCode: 503, retryable: true })
+    expect({ code: refusal!.code, statusCode: refusal!.statusCode, retryable: refusal!.retryable }).toEqual({
+      code: 'TEND_ERR_SPOOL_READ_ONLY',
+      statusCode: 503,
+      retryable: true,
+    })
   })
 
   test('once the spool is writable again the held endings are written, and new tasks run', async () => {
@@ -342,10 +358,14 @@ describe('a spool remounted read-only while tasks run', () => {
     run('mount', ['-o', 'remount,bind,rw', spool()])
     await waitFor(`the endings of ${waiting.id} and ${other.id} on disk`, () => onDisk(waiting).state === 'exited' && onDisk(other).state === 'killed', 15_000)
     expect(onDisk(waiting)).toMatchObject({ exitCode: 7 })
-    await waitFor('the spool reported writable', async () => {
-      const { spool } = await client.status()
-      return spool.writable && spool.heldRecords === 0 && spool.problem === null
-    }, 15_000)
+    await waitFor(
+      'the spool reported writable',
+      async () => {
+        const { spool } = await client.status()
+        return spool.writable && spool.heldRecords === 0 && spool.problem === null
+      },
+      15_000,
+    )
     const after = await client.start({ command: ['echo', 'after'], cwd: work })
     expect(await client.wait(after.id, { timeoutMs: 10_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
   })
@@ -364,7 +384,11 @@ describe('a spool remounted read-only while tasks run', () => {
     expect(spoolEvents.tasks.every((event) => typeof event.seq === 'number' && event.type.startsWith('task.') && event.task.id === event.taskId)).toBe(true)
     expect(spoolEvents.tasks.some((event) => event.taskId === waiting.id && event.type === 'task.exited')).toBe(true)
     // A subscriber that did not ask for them got none (older clients parse every event as a task's).
-    await waitFor('the plain subscriber to get the new task\'s events', () => rawPlain.text().includes('event: task.exited') && rawPlain.text().split('event: task.').length > 9, 15_000)
+    await waitFor(
+      "the plain subscriber to get the new task's events",
+      () => rawPlain.text().includes('event: task.exited') && rawPlain.text().split('event: task.').length > 9,
+      15_000,
+    )
     expect(rawPlain.text()).not.toMatch(/^event: spool$/m)
     expect(rawPlain.text()).not.toContain('"type":"spool"')
   })
@@ -409,11 +433,16 @@ describe('a terminal task writing into a full disk', () => {
     await disk?.close()
   })
 
-  test('every line is in output.log, or what is missing is the task\'s outputLostBytes (shown by `tend show`)', async () => {
+  test("every line is in output.log, or what is missing is the task's outputLostBytes (shown by `tend show`)", async () => {
     const { client, mountPoint, work, cliEnv } = disk
     const go = join(work, 'go')
     const lines = 300_000
-    const task = await client.start({ command: `while [ ! -e ${go} ]; do sleep 0.05; done; seq 1 ${lines}`, shell: true, cwd: work, tty: { cols: 80, rows: 24 } })
+    const task = await client.start({
+      command: `while [ ! -e ${go} ]; do sleep 0.05; done; seq 1 ${lines}`,
+      shell: true,
+      cwd: work,
+      tty: { cols: 80, rows: 24 },
+    })
     await waitFor(`${task.id} running on disk`, () => onDisk(task).state === 'running')
     fillDisk(join(mountPoint, 'filler'))
     writeFileSync(go, '')

@@ -148,7 +148,11 @@ describe('a full disk under TEND_HOME', () => {
       refusal = error as TendError
     }
     expect(refusal, 'the submission was accepted on a full disk').toBeInstanceOf(TendError)
-    expect({ code: refusal!.code, statusCode: refusal!.statusCode, retryable: refusal!.retryable }).toEqual({ code: 'TEND_ERR_SPOOL_FULL', statusCode: 507, retryable: true })
+    expect({ code: refusal!.code, statusCode: refusal!.statusCode, retryable: refusal!.retryable }).toEqual({
+      code: 'TEND_ERR_SPOOL_FULL',
+      statusCode: 507,
+      retryable: true,
+    })
     expect(refusal!.message).toMatch(/no space left/)
     expect((await client.list({ all: true })).map((task) => task.id)).toEqual(tasksBefore)
     expect(readdirSync(join(daemon.home, 'spool')).filter((name) => !tasksBefore.includes(name))).toEqual([])
@@ -190,12 +194,19 @@ describe('a full disk under TEND_HOME', () => {
       expect(known.has(folder.name), `spool folder ${folder.name} belongs to a listed task`).toBe(true)
       const files = readdirSync(join(spool, folder.name)).sort()
       // exit.json is there once its keeper could write it (it retries while the disk is full).
-      expect(files.filter((file) => file !== 'exit.json'), `files of ${folder.name}`).toEqual(['output.log', 'task.json'])
-      if (files.includes('exit.json')) expect(parseExitRecord(readFileSync(join(spool, folder.name, 'exit.json'), 'utf8')), `exit.json of ${folder.name}`).not.toBeNull()
+      expect(
+        files.filter((file) => file !== 'exit.json'),
+        `files of ${folder.name}`,
+      ).toEqual(['output.log', 'task.json'])
+      if (files.includes('exit.json'))
+        expect(parseExitRecord(readFileSync(join(spool, folder.name, 'exit.json'), 'utf8')), `exit.json of ${folder.name}`).not.toBeNull()
       const { schemaVersion, ...record } = JSON.parse(readFileSync(join(spool, folder.name, 'task.json'), 'utf8')) as Task & { schemaVersion: number }
       expect(schemaVersion).toBe(SCHEMA_VERSION)
       expect(record.id).toBe(folder.name)
-      expect([...Value.Errors(TaskSchema, record)].map((error) => `${error.instancePath} ${error.message}`), `task.json of ${folder.name}`).toEqual([])
+      expect(
+        [...Value.Errors(TaskSchema, record)].map((error) => `${error.instancePath} ${error.message}`),
+        `task.json of ${folder.name}`,
+      ).toEqual([])
     }
     expect(daemon.process.exitCode).toBeNull()
   })

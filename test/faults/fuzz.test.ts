@@ -67,11 +67,15 @@ function createRandom(seed: number) {
 }
 type Random = ReturnType<typeof createRandom>
 
-function operationsOf(document: { paths: Record<string, Record<string, { parameters?: Parameter[]; requestBody?: { content?: Record<string, { schema: JsonSchema }> } }>> }): Operation[] {
+function operationsOf(document: {
+  paths: Record<string, Record<string, { parameters?: Parameter[]; requestBody?: { content?: Record<string, { schema: JsonSchema }> } }>>
+}): Operation[] {
   const operations: Operation[] = []
   for (const [path, methods] of Object.entries(document.paths)) {
     for (const [method, operation] of Object.entries(methods)) {
-      const parameters = (operation.parameters ?? []).filter((parameter, index, all) => all.findIndex((other) => other.in === parameter.in && other.name === parameter.name) === index)
+      const parameters = (operation.parameters ?? []).filter(
+        (parameter, index, all) => all.findIndex((other) => other.in === parameter.in && other.name === parameter.name) === index,
+      )
       operations.push({ method: method.toUpperCase(), path, parameters, body: operation.requestBody?.content?.['application/json']?.schema })
     }
   }
@@ -85,7 +89,24 @@ const LONG_POLL_FIELDS = new Set(['waitMs', 'timeoutMs'])
 /** Values of the wrong type or out of any range, as JSON and as text. */
 const BAD_NUMBERS = [-1, 1.5, 1e308, -1e308, 2 ** 53 + 2, 2 ** 31, 2 ** 63, 0.000001, -0]
 const BAD_VALUES: unknown[] = [null, true, 'x', '', '12', [], [1], {}, { a: 1 }, 'Infinity', 'NaN', '\u0000', 'a\u0000b', 'ü'.repeat(300)]
-const BAD_TEXT = ['', 'x', '-1', '1.5', '1e308', 'Infinity', 'NaN', '0x10', ' 1', '9007199254740993', '99999999999999999999999', 'true', '%00', '%E0%A4%A', '[]', '{}']
+const BAD_TEXT = [
+  '',
+  'x',
+  '-1',
+  '1.5',
+  '1e308',
+  'Infinity',
+  'NaN',
+  '0x10',
+  ' 1',
+  '9007199254740993',
+  '99999999999999999999999',
+  'true',
+  '%00',
+  '%E0%A4%A',
+  '[]',
+  '{}',
+]
 
 /** A valid value for a schema: boundaries favoured; long polls kept short. */
 function validValue(random: Random, schema: JsonSchema, name: string, context: { project: string; taskIds: () => string[] }): unknown {
@@ -162,15 +183,20 @@ function generate(random: Random, operations: Operation[], index: number, contex
   for (const parameter of operation.parameters) {
     const name = parameter.name
     if (parameter.in === 'path') {
-      const value = fault() ? random.pick(['', 'ABCDEFGHIJKL', 'short', '../../etc', 'a'.repeat(300), '%E0%A4%A', '%00aaaaaaaaaaa', randomId(random) + 'x']) : validString(random, parameter.schema, name, context)
+      const value = fault()
+        ? random.pick(['', 'ABCDEFGHIJKL', 'short', '../../etc', 'a'.repeat(300), '%E0%A4%A', '%00aaaaaaaaaaa', randomId(random) + 'x'])
+        : validString(random, parameter.schema, name, context)
       path = path.replace(`{${name}}`, value)
       continue
     }
     // The wait route waits for its whole timeout by default: a valid request always bounds it.
     const required = operation.path.endsWith('/wait') && name === 'timeoutMs'
     if (!required && !random.chance(0.5)) continue
-    const value = fault() ? String(random.chance(0.5) ? random.pick(BAD_TEXT) : invalidValue(random, parameter.schema)) : String(validValue(random, parameter.schema, name, context))
-    if (parameter.in === 'query') query.push(`${encodeURIComponent(name)}=${random.chance(0.9) ? encodeURIComponent(value) : value.replace(/[^\x21-\x7e]/g, '')}`)
+    const value = fault()
+      ? String(random.chance(0.5) ? random.pick(BAD_TEXT) : invalidValue(random, parameter.schema))
+      : String(validValue(random, parameter.schema, name, context))
+    if (parameter.in === 'query')
+      query.push(`${encodeURIComponent(name)}=${random.chance(0.9) ? encodeURIComponent(value) : value.replace(/[^\x21-\x7e]/g, '')}`)
     else headers[name] = value.replace(/[^\t\x20-\x7e]/g, '?')
   }
   if (fault()) {
@@ -184,15 +210,32 @@ function generate(random: Random, operations: Operation[], index: number, contex
   // Every route takes the owner header. Stopping the daemon and the console's control (it binds
   // ports) must always be an owner's request, refused once the request is found valid.
   const stopping = operation.path === '/v1/stop' || operation.path.startsWith('/v1/console')
-  if (stopping || random.chance(0.4)) headers['x-tend-owner'] = fault() || (stopping && random.chance(0.3)) ? random.pick(BAD_OWNERS).replace(/[^\t\x20-\x7e]/g, '?') : random.pick(OWNERS)
+  if (stopping || random.chance(0.4))
+    headers['x-tend-owner'] = fault() || (stopping && random.chance(0.3)) ? random.pick(BAD_OWNERS).replace(/[^\t\x20-\x7e]/g, '?') : random.pick(OWNERS)
   if (random.chance(0.05)) headers.accept = random.pick(['text/event-stream', '*/*', 'application/xml', ''])
 
   let body: string | undefined
   if (operation.body && method !== 'GET' && method !== 'HEAD' && (operation.body.required?.length || random.chance(0.7))) {
     const value = validValue(random, operation.body, '', context) as Record<string, unknown>
     if (faulty) mutateBody(random, operation.body, value)
-    body = faulty && random.chance(0.1) ? random.pick(['{', '{"command":', 'null', '[]', '"text"', '12', '', '{"a":1}{"b":2}', '['.repeat(5_000) + ']'.repeat(5_000), `{"x":"${'y'.repeat(200_000)}"}`]) : JSON.stringify(value)
-    headers['content-type'] = fault() ? random.pick(['text/plain', 'application/json; charset=latin1', 'x/y', '', 'application/x-www-form-urlencoded']) : 'application/json'
+    body =
+      faulty && random.chance(0.1)
+        ? random.pick([
+            '{',
+            '{"command":',
+            'null',
+            '[]',
+            '"text"',
+            '12',
+            '',
+            '{"a":1}{"b":2}',
+            '['.repeat(5_000) + ']'.repeat(5_000),
+            `{"x":"${'y'.repeat(200_000)}"}`,
+          ])
+        : JSON.stringify(value)
+    headers['content-type'] = fault()
+      ? random.pick(['text/plain', 'application/json; charset=latin1', 'x/y', '', 'application/x-www-form-urlencoded'])
+      : 'application/json'
   }
   return { index, method, path, headers, body }
 }
@@ -212,7 +255,14 @@ function mutateBody(random: Random, schema: JsonSchema, value: Record<string, un
 type Answer = RawAnswer
 
 function send(socketPath: string, agent: Agent, request: FuzzRequest): Promise<Answer> {
-  return rawRequest(socketPath, { method: request.method, path: request.path, headers: request.headers, body: request.body, agent, timeoutMs: ANSWER_TIMEOUT_MS })
+  return rawRequest(socketPath, {
+    method: request.method,
+    path: request.path,
+    headers: request.headers,
+    body: request.body,
+    agent,
+    timeoutMs: ANSWER_TIMEOUT_MS,
+  })
 }
 
 /** What is wrong with an answer, or undefined when it is as the contract says. */
@@ -231,7 +281,10 @@ function checkAnswer(request: FuzzRequest, answer: Answer): string | undefined {
 }
 
 function describeRequest(request: FuzzRequest): string {
-  const body = request.body === undefined ? '' : ` body ${request.body.length > 300 ? `${request.body.slice(0, 300)}... (${request.body.length} characters)` : request.body}`
+  const body =
+    request.body === undefined
+      ? ''
+      : ` body ${request.body.length > 300 ? `${request.body.slice(0, 300)}... (${request.body.length} characters)` : request.body}`
   return `#${request.index} ${request.method} ${request.path} headers ${JSON.stringify(request.headers)}${body}`
 }
 
@@ -252,59 +305,63 @@ afterAll(async () => {
 })
 
 describe('fuzzing the API from its OpenAPI document', () => {
-  test(`${REQUESTS} seeded requests: no crash, no 5xx, every error a coded JSON`, async () => {
-    const socketPath = join(daemon.home, 'tend.sock')
-    const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
-    const document = JSON.parse((await send(socketPath, agent, { index: -1, method: 'GET', path: '/v1/openapi.json', headers: {} })).text)
-    const operations = operationsOf(document)
-    expect(operations.map((operation) => `${operation.method} ${operation.path}`).sort()).toContain('POST /v1/tasks')
+  test(
+    `${REQUESTS} seeded requests: no crash, no 5xx, every error a coded JSON`,
+    async () => {
+      const socketPath = join(daemon.home, 'tend.sock')
+      const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
+      const document = JSON.parse((await send(socketPath, agent, { index: -1, method: 'GET', path: '/v1/openapi.json', headers: {} })).text)
+      const operations = operationsOf(document)
+      expect(operations.map((operation) => `${operation.method} ${operation.path}`).sort()).toContain('POST /v1/tasks')
 
-    const random = createRandom(SEED)
-    const taskIds: string[] = []
-    const context = { project, taskIds: () => taskIds }
-    const failures: string[] = []
-    const counts = { sent: 0, ok: 0, clientErrors: 0, serverErrors: 0, started: 0 }
-    let next = 0
-    const runUntil = async (end: number) => {
-      const worker = async () => {
-        while (next < end && failures.length < 20) {
-          const request = generate(random, operations, next++, context)
-          let answer: Answer
-          try {
-            answer = await send(socketPath, agent, request)
-          } catch (error) {
-            failures.push(`seed ${SEED}: ${describeRequest(request)} got no answer: ${(error as Error).message}`)
-            continue
+      const random = createRandom(SEED)
+      const taskIds: string[] = []
+      const context = { project, taskIds: () => taskIds }
+      const failures: string[] = []
+      const counts = { sent: 0, ok: 0, clientErrors: 0, serverErrors: 0, started: 0 }
+      let next = 0
+      const runUntil = async (end: number) => {
+        const worker = async () => {
+          while (next < end && failures.length < 20) {
+            const request = generate(random, operations, next++, context)
+            let answer: Answer
+            try {
+              answer = await send(socketPath, agent, request)
+            } catch (error) {
+              failures.push(`seed ${SEED}: ${describeRequest(request)} got no answer: ${(error as Error).message}`)
+              continue
+            }
+            counts.sent += 1
+            if (answer.status >= 500) counts.serverErrors += 1
+            else if (answer.status >= 400) counts.clientErrors += 1
+            else counts.ok += 1
+            if (answer.status === 201 && request.method === 'POST') {
+              counts.started += 1
+              taskIds.push((JSON.parse(answer.text) as { id: string }).id)
+            }
+            const problem = checkAnswer(request, answer)
+            if (problem) failures.push(`seed ${SEED}: ${describeRequest(request)} got ${problem}: ${answer.status} ${answer.text.slice(0, 300)}`)
           }
-          counts.sent += 1
-          if (answer.status >= 500) counts.serverErrors += 1
-          else if (answer.status >= 400) counts.clientErrors += 1
-          else counts.ok += 1
-          if (answer.status === 201 && request.method === 'POST') {
-            counts.started += 1
-            taskIds.push((JSON.parse(answer.text) as { id: string }).id)
-          }
-          const problem = checkAnswer(request, answer)
-          if (problem) failures.push(`seed ${SEED}: ${describeRequest(request)} got ${problem}: ${answer.status} ${answer.text.slice(0, 300)}`)
         }
+        await Promise.all(Array.from({ length: CONNECTIONS }, worker))
       }
-      await Promise.all(Array.from({ length: CONNECTIONS }, worker))
-    }
 
-    const pid = daemon.process.pid!
-    await runUntil(REQUESTS)
-    agent.destroy()
+      const pid = daemon.process.pid!
+      await runUntil(REQUESTS)
+      agent.destroy()
 
-    expect(failures, failures.join('\n')).toEqual([])
-    expect(isAlive(pid), `the daemon (pid ${pid}) died; seed ${SEED}`).toBe(true)
-    expect(counts.sent).toBe(REQUESTS)
-    expect(counts.serverErrors).toBe(0)
-    console.info(`fuzz seed ${SEED}: ${JSON.stringify(counts)}`)
+      expect(failures, failures.join('\n')).toEqual([])
+      expect(isAlive(pid), `the daemon (pid ${pid}) died; seed ${SEED}`).toBe(true)
+      expect(counts.sent).toBe(REQUESTS)
+      expect(counts.serverErrors).toBe(0)
+      console.info(`fuzz seed ${SEED}: ${JSON.stringify(counts)}`)
 
-    // Every task the fuzz started is stopped and removed; daemon.stop() then checks no process is left.
-    const operator = daemon.client
-    for (const task of await operator.list()) await operator.kill(task.id, { graceMs: 0 })
-    await operator.gc({ olderThanMs: 0 })
-    expect(await operator.list({ all: true })).toEqual([])
-  }, Math.max(60_000, REQUESTS * 10))
+      // Every task the fuzz started is stopped and removed; daemon.stop() then checks no process is left.
+      const operator = daemon.client
+      for (const task of await operator.list()) await operator.kill(task.id, { graceMs: 0 })
+      await operator.gc({ olderThanMs: 0 })
+      expect(await operator.list({ all: true })).toEqual([])
+    },
+    Math.max(60_000, REQUESTS * 10),
+  )
 })

@@ -146,7 +146,12 @@ test(`a daemon as the non-root user ${UNPRIVILEGED_USER} gives a sandboxed task'
       const workspace = mkdtempSync(`/var/tmp/tend-grace-non-root-${profile}-`)
       workspaces.push(workspace)
       chownSync(workspace, own.uid, own.gid)
-      const started = await own.client.start({ command: treeWithChild('sleep 0.3; echo cleaned > cleaned-up; exit 0'), shell: true, cwd: workspace, sandbox: profile })
+      const started = await own.client.start({
+        command: treeWithChild('sleep 0.3; echo cleaned > cleaned-up; exit 0'),
+        shell: true,
+        cwd: workspace,
+        sandbox: profile,
+      })
       await waitFor(`task ${started.id} (${profile}) to print ready`, async () => (await own.client.read(started.id)).data.includes('ready'))
       const task = await own.client.kill(started.id, { graceMs: 2000 })
       expect(task).toMatchObject({ state: 'killed', signal: 'SIGTERM' })

@@ -59,7 +59,13 @@ describe('long-poll wake-ups', () => {
     const outputWatch = new OutputWatch()
     // No output.log held open (as for a task no daemon holds): the route reads it by its path.
     const app = Fastify()
-    registerReadOutputRoute(app, { config: { layout: { spool } }, store: { get: task, find: task }, outputWatch, closing: new AbortController().signal, supervisor: { outputs: new HeldOutputs() } })
+    registerReadOutputRoute(app, {
+      config: { layout: { spool } },
+      store: { get: task, find: task },
+      outputWatch,
+      closing: new AbortController().signal,
+      supervisor: { outputs: new HeldOutputs() },
+    })
     await app.ready()
     return { app, outputWatch }
   }
@@ -78,7 +84,11 @@ describe('long-poll wake-ups', () => {
     try {
       seam.beforeWatch = (watched) => appendFileSync(watched, 'late bytes\n')
       // Without the wake-up it would wait out its 20 s.
-      const answer = await within('the long-poll to wake for bytes written while its watch was being armed', app.inject({ url: `/v1/tasks/${id}/output?waitMs=20000` }), 5000)
+      const answer = await within(
+        'the long-poll to wake for bytes written while its watch was being armed',
+        app.inject({ url: `/v1/tasks/${id}/output?waitMs=20000` }),
+        5000,
+      )
       expect(answer.statusCode).toBe(200)
       expect(answer.json()).toMatchObject({ data: 'late bytes\n', from: 0, next: 11, done: false })
       expect(reasons).toEqual(['changed'])
@@ -99,7 +109,11 @@ describe('long-poll wake-ups', () => {
         task = { ...task, state: 'exited' } as Task
         outputWatch.wakeAll(id)
       }
-      const answer = await within('the long-poll to wake for a task that ended before it began to wait', app.inject({ url: `/v1/tasks/${id}/output?from=10&waitMs=20000` }), 5000)
+      const answer = await within(
+        'the long-poll to wake for a task that ended before it began to wait',
+        app.inject({ url: `/v1/tasks/${id}/output?from=10&waitMs=20000` }),
+        5000,
+      )
       expect(answer.json()).toMatchObject({ data: '', from: 10, next: 10, done: true, state: 'exited' })
     } finally {
       seam.beforeStat = undefined
@@ -132,15 +146,21 @@ describe('a deleted output.log', () => {
   test('output.log deleted under a long-poll of a running task: the poll gets what the task writes next (the daemon holds the file); once it ended, a read answers 410', async () => {
     const go = join(mkdtempSync(join(tmpdir(), 'tend-long-poll-go-')), 'go')
     const started = await daemon.client.start({ command: `while [ ! -e ${go} ]; do sleep 0.02; done; echo still here; exec sleep 1000`, shell: true })
-    const spool = (await waitFor('the task to run', async () => {
-      const task = await daemon.client.get(started.id)
-      return task.state === 'running' ? task : null
-    })).spool
+    const spool = (
+      await waitFor('the task to run', async () => {
+        const task = await daemon.client.get(started.id)
+        return task.state === 'running' ? task : null
+      })
+    ).spool
     try {
       const read = daemon.client.read(started.id, { waitMs: 20_000 })
       rmSync(join(spool, 'output.log'))
       writeFileSync(go, '')
-      expect(await within('the long-poll to answer with what the task wrote after its output.log was deleted', read, 10_000)).toMatchObject({ data: 'still here\n', from: 0, next: 11 })
+      expect(await within('the long-poll to answer with what the task wrote after its output.log was deleted', read, 10_000)).toMatchObject({
+        data: 'still here\n',
+        from: 0,
+        next: 11,
+      })
       expect((await daemon.client.get(started.id)).state).toBe('running')
       await daemon.client.kill(started.id)
       await expect(daemon.client.read(started.id)).rejects.toMatchObject({ code: 'TEND_ERR_OUTPUT_MISSING', statusCode: 410 })

@@ -91,7 +91,7 @@ describe('a spool moved behind a link by its operator', () => {
 })
 
 describe('a spool on a file system of its own', () => {
-  test("its lost+found is no stray: gc leaves it, and it is not counted as one", async () => {
+  test('its lost+found is no stray: gc leaves it, and it is not counted as one', async () => {
     const home = createTempHome()
     folders.push(home)
     // What mkfs.ext4 leaves at the top of the file system (the test makes it by hand: a folder of root's).

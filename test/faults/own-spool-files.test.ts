@@ -52,14 +52,21 @@ const waitForFile = (file: string) => `while [ ! -e ${file} ]; do sleep 0.02; do
 
 describe('finding 11: UTF-8 characters written in pieces, read as text while they grow', () => {
   // "café €", its é cut after its first byte and its € after its second.
-  const script = (dir: string) => `printf 'caf\\303'; ${waitForFile(join(dir, 'go1'))}; printf '\\251 \\342\\202'; ${waitForFile(join(dir, 'go2'))}; printf '\\254\\n'`
+  const script = (dir: string) =>
+    `printf 'caf\\303'; ${waitForFile(join(dir, 'go1'))}; printf '\\251 \\342\\202'; ${waitForFile(join(dir, 'go2'))}; printf '\\254\\n'`
 
   test('tend logs -f --json prints whole characters, never U+FFFD', async () => {
     const dir = shared.workspace
     const go = [join(dir, 'logs-go1'), join(dir, 'logs-go2')]
     const started = await shared.daemon.client.start({ command: script(dir).replaceAll('/go', '/logs-go'), shell: true, cwd: dir, timeoutMs: 30_000 })
     shared.track(started.id)
-    const follower = execa(process.execPath, [TEND_BIN, '--json', 'logs', '-f', started.id], { env: daemonEnv(shared.daemon.home), extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000 })
+    const follower = execa(process.execPath, [TEND_BIN, '--json', 'logs', '-f', started.id], {
+      env: daemonEnv(shared.daemon.home),
+      extendEnv: false,
+      reject: false,
+      stdin: 'ignore',
+      timeout: 30_000,
+    })
     let printed = ''
     follower.stdout!.on('data', (chunk: Buffer) => (printed += chunk.toString('utf8')))
     const lines = () => printed.split('\n').filter((line) => line !== '')
@@ -95,7 +102,10 @@ describe('finding 11: UTF-8 characters written in pieces, read as text while the
   test('task_output hands the model whole characters, never U+FFFD', async () => {
     const dir = shared.workspace
     const agent = new TestAgent('utf8-tool')
-    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command: script(dir).replaceAll('/go', '/tool-go'), run_in_background: true } })
+    const started = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: script(dir).replaceAll('/go', '/tool-go'), run_in_background: true },
+    })
     const id = /Started background task ([0-9a-z]{12})/.exec(textOf(started))![1]!
     shared.track(id)
     const seen: string[] = []
@@ -136,7 +146,9 @@ function bodyOf(res: IncomingMessage, timeoutMs: number): Promise<{ bytes: Buffe
     const parts: Buffer[] = []
     const timer = setTimeout(() => {
       res.destroy()
-      reject(new Error(`the download hung: ${parts.reduce((sum, part) => sum + part.length, 0)} of ${res.headers['content-length']} bytes after ${timeoutMs}ms`))
+      reject(
+        new Error(`the download hung: ${parts.reduce((sum, part) => sum + part.length, 0)} of ${res.headers['content-length']} bytes after ${timeoutMs}ms`),
+      )
     }, timeoutMs)
     res.on('data', (chunk: Buffer) => parts.push(chunk))
     res.on('end', () => {
@@ -218,7 +230,13 @@ describe('finding 10: output.log cut back under a follower', () => {
       timeoutMs: 30_000,
     })
     shared.track(started.id)
-    const follower = execa(process.execPath, [TEND_BIN, 'logs', '-f', started.id], { env: daemonEnv(shared.daemon.home), extendEnv: false, reject: false, stdin: 'ignore', timeout: 30_000 })
+    const follower = execa(process.execPath, [TEND_BIN, 'logs', '-f', started.id], {
+      env: daemonEnv(shared.daemon.home),
+      extendEnv: false,
+      reject: false,
+      stdin: 'ignore',
+      timeout: 30_000,
+    })
     let printed = ''
     let said = ''
     follower.stdout!.on('data', (chunk: Buffer) => (printed += chunk.toString('utf8')))
@@ -274,7 +292,14 @@ describe('finding 12: a terminal task whose keeper is stopped', () => {
     try {
       const agent = new Agent({ keepAlive: true, maxSockets: 16 })
       const resize = (n: number) =>
-        rawRequest(socketOf(), { method: 'POST', path: `/v1/tasks/${started.id}/resize`, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cols: 10_000 - (n % 9000), rows: 10_000 }), agent, timeoutMs: 30_000 })
+        rawRequest(socketOf(), {
+          method: 'POST',
+          path: `/v1/tasks/${started.id}/resize`,
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ cols: 10_000 - (n % 9000), rows: 10_000 }),
+          agent,
+          timeoutMs: 30_000,
+        })
       let refused: Awaited<ReturnType<typeof resize>> | undefined
       // A pipe holds 64 KiB, a resize line 12 bytes: ~5,500 of them fill it.
       for (let sent = 0; sent < 12_000 && !refused; sent += 50) {
@@ -321,13 +346,23 @@ describe('finding 9: a task under off replaces its own spool files', () => {
       const release = join(dir, `release-output-${secret.slice(-1)}`)
       const owner = `plant-output-${secret.slice(-1)}`
       const agent = new TestAgent(owner)
-      const started = await shared.daemon.client.start({ command: `echo mine; ${plant(secret)} && echo planted > ${release}.planted; ${waitForFile(release)}`, shell: true, cwd: dir, sandbox: 'off', owner, timeoutMs: 30_000 })
+      const started = await shared.daemon.client.start({
+        command: `echo mine; ${plant(secret)} && echo planted > ${release}.planted; ${waitForFile(release)}`,
+        shell: true,
+        cwd: dir,
+        sandbox: 'off',
+        owner,
+        timeoutMs: 30_000,
+      })
       const id = shared.track(started.id)
       await waitFor('the task to plant its output.log', () => existsSync(`${release}.planted`), 20_000)
       const client = shared.daemon.client
       const download = () => rawRequest(socketOf(), { method: 'GET', path: `/v1/tasks/${id}/output.log`, timeoutMs: 10_000 })
       // Running: the file its keeper writes, held by the daemon, whatever is at the name.
-      const running = await within('the reads of the running task', Promise.all([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]))
+      const running = await within(
+        'the reads of the running task',
+        Promise.all([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]),
+      )
       expect(running.map((read) => Buffer.from(read.data, read.encoding === 'base64' ? 'base64' : 'utf8').toString())).toEqual(['mine\n', 'mine\n', 'mine\n'])
       expect(await download()).toMatchObject({ status: 200, text: 'mine\n' })
       const tool = await within('task_output', callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } }))
@@ -336,7 +371,10 @@ describe('finding 9: a task under off replaces its own spool files', () => {
       const ended = await within('the task to end', client.wait(id, { timeoutMs: 20_000 }), 25_000)
       expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
       // Ended: read by its name again, where nothing but a file of its own is read.
-      const answers = await within('the reads of the planted output.log', Promise.allSettled([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]))
+      const answers = await within(
+        'the reads of the planted output.log',
+        Promise.allSettled([client.read(id), client.read(id, { tail: 5 }), client.read(id, { encoding: 'base64' })]),
+      )
       for (const answer of answers) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING' } })
       const after = await download()
       expect(after.status).toBe(410)
@@ -388,7 +426,13 @@ describe('finding 9: a task under off replaces its own spool files', () => {
       })
       shared.track(started.id)
       await waitFor('the task to replace its FIFOs', () => existsSync(marker), 20_000)
-      const post = (path: string, body: unknown) => rawRequest(socketOf(), { method: 'POST', path: `/v1/tasks/${started.id}/${path}`, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+      const post = (path: string, body: unknown) =>
+        rawRequest(socketOf(), {
+          method: 'POST',
+          path: `/v1/tasks/${started.id}/${path}`,
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        })
       for (const answer of [await post('input', { text: 'hello' }), await post('resize', { cols: 100, rows: 40 })]) {
         expect(answer.status, answer.text).toBeGreaterThanOrEqual(400)
         expect(answer.status, answer.text).toBeLessThan(500)
@@ -473,13 +517,20 @@ describe('finding 9: spool files replaced while no daemon runs', () => {
       // Each task plants once its running record has landed (a later record would replace a task.json it planted).
       const plantGo = join(dir, 'restart-plant')
       const planted = (id: string) => `${join(dir, 'restart-planted')}-${id}`
-      const start = (plant: string) => first!.client.start({ command: `${waitForFile(plantGo)}; ${plant} && touch ${join(dir, 'restart-planted')}-$TEND_TASK_ID; ${waitForFile(release)}`, shell: true, cwd: dir, sandbox: 'off' })
+      const start = (plant: string) =>
+        first!.client.start({
+          command: `${waitForFile(plantGo)}; ${plant} && touch ${join(dir, 'restart-planted')}-$TEND_TASK_ID; ${waitForFile(release)}`,
+          shell: true,
+          cwd: dir,
+          sandbox: 'off',
+        })
       const tasks = new Map<string, string>()
       for (const [what, plant] of plants) tasks.set(what, (await start(plant)).id)
       // A task.json the task makes a FIFO: an entry the next daemon quarantines, without waiting on it.
       const fifo = await start(`rm -f ${FOLDER}/task.json && mkfifo ${FOLDER}/task.json`)
       const crashing = first
-      for (const id of [...tasks.values(), fifo.id]) await waitFor(`task ${id} to be recorded running`, async () => (await crashing.client.get(id)).state === 'running', 20_000)
+      for (const id of [...tasks.values(), fifo.id])
+        await waitFor(`task ${id} to be recorded running`, async () => (await crashing.client.get(id)).state === 'running', 20_000)
       writeFileSync(plantGo, '')
       for (const id of [...tasks.values(), fifo.id]) await waitFor(`task ${id} to plant its file`, () => existsSync(planted(id)), 20_000)
       await first.crash()

@@ -30,7 +30,12 @@ function scratchDir(): string {
 }
 
 async function post(daemon: TestDaemon, key: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  const answer = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'POST', path: '/v1/tasks', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify(body) })
+  const answer = await rawRequest(join(daemon.home, 'tend.sock'), {
+    method: 'POST',
+    path: '/v1/tasks',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify(body),
+  })
   return { status: answer.status, json: JSON.parse(answer.text) as Record<string, unknown> }
 }
 
@@ -108,13 +113,19 @@ describe('an idempotent retry after its task was removed never runs the command 
  * Runs the real CLI with a stdout pipe whose reader goes away: at once (`closeAt: 'start'`), or
  * after the first bytes arrive (a `head -c1`). Resolves with how it ended and its stderr.
  */
-function runWithClosingReader(args: string[], env: Record<string, string>, closeAt: 'start' | 'first-bytes'): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+function runWithClosingReader(
+  args: string[],
+  env: Record<string, string>,
+  closeAt: 'start' | 'first-bytes',
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   const child = spawn(process.execPath, [TEND_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
   if (closeAt === 'start') child.stdout.destroy()
   else child.stdout.once('data', () => child.stdout.destroy())
-  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stderr })))
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal, stderr })),
+  )
   let timer: NodeJS.Timeout | undefined
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
@@ -147,7 +158,7 @@ describe('a CLI whose stdout closes early ends quietly', () => {
 })
 
 describe('tend restart under an open tend wait', () => {
-  test('the restart returns as soon as the new daemon serves, and the wait prints the task\'s real end', async () => {
+  test("the restart returns as soon as the new daemon serves, and the wait prints the task's real end", async () => {
     const home = createTempHome()
     const first = await startTestDaemon({ home })
     // The restarted daemon is no child of this test: stopped (and anything of the home killed) here.
@@ -170,10 +181,14 @@ describe('tend restart under an open tend wait', () => {
       following.stdout.on('data', (chunk: Buffer) => (followed += chunk.toString()))
       following.stderr.on('data', (chunk: Buffer) => (followed += chunk.toString()))
       const followEnded = new Promise<number | null>((resolve) => following.once('close', (code) => resolve(code)))
-      await waitFor('the daemon to hold the long-polls of tend wait and tend logs -f open', () => {
-        const log = readFileSync(join(home, 'daemon.log'), 'utf8')
-        return log.includes(`/v1/tasks/${task.id}/wait`) && log.includes(`/v1/tasks/${task.id}/output`)
-      }, 15_000)
+      await waitFor(
+        'the daemon to hold the long-polls of tend wait and tend logs -f open',
+        () => {
+          const log = readFileSync(join(home, 'daemon.log'), 'utf8')
+          return log.includes(`/v1/tasks/${task.id}/wait`) && log.includes(`/v1/tasks/${task.id}/output`)
+        },
+        15_000,
+      )
       const restart = await runCli(['restart'], first.env, { timeoutMs: 60_000 })
       expect(restart).toMatchObject({ exitCode: 0, stderr: '' })
       await waitFor('the first daemon to exit', () => first.process.exitCode !== null || first.process.signalCode !== null, 5_000)

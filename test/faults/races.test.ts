@@ -60,7 +60,9 @@ describe('a kill racing the exit', () => {
     cleanups.push(() => daemon.stop())
     const ended: Task[] = []
     for (let round = 0; round < 10; round++) {
-      const batch = await Promise.all(Array.from({ length: 20 }, (_, index) => daemon.client.start({ command: index % 2 === 0 ? ['true'] : ['sh', '-c', 'exit 0'] })))
+      const batch = await Promise.all(
+        Array.from({ length: 20 }, (_, index) => daemon.client.start({ command: index % 2 === 0 ? ['true'] : ['sh', '-c', 'exit 0'] })),
+      )
       // Kills at once, while the tasks start and exit.
       const killed = await Promise.all(batch.map((task) => daemon.client.kill(task.id, { graceMs: 0 })))
       for (const task of killed) ended.push(await daemon.client.wait(task.id))
@@ -123,7 +125,9 @@ describe('a daemon killed with SIGKILL', () => {
       process.kill(pid, 'SIGKILL')
       const results = await Promise.all(submissions)
       answered += results.length
-      const names = records(home).map((task) => task.name).filter((name) => name?.startsWith(`round-${round}-`))
+      const names = records(home)
+        .map((task) => task.name)
+        .filter((name) => name?.startsWith(`round-${round}-`))
       expect(names.sort(), `round ${round}`).toEqual(results.map((task) => task.name).sort())
       expect(new Set(results.map((task) => task.id)).size).toBe(20)
     }

@@ -64,7 +64,9 @@ describe('requests against a running daemon', () => {
       ['memoryBytes', 1e308],
       ['pidsMax', 1e9],
     ] as const) {
-      const answer = await send(socket, 'POST', '/v1/tasks', { body: `{"command":["true"],"cwd":${JSON.stringify(project)},"sandbox":"strict","${field}":${value}}` })
+      const answer = await send(socket, 'POST', '/v1/tasks', {
+        body: `{"command":["true"],"cwd":${JSON.stringify(project)},"sandbox":"strict","${field}":${value}}`,
+      })
       expect(answer.status, answer.text).toBe(400)
       expect(wire(answer)).toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining(`body/${field}: expected an integer <=`) })
     }
@@ -178,7 +180,10 @@ describe('requests against a running daemon', () => {
   test("an owner's POST /v1/stop is refused with 403 TEND_ERR_OPERATOR_ONLY and the daemon keeps running", async () => {
     const answer = await send(socket, 'POST', '/v1/stop', { headers: { 'x-tend-owner': 'agent-alice' } })
     expect(answer.status, answer.text).toBe(403)
-    expect(wire(answer)).toMatchObject({ code: 'TEND_ERR_OPERATOR_ONLY', message: 'operator only: stopping the daemon cannot be done for an owner (request made for owner agent-alice)' })
+    expect(wire(answer)).toMatchObject({
+      code: 'TEND_ERR_OPERATOR_ONLY',
+      message: 'operator only: stopping the daemon cannot be done for an owner (request made for owner agent-alice)',
+    })
     const malformed = await send(socket, 'POST', '/v1/stop', { headers: { 'x-tend-owner': 'bad owner!' } })
     expect(malformed.status, malformed.text).toBe(400)
     await expect(alice.stopDaemon()).rejects.toMatchObject({ code: 'TEND_ERR_OPERATOR_ONLY' })
@@ -318,9 +323,13 @@ describe('the last-resort handler', () => {
       // Once "daemon started" is logged, the handler logs to daemon.log (before, while the daemon starts, to stderr).
       await waitFor('"daemon started" in the daemon log', () => logged().includes('"msg":"daemon started"'))
       child.kill('SIGUSR2')
-      await waitFor('both planted faults in the daemon log', () => logged().includes('planted rejection') && logged().includes('planted exception')).catch((error: Error) => {
-        throw new Error(`${error.message}; the daemon ${child.exitCode === null ? 'runs' : `exited with ${child.exitCode}`}; its stderr: ${stderr}; its log: ${logged().slice(-2000)}`)
-      })
+      await waitFor('both planted faults in the daemon log', () => logged().includes('planted rejection') && logged().includes('planted exception')).catch(
+        (error: Error) => {
+          throw new Error(
+            `${error.message}; the daemon ${child.exitCode === null ? 'runs' : `exited with ${child.exitCode}`}; its stderr: ${stderr}; its log: ${logged().slice(-2000)}`,
+          )
+        },
+      )
       expect(child.exitCode).toBeNull()
       expect((await send(socket, 'GET', '/v1/status')).status).toBe(200)
       child.kill('SIGTERM')

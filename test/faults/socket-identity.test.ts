@@ -59,7 +59,10 @@ test('the kernel names the file a listener was bound to, whatever its path holds
   const fd = (server as unknown as { _handle: { fd: number } })._handle.fd
   expect(load.addon!.boundPath(fd)).toEqual({ dev: bound.dev, ino: bound.ino >>> 0 })
   unlinkSync(socket)
-  const impostor = await listening(createNetServer((connection) => connection.destroy()), socket)
+  const impostor = await listening(
+    createNetServer((connection) => connection.destroy()),
+    socket,
+  )
   cleanups.push(() => impostor.close())
   expect(lstatSync(socket).ino).not.toBe(bound.ino)
   expect(load.addon!.boundPath(fd)).toEqual({ dev: bound.dev, ino: bound.ino >>> 0 })
@@ -68,7 +71,10 @@ test('the kernel names the file a listener was bound to, whatever its path holds
 test('another socket put at the path before the daemon first looks is never taken for its own: it is moved aside and the path bound again', async () => {
   const { socket, server, lock } = await daemonLike()
   unlinkSync(socket)
-  const impostor = await listening(createNetServer((connection) => connection.destroy()), socket)
+  const impostor = await listening(
+    createNetServer((connection) => connection.destroy()),
+    socket,
+  )
   cleanups.push(() => impostor.close())
   expect(await whoAnswers(socket)).not.toBe('daemon')
   const watch = new SocketWatch(socket, server, pino({ level: 'silent' }), lock)

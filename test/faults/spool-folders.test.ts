@@ -41,13 +41,23 @@ async function finishedTask(owner: string, text: string): Promise<Task> {
 
 /** A task of `owner` under `off` running `line` after its folder's name is known; answers it once it has ended (or its ending is held). */
 async function hostileTask(owner: string, line: string, go: string): Promise<Task> {
-  const task = await shared.daemon.client.start({ command: `while [ ! -e ${go} ]; do sleep 0.02; done; ${line}`, shell: true, owner, sandbox: 'off', cwd: shared.workspace })
+  const task = await shared.daemon.client.start({
+    command: `while [ ! -e ${go} ]; do sleep 0.02; done; ${line}`,
+    shell: true,
+    owner,
+    sandbox: 'off',
+    cwd: shared.workspace,
+  })
   shared.track(task.id)
   mkdirSync(go)
-  return waitFor(`task ${task.id} to end`, async () => {
-    const now = await shared.daemon.client.get(task.id)
-    return now.state === 'running' || now.state === 'queued' ? null : now
-  }, 20_000)
+  return waitFor(
+    `task ${task.id} to end`,
+    async () => {
+      const now = await shared.daemon.client.get(task.id)
+      return now.state === 'running' || now.state === 'queued' ? null : now
+    },
+    20_000,
+  )
 }
 
 describe('F3: a task folder replaced by a symbolic link', () => {
@@ -57,7 +67,10 @@ describe('F3: a task folder replaced by a symbolic link', () => {
     const go = join(shared.workspace, 'go-link-other')
     const mallory = await hostileTask('mallory', `cd "$TEND_HOME/spool"; mv $TEND_TASK_ID $TEND_TASK_ID.moved; ln -s ${alice.id} $TEND_TASK_ID; exit 7`, go)
     // Whatever the daemon answers for mallory's output, alice's bytes are not in it.
-    const read = await shared.daemon.client.read(mallory.id).then((result) => result.data, (error: Error) => error.message)
+    const read = await shared.daemon.client.read(mallory.id).then(
+      (result) => result.data,
+      (error: Error) => error.message,
+    )
     expect(read).not.toContain('alice-secret')
     expect(readFileSync(join(spoolOf(), alice.id, 'task.json'), 'utf8')).toBe(before)
     expect((await shared.daemon.client.get(alice.id)).owner).toBe('alice')
@@ -99,12 +112,21 @@ describe("F3: input to a task whose folder is a link to another owner's", () => 
     const swapped = spoolOf()
     const mallory = await client.start({
       command: `cd "$TEND_HOME/spool"; mv $TEND_TASK_ID $TEND_TASK_ID.moved; ln -s ${alice.id} $TEND_TASK_ID; sleep 30`,
-      shell: true, owner: 'mallory', sandbox: 'off', cwd: shared.workspace, stdin: 'pipe',
+      shell: true,
+      owner: 'mallory',
+      sandbox: 'off',
+      cwd: shared.workspace,
+      stdin: 'pipe',
     })
     shared.track(mallory.id)
-    await waitFor(`task ${mallory.id} to swap its folder for a link`, () => existsSync(join(swapped, `${mallory.id}.moved`)) && lstatSync(join(swapped, mallory.id)).isSymbolicLink())
+    await waitFor(
+      `task ${mallory.id} to swap its folder for a link`,
+      () => existsSync(join(swapped, `${mallory.id}.moved`)) && lstatSync(join(swapped, mallory.id)).isSymbolicLink(),
+    )
     await client.input(mallory.id, 'mallory-injected\n').catch((error: Error) => error)
-    expect(existsSync(join(spoolOf(), alice.id, 'input.log')) ? readFileSync(join(spoolOf(), alice.id, 'input.log'), 'utf8') : '').not.toContain('mallory-injected')
+    expect(existsSync(join(spoolOf(), alice.id, 'input.log')) ? readFileSync(join(spoolOf(), alice.id, 'input.log'), 'utf8') : '').not.toContain(
+      'mallory-injected',
+    )
     await client.input(alice.id, 'alice-own\n', { eof: true })
     const ended = await client.wait(alice.id, { timeoutMs: 20_000 })
     expect(ended.state).toBe('exited')
@@ -117,7 +139,11 @@ describe("F3: input to a task whose folder is a link to another owner's", () => 
 describe('F13: spool content outside any task folder', () => {
   test('a task folder renamed away still counts, is reported, and gc removes it', async () => {
     const go = join(shared.workspace, 'go-renamed')
-    const task = await hostileTask('mallory', `cd "$TEND_HOME/spool"; head -c 5000000 /dev/urandom > $TEND_TASK_ID/blob; mv $TEND_TASK_ID $TEND_TASK_ID.away; exit 0`, go)
+    const task = await hostileTask(
+      'mallory',
+      `cd "$TEND_HOME/spool"; head -c 5000000 /dev/urandom > $TEND_TASK_ID/blob; mv $TEND_TASK_ID $TEND_TASK_ID.away; exit 0`,
+      go,
+    )
     const status = await shared.daemon.client.status()
     expect(status.spool.usedBytes).toBeGreaterThanOrEqual(5_000_000)
     expect(status.spool.strayEntries?.map((entry) => entry.name)).toContain(`${task.id}.away`)
@@ -150,9 +176,32 @@ function fakeStore(tasks: Task[]): ConstructorParameters<typeof SpoolCleanup>[2]
 function plantFinished(spool: string, id: string): Task {
   const at = new Date(Date.UTC(2026, 0, 1)).toISOString()
   const task: Task = {
-    id, name: null, owner: 'operator', command: ['true'], shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: 10,
-    lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: at, spool: join(spool, id),
-    state: 'exited', startedAt: at, pid: 1, endedAt: at, exitCode: 0, signal: null, reason: null, stoppedBy: null,
+    id,
+    name: null,
+    owner: 'operator',
+    command: ['true'],
+    shell: false,
+    cwd: '/',
+    envKeys: [],
+    timeoutMs: null,
+    maxOutputBytes: 1024,
+    outputBytes: 10,
+    lifetime: 'owner',
+    sandbox: 'off',
+    network: 'host',
+    writablePaths: [],
+    memoryBytes: null,
+    pidsMax: null,
+    createdAt: at,
+    spool: join(spool, id),
+    state: 'exited',
+    startedAt: at,
+    pid: 1,
+    endedAt: at,
+    exitCode: 0,
+    signal: null,
+    reason: null,
+    stoppedBy: null,
   }
   mkdirSync(task.spool, { recursive: true })
   writeFileSync(join(task.spool, 'task.json'), JSON.stringify({ schemaVersion: 1, ...task }))

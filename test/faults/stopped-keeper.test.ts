@@ -94,10 +94,14 @@ describe('a keeper that does not answer', () => {
     const tend = await daemon()
     const work = workFolder()
     const id = await run(tend.home, work, 'kill -STOP $PPID; exec sleep 300')
-    const running = await waitFor('the task recorded running', async () => {
-      const task = await show(tend.home, id)
-      return task.state === 'running' ? task : null
-    }, 20_000)
+    const running = await waitFor(
+      'the task recorded running',
+      async () => {
+        const task = await show(tend.home, id)
+        return task.state === 'running' ? task : null
+      },
+      20_000,
+    )
     const killed = await cli(tend.home, ['kill', id])
     expect(killed.exitCode, killed.stderr).toBe(0)
     expect((await show(tend.home, id)).state).toBe('killed')
@@ -109,10 +113,14 @@ describe('a keeper that does not answer', () => {
     const tend = await daemon()
     const work = workFolder()
     const id = await run(tend.home, work, 'exec sleep 300')
-    const task = await waitFor('the task recorded running', async () => {
-      const shown = await show(tend.home, id)
-      return shown.state === 'running' && shown.keeper ? shown : null
-    }, 20_000)
+    const task = await waitFor(
+      'the task recorded running',
+      async () => {
+        const shown = await show(tend.home, id)
+        return shown.state === 'running' && shown.keeper ? shown : null
+      },
+      20_000,
+    )
     const keeper = task.keeper!.pid
     stopProcess(keeper)
     // Stopped as a hostile task would leave it: SIGCONT from anyone but tend would hide the fault.
@@ -127,10 +135,14 @@ describe('a keeper that does not answer', () => {
     const work = workFolder()
     const id = await run(tend.home, work, 'while [ ! -e go ]; do sleep 0.05; done; exit 7')
     const next = await run(tend.home, work, 'exit 8')
-    const task = await waitFor('the task recorded running', async () => {
-      const shown = await show(tend.home, id)
-      return shown.state === 'running' && shown.keeper ? shown : null
-    }, 20_000)
+    const task = await waitFor(
+      'the task recorded running',
+      async () => {
+        const shown = await show(tend.home, id)
+        return shown.state === 'running' && shown.keeper ? shown : null
+      },
+      20_000,
+    )
     stopProcess(task.keeper!.pid)
     await waitFor('the keeper stopped', () => stateOf(task.keeper!.pid) === 'T')
     writeFileSync(join(work, 'go'), '')
@@ -144,10 +156,14 @@ describe('a keeper that does not answer', () => {
     const home = first.home
     const work = workFolder()
     const id = await run(home, work, 'exec sleep 300')
-    const task = await waitFor('the task recorded running', async () => {
-      const shown = await show(home, id)
-      return shown.state === 'running' && shown.keeper ? shown : null
-    }, 20_000)
+    const task = await waitFor(
+      'the task recorded running',
+      async () => {
+        const shown = await show(home, id)
+        return shown.state === 'running' && shown.keeper ? shown : null
+      },
+      20_000,
+    )
     await first.crash()
     const next = await daemon({}, home)
     await waitFor('the task supervised again', async () => (await show(next.home, id)).state === 'running', 20_000)
@@ -163,10 +179,14 @@ describe('a keeper that does not answer', () => {
     const work = workFolder()
     const before = await run(tend.home, work, 'kill -STOP $PPID; exec sleep 300')
     const after = await run(tend.home, work, 'exec sleep 300')
-    const task = await waitFor('the second task recorded running', async () => {
-      const shown = await show(tend.home, after)
-      return shown.state === 'running' && shown.keeper ? shown : null
-    }, 20_000)
+    const task = await waitFor(
+      'the second task recorded running',
+      async () => {
+        const shown = await show(tend.home, after)
+        return shown.state === 'running' && shown.keeper ? shown : null
+      },
+      20_000,
+    )
     stopProcess(task.keeper!.pid)
     const stopped = await cli(tend.home, ['stop'])
     expect(stopped.exitCode, stopped.stderr + stopped.stdout).toBe(0)
@@ -214,10 +234,14 @@ describe('a spawner helper that does not answer', () => {
     expect(helper, 'the daemon has a spawner helper').not.toBeNull()
     stopProcess(helper!)
     const id = await run(tend.home, work, 'exit 5')
-    const failed = await waitFor('the start recorded failed', async () => {
-      const task = await show(tend.home, id)
-      return task.state === 'failed' ? task : null
-    }, 25_000)
+    const failed = await waitFor(
+      'the start recorded failed',
+      async () => {
+        const task = await show(tend.home, id)
+        return task.state === 'failed' ? task : null
+      },
+      25_000,
+    )
     expect(failed.reason).toMatch(/did not answer/)
     await waitFor('the stopped helper gone', () => stateOf(helper!) === null)
     const next = await run(tend.home, work, 'exit 6')
@@ -253,10 +277,14 @@ describe('a task that ends on a full disk while no daemon runs', () => {
     const work = workFolder()
     const first = await startTestDaemon({ home })
     const id = await run(home, work, 'while [ ! -e go ]; do sleep 0.05; done; head -c 20M /dev/zero; exit 9')
-    const task = await waitFor('the task recorded running', async () => {
-      const shown = await show(home, id)
-      return shown.state === 'running' && shown.keeper ? shown : null
-    }, 20_000)
+    const task = await waitFor(
+      'the task recorded running',
+      async () => {
+        const shown = await show(home, id)
+        return shown.state === 'running' && shown.keeper ? shown : null
+      },
+      20_000,
+    )
     await first.crash()
     // The task fills the disk and ends while no daemon runs: its keeper cannot write its exit file.
     writeFileSync(join(work, 'go'), '')
@@ -275,10 +303,14 @@ describe('a task that ends on a full disk while no daemon runs', () => {
     const first = await startTestDaemon({ home })
     // Its output is let go of first: a file system with a file open for writing cannot be made read-only.
     const id = await run(home, work, 'exec >/dev/null 2>&1; while [ ! -e go ]; do sleep 0.05; done; exit 9')
-    const task = await waitFor('the task recorded running', async () => {
-      const shown = await show(home, id)
-      return shown.state === 'running' && shown.keeper ? shown : null
-    }, 20_000)
+    const task = await waitFor(
+      'the task recorded running',
+      async () => {
+        const shown = await show(home, id)
+        return shown.state === 'running' && shown.keeper ? shown : null
+      },
+      20_000,
+    )
     await first.crash()
     const readOnly = spawnSync('mount', ['-o', 'remount,ro', mountPoint], { encoding: 'utf8' })
     expect(readOnly.status, readOnly.stderr).toBe(0)

@@ -1,6 +1,19 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, closeSync, constants, existsSync, lchownSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  lchownSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+} from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { isTendError, type StartOptions, type Task, type TendClient } from '../../client/index.js'
@@ -98,7 +111,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     async function available(sandbox: StartOptions['sandbox'], context: { skip: (note: string) => void }): Promise<void> {
       const status = await daemon.client.status()
-      if (sandbox && sandbox !== 'off') expect(status.sandbox.profiles, `${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`).toContain(sandbox)
+      if (sandbox && sandbox !== 'off')
+        expect(status.sandbox.profiles, `${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`).toContain(sandbox)
     }
 
     async function run(line: string, options: Partial<StartOptions> = {}): Promise<{ task: Task; output: string }> {
@@ -116,9 +130,14 @@ function defineSuite(who: 'root' | 'non-root'): void {
           const { output } = await run("mkdir gd && printf 'gitdir: gd\\n' > .git && mkfifo gd/commondir && echo planted", { cwd, sandbox })
           expect(output).toBe('planted\n')
           const next = daemon.newClient().start({ command: ['true'], cwd, sandbox, owner: 'same-cwd' })
-          next.then((task) => taskIds.push(task.id), () => {})
+          next.then(
+            (task) => taskIds.push(task.id),
+            () => {},
+          )
           try {
-            expect(await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), sandbox), OTHER_OWNER_TIMEOUT_MS)).toBe('other owner\n')
+            expect(
+              await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), sandbox), OTHER_OWNER_TIMEOUT_MS),
+            ).toBe('other owner\n')
             const accepted = await within('the task in the cwd with the FIFO to be accepted', next, OTHER_OWNER_TIMEOUT_MS)
             expect(await daemon.client.wait(accepted.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
           } finally {
@@ -150,14 +169,21 @@ function defineSuite(who: 'root' | 'non-root'): void {
           const cwd = workspace()
           const started = await daemon.client.start({ command: [PYTHON, '-c', LEASE], cwd, sandbox, owner: 'leaser', timeoutMs: 60_000 })
           taskIds.push(started.id)
-          const state = await waitFor('the task to try its lease', () => existsSync(join(cwd, 'lease-state')) && readFileSync(join(cwd, 'lease-state'), 'utf8'), 20_000)
+          const state = await waitFor(
+            'the task to try its lease',
+            () => existsSync(join(cwd, 'lease-state')) && readFileSync(join(cwd, 'lease-state'), 'utf8'),
+            20_000,
+          )
           // libuv has four threads for file system calls: four reads that each wait out a lease break take them all.
           const reads = Array.from({ length: 4 }, () => daemon.newClient().read(started.id))
           for (const read of reads) read.catch(() => {})
           try {
-            expect(await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), sandbox), OTHER_OWNER_TIMEOUT_MS)).toBe('other owner\n')
+            expect(
+              await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), sandbox), OTHER_OWNER_TIMEOUT_MS),
+            ).toBe('other owner\n')
             const answers = await within('the four reads of the leased output to be answered', Promise.allSettled(reads), READ_ANSWER_TIMEOUT_MS)
-            for (const answer of answers) expect(answer.status === 'fulfilled' || isTendError(answer.reason), String((answer as PromiseRejectedResult).reason)).toBe(true)
+            for (const answer of answers)
+              expect(answer.status === 'fulfilled' || isTendError(answer.reason), String((answer as PromiseRejectedResult).reason)).toBe(true)
             // The keeper holds output.log open for reading all the task's life: no write lease can be
             // had (EAGAIN). A root daemon's sandboxed task, on a uid of its own, does not even own the
             // file: a lease needs its owner (EACCES).
@@ -205,26 +231,48 @@ function defineSuite(who: 'root' | 'non-root'): void {
           ]
           for (const read of reads) read.catch(() => {})
           try {
-            expect(await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), 'off'), OTHER_OWNER_TIMEOUT_MS)).toBe('other owner\n')
+            expect(
+              await within("another owner's echo task (start, wait, read)", otherOwnersEcho(daemon.newClient(), workspace(), 'off'), OTHER_OWNER_TIMEOUT_MS),
+            ).toBe('other owner\n')
             // Running: read through the output.log the daemon holds (the task wrote nothing), whatever is at its name.
             const answers = await within('the reads of the planted output.log to be answered', Promise.allSettled(reads), READ_ANSWER_TIMEOUT_MS)
             for (const answer of answers) expect(answer).toMatchObject({ status: 'fulfilled', value: { data: '' } })
-            const download = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path: `/v1/tasks/${started.id}/output.log`, timeoutMs: READ_ANSWER_TIMEOUT_MS })
+            const download = await rawRequest(join(daemon.home, 'tend.sock'), {
+              method: 'GET',
+              path: `/v1/tasks/${started.id}/output.log`,
+              timeoutMs: READ_ANSWER_TIMEOUT_MS,
+            })
             expect(download).toMatchObject({ status: 200, text: '' })
             await daemon.client.kill(started.id)
             // Ended: read by its name, where what was planted is refused at once with a coded error.
-            const late = await within('the reads of the planted output.log after the end', Promise.allSettled([daemon.newClient().read(started.id), daemon.newClient().read(started.id, { tail: 10 })]), READ_ANSWER_TIMEOUT_MS)
-            for (const answer of late) expect(answer).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_MISSING', message: expect.stringContaining(what.split(' ')[1]!) } })
-            const lateDownload = await rawRequest(join(daemon.home, 'tend.sock'), { method: 'GET', path: `/v1/tasks/${started.id}/output.log`, timeoutMs: READ_ANSWER_TIMEOUT_MS })
+            const late = await within(
+              'the reads of the planted output.log after the end',
+              Promise.allSettled([daemon.newClient().read(started.id), daemon.newClient().read(started.id, { tail: 10 })]),
+              READ_ANSWER_TIMEOUT_MS,
+            )
+            for (const answer of late)
+              expect(answer).toMatchObject({
+                status: 'rejected',
+                reason: { code: 'TEND_ERR_OUTPUT_MISSING', message: expect.stringContaining(what.split(' ')[1]!) },
+              })
+            const lateDownload = await rawRequest(join(daemon.home, 'tend.sock'), {
+              method: 'GET',
+              path: `/v1/tasks/${started.id}/output.log`,
+              timeoutMs: READ_ANSWER_TIMEOUT_MS,
+            })
             expect(lateDownload.status).toBe(410)
           } finally {
             // Reads that were stuck opening a FIFO (each opens it anew) are let go, one writer after another.
             let done = false
             void Promise.allSettled(reads).then(() => (done = true))
-            await waitFor('every read of the planted output.log to settle', () => {
-              releaseFifo(file)
-              return done
-            }, 30_000)
+            await waitFor(
+              'every read of the planted output.log to settle',
+              () => {
+                releaseFifo(file)
+                return done
+              },
+              30_000,
+            )
           }
         })
       }
@@ -251,7 +299,13 @@ function defineSuite(who: 'root' | 'non-root'): void {
           first = undefined
           second = await startTestDaemon({ user: daemonUser, home, env: { PATH: SYSTEM_PATH, TEND_KILL_GRACE: '500ms' } })
           const resumed = await second.client.get(started.id)
-          expect(resumed, `${resumed.reason}; the daemon's log: ${readFileSync(join(home, 'daemon.log'), 'utf8').split('\n').filter((line) => line.includes(started.id)).join('\n')}`).toMatchObject({ state: 'running' })
+          expect(
+            resumed,
+            `${resumed.reason}; the daemon's log: ${readFileSync(join(home, 'daemon.log'), 'utf8')
+              .split('\n')
+              .filter((line) => line.includes(started.id))
+              .join('\n')}`,
+          ).toMatchObject({ state: 'running' })
           execFileSync('touch', [join(cwd, 'release')])
           expect(await second.client.wait(started.id, { timeoutMs: 20_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
         } finally {

@@ -79,7 +79,11 @@ export interface ScriptedCall {
  * previous result. The loop executes it through the registry like a harness would — a throw
  * becomes isError — and records tool/call and tool/result on the agent.
  */
-export async function runScript(ctx: Context, agent: TestAgent, steps: Array<ScriptedCall | ((previous: ToolOutput & { isError: boolean }) => ScriptedCall)>): Promise<Array<ToolOutput & { isError: boolean }>> {
+export async function runScript(
+  ctx: Context,
+  agent: TestAgent,
+  steps: Array<ScriptedCall | ((previous: ToolOutput & { isError: boolean }) => ScriptedCall)>,
+): Promise<Array<ToolOutput & { isError: boolean }>> {
   const results: Array<ToolOutput & { isError: boolean }> = []
   for (const step of steps) {
     const call = typeof step === 'function' ? step(results[results.length - 1]!) : step

@@ -43,10 +43,14 @@ export async function startLedgerDaemon(extraEnv: Record<string, string> = {}): 
     rmSync(home, { recursive: true, force: true })
   }
   try {
-    await waitFor(`the ledger daemon on ${home} to be ready`, () => {
-      if (child.exitCode !== null) throw new Error(`it exited with ${child.exitCode}: ${stderr}`)
-      return answers[0] === '{"ready":true}'
-    }, DAEMON_START_TIMEOUT_MS)
+    await waitFor(
+      `the ledger daemon on ${home} to be ready`,
+      () => {
+        if (child.exitCode !== null) throw new Error(`it exited with ${child.exitCode}: ${stderr}`)
+        return answers[0] === '{"ready":true}'
+      },
+      DAEMON_START_TIMEOUT_MS,
+    )
   } catch (error) {
     await stop()
     throw error

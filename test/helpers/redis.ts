@@ -48,10 +48,15 @@ export async function startRedis(options: { persistIn?: string; password?: strin
   const configuration = [`port ${port}`, 'bind 127.0.0.1', ...persistence, ...auth, ...(options.configuration ?? [])].join('\n')
   const start = async () => {
     const started = spawn('redis-server', ['-'], { stdio: ['pipe', 'ignore', 'ignore'] })
-    const failed = new Promise<never>((_, reject) => started.once('error', (error) => reject(new Error(`redis-server could not start (is it installed? .ci/run installs it): ${error.message}`))))
+    const failed = new Promise<never>((_, reject) =>
+      started.once('error', (error) => reject(new Error(`redis-server could not start (is it installed? .ci/run installs it): ${error.message}`))),
+    )
     started.stdin!.end(`${configuration}\n`)
     child = started
-    await Promise.race([waitFor(`redis-server on port ${port}`, () => answersPing(port, password === null ? null : user === null ? password : `${user} ${password}`)), failed])
+    await Promise.race([
+      waitFor(`redis-server on port ${port}`, () => answersPing(port, password === null ? null : user === null ? password : `${user} ${password}`)),
+      failed,
+    ])
   }
   const stop = async () => {
     const running = child

@@ -99,7 +99,11 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     chmodSync(userHome, 0o700)
     // A HOME the test gives (a planted one) wins over the temp one.
     env = { ...unprivilegedEnv(env, user, userHome), ...(options.env?.HOME ? { HOME: options.env.HOME } : {}) }
-    child = spawn('setpriv', [...setprivArgs(user), '--', ...launcher, process.execPath, TEND_BIN, ...command], { env, cwd: userHome, stdio: ['ignore', 'ignore', 'pipe'] })
+    child = spawn('setpriv', [...setprivArgs(user), '--', ...launcher, process.execPath, TEND_BIN, ...command], {
+      env,
+      cwd: userHome,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
   } else {
     const [file, ...args] = [...launcher, process.execPath, TEND_BIN, ...command]
     child = spawn(file!, args, { env, stdio: ['ignore', 'ignore', 'pipe'] })
@@ -198,12 +202,15 @@ export function checkUnprivilegedUser(): UnprivilegedUser {
   }
   if (process.getuid?.() !== 0) fail(`needs root to switch to the user ${UNPRIVILEGED_USER} (running as uid ${process.getuid?.()})`)
   if (spawnSync('setpriv', ['--version']).error) fail('setpriv is not installed: install util-linux (`apt-get install util-linux`)')
-  const entry = readFileSync('/etc/passwd', 'utf8').split('\n').find((line) => line.startsWith(`${UNPRIVILEGED_USER}:`))
+  const entry = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((line) => line.startsWith(`${UNPRIVILEGED_USER}:`))
   const passwd = entry ? entry : lookUpUser()
   if (!passwd) fail(`the user ${UNPRIVILEGED_USER} does not exist: ${CREATE_USER_HINT}`)
   const [, , uidText, gidText] = passwd!.split(':')
   const user: UnprivilegedUser = { name: UNPRIVILEGED_USER, uid: Number(uidText), gid: Number(gidText) }
-  if (!(user.uid > 0) || !(user.gid > 0)) fail(`the user ${UNPRIVILEGED_USER} has uid ${uidText} and gid ${gidText}; it must be a non-root user with a non-root group: ${CREATE_USER_HINT}`)
+  if (!(user.uid > 0) || !(user.gid > 0))
+    fail(`the user ${UNPRIVILEGED_USER} has uid ${uidText} and gid ${gidText}; it must be a non-root user with a non-root group: ${CREATE_USER_HINT}`)
 
   const asUser = (command: string[]) => spawnSync('setpriv', [...setprivArgs(user), '--', ...command], { cwd: '/', encoding: 'utf8', timeout: 30_000 })
 
@@ -249,15 +256,24 @@ export function checkUnprivilegedUser(): UnprivilegedUser {
   const reasons: string[] = []
   const sysctl = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8').trim() : undefined)
   const clone = sysctl('/proc/sys/kernel/unprivileged_userns_clone')
-  if (clone !== undefined && clone !== '1') reasons.push(`/proc/sys/kernel/unprivileged_userns_clone is ${clone}: enable with \`sysctl -w kernel.unprivileged_userns_clone=1\``)
+  if (clone !== undefined && clone !== '1')
+    reasons.push(`/proc/sys/kernel/unprivileged_userns_clone is ${clone}: enable with \`sysctl -w kernel.unprivileged_userns_clone=1\``)
   const maxNamespaces = sysctl('/proc/sys/user/max_user_namespaces')
-  if (maxNamespaces !== undefined && Number(maxNamespaces) <= 0) reasons.push(`/proc/sys/user/max_user_namespaces is ${maxNamespaces}: raise it with \`sysctl -w user.max_user_namespaces=15000\``)
+  if (maxNamespaces !== undefined && Number(maxNamespaces) <= 0)
+    reasons.push(`/proc/sys/user/max_user_namespaces is ${maxNamespaces}: raise it with \`sysctl -w user.max_user_namespaces=15000\``)
   const apparmor = sysctl('/proc/sys/kernel/apparmor_restrict_unprivileged_userns')
-  if (apparmor !== undefined && apparmor !== '0') reasons.push(`/proc/sys/kernel/apparmor_restrict_unprivileged_userns is ${apparmor}: set it to 0 (\`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0\`) or give bwrap an AppArmor profile that allows userns`)
+  if (apparmor !== undefined && apparmor !== '0')
+    reasons.push(
+      `/proc/sys/kernel/apparmor_restrict_unprivileged_userns is ${apparmor}: set it to 0 (\`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0\`) or give bwrap an AppArmor profile that allows userns`,
+    )
   const bwrap = asUser(['bwrap', '--unshare-all', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '/bin/true'])
   if (bwrap.error || bwrap.status !== 0) {
     const notInstalled = /cannot execute|No such file/.test(bwrap.stderr ?? '') && spawnSync('bwrap', ['--version']).error !== undefined
-    const why = notInstalled ? 'bwrap is not installed (install bubblewrap: `apt-get install bubblewrap`)' : bwrap.error ? bwrap.error.message : `bwrap exited with ${bwrap.status}: ${bwrap.stderr.trim()}`
+    const why = notInstalled
+      ? 'bwrap is not installed (install bubblewrap: `apt-get install bubblewrap`)'
+      : bwrap.error
+        ? bwrap.error.message
+        : `bwrap exited with ${bwrap.status}: ${bwrap.stderr.trim()}`
     fail(`the user ${UNPRIVILEGED_USER} cannot run bubblewrap: ${why}${reasons.length ? `\n  ${reasons.join('\n  ')}` : ''}`)
   }
   checkedUser = user

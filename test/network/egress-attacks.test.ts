@@ -74,7 +74,10 @@ describe('names are names', () => {
       record: (_task, decision) => decisions.push(decision),
       addresses: new SyntheticAddresses(async (address) => void listened.push(address)),
     })
-    for (const labels of [['192.0.2.2\0', 'up', 'test'], ['evil.example', 'up', 'test']]) {
+    for (const labels of [
+      ['192.0.2.2\0', 'up', 'test'],
+      ['evil.example', 'up', 'test'],
+    ]) {
       const reply = await stub.answerUdp(query(labels), { proto: 'udp', address: '127.0.0.1', port: 5353 }, { address: '127.0.0.1', port: 53 })
       expect(reply, JSON.stringify(labels)).not.toBeNull()
       // RCODE in the low bits of the fourth byte: 3 NXDOMAIN (or 1 FORMERR); never 0 with an answer.
@@ -92,7 +95,10 @@ describe('HTTP on a bound connection', () => {
     client.socket.write(`CONNECT up.test:${httpPort} HTTP/1.1\r\nHost: up.test:${httpPort}\r\n\r\n`)
     await waitFor('the tunnel', () => client.text().includes('\r\n\r\n'))
     client.socket.write('\r\nGET /fronted HTTP/1.1\r\nHost: evil.example\r\n\r\n')
-    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(client.text().split('\r\n\r\n').slice(1).join('\r\n\r\n')))
+    await waitFor(
+      'an answer or the end',
+      () => client.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(client.text().split('\r\n\r\n').slice(1).join('\r\n\r\n')),
+    )
     expect(client.text()).not.toContain('upstream saw')
     expect(http.seen.slice(before).every((connection) => connection.read() === 0)).toBe(true)
     client.socket.destroy()
@@ -104,7 +110,10 @@ describe('HTTP on a bound connection', () => {
     client.socket.write(`CONNECT up.test:${httpPort} HTTP/1.1\r\nHost: up.test:${httpPort}\r\n\r\n`)
     await waitFor('the tunnel', () => client.text().includes('\r\n\r\n'))
     client.socket.write(`GET / HTTP/1.1\r\nHost: up.test:${httpPort}\r\nhost: evil.example\r\n\r\n`)
-    await waitFor('an answer or the end', () => client.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(client.text().split('\r\n\r\n').slice(1).join('\r\n\r\n')))
+    await waitFor(
+      'an answer or the end',
+      () => client.ended() || /upstream saw|HTTP\/1\.1 4\d\d/.test(client.text().split('\r\n\r\n').slice(1).join('\r\n\r\n')),
+    )
     expect(client.text()).not.toContain('host=evil.example')
     client.socket.destroy()
     const absolute = rawConnection(engine.proxyPort)
@@ -138,9 +147,12 @@ describe('TLS', () => {
 })
 
 describe('allowlist entries that lead inside', () => {
-  test.each(['[64:ff9b::7f00:1]', '[::7f00:1]', '[fec0::1]', '[2002:7f00:1::]', '127.1', '0x7f.1', '2130706433', '0177.0.0.1', '127.0.0.1.'])('%s is refused', (entry) => {
-    expect(parseAllowEntry(entry)).toHaveProperty('problem')
-  })
+  test.each(['[64:ff9b::7f00:1]', '[::7f00:1]', '[fec0::1]', '[2002:7f00:1::]', '127.1', '0x7f.1', '2130706433', '0177.0.0.1', '127.0.0.1.'])(
+    '%s is refused',
+    (entry) => {
+      expect(parseAllowEntry(entry)).toHaveProperty('problem')
+    },
+  )
 })
 
 /** A query by hand with raw label bytes. */
@@ -151,7 +163,6 @@ function query(labels: readonly string[]): Buffer {
   })
   return Buffer.concat([Buffer.from([0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]), ...parts, Buffer.from([0, 0, 1, 0, 1])])
 }
-
 
 describe('a second adversarial pass', () => {
   /** Sends `bytes` on a transparent connection standing for up.test:httpPort; resolves with what came back once it ended or answered. */
@@ -314,7 +325,6 @@ describe('a first line that comes in pieces', () => {
 })
 
 describe('a fourth adversarial pass', () => {
-
   test.each([
     ['an HTTP/0.9 request line', ['GET /x\r\nHost: evil.example\r\n\r\n']],
     ['an HTTP/0.9 request with an absolute URI', ['GET http://evil.example/abs\r\nHost: evil.example\r\n\r\n']],

@@ -164,7 +164,14 @@ describe('bytes in bulk', () => {
         env: { TEND_SANDBOX: 'workspace', TEND_NETWORK_HOSTS: 'raw.test=127.0.0.1', TEND_NETWORK_ALLOW: `raw.test:${bulkPort}` },
       })
       try {
-        const started = await bulkDaemon.client.start({ command: `env -u ALL_PROXY -u all_proxy python3 -c ${q(python)}`, shell: true, cwd, sandbox: 'workspace', network: 'allow', timeoutMs: 60_000 })
+        const started = await bulkDaemon.client.start({
+          command: `env -u ALL_PROXY -u all_proxy python3 -c ${q(python)}`,
+          shell: true,
+          cwd,
+          sandbox: 'workspace',
+          network: 'allow',
+          timeoutMs: 60_000,
+        })
         const task = await bulkDaemon.client.wait(started.id, { timeoutMs: 90_000 })
         const output = (await bulkDaemon.client.read(task.id)).data
         const expected = createHash('sha256').update(Buffer.alloc(size, 7)).digest('hex')
@@ -184,7 +191,9 @@ describe('refused, and said so', () => {
     const { task, output } = await run('curl -sS -f --max-time 10 http://evil.example/ 2>&1; echo " rc=$?"; curl -sS --max-time 10 http://evil.example/')
     expect(output).toMatch(/403/)
     expect(output).toContain('tend: blocked evil.example:80 (not on the allowlist)')
-    expect(task.networkUse?.blockedDestinations).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'evil.example', port: 80, reason: 'not on the allowlist' })]))
+    expect(task.networkUse?.blockedDestinations).toEqual(
+      expect.arrayContaining([expect.objectContaining({ name: 'evil.example', port: 80, reason: 'not on the allowlist' })]),
+    )
     const shown = await runCli(['show', task.id], daemon.env)
     expect(shown.stdout).toMatch(/blocked:\s+evil\.example:80 \(not on the allowlist/)
   })
@@ -197,7 +206,9 @@ describe('refused, and said so', () => {
   })
 
   test('an IP literal not on the list is refused, even the address an allowed name leads to', async () => {
-    const { output } = await run(`curl -sS --max-time 10 --proxy "$HTTP_PROXY" --noproxy '' http://127.0.0.1:${httpPort}/; echo; curl -sS --max-time 10 http://203.0.113.7/`)
+    const { output } = await run(
+      `curl -sS --max-time 10 --proxy "$HTTP_PROXY" --noproxy '' http://127.0.0.1:${httpPort}/; echo; curl -sS --max-time 10 http://203.0.113.7/`,
+    )
     expect(output).toMatch(/tend: blocked 127\.0\.0\.1:\d+ \(/)
     expect(output).toMatch(/tend: blocked 203\.0\.113\.7:80 \(/)
   })
@@ -223,8 +234,10 @@ describe('refused, and said so', () => {
     expect(log).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'data-to-leak.evil.example', via: 'dns', decision: 'blocked' })]))
   })
 
-  test("a loopback task of the same owner gets nothing through the proxy, even by naming it", async () => {
-    const { task, output, log } = await run(`curl -sS --max-time 10 --proxy http://127.0.0.1:1023 http://up.test:${httpPort}/; echo " rc=$?"`, { network: 'loopback' })
+  test('a loopback task of the same owner gets nothing through the proxy, even by naming it', async () => {
+    const { task, output, log } = await run(`curl -sS --max-time 10 --proxy http://127.0.0.1:1023 http://up.test:${httpPort}/; echo " rc=$?"`, {
+      network: 'loopback',
+    })
     expect(task.network).toBe('loopback')
     expect(output).not.toContain('upstream saw')
     expect(output).toMatch(/tend: blocked up\.test:\d+ \(network loopback/)
@@ -239,7 +252,10 @@ describe('per-task destinations', () => {
     const otherPort = await listening(other)
     try {
       const line = `curl -sS --max-time 10 http://other.test:${otherPort}/`
-      const widened = await runCli(['run', '--wait', '--cwd', cwd, '--sandbox', 'workspace', '--allow-net', `other.test:${otherPort}`, '--', 'sh', '-c', line], daemon.env)
+      const widened = await runCli(
+        ['run', '--wait', '--cwd', cwd, '--sandbox', 'workspace', '--allow-net', `other.test:${otherPort}`, '--', 'sh', '-c', line],
+        daemon.env,
+      )
       expect(widened.stdout).toBe('extra')
       const plain = await run(line)
       expect(plain.output).toContain(`tend: blocked other.test:${otherPort} (not on the allowlist)`)
@@ -256,7 +272,7 @@ describe('per-task destinations', () => {
 })
 
 describe('an agent', () => {
-  test("reads in its tool result what was blocked and why, when its command failed after a block; the task ran with network allow", async () => {
+  test('reads in its tool result what was blocked and why, when its command failed after a block; the task ran with network allow', async () => {
     const host = createHost()
     const fork = host.plugin(tendPlugin, { home: daemon.home })
     try {
@@ -293,7 +309,9 @@ describe('an unprivileged daemon (user namespaces)', () => {
       })
       const task = await unprivileged.client.wait(started.id, { timeoutMs: 30_000 })
       const output = (await unprivileged.client.read(task.id)).data
-      expect(output).toBe(`upstream saw GET /via-proxy host=up.test:${httpPort}\nupstream saw GET /transparent host=up.test:${httpPort}\ntend: blocked evil.example:80 (not on the allowlist)\n`)
+      expect(output).toBe(
+        `upstream saw GET /via-proxy host=up.test:${httpPort}\nupstream saw GET /transparent host=up.test:${httpPort}\ntend: blocked evil.example:80 (not on the allowlist)\n`,
+      )
       expect(task.networkUse).toMatchObject({ allowed: 2, blocked: 1 })
     } finally {
       await unprivileged.stop()

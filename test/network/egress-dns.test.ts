@@ -48,9 +48,11 @@ async function startStub(task: EgressTask, listen?: (address: string, ports: rea
   const stub = new DnsStub({ attribute, record, addresses })
   const udp = createSocket('udp4')
   udp.on('message', (message, remote) => {
-    void stub.answerUdp(message, { proto: 'udp', address: remote.address, port: remote.port }, { address: '127.0.0.1', port: (udp.address() as AddressInfo).port }).then((reply) => {
-      if (reply !== null) udp.send(reply, remote.port, remote.address)
-    })
+    void stub
+      .answerUdp(message, { proto: 'udp', address: remote.address, port: remote.port }, { address: '127.0.0.1', port: (udp.address() as AddressInfo).port })
+      .then((reply) => {
+        if (reply !== null) udp.send(reply, remote.port, remote.address)
+      })
   })
   await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', () => resolve()))
   const tcp = createServer((socket) => stub.acceptTcp(socket))
@@ -153,7 +155,11 @@ describe('DNS stub', () => {
     client.socket.write(Buffer.concat([framed(query('registry.example', 1, 1)), framed(query('evil.example', 1, 2))]))
     await waitFor('two answers', () => {
       const bytes = client.received()
-      return bytes.length >= 2 && bytes.length >= 2 + bytes.readUInt16BE(0) + 2 && bytes.length >= 4 + bytes.readUInt16BE(0) + bytes.readUInt16BE(2 + bytes.readUInt16BE(0))
+      return (
+        bytes.length >= 2 &&
+        bytes.length >= 2 + bytes.readUInt16BE(0) + 2 &&
+        bytes.length >= 4 + bytes.readUInt16BE(0) + bytes.readUInt16BE(2 + bytes.readUInt16BE(0))
+      )
     })
     const bytes = client.received()
     const firstLength = bytes.readUInt16BE(0)

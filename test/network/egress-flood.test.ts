@@ -30,11 +30,15 @@ afterAll(async () => {
 /** Starts a flooding task and waits for its line saying the flood is on. */
 async function flood(program: string, owner: string) {
   const task = await daemon.client.start({ command: `exec python3 -u -c ${q(program)}`, shell: true, cwd, owner, network: 'allow', timeoutMs: 120_000 })
-  await waitFor(`the flood of ${task.id} to start`, async () => {
-    const current = await daemon.client.get(task.id)
-    if (current.state !== 'running' && current.state !== 'queued') throw new Error(`the flood ended: ${(await daemon.client.read(task.id)).data}`)
-    return (await daemon.client.read(task.id)).data.includes('flooding')
-  }, 30_000)
+  await waitFor(
+    `the flood of ${task.id} to start`,
+    async () => {
+      const current = await daemon.client.get(task.id)
+      if (current.state !== 'running' && current.state !== 'queued') throw new Error(`the flood ended: ${(await daemon.client.read(task.id)).data}`)
+      return (await daemon.client.read(task.id)).data.includes('flooding')
+    },
+    30_000,
+  )
   return task
 }
 

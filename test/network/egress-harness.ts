@@ -42,9 +42,27 @@ export async function closeServer(server: (Server | HttpServer) & { seen?: SeenC
 export function makeCertificate(names: readonly string[]): { key: string; cert: string } {
   const dir = mkdtempSync(join(tmpdir(), 'tend-egress-cert-'))
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${names[0]}`,
-      '-addext', `subjectAltName=${names.map((name) => `DNS:${name}`).join(',')}`,
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'pipe' })
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        `/CN=${names[0]}`,
+        '-addext',
+        `subjectAltName=${names.map((name) => `DNS:${name}`).join(',')}`,
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'pipe' },
+    )
     return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') }
   } finally {
     rmSync(dir, { recursive: true, force: true })
@@ -53,18 +71,22 @@ export function makeCertificate(names: readonly string[]): { key: string; cert: 
 
 /** An HTTP upstream that says what it was asked: method, path and Host. */
 export function echoHttp() {
-  return tracked(createHttpServer((req, res) => {
-    req.resume()
-    const hosts = req.rawHeaders.filter((_value, index) => index % 2 === 0 && req.rawHeaders[index]!.toLowerCase() === 'host').length
-    req.on('end', () => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}${hosts === 1 ? '' : ` (${hosts} Host headers)`}`))
-  }))
+  return tracked(
+    createHttpServer((req, res) => {
+      req.resume()
+      const hosts = req.rawHeaders.filter((_value, index) => index % 2 === 0 && req.rawHeaders[index]!.toLowerCase() === 'host').length
+      req.on('end', () => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}${hosts === 1 ? '' : ` (${hosts} Host headers)`}`))
+    }),
+  )
 }
 
 export function echoHttps(tlsFiles: { key: string; cert: string }) {
-  return tracked(createHttpsServer(tlsFiles, (req, res) => {
-    req.resume()
-    req.on('end', () => res.end(`tls upstream saw ${req.method} ${req.url} host=${req.headers.host}`))
-  }))
+  return tracked(
+    createHttpsServer(tlsFiles, (req, res) => {
+      req.resume()
+      req.on('end', () => res.end(`tls upstream saw ${req.method} ${req.url} host=${req.headers.host}`))
+    }),
+  )
 }
 
 export function parsedAllow(patterns: readonly string[]): AllowEntry[] {
@@ -77,7 +99,12 @@ export function parsedAllow(patterns: readonly string[]): AllowEntry[] {
  * An EgressProxy fed by two listeners on 127.0.0.1: the proxy port, and a "synthetic" port whose
  * connections stand for `transparentName:transparentPort`. Every decision lands in `decisions`.
  */
-export async function startProxy(options: { task: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]>; connectTimeoutMs?: number }) {
+export async function startProxy(options: {
+  task: EgressTask | null
+  hosts?: Record<string, string>
+  resolve?: (name: string) => Promise<string[]>
+  connectTimeoutMs?: number
+}) {
   const decisions: Array<{ task: EgressTask; decision: Decision }> = []
   const resolved: string[] = []
   const state = { task: options.task, transparentName: '', transparentPort: 0 }
@@ -93,11 +120,18 @@ export async function startProxy(options: { task: EgressTask | null; hosts?: Rec
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
   })
   const proxyListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) => proxy.acceptProxy(socket))
-  const transparentListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) => proxy.acceptTransparent(socket, state.transparentName, state.transparentPort))
+  const transparentListener = createServer({ highWaterMark: EGRESS_HIGH_WATER_MARK_BYTES }, (socket) =>
+    proxy.acceptTransparent(socket, state.transparentName, state.transparentPort),
+  )
   const proxyPort = await listening(proxyListener)
   const transparentPort = await listening(transparentListener)
   return {
-    proxy, decisions, resolved, state, proxyPort, transparentPort,
+    proxy,
+    decisions,
+    resolved,
+    state,
+    proxyPort,
+    transparentPort,
     async stop() {
       proxy.close()
       await Promise.all([proxyListener, transparentListener].map((server) => new Promise<void>((resolve) => server.close(() => resolve()))))

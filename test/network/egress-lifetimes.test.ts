@@ -26,7 +26,13 @@ let sinkPort: number
 
 beforeAll(async () => {
   ;[httpPort, sinkPort] = await Promise.all([listening(http), listening(sink)])
-  daemon = await startTestDaemon({ env: { TEND_SANDBOX: 'workspace', TEND_NETWORK_HOSTS: 'up.test=127.0.0.1,sink.test=127.0.0.1', TEND_NETWORK_ALLOW: `up.test:${httpPort},sink.test:${sinkPort}` } })
+  daemon = await startTestDaemon({
+    env: {
+      TEND_SANDBOX: 'workspace',
+      TEND_NETWORK_HOSTS: 'up.test=127.0.0.1,sink.test=127.0.0.1',
+      TEND_NETWORK_ALLOW: `up.test:${httpPort},sink.test:${sinkPort}`,
+    },
+  })
 })
 afterAll(async () => {
   await daemon?.stop()
@@ -44,7 +50,7 @@ async function output(id: string): Promise<string> {
   return (await daemon.client.read(id)).data
 }
 
-test("a proxy connection handed to a loopback task is cut when the allow task that made it ends", async () => {
+test('a proxy connection handed to a loopback task is cut when the allow task that made it ends', async () => {
   cwd = workspace()
   const name = `tend-pass-${process.pid}-${Date.now()}`
   const receiver = [
@@ -79,9 +85,23 @@ test("a proxy connection handed to a loopback task is cut when the allow task th
     'unix.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [proxy.fileno()]))])',
     'print("sent", flush=True)',
   ].join('\n')
-  const loopback = await daemon.client.start({ command: `exec python3 -u -c ${q(receiver)}`, shell: true, cwd, owner: 'passer', network: 'loopback', timeoutMs: 60_000 })
+  const loopback = await daemon.client.start({
+    command: `exec python3 -u -c ${q(receiver)}`,
+    shell: true,
+    cwd,
+    owner: 'passer',
+    network: 'loopback',
+    timeoutMs: 60_000,
+  })
   await waitFor('the receiver to listen', async () => (await output(loopback.id)).includes('listening'), 20_000)
-  const allow = await daemon.client.start({ command: `exec python3 -u -c ${q(sender)}`, shell: true, cwd, owner: 'passer', network: 'allow', timeoutMs: 60_000 })
+  const allow = await daemon.client.start({
+    command: `exec python3 -u -c ${q(sender)}`,
+    shell: true,
+    cwd,
+    owner: 'passer',
+    network: 'allow',
+    timeoutMs: 60_000,
+  })
   const ended = await daemon.client.wait(allow.id, { timeoutMs: 30_000 })
   expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
   expect(await output(allow.id)).toBe("b'HTTP/1.1 200'\nsent\n")
@@ -140,9 +160,23 @@ test('a connection whose task ends while it is still being looked up is refused,
     'socket.send_fds(unix, [b"x"], [proxy.fileno()])',
     'print("sent", flush=True)',
   ].join('\n')
-  const allow = await daemon.client.start({ command: `exec python3 -u -c ${q(sender)}`, shell: true, cwd: folder, owner: 'racer', network: 'allow', timeoutMs: 60_000 })
+  const allow = await daemon.client.start({
+    command: `exec python3 -u -c ${q(sender)}`,
+    shell: true,
+    cwd: folder,
+    owner: 'racer',
+    network: 'allow',
+    timeoutMs: 60_000,
+  })
   await waitFor('the sender to run', async () => (await daemon.client.get(allow.id)).state === 'running', 30_000)
-  const loopback = await daemon.client.start({ command: `exec python3 -u -c ${q(receiver)}`, shell: true, cwd: folder, owner: 'racer', network: 'loopback', timeoutMs: 90_000 })
+  const loopback = await daemon.client.start({
+    command: `exec python3 -u -c ${q(receiver)}`,
+    shell: true,
+    cwd: folder,
+    owner: 'racer',
+    network: 'loopback',
+    timeoutMs: 90_000,
+  })
   expect(await daemon.client.wait(allow.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', exitCode: 0 })
   await waitFor('the receiver to hold the connection', async () => (await output(loopback.id)).includes('received'), 30_000)
   writeFileSync(join(folder, 'go'), '')
@@ -170,7 +204,14 @@ describe('relays', () => {
       '    held.append(s)',
       'print("holding", len(held), flush=True)',
     ].join('\n')
-    const task = await daemon.client.start({ command: `exec python3 -u -c ${q(program)}`, shell: true, cwd: workspace(), owner: 'relayer', network: 'allow', timeoutMs: 60_000 })
+    const task = await daemon.client.start({
+      command: `exec python3 -u -c ${q(program)}`,
+      shell: true,
+      cwd: workspace(),
+      owner: 'relayer',
+      network: 'allow',
+      timeoutMs: 60_000,
+    })
     const ended = await daemon.client.wait(task.id, { timeoutMs: 30_000 })
     expect(await output(task.id)).toBe('holding 40\n')
     expect(ended.state).toBe('exited')

@@ -36,7 +36,16 @@ beforeAll(async () => {
   chmodSync(resolvConf, 0o644)
   chmodSync(hosts, 0o644)
   // The daemon in a mount namespace of its own, where these two files are the system's.
-  const launcher = ['unshare', '-m', '--propagation', 'private', 'sh', '-c', `mount --bind ${q(resolvConf)} /etc/resolv.conf && mount --bind ${q(hosts)} /etc/hosts && exec "$@"`, 'launcher']
+  const launcher = [
+    'unshare',
+    '-m',
+    '--propagation',
+    'private',
+    'sh',
+    '-c',
+    `mount --bind ${q(resolvConf)} /etc/resolv.conf && mount --bind ${q(hosts)} /etc/hosts && exec "$@"`,
+    'launcher',
+  ]
   daemon = await startTestDaemon({ launcher, env: { TEND_SANDBOX: 'workspace', TEND_NETWORK_ALLOW: `*.slow.test:${upstreamPort}` } })
 })
 afterAll(async () => {
@@ -48,7 +57,13 @@ afterAll(async () => {
 
 /** The CLI, from inside the daemon's mount namespace (the daemon refuses callers outside it). */
 async function cli(args: string[], timeoutMs = 30_000) {
-  return execa('nsenter', ['-t', String(daemon.process.pid), '-m', '--', process.execPath, TEND_BIN, ...args], { env: daemon.env, extendEnv: false, reject: false, timeout: timeoutMs, stdin: 'ignore' })
+  return execa('nsenter', ['-t', String(daemon.process.pid), '-m', '--', process.execPath, TEND_BIN, ...args], {
+    env: daemon.env,
+    extendEnv: false,
+    reject: false,
+    timeout: timeoutMs,
+    stdin: 'ignore',
+  })
 }
 
 test("one owner's lookups that never get an answer do not hold up another owner's", async () => {
@@ -71,7 +86,10 @@ test("one owner's lookups that never get an answer do not hold up another owner'
   const mallory = String(started.stdout).trim()
   await waitFor('the flood to start', async () => String((await cli(['logs', mallory])).stdout).includes('flooding'), 30_000)
   // Through the thread pool, bob's lookup waited behind mallory's (minutes); now it does not wait at all.
-  const bob = await cli(['run', '--wait', '--owner', 'bob', '--network', 'allow', '--cwd', cwd, '--', 'curl', '-sS', '--max-time', '20', `http://bob.slow.test:${upstreamPort}/`], 15_000)
+  const bob = await cli(
+    ['run', '--wait', '--owner', 'bob', '--network', 'allow', '--cwd', cwd, '--', 'curl', '-sS', '--max-time', '20', `http://bob.slow.test:${upstreamPort}/`],
+    15_000,
+  )
   expect(bob.timedOut, 'bob waited behind the flood').toBe(false)
   // His name was looked up, at once: /etc/hosts has it (at an internal address, which the proxy then refuses).
   expect(String(bob.stdout)).toMatch(/^tend: blocked bob\.slow\.test:\d+ \(resolves to 127\.0\.0\.1, an internal address/)

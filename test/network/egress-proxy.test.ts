@@ -5,7 +5,19 @@ import { connect as tlsConnect } from 'node:tls'
 import { parseAllowList } from '../../daemon/network/allowlist.js'
 import type { EgressTask } from '../../daemon/network/egress/index.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { clientHello, closeServer, curl, echoHttp, echoHttps, listening, makeCertificate, parsedAllow, rawConnection, startProxy, tracked } from './egress-harness.js'
+import {
+  clientHello,
+  closeServer,
+  curl,
+  echoHttp,
+  echoHttps,
+  listening,
+  makeCertificate,
+  parsedAllow,
+  rawConnection,
+  startProxy,
+  tracked,
+} from './egress-harness.js'
 
 /*
  * The egress proxy engine on real sockets: curl and Node clients talk to an EgressProxy fed by
@@ -17,11 +29,13 @@ const tlsFiles = makeCertificate(['allowed.example', 'other.example'])
 const http = echoHttp()
 const https = echoHttps(tlsFiles)
 // A server that speaks first, as ssh does: the proxy must pipe it without waiting for the task.
-const banner = tracked(createServer((socket) => {
-  socket.on('error', () => undefined)
-  socket.write('SSH-2.0-upstream\r\n')
-  socket.on('data', (chunk: Buffer) => socket.write(`echo:${chunk.toString()}`))
-}))
+const banner = tracked(
+  createServer((socket) => {
+    socket.on('error', () => undefined)
+    socket.write('SSH-2.0-upstream\r\n')
+    socket.on('data', (chunk: Buffer) => socket.write(`echo:${chunk.toString()}`))
+  }),
+)
 let httpPort = 0
 let httpsPort = 0
 let bannerPort = 0
@@ -35,7 +49,14 @@ function task(patterns: readonly string[], network: EgressTask['network'] = 'all
 }
 
 function allowedTask(): EgressTask {
-  return task([`allowed.example:${httpPort}`, `allowed.example:${httpsPort}`, `allowed.example:${bannerPort}`, `mapped.example:${httpPort}`, `loopy.example:${httpPort}`, `closed.example:${closedPort}`])
+  return task([
+    `allowed.example:${httpPort}`,
+    `allowed.example:${httpsPort}`,
+    `allowed.example:${bannerPort}`,
+    `mapped.example:${httpPort}`,
+    `loopy.example:${httpPort}`,
+    `closed.example:${closedPort}`,
+  ])
 }
 
 beforeAll(async () => {
@@ -63,8 +84,15 @@ beforeEach(() => {
   }
 })
 
-async function start(options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]>; connectTimeoutMs?: number } = {}) {
-  engine = await startProxy({ task: options.task === undefined ? allowedTask() : options.task, hosts: options.hosts ?? HOSTS, resolve: options.resolve, connectTimeoutMs: options.connectTimeoutMs })
+async function start(
+  options: { task?: EgressTask | null; hosts?: Record<string, string>; resolve?: (name: string) => Promise<string[]>; connectTimeoutMs?: number } = {},
+) {
+  engine = await startProxy({
+    task: options.task === undefined ? allowedTask() : options.task,
+    hosts: options.hosts ?? HOSTS,
+    resolve: options.resolve,
+    connectTimeoutMs: options.connectTimeoutMs,
+  })
   return engine
 }
 
@@ -108,8 +136,14 @@ describe('allowed names', () => {
 
   test('SOCKS5 with a domain name reaches the upstream over TLS', async () => {
     await start()
-    const result = await curl(['--socks5-hostname', `127.0.0.1:${engine.proxyPort}`, '--cacert', await certFile(), `https://allowed.example:${httpsPort}/socks`])
-    expect(result.stderr).toBe("")
+    const result = await curl([
+      '--socks5-hostname',
+      `127.0.0.1:${engine.proxyPort}`,
+      '--cacert',
+      await certFile(),
+      `https://allowed.example:${httpsPort}/socks`,
+    ])
+    expect(result.stderr).toBe('')
     expect(result.stdout).toBe(`tls upstream saw GET /socks host=allowed.example:${httpsPort}`)
     const [decision] = await decisions(1)
     expect(decision).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'socks', decision: 'allowed', address: '127.0.0.1' })
@@ -119,7 +153,13 @@ describe('allowed names', () => {
   test('a transparent TLS connection (a synthetic address) reaches the name it stands for', async () => {
     await start()
     Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
-    const result = await curl(['--connect-to', `allowed.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`, '--cacert', await certFile(), `https://allowed.example:${httpsPort}/t`])
+    const result = await curl([
+      '--connect-to',
+      `allowed.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`,
+      '--cacert',
+      await certFile(),
+      `https://allowed.example:${httpsPort}/t`,
+    ])
     expect(result.stdout).toBe(`tls upstream saw GET /t host=allowed.example:${httpsPort}`)
     const [decision] = await decisions(1)
     expect(decision).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'transparent', decision: 'allowed' })
@@ -266,17 +306,34 @@ describe('refusals, each recorded', () => {
     const same = await tlsThroughConnect(`allowed.example:${httpsPort}`, 'allowed.example')
     expect(same).toEqual({ statusLine: '200', handshake: 'secure' })
     const recorded = await decisions(2)
-    expect(recorded[0]).toMatchObject({ name: 'allowed.example', port: httpsPort, via: 'connect', decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect(recorded[0]).toMatchObject({
+      name: 'allowed.example',
+      port: httpsPort,
+      via: 'connect',
+      decision: 'blocked',
+      reason: 'TLS names other.example, not allowed.example',
+    })
     expect(recorded[1]).toMatchObject({ name: 'allowed.example', via: 'connect', decision: 'allowed' })
   })
 
   test('a TLS ClientHello naming another host than a transparent connection stands for is refused', async () => {
     await start()
     Object.assign(engine.state, { transparentName: 'allowed.example', transparentPort: httpsPort })
-    const result = await curl(['--connect-to', `other.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`, '--cacert', await certFile(), `https://other.example:${httpsPort}/`])
+    const result = await curl([
+      '--connect-to',
+      `other.example:${httpsPort}:127.0.0.1:${engine.transparentPort}`,
+      '--cacert',
+      await certFile(),
+      `https://other.example:${httpsPort}/`,
+    ])
     expect(result.code).not.toBe(0)
     expect(result.stdout).toBe('')
-    expect((await decisions(1))[0]).toMatchObject({ name: 'allowed.example', via: 'transparent', decision: 'blocked', reason: 'TLS names other.example, not allowed.example' })
+    expect((await decisions(1))[0]).toMatchObject({
+      name: 'allowed.example',
+      via: 'transparent',
+      decision: 'blocked',
+      reason: 'TLS names other.example, not allowed.example',
+    })
     expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
   })
 
@@ -307,7 +364,9 @@ describe('refusals, each recorded', () => {
     const client = rawConnection(engine.proxyPort)
     client.socket.write(`CONNECT allowed.example:${httpPort} HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\n`)
     await waitFor('the tunnel', () => client.text().startsWith('HTTP/1.1 200'))
-    client.socket.write(`GET /in HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\nGET /fronted HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    client.socket.write(
+      `GET /in HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\n\r\nGET /fronted HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`,
+    )
     await waitFor('both answers and the end', () => client.ended())
     expect(client.text()).toContain(`upstream saw GET /in host=allowed.example:${httpPort}`)
     expect(client.text()).toContain('tend: blocked other.example:')
@@ -411,19 +470,21 @@ describe('carrying bytes', () => {
     const download = randomBytes(32 * 1024 * 1024)
     const upload = randomBytes(32 * 1024 * 1024)
     let uploadHash = ''
-    const bulk = tracked(createServer((socket) => {
-      socket.on('error', () => undefined)
-      const hash = createHash('sha256')
-      let left = upload.length
-      socket.on('data', (chunk: Buffer) => {
-        hash.update(chunk)
-        left -= chunk.length
-        if (left === 0) {
-          uploadHash = hash.digest('hex')
-          socket.end(download)
-        }
-      })
-    }))
+    const bulk = tracked(
+      createServer((socket) => {
+        socket.on('error', () => undefined)
+        const hash = createHash('sha256')
+        let left = upload.length
+        socket.on('data', (chunk: Buffer) => {
+          hash.update(chunk)
+          left -= chunk.length
+          if (left === 0) {
+            uploadHash = hash.digest('hex')
+            socket.end(download)
+          }
+        })
+      }),
+    )
     const bulkPort = await listening(bulk)
     try {
       await start({ task: task([`allowed.example:${bulkPort}`]) })
@@ -455,7 +516,9 @@ describe('first bytes a server might read otherwise', () => {
     expect(client.text()).not.toContain('Host headers')
     expect(client.text()).not.toContain('other.example')
     const proxied = rawConnection(engine.proxyPort)
-    proxied.socket.write(`GET http://allowed.example:${httpPort}/dup HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nHost: other.example\r\nConnection: close\r\n\r\n`)
+    proxied.socket.write(
+      `GET http://allowed.example:${httpPort}/dup HTTP/1.1\r\nHost: allowed.example:${httpPort}\r\nHost: other.example\r\nConnection: close\r\n\r\n`,
+    )
     await waitFor('the proxied answer and the end', () => proxied.ended())
     expect(proxied.text()).not.toContain('Host headers')
     expect(proxied.text()).not.toContain('other.example')
@@ -500,7 +563,6 @@ describe('first bytes a server might read otherwise', () => {
     expect(https.seen.every((connection) => connection.read() === 0)).toBe(true)
   })
 })
-
 
 describe('addresses the engine found itself', () => {
   test('a name resolving to a public and an internal address is refused', async () => {

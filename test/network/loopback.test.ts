@@ -36,14 +36,25 @@ function serverLine(port: number, name: string): string {
 
 /** Starts a server task and waits until it listens (its own line says so). */
 async function startServer(daemon: TestDaemon, options: { port: number; name: string; owner?: string; cwd: string }): Promise<Task> {
-  const task = await daemon.client.start({ command: serverLine(options.port, options.name), shell: true, cwd: options.cwd, sandbox: 'workspace', ...(options.owner ? { owner: options.owner } : {}) })
+  const task = await daemon.client.start({
+    command: serverLine(options.port, options.name),
+    shell: true,
+    cwd: options.cwd,
+    sandbox: 'workspace',
+    ...(options.owner ? { owner: options.owner } : {}),
+  })
   // Sandboxed, on the default network: never the host's.
   expect(task).toMatchObject({ sandbox: 'workspace', network: 'loopback' })
-  await waitFor(`the server task ${task.id} to listen on ${options.port}`, async () => {
-    const current = await daemon.client.get(task.id)
-    if (current.state !== 'running' && current.state !== 'queued') throw new Error(`the server task ended: ${JSON.stringify(current)} ${(await daemon.client.read(task.id)).data}`)
-    return (await daemon.client.read(task.id)).data.includes(`listening ${options.port}`)
-  }, 20_000)
+  await waitFor(
+    `the server task ${task.id} to listen on ${options.port}`,
+    async () => {
+      const current = await daemon.client.get(task.id)
+      if (current.state !== 'running' && current.state !== 'queued')
+        throw new Error(`the server task ended: ${JSON.stringify(current)} ${(await daemon.client.read(task.id)).data}`)
+      return (await daemon.client.read(task.id)).data.includes(`listening ${options.port}`)
+    },
+    20_000,
+  )
   return task
 }
 
@@ -104,7 +115,10 @@ describe('a root daemon', () => {
   })
 
   test('two owners with a server on the same port each reach only their own; the host reaches neither', async () => {
-    const [a, b] = await Promise.all([startServer(daemon, { port: 8200, name: 'owner-a', owner: 'agent-a', cwd }), startServer(daemon, { port: 8200, name: 'owner-b', owner: 'agent-b', cwd })])
+    const [a, b] = await Promise.all([
+      startServer(daemon, { port: 8200, name: 'owner-a', owner: 'agent-a', cwd }),
+      startServer(daemon, { port: 8200, name: 'owner-b', owner: 'agent-b', cwd }),
+    ])
     const [fromA, fromB, fromThird] = await Promise.all([
       run(daemon, fetchLine(8200), { cwd, owner: 'agent-a' }),
       run(daemon, fetchLine(8200), { cwd, owner: 'agent-b' }),
@@ -133,7 +147,9 @@ describe('a root daemon', () => {
   })
 
   test('a loopback task cannot change its namespace: no address, no route, no interface can be added', async () => {
-    const { output } = await run(daemon, 'ip link add dummy0 type dummy 2>&1; echo "link rc=$?"; ip addr add 10.9.9.9/24 dev lo 2>&1; echo "addr rc=$?"', { cwd })
+    const { output } = await run(daemon, 'ip link add dummy0 type dummy 2>&1; echo "link rc=$?"; ip addr add 10.9.9.9/24 dev lo 2>&1; echo "addr rc=$?"', {
+      cwd,
+    })
     expect(output).toMatch(/link rc=[1-9]/)
     expect(output).toMatch(/addr rc=[1-9]/)
   })
@@ -174,7 +190,7 @@ describe('an unprivileged daemon (user namespaces)', () => {
     await daemon?.stop()
   })
 
-  test('its owners get private loopbacks too: a task reaches its owner\'s server, another owner does not', async () => {
+  test("its owners get private loopbacks too: a task reaches its owner's server, another owner does not", async () => {
     const status = await daemon.client.status()
     expect(status.sandbox.network.modes, JSON.stringify(status.sandbox.network.missing)).toContain('loopback')
     const server = await startServer(daemon, { port: 8400, name: 'unprivileged', cwd })
@@ -186,8 +202,11 @@ describe('an unprivileged daemon (user namespaces)', () => {
 })
 
 describe('the node fallback spawner', () => {
-  test.each(['root', 'unprivileged'] as const)('puts loopback tasks in their owner\'s namespace as well (daemon as %s)', async (who) => {
-    const daemon = await startTestDaemon({ env: { TEND_SPAWNER: 'node', TEND_SANDBOX: 'workspace' }, ...(who === 'unprivileged' ? { user: 'unprivileged' as const } : {}) })
+  test.each(['root', 'unprivileged'] as const)("puts loopback tasks in their owner's namespace as well (daemon as %s)", async (who) => {
+    const daemon = await startTestDaemon({
+      env: { TEND_SPAWNER: 'node', TEND_SANDBOX: 'workspace' },
+      ...(who === 'unprivileged' ? { user: 'unprivileged' as const } : {}),
+    })
     const cwd = mkdtempSync(join(base, 'node-'))
     chmodSync(cwd, 0o777)
     chownSync(cwd, daemon.uid, daemon.gid)

@@ -49,7 +49,9 @@ async function sleeper(options: { owner?: string } = {}): Promise<Task> {
 }
 
 function logLines(id: string): string[] {
-  return readFileSync(join(home, 'spool', id, 'network.log'), 'utf8').split('\n').filter((line) => line !== '')
+  return readFileSync(join(home, 'spool', id, 'network.log'), 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
 }
 
 async function readAll(id: string, limit: number): Promise<{ entries: NetworkDecision[]; last: NetworkLogPage }> {
@@ -68,12 +70,22 @@ describe('network.log and networkUse', () => {
     const task = await sleeper()
     await feed(task.id, [allowed, refused, allowed, refused])
     // The record follows while the task runs (coalesced, not per decision).
-    const running = await waitFor('the running record to count the decisions', async () => {
-      const now = await client.get(task.id)
-      return now.networkUse?.allowed === 2 && now.state === 'running' ? now : undefined
-    }, RECORD_TIMEOUT_MS)
+    const running = await waitFor(
+      'the running record to count the decisions',
+      async () => {
+        const now = await client.get(task.id)
+        return now.networkUse?.allowed === 2 && now.state === 'running' ? now : undefined
+      },
+      RECORD_TIMEOUT_MS,
+    )
     expect(running.state).toBe('running')
-    expect(running.networkUse).toEqual({ allowed: 2, blocked: 2, sentBytes: 600, receivedBytes: 14000, blockedDestinations: [{ name: 'evil.example', port: 443, reason: 'not on the allowlist', count: 2 }] })
+    expect(running.networkUse).toEqual({
+      allowed: 2,
+      blocked: 2,
+      sentBytes: 600,
+      receivedBytes: 14000,
+      blockedDestinations: [{ name: 'evil.example', port: 443, reason: 'not on the allowlist', count: 2 }],
+    })
     expect(logLines(task.id).map((line) => JSON.parse(line))).toEqual([allowed, refused, allowed, refused])
 
     const first = await client.networkLog(task.id, { limit: 3 })

@@ -52,7 +52,10 @@ describe('networkAllow', () => {
 
 describe('networkHosts', () => {
   test('maps names to addresses (pairs in TEND_NETWORK_HOSTS)', () => {
-    expect(configWith({ TEND_NETWORK_HOSTS: 'up.test=127.0.0.1, db.internal=10.1.2.3' })().networkHosts).toEqual({ 'up.test': '127.0.0.1', 'db.internal': '10.1.2.3' })
+    expect(configWith({ TEND_NETWORK_HOSTS: 'up.test=127.0.0.1, db.internal=10.1.2.3' })().networkHosts).toEqual({
+      'up.test': '127.0.0.1',
+      'db.internal': '10.1.2.3',
+    })
   })
 
   test.each([

@@ -37,8 +37,16 @@ describe('TendError.fromWire', () => {
   })
 
   test('a last param that holds text of the template before it is read back whole', () => {
-    const sent = new TendError('TEND_ERR_PIPE_GONE', { what: 'stdin pipe', id: 'abcdefabcdef', detail: 'it is gone: the task (or someone); nothing was written' })
-    expect(TendError.fromWire(sent.toWire()).params).toEqual({ what: 'stdin pipe', id: 'abcdefabcdef', detail: 'it is gone: the task (or someone); nothing was written' })
+    const sent = new TendError('TEND_ERR_PIPE_GONE', {
+      what: 'stdin pipe',
+      id: 'abcdefabcdef',
+      detail: 'it is gone: the task (or someone); nothing was written',
+    })
+    expect(TendError.fromWire(sent.toWire()).params).toEqual({
+      what: 'stdin pipe',
+      id: 'abcdefabcdef',
+      detail: 'it is gone: the task (or someone); nothing was written',
+    })
   })
 
   test('a message its template does not make keeps its whole text as detail', () => {

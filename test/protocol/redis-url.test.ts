@@ -13,7 +13,12 @@ test('a Redis URL carries a credential in its user, its password, or anywhere in
 
 test('a Redis URL as shown in a message or a log keeps no password, in its userinfo or its query', () => {
   const planted = 'PLANTED-redis-pw-7f3a'
-  for (const url of [`redis://:${planted}@127.0.0.1:6379`, `redis://u:${planted}@127.0.0.1:6379/1`, `redis://127.0.0.1:6379?password=${planted}`, `rediss://h:6380/0?x=1&pass=${planted}`]) {
+  for (const url of [
+    `redis://:${planted}@127.0.0.1:6379`,
+    `redis://u:${planted}@127.0.0.1:6379/1`,
+    `redis://127.0.0.1:6379?password=${planted}`,
+    `rediss://h:6380/0?x=1&pass=${planted}`,
+  ]) {
     const shown = redactRedisUrl(url)
     expect(shown, url).not.toContain(planted)
     expect(shown, url).toMatch(/^rediss?:\/\//)

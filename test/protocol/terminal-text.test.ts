@@ -64,7 +64,7 @@ describe('plainText: lines as a terminal shows them', () => {
     expect(plainText('line\r\x1b[K\nnext')).toBe('line\nnext')
   })
 
-  test('backspace erases the character before it, and the terminal\'s echo of an erase (\\b \\b) too', () => {
+  test("backspace erases the character before it, and the terminal's echo of an erase (\\b \\b) too", () => {
     expect(plainText('>>> pritn\b \b\b \bnt(1)\r\n')).toBe('>>> print(1)\n')
     expect(plainText('ab\b \b\r\n')).toBe('a\n')
     expect(plainText('\bx\r\b\by')).toBe('y')

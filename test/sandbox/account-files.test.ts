@@ -65,7 +65,12 @@ describe('account files', () => {
 
 describe("git's trust in a task's environment", () => {
   const git = (env: Record<string, string>, cwd: string, ...args: string[]) =>
-    execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', ...env } })
+    execFileSync('git', args, {
+      cwd,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', ...env },
+    })
   const roots: string[] = []
   afterEach(() => {
     for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
@@ -91,7 +96,13 @@ describe("git's trust in a task's environment", () => {
     // Moved aside (its inode stays in use) and replaced.
     renameSync(folders.swapped!.path, `${folders.swapped!.path}-moved`)
     mkdirSync(folders.swapped!.path, { mode: 0o755 })
-    const given = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'user.name', GIT_CONFIG_VALUE_0: 'Task', GIT_CONFIG_KEY_1: 'safe.directory', GIT_CONFIG_VALUE_1: '/only/this' }
+    const given = {
+      GIT_CONFIG_COUNT: '2',
+      GIT_CONFIG_KEY_0: 'user.name',
+      GIT_CONFIG_VALUE_0: 'Task',
+      GIT_CONFIG_KEY_1: 'safe.directory',
+      GIT_CONFIG_VALUE_1: '/only/this',
+    }
     const env = trustingGivenRepositories(given, Object.values(folders))
     expect(git(env, '/', 'config', '--get-all', 'safe.directory')).toBe(`/only/this\n${folders.tree!.path}\n${folders['tree/sub']!.path}\n`)
     expect(git(env, '/', 'config', 'user.name')).toBe('Task\n')
@@ -100,7 +111,11 @@ describe("git's trust in a task's environment", () => {
   test("git climbs no higher than the folders' parents: a repository above them is not found", () => {
     const { root, folders } = pinned({ 'repo/given': 0o755, 'repo/given/inner': 0o755, 'repo/other': 0o755 })
     git({}, join(root, 'repo'), 'init', '-q')
-    const env = trustingGivenRepositories({ GIT_CEILING_DIRECTORIES: '/somewhere' }, [folders['repo/given']!, folders['repo/given/inner']!, folders['repo/other']!])
+    const env = trustingGivenRepositories({ GIT_CEILING_DIRECTORIES: '/somewhere' }, [
+      folders['repo/given']!,
+      folders['repo/given/inner']!,
+      folders['repo/other']!,
+    ])
     // One ceiling per parent of an outermost folder, after the task's own.
     expect(env.GIT_CEILING_DIRECTORIES).toBe(`/somewhere:${join(root, 'repo')}`)
     expect(() => git(env, folders['repo/given/inner']!.path, 'rev-parse', '--show-toplevel')).toThrow(/not a git repository/)

@@ -1,7 +1,23 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmdirSync,
+  rmSync,
+  statfsSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
@@ -143,7 +159,9 @@ function usedBytes(path: string): number {
 }
 
 function memoryStat(dir: string, key: string): number {
-  const line = readFileSync(join(dir, 'memory.stat'), 'utf8').split('\n').find((each) => each.startsWith(`${key} `))
+  const line = readFileSync(join(dir, 'memory.stat'), 'utf8')
+    .split('\n')
+    .find((each) => each.startsWith(`${key} `))
   return Number(line?.split(' ')[1] ?? Number.NaN)
 }
 
@@ -171,7 +189,8 @@ function defineBounds(who: 'root' | 'non-root'): void {
       writeFileSync(join(tendHome, 'config.json'), JSON.stringify({ tmpSizeBytes: TMP_SIZE }))
       mkdirSync(probes)
       for (const [file, text] of Object.entries(PROBES)) writeFileSync(join(probes, file), text)
-      for (const path of [base, userHome, join(userHome, '.cache'), join(userHome, '.cache', 'host-tool'), tendHome, join(tendHome, 'config.json')]) chownSync(path, owner.uid, owner.gid)
+      for (const path of [base, userHome, join(userHome, '.cache'), join(userHome, '.cache', 'host-tool'), tendHome, join(tendHome, 'config.json')])
+        chownSync(path, owner.uid, owner.gid)
       if (who === 'non-root') delegate(name, owner.uid, owner.gid)
     }
 
@@ -213,7 +232,11 @@ function defineBounds(who: 'root' | 'non-root'): void {
       // A test that failed midway leaves its task running: stopped here, then nothing of any may be left.
       await step(async () => {
         for (const id of taskIds) await daemon.client.kill(id, { graceMs: 0 }).catch(() => undefined)
-        await waitFor('no process of any bounds-suite task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0), 30_000)
+        await waitFor(
+          'no process of any bounds-suite task left',
+          () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+          30_000,
+        )
       })
       await step(() => daemon?.stop())
       for (const each of crashed) await step(() => each.stop())
@@ -225,17 +248,21 @@ function defineBounds(who: 'root' | 'non-root'): void {
     test('status says which bounds each profile gets here', async () => {
       const status = await daemon.client.status()
       expect(status.sandbox.profiles).toEqual(['off', 'workspace', 'strict'])
-      const allTasks = Math.floor(Math.min(Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')), Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))) / 2)
+      const allTasks = Math.floor(
+        Math.min(Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')), Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))) / 2,
+      )
       expect(status.sandbox.bounds).toEqual({
         workspace: { pidsMax: DEFAULT_WORKSPACE_PIDS, memoryBytes: null, memoryAccounted: true, tmpfsBytes: TMP_SIZE },
         strict: { pidsMax: 512, memoryBytes: 2 * 1024 ** 3, memoryAccounted: true, tmpfsBytes: TMP_SIZE },
         allTasksPidsMax: allTasks,
         // Half of what the kernel hands out, as for one daemon: see the test on all daemons together below.
-        ...(who === 'root' ? { allDaemonsPidsMax: allTasks } : { allDaemonsPidsMax: null, allDaemonsProblem: expect.stringContaining('is root\'s') }),
+        ...(who === 'root' ? { allDaemonsPidsMax: allTasks } : { allDaemonsPidsMax: null, allDaemonsProblem: expect.stringContaining("is root's") }),
       })
       const text = await runCli(['status'], daemon.env)
       expect(text.exitCode).toBe(0)
-      expect(text.stdout).toContain(`bounds:      workspace: 4096 processes, memory counted (no limit), tmpfs 64M in all; strict: 512 processes, memory 2.0G, tmpfs 64M in all\n             all tasks together: ${allTasks} processes\n`)
+      expect(text.stdout).toContain(
+        `bounds:      workspace: 4096 processes, memory counted (no limit), tmpfs 64M in all; strict: 512 processes, memory 2.0G, tmpfs 64M in all\n             all tasks together: ${allTasks} processes\n`,
+      )
     })
 
     test('workspace: a spawn loop stops at the default process limit, counted from outside; the host and other tasks keep working', async () => {
@@ -252,10 +279,14 @@ function defineBounds(who: 'root' | 'non-root'): void {
       // A process just spawned shows its environment (the marker) only once its exec is through;
       // on a busy machine many still wait for a CPU to get there.
       const count = () => processesWithEnv(`TEND_TASK_ID=${started.id}`).filter(isAlive).length
-      const marked = await waitFor('the spawned processes to show their marker', () => {
-        const found = count()
-        return found > DEFAULT_WORKSPACE_PIDS - 16 ? found : null
-      }, 30_000).catch(() => count())
+      const marked = await waitFor(
+        'the spawned processes to show their marker',
+        () => {
+          const found = count()
+          return found > DEFAULT_WORKSPACE_PIDS - 16 ? found : null
+        },
+        30_000,
+      ).catch(() => count())
       const seen = `${output.trim()}; ${marked} marked processes; pids.current ${readFileSync(join(group, 'pids.current'), 'utf8').trim()}; ${readFileSync(join(group, 'pids.events'), 'utf8').trim()}`
       expect(output, seen).toMatch(/^refused after \d+: Resource temporarily unavailable\n/)
       // Refused by the task's own limit (not by the machine running out of pids), counted from here.
@@ -296,8 +327,10 @@ function defineBounds(who: 'root' | 'non-root'): void {
       }
     })
 
-    test('workspace: /tmp, /dev/shm and ~/.cache together hold at most tmpSizeBytes, and what lands counts in the task\'s memory group', async () => {
-      const started = await start(`for d in /tmp /dev/shm "$HOME/.cache"; do dd if=/dev/zero of="$d/fill" bs=1M count=64 2>/dev/null; done; echo filled; exec sleep infinity`)
+    test("workspace: /tmp, /dev/shm and ~/.cache together hold at most tmpSizeBytes, and what lands counts in the task's memory group", async () => {
+      const started = await start(
+        `for d in /tmp /dev/shm "$HOME/.cache"; do dd if=/dev/zero of="$d/fill" bs=1M count=64 2>/dev/null; done; echo filled; exec sleep infinity`,
+      )
       await waitFor('the task to fill its tmpfs mounts', async () => (await daemon.client.read(started.id)).data === 'filled\n', 60_000)
       const pid = sandboxedProcess(started.id)
       expect(pid, 'a process of the task in its sandbox').not.toBeNull()
@@ -342,15 +375,29 @@ function defineBounds(who: 'root' | 'non-root'): void {
       const small = await startTestDaemon({ user: daemonUser, env: { ...env, TEND_DAEMON_PIDS_MAX: '24' } })
       try {
         expect(readFileSync(join(daemonFolder(small.home), 'pids.max'), 'utf8').trim()).toBe('24')
-        const loops = await Promise.all([0, 1].map(async () => {
-          const started = await small.client.start({ command: `exec ${PYTHON} ${q(join(probes, 'spawn-loop.py'))} 40`, shell: true, cwd: workspace(), sandbox: 'workspace', timeoutMs: 120_000 })
-          taskIds.push(started.id)
-          return started
-        }))
-        await waitFor('both spawn loops to stop', async () => (await Promise.all(loops.map(async (task) => /refused|no refusal/.test((await small.client.read(task.id)).data)))).every(Boolean), 30_000)
+        const loops = await Promise.all(
+          [0, 1].map(async () => {
+            const started = await small.client.start({
+              command: `exec ${PYTHON} ${q(join(probes, 'spawn-loop.py'))} 40`,
+              shell: true,
+              cwd: workspace(),
+              sandbox: 'workspace',
+              timeoutMs: 120_000,
+            })
+            taskIds.push(started.id)
+            return started
+          }),
+        )
+        await waitFor(
+          'both spawn loops to stop',
+          async () => (await Promise.all(loops.map(async (task) => /refused|no refusal/.test((await small.client.read(task.id)).data)))).every(Boolean),
+          30_000,
+        )
         const counted = loops.reduce((sum, task) => sum + processesWithEnv(`TEND_TASK_ID=${task.id}`).filter(isAlive).length, 0)
         expect(counted, 'processes of both tasks together').toBeLessThanOrEqual(24)
-        expect((await Promise.all(loops.map(async (task) => (await small.client.read(task.id)).data))).join('')).toMatch(/refused after \d+: Resource temporarily unavailable/)
+        expect((await Promise.all(loops.map(async (task) => (await small.client.read(task.id)).data))).join('')).toMatch(
+          /refused after \d+: Resource temporarily unavailable/,
+        )
         for (const task of loops) await small.client.kill(task.id, { graceMs: 0 })
       } finally {
         await small.stop()
@@ -358,7 +405,9 @@ function defineBounds(who: 'root' | 'non-root'): void {
     })
 
     test("all daemons together leave the host its share: a root daemon bounds tend's folder and its uid's; an unprivileged one, whose uid folder's files are root's, says it cannot and what the operator runs", async () => {
-      const share = Math.floor(Math.min(Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')), Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))) / 2)
+      const share = Math.floor(
+        Math.min(Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')), Number(readFileSync('/proc/sys/kernel/threads-max', 'utf8'))) / 2,
+      )
       const top = cgroupDir(name, 'pids')
       const own = cgroupDir(name, 'pids', owner.uid)
       const bounds = (await daemon.client.status()).sandbox.bounds
@@ -462,7 +511,7 @@ describe('the cgroup parent: a daemon uses only folders no other uid can write',
       fix: (folder) => `chmod go-w ${folder}`,
     },
     {
-      title: "a root daemon, its own folder owned by another user",
+      title: 'a root daemon, its own folder owned by another user',
       who: 'root',
       layout: (name) => {
         for (const controller of CONTROLLERS) {
@@ -512,7 +561,10 @@ describe('the cgroup parent: a daemon uses only folders no other uid can write',
       const uid = each.who === 'root' ? 0 : other().uid
       const folder = each.layout(name, uid)
       const before = CONTROLLERS.map((controller) => readdirSync(cgroupDir(name, controller)).sort())
-      const daemon = await startTestDaemon({ user: each.who === 'root' ? undefined : 'unprivileged', env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_CGROUP_NAME: name } })
+      const daemon = await startTestDaemon({
+        user: each.who === 'root' ? undefined : 'unprivileged',
+        env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_CGROUP_NAME: name },
+      })
       try {
         const status = await daemon.client.status()
         expect(status.sandbox.profiles).toEqual(['off', 'workspace'])
@@ -523,7 +575,9 @@ describe('the cgroup parent: a daemon uses only folders no other uid can write',
         expect(status.sandbox.bounds.reason).toContain(folder)
         expect(status.sandbox.bounds.allTasksPidsMax).toBeNull()
         // A limit cannot be honoured: refused, never ignored.
-        await expect(daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace', pidsMax: 64 })).rejects.toMatchObject({ code: 'TEND_ERR_SANDBOX_UNAVAILABLE' })
+        await expect(daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace', pidsMax: 64 })).rejects.toMatchObject({
+          code: 'TEND_ERR_SANDBOX_UNAVAILABLE',
+        })
         const started = await daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace' })
         expect(started).toMatchObject({ pidsMax: null, memoryBytes: null })
         expect(await daemon.client.wait(started.id, { timeoutMs: 30_000 })).toMatchObject({ state: 'exited', exitCode: 0 })

@@ -75,7 +75,9 @@ describe('bubblewrap hidden from PATH', () => {
   })
 
   test('util-linux unshare on PATH is not used as a fallback (and docs/sandbox.md says why)', async () => {
-    await expect(daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace' })).rejects.toMatchObject({ code: 'TEND_ERR_SANDBOX_UNAVAILABLE' })
+    await expect(daemon.client.start({ command: ['true'], cwd: workspace, sandbox: 'workspace' })).rejects.toMatchObject({
+      code: 'TEND_ERR_SANDBOX_UNAVAILABLE',
+    })
     const docs = readFileSync(join(REPO_ROOT, 'docs', 'sandbox.md'), 'utf8')
     const section = docs.slice(docs.indexOf('## Why not util-linux `unshare`'))
     expect(section).toMatch(/^## Why not util-linux `unshare`/)
@@ -97,7 +99,9 @@ describe('bubblewrap hidden from PATH', () => {
       const refused = await runCli(['run', ...args, '--cwd', workspace, '--', 'echo', 'never'], daemon.env)
       expect(refused.exitCode).toBe(1)
       expect(refused.stdout).toBe('')
-      expect(refused.stderr).toMatch(/^tend: sandbox (workspace|strict) is not available here: bubblewrap \(bwrap\) was not found on PATH: install it \(Debian\/Ubuntu: apt-get install bubblewrap\), or run the task with --sandbox off\n$/)
+      expect(refused.stderr).toMatch(
+        /^tend: sandbox (workspace|strict) is not available here: bubblewrap \(bwrap\) was not found on PATH: install it \(Debian\/Ubuntu: apt-get install bubblewrap\), or run the task with --sandbox off\n$/,
+      )
     }
     expect(spoolEntries(daemon.home)).toEqual([])
     const off = await runCli(['run', '--sandbox', 'off', '--wait', '--cwd', workspace, '--', 'echo', 'ran'], daemon.env)

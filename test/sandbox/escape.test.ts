@@ -1,7 +1,20 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createServer, type Server, type Socket } from 'node:net'
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { StartOptions, Task } from '../../client/index.js'
@@ -151,7 +164,12 @@ function snapshot(root: string): string {
   return lines.join('\n')
 }
 
-const hostState = () => ({ user: snapshot(userHome), outside: snapshot(outside), tmpOutside: snapshot(hostTmpOutside), tendHomeTop: readdirSync(tendHome).sort() })
+const hostState = () => ({
+  user: snapshot(userHome),
+  outside: snapshot(outside),
+  tmpOutside: snapshot(hostTmpOutside),
+  tendHomeTop: readdirSync(tendHome).sort(),
+})
 
 let daemon: TestDaemon
 let hostBefore: ReturnType<typeof hostState>
@@ -161,7 +179,9 @@ plantHost()
 afterAll(async () => {
   try {
     try {
-      await waitFor('no process of any escape-suite task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+      await waitFor('no process of any escape-suite task left', () =>
+        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+      )
       // Every task's cgroups are gone too.
       expect(taskIds.flatMap((id) => ['memory', 'pids'].map((controller) => taskGroup(controller, id))).filter((dir) => existsSync(dir))).toEqual([])
     } finally {
@@ -216,7 +236,10 @@ async function attempt(line: string, options: Partial<StartOptions> = {}): Promi
   expect(task.state, `task ${task.id} did not end`).not.toMatch(/^(queued|running)$/)
   // The task records the profile it ran under, in the answer and in its spool record.
   expect(task.sandbox).toBe(sandbox)
-  expect(JSON.parse(readFileSync(join(task.spool, 'task.json'), 'utf8'))).toMatchObject({ sandbox, network: options.network === true ? 'host' : (options.network || 'loopback') })
+  expect(JSON.parse(readFileSync(join(task.spool, 'task.json'), 'utf8'))).toMatchObject({
+    sandbox,
+    network: options.network === true ? 'host' : options.network || 'loopback',
+  })
   const output = (await daemon.client.read(started.id)).data
   return { task, output }
 }
@@ -300,7 +323,11 @@ describe('file system', () => {
     expect(spoolAfter.filter((name) => !spoolBefore.includes(name))).toEqual(taskIds.slice(-1))
     expect(spoolAfter).not.toContain('evil')
     expect(statSync(join(tendHome, 'tend.sock')).isSocket()).toBe(true)
-    expect(JSON.parse(readFileSync(join(tendHome, 'config.json'), 'utf8'))).toEqual({ fileSizeLimitBytes: FILE_SIZE_LIMIT, tmpSizeBytes: TMP_SIZE, openFilesLimit: OPEN_FILES })
+    expect(JSON.parse(readFileSync(join(tendHome, 'config.json'), 'utf8'))).toEqual({
+      fileSizeLimitBytes: FILE_SIZE_LIMIT,
+      tmpSizeBytes: TMP_SIZE,
+      openFilesLimit: OPEN_FILES,
+    })
     expect((await daemon.client.status()).pid).toBe(daemonPid)
   })
 
@@ -454,10 +481,13 @@ describe('secrets', () => {
 
   test("the daemon's environment does not reach the task: not in env, not in any /proc/*/environ", async () => {
     const cwd = newWorkspace()
-    const { output } = await attempt('env; echo ---; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f"; done; echo ---; tr "\\0" "\\n" < /proc/1/environ', {
-      env: { VISIBLE_ON_PURPOSE: 'given-with-env' },
-      cwd,
-    })
+    const { output } = await attempt(
+      'env; echo ---; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f"; done; echo ---; tr "\\0" "\\n" < /proc/1/environ',
+      {
+        env: { VISIBLE_ON_PURPOSE: 'given-with-env' },
+        cwd,
+      },
+    )
     expect(output).not.toContain(ENV_SECRET)
     expect(output).not.toContain('TEND_TEST_SECRET_TOKEN')
     expect(output).not.toContain('TEND_HOME')
@@ -466,11 +496,38 @@ describe('secrets', () => {
     expect(output).toContain('VISIBLE_ON_PURPOSE=given-with-env')
     expect(output).toMatch(/TEND_TASK_ID=[a-z0-9]{12}/)
     expect(output).toMatch(/TEND_TASK_RUN=[a-z0-9]{12}\.[0-9a-f]{16}/)
-    const keys = new Set(output.split('\n').filter((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line)).map((line) => line.slice(0, line.indexOf('='))))
+    const keys = new Set(
+      output
+        .split('\n')
+        .filter((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line))
+        .map((line) => line.slice(0, line.indexOf('='))),
+    )
     // git's trust, which tend adds for a task on its own identity (docs/sandbox.md), is the only other setting: nothing of the daemon's.
     const trust = ['GIT_CONFIG_COUNT=1', 'GIT_CONFIG_KEY_0=safe.directory', `GIT_CONFIG_VALUE_0=${cwd}`, `GIT_CEILING_DIRECTORIES=${base}`]
     expect(new Set(output.split('\n').filter((line) => line.startsWith('GIT_C')))).toEqual(new Set(keys.has('GIT_CONFIG_COUNT') ? trust : []))
-    const allowed = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TERM', 'TMPDIR', 'TEND_TASK_ID', 'TEND_TASK_RUN', 'VISIBLE_ON_PURPOSE', 'PWD', 'OLDPWD', 'SHLVL', '_', 'GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0', 'GIT_CEILING_DIRECTORIES'])
+    const allowed = new Set([
+      'PATH',
+      'HOME',
+      'USER',
+      'LOGNAME',
+      'SHELL',
+      'LANG',
+      'LANGUAGE',
+      'TZ',
+      'TERM',
+      'TMPDIR',
+      'TEND_TASK_ID',
+      'TEND_TASK_RUN',
+      'VISIBLE_ON_PURPOSE',
+      'PWD',
+      'OLDPWD',
+      'SHLVL',
+      '_',
+      'GIT_CONFIG_COUNT',
+      'GIT_CONFIG_KEY_0',
+      'GIT_CONFIG_VALUE_0',
+      'GIT_CEILING_DIRECTORIES',
+    ])
     expect([...keys].filter((key) => !allowed.has(key) && !key.startsWith('LC_'))).toEqual([])
   })
 })
@@ -640,7 +697,14 @@ describe('processes', () => {
 
   test('no new user namespaces, no capabilities', async () => {
     const { output } = await attempt(
-      ['unshare -U true && echo ESCAPED-1', 'unshare -r true && echo ESCAPED-2', 'unshare -m true && echo ESCAPED-3', 'unshare -n true && echo ESCAPED-4', 'grep -E "^Cap(Eff|Prm|Bnd)" /proc/self/status', 'echo done'].join('; '),
+      [
+        'unshare -U true && echo ESCAPED-1',
+        'unshare -r true && echo ESCAPED-2',
+        'unshare -m true && echo ESCAPED-3',
+        'unshare -n true && echo ESCAPED-4',
+        'grep -E "^Cap(Eff|Prm|Bnd)" /proc/self/status',
+        'echo done',
+      ].join('; '),
     )
     expect(output).not.toContain('ESCAPED')
     expect(output).toContain('unshare failed')

@@ -41,7 +41,11 @@ function defineEverydayWork(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any everyday task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0), 30_000)
+        await waitFor(
+          'no process of any everyday task left',
+          () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+          30_000,
+        )
       } finally {
         await daemon?.stop()
         rmSync(base, { recursive: true, force: true })
@@ -122,7 +126,9 @@ function defineEverydayWork(who: 'root' | 'non-root'): void {
           hostGit(repo, ['worktree', 'add', '-q', '-b', 'feature', join(dir, 'linked')])
           chownTree(dir, owner())
           // The operator names the main repository's git folder: a .git file in the worktree is never followed.
-          await succeeds(`echo feature > feature.txt && git add feature.txt && ${GIT_COMMIT} -m 'in the linked worktree'`, join(dir, 'linked'), { writablePaths: [join(repo, '.git')] })
+          await succeeds(`echo feature > feature.txt && git add feature.txt && ${GIT_COMMIT} -m 'in the linked worktree'`, join(dir, 'linked'), {
+            writablePaths: [join(repo, '.git')],
+          })
           expect(hostGit(repo, ['log', 'feature', '--format=%s'])).toContain('in the linked worktree')
           expectOwnedBy(dir, owner())
         })
@@ -152,13 +158,19 @@ function defineEverydayWork(who: 'root' | 'non-root'): void {
       writeFileSync(join(cwd, 'Makefile'), `.PHONY: all ${jobs.join(' ')}\nall: ${jobs.join(' ')}\n${jobs.map((job) => `${job}:\n\t@cat go.fifo\n`).join('')}`)
       execFileSync('mkfifo', [join(cwd, 'go.fifo')])
       chownTree(cwd, daemonOwner)
-      const started = await daemon.client.start({ command: `make -s -j${BUILD_PROCESSES} all && echo build done`, shell: true, cwd, timeoutMs: TASK_TIMEOUT_MS })
+      const started = await daemon.client.start({
+        command: `make -s -j${BUILD_PROCESSES} all && echo build done`,
+        shell: true,
+        cwd,
+        timeoutMs: TASK_TIMEOUT_MS,
+      })
       taskIds.push(started.id)
       await waitFor(
         `${BUILD_PROCESSES} build jobs running at once (task ${started.id})`,
         async () => {
           const current = await daemon.client.get(started.id)
-          if (current.state !== 'running' && current.state !== 'queued') throw new Error(`the build ended early: ${current.state} ${current.reason}: ${(await daemon.client.read(started.id)).data.slice(-2000)}`)
+          if (current.state !== 'running' && current.state !== 'queued')
+            throw new Error(`the build ended early: ${current.state} ${current.reason}: ${(await daemon.client.read(started.id)).data.slice(-2000)}`)
           return jobsRunning(started.id) >= BUILD_PROCESSES
         },
         90_000,
@@ -192,7 +204,10 @@ function writeNpmProject(dir: string): void {
   writeFileSync(join(dir, 'vendor', 'dep', 'package.json'), JSON.stringify({ name: 'dep', version: '1.0.0', main: 'index.js' }))
   writeFileSync(join(dir, 'vendor', 'dep', 'index.js'), 'module.exports = 42\n')
   writeFileSync(join(dir, 'test.js'), "const answer = require('dep')\nif (answer !== 42) process.exit(1)\nconsole.log(`dependency answered ${answer}`)\n")
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'everyday', version: '1.0.0', private: true, dependencies: { dep: 'file:vendor/dep' }, scripts: { test: 'node test.js' } }))
+  writeFileSync(
+    join(dir, 'package.json'),
+    JSON.stringify({ name: 'everyday', version: '1.0.0', private: true, dependencies: { dep: 'file:vendor/dep' }, scripts: { test: 'node test.js' } }),
+  )
   execFileSync('npm', ['install', '--package-lock-only', '--offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: 'pipe' })
 }
 
@@ -207,7 +222,6 @@ function gitInit(dir: string): void {
 function hostGit(dir: string, args: string[]): string {
   return execFileSync('git', ['-c', 'safe.directory=*', ...args], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 }
-
 
 /** Everything in the folder, what the task made included, belongs to the folder's owner on the host. */
 function expectOwnedBy(dir: string, owner: { uid: number; gid: number }): void {

@@ -53,7 +53,11 @@ except OSError as e:
   })
 
   test('a sandboxed task gets its TERM and its grace period before anything is killed', async () => {
-    const task = await daemon.client.start({ command: 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.05; done', shell: true, cwd: workspace })
+    const task = await daemon.client.start({
+      command: 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.05; done',
+      shell: true,
+      cwd: workspace,
+    })
     await waitFor('the task to print ready', async () => (await daemon.client.read(task.id)).data === 'ready\n')
     const killed = await daemon.client.kill(task.id, { graceMs: 10_000 })
     expect(killed).toMatchObject({ state: 'killed', reason: 'killed by request (SIGTERM)' })
@@ -86,7 +90,10 @@ except OSError as e:
   })
 
   test.each([['/etc'], ['/usr/local'], ['/var/lib'], ['/']])('cwd %s is refused under a sandbox', async (cwd) => {
-    await expect(daemon.client.start({ command: ['true'], cwd })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining(`body/cwd: under sandbox workspace ${cwd} would become writable`) })
+    await expect(daemon.client.start({ command: ['true'], cwd })).rejects.toMatchObject({
+      code: 'TEND_ERR_VALIDATION',
+      message: expect.stringContaining(`body/cwd: under sandbox workspace ${cwd} would become writable`),
+    })
   })
 
   test('a symlink to a system folder is refused as a writable path', async () => {

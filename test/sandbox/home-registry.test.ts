@@ -47,11 +47,14 @@ describe('the registry of tend homes, squatted by another user', () => {
 
   afterAll(async () => {
     try {
-      await waitFor('no process of any task of this file left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+      await waitFor('no process of any task of this file left', () =>
+        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+      )
     } finally {
       await stopAll(...daemons)
       rmSync(base, { recursive: true, force: true })
-      for (const name of readdirSync('/var/tmp')) if (name === `tend-homes-${user.uid}` || name.startsWith(`tend-homes-${user.uid}.`)) rmSync(join('/var/tmp', name), { recursive: true, force: true })
+      for (const name of readdirSync('/var/tmp'))
+        if (name === `tend-homes-${user.uid}` || name.startsWith(`tend-homes-${user.uid}.`)) rmSync(join('/var/tmp', name), { recursive: true, force: true })
     }
   })
 
@@ -74,7 +77,13 @@ describe('the registry of tend homes, squatted by another user', () => {
     const cwd = home('ws')
     chownSync(cwd, user.uid, user.gid)
     // A task of the second daemon (on the user's own uid) sees the first one's home empty.
-    const started = await second.client.start({ command: `ls -A ${first.home} | sed 's/^/listed: /'; echo done`, shell: true, cwd, sandbox: 'workspace', timeoutMs: 20_000 })
+    const started = await second.client.start({
+      command: `ls -A ${first.home} | sed 's/^/listed: /'; echo done`,
+      shell: true,
+      cwd,
+      sandbox: 'workspace',
+      timeoutMs: 20_000,
+    })
     taskIds.push(started.id)
     const task = await second.client.wait(started.id, { timeoutMs: 40_000 })
     const output = (await second.client.read(started.id)).data
@@ -109,7 +118,9 @@ describe('registries another user fills to slow every admission', () => {
   afterAll(async () => {
     if (toucher) clearInterval(toucher)
     try {
-      await waitFor('no process of any task of this file left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+      await waitFor('no process of any task of this file left', () =>
+        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+      )
     } finally {
       await stopAll(daemon)
       for (const folder of folders) rmSync(folder, { recursive: true, force: true })
@@ -123,39 +134,43 @@ describe('registries another user fills to slow every admission', () => {
     return Number(/^rchar: (\d+)$/m.exec(io)![1])
   }
 
-  eachSandboxedProfile('folders of 1024 hard links to a 60 KiB entry each, their mtime in the future and kept changing, cost an admission next to nothing', () => daemon.client, async (sandbox) => {
-    if (folders.length === 0) {
-      // Planted as that uid would: its own folders in /var/tmp, an entry far larger than a real one, linked over and over.
-      const entry = join(base, 'entry.json')
-      writeFileSync(entry, `{"home":"/var/tmp","pid":1,"pad":"${'x'.repeat(60 * 1024)}"}`)
-      chownSync(entry, uid, uid)
-      for (const name of [`tend-homes-${uid}`, `tend-homes-${uid}.adv1`]) {
-        const folder = join('/var/tmp', name)
-        mkdirSync(folder, { mode: 0o755 })
-        folders.push(folder)
-        for (let index = 0; index < 1024; index++) linkSync(entry, join(folder, `${index}.json`))
-        chownSync(folder, uid, uid)
+  eachSandboxedProfile(
+    'folders of 1024 hard links to a 60 KiB entry each, their mtime in the future and kept changing, cost an admission next to nothing',
+    () => daemon.client,
+    async (sandbox) => {
+      if (folders.length === 0) {
+        // Planted as that uid would: its own folders in /var/tmp, an entry far larger than a real one, linked over and over.
+        const entry = join(base, 'entry.json')
+        writeFileSync(entry, `{"home":"/var/tmp","pid":1,"pad":"${'x'.repeat(60 * 1024)}"}`)
+        chownSync(entry, uid, uid)
+        for (const name of [`tend-homes-${uid}`, `tend-homes-${uid}.adv1`]) {
+          const folder = join('/var/tmp', name)
+          mkdirSync(folder, { mode: 0o755 })
+          folders.push(folder)
+          for (let index = 0; index < 1024; index++) linkSync(entry, join(folder, `${index}.json`))
+          chownSync(folder, uid, uid)
+        }
+        // touch -d 2030, again and again: an mtime that never looks settled, and a ctime that never is.
+        const future = new Date('2030-01-01T00:00:00Z')
+        const touch = () => {
+          for (const folder of folders) utimesSync(folder, future, future)
+        }
+        touch()
+        toucher = setInterval(touch, 100)
       }
-      // touch -d 2030, again and again: an mtime that never looks settled, and a ctime that never is.
-      const future = new Date('2030-01-01T00:00:00Z')
-      const touch = () => {
-        for (const folder of folders) utimesSync(folder, future, future)
+      const before = bytesReadByDaemon()
+      for (let round = 0; round < 5; round++) {
+        const started = await daemon.client.start({ command: ['true'], cwd: join(base, 'ws'), sandbox, timeoutMs: 20_000 })
+        taskIds.push(started.id)
+        const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
+        expect(task.exitCode, task.reason ?? '').toBe(0)
       }
-      touch()
-      toucher = setInterval(touch, 100)
-    }
-    const before = bytesReadByDaemon()
-    for (let round = 0; round < 5; round++) {
-      const started = await daemon.client.start({ command: ['true'], cwd: join(base, 'ws'), sandbox, timeoutMs: 20_000 })
-      taskIds.push(started.id)
-      const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
-      expect(task.exitCode, task.reason ?? '').toBe(0)
-    }
-    const read = bytesReadByDaemon() - before
-    // Whole, the planted entries are 120 MiB at every look (2.5 GB for these five tasks); a bounded
-    // registry refuses each on its size before reading it (about 140 KiB were read in all here).
-    expect(read, `the daemon read ${read} bytes for five tasks`).toBeLessThan(1024 * 1024)
-  })
+      const read = bytesReadByDaemon() - before
+      // Whole, the planted entries are 120 MiB at every look (2.5 GB for these five tasks); a bounded
+      // registry refuses each on its size before reading it (about 140 KiB were read in all here).
+      expect(read, `the daemon read ${read} bytes for five tasks`).toBeLessThan(1024 * 1024)
+    },
+  )
 })
 
 describe('a /var/tmp that another user fills with names and changes all the time', () => {

@@ -48,7 +48,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any identity-route task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any identity-route task left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         await daemon?.stop()
         rmSync(base, { recursive: true, force: true })
@@ -74,7 +76,15 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     /** Runs a command on the host as `user` (no supplementary groups), with git's own settings only. */
     function as(user: { uid: number; gid: number; name?: string }, command: string[], cwd = '/'): string {
-      const env = { PATH: SYSTEM_PATH, HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 'a', GIT_AUTHOR_EMAIL: 'a@b', GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'a@b' }
+      const env = {
+        PATH: SYSTEM_PATH,
+        HOME: '/nonexistent',
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_AUTHOR_NAME: 'a',
+        GIT_AUTHOR_EMAIL: 'a@b',
+        GIT_COMMITTER_NAME: 'a',
+        GIT_COMMITTER_EMAIL: 'a@b',
+      }
       return execFileSync('setpriv', [...setprivArgs({ name: user.name ?? String(user.uid), ...user }), '--', ...command], { cwd, env, encoding: 'utf8' })
     }
 
@@ -91,7 +101,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
         chownSync(path, owner.uid, owner.gid)
       }
 
-      eachProfile("a repository another user made in a world-writable folder above the cwd (/var/tmp/X/.git, the cwd X/proj) is not used", async (sandbox) => {
+      eachProfile('a repository another user made in a world-writable folder above the cwd (/var/tmp/X/.git, the cwd X/proj) is not used', async (sandbox) => {
         const shared = folder(base, { uid: 0, gid: 0 }, 0o1777)
         const project = join(shared, 'proj')
         mkdirSync(project)
@@ -149,32 +159,38 @@ function defineSuite(who: 'root' | 'non-root'): void {
       }
       const probe = 'cat app.conf; echo appended >> app.conf; echo made > made; echo done'
 
-      eachProfile("in a folder tend-test owns with group root, root's 0660 file stays closed (as to tend-test itself); what the task makes gets tend-test's group", async (sandbox) => {
-        const user = checkUnprivilegedUser()
-        const dir = groupRootFolder(user)
-        // The control: tend-test itself may not read it.
-        expect(spawnSync('setpriv', [...setprivArgs(user), '--', 'cat', join(dir, 'app.conf')], { encoding: 'utf8' }).stderr).toContain('Permission denied')
-        const { task, output } = await attempt(probe, { cwd: dir, sandbox })
-        expect(task.state, output).toBe('exited')
-        expect(output).not.toContain(SECRET)
-        expect(output.match(/Permission denied/g), output).toHaveLength(2)
-        expect(readFileSync(join(dir, 'app.conf'), 'utf8')).toBe(`${SECRET}\n`)
-        const made = lstatSync(join(dir, 'made'))
-        expect(`${made.uid}:${made.gid}`).toBe(`${user.uid}:${user.gid}`)
-      })
+      eachProfile(
+        "in a folder tend-test owns with group root, root's 0660 file stays closed (as to tend-test itself); what the task makes gets tend-test's group",
+        async (sandbox) => {
+          const user = checkUnprivilegedUser()
+          const dir = groupRootFolder(user)
+          // The control: tend-test itself may not read it.
+          expect(spawnSync('setpriv', [...setprivArgs(user), '--', 'cat', join(dir, 'app.conf')], { encoding: 'utf8' }).stderr).toContain('Permission denied')
+          const { task, output } = await attempt(probe, { cwd: dir, sandbox })
+          expect(task.state, output).toBe('exited')
+          expect(output).not.toContain(SECRET)
+          expect(output.match(/Permission denied/g), output).toHaveLength(2)
+          expect(readFileSync(join(dir, 'app.conf'), 'utf8')).toBe(`${SECRET}\n`)
+          const made = lstatSync(join(dir, 'made'))
+          expect(`${made.uid}:${made.gid}`).toBe(`${user.uid}:${user.gid}`)
+        },
+      )
 
-      eachProfile("in a folder of a uid no passwd entry names, with group root, the task holds no group's rights, and what it makes is no known group's", async (sandbox) => {
-        const unknown = unusedUid()
-        const dir = groupRootFolder({ uid: unknown, gid: 0 })
-        const { task, output } = await attempt(probe, { cwd: dir, sandbox })
-        expect(task.state, output).toBe('exited')
-        expect(output).not.toContain(SECRET)
-        expect(output.match(/Permission denied/g), output).toHaveLength(2)
-        expect(readFileSync(join(dir, 'app.conf'), 'utf8')).toBe(`${SECRET}\n`)
-        const made = lstatSync(join(dir, 'made'))
-        expect(made.uid).toBe(unknown)
-        expect(spawnSync('getent', ['group', String(made.gid)]).status, `getent group ${made.gid}`).toBe(2)
-      })
+      eachProfile(
+        "in a folder of a uid no passwd entry names, with group root, the task holds no group's rights, and what it makes is no known group's",
+        async (sandbox) => {
+          const unknown = unusedUid()
+          const dir = groupRootFolder({ uid: unknown, gid: 0 })
+          const { task, output } = await attempt(probe, { cwd: dir, sandbox })
+          expect(task.state, output).toBe('exited')
+          expect(output).not.toContain(SECRET)
+          expect(output.match(/Permission denied/g), output).toHaveLength(2)
+          expect(readFileSync(join(dir, 'app.conf'), 'utf8')).toBe(`${SECRET}\n`)
+          const made = lstatSync(join(dir, 'made'))
+          expect(made.uid).toBe(unknown)
+          expect(spawnSync('getent', ['group', String(made.gid)]).status, `getent group ${made.gid}`).toBe(2)
+        },
+      )
     })
 
     describe('F11: a mount inside a writable folder fails the task, never runs it as uid 0', () => {
@@ -199,21 +215,32 @@ function defineSuite(who: 'root' | 'non-root'): void {
     })
 
     describe('F11, the same class: an owner whose task id cannot be chosen', () => {
-      test('when the user database stops answering, a new owner\'s task fails, saying why, and never runs as uid 0', async () => {
+      test("when the user database stops answering, a new owner's task fails, saying why, and never runs as uid 0", async () => {
         // A getent that answers until told not to: the daemon chooses its first owner's id at
         // start with the real one, and a later owner's when it fails.
         const tools = folder(base, { uid: 0, gid: 0 }, 0o755)
         const broken = join(tools, 'broken')
-        writeFileSync(join(tools, 'getent'), `#!/bin/sh\n[ -e ${q(broken)} ] && { echo 'getent: no answer' >&2; exit 3; }\nexec /usr/bin/getent "$@"\n`, { mode: 0o755 })
+        writeFileSync(join(tools, 'getent'), `#!/bin/sh\n[ -e ${q(broken)} ] && { echo 'getent: no answer' >&2; exit 3; }\nexec /usr/bin/getent "$@"\n`, {
+          mode: 0o755,
+        })
         const other = await startTestDaemon({ env: { HOME: home, PATH: `${tools}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace' } })
         try {
           expect((await other.client.status()).sandbox.identity).toMatchObject({ as: 'task', fallback: null })
           writeFileSync(broken, '')
           const cwd = folder(base, owner, 0o755)
-          const started = await other.client.start({ command: 'id -u; echo x > made', shell: true, cwd, owner: `new-${randomBytes(3).toString('hex')}`, sandbox: 'workspace', timeoutMs: 30_000 })
+          const started = await other.client.start({
+            command: 'id -u; echo x > made',
+            shell: true,
+            cwd,
+            owner: `new-${randomBytes(3).toString('hex')}`,
+            sandbox: 'workspace',
+            timeoutMs: 30_000,
+          })
           const task = await other.client.wait(started.id, { timeoutMs: 45_000 })
           expect(task.state).toBe('failed')
-          expect(task.reason).toMatch(/^no uid could be chosen for the tasks of new-\w+: getent passwd \d+ exited 3: getent: no answer; the task was not run on uid 0 instead$/)
+          expect(task.reason).toMatch(
+            /^no uid could be chosen for the tasks of new-\w+: getent passwd \d+ exited 3: getent: no answer; the task was not run on uid 0 instead$/,
+          )
           expect((await other.client.read(started.id)).data).toBe('')
           expect(existsSync(join(cwd, 'made'))).toBe(false)
         } finally {
@@ -227,15 +254,18 @@ function defineSuite(who: 'root' | 'non-root'): void {
       async function staying(cwd: string, taskOwner: string): Promise<{ task: Task; pid: number }> {
         const started = await daemon.client.start({ command: 'exec sleep 60', shell: true, cwd, owner: taskOwner, sandbox: 'workspace', timeoutMs: 60_000 })
         taskIds.push(started.id)
-        const pid = await waitFor(`the sleep of task ${started.id}`, () =>
-          processesWithEnv(`TEND_TASK_ID=${started.id}`).find((each) => {
-            try {
-              return readFileSync(`/proc/${each}/comm`, 'utf8') === 'sleep\n'
-            } catch {
-              return false
-            }
-          }),
-        20_000)
+        const pid = await waitFor(
+          `the sleep of task ${started.id}`,
+          () =>
+            processesWithEnv(`TEND_TASK_ID=${started.id}`).find((each) => {
+              try {
+                return readFileSync(`/proc/${each}/comm`, 'utf8') === 'sleep\n'
+              } catch {
+                return false
+              }
+            }),
+          20_000,
+        )
         return { task: await daemon.client.get(started.id), pid }
       }
 
@@ -251,7 +281,18 @@ function defineSuite(who: 'root' | 'non-root'): void {
             running.push(first.task.id)
             const taken = ranAsOf(first.task)!.uid
             expect(taken).toBeGreaterThan(0)
-            if (database === 'passwd') execFileSync('useradd', ['--no-create-home', '--no-user-group', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', '--uid', String(taken), name])
+            if (database === 'passwd')
+              execFileSync('useradd', [
+                '--no-create-home',
+                '--no-user-group',
+                '--home-dir',
+                '/nonexistent',
+                '--shell',
+                '/usr/sbin/nologin',
+                '--uid',
+                String(taken),
+                name,
+              ])
             else execFileSync('groupadd', ['--gid', String(taken), name])
             made = true
             const cwd = folder(base, owner, 0o755)
@@ -259,8 +300,10 @@ function defineSuite(who: 'root' | 'non-root'): void {
             running.push(second.task.id)
             // The newcomer tries the task's folder through its root, as the adversarial pass did.
             const ids = database === 'passwd' ? { uid: taken, gid: 65534 } : { uid: 65534, gid: taken }
-            const tried = spawnSync('setpriv', [...setprivArgs({ name, ...ids }), '--', 'sh', '-c', `echo pwned > /proc/${second.pid}/root${cwd}/marker`], { encoding: 'utf8' })
-            expect(existsSync(join(cwd, 'marker')), 'the newcomer wrote into the task\'s folder').toBe(false)
+            const tried = spawnSync('setpriv', [...setprivArgs({ name, ...ids }), '--', 'sh', '-c', `echo pwned > /proc/${second.pid}/root${cwd}/marker`], {
+              encoding: 'utf8',
+            })
+            expect(existsSync(join(cwd, 'marker')), "the newcomer wrote into the task's folder").toBe(false)
             expect(tried.status, tried.stderr).not.toBe(0)
             const now = ranAsOf(second.task)!.uid
             expect(now, 'the owner got a new id').not.toBe(taken)

@@ -63,44 +63,62 @@ describe("files of other ids in a task's idmapped folders, daemon as root", () =
     return { task, output: (await daemon.client.read(started.id)).data }
   }
 
-  eachSandboxedProfile("files of other owners and groups in the task's folders can be removed, renamed, chmod'ed and written as the folder's rights allow", () => daemon.client, async (sandbox) => {
-    // A root-owned cwd holding files of ids below and above the task's, and a file of root's with another group.
-    const rootCwd = folder({ uid: 0, gid: 0 })
-    plant(join(rootCwd, 'users-file'), user)
-    plant(join(rootCwd, 'high-file'), { uid: HIGH_ID, gid: HIGH_ID })
-    plant(join(rootCwd, 'group-file'), { uid: 0, gid: user.gid })
-    const first = await attempt(
-      ['rm -f users-file && echo "rm users-file ok"', 'rm -f high-file && echo "rm high-file ok"', 'chmod 600 group-file && echo "chmod ok"', 'echo more >> group-file && echo "write ok"', 'mv group-file moved && echo "mv ok"'].join('; '),
-      rootCwd,
-      sandbox,
-    )
-    expect(first.output).toBe('rm users-file ok\nrm high-file ok\nchmod ok\nwrite ok\nmv ok\n')
-    // From the host: gone, renamed, its mode and content changed, owner and group kept.
-    expect(existsSync(join(rootCwd, 'users-file'))).toBe(false)
-    expect(existsSync(join(rootCwd, 'high-file'))).toBe(false)
-    const moved = lstatSync(join(rootCwd, 'moved'))
-    expect({ uid: moved.uid, gid: moved.gid, mode: moved.mode & 0o7777 }).toEqual({ uid: 0, gid: user.gid, mode: 0o600 })
-    expect(readFileSync(join(rootCwd, 'moved'), 'utf8')).toBe('planted\nmore\n')
+  eachSandboxedProfile(
+    "files of other owners and groups in the task's folders can be removed, renamed, chmod'ed and written as the folder's rights allow",
+    () => daemon.client,
+    async (sandbox) => {
+      // A root-owned cwd holding files of ids below and above the task's, and a file of root's with another group.
+      const rootCwd = folder({ uid: 0, gid: 0 })
+      plant(join(rootCwd, 'users-file'), user)
+      plant(join(rootCwd, 'high-file'), { uid: HIGH_ID, gid: HIGH_ID })
+      plant(join(rootCwd, 'group-file'), { uid: 0, gid: user.gid })
+      const first = await attempt(
+        [
+          'rm -f users-file && echo "rm users-file ok"',
+          'rm -f high-file && echo "rm high-file ok"',
+          'chmod 600 group-file && echo "chmod ok"',
+          'echo more >> group-file && echo "write ok"',
+          'mv group-file moved && echo "mv ok"',
+        ].join('; '),
+        rootCwd,
+        sandbox,
+      )
+      expect(first.output).toBe('rm users-file ok\nrm high-file ok\nchmod ok\nwrite ok\nmv ok\n')
+      // From the host: gone, renamed, its mode and content changed, owner and group kept.
+      expect(existsSync(join(rootCwd, 'users-file'))).toBe(false)
+      expect(existsSync(join(rootCwd, 'high-file'))).toBe(false)
+      const moved = lstatSync(join(rootCwd, 'moved'))
+      expect({ uid: moved.uid, gid: moved.gid, mode: moved.mode & 0o7777 }).toEqual({ uid: 0, gid: user.gid, mode: 0o600 })
+      expect(readFileSync(join(rootCwd, 'moved'), 'utf8')).toBe('planted\nmore\n')
 
-    // A user's cwd holding a file of root's: the ids below the folder owner's keep theirs too.
-    const usersCwd = folder(user)
-    plant(join(usersCwd, 'roots-file'), { uid: 0, gid: 0 })
-    const second = await attempt('rm -f roots-file && echo "rm roots-file ok"', usersCwd, sandbox)
-    expect(second.output).toBe('rm roots-file ok\n')
-    expect(existsSync(join(usersCwd, 'roots-file'))).toBe(false)
-  })
+      // A user's cwd holding a file of root's: the ids below the folder owner's keep theirs too.
+      const usersCwd = folder(user)
+      plant(join(usersCwd, 'roots-file'), { uid: 0, gid: 0 })
+      const second = await attempt('rm -f roots-file && echo "rm roots-file ok"', usersCwd, sandbox)
+      expect(second.output).toBe('rm roots-file ok\n')
+      expect(existsSync(join(usersCwd, 'roots-file'))).toBe(false)
+    },
+  )
 
-  eachSandboxedProfile("the task still cannot chmod, chown or write another uid's 0644 file in its folder", () => daemon.client, async (sandbox) => {
-    const cwd = folder({ uid: 0, gid: 0 })
-    plant(join(cwd, 'theirs'), user)
-    const { output } = await attempt(
-      ['chmod 666 theirs; echo "chmod $?"', 'chown "$(id -u)" theirs; echo "chown $?"', '(echo more >> theirs) 2>&1 | sed "s/.*: //"', 'cat theirs'].join('; '),
-      cwd,
-      sandbox,
-    )
-    expect(output).toMatch(/^chmod: changing permissions of 'theirs': Operation not permitted\nchmod 1\nchown: changing ownership of 'theirs': Operation not permitted\nchown 1\nPermission denied\nplanted\n$/)
-    const after = lstatSync(join(cwd, 'theirs'))
-    expect({ uid: after.uid, gid: after.gid, mode: after.mode & 0o7777 }).toEqual({ uid: user.uid, gid: user.gid, mode: 0o644 })
-    expect(readFileSync(join(cwd, 'theirs'), 'utf8')).toBe('planted\n')
-  })
+  eachSandboxedProfile(
+    "the task still cannot chmod, chown or write another uid's 0644 file in its folder",
+    () => daemon.client,
+    async (sandbox) => {
+      const cwd = folder({ uid: 0, gid: 0 })
+      plant(join(cwd, 'theirs'), user)
+      const { output } = await attempt(
+        ['chmod 666 theirs; echo "chmod $?"', 'chown "$(id -u)" theirs; echo "chown $?"', '(echo more >> theirs) 2>&1 | sed "s/.*: //"', 'cat theirs'].join(
+          '; ',
+        ),
+        cwd,
+        sandbox,
+      )
+      expect(output).toMatch(
+        /^chmod: changing permissions of 'theirs': Operation not permitted\nchmod 1\nchown: changing ownership of 'theirs': Operation not permitted\nchown 1\nPermission denied\nplanted\n$/,
+      )
+      const after = lstatSync(join(cwd, 'theirs'))
+      expect({ uid: after.uid, gid: after.gid, mode: after.mode & 0o7777 }).toEqual({ uid: user.uid, gid: user.gid, mode: 0o644 })
+      expect(readFileSync(join(cwd, 'theirs'), 'utf8')).toBe('planted\n')
+    },
+  )
 })

@@ -30,12 +30,17 @@ function defineSuite(who: 'root' | 'non-root'): void {
     beforeAll(async () => {
       mkdirSync(base, { mode: 0o711 })
       // One task at a time: the second waits in the queue.
-      daemon = await startTestDaemon({ user: who === 'root' ? undefined : 'unprivileged', env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_CONCURRENCY: '1' } })
+      daemon = await startTestDaemon({
+        user: who === 'root' ? undefined : 'unprivileged',
+        env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_CONCURRENCY: '1' },
+      })
     })
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any task of this suite left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any task of this suite left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         try {
           await stopAll(daemon, ...others)
@@ -69,37 +74,52 @@ function defineSuite(who: 'root' | 'non-root'): void {
     }
 
     if (who === 'root') {
-      eachSandboxedProfile("a user's home made inside its cwd while it waited: it fails, and the home is as useradd made it", () => daemon.client, async (sandbox) => {
-        const cwd = folder('cwd')
-        const name = `tq${randomBytes(3).toString('hex')}`
-        const home = join(cwd, 'home-q')
-        const task = await queuedBehind('mv home-q home-q.old; mkdir -p home-q; echo evil > home-q/.profile; echo done', cwd, sandbox, async () => {
-          execFileSync('useradd', ['--create-home', '--home-dir', home, '--shell', '/usr/sbin/nologin', '--user-group', name])
-          users.push(name)
-        })
-        expect(task.state, task.reason ?? '').toBe('failed')
-        expect(task.reason).toContain(`the home of ${name}`)
-        expect((await daemon.client.read(task.id)).data).toBe('')
-        const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }))
-        expect(existsSync(join(cwd, 'home-q.old'))).toBe(false)
-        expect(lstatSync(home).uid).toBe(uid)
-        if (existsSync(join(home, '.profile'))) expect(readFileSync(join(home, '.profile'), 'utf8')).not.toBe('evil\n')
-      })
+      eachSandboxedProfile(
+        "a user's home made inside its cwd while it waited: it fails, and the home is as useradd made it",
+        () => daemon.client,
+        async (sandbox) => {
+          const cwd = folder('cwd')
+          const name = `tq${randomBytes(3).toString('hex')}`
+          const home = join(cwd, 'home-q')
+          const task = await queuedBehind('mv home-q home-q.old; mkdir -p home-q; echo evil > home-q/.profile; echo done', cwd, sandbox, async () => {
+            execFileSync('useradd', ['--create-home', '--home-dir', home, '--shell', '/usr/sbin/nologin', '--user-group', name])
+            users.push(name)
+          })
+          expect(task.state, task.reason ?? '').toBe('failed')
+          expect(task.reason).toContain(`the home of ${name}`)
+          expect((await daemon.client.read(task.id)).data).toBe('')
+          const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }))
+          expect(existsSync(join(cwd, 'home-q.old'))).toBe(false)
+          expect(lstatSync(home).uid).toBe(uid)
+          if (existsSync(join(home, '.profile'))) expect(readFileSync(join(home, '.profile'), 'utf8')).not.toBe('evil\n')
+        },
+      )
     }
 
-    eachSandboxedProfile('a tend home made inside its cwd while it waited: it fails, and the home is untouched', () => daemon.client, async (sandbox) => {
-      const cwd = folder('cwd')
-      const home = join(cwd, 'tend-home')
-      const task = await queuedBehind(`echo '{"sandbox":"off"}' > tend-home/config.json; echo planted > tend-home/planted; echo done`, cwd, sandbox, async () => {
-        mkdirSync(home, { mode: 0o700 })
-        others.push(await startTestDaemon({ user: who === 'root' ? undefined : 'unprivileged', home, env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } }))
-      })
-      expect(task.state, task.reason ?? '').toBe('failed')
-      expect(task.reason).toContain('a tend home')
-      expect((await daemon.client.read(task.id)).data).toBe('')
-      expect(existsSync(join(home, 'planted'))).toBe(false)
-      expect(existsSync(join(home, 'config.json'))).toBe(false)
-    })
+    eachSandboxedProfile(
+      'a tend home made inside its cwd while it waited: it fails, and the home is untouched',
+      () => daemon.client,
+      async (sandbox) => {
+        const cwd = folder('cwd')
+        const home = join(cwd, 'tend-home')
+        const task = await queuedBehind(
+          `echo '{"sandbox":"off"}' > tend-home/config.json; echo planted > tend-home/planted; echo done`,
+          cwd,
+          sandbox,
+          async () => {
+            mkdirSync(home, { mode: 0o700 })
+            others.push(
+              await startTestDaemon({ user: who === 'root' ? undefined : 'unprivileged', home, env: { PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } }),
+            )
+          },
+        )
+        expect(task.state, task.reason ?? '').toBe('failed')
+        expect(task.reason).toContain('a tend home')
+        expect((await daemon.client.read(task.id)).data).toBe('')
+        expect(existsSync(join(home, 'planted'))).toBe(false)
+        expect(existsSync(join(home, 'config.json'))).toBe(false)
+      },
+    )
   })
 }
 

@@ -28,14 +28,18 @@ describe('local ids', () => {
   const settle = (path: string) => utimesSync(path, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000))
 
   test("a user's primary group is the first passwd entry's; a uid without an entry has none", () => {
-    const ids = new LocalIds(files({ passwd: 'root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1001::/home/alice:/bin/sh\nalias:x:1000:5::/:/bin/sh\n# comment\nbroken:x:abc:1\n' }))
+    const ids = new LocalIds(
+      files({ passwd: 'root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1001::/home/alice:/bin/sh\nalias:x:1000:5::/:/bin/sh\n# comment\nbroken:x:abc:1\n' }),
+    )
     expect(ids.primaryGroupOf(0)).toBe(0)
     expect(ids.primaryGroupOf(1000)).toBe(1001)
     expect(ids.primaryGroupOf(4242)).toBeNull()
   })
 
   test('an id is held by a user, a group or a subordinate range; missing files hold nothing', () => {
-    const ids = new LocalIds(files({ passwd: 'alice:x:1000:1000::/:/bin/sh\n', group: 'staff:x:50:\n', subuid: 'alice:100000:65536\n', subgid: 'alice:300000:10\n' }))
+    const ids = new LocalIds(
+      files({ passwd: 'alice:x:1000:1000::/:/bin/sh\n', group: 'staff:x:50:\n', subuid: 'alice:100000:65536\n', subgid: 'alice:300000:10\n' }),
+    )
     for (const id of [1000, 50, 100000, 165535, 300009]) expect(ids.holds(id), String(id)).toBe(true)
     for (const id of [1001, 99999, 165536, 300010]) expect(ids.holds(id), String(id)).toBe(false)
     const empty = new LocalIds(files({}))

@@ -70,7 +70,9 @@ describe('each owner its own task uid, daemon as root', () => {
 
   afterAll(async () => {
     try {
-      await waitFor('no process of any owner-identity task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+      await waitFor('no process of any owner-identity task left', () =>
+        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+      )
     } finally {
       await daemon?.stop()
       rmSync(base, { recursive: true, force: true })
@@ -117,11 +119,15 @@ describe('each owner its own task uid, daemon as root', () => {
       const bob = `bob-${sandbox}`
       const hog = await daemon.client.start({ command: [PYTHON, hogPy], cwd: folder(), sandbox, owner: alice, timeoutMs: 120_000 })
       taskIds.push(hog.id)
-      const said = await waitFor(`task ${hog.id} to hold its uid's budgets`, async () => {
-        const { data } = await daemon.client.read(hog.id)
-        if (!['queued', 'running'].includes((await daemon.client.get(hog.id)).state)) throw new Error(`the hog ended: ${data}`)
-        return data.includes('ready\n') ? data : null
-      }, 30_000)
+      const said = await waitFor(
+        `task ${hog.id} to hold its uid's budgets`,
+        async () => {
+          const { data } = await daemon.client.read(hog.id)
+          if (!['queued', 'running'].includes((await daemon.client.get(hog.id)).state)) throw new Error(`the hog ended: ${data}`)
+          return data.includes('ready\n') ? data : null
+        },
+        30_000,
+      )
       try {
         const [, instances, instancesStop] = /^inotify (\d+) (\w+)$/m.exec(said)!
         const [, queued, queuedStop] = /^signals (\d+) (\w+)$/m.exec(said)!
@@ -155,7 +161,12 @@ describe('each owner its own task uid, daemon as root', () => {
         expect('ranAs' in other.task && other.task.ranAs).toEqual({ uid: bobUid, gid: bobUid, identity: 'task', keyring: 'own' })
         const identity = (await daemon.client.status()).sandbox.identity
         expect(identity).toMatchObject({ as: 'task', uid: null, gid: null, range: { first: TASK_ID_FIRST, last: TASK_ID_LAST }, fallback: null })
-        expect(identity.owners).toEqual(expect.arrayContaining([{ owner: alice, uid: seen.uid, gid: seen.uid }, { owner: bob, uid: bobUid, gid: bobUid }]))
+        expect(identity.owners).toEqual(
+          expect.arrayContaining([
+            { owner: alice, uid: seen.uid, gid: seen.uid },
+            { owner: bob, uid: bobUid, gid: bobUid },
+          ]),
+        )
         const text = (await runCli(['status'], daemon.env)).stdout
         expect(text).toContain(`${alice} ${seen.uid}`)
         expect(text).toContain(`${bob} ${bobUid}`)
@@ -172,10 +183,21 @@ describe('each owner its own task uid, daemon as root', () => {
     const first = await startTestDaemon({ home, env })
     let second: TestDaemon | undefined
     try {
-      const staying = await first.client.start({ command: 'id -u; echo ready; exec sleep 120', shell: true, cwd: folder(), sandbox: 'workspace', owner: 'carol', timeoutMs: 120_000 })
+      const staying = await first.client.start({
+        command: 'id -u; echo ready; exec sleep 120',
+        shell: true,
+        cwd: folder(),
+        sandbox: 'workspace',
+        owner: 'carol',
+        timeoutMs: 120_000,
+      })
       taskIds.push(staying.id)
       const running = await waitFor('the running record, with its keeper and identity, on disk', () => {
-        const record = JSON.parse(readFileSync(join(home, 'spool', staying.id, 'task.json'), 'utf8')) as { state: string; keeper?: unknown; ranAs?: { uid: number } }
+        const record = JSON.parse(readFileSync(join(home, 'spool', staying.id, 'task.json'), 'utf8')) as {
+          state: string
+          keeper?: unknown
+          ranAs?: { uid: number }
+        }
         return record.state === 'running' && record.keeper ? record : undefined
       })
       const uid = running.ranAs!.uid

@@ -33,7 +33,7 @@ describe('owner ids', () => {
     expect(await new OwnerIds(HOME, { liveUids: none }).idsFor('alice')).toEqual(alice)
   })
 
-  test("an id another owner holds is passed over for the next: two owners never share one", async () => {
+  test('an id another owner holds is passed over for the next: two owners never share one', async () => {
     const aliceOwn = await new OwnerIds(HOME, { liveUids: none, taken: free }).idsFor('alice')
     if (!('uid' in aliceOwn)) throw new Error(aliceOwn.problem)
     const ids = new OwnerIds(HOME, { liveUids: none, taken: free })

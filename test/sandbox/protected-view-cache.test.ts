@@ -28,7 +28,11 @@ function setUp() {
  * one can set (an mtime set in the past or the future proves nothing): so this waits.
  */
 async function settle(...paths: string[]): Promise<void> {
-  await waitFor(`${paths.join(', ')} unchanged for over a second`, () => paths.every((path) => Date.now() - (statSync(path, { throwIfNoEntry: false })?.ctimeMs ?? 0) > 1100), 5000)
+  await waitFor(
+    `${paths.join(', ')} unchanged for over a second`,
+    () => paths.every((path) => Date.now() - (statSync(path, { throwIfNoEntry: false })?.ctimeMs ?? 0) > 1100),
+    5000,
+  )
 }
 
 test('the cached protected view answers from memory while nothing it was made from changed', async () => {

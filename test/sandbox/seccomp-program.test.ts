@@ -44,7 +44,7 @@ function decide(program: Buffer, call: { arch: number; nr: number; args?: bigint
         jump(accumulator >= k)
         break
       case 0x45: // jset #k
-        jump(((accumulator & k) >>> 0) !== 0)
+        jump((accumulator & k) >>> 0 !== 0)
         break
       case 0x06: // ret #k
         return k
@@ -67,11 +67,18 @@ describe.each(['x64', 'arm64'] as const)('the filters for %s', (arch) => {
   }
   const programs: Record<SeccompFilter, Buffer> = { baseline: seccompProgram('baseline', arch), strict: seccompProgram('strict', arch) }
   const both = (call: { nr: number; args?: bigint[] }, expected: number) => {
-    for (const filter of ['baseline', 'strict'] as const) expect(decide(programs[filter], { arch: table.audit, ...call }), `${filter}: call ${call.nr}`).toBe(expected)
+    for (const filter of ['baseline', 'strict'] as const)
+      expect(decide(programs[filter], { arch: table.audit, ...call }), `${filter}: call ${call.nr}`).toBe(expected)
   }
 
   test('a mode with a setuid or setgid bit is refused in every call that takes one, judged by its low word', () => {
-    const modeCalls: Array<[string, number]> = [['fchmod', 1], ['fchmodat', 2], ['fchmodat2', 2], ['mkdirat', 2], ['mknodat', 2]]
+    const modeCalls: Array<[string, number]> = [
+      ['fchmod', 1],
+      ['fchmodat', 2],
+      ['fchmodat2', 2],
+      ['mkdirat', 2],
+      ['mknodat', 2],
+    ]
     if (arch === 'x64') modeCalls.push(['chmod', 1], ['creat', 1], ['mkdir', 1], ['mknod', 1])
     for (const [name, index] of modeCalls) {
       const withMode = (mode: bigint) => Array.from({ length: 6 }, (_, i) => (i === index ? mode : 0n))
@@ -101,7 +108,7 @@ describe.each(['x64', 'arm64'] as const)('the filters for %s', (arch) => {
     both({ nr: nr('clone3') }, ENOSYS)
   })
 
-  test("the ioctls that reach fallocate (the space reservations) are not supported, judged by their low word; other requests pass", () => {
+  test('the ioctls that reach fallocate (the space reservations) are not supported, judged by their low word; other requests pass', () => {
     // _IOW('X', nr, struct space_resv): a 48-byte struct, the generic encoding (include/linux/falloc.h, asm-generic/ioctl.h).
     const reservation = (nr: number) => BigInt(((1 << 30) | (48 << 16) | (0x58 << 8) | nr) >>> 0)
     for (const number of [40, 41, 42, 43, 57]) {
@@ -122,7 +129,22 @@ describe.each(['x64', 'arm64'] as const)('the filters for %s', (arch) => {
   })
 
   test('keyrings, bpf, perf events, userfaultfd, io_uring, modules and kexec are refused', () => {
-    const names = ['keyctl', 'add_key', 'request_key', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'init_module', 'finit_module', 'delete_module', 'kexec_load', 'kexec_file_load'] as const
+    const names = [
+      'keyctl',
+      'add_key',
+      'request_key',
+      'bpf',
+      'perf_event_open',
+      'userfaultfd',
+      'io_uring_setup',
+      'io_uring_enter',
+      'io_uring_register',
+      'init_module',
+      'finit_module',
+      'delete_module',
+      'kexec_load',
+      'kexec_file_load',
+    ] as const
     for (const name of names) both({ nr: nr(name) }, EPERM)
   })
 
@@ -144,7 +166,7 @@ describe.each(['x64', 'arm64'] as const)('the filters for %s', (arch) => {
     }
   })
 
-  test('the call numbers are the kernel headers\' (asm-generic for arm64; fchmodat2 and setxattrat, newer than the headers, are the same on every architecture)', () => {
+  test("the call numbers are the kernel headers' (asm-generic for arm64; fchmodat2 and setxattrat, newer than the headers, are the same on every architecture)", () => {
     const header = arch === 'x64' ? '/usr/include/x86_64-linux-gnu/asm/unistd_64.h' : '/usr/include/asm-generic/unistd.h'
     if (!existsSync(header)) throw new Error(`${header} is missing: install the kernel headers (Debian: apt-get install linux-libc-dev)`)
     const text = readFileSync(header, 'utf8')

@@ -29,7 +29,13 @@ const SET_ID_BITS = 0o6000
  * space_resv)`, a 48-byte struct (asm-generic/ioctl.h: write << 30 | size << 16 | 'X' << 8 | nr).
  */
 const spaceReservation = (nr: number) => ((1 << 30) | (48 << 16) | (0x58 << 8) | nr) >>> 0
-const SPACE_RESERVATIONS = { FS_IOC_RESVSP: spaceReservation(40), FS_IOC_UNRESVSP: spaceReservation(41), FS_IOC_RESVSP64: spaceReservation(42), FS_IOC_UNRESVSP64: spaceReservation(43), FS_IOC_ZERO_RANGE: spaceReservation(57) }
+const SPACE_RESERVATIONS = {
+  FS_IOC_RESVSP: spaceReservation(40),
+  FS_IOC_UNRESVSP: spaceReservation(41),
+  FS_IOC_RESVSP64: spaceReservation(42),
+  FS_IOC_UNRESVSP64: spaceReservation(43),
+  FS_IOC_ZERO_RANGE: spaceReservation(57),
+}
 
 /**
  * System calls the probes make by number (ctypes has no wrapper for them), by `platform.machine()`.
@@ -37,16 +43,69 @@ const SPACE_RESERVATIONS = { FS_IOC_RESVSP: spaceReservation(40), FS_IOC_UNRESVS
  */
 const SYSCALLS = {
   x86_64: {
-    chmod: 90, fchmod: 91, fchmodat: 268, fchmodat2: 452, open: 2, openat: 257, openat2: 437, creat: 85, mkdir: 83, mkdirat: 258, mknod: 133, mknodat: 259,
-    setxattr: 188, lsetxattr: 189, fsetxattr: 190, setxattrat: 463,
-    keyctl: 250, add_key: 248, request_key: 249, bpf: 321, perf_event_open: 298, userfaultfd: 323, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
-    init_module: 175, finit_module: 313, delete_module: 176, kexec_load: 246, kexec_file_load: 320, unshare: 272, clone: 56, clone3: 435,
+    chmod: 90,
+    fchmod: 91,
+    fchmodat: 268,
+    fchmodat2: 452,
+    open: 2,
+    openat: 257,
+    openat2: 437,
+    creat: 85,
+    mkdir: 83,
+    mkdirat: 258,
+    mknod: 133,
+    mknodat: 259,
+    setxattr: 188,
+    lsetxattr: 189,
+    fsetxattr: 190,
+    setxattrat: 463,
+    keyctl: 250,
+    add_key: 248,
+    request_key: 249,
+    bpf: 321,
+    perf_event_open: 298,
+    userfaultfd: 323,
+    io_uring_setup: 425,
+    io_uring_enter: 426,
+    io_uring_register: 427,
+    init_module: 175,
+    finit_module: 313,
+    delete_module: 176,
+    kexec_load: 246,
+    kexec_file_load: 320,
+    unshare: 272,
+    clone: 56,
+    clone3: 435,
   },
   aarch64: {
-    fchmod: 52, fchmodat: 53, fchmodat2: 452, openat: 56, openat2: 437, mkdirat: 34, mknodat: 33,
-    setxattr: 5, lsetxattr: 6, fsetxattr: 7, setxattrat: 463,
-    keyctl: 219, add_key: 217, request_key: 218, bpf: 280, perf_event_open: 241, userfaultfd: 282, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
-    init_module: 105, finit_module: 273, delete_module: 106, kexec_load: 104, kexec_file_load: 294, unshare: 97, clone: 220, clone3: 435,
+    fchmod: 52,
+    fchmodat: 53,
+    fchmodat2: 452,
+    openat: 56,
+    openat2: 437,
+    mkdirat: 34,
+    mknodat: 33,
+    setxattr: 5,
+    lsetxattr: 6,
+    fsetxattr: 7,
+    setxattrat: 463,
+    keyctl: 219,
+    add_key: 217,
+    request_key: 218,
+    bpf: 280,
+    perf_event_open: 241,
+    userfaultfd: 282,
+    io_uring_setup: 425,
+    io_uring_enter: 426,
+    io_uring_register: 427,
+    init_module: 105,
+    finit_module: 273,
+    delete_module: 106,
+    kexec_load: 104,
+    kexec_file_load: 294,
+    unshare: 97,
+    clone: 220,
+    clone3: 435,
   },
 }
 
@@ -210,7 +269,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any seccomp-suite task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any seccomp-suite task left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         await daemon?.stop()
         rmSync(base, { recursive: true, force: true })
@@ -229,7 +290,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
       return `'${value.replace(/'/g, `'\\''`)}'`
     }
 
-    const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) => eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
+    const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) =>
+      eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
 
     async function run(line: string, options: Partial<StartOptions> & { sandbox: 'workspace' | 'strict' }): Promise<{ task: Task; output: string }> {
       const started = await daemon.client.start({ command: line, shell: true, cwd: options.cwd ?? workspace(), timeoutMs: 120_000, ...options })
@@ -240,10 +302,12 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     /** The `name: result` lines a probe printed. */
     function results(output: string): Record<string, string> {
-      return Object.fromEntries(output.split('\n').flatMap((line) => {
-        const match = /^(.+): (OK|E[A-Z0-9]+)$/.exec(line)
-        return match ? [[match[1]!, match[2]!]] : []
-      }))
+      return Object.fromEntries(
+        output.split('\n').flatMap((line) => {
+          const match = /^(.+): (OK|E[A-Z0-9]+)$/.exec(line)
+          return match ? [[match[1]!, match[2]!]] : []
+        }),
+      )
     }
 
     /** Every file and folder under `dir` (itself included) with a setuid or setgid bit, as the host sees it. */
@@ -260,7 +324,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     /** Extended attributes of every file under `dir`, read on the host with os.listxattr (Node has no xattr calls). */
     function xattrsUnder(dir: string): string[] {
-      const program = 'import os, sys\nfor root, dirs, files in os.walk(sys.argv[1]):\n    for name in dirs + files:\n        path = os.path.join(root, name)\n        for attr in os.listxattr(path, follow_symlinks=False):\n            print(path, attr)\n'
+      const program =
+        'import os, sys\nfor root, dirs, files in os.walk(sys.argv[1]):\n    for name in dirs + files:\n        path = os.path.join(root, name)\n        for attr in os.listxattr(path, follow_symlinks=False):\n            print(path, attr)\n'
       return execFileSync(PYTHON, ['-c', program, dir], { encoding: 'utf8' }).split('\n').filter(Boolean)
     }
 
@@ -270,8 +335,20 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const { output } = await run(`${PYTHON} ${q(join(probes, 'set-id.py'))}`, { sandbox, cwd })
         const seen = results(output)
         const expected = [
-          'os.chmod 4755', 'os.chmod 2755', 'os.chmod 2755 on a folder', 'os.fchmod 6755', 'os.open O_CREAT 4755', 'os.open O_TMPFILE 4755', 'os.mkdir 2755', 'os.mknod 4755',
-          'fchmodat 4755', 'fchmodat2 4755', 'fchmodat2 4755 high word set', 'openat O_CREAT 4755 high word set', 'mkdirat 2755', 'mknodat 2755',
+          'os.chmod 4755',
+          'os.chmod 2755',
+          'os.chmod 2755 on a folder',
+          'os.fchmod 6755',
+          'os.open O_CREAT 4755',
+          'os.open O_TMPFILE 4755',
+          'os.mkdir 2755',
+          'os.mknod 4755',
+          'fchmodat 4755',
+          'fchmodat2 4755',
+          'fchmodat2 4755 high word set',
+          'openat O_CREAT 4755 high word set',
+          'mkdirat 2755',
+          'mknodat 2755',
           ...(process.arch === 'x64' ? ['chmod 4755 high word set', 'open O_CREAT 4755', 'creat 4755', 'mkdir 2755', 'mknod 4755'] : []),
         ]
         expect(seen, output).toEqual(Object.fromEntries(expected.map((name) => [name, 'EPERM'])))
@@ -290,7 +367,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
           'cp -p of a setuid file': `cp -p ${q(join(source, 'setuid-sh'))} sh-preserved`,
           'cp -a of a setuid file': `cp -a ${q(join(source, 'setuid-sh'))} sh-archived`,
         }
-        const line = Object.entries(routes).map(([name, command]) => `if out=$( { ${command}; } 2>&1); then echo ${q(`${name}: OK`)}; else echo "${name}: failed: $out"; fi`).join('\n')
+        const line = Object.entries(routes)
+          .map(([name, command]) => `if out=$( { ${command}; } 2>&1); then echo ${q(`${name}: OK`)}; else echo "${name}: failed: $out"; fi`)
+          .join('\n')
         const { output } = await run(line, { sandbox, cwd })
         // A task on an identity of its own (a root daemon's) cannot give its copy the source's owner
         // (root), so cp drops the set-id bits itself, as coreutils does for any user: the copy is
@@ -298,7 +377,10 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const ownIdentity = (await daemon.client.status()).sandbox.identity.as === 'task'
         const copies = ['cp -p of a setuid file', 'cp -a of a setuid file']
         for (const name of Object.keys(routes)) {
-          const pattern = ownIdentity && copies.includes(name) ? `^${name.replace(/[+.]/g, '\\$&')}: OK$` : `^${name.replace(/[+.]/g, '\\$&')}: failed: .*Operation not permitted`
+          const pattern =
+            ownIdentity && copies.includes(name)
+              ? `^${name.replace(/[+.]/g, '\\$&')}: OK$`
+              : `^${name.replace(/[+.]/g, '\\$&')}: failed: .*Operation not permitted`
           expect(output, name).toMatch(new RegExp(pattern, 'm'))
         }
         expect(setIdFiles(cwd)).toEqual([])
@@ -307,81 +389,121 @@ function defineSuite(who: 'root' | 'non-root'): void {
         if (ownIdentity) for (const copy of ['sh-preserved', 'sh-archived']) expect(lstatSync(join(cwd, copy)).mode & 0o7777, copy).toBe(0o755)
       })
 
-      eachProfile('no file capability can be set (setxattr, lsetxattr, fsetxattr, setxattrat): "not supported", and the host sees no extended attribute', async (sandbox) => {
-        const cwd = workspace()
-        const { output } = await run(`${PYTHON} ${q(join(probes, 'xattr.py'))}`, { sandbox, cwd })
-        // EOPNOTSUPP, which Python names ENOTSUP (the same 95 on Linux): "this file system has no extended attributes".
-        expect(results(output), output).toEqual({
-          'os.setxattr security.capability': 'ENOTSUP',
-          'lsetxattr security.capability': 'ENOTSUP',
-          'fsetxattr security.capability': 'ENOTSUP',
-          'setxattrat security.capability': 'ENOTSUP',
-          'os.setxattr user.note': 'ENOTSUP',
-        })
-        expect(existsSync(join(cwd, 'capfile'))).toBe(true)
-        expect(xattrsUnder(cwd)).toEqual([])
-      })
+      eachProfile(
+        'no file capability can be set (setxattr, lsetxattr, fsetxattr, setxattrat): "not supported", and the host sees no extended attribute',
+        async (sandbox) => {
+          const cwd = workspace()
+          const { output } = await run(`${PYTHON} ${q(join(probes, 'xattr.py'))}`, { sandbox, cwd })
+          // EOPNOTSUPP, which Python names ENOTSUP (the same 95 on Linux): "this file system has no extended attributes".
+          expect(results(output), output).toEqual({
+            'os.setxattr security.capability': 'ENOTSUP',
+            'lsetxattr security.capability': 'ENOTSUP',
+            'fsetxattr security.capability': 'ENOTSUP',
+            'setxattrat security.capability': 'ENOTSUP',
+            'os.setxattr user.note': 'ENOTSUP',
+          })
+          expect(existsSync(join(cwd, 'capfile'))).toBe(true)
+          expect(xattrsUnder(cwd)).toEqual([])
+        },
+      )
     })
 
     describe('no disk its files do not show', () => {
-      eachProfile('fallocate past the end of a file (keep size, punch or zero a range) is not supported, on its output and in its cwd, nor its ioctl forms (FS_IOC_RESVSP and kin); plain fallocate still works', async (sandbox) => {
-        const cwd = workspace()
-        // Python's os.posix_fallocate is mode 0; the other modes go through fallocate(2) by ctypes,
-        // and the ioctls with a struct space_resv (l_type, l_whence, l_start, l_len, ...; 48 bytes).
-        const probe = [
-          'import ctypes, errno, fcntl, os, struct, termios',
-          'libc = ctypes.CDLL(None, use_errno=True)',
-          'def fallocate(name, fd, mode):',
-          '    result = libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(256 << 20))',
-          "    print(f'{name}: ' + ('OK' if result == 0 else errno.errorcode[ctypes.get_errno()]), flush=True)",
-          'def reserve(name, fd, request):',
-          "    space = struct.pack('hhqqiI4i', 0, 0, 0, 256 << 20, 0, 0, 0, 0, 0, 0)",
-          '    try:',
-          '        fcntl.ioctl(fd, request, space)',
-          "        print(f'{name}: OK', flush=True)",
-          '    except OSError as error:',
-          "        print(f'{name}: ' + errno.errorcode[error.errno], flush=True)",
-          "fd = os.open('big', os.O_WRONLY | os.O_CREAT, 0o644)",
-          "fallocate('keep size in the cwd', fd, 0x01)",
-          "fallocate('punch a hole', fd, 0x01 | 0x02)",
-          "fallocate('zero a range', fd, 0x10)",
-          "fallocate('keep size on the output', 1, 0x01)",
-          ...Object.entries(SPACE_RESERVATIONS).flatMap(([name, request]) => [`reserve('${name} in the cwd', fd, ${request})`, `reserve('${name} on the output', 1, ${request})`]),
-          // Other ioctls are not touched: a terminal request on a file answers as it always did.
-          "reserve('TCGETS', fd, termios.TCGETS)",
-          "os.posix_fallocate(fd, 0, 1 << 20)",
-          "print('plain: OK', flush=True)",
-        ].join('\n')
-        const { task, output } = await run(`${PYTHON} -c ${q(probe)}`, { sandbox, cwd })
-        // EOPNOTSUPP, which Python names ENOTSUP (the same 95 on Linux).
-        const reservations = Object.fromEntries(Object.keys(SPACE_RESERVATIONS).flatMap((name) => [[`${name} in the cwd`, 'ENOTSUP'], [`${name} on the output`, 'ENOTSUP']]))
-        expect(results(output), output).toEqual({ 'keep size in the cwd': 'ENOTSUP', 'punch a hole': 'ENOTSUP', 'zero a range': 'ENOTSUP', 'keep size on the output': 'ENOTSUP', ...reservations, TCGETS: 'ENOTTY', plain: 'OK' })
-        // What the host holds for them: the plain 1 MiB, nothing past the ends.
-        expect(lstatSync(join(cwd, 'big')).size).toBe(1 << 20)
-        expect(lstatSync(join(cwd, 'big')).blocks * 512).toBeLessThan(2 << 20)
-        const outputLog = join(daemon.home, 'spool', task.id, 'output.log')
-        expect(lstatSync(outputLog).blocks * 512).toBeLessThan(1 << 20)
-      })
+      eachProfile(
+        'fallocate past the end of a file (keep size, punch or zero a range) is not supported, on its output and in its cwd, nor its ioctl forms (FS_IOC_RESVSP and kin); plain fallocate still works',
+        async (sandbox) => {
+          const cwd = workspace()
+          // Python's os.posix_fallocate is mode 0; the other modes go through fallocate(2) by ctypes,
+          // and the ioctls with a struct space_resv (l_type, l_whence, l_start, l_len, ...; 48 bytes).
+          const probe = [
+            'import ctypes, errno, fcntl, os, struct, termios',
+            'libc = ctypes.CDLL(None, use_errno=True)',
+            'def fallocate(name, fd, mode):',
+            '    result = libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(256 << 20))',
+            "    print(f'{name}: ' + ('OK' if result == 0 else errno.errorcode[ctypes.get_errno()]), flush=True)",
+            'def reserve(name, fd, request):',
+            "    space = struct.pack('hhqqiI4i', 0, 0, 0, 256 << 20, 0, 0, 0, 0, 0, 0)",
+            '    try:',
+            '        fcntl.ioctl(fd, request, space)',
+            "        print(f'{name}: OK', flush=True)",
+            '    except OSError as error:',
+            "        print(f'{name}: ' + errno.errorcode[error.errno], flush=True)",
+            "fd = os.open('big', os.O_WRONLY | os.O_CREAT, 0o644)",
+            "fallocate('keep size in the cwd', fd, 0x01)",
+            "fallocate('punch a hole', fd, 0x01 | 0x02)",
+            "fallocate('zero a range', fd, 0x10)",
+            "fallocate('keep size on the output', 1, 0x01)",
+            ...Object.entries(SPACE_RESERVATIONS).flatMap(([name, request]) => [
+              `reserve('${name} in the cwd', fd, ${request})`,
+              `reserve('${name} on the output', 1, ${request})`,
+            ]),
+            // Other ioctls are not touched: a terminal request on a file answers as it always did.
+            "reserve('TCGETS', fd, termios.TCGETS)",
+            'os.posix_fallocate(fd, 0, 1 << 20)',
+            "print('plain: OK', flush=True)",
+          ].join('\n')
+          const { task, output } = await run(`${PYTHON} -c ${q(probe)}`, { sandbox, cwd })
+          // EOPNOTSUPP, which Python names ENOTSUP (the same 95 on Linux).
+          const reservations = Object.fromEntries(
+            Object.keys(SPACE_RESERVATIONS).flatMap((name) => [
+              [`${name} in the cwd`, 'ENOTSUP'],
+              [`${name} on the output`, 'ENOTSUP'],
+            ]),
+          )
+          expect(results(output), output).toEqual({
+            'keep size in the cwd': 'ENOTSUP',
+            'punch a hole': 'ENOTSUP',
+            'zero a range': 'ENOTSUP',
+            'keep size on the output': 'ENOTSUP',
+            ...reservations,
+            TCGETS: 'ENOTTY',
+            plain: 'OK',
+          })
+          // What the host holds for them: the plain 1 MiB, nothing past the ends.
+          expect(lstatSync(join(cwd, 'big')).size).toBe(1 << 20)
+          expect(lstatSync(join(cwd, 'big')).blocks * 512).toBeLessThan(2 << 20)
+          const outputLog = join(daemon.home, 'spool', task.id, 'output.log')
+          expect(lstatSync(outputLog).blocks * 512).toBeLessThan(1 << 20)
+        },
+      )
     })
 
     describe('kernel interfaces a build never needs', () => {
       eachProfile('keyrings, bpf, perf_event_open, userfaultfd, io_uring, kernel modules and kexec fail with EPERM', async (sandbox) => {
         const { output } = await run(`${PYTHON} ${q(join(probes, 'kernel.py'))}`, { sandbox })
-        const calls = ['keyctl', 'add_key', 'request_key', 'bpf', 'perf_event_open', 'userfaultfd', 'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'init_module', 'finit_module', 'delete_module', 'kexec_load', 'kexec_file_load']
+        const calls = [
+          'keyctl',
+          'add_key',
+          'request_key',
+          'bpf',
+          'perf_event_open',
+          'userfaultfd',
+          'io_uring_setup',
+          'io_uring_enter',
+          'io_uring_register',
+          'init_module',
+          'finit_module',
+          'delete_module',
+          'kexec_load',
+          'kexec_file_load',
+        ]
         expect(results(output), output).toEqual(Object.fromEntries(calls.map((name) => [name, 'EPERM'])))
       })
 
-      eachProfile('no new user namespace: unshare -U, unshare(2) and clone with CLONE_NEWUSER fail with EPERM; clone3 and openat2 answer ENOSYS', async (sandbox) => {
-        const { output } = await run(`unshare -U true; unshare -r true; ${PYTHON} ${q(join(probes, 'userns.py'))}`, { sandbox })
-        expect(output).toMatch(/^unshare: unshare failed: Operation not permitted\nunshare: unshare failed: Operation not permitted\n/)
-        expect(results(output), output).toEqual({
-          'unshare(CLONE_NEWUSER)': 'EPERM',
-          'unshare(CLONE_NEWUSER) high word set': 'EPERM',
-          'clone(CLONE_NEWUSER)': 'EPERM',
-          clone3: 'ENOSYS',
-          openat2: 'ENOSYS',
-        })
-      })
+      eachProfile(
+        'no new user namespace: unshare -U, unshare(2) and clone with CLONE_NEWUSER fail with EPERM; clone3 and openat2 answer ENOSYS',
+        async (sandbox) => {
+          const { output } = await run(`unshare -U true; unshare -r true; ${PYTHON} ${q(join(probes, 'userns.py'))}`, { sandbox })
+          expect(output).toMatch(/^unshare: unshare failed: Operation not permitted\nunshare: unshare failed: Operation not permitted\n/)
+          expect(results(output), output).toEqual({
+            'unshare(CLONE_NEWUSER)': 'EPERM',
+            'unshare(CLONE_NEWUSER) high word set': 'EPERM',
+            'clone(CLONE_NEWUSER)': 'EPERM',
+            clone3: 'ENOSYS',
+            openat2: 'ENOSYS',
+          })
+        },
+      )
 
       eachProfile('an ia32 system call (int $0x80) kills the process before it runs: its chmod 4755 never happens', async (sandbox) => {
         if (process.arch !== 'x64') throw new Error(`this test enters the ia32 ABI of x86-64; on ${process.arch} the foreign ABI needs its own probe`)
@@ -411,18 +533,28 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     }
 
-    eachProfile('the filter reaches bubblewrap in memory: the task and its sandbox\'s init (which it may ptrace) run under one seccomp filter, and nothing is written into its spool folder for it', async (sandbox) => {
-      const { task, output } = await run("grep -E '^Seccomp(_filters)?:' /proc/1/status /proc/self/status", { sandbox })
-      expect(output).toMatch(/^\/proc\/1\/status:Seccomp:\s+2\n\/proc\/1\/status:Seccomp_filters:\s+1\n\/proc\/self\/status:Seccomp:\s+2\n\/proc\/self\/status:Seccomp_filters:\s+1\n$/)
-      expect(programsIn(task.spool)).toEqual([])
-    })
+    eachProfile(
+      "the filter reaches bubblewrap in memory: the task and its sandbox's init (which it may ptrace) run under one seccomp filter, and nothing is written into its spool folder for it",
+      async (sandbox) => {
+        const { task, output } = await run("grep -E '^Seccomp(_filters)?:' /proc/1/status /proc/self/status", { sandbox })
+        expect(output).toMatch(
+          /^\/proc\/1\/status:Seccomp:\s+2\n\/proc\/1\/status:Seccomp_filters:\s+1\n\/proc\/self\/status:Seccomp:\s+2\n\/proc\/self\/status:Seccomp_filters:\s+1\n$/,
+        )
+        expect(programsIn(task.spool)).toEqual([])
+      },
+    )
 
     eachProfile('the node fallback spawner hands bubblewrap the same filter', async (sandbox) => {
       const fallback = await startTestDaemon({ user: daemonUser, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPAWNER: 'node' } })
       try {
         expect((await fallback.client.status()).spawner).toBe('node')
         const cwd = workspace()
-        const started = await fallback.client.start({ command: "grep -E '^Seccomp(_filters)?:' /proc/self/status; cp /bin/sh sh-copy && chmod 4755 sh-copy", shell: true, cwd, sandbox })
+        const started = await fallback.client.start({
+          command: "grep -E '^Seccomp(_filters)?:' /proc/self/status; cp /bin/sh sh-copy && chmod 4755 sh-copy",
+          shell: true,
+          cwd,
+          sandbox,
+        })
         taskIds.push(started.id)
         const task = await fallback.client.wait(started.id, { timeoutMs: 60_000 })
         const output = (await fallback.client.read(started.id)).data
@@ -463,7 +595,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
       // strict denies the socket pairs libuv makes for a child's stdio (docs/sandbox.md); workspace must not.
       test('workspace: node starts a child process (libuv falls back from clone3 to clone)', async () => {
-        const program = "require('child_process').execFile('sh', ['-c', 'echo child of node: ok'], (error, out) => { if (error) throw error; process.stdout.write(out) })"
+        const program =
+          "require('child_process').execFile('sh', ['-c', 'echo child of node: ok'], (error, out) => { if (error) throw error; process.stdout.write(out) })"
         const { task, output } = await run(`node -e ${q(program)}`, { sandbox: 'workspace' })
         expect(output).toBe('child of node: ok\n')
         expect(task).toMatchObject({ state: 'exited', exitCode: 0 })
@@ -474,15 +607,23 @@ function defineSuite(who: 'root' | 'non-root'): void {
       // What a kernel without CONFIG_SECCOMP_FILTER does to bubblewrap: the real one, failing wherever it is handed a filter.
       const bin = join(base, 'no-seccomp-bin')
       mkdirSync(bin)
-      writeFileSync(join(bin, 'bwrap'), '#!/bin/sh\nfor arg in "$@"; do [ "$arg" = --seccomp ] && { echo "bwrap: prctl(PR_SET_SECCOMP): Invalid argument" >&2; exit 1; }; done\nexec /usr/bin/bwrap "$@"\n', { mode: 0o755 })
+      writeFileSync(
+        join(bin, 'bwrap'),
+        '#!/bin/sh\nfor arg in "$@"; do [ "$arg" = --seccomp ] && { echo "bwrap: prctl(PR_SET_SECCOMP): Invalid argument" >&2; exit 1; }; done\nexec /usr/bin/bwrap "$@"\n',
+        { mode: 0o755 },
+      )
       chownTree(bin)
       const without = await startTestDaemon({ user: daemonUser, env: { HOME: userHome, PATH: `${bin}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace' } })
       try {
         const status = await without.client.status()
         expect(status.sandbox.profiles).toEqual(['off'])
-        for (const profile of ['workspace', 'strict'] as const) expect(status.sandbox.missing[profile]).toMatch(/could not load tend's seccomp filter here \(the kernel needs CONFIG_SECCOMP_FILTER\)/)
+        for (const profile of ['workspace', 'strict'] as const)
+          expect(status.sandbox.missing[profile]).toMatch(/could not load tend's seccomp filter here \(the kernel needs CONFIG_SECCOMP_FILTER\)/)
         for (const sandbox of ['workspace', 'strict'] as const) {
-          await expect(without.client.start({ command: ['true'], cwd: workspace(), sandbox })).rejects.toMatchObject({ code: 'TEND_ERR_SANDBOX_UNAVAILABLE', statusCode: 503 })
+          await expect(without.client.start({ command: ['true'], cwd: workspace(), sandbox })).rejects.toMatchObject({
+            code: 'TEND_ERR_SANDBOX_UNAVAILABLE',
+            statusCode: 503,
+          })
         }
       } finally {
         await without.stop()
@@ -493,12 +634,17 @@ function defineSuite(who: 'root' | 'non-root'): void {
       const status = await daemon.client.status()
       expect(status.sandbox.filters).toEqual({
         off: null,
-        workspace: { name: 'baseline', denies: expect.arrayContaining(['setuid/setgid modes', 'new user namespaces', 'keyrings', 'io_uring', 'ia32 and x32 system calls']) },
+        workspace: {
+          name: 'baseline',
+          denies: expect.arrayContaining(['setuid/setgid modes', 'new user namespaces', 'keyrings', 'io_uring', 'ia32 and x32 system calls']),
+        },
         strict: { name: 'strict', denies: expect.arrayContaining(['everything the baseline denies', 'ptrace', 'Unix-domain sockets']) },
       })
       const cli = await runCli(['status'], daemon.env)
       expect(cli.exitCode).toBe(0)
-      expect(cli.stdout).toMatch(/^seccomp: {5}workspace: the baseline filter \(denies setuid\/setgid modes, .*io_uring.*\)\n {13}strict: the strict filter \(denies everything the baseline denies, ptrace, .*\)\n {13}off: none\n/m)
+      expect(cli.stdout).toMatch(
+        /^seccomp: {5}workspace: the baseline filter \(denies setuid\/setgid modes, .*io_uring.*\)\n {13}strict: the strict filter \(denies everything the baseline denies, ptrace, .*\)\n {13}off: none\n/m,
+      )
       const json = await runCli(['status', '--json'], daemon.env)
       expect(JSON.parse(json.stdout).sandbox.filters).toEqual(status.sandbox.filters)
     })

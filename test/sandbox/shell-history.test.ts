@@ -18,9 +18,22 @@ const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 /** Histories of shells, REPLs and clients, as their programs name them under HOME. */
 const HISTORIES = [
-  '.bash_history', '.sh_history', '.zsh_history', '.zhistory', '.histfile', '.local/share/fish/fish_history',
-  '.python_history', '.node_repl_history', '.irb_history', '.psql_history', '.mysql_history', '.sqlite_history',
-  '.rediscli_history', '.dbshell', '.lesshst', '.viminfo',
+  '.bash_history',
+  '.sh_history',
+  '.zsh_history',
+  '.zhistory',
+  '.histfile',
+  '.local/share/fish/fish_history',
+  '.python_history',
+  '.node_repl_history',
+  '.irb_history',
+  '.psql_history',
+  '.mysql_history',
+  '.sqlite_history',
+  '.rediscli_history',
+  '.dbshell',
+  '.lesshst',
+  '.viminfo',
 ]
 
 function q(value: string): string {
@@ -52,30 +65,39 @@ function defineSuite(who: 'root' | 'non-root'): void {
         writeFileSync(path, `tend worker --redis ${secret}\n`, { mode: 0o600 })
         chownSync(path, owner.uid, owner.gid)
       }
-      daemon = await startTestDaemon({ user: who === 'root' ? undefined : 'unprivileged', env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' } })
+      daemon = await startTestDaemon({
+        user: who === 'root' ? undefined : 'unprivileged',
+        env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace' },
+      })
     })
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any task of this suite left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any task of this suite left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         await stopAll(daemon)
         rmSync(base, { recursive: true, force: true })
       }
     })
 
-    eachSandboxedProfile('a task reads none of them', () => daemon.client, async (sandbox) => {
-      const line = [...HISTORIES.map((relative) => `cat ${q(join(userHome, relative))} 2>/dev/null | sed 's|^|read ${relative}: |'`), 'echo done'].join('; ')
-      const started = await daemon.client.start({ command: line, shell: true, cwd: workspace, sandbox, timeoutMs: 20_000 })
-      taskIds.push(started.id)
-      const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
-      const output = (await daemon.client.read(started.id)).data
-      expect(output, task.reason ?? '').toContain('done\n')
-      expect(output).not.toMatch(/^read /m)
-      expect(output).not.toContain(secret)
-      // They are there on the host: had they shown, the task would have read them.
-      for (const relative of HISTORIES) expect(readFileSync(join(userHome, relative), 'utf8'), relative).toContain(secret)
-    })
+    eachSandboxedProfile(
+      'a task reads none of them',
+      () => daemon.client,
+      async (sandbox) => {
+        const line = [...HISTORIES.map((relative) => `cat ${q(join(userHome, relative))} 2>/dev/null | sed 's|^|read ${relative}: |'`), 'echo done'].join('; ')
+        const started = await daemon.client.start({ command: line, shell: true, cwd: workspace, sandbox, timeoutMs: 20_000 })
+        taskIds.push(started.id)
+        const task = await daemon.client.wait(started.id, { timeoutMs: 40_000 })
+        const output = (await daemon.client.read(started.id)).data
+        expect(output, task.reason ?? '').toContain('done\n')
+        expect(output).not.toMatch(/^read /m)
+        expect(output).not.toContain(secret)
+        // They are there on the host: had they shown, the task would have read them.
+        for (const relative of HISTORIES) expect(readFileSync(join(userHome, relative), 'utf8'), relative).toContain(secret)
+      },
+    )
   })
 }
 

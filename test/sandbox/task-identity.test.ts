@@ -109,7 +109,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any identity-suite task left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any identity-suite task left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         await daemon?.stop()
         rmSync(base, { recursive: true, force: true })
@@ -132,10 +134,20 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     /** Starts a task that prints `ready` and stays; answers it once `ready` is in its output. */
     async function startStaying(line: string, options: Partial<StartOptions> = {}): Promise<{ task: Task; output: () => Promise<string> }> {
-      const task = await daemon.client.start({ command: `${line}; echo ready; exec sleep 60`, shell: true, cwd: options.cwd ?? folder(), timeoutMs: 60_000, ...options })
+      const task = await daemon.client.start({
+        command: `${line}; echo ready; exec sleep 60`,
+        shell: true,
+        cwd: options.cwd ?? folder(),
+        timeoutMs: 60_000,
+        ...options,
+      })
       taskIds.push(task.id)
       const output = async () => (await daemon.client.read(task.id)).data
-      await waitFor(`task ${task.id} to print ready`, async () => (await output()).includes('ready\n') || ['exited', 'failed', 'killed'].includes((await daemon.client.get(task.id)).state), 20_000)
+      await waitFor(
+        `task ${task.id} to print ready`,
+        async () => (await output()).includes('ready\n') || ['exited', 'failed', 'killed'].includes((await daemon.client.get(task.id)).state),
+        20_000,
+      )
       return { task, output }
     }
 
@@ -183,7 +195,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
         expect(gid, 'id -g inside').not.toBe(0)
         const seen = hostIdentities(task.id)
         expect(seen.length, 'processes of the task on the host').toBeGreaterThan(0)
-        for (const each of seen) expect(each, `/proc/${each.pid}/status`).toEqual({ pid: each.pid, uid: Array(4).fill(String(uid)), gid: Array(4).fill(String(gid)) })
+        for (const each of seen)
+          expect(each, `/proc/${each.pid}/status`).toEqual({ pid: each.pid, uid: Array(4).fill(String(uid)), gid: Array(4).fill(String(gid)) })
         // An identity nobody else has: unknown to the user database, in the range tend takes them from.
         expect(uid).toBeGreaterThanOrEqual(TASK_ID_FIRST)
         expect(spawnSync('getent', ['passwd', String(uid)]).status, `getent passwd ${uid}`).toBe(2)
@@ -200,25 +213,28 @@ function defineSuite(who: 'root' | 'non-root'): void {
         await daemon.client.kill(task.id, { graceMs: 0 })
       })
 
-      eachSandbox("what the task makes belongs to each folder's owner: root in a root-owned cwd, tend-test in a cwd or writable folder of tend-test's", async (sandbox) => {
-        const user = checkUnprivilegedUser()
-        const cwd = folder()
-        const theirs = folder(user)
-        const { task, output } = await attempt(
-          `mkdir -p made/deeper && echo x > made/deeper/file && echo y > top && ln -s top link && mkdir ${q(join(theirs, 'mine'))} && echo z > ${q(join(theirs, 'mine', 'file'))} && echo w > ${q(join(theirs, 'top'))} && echo done`,
-          { cwd, sandbox, writablePaths: [theirs] },
-        )
-        expect(task.state, output).toBe('exited')
-        expect(output).toBe('done\n')
-        expect(owners(cwd)).toEqual({ made: '0:0', 'made/deeper': '0:0', 'made/deeper/file': '0:0', top: '0:0', link: '0:0' })
-        const mine = `${user.uid}:${user.gid}`
-        expect(owners(theirs)).toEqual({ mine, 'mine/file': mine, top: mine })
-        // And with tend-test's folder as the cwd itself.
-        const theirCwd = folder(user)
-        const second = await attempt('mkdir made && echo x > made/file && echo done', { cwd: theirCwd, sandbox })
-        expect(second.output).toBe('done\n')
-        expect(owners(theirCwd)).toEqual({ made: mine, 'made/file': mine })
-      })
+      eachSandbox(
+        "what the task makes belongs to each folder's owner: root in a root-owned cwd, tend-test in a cwd or writable folder of tend-test's",
+        async (sandbox) => {
+          const user = checkUnprivilegedUser()
+          const cwd = folder()
+          const theirs = folder(user)
+          const { task, output } = await attempt(
+            `mkdir -p made/deeper && echo x > made/deeper/file && echo y > top && ln -s top link && mkdir ${q(join(theirs, 'mine'))} && echo z > ${q(join(theirs, 'mine', 'file'))} && echo w > ${q(join(theirs, 'top'))} && echo done`,
+            { cwd, sandbox, writablePaths: [theirs] },
+          )
+          expect(task.state, output).toBe('exited')
+          expect(output).toBe('done\n')
+          expect(owners(cwd)).toEqual({ made: '0:0', 'made/deeper': '0:0', 'made/deeper/file': '0:0', top: '0:0', link: '0:0' })
+          const mine = `${user.uid}:${user.gid}`
+          expect(owners(theirs)).toEqual({ mine, 'mine/file': mine, top: mine })
+          // And with tend-test's folder as the cwd itself.
+          const theirCwd = folder(user)
+          const second = await attempt('mkdir made && echo x > made/file && echo done', { cwd: theirCwd, sandbox })
+          expect(second.output).toBe('done\n')
+          expect(owners(theirCwd)).toEqual({ made: mine, 'made/file': mine })
+        },
+      )
 
       eachSandbox('a root-only file outside its folders and the masks, which uid 0 could read, stays unreadable', async (sandbox) => {
         const { output } = await attempt(`cat ${q(rootOnly)}; echo "cat exited $?"`, { sandbox })
@@ -228,11 +244,15 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
       eachSandbox("git still works: a commit from a subfolder, authored from the operator's 0600 ~/.gitconfig; ~/.ssh stays masked", async (sandbox) => {
         const repo = folder()
-        const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, encoding: 'utf8', env: { PATH: SYSTEM_PATH, HOME: home, GIT_CONFIG_NOSYSTEM: '1' } })
+        const git = (...args: string[]) =>
+          execFileSync('git', args, { cwd: repo, encoding: 'utf8', env: { PATH: SYSTEM_PATH, HOME: home, GIT_CONFIG_NOSYSTEM: '1' } })
         git('init', '-q')
         mkdirSync(join(repo, 'sub'))
         git('commit', '-q', '--allow-empty', '-m', 'start')
-        const { task, output } = await attempt(`echo hi > note && git add note && git commit -q -m 'from the task' && git log -1 --format='%an <%ae>'; cat ~/.ssh/id_rsa; echo "ssh $?"`, { cwd: join(repo, 'sub'), sandbox })
+        const { task, output } = await attempt(
+          `echo hi > note && git add note && git commit -q -m 'from the task' && git log -1 --format='%an <%ae>'; cat ~/.ssh/id_rsa; echo "ssh $?"`,
+          { cwd: join(repo, 'sub'), sandbox },
+        )
         expect(task.state, output).toBe('exited')
         expect(output).toMatch(new RegExp(`^${GIT_AUTHOR}\n(.|\n)*ssh \\d+\n$`))
         expect(output).not.toContain(SSH_SECRET)
@@ -242,7 +262,10 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
       eachSandbox("a project inside the daemon's 0700 HOME is reached and written as root's, while the rest of HOME stays read-only", async (sandbox) => {
         const project = mkdtempSync(join(home, 'project-'))
-        const { task, output } = await attempt(`echo x > made && cat ~/.gitconfig | head -1; (echo y > ~/planted) 2>&1 | sed 's/.*: //'; echo done`, { cwd: project, sandbox })
+        const { task, output } = await attempt(`echo x > made && cat ~/.gitconfig | head -1; (echo y > ~/planted) 2>&1 | sed 's/.*: //'; echo done`, {
+          cwd: project,
+          sandbox,
+        })
         expect(task.state, output).toBe('exited')
         expect(output).toBe('[user]\nRead-only file system\ndone\n')
         expect(owners(project)).toEqual({ made: '0:0' })
@@ -255,7 +278,12 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const cwd = join(locked, 'project')
         mkdirSync(cwd)
         const attempted = daemon.client.start({ command: 'echo ran', shell: true, cwd, sandbox: 'workspace' })
-        await expect(attempted).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringMatching(new RegExp(`${cwd} cannot be reached by the tasks' user \\(uid \\d+.*\\): it may not enter ${locked}\\. .*chmod o\\+x ${locked}`)) })
+        await expect(attempted).rejects.toMatchObject({
+          code: 'TEND_ERR_VALIDATION',
+          message: expect.stringMatching(
+            new RegExp(`${cwd} cannot be reached by the tasks' user \\(uid \\d+.*\\): it may not enter ${locked}\\. .*chmod o\\+x ${locked}`),
+          ),
+        })
       })
     } else {
       eachSandbox("the task keeps the daemon's uid, and what it makes is the daemon user's", async (sandbox) => {
@@ -272,7 +300,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
     for (const sandbox of ['off', 'workspace', 'strict'] as const) {
       test(`${sandbox}: the task cannot read a key the daemon's session keyring holds`, async (context) => {
         const status = await daemon.client.status()
-        if (sandbox !== 'off') expect(status.sandbox.profiles, `${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`).toContain(sandbox)
+        if (sandbox !== 'off')
+          expect(status.sandbox.profiles, `${sandbox} is not available to this daemon: ${status.sandbox.missing[sandbox]}`).toContain(sandbox)
         const { task, output } = await attempt(`${PYTHON} ${q(keysPy)} probe ${q(DAEMON_KEY)} ${daemonKeySerial}`, { sandbox })
         expect(task.state, output).toBe('exited')
         expect(output).toMatch(/^search: error \w+\nread: error \w+\n$/)
@@ -342,7 +371,10 @@ describe('choosing the task uid', () => {
     expect(await idTaken(0)).toBe(true)
     expect(await idTaken(user.uid)).toBe(true)
     // A group that no user shares its number with counts too.
-    const groupOnly = readFileSync('/etc/group', 'utf8').split('\n').map((line) => Number(line.split(':')[2])).find((gid) => Number.isInteger(gid) && spawnSync('getent', ['passwd', String(gid)]).status === 2)
+    const groupOnly = readFileSync('/etc/group', 'utf8')
+      .split('\n')
+      .map((line) => Number(line.split(':')[2]))
+      .find((gid) => Number.isInteger(gid) && spawnSync('getent', ['passwd', String(gid)]).status === 2)
     expect(groupOnly, 'a group whose number no user has').toBeDefined()
     expect(await idTaken(groupOnly!)).toBe(true)
     expect(await idTaken(TASK_ID_LAST)).toBe(false)

@@ -68,7 +68,27 @@ function defineSuite(who: 'root' | 'non-root'): void {
         secretFile(join(dir, 'cluster-key'), keyBytes)
       }
       // The console's TLS key: whoever holds it can pose as the console to its operator.
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=tend-test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(given, 'console-key.pem'), '-out', join(given, 'console-cert.pem')], { stdio: 'ignore' })
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-days',
+          '2',
+          '-subj',
+          '/CN=tend-test',
+          '-addext',
+          'subjectAltName=IP:127.0.0.1',
+          '-keyout',
+          join(given, 'console-key.pem'),
+          '-out',
+          join(given, 'console-cert.pem'),
+        ],
+        { stdio: 'ignore' },
+      )
       for (const file of ['console-key.pem', 'console-cert.pem']) chownSync(join(given, file), owner.uid, owner.gid)
       chmodSync(join(given, 'console-key.pem'), 0o600)
       worker = await startTestDaemon({
@@ -91,7 +111,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any task of this suite left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any task of this suite left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         await stopAll(worker)
         rmSync(base, { recursive: true, force: true })
@@ -105,19 +127,30 @@ function defineSuite(who: 'root' | 'non-root'): void {
       return { task, output: (await worker.client.read(started.id)).data }
     }
 
-    eachSandboxedProfile("a --net task reads neither the Redis URL, nor the cluster key, nor the console's tokens or TLS key, wherever they are", () => worker.client, async (sandbox) => {
-      const files = [join(documented, 'redis-url'), join(documented, 'cluster-key'), join(given, 'redis-url'), join(given, 'cluster-key'), join(given, 'console-key.pem'), tokenDigestFile]
-      const line = [...files.map((file) => `base64 -w0 ${q(file)} 2>/dev/null | sed 's|^|read ${file}: |'; echo`), 'echo done'].join('; ')
-      const { task, output } = await attempt(line, sandbox)
-      expect(output, task.reason ?? '').toContain('done\n')
-      expect(output).not.toMatch(/read [^:]+: \S/)
-      expect(output).not.toContain(redis.password!)
-      expect(output).not.toContain(keyBytes.toString('base64'))
-      expect(output).not.toContain('PRIVATE KEY')
-      // The files are there, as they were, on the host: the task could have read them had they shown.
-      expect(readFileSync(join(given, 'cluster-key'))).toEqual(keyBytes)
-      expect(readFileSync(join(documented, 'redis-url'), 'utf8')).toContain(redis.password!)
-    })
+    eachSandboxedProfile(
+      "a --net task reads neither the Redis URL, nor the cluster key, nor the console's tokens or TLS key, wherever they are",
+      () => worker.client,
+      async (sandbox) => {
+        const files = [
+          join(documented, 'redis-url'),
+          join(documented, 'cluster-key'),
+          join(given, 'redis-url'),
+          join(given, 'cluster-key'),
+          join(given, 'console-key.pem'),
+          tokenDigestFile,
+        ]
+        const line = [...files.map((file) => `base64 -w0 ${q(file)} 2>/dev/null | sed 's|^|read ${file}: |'; echo`), 'echo done'].join('; ')
+        const { task, output } = await attempt(line, sandbox)
+        expect(output, task.reason ?? '').toContain('done\n')
+        expect(output).not.toMatch(/read [^:]+: \S/)
+        expect(output).not.toContain(redis.password!)
+        expect(output).not.toContain(keyBytes.toString('base64'))
+        expect(output).not.toContain('PRIVATE KEY')
+        // The files are there, as they were, on the host: the task could have read them had they shown.
+        expect(readFileSync(join(given, 'cluster-key'))).toEqual(keyBytes)
+        expect(readFileSync(join(documented, 'redis-url'), 'utf8')).toContain(redis.password!)
+      },
+    )
   })
 }
 

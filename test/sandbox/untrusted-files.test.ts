@@ -1,12 +1,36 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { spawn, execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lchownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import type { StartOptions, Task } from '../../client/index.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, daemonEnv, killEverythingOf, setprivArgs, startTestDaemon, stopKeepingHome, TEND_BIN, unprivilegedEnv, type TestDaemon, type TestDaemonOptions } from '../helpers/test-daemon.js'
+import {
+  checkUnprivilegedUser,
+  daemonEnv,
+  killEverythingOf,
+  setprivArgs,
+  startTestDaemon,
+  stopKeepingHome,
+  TEND_BIN,
+  unprivilegedEnv,
+  type TestDaemon,
+  type TestDaemonOptions,
+} from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
@@ -62,12 +86,18 @@ function defineSuite(who: 'root' | 'non-root'): void {
       mkdirSync(outside)
       mkdirSync(tendHome)
       chownTree(base)
-      daemon = await startTestDaemon({ user: daemonUser, home: tendHome, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_KILL_GRACE: '500ms' } })
+      daemon = await startTestDaemon({
+        user: daemonUser,
+        home: tendHome,
+        env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'workspace', TEND_KILL_GRACE: '500ms' },
+      })
     })
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any task of this suite left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+        await waitFor('no process of any task of this suite left', () =>
+          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+        )
       } finally {
         for (const each of extraDaemons) await each.stop().catch(() => {})
         await daemon?.stop()
@@ -75,11 +105,19 @@ function defineSuite(who: 'root' | 'non-root'): void {
       }
     })
 
-    const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) => eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
+    const eachProfile = (title: string, body: (sandbox: SandboxedProfile) => Promise<void>, timeoutMs?: number) =>
+      eachSandboxedProfile(title, () => daemon.client, body, timeoutMs)
 
     async function attempt(line: string, options: Partial<StartOptions> & { on?: TestDaemon } = {}): Promise<{ task: Task; output: string }> {
       const { on = daemon, ...rest } = options
-      const started = await on.client.start({ command: line, shell: true, cwd: rest.cwd ?? folder(base, 'ws-'), timeoutMs: 20_000, sandbox: 'workspace', ...rest })
+      const started = await on.client.start({
+        command: line,
+        shell: true,
+        cwd: rest.cwd ?? folder(base, 'ws-'),
+        timeoutMs: 20_000,
+        sandbox: 'workspace',
+        ...rest,
+      })
       taskIds.push(started.id)
       const task = await on.client.wait(started.id, { timeoutMs: 40_000 })
       return { task, output: (await on.client.read(started.id)).data }
@@ -123,7 +161,8 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
       test('git commit in a linked worktree works once the operator declares the main repository writable (--writable /repo/.git), and not before', async () => {
         const repo = folder(base, 'repo-')
-        const git = (...args: string[]) => execFileSync('git', ['-c', 'safe.directory=*', '-c', 'user.email=a@b', '-c', 'user.name=a', ...args], { encoding: 'utf8' })
+        const git = (...args: string[]) =>
+          execFileSync('git', ['-c', 'safe.directory=*', '-c', 'user.email=a@b', '-c', 'user.name=a', ...args], { encoding: 'utf8' })
         git('init', '-q', repo)
         writeFileSync(join(repo, 'one'), 'one\n')
         git('-C', repo, 'add', 'one')
@@ -147,7 +186,11 @@ function defineSuite(who: 'root' | 'non-root'): void {
     describe('finding 4: space is counted as it is used', () => {
       test('tasks that make their output.log sparse (1 GiB each) evict no other owner under a small quota, and status counts allocated blocks', async () => {
         const quotaHome = folder(base, 'quota-home-')
-        const quota = await startTestDaemon({ user: daemonUser, home: quotaHome, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPOOL_QUOTA: '64M', TEND_SANDBOX: 'workspace' } })
+        const quota = await startTestDaemon({
+          user: daemonUser,
+          home: quotaHome,
+          env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPOOL_QUOTA: '64M', TEND_SANDBOX: 'workspace' },
+        })
         let restarted: TestDaemon | undefined
         try {
           const kept = await attempt('echo kept', { on: quota, owner: 'victim' })
@@ -161,7 +204,11 @@ function defineSuite(who: 'root' | 'non-root'): void {
           // The quota is enforced on a timer and at start: a daemon started again on the home has
           // enforced it before it answers.
           await quota.crash()
-          restarted = await startTestDaemon({ user: daemonUser, home: quotaHome, env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPOOL_QUOTA: '64M', TEND_SANDBOX: 'workspace' } })
+          restarted = await startTestDaemon({
+            user: daemonUser,
+            home: quotaHome,
+            env: { HOME: userHome, PATH: SYSTEM_PATH, TEND_SPOOL_QUOTA: '64M', TEND_SANDBOX: 'workspace' },
+          })
           const all = await restarted.client.list({ all: true })
           expect(all.map((task) => task.id)).toContain(kept.task.id)
           expect(all.filter((task) => task.owner === 'attacker')).toHaveLength(attackers.length)
@@ -187,7 +234,15 @@ function defineSuite(who: 'root' | 'non-root'): void {
           expect(kept.output).toBe('kept\n')
           const grab = `${PYTHON} -c 'import os, time; os.posix_fallocate(1, 0, ${300 * MiB}); time.sleep(600)'`
           for (const sandbox of (await quota.client.status()).sandbox.profiles) {
-            const started = await quota.client.start({ command: grab, shell: true, cwd: folder(base, 'grab-'), owner: 'attacker', sandbox, maxOutputBytes: MiB, timeoutMs: 120_000 })
+            const started = await quota.client.start({
+              command: grab,
+              shell: true,
+              cwd: folder(base, 'grab-'),
+              owner: 'attacker',
+              sandbox,
+              maxOutputBytes: MiB,
+              timeoutMs: 120_000,
+            })
             attackers.push(started.id)
           }
           const outputs = attackers.map((id) => join(quotaHome, 'spool', id, 'output.log'))
@@ -210,7 +265,14 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
       test('a task that takes disk past the end of its output (fallocate, keep size: no filter stops it under off) is stopped at its cap, and the disk it took is given back', async () => {
         const grab = `${PYTHON} -c 'import ctypes, time; ctypes.CDLL(None).fallocate(1, 1, ctypes.c_long(0), ctypes.c_long(${256 * MiB})); print("grabbed", flush=True); time.sleep(600)'`
-        const started = await daemon.client.start({ command: grab, shell: true, cwd: folder(base, 'grab-'), sandbox: 'off', maxOutputBytes: MiB, timeoutMs: 120_000 })
+        const started = await daemon.client.start({
+          command: grab,
+          shell: true,
+          cwd: folder(base, 'grab-'),
+          sandbox: 'off',
+          maxOutputBytes: MiB,
+          timeoutMs: 120_000,
+        })
         taskIds.push(started.id)
         try {
           const task = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
@@ -223,7 +285,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     })
 
-    describe("finding 6: every tend home is recognised, whatever HOME its daemon had", () => {
+    describe('finding 6: every tend home is recognised, whatever HOME its daemon had', () => {
       /** A home, inside a folder of its own (the folder a task would be given to reach it). */
       function homeInHolder(label: string): { holder: string; home: string } {
         const holder = folder(base, `${label}-holder-`)
@@ -247,7 +309,9 @@ function defineSuite(who: 'root' | 'non-root'): void {
         for (const [label, options] of attempts) {
           await expect(attempt(rewrite, options), label).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('a tend home') })
         }
-        const { output } = await attempt(`ls -A ${q(home)} | sed 's/^/listed: /'; cat ${q(join(home, 'config.json'))} 2>/dev/null | sed 's/^/read: /'; echo done`)
+        const { output } = await attempt(
+          `ls -A ${q(home)} | sed 's/^/listed: /'; cat ${q(join(home, 'config.json'))} 2>/dev/null | sed 's/^/read: /'; echo done`,
+        )
         expect(output).toContain('done\n')
         expect(output).not.toMatch(/listed: |read: /)
         expect(JSON.parse(readFileSync(join(home, 'config.json'), 'utf8'))).toEqual({ sandbox: 'workspace' })
@@ -259,11 +323,15 @@ function defineSuite(who: 'root' | 'non-root'): void {
         const otherUserHome = folder(base, 'other-user-')
         const other = await startTestDaemon({ user: daemonUser, home, env: { HOME: otherUserHome, PATH: SYSTEM_PATH, TEND_SANDBOX: 'off' } })
         extraDaemons.push(other)
-        await waitFor('the new home to be masked for the next task', async () => {
-          // Masked (an empty folder), or out of reach of the task's own uid (a root daemon's home is 0700).
-          const { output } = await attempt(`ls -A ${q(home)} 2>/dev/null | wc -l`)
-          return output.trim() === '0'
-        }, 20_000)
+        await waitFor(
+          'the new home to be masked for the next task',
+          async () => {
+            // Masked (an empty folder), or out of reach of the task's own uid (a root daemon's home is 0700).
+            const { output } = await attempt(`ls -A ${q(home)} 2>/dev/null | wc -l`)
+            return output.trim() === '0'
+          },
+          20_000,
+        )
         await expectRefusedAndMasked(home, holder)
       })
 
@@ -282,7 +350,10 @@ function defineSuite(who: 'root' | 'non-root'): void {
         mkdirSync(join(planted, 'inner'))
         chownTree(planted)
         for (const options of [{ cwd: planted }, { cwd: join(planted, 'inner') }, { writablePaths: [join(planted, 'inner')] }]) {
-          await expect(attempt('echo pwned > marker', options), JSON.stringify(options)).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION', message: expect.stringContaining('tend home') })
+          await expect(attempt('echo pwned > marker', options), JSON.stringify(options)).rejects.toMatchObject({
+            code: 'TEND_ERR_VALIDATION',
+            message: expect.stringContaining('tend home'),
+          })
         }
         expect(existsSync(join(planted, 'marker'))).toBe(false)
         expect(existsSync(join(planted, 'inner', 'marker'))).toBe(false)
@@ -344,19 +415,31 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
       const cases: Array<[string, (home: string) => void, RegExp]> = [
         ['config.json owned by another uid', (home) => chownSync(join(home, 'config.json'), other.uid, other.gid), /config\.json.*owned by uid \d+.*chown/s],
-        ['config.json writable by its group and others', (home) => chmodSync(join(home, 'config.json'), 0o666), /config\.json.*writable by (its group|others).*chmod go-w/s],
-        ['config.json a symbolic link', (home) => {
-          writeFileSync(join(home, 'real-config.json'), '{}\n', { mode: 0o600 })
-          lchownSync(join(home, 'real-config.json'), owner.uid, owner.gid)
-          rmSync(join(home, 'config.json'))
-          symlinkSync(join(home, 'real-config.json'), join(home, 'config.json'))
-          lchownSync(join(home, 'config.json'), owner.uid, owner.gid)
-        }, /config\.json.*symbolic link/s],
-        ['config.json a FIFO', (home) => {
-          rmSync(join(home, 'config.json'))
-          execFileSync('mkfifo', [join(home, 'config.json')])
-          lchownSync(join(home, 'config.json'), owner.uid, owner.gid)
-        }, /config\.json.*FIFO/s],
+        [
+          'config.json writable by its group and others',
+          (home) => chmodSync(join(home, 'config.json'), 0o666),
+          /config\.json.*writable by (its group|others).*chmod go-w/s,
+        ],
+        [
+          'config.json a symbolic link',
+          (home) => {
+            writeFileSync(join(home, 'real-config.json'), '{}\n', { mode: 0o600 })
+            lchownSync(join(home, 'real-config.json'), owner.uid, owner.gid)
+            rmSync(join(home, 'config.json'))
+            symlinkSync(join(home, 'real-config.json'), join(home, 'config.json'))
+            lchownSync(join(home, 'config.json'), owner.uid, owner.gid)
+          },
+          /config\.json.*symbolic link/s,
+        ],
+        [
+          'config.json a FIFO',
+          (home) => {
+            rmSync(join(home, 'config.json'))
+            execFileSync('mkfifo', [join(home, 'config.json')])
+            lchownSync(join(home, 'config.json'), owner.uid, owner.gid)
+          },
+          /config\.json.*FIFO/s,
+        ],
         ['the home owned by another uid', (home) => chownSync(home, other.uid, other.gid), /home.*owned by uid \d+.*chown/s],
         ['the home writable by others', (home) => chmodSync(home, 0o777), /home.*writable by (its group|others).*chmod go-w/s],
       ]

@@ -26,10 +26,16 @@ function q(value: string): string {
 /** What happens to the secret folder (~/.ssh) or file (~/.npmrc) between the plan and bubblewrap. */
 const CHANGES: Array<[string, (folder: string, file: string, secret: string) => string]> = [
   ['a secret folder is removed', (folder) => `rm -rf ${q(folder)}`],
-  ['a secret folder is replaced by another holding a new secret', (folder, _file, secret) => `rm -rf ${q(folder)} && mkdir ${q(folder)} && echo ${secret} > ${q(join(folder, 'id'))}`],
+  [
+    'a secret folder is replaced by another holding a new secret',
+    (folder, _file, secret) => `rm -rf ${q(folder)} && mkdir ${q(folder)} && echo ${secret} > ${q(join(folder, 'id'))}`,
+  ],
   ['a secret folder is replaced by a file holding a new secret', (folder, _file, secret) => `rm -rf ${q(folder)} && echo ${secret} > ${q(folder)}`],
   ['a secret file is removed', (_folder, file) => `rm -f ${q(file)}`],
-  ['a secret file is replaced by a folder holding a new secret', (_folder, file, secret) => `rm -f ${q(file)} && mkdir ${q(file)} && echo ${secret} > ${q(join(file, 'id'))}`],
+  [
+    'a secret file is replaced by a folder holding a new secret',
+    (_folder, file, secret) => `rm -f ${q(file)} && mkdir ${q(file)} && echo ${secret} > ${q(join(file, 'id'))}`,
+  ],
 ]
 
 describe.each(['root', 'non-root'] as const)('places masked by bubblewrap that change as a task starts (node spawner, daemon as %s)', (who) => {
@@ -62,12 +68,17 @@ describe.each(['root', 'non-root'] as const)('places masked by bubblewrap that c
       `#!/bin/sh\ncase " $* " in *" --args "*) if [ -f ${q(hook)} ]; then mv ${q(hook)} ${q(`${hook}.ran`)} && sh ${q(`${hook}.ran`)}; fi ;; esac\nexec ${q(BWRAP!)} "$@"\n`,
       { mode: 0o755 },
     )
-    daemon = await startTestDaemon({ user: who === 'root' ? undefined : 'unprivileged', env: { HOME: userHome, PATH: `${bin}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace', TEND_SPAWNER: 'node' } })
+    daemon = await startTestDaemon({
+      user: who === 'root' ? undefined : 'unprivileged',
+      env: { HOME: userHome, PATH: `${bin}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace', TEND_SPAWNER: 'node' },
+    })
   })
 
   afterAll(async () => {
     try {
-      await waitFor('no process of any task of this suite left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+      await waitFor('no process of any task of this suite left', () =>
+        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
+      )
     } finally {
       await stopAll(daemon)
       rmSync(base, { recursive: true, force: true })
@@ -87,7 +98,12 @@ describe.each(['root', 'non-root'] as const)('places masked by bubblewrap that c
     const second = `second-secret-${randomBytes(6).toString('hex')}`
     writeFileSync(hook, `${change(folder, file, second)}\n`, { mode: 0o644 })
     const look = [folder, join(folder, 'id'), file, join(file, 'id')].map((path) => `cat ${q(path)} 2>/dev/null`)
-    const started = await daemon.client.start({ command: [...look, `ls -A ${q(folder)} ${q(file)} 2>/dev/null`, 'echo done'].join('; '), shell: true, cwd: workspace, sandbox: 'workspace' })
+    const started = await daemon.client.start({
+      command: [...look, `ls -A ${q(folder)} ${q(file)} 2>/dev/null`, 'echo done'].join('; '),
+      shell: true,
+      cwd: workspace,
+      sandbox: 'workspace',
+    })
     taskIds.push(started.id)
     const ended = await daemon.client.wait(started.id)
     const output = (await daemon.client.read(started.id)).data

@@ -48,7 +48,9 @@ afterAll(async () => {
 /** Settles within the timeout, naming the read. */
 async function settled(what: string, promise: Promise<unknown>): Promise<PromiseSettledResult<unknown>> {
   let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${REFUSAL_TIMEOUT_MS}ms waiting for ${what}`)), REFUSAL_TIMEOUT_MS)))
+  const timeout = new Promise<never>(
+    (_resolve, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${REFUSAL_TIMEOUT_MS}ms waiting for ${what}`)), REFUSAL_TIMEOUT_MS)),
+  )
   try {
     return (await Promise.race([Promise.allSettled([promise]), timeout]))[0]!
   } finally {
@@ -62,7 +64,10 @@ describe('reading an output.log a task holds a write lease on', () => {
     ['a tail', () => tailOffset(outputAtPath(output()), 1)],
     ['a download', () => openOutputSnapshot(output())],
   ])('%s is refused at once with TEND_ERR_OUTPUT_BUSY', async (what, read) => {
-    expect(await settled(what, read())).toMatchObject({ status: 'rejected', reason: { code: 'TEND_ERR_OUTPUT_BUSY', message: expect.stringContaining('lease') } })
+    expect(await settled(what, read())).toMatchObject({
+      status: 'rejected',
+      reason: { code: 'TEND_ERR_OUTPUT_BUSY', message: expect.stringContaining('lease') },
+    })
   })
 
   test('its size is still known (a stat breaks no lease)', async () => {

@@ -7,9 +7,25 @@ const ID = 'recordcheck1'
 const at = new Date(Date.UTC(2026, 0, 1))
 
 const base: TaskBase = {
-  id: ID, name: 'build', owner: 'agent-7', command: ['sh', '-c', 'make'], shell: true, cwd: '/work', envKeys: ['CI'], timeoutMs: 60_000,
-  maxOutputBytes: 1024, outputBytes: 0, lifetime: 'owner', sandbox: 'workspace', network: 'loopback', writablePaths: ['/tmp/out'], sandboxWritable: ['/work', '/tmp/out'],
-  memoryBytes: null, pidsMax: null, createdAt: at.toISOString(), spool: `/spool/${ID}`,
+  id: ID,
+  name: 'build',
+  owner: 'agent-7',
+  command: ['sh', '-c', 'make'],
+  shell: true,
+  cwd: '/work',
+  envKeys: ['CI'],
+  timeoutMs: 60_000,
+  maxOutputBytes: 1024,
+  outputBytes: 0,
+  lifetime: 'owner',
+  sandbox: 'workspace',
+  network: 'loopback',
+  writablePaths: ['/tmp/out'],
+  sandboxWritable: ['/work', '/tmp/out'],
+  memoryBytes: null,
+  pidsMax: null,
+  createdAt: at.toISOString(),
+  spool: `/spool/${ID}`,
 }
 
 /** One task in each state, made by the daemon's own transitions. */
@@ -43,7 +59,9 @@ describe('the record schema', () => {
     expect(recordProblem(record(ended), ID)).toBeNull()
     expect(recordProblem(record(ended, { ranAs: { uid: 0, gid: 0, identity: 'daemon', fallback: 'why', keyring: 'daemon' } }), ID)).toBeNull()
     expect(recordProblem(record(everyState()[2]!), ID)).toBeNull()
-    expect(recordProblem(record(ended, { ranAs: { ...ranAs, identity: 'root' } }), ID)).toBe('task.json invalid: /ranAs/identity must be one of task, taskUser, daemon (got "root")')
+    expect(recordProblem(record(ended, { ranAs: { ...ranAs, identity: 'root' } }), ID)).toBe(
+      'task.json invalid: /ranAs/identity must be one of task, taskUser, daemon (got "root")',
+    )
   })
 
   test('fields a later tend may add are let through', () => {
@@ -53,7 +71,9 @@ describe('the record schema', () => {
   test('each state is held to its own fields', () => {
     const [queued, running] = everyState()
     expect(recordProblem(record(running!, { pid: null }), ID)).toBe('task.json invalid: /pid must be integer (got null)')
-    expect(recordProblem(record(queued!, { startedAt: at.toISOString() }), ID)).toBe('task.json invalid: /startedAt must be null (got "2026-01-01T00:00:00.000Z")')
+    expect(recordProblem(record(queued!, { startedAt: at.toISOString() }), ID)).toBe(
+      'task.json invalid: /startedAt must be null (got "2026-01-01T00:00:00.000Z")',
+    )
     const cancelled = everyState()[4]!
     expect(recordProblem(record(cancelled, { pid: 12 }), ID)).toBe('task.json invalid: /startedAt and /pid must both be set or both be null')
   })
@@ -75,7 +95,11 @@ describe('the record schema', () => {
   })
 
   test('salvage keeps only the fields that are valid on their own', () => {
-    expect(salvageRecordFields({ owner: 'agent-7', name: 5, command: ['make'], createdAt: 'soon', cwd: '/work', state: 'bogus' })).toEqual({ owner: 'agent-7', command: ['make'], cwd: '/work' })
+    expect(salvageRecordFields({ owner: 'agent-7', name: 5, command: ['make'], createdAt: 'soon', cwd: '/work', state: 'bogus' })).toEqual({
+      owner: 'agent-7',
+      command: ['make'],
+      cwd: '/work',
+    })
     expect(salvageRecordFields('text')).toEqual({})
   })
 })

@@ -23,10 +23,34 @@ describe('reading a spool entry', () => {
   test("an older record's stoppedBy cluster-lease reads as lease-expired", async () => {
     const id = 'oldlease0001'
     const task = {
-      schemaVersion: SCHEMA_VERSION, id, name: null, owner: 'operator', command: ['sleep', '9'], shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024,
-      outputBytes: 0, lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], sandboxWritable: [], memoryBytes: null, pidsMax: null,
-      createdAt: '2026-01-01T00:00:00.000Z', spool: join(spoolRoot, id), state: 'killed', startedAt: '2026-01-01T00:00:01.000Z', pid: 4242,
-      endedAt: '2026-01-01T00:00:02.000Z', exitCode: null, signal: 'SIGKILL', reason: 'its worker lost its lease on the job', stoppedBy: 'cluster-lease',
+      schemaVersion: SCHEMA_VERSION,
+      id,
+      name: null,
+      owner: 'operator',
+      command: ['sleep', '9'],
+      shell: false,
+      cwd: '/',
+      envKeys: [],
+      timeoutMs: null,
+      maxOutputBytes: 1024,
+      outputBytes: 0,
+      lifetime: 'owner',
+      sandbox: 'off',
+      network: 'host',
+      writablePaths: [],
+      sandboxWritable: [],
+      memoryBytes: null,
+      pidsMax: null,
+      createdAt: '2026-01-01T00:00:00.000Z',
+      spool: join(spoolRoot, id),
+      state: 'killed',
+      startedAt: '2026-01-01T00:00:01.000Z',
+      pid: 4242,
+      endedAt: '2026-01-01T00:00:02.000Z',
+      exitCode: null,
+      signal: 'SIGKILL',
+      reason: 'its worker lost its lease on the job',
+      stoppedBy: 'cluster-lease',
     }
     mkdirSync(join(spoolRoot, id))
     writeFileSync(join(spoolRoot, id, 'task.json'), JSON.stringify(task))
@@ -36,7 +60,9 @@ describe('reading a spool entry', () => {
   })
 
   test('a reason never quotes the text of a record that is not JSON', async () => {
-    expect(await reasonFor('notjson00001', (record) => writeFileSync(record, 'root:x:0:0:secret-ish:/root:/bin/bash\n'))).toBe("task.json is not valid JSON: Unexpected token 'r'")
+    expect(await reasonFor('notjson00001', (record) => writeFileSync(record, 'root:x:0:0:secret-ish:/root:/bin/bash\n'))).toBe(
+      "task.json is not valid JSON: Unexpected token 'r'",
+    )
   })
 
   test('control characters in a reason are escaped for terminals', async () => {

@@ -68,12 +68,18 @@ describe('task lifetimes', () => {
     await running(first.session, kept.id)
 
     await first.session.stopTasks()
-    expect(await daemon.client.get(owned.id)).toMatchObject({ state: 'killed', stoppedBy: 'session-end', reason: 'killed by request (SIGTERM): its agent was disposed' })
+    expect(await daemon.client.get(owned.id)).toMatchObject({
+      state: 'killed',
+      stoppedBy: 'session-end',
+      reason: 'killed by request (SIGTERM): its agent was disposed',
+    })
     expect((await daemon.client.get(kept.id)).state).toBe('running')
     // The session that ended saw its own stop; the other one is told who stopped the task.
     expect(first.notices).toEqual([])
     const notice = await waitFor('the notice of the owner task', () => watcher.notices.find((text) => text.includes(owned.id)))
-    expect(notice).toBe(`background task ${owned.id} (owned) finished [status: killed, exit code: none, stopped by: session-end]. Read its output with task_output.`)
+    expect(notice).toBe(
+      `background task ${owned.id} (owned) finished [status: killed, exit code: none, stopped by: session-end]. Read its output with task_output.`,
+    )
 
     // The operator sees the persistent task; so does the agent when it comes back with the same owner id.
     expect((await daemon.client.list()).map((task) => task.id)).toContain(kept.id)
@@ -86,14 +92,18 @@ describe('task lifetimes', () => {
     // Its kill by the agent is stopped by owner; the listening session is told so.
     await returning.session.client.kill(kept.id)
     const killedNotice = await waitFor('the notice of the persistent task', () => watcher.notices.find((text) => text.includes(kept.id)))
-    expect(killedNotice).toBe(`background task ${kept.id} (kept) finished [status: killed, exit code: none, stopped by: owner]. Read its output with task_output.`)
+    expect(killedNotice).toBe(
+      `background task ${kept.id} (kept) finished [status: killed, exit code: none, stopped by: owner]. Read its output with task_output.`,
+    )
   })
 
   test('a notice of a task stopped at its time limit says stopped by timeout', async () => {
     const { session, notices } = await openSession('agent-timeout')
     const task = await session.client.start({ command: 'sleep 30', shell: true, cwd: workspace, name: 'slow', timeoutMs: 300 })
     const notice = await waitFor('the timeout notice', () => notices.find((text) => text.includes(task.id)))
-    expect(notice).toBe(`background task ${task.id} (slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`)
+    expect(notice).toBe(
+      `background task ${task.id} (slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+    )
   })
 
   test('a notice of a task that exited by itself is unchanged (no stopped by)', async () => {
@@ -118,7 +128,10 @@ describe('task lifetimes', () => {
   })
 
   test('the OpenAPI document shows lifetime and stoppedBy on the task, lifetime on the start body and stoppedBy on the kill body', async () => {
-    const document = (await getJson('/v1/openapi.json')) as { components: { schemas: Record<string, { properties: Record<string, unknown>; required?: string[] }> }; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties: Record<string, unknown> } }> } }>> }
+    const document = (await getJson('/v1/openapi.json')) as {
+      components: { schemas: Record<string, { properties: Record<string, unknown>; required?: string[] }> }
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties: Record<string, unknown> } }> } }>>
+    }
     const task = Object.values(document.components.schemas).find((schema) => schema.properties?.stoppedBy)!
     expect(task.properties.lifetime).toMatchObject({ enum: ['owner', 'persistent'] })
     expect(JSON.stringify(task.properties.stoppedBy)).toContain('outside-signal')

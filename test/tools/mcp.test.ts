@@ -148,9 +148,13 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     for (const tool of tools) {
       expect(doc, `the description of ${tool.name}`).toContain(`### \`${tool.name}\`\n\n\`\`\`text\n${tool.description}\n\`\`\``)
       const required = tool.inputSchema.required ?? []
-      for (const [name, schema] of Object.entries(tool.inputSchema.properties ?? {}) as Array<[string, { type: string; description?: string; enum?: string[] }]>) {
+      for (const [name, schema] of Object.entries(tool.inputSchema.properties ?? {}) as Array<
+        [string, { type: string; description?: string; enum?: string[] }]
+      >) {
         const type = schema.enum ? `${schema.type}: ${schema.enum.map((value) => `\`${value}\``).join(', ')}` : schema.type
-        expect(doc, `the row of ${tool.name}.${name}`).toContain(`| \`${name}\` | ${type} | ${required.includes(name) ? 'yes' : 'no'} | ${schema.description ?? ''} |`)
+        expect(doc, `the row of ${tool.name}.${name}`).toContain(
+          `| \`${name}\` | ${type} | ${required.includes(name) ? 'yes' : 'no'} | ${schema.description ?? ''} |`,
+        )
       }
     }
   })
@@ -181,7 +185,9 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
 
   test('sh on a terminal (bash tty: true) driven through task_input: every result is plain text, and eof types Ctrl-D', async () => {
     const session = await connect()
-    const id = taskIdOf(await session.call('bash', { command: 'PS1="$(printf "\\033[1m$\\033[0m ")" sh', description: 'shell', run_in_background: true, tty: true }))
+    const id = taskIdOf(
+      await session.call('bash', { command: 'PS1="$(printf "\\033[1m$\\033[0m ")" sh', description: 'shell', run_in_background: true, tty: true }),
+    )
     const prompt = await session.call('task_output', { task_id: id, wait_ms: 10_000 })
     expect(prompt.text).toMatch(/ \(shell\): running; bytes 0–10 of 10\n\$ \n\[still running/)
     const answered = await session.call('task_input', { task_id: id, text: 'printf "\\033[31m%s\\033[0m\\n" "$((6 * 7))"\n', yield_ms: 5000 })
@@ -201,14 +207,19 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     const stop = join(scratch, 'yield-stop')
     const result = await session.call('bash', { command: `echo ready; ${gate(more)}; echo serving; ${gate(stop)}`, description: 'dev server', yield_ms: 1500 })
     expect(result.isError, result.text).toBe(false)
-    const match = /^ready\n\[still running after 1500ms; it goes on as background task ([a-z0-9]{12}) \(dev server\)\. Read more with task_output \(task_id: "\1"\); stop it with task_kill\./.exec(result.text)
+    const match =
+      /^ready\n\[still running after 1500ms; it goes on as background task ([a-z0-9]{12}) \(dev server\)\. Read more with task_output \(task_id: "\1"\); stop it with task_kill\./.exec(
+        result.text,
+      )
     if (!match) throw new Error(`not a yielded result: ${result.text}`)
     const id = match[1]!
     expect((await daemon.client.get(id)).state).toBe('running')
 
     writeFileSync(more, '')
     const read = await session.call('task_output', { task_id: id, wait_ms: 10_000 })
-    expect(read.text).toBe(`task ${id} (dev server): running; bytes 6–14 of 14\nserving\n[still running: call task_output again later, or with wait_ms to wait for more]`)
+    expect(read.text).toBe(
+      `task ${id} (dev server): running; bytes 6–14 of 14\nserving\n[still running: call task_output again later, or with wait_ms to wait for more]`,
+    )
 
     writeFileSync(stop, '')
     const expected = noticeFor(id, 'dev server')
@@ -355,7 +366,7 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(unknown.text).toMatch(/unknown tool: no_such_tool/)
   })
 
-  test('two MCP sessions have different owners and cannot read or kill each other\'s tasks', async () => {
+  test("two MCP sessions have different owners and cannot read or kill each other's tasks", async () => {
     const a = await connect(['--owner', 'agent-a'])
     const b = await connect()
     const id = taskIdOf(await a.call('bash', { command: 'sleep 1000', description: 'a sleeper', run_in_background: true }))
@@ -379,7 +390,7 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect((await a.call('task_list')).text).toContain(id)
   })
 
-  test('closing the client stops that session\'s running tasks', async () => {
+  test("closing the client stops that session's running tasks", async () => {
     const session = await connect()
     const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'orphan candidate', run_in_background: true }))
     await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)
@@ -413,7 +424,7 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(liveProcessesOf(kept)).toEqual([])
   })
 
-  test('a server stopped with SIGTERM (as many clients do) also stops its session\'s running tasks', async () => {
+  test("a server stopped with SIGTERM (as many clients do) also stops its session's running tasks", async () => {
     const session = await connect()
     const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'signalled', run_in_background: true }))
     await waitFor(`a live process of task ${id}`, () => liveProcessesOf(id).length > 0)

@@ -87,11 +87,15 @@ describe("bash's network parameter", () => {
     expect(await shared.daemon.client.list({ owner: 'net-host-refused', all: true })).toEqual([])
   })
 
-  test('the mode chosen is the task\'s network: loopback by default, host where offered', async () => {
+  test("the mode chosen is the task's network: loopback by default, host where offered", async () => {
     const agent = new TestAgent('net-modes')
     expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo one', description: 'default' } }))).toBe('one\n[exit code: 0]')
-    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo two', description: 'host', network: 'host' } }))).toBe('two\n[exit code: 0]')
-    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo three', description: 'loopback', network: 'loopback' } }))).toBe('three\n[exit code: 0]')
+    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo two', description: 'host', network: 'host' } }))).toBe(
+      'two\n[exit code: 0]',
+    )
+    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo three', description: 'loopback', network: 'loopback' } }))).toBe(
+      'three\n[exit code: 0]',
+    )
     const byLabel = Object.fromEntries((await shared.daemon.client.list({ owner: 'net-modes', all: true })).map((task) => [task.name, task.network]))
     expect(byLabel).toEqual({ default: 'loopback', host: 'host', loopback: 'loopback' })
   })
@@ -101,7 +105,9 @@ describe("bash's network parameter", () => {
     expect(refused.isError).toBe(true)
     expect(textOf(refused)).toMatch(/^invalid arguments for bash: arguments\.allowNet: unknown property/)
     const asAgent = new TendClient({ home: shared.daemon.home, owner: 'net-allownet', autoStart: false })
-    const error = await asAgent.start({ command: ['true'], cwd: shared.workspace, network: 'allow', allowNet: ['evil.example'] }).catch((caught: unknown) => caught)
+    const error = await asAgent
+      .start({ command: ['true'], cwd: shared.workspace, network: 'allow', allowNet: ['evil.example'] })
+      .catch((caught: unknown) => caught)
     expect(isTendError(error) && error.code).toBe('TEND_ERR_VALIDATION')
     expect((error as Error).message).toContain('body/allowNet: only the operator may allow a task more destinations')
     expect(await shared.daemon.client.list({ owner: 'net-allownet', all: true })).toEqual([])
@@ -116,7 +122,13 @@ describe("bash's network parameter", () => {
 
 describe('tend mcp --allow-host-network', () => {
   async function listBashNetwork(args: string[]): Promise<JsonProperty> {
-    const transport = new StdioClientTransport({ command: process.execPath, args: [TEND_BIN, 'mcp', ...args], env: { ...shared.daemon.env, PATH: process.env.PATH ?? '' } as Record<string, string>, cwd: REPO_ROOT, stderr: 'pipe' })
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [TEND_BIN, 'mcp', ...args],
+      env: { ...shared.daemon.env, PATH: process.env.PATH ?? '' } as Record<string, string>,
+      cwd: REPO_ROOT,
+      stderr: 'pipe',
+    })
     const client = new Client({ name: 'tend-network-test', version: '0.0.0' })
     await client.connect(transport)
     try {
@@ -133,7 +145,7 @@ describe('tend mcp --allow-host-network', () => {
   })
 })
 
-describe('the sandbox hint an agent sees names the tool\'s parameters', () => {
+describe("the sandbox hint an agent sees names the tool's parameters", () => {
   test('a failed loopback task: network "allow" is offered, no CLI flag is named; the CLI keeps its flags', () => {
     const task = finished({ network: 'loopback' })
     const text = endingText(task)
@@ -146,17 +158,21 @@ describe('the sandbox hint an agent sees names the tool\'s parameters', () => {
     expect(sandboxHint(task)).toMatch(/To allow more: --writable PATH, --network allow, --net, --sandbox off$/)
   })
 
-  test('where host is offered it is named too; a task that had the host\'s network is offered no network', () => {
-    expect(endingText(finished({ network: 'loopback' }), ['loopback', 'allow', 'host'])).toContain('"allow" (the operator\'s allowlist) or "host" (the host\'s whole network)')
+  test("where host is offered it is named too; a task that had the host's network is offered no network", () => {
+    expect(endingText(finished({ network: 'loopback' }), ['loopback', 'allow', 'host'])).toContain(
+      '"allow" (the operator\'s allowlist) or "host" (the host\'s whole network)',
+    )
     const onHost = endingText(finished({ network: 'host' }), ['loopback', 'allow', 'host'])
     expect(onHost).not.toContain('network parameter')
     expect(onHost).not.toMatch(/--[a-z]/)
     expect(onHost).toContain('only the operator')
   })
 
-  test('end to end: a sandboxed bash command that fails gets the agent\'s hint', async () => {
+  test("end to end: a sandboxed bash command that fails gets the agent's hint", async () => {
     const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
-    const text = textOf(await callTool(plain, new TestAgent('net-hint'), { name: 'bash', arguments: { command: 'echo x > /var/tmp/tend-network-hint-probe; exit 3', cwd } }))
+    const text = textOf(
+      await callTool(plain, new TestAgent('net-hint'), { name: 'bash', arguments: { command: 'echo x > /var/tmp/tend-network-hint-probe; exit 3', cwd } }),
+    )
     expect(text).toContain('[exit code: 3]')
     expect(text).toContain(`[ran in sandbox workspace: it could write only ${cwd}`)
     expect(text).toContain('bash\'s network parameter: "allow"')
@@ -176,9 +192,15 @@ describe('blocked destinations in the result of a command that failed', () => {
   })
 
   test('a killed or timed-out command says so too; a command that succeeded, or nothing blocked, does not', () => {
-    const killed = finished({ state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by request (SIGTERM)', stoppedBy: 'owner' } as Partial<Task>, [EVIL])
+    const killed = finished(
+      { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by request (SIGTERM)', stoppedBy: 'owner' } as Partial<Task>,
+      [EVIL],
+    )
     expect(endingText(killed)).toContain('[blocked: evil.example:443 (not on the allowlist)]')
-    const timedOut = finished({ state: 'timed_out', exitCode: null, signal: 'SIGTERM', reason: 'timed out after 500ms', stoppedBy: 'timeout' } as Partial<Task>, [EVIL])
+    const timedOut = finished(
+      { state: 'timed_out', exitCode: null, signal: 'SIGTERM', reason: 'timed out after 500ms', stoppedBy: 'timeout' } as Partial<Task>,
+      [EVIL],
+    )
     expect(endingText(timedOut)).toContain('[blocked: evil.example:443 (not on the allowlist)]')
     expect(endingText(finished({ exitCode: 0 }, [EVIL]))).toBe('[exit code: 0]')
     expect(endingText(finished({ network: 'allow' }, []))).not.toContain('blocked')
@@ -196,7 +218,13 @@ describe('blocked destinations in the result of a command that failed', () => {
 
   test('task_output of a finished task carries the same line', () => {
     const task = finished({}, [EVIL])
-    const result: TaskOutputResult = { task, output: { text: 'curl: (56)\n', from: 0, next: 10, omittedBytes: 0 }, filter: null, done: true, outputPath: '/unused' }
+    const result: TaskOutputResult = {
+      task,
+      output: { text: 'curl: (56)\n', from: 0, next: 10, omittedBytes: 0 },
+      filter: null,
+      done: true,
+      outputPath: '/unused',
+    }
     expect(renderTaskOutput(result).split('\n').slice(-3, -1)).toEqual(['[exit code: 7]', '[blocked: evil.example:443 (not on the allowlist)]'])
   })
 })
@@ -204,7 +232,9 @@ describe('blocked destinations in the result of a command that failed', () => {
 describe('the rest of a long output is read with task_output, not from a hidden path', () => {
   test('bash names task_output with the byte offset of what it left out, and that call returns it', async () => {
     const agent = new TestAgent('net-long')
-    const text = textOf(await callTool(plain, agent, { name: 'bash', arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 1' } }))
+    const text = textOf(
+      await callTool(plain, agent, { name: 'bash', arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 1' } }),
+    )
     const [task] = await shared.daemon.client.list({ owner: 'net-long', all: true })
     expect(text).not.toContain(task!.spool)
     expect(text).not.toContain('output.log')
@@ -221,7 +251,12 @@ describe('the rest of a long output is read with task_output, not from a hidden 
 
   test('a filtered task_output that leaves matching lines out says how to see them, with no path', async () => {
     const agent = new TestAgent('net-filter')
-    const started = textOf(await callTool(plain, agent, { name: 'bash', arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "match $i"; i=$((i+1)); done', run_in_background: true } }))
+    const started = textOf(
+      await callTool(plain, agent, {
+        name: 'bash',
+        arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "match $i"; i=$((i+1)); done', run_in_background: true },
+      }),
+    )
     const id = /Started background task ([0-9a-z]{12})/.exec(started)![1]!
     shared.track(id)
     await waitFor('the task to finish', async () => ((await shared.daemon.client.get(id)).state === 'exited' ? true : undefined))

@@ -18,7 +18,9 @@ async function backgroundThenMarker(agent: TestAgent, command: string): Promise<
 }
 
 async function settleWithMarker(agent: TestAgent): Promise<string> {
-  const markerId = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, description: 'marker' } })))
+  const markerId = idIn(
+    textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, description: 'marker' } })),
+  )
   await waitFor('the marker notice', () => agent.notices().some((notice) => notice.includes(markerId)))
   return markerId
 }
@@ -89,7 +91,7 @@ describe('owners', () => {
 })
 
 describe('agent disposal and aborts', () => {
-  test("disposing an agent stops its running background tasks", async () => {
+  test('disposing an agent stops its running background tasks', async () => {
     const agent = new TestAgent('dispose-stop')
     const { id } = await backgroundThenMarker(agent, 'sleep 30')
     await waitFor('the task to run', async () => (await shared.daemon.client.get(id)).state === 'running')
@@ -103,9 +105,14 @@ describe('agent disposal and aborts', () => {
 
   test('a task started with bash persistent: true outlives its agent; its owner task does not (stopped by session-end)', async () => {
     const agent = new TestAgent('dispose-persistent')
-    const kept = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, persistent: true } })))
+    const kept = idIn(
+      textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, persistent: true } })),
+    )
     const stopped = idIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true } })))
-    await waitFor('both tasks to run', async () => (await shared.daemon.client.get(kept)).state === 'running' && (await shared.daemon.client.get(stopped)).state === 'running')
+    await waitFor(
+      'both tasks to run',
+      async () => (await shared.daemon.client.get(kept)).state === 'running' && (await shared.daemon.client.get(stopped)).state === 'running',
+    )
     expect((await shared.daemon.client.get(kept)).lifetime).toBe('persistent')
     agent.dispose()
     const ended = await waitFor('the owner task to be stopped', async () => {
@@ -140,7 +147,11 @@ describe('agent disposal and aborts', () => {
     const agent = new TestAgent('abort-before')
     const controller = new AbortController()
     controller.abort()
-    const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo never', run_in_background: true }, signal: controller.signal })
+    const result = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'echo never', run_in_background: true },
+      signal: controller.signal,
+    })
     expect(result).toMatchObject({ isError: true, content: [{ text: 'aborted before the task was started; nothing was run' }] })
     expect(await shared.daemon.client.list({ owner: 'abort-before', all: true })).toEqual([])
   })

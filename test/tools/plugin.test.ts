@@ -34,7 +34,10 @@ describe('plugin lifecycle', () => {
   test('the agent loop: background task, one notice after exit, task_output collects the output', async () => {
     const { host, fork } = await mount()
     const agent = new TestAgent('agent-loop-1')
-    const started = await callTool(host, agent, { name: 'bash', arguments: { command: 'echo building; sleep 0.3; echo built', run_in_background: true, description: 'build' } })
+    const started = await callTool(host, agent, {
+      name: 'bash',
+      arguments: { command: 'echo building; sleep 0.3; echo built', run_in_background: true, description: 'build' },
+    })
     expect(started.isError).toBe(false)
     const id = /Started background task ([0-9a-z]{12})/.exec(textOf(started))![1]!
     // The model is idle now; the notice must arrive by itself, once, after the task ended.

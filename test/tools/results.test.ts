@@ -19,9 +19,15 @@ describe('argument validation', () => {
 
   test('wrong types, enum values and unknown properties are rejected, naming the path', async () => {
     const agent = new TestAgent('args-2')
-    expect(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', timeout: '5' } }))).toBe('invalid arguments for bash: arguments.timeout: expected a number, got string "5"')
-    expect(textOf(await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: 'abc', signal: 'BOGUS' } }))).toContain('arguments.signal: expected one of "TERM"')
-    expect(textOf(await callTool(shared.host, agent, { name: 'task_list', arguments: { verbose: true } }))).toBe('invalid arguments for task_list: arguments.verbose: unknown property (expected one of: )')
+    expect(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', timeout: '5' } }))).toBe(
+      'invalid arguments for bash: arguments.timeout: expected a number, got string "5"',
+    )
+    expect(textOf(await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: 'abc', signal: 'BOGUS' } }))).toContain(
+      'arguments.signal: expected one of "TERM"',
+    )
+    expect(textOf(await callTool(shared.host, agent, { name: 'task_list', arguments: { verbose: true } }))).toBe(
+      'invalid arguments for task_list: arguments.verbose: unknown property (expected one of: )',
+    )
   })
 
   test('a bad filter pattern and an empty command are clear errors', async () => {
@@ -64,11 +70,17 @@ describe('bash results', () => {
 
   test('a command that cannot start is an error naming why', async () => {
     const result = await callTool(shared.host, new TestAgent('bash-5'), { name: 'bash', arguments: { command: 'true', cwd: '/nonexistent/tend' } })
-    expect(result).toMatchObject({ isError: true, content: [{ type: 'text', text: 'the command could not be started: cwd does not exist: /nonexistent/tend' }] })
+    expect(result).toMatchObject({
+      isError: true,
+      content: [{ type: 'text', text: 'the command could not be started: cwd does not exist: /nonexistent/tend' }],
+    })
   })
 
   test('output longer than the budget keeps head and tail and says how to read the rest', async () => {
-    const result = await callTool(shared.host, new TestAgent('bash-6'), { name: 'bash', arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "line $i"; i=$((i+1)); done; echo "ERROR: the end" >&2; exit 1' } })
+    const result = await callTool(shared.host, new TestAgent('bash-6'), {
+      name: 'bash',
+      arguments: { command: 'i=1; while [ $i -le 2000 ]; do echo "line $i"; i=$((i+1)); done; echo "ERROR: the end" >&2; exit 1' },
+    })
     const text = textOf(result)
     const [task] = await shared.daemon.client.list({ owner: 'bash-6', all: true })
     expect(text.startsWith('line 1\nline 2\n')).toBe(true)
@@ -81,10 +93,14 @@ describe('bash results', () => {
     const agent = new TestAgent('bash-7')
     const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 30', run_in_background: true, description: 'long sleep' } })
     const id = idIn(textOf(result))
-    expect(textOf(result)).toBe(`Started background task ${id} (long sleep).\nRead its output with task_output (task_id: "${id}"); stop it with task_kill. A notice arrives when it finishes.`)
+    expect(textOf(result)).toBe(
+      `Started background task ${id} (long sleep).\nRead its output with task_output (task_id: "${id}"); stop it with task_kill. A notice arrives when it finishes.`,
+    )
     await waitFor('the background task to run', async () => (await shared.daemon.client.get(id)).state === 'running')
     const killed = await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: id, reason: 'done with it' } })
-    expect(textOf(killed)).toBe(`task ${id} (long sleep) is killed (signal: SIGTERM, stopped by: owner); no process of it is left. Reason: killed by request (SIGTERM): done with it.`)
+    expect(textOf(killed)).toBe(
+      `task ${id} (long sleep) is killed (signal: SIGTERM, stopped by: owner); no process of it is left. Reason: killed by request (SIGTERM): done with it.`,
+    )
   })
 })
 
@@ -92,7 +108,10 @@ describe('task_output', () => {
   test('without from it returns only what this agent has not seen; from re-reads without moving the cursor', async () => {
     const agent = new TestAgent('output-1')
     const gate = mkdtempSync(join(shared.workspace, 'gate-'))
-    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command: `echo one; while [ ! -e ${gate}/go ]; do sleep 0.01; done; echo two`, run_in_background: true } })
+    const started = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: `echo one; while [ ! -e ${gate}/go ]; do sleep 0.01; done; echo two`, run_in_background: true },
+    })
     const id = idIn(textOf(started))
     const first = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
     expect(textOf(first)).toContain('bytes 0–4 of 4\none\n[still running')
@@ -108,7 +127,10 @@ describe('task_output', () => {
 
   test('filter keeps matching lines only', async () => {
     const agent = new TestAgent('output-2')
-    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo ok 1; echo FAIL a; echo ok 2; echo FAIL b', run_in_background: true } })
+    const started = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'echo ok 1; echo FAIL a; echo ok 2; echo FAIL b', run_in_background: true },
+    })
     const id = idIn(textOf(started))
     await shared.daemon.client.wait(id)
     const result = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, filter: '^FAIL' } })

@@ -11,7 +11,13 @@ const spec = {
 
 describe('the schema DSL', () => {
   test('InferArgs types required, optional, enum, nested and array fields', () => {
-    expectTypeOf<InferArgs<typeof spec>>().toEqualTypeOf<{ name: string; mode?: 'fast' | 'slow'; count?: number; options?: { deep: boolean }; tags?: string[] }>()
+    expectTypeOf<InferArgs<typeof spec>>().toEqualTypeOf<{
+      name: string
+      mode?: 'fast' | 'slow'
+      count?: number
+      options?: { deep: boolean }
+      tags?: string[]
+    }>()
   })
 
   test('valid arguments pass', () => {
@@ -61,7 +67,10 @@ describe('the schema DSL', () => {
     await expect(tool.execute({}, { callId: '1', name: 'echo', arguments: {} })).rejects.toThrow('invalid arguments for echo: arguments.text: is required')
     expect(executed).toBe(0)
     expect(await tool.execute({ text: 'hi' }, { callId: '2', name: 'echo', arguments: {} })).toEqual({ content: [{ type: 'text', text: 'hi' }] })
-    expect(await tool.execute({ text: 'meta' }, { callId: '3', name: 'echo', arguments: {} })).toEqual({ content: [{ type: 'text', text: 'm' }], meta: { a: 1 } })
+    expect(await tool.execute({ text: 'meta' }, { callId: '3', name: 'echo', arguments: {} })).toEqual({
+      content: [{ type: 'text', text: 'm' }],
+      meta: { a: 1 },
+    })
   })
 
   test('the JSON Schema form keeps types, enums, nesting, requirements and descriptions', () => {

@@ -20,7 +20,10 @@ const liveProcessesOf = (taskId: string) => processesWithEnv(`TEND_TASK_ID=${tas
 describe('a Python REPL driven through bash (stdin: true) and task_input', () => {
   test('in the background: define a variable, print it, exit; the ending is shown and no notice follows', async () => {
     const agent = new TestAgent('repl-background')
-    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'python3 -u -i -q', description: 'python repl', run_in_background: true, stdin: true, cwd: shared.workspace } })
+    const started = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'python3 -u -i -q', description: 'python repl', run_in_background: true, stdin: true, cwd: shared.workspace },
+    })
     expect(started.isError, textOf(started)).toBe(false)
     const id = startedId(textOf(started))
 
@@ -41,7 +44,10 @@ describe('a Python REPL driven through bash (stdin: true) and task_input', () =>
 
   test('in the foreground with yield_ms: the REPL yields, then task_input drives it and eof ends it', async () => {
     const agent = new TestAgent('repl-yield')
-    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'python3 -u -i -q', description: 'repl', yield_ms: 1000, stdin: true, cwd: shared.workspace } })
+    const started = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'python3 -u -i -q', description: 'repl', yield_ms: 1000, stdin: true, cwd: shared.workspace },
+    })
     expect(textOf(started)).toContain('still running after 1000ms')
     const id = startedId(textOf(started))
     await callTool(shared.host, agent, { name: 'task_input', arguments: { task_id: id, text: 'name = "tend"\n' } })

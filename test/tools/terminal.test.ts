@@ -26,7 +26,10 @@ const expectPlain = (text: string) => expect(text, JSON.stringify(text)).not.toM
 describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
   test('define, print, exit: every result is plain text with the echo of what was typed', async () => {
     const agent = new TestAgent('tty-repl')
-    const bash = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: shared.workspace } })
+    const bash = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'python3 -q', description: 'python', run_in_background: true, tty: true, cwd: shared.workspace },
+    })
     expect(bash.isError, textOf(bash)).toBe(false)
     const id = taskIdIn(textOf(bash))
     expect(await shared.daemon.client.get(id)).toMatchObject({ tty: { cols: 80, rows: 24 }, stdin: 'pipe' })
@@ -51,7 +54,14 @@ describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
 
   test('eof: true types Ctrl-D: the REPL ends and the result says the terminal stayed open', async () => {
     const agent = new TestAgent('tty-eof')
-    const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: shared.workspace } })))
+    const id = taskIdIn(
+      textOf(
+        await callTool(shared.host, agent, {
+          name: 'bash',
+          arguments: { command: 'python3 -q', description: 'python', yield_ms: 500, tty: true, cwd: shared.workspace },
+        }),
+      ),
+    )
     await waitFor('the first prompt', async () => (await rawOutputOf(id)).includes('>>> '))
     const ended = await callTool(shared.host, agent, { name: 'task_input', arguments: { task_id: id, text: '', eof: true, yield_ms: 10_000 } })
     expect(textOf(ended)).toContain(`typed 0 bytes into the terminal of task ${id}, then Ctrl-D (end of input; the terminal stays open)`)
@@ -76,31 +86,41 @@ describe('terminal output in bash and task_output results', () => {
   test('task_output with a filter and with a small budget reads plain text too', async () => {
     const agent = new TestAgent('tty-shaping')
     const command = 'i=1; while [ $i -le 300 ]; do printf "\\033[33mline %03d\\033[0m\\n" $i; i=$((i+1)); done'
-    const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
+    const id = taskIdIn(
+      textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })),
+    )
     await shared.daemon.client.wait(id, { timeoutMs: 10_000 })
     const filtered = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, from: 0, filter: '^line 0(07|42)$' } })
     expect(textOf(filtered)).toContain('[filter /^line 0(07|42)$/: 2 matching lines]\nline 007\nline 042\n')
     const shaped = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, max_bytes: 400 } })
     expectPlain(textOf(shaped))
     expect(textOf(shaped)).toMatch(/^line 001\n/m)
-    expect(textOf(shaped)).toMatch(new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${id}", from: \\1\\) …\\]\\n`))
+    expect(textOf(shaped)).toMatch(
+      new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${id}", from: \\1\\) …\\]\\n`),
+    )
     expect(textOf(shaped)).toMatch(/line 300\n\[exit code: 0\]$/)
   })
 
-  test('an escape sequence cut off by the end of the output so far is held back: the agent\'s place stops before it', async () => {
+  test("an escape sequence cut off by the end of the output so far is held back: the agent's place stops before it", async () => {
     const agent = new TestAgent('tty-held')
     const gate = join(shared.workspace, 'held-gate')
     const command = `printf 'ready \\033[3'; while [ ! -e '${gate}' ]; do sleep 0.02; done; printf '1mred\\033[0m done\\n'`
-    const id = taskIdIn(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })))
+    const id = taskIdIn(
+      textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, run_in_background: true, cwd: shared.workspace } })),
+    )
     await waitFor('the cut sequence in output.log', async () => (await rawOutputOf(id)).endsWith('\x1b[3'))
     // Output can be there a moment before the running record is (it is written once the task runs).
     await waitFor('the task to be recorded running', async () => (await shared.daemon.client.get(id)).state === 'running')
     const first = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
-    expect(textOf(first)).toBe(`task ${id} (${(await shared.daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`)
+    expect(textOf(first)).toBe(
+      `task ${id} (${(await shared.daemon.client.get(id)).command[2]}): running; bytes 0–6 of 9\nready \n[still running: call task_output again later, or with wait_ms to wait for more]`,
+    )
     writeFileSync(gate, '')
     const second = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
     await shared.daemon.client.wait(id, { timeoutMs: 10_000 })
-    const rest = textOf(second).includes('[exit code: 0]') ? textOf(second) : textOf(await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } }))
+    const rest = textOf(second).includes('[exit code: 0]')
+      ? textOf(second)
+      : textOf(await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } }))
     expect(rest).toMatch(/: exited; bytes 6–\d+ of \d+\nred done\n\[exit code: 0\]$/)
   })
 })

@@ -25,7 +25,9 @@ const liveProcessesOf = (taskId: string) => processesWithEnv(`TEND_TASK_ID=${tas
 
 /** Once a later task's notice is in, any notice for an earlier task would be too (one event stream). */
 async function settleWithMarker(agent: TestAgent): Promise<void> {
-  const markerId = startedId(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, description: 'marker' } })))
+  const markerId = startedId(
+    textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', run_in_background: true, description: 'marker' } })),
+  )
   await waitFor(`the marker notice of ${markerId}`, () => agent.notices().some((notice) => notice.includes(markerId)))
 }
 
@@ -43,18 +45,26 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
       `ready\n[still running after 1500ms; it goes on as background task ${id} (dev server). Read more with task_output (task_id: "${id}"); stop it with task_kill. A notice arrives when it finishes (at the latest when its time limit of 8000ms stops it).]`,
     )
     expect(result.meta).toEqual({ taskId: id, background: false, yielded: true, output: 'ready\n', exitCode: null, signal: null })
-    expect(shared.host.tools.tools.get('bash')!.presentResult(args, { ...result, isError: false })).toEqual({ card: 'terminal', title: args.command, output: 'ready\n' })
+    expect(shared.host.tools.tools.get('bash')!.presentResult(args, { ...result, isError: false })).toEqual({
+      card: 'terminal',
+      title: args.command,
+      output: 'ready\n',
+    })
     expect((await shared.daemon.client.get(id)).state).toBe('running')
 
     writeFileSync(more, '')
     const read = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })
     // The yield moved the agent's cursor past "ready": the read goes on from there.
-    expect(textOf(read)).toBe(`task ${id} (dev server): running; bytes 6–14 of 14\nserving\n[still running: call task_output again later, or with wait_ms to wait for more]`)
+    expect(textOf(read)).toBe(
+      `task ${id} (dev server): running; bytes 6–14 of 14\nserving\n[still running: call task_output again later, or with wait_ms to wait for more]`,
+    )
 
     await waitFor(`the notice of task ${id}, stopped by its time limit`, () => noticesFor(agent, id).length > 0, 20_000)
     expect(await shared.daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
     await settleWithMarker(agent)
-    expect(noticesFor(agent, id)).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`])
+    expect(noticesFor(agent, id)).toEqual([
+      `background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+    ])
     expect(liveProcessesOf(id)).toEqual([])
   })
 
@@ -69,7 +79,10 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
 
   test('a yielded task the agent kills with task_kill gets no notice: the agent saw its end', async () => {
     const agent = new TestAgent('yield-kill')
-    const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo up; exec sleep 1000', description: 'to be killed', yield_ms: 500 } })
+    const result = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'echo up; exec sleep 1000', description: 'to be killed', yield_ms: 500 },
+    })
     const id = yieldedId(textOf(result))
     const killed = await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: id } })
     expect(textOf(killed)).toMatch(new RegExp(`^task ${id} \\(to be killed\\) is killed`))
@@ -81,7 +94,14 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
   test('a yielded task that ends on its own gets exactly one notice, and reading it to the end afterwards adds none', async () => {
     const agent = new TestAgent('yield-ends')
     const finish = join(shared.workspace, 'ends-finish')
-    const id = yieldedId(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: `echo started; ${gate(finish)}; echo finished`, description: 'ends later', yield_ms: 300 } })))
+    const id = yieldedId(
+      textOf(
+        await callTool(shared.host, agent, {
+          name: 'bash',
+          arguments: { command: `echo started; ${gate(finish)}; echo finished`, description: 'ends later', yield_ms: 300 },
+        }),
+      ),
+    )
     writeFileSync(finish, '')
     await waitFor(`the notice of task ${id}`, () => noticesFor(agent, id).length > 0)
     const read = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
@@ -114,8 +134,14 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
     expect(textOf(await callTool(shared.host, agent, { name: 'task_list', arguments: {} }))).toMatch(new RegExp(`${id}  running`))
 
     const early = new AbortController()
-    const call = callTool(shared.host, agent, { name: 'bash', arguments: { command: 'exec sleep 1000', description: 'aborted early', yield_ms: 600_000 }, signal: early.signal })
-    const running = await waitFor('the foreground task to run', async () => (await shared.daemon.client.list({ owner: 'yield-abort' })).find((task) => task.name === 'aborted early' && task.state === 'running'))
+    const call = callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'exec sleep 1000', description: 'aborted early', yield_ms: 600_000 },
+      signal: early.signal,
+    })
+    const running = await waitFor('the foreground task to run', async () =>
+      (await shared.daemon.client.list({ owner: 'yield-abort' })).find((task) => task.name === 'aborted early' && task.state === 'running'),
+    )
     early.abort()
     expect(await call).toMatchObject({ isError: true, content: [{ text: `aborted; foreground task ${running.id} was stopped` }] })
     expect((await shared.daemon.client.get(running.id)).state).toBe('killed')
@@ -129,7 +155,9 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
       const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo never', yield_ms: bad } })
       expect(result).toMatchObject({ isError: true, content: [{ text: `yield_ms must be a positive whole number of milliseconds, got ${bad}` }] })
     }
-    expect(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', yield_ms: '5' } }))).toBe('invalid arguments for bash: arguments.yield_ms: expected a number, got string "5"')
+    expect(textOf(await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'true', yield_ms: '5' } }))).toBe(
+      'invalid arguments for bash: arguments.yield_ms: expected a number, got string "5"',
+    )
     expect(await shared.daemon.client.list({ owner: 'yield-args', all: true })).toEqual([])
     const background = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'sleep 1000', run_in_background: true, yield_ms: 50 } })
     const id = startedId(textOf(background))
@@ -139,6 +167,8 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
   test('the description and parameters tell the model about yield_ms with the configured numbers', () => {
     const bash = shared.host.tools.tools.get('bash')!
     expect(bash.description).toContain('A command still running after yield_ms (default 1000) is not stopped')
-    expect(bash.inputSchema).toMatchObject({ properties: { yield_ms: { type: 'number', description: expect.stringContaining('(default 1000, at most 600000; not used with run_in_background)') } } })
+    expect(bash.inputSchema).toMatchObject({
+      properties: { yield_ms: { type: 'number', description: expect.stringContaining('(default 1000, at most 600000; not used with run_in_background)') } },
+    })
   })
 })

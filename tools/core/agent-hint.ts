@@ -21,7 +21,8 @@ export function agentSandboxHint(task: Task, offered: readonly NetworkMode[]): s
   const summary = sandboxSummary(task)
   if (summary === null) return null
   const wider = WIDER[task.network].filter((mode) => offered.includes(mode))
-  const network = wider.length === 0 ? '' : ` To reach more, bash's network parameter: ${wider.map((mode) => `"${mode}" (${HINT_REACHES[mode]})`).join(' or ')}.`
+  const network =
+    wider.length === 0 ? '' : ` To reach more, bash's network parameter: ${wider.map((mode) => `"${mode}" (${HINT_REACHES[mode]})`).join(' or ')}.`
   return `${summary}.${network} More writable places, or no sandbox, only the operator can give.`
 }
 

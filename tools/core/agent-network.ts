@@ -37,6 +37,8 @@ export function networkParameterDescription(offered: readonly NetworkMode[]): st
  */
 export function refuseUnofferedNetwork(network: unknown, settings: HostNetworkSetting): void {
   if (network === 'host' && !settings.allowHostNetwork) {
-    throw new ToolFailure(`network: "host" is not offered here: the host's whole network is the operator's to allow, with ${HOST_NETWORK_ENABLED_BY}; use "loopback" or "allow"`)
+    throw new ToolFailure(
+      `network: "host" is not offered here: the host's whole network is the operator's to allow, with ${HOST_NETWORK_ENABLED_BY}; use "loopback" or "allow"`,
+    )
   }
 }

@@ -15,7 +15,13 @@ export type ForegroundOutcome =
  * An abort before the yield stops the task; once the call has returned nothing stops it but its
  * time limit, task_kill, or the agent going away.
  */
-export async function awaitForeground(session: OwnerSession, started: Task, yieldMs: number, budgetBytes: number, signal?: AbortSignal): Promise<ForegroundOutcome> {
+export async function awaitForeground(
+  session: OwnerSession,
+  started: Task,
+  yieldMs: number,
+  budgetBytes: number,
+  signal?: AbortSignal,
+): Promise<ForegroundOutcome> {
   return session.watch(started.id, async () => {
     let task: Task
     try {

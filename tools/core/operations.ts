@@ -63,8 +63,10 @@ export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
 /** bash: one path for both modes — every command is a tend task. */
 export async function runBash(session: OwnerSession, args: BashArgs, settings: ToolSettings, signal?: AbortSignal): Promise<BashOutcome> {
   if (args.command.trim() === '') throw new ToolFailure('command is empty')
-  if (args.timeout !== undefined && (!Number.isInteger(args.timeout) || args.timeout <= 0)) throw new ToolFailure(`timeout must be a positive whole number of milliseconds, got ${args.timeout}`)
-  if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0)) throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
+  if (args.timeout !== undefined && (!Number.isInteger(args.timeout) || args.timeout <= 0))
+    throw new ToolFailure(`timeout must be a positive whole number of milliseconds, got ${args.timeout}`)
+  if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0))
+    throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
   refuseUnofferedNetwork(args.network, settings)
   if (signal?.aborted) throw new ToolFailure('aborted before the task was started; nothing was run')
   const background = args.run_in_background === true
@@ -113,9 +115,12 @@ export interface TaskOutputResult {
 /** task_output: what this agent has not seen yet (or a non-consuming read from a byte offset). */
 export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs, settings: ToolSettings, signal?: AbortSignal): Promise<TaskOutputResult> {
   const filter = args.filter === undefined ? null : compileFilter(args.filter)
-  if (args.from !== undefined && (!Number.isInteger(args.from) || args.from < 0)) throw new ToolFailure(`from must be a byte offset (0 or more), got ${args.from}`)
-  if (args.max_bytes !== undefined && (!Number.isInteger(args.max_bytes) || args.max_bytes <= 0)) throw new ToolFailure(`max_bytes must be a positive whole number, got ${args.max_bytes}`)
-  if (args.wait_ms !== undefined && (!Number.isFinite(args.wait_ms) || args.wait_ms < 0)) throw new ToolFailure(`wait_ms must be 0 or more, got ${args.wait_ms}`)
+  if (args.from !== undefined && (!Number.isInteger(args.from) || args.from < 0))
+    throw new ToolFailure(`from must be a byte offset (0 or more), got ${args.from}`)
+  if (args.max_bytes !== undefined && (!Number.isInteger(args.max_bytes) || args.max_bytes <= 0))
+    throw new ToolFailure(`max_bytes must be a positive whole number, got ${args.max_bytes}`)
+  if (args.wait_ms !== undefined && (!Number.isFinite(args.wait_ms) || args.wait_ms < 0))
+    throw new ToolFailure(`wait_ms must be 0 or more, got ${args.wait_ms}`)
   await session.open()
   return session.watch(args.task_id, async () => {
     const consuming = args.from === undefined

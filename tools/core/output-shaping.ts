@@ -107,7 +107,12 @@ export function shapeText(text: string, budgetBytes: number): { text: string; om
   const whole = { terminal: false, final: true }
   const head = textOf(cutAtLineEnd(bytes.subarray(0, headBytes)), whole)
   const tail = textOf(cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes))), whole)
-  return joinHeadAndTail(head, tail, bytes.length, `bytes of matching lines omitted; a narrower filter, or a larger max_bytes (at most ${MAX_RESULT_BYTES}), shows them`)
+  return joinHeadAndTail(
+    head,
+    tail,
+    bytes.length,
+    `bytes of matching lines omitted; a narrower filter, or a larger max_bytes (at most ${MAX_RESULT_BYTES}), shows them`,
+  )
 }
 
 /** `length` bytes shown as head and tail, with a marker for the middle: `[… N <what> …]`. */

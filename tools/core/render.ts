@@ -39,7 +39,8 @@ export function renderBash(outcome: BashOutcome, offered?: readonly NetworkMode[
       `Read its output with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`,
     ].join('\n')
   }
-  if (outcome.kind === 'yielded') return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
+  if (outcome.kind === 'yielded')
+    return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
   return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered)}`
 }
 
@@ -57,7 +58,8 @@ const withNewline = (text: string): string => (text.endsWith('\n') ? text : `${t
 export function renderTaskOutput(result: TaskOutputResult, offered?: readonly NetworkMode[]): string {
   const { task, output } = result
   const lines = [`task ${task.id} (${taskLabel(task)}): ${task.state}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
-  if (result.filter) lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
+  if (result.filter)
+    lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
   const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
   lines.push(body)
   if (result.done) lines.push(endingText(task, offered))

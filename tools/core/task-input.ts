@@ -32,7 +32,8 @@ export interface TaskInputOutcome extends TaskOutputResult {
 export async function sendTaskInput(session: OwnerSession, args: TaskInputArgs, settings: ToolSettings, signal?: AbortSignal): Promise<TaskInputOutcome> {
   if (typeof args.text !== 'string') throw new ToolFailure(`text must be a string, got ${typeof args.text}`)
   if (args.text === '' && !args.eof) throw new ToolFailure('text is empty: give the text to send (with "\\n" to end a line), or eof: true to close the stdin')
-  if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0)) throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
+  if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0))
+    throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
   const yieldMs = Math.min(args.yield_ms ?? TASK_INPUT_DEFAULT_YIELD_MS, settings.maxYieldMs)
   await session.open()
   return session.watch(args.task_id, async () => {

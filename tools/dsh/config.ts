@@ -66,7 +66,23 @@ export function normalizeDshPluginConfig(config: unknown = {}): Readonly<DshPlug
   }
   if (problems.length > 0) throw new TypeError(`invalid tend plugin configuration: ${problems.join('; ')}`)
   const valid = given as DshPluginConfig
-  const { home, stopTasksOnDispose = true, maxWakeupsPerUserMessage = DEFAULT_MAX_WAKEUPS_PER_USER_MESSAGE, harnessFrom, cluster, clusterQueue, ...rest } = valid
+  const {
+    home,
+    stopTasksOnDispose = true,
+    maxWakeupsPerUserMessage = DEFAULT_MAX_WAKEUPS_PER_USER_MESSAGE,
+    harnessFrom,
+    cluster,
+    clusterQueue,
+    ...rest
+  } = valid
   const overrides = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined))
-  return Object.freeze({ home, stopTasksOnDispose, maxWakeupsPerUserMessage, harnessFrom, cluster, clusterQueue, settings: Object.freeze({ ...DEFAULT_TOOL_SETTINGS, ...overrides }) })
+  return Object.freeze({
+    home,
+    stopTasksOnDispose,
+    maxWakeupsPerUserMessage,
+    harnessFrom,
+    cluster,
+    clusterQueue,
+    settings: Object.freeze({ ...DEFAULT_TOOL_SETTINGS, ...overrides }),
+  })
 }

@@ -20,7 +20,8 @@ export class HarnessNotFoundError extends Error {
 export async function loadHarness(from?: string): Promise<HarnessHelpers> {
   const [tools, llm] = await Promise.all([importHostPackage(TOOLS_PACKAGE, from), importHostPackage(LLM_PACKAGE, from)])
   if (typeof tools.defineTool !== 'function') throw new HarnessNotFoundError(`${TOOLS_PACKAGE} does not export defineTool; tend needs the 0.1.0-rc.8 line`)
-  if (typeof llm.createUserMessage !== 'function') throw new HarnessNotFoundError(`${LLM_PACKAGE} does not export createUserMessage; tend needs the 0.1.0-rc.8 line`)
+  if (typeof llm.createUserMessage !== 'function')
+    throw new HarnessNotFoundError(`${LLM_PACKAGE} does not export createUserMessage; tend needs the 0.1.0-rc.8 line`)
   return { defineTool: tools.defineTool, createUserMessage: llm.createUserMessage } as HarnessHelpers
 }
 
@@ -33,7 +34,7 @@ async function importHostPackage(specifier: string, from: string | undefined): P
       const resolved = createRequire(join(resolve(place), 'package.json')).resolve(specifier)
       return (await import(pathToFileURL(resolved).href)) as Record<string, unknown>
     } catch (error) {
-      failures.push(`${place === 'tend' ? "beside tend" : place}: ${(error as Error).message.split('\n')[0]}`)
+      failures.push(`${place === 'tend' ? 'beside tend' : place}: ${(error as Error).message.split('\n')[0]}`)
     }
   }
   throw new HarnessNotFoundError(`cannot load ${specifier} (install the harness packages beside tend, or set the plugin's harnessFrom): ${failures.join('; ')}`)

@@ -1,4 +1,16 @@
-import { killTask, listTasks, offeredNetworks, readTaskOutput, renderBash, renderTaskInput, renderTaskKill, renderTaskList, renderTaskOutput, runBash, sendTaskInput } from '../core/index.js'
+import {
+  killTask,
+  listTasks,
+  offeredNetworks,
+  readTaskOutput,
+  renderBash,
+  renderTaskInput,
+  renderTaskKill,
+  renderTaskList,
+  renderTaskOutput,
+  runBash,
+  sendTaskInput,
+} from '../core/index.js'
 import type { BashArgs, OwnerSession, SessionRegistry, TaskInputArgs, TaskKillArgs, TaskOutputArgs, ToolSettings } from '../core/index.js'
 import { validateArgs, type Tool } from '../harness/index.js'
 import { bashMeta } from '../bash.js'
@@ -80,7 +92,15 @@ export function createDshTools(deps: DshToolDeps, harness: HarnessHelpers): DshT
       TASK_INPUT_VALUE_SCHEMA,
       run((session, args, exec) => sendTaskInput(session, args, deps.settings, exec.signal)),
       (value) => renderTaskInput(value, offered),
-      (value) => ({ taskId: value.task.id, sentBytes: value.sentBytes, eof: value.eof, output: value.output.text, exitCode: value.task.exitCode, signal: value.task.signal, done: value.done }),
+      (value) => ({
+        taskId: value.task.id,
+        sentBytes: value.sentBytes,
+        eof: value.eof,
+        output: value.output.text,
+        exitCode: value.task.exitCode,
+        signal: value.task.signal,
+        done: value.done,
+      }),
     ),
     define<TaskKillArgs, TaskKillValue>(
       seedTool('task_kill'),

@@ -43,7 +43,11 @@ const TASK: DshValueSchema = {
     reason: required(nullable(string)),
     stoppedBy: nullable({ type: 'string', enum: STOPPED_BY, description: 'who or what stopped it (absent from daemons before lifetimes)' }),
     lifetime: { type: 'string', enum: LIFETIMES, description: 'owner: stops with the agent session; persistent: outlives it' },
-    stdin: { type: 'string', enum: TASK_STDIN, description: 'null: /dev/null; pipe: task_input writes to it; closed: its end of input was sent (absent from daemons before stdin pipes)' },
+    stdin: {
+      type: 'string',
+      enum: TASK_STDIN,
+      description: 'null: /dev/null; pipe: task_input writes to it; closed: its end of input was sent (absent from daemons before stdin pipes)',
+    },
     tty: nullable({
       type: 'object',
       additionalProperties: false,
@@ -67,7 +71,10 @@ const MODEL_OUTPUT: DshValueSchema = {
     from: required(integer),
     next: required(integer),
     omittedBytes: required(integer),
-    heldBackBytes: { ...integer, description: 'bytes from next on not in the text yet (a character, or on a terminal a control sequence, still being written)' },
+    heldBackBytes: {
+      ...integer,
+      description: 'bytes from next on not in the text yet (a character, or on a terminal a control sequence, still being written)',
+    },
   },
 }
 

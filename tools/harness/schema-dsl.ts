@@ -74,7 +74,10 @@ function orderOf(spec: SchemaSpec, error: ErrorObject): number[] {
   const order: number[] = []
   let fields: SchemaSpec | undefined = spec
   let field: FieldSpec | undefined
-  const segments = error.instancePath.split('/').slice(1).map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'))
+  const segments = error.instancePath
+    .split('/')
+    .slice(1)
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'))
   if (error.keyword === 'required') segments.push(String(error.params.missingProperty))
   for (const segment of segments) {
     if (field?.type === 'array') {
@@ -118,7 +121,10 @@ function pathOf(root: string, args: unknown, error: ErrorObject): { path: string
       return { path, problem: `expected ${type === 'object' || type === 'array' ? 'an' : 'a'} ${type}, got ${describe(error.data)}` }
     }
     case 'enum':
-      return { path, problem: `expected one of ${(params.allowedValues as unknown[]).map((item) => JSON.stringify(item)).join(', ')}, got ${describe(error.data)}` }
+      return {
+        path,
+        problem: `expected one of ${(params.allowedValues as unknown[]).map((item) => JSON.stringify(item)).join(', ')}, got ${describe(error.data)}`,
+      }
     default:
       return { path, problem: `${error.message ?? error.keyword}, got ${describe(error.data)}` }
   }

@@ -10,7 +10,19 @@ const USAGE = 'usage: tend mcp [--owner OWNER] [--keep-tasks] [--allow-host-netw
 export async function runMcp(argv: string[]): Promise<number> {
   let values
   try {
-    ;({ values } = parseArgs({ args: argv, options: { owner: { type: 'string' }, 'keep-tasks': { type: 'boolean' }, 'allow-host-network': { type: 'boolean' }, cluster: { type: 'string' }, 'cluster-url-file': { type: 'string' }, queue: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }))
+    ;({ values } = parseArgs({
+      args: argv,
+      options: {
+        owner: { type: 'string' },
+        'keep-tasks': { type: 'boolean' },
+        'allow-host-network': { type: 'boolean' },
+        cluster: { type: 'string' },
+        'cluster-url-file': { type: 'string' },
+        queue: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }))
   } catch (error) {
     process.stderr.write(`tend mcp: ${(error as Error).message}\n${USAGE}\n`)
     return 2
@@ -43,7 +55,14 @@ export async function runMcp(argv: string[]): Promise<number> {
     process.stderr.write(`tend mcp: --queue needs --cluster (or TEND_CLUSTER)\n${USAGE}\n`)
     return 2
   }
-  const server = await serveMcp(transport, { owner: values.owner, stopTasksOnClose: !values['keep-tasks'], settings: { allowHostNetwork: values['allow-host-network'] === true }, version, cluster, clusterQueue: values.queue })
+  const server = await serveMcp(transport, {
+    owner: values.owner,
+    stopTasksOnClose: !values['keep-tasks'],
+    settings: { allowHostNetwork: values['allow-host-network'] === true },
+    version,
+    cluster,
+    clusterQueue: values.queue,
+  })
   await closed
   await server.close()
   return 0

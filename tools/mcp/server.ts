@@ -45,7 +45,8 @@ export async function serveMcp(transport: Transport, options: McpServerOptions):
   }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = tools.find((each) => each.name === request.params.name)
-    if (!tool) return { content: [{ type: 'text', text: `unknown tool: ${request.params.name} (tools: ${tools.map((each) => each.name).join(', ')})` }], isError: true }
+    if (!tool)
+      return { content: [{ type: 'text', text: `unknown tool: ${request.params.name} (tools: ${tools.map((each) => each.name).join(', ')})` }], isError: true }
     try {
       const result = await tool.execute(request.params.arguments ?? {}, {
         callId: String(extra.requestId),

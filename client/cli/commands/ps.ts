@@ -9,5 +9,7 @@ export function registerPsCommand(program: Command): void {
     .option('-a, --all', 'include finished tasks')
     .option('--owner <owner>', "only this owner's tasks")
   addTargetOptions(command)
-  command.action(action(command, async ({ io, tasks }, flags: { all?: boolean; owner?: string }) => (await tasks()).list(io, { all: flags.all, owner: flags.owner })))
+  command.action(
+    action(command, async ({ io, tasks }, flags: { all?: boolean; owner?: string }) => (await tasks()).list(io, { all: flags.all, owner: flags.owner })),
+  )
 }

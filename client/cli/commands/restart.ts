@@ -9,7 +9,12 @@ export function registerRestartCommand(program: Command): void {
     action(command, async ({ client, io }) => {
       const result = await client.restartDaemon()
       if (io.json) printJson(io, result)
-      else io.out(result.previousPid === null ? `daemon started (pid ${result.pid})` : `daemon restarted (pid ${result.previousPid} -> ${result.pid}); its tasks keep running`)
+      else
+        io.out(
+          result.previousPid === null
+            ? `daemon started (pid ${result.pid})`
+            : `daemon restarted (pid ${result.previousPid} -> ${result.pid}); its tasks keep running`,
+        )
       return EXIT.ok
     }),
   )

@@ -1,5 +1,15 @@
 import { Command, Option } from 'commander'
-import { type Labels, NETWORK_MODES, type NetworkMode, OWNER_PATTERN, SANDBOX_PROFILES, TendError, TERMINAL_SIZE_MAX, type SandboxProfile, type TerminalSize } from '../../../protocol/index.js'
+import {
+  type Labels,
+  NETWORK_MODES,
+  type NetworkMode,
+  OWNER_PATTERN,
+  SANDBOX_PROFILES,
+  TendError,
+  TERMINAL_SIZE_MAX,
+  type SandboxProfile,
+  type TerminalSize,
+} from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
@@ -34,7 +44,7 @@ export function registerRunCommand(program: Command): void {
   const command = program
     .command('run')
     .summary('start a task from an argv (after --) or a shell line (-c)')
-    .usage('[options] -- CMD [ARG...] | [options] -c \'SHELL LINE\'')
+    .usage("[options] -- CMD [ARG...] | [options] -c 'SHELL LINE'")
     .argument('[command...]', 'program and arguments, after --')
     .option('-c <line>', 'run a shell line with sh -c')
     .option('--name <name>', 'a label for the task')
@@ -45,9 +55,18 @@ export function registerRunCommand(program: Command): void {
     .option('--owner <owner>', 'who the task is for (default: operator)')
     .addOption(new Option('--wait', 'stream its output, then exit with its status'))
     .addOption(new Option('--sandbox <profile>', 'confinement (default from the daemon: workspace)').choices([...SANDBOX_PROFILES]))
-    .addOption(new Option('--network <mode>', "what a sandboxed task's network reaches: loopback (default: its owner's private loopback), allow (that, plus networkAllow through the egress proxy), host (the host's network)").choices([...NETWORK_MODES]))
+    .addOption(
+      new Option(
+        '--network <mode>',
+        "what a sandboxed task's network reaches: loopback (default: its owner's private loopback), allow (that, plus networkAllow through the egress proxy), host (the host's network)",
+      ).choices([...NETWORK_MODES]),
+    )
     .option('--net', 'the same as --network host')
-    .option('--allow-net <pattern>', 'with network allow (implied): another destination this task may reach, e.g. registry.example, *.example.org, git.example:22 (repeatable)', (pattern: string, previous: string[] = []) => [...previous, pattern])
+    .option(
+      '--allow-net <pattern>',
+      'with network allow (implied): another destination this task may reach, e.g. registry.example, *.example.org, git.example:22 (repeatable)',
+      (pattern: string, previous: string[] = []) => [...previous, pattern],
+    )
     .option('--writable <path>', 'another path the task may write (repeatable)', (path: string, previous: string[] = []) => [...previous, path])
     .option('--memory <size>', 'memory limit (workspace or strict; strict has a default)', sizeOption)
     .option('--pids <count>', 'process-count limit (workspace or strict; each has a default)', countOption)
@@ -101,9 +120,14 @@ export function registerRunCommand(program: Command): void {
 /** --network, --net (host) and --allow-net (allow) as one mode; undefined leaves it to the daemon. */
 function networkFlag(flags: RunFlags): NetworkMode | undefined {
   const implied = flags.net ? 'host' : flags.allowNet?.length ? 'allow' : undefined
-  if (flags.net && flags.allowNet?.length) throw new TendError('TEND_ERR_USAGE', { detail: '--net (the host\'s whole network) and --allow-net (destinations through the egress proxy) contradict each other: give one' })
+  if (flags.net && flags.allowNet?.length)
+    throw new TendError('TEND_ERR_USAGE', {
+      detail: "--net (the host's whole network) and --allow-net (destinations through the egress proxy) contradict each other: give one",
+    })
   if (flags.network !== undefined && implied !== undefined && flags.network !== implied) {
-    throw new TendError('TEND_ERR_USAGE', { detail: `--network ${flags.network} contradicts ${flags.net ? '--net (network host)' : '--allow-net (network allow)'}` })
+    throw new TendError('TEND_ERR_USAGE', {
+      detail: `--network ${flags.network} contradicts ${flags.net ? '--net (network host)' : '--allow-net (network allow)'}`,
+    })
   }
   return flags.network ?? implied
 }

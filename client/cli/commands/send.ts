@@ -20,7 +20,10 @@ export function registerSendCommand(program: Command): void {
     .argument('[text]', 'text to write, followed by a newline; - writes what this command reads on its own stdin, as it is')
     .option('--file <file>', "write this file's bytes, as they are")
     .option('-n, --no-newline', 'do not add a newline after TEXT')
-    .option('--eof', 'then close the stdin: the task reads end-of-file once it has read everything; on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open')
+    .option(
+      '--eof',
+      'then close the stdin: the task reads end-of-file once it has read everything; on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open',
+    )
   command.action(
     action(command, async ({ client, io }, id: string, text: string | undefined, flags: SendFlags) => {
       const data = await inputData(text, flags)
@@ -43,7 +46,7 @@ async function inputData(text: string | undefined, flags: SendFlags): Promise<Bu
   }
   if (text === '-') return readOwnStdin()
   if (text !== undefined) return Buffer.from(flags.newline ? `${text}\n` : text, 'utf8')
-  if (!flags.eof) throw new TendError('TEND_ERR_USAGE', { detail: 'nothing to send: give TEXT, - (this command\'s stdin), --file F or --eof' })
+  if (!flags.eof) throw new TendError('TEND_ERR_USAGE', { detail: "nothing to send: give TEXT, - (this command's stdin), --file F or --eof" })
   return Buffer.alloc(0)
 }
 

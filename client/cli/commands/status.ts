@@ -51,14 +51,18 @@ function networkLines(network: DaemonStatus['sandbox']['network'] | undefined): 
 /** Whether records can be written, and the reserve; nothing from a daemon that does not say (an older one). */
 function spoolHealthLines(spool: DaemonStatus['spool']): string[] {
   const lines: string[] = []
-  if (spool.writable === false) lines.push(`             NOT writable: ${spool.problem ?? 'unknown'}; ${spool.heldRecords} task record(s) held in memory until it is`)
-  if (spool.reserveHeld === false) lines.push(`             reserve of ${formatBytes(spool.reserveBytes)} spent on a full disk: new tasks are refused until there is room to make it again`)
+  if (spool.writable === false)
+    lines.push(`             NOT writable: ${spool.problem ?? 'unknown'}; ${spool.heldRecords} task record(s) held in memory until it is`)
+  if (spool.reserveHeld === false)
+    lines.push(`             reserve of ${formatBytes(spool.reserveBytes)} spent on a full disk: new tasks are refused until there is room to make it again`)
   return lines
 }
 
 /** Which seccomp filter each profile gets, and what it denies. */
 function seccompLines(filters: DaemonStatus['sandbox']['filters']): string[] {
-  const lines = (['workspace', 'strict'] as const).map((profile) => `${profile}: the ${filters[profile].name} filter (denies ${filters[profile].denies.join(', ')})`)
+  const lines = (['workspace', 'strict'] as const).map(
+    (profile) => `${profile}: the ${filters[profile].name} filter (denies ${filters[profile].denies.join(', ')})`,
+  )
   return [...lines, 'off: none'].map((line, index) => `${index === 0 ? 'seccomp:     ' : '             '}${line}`)
 }
 
@@ -99,6 +103,7 @@ function boundsLines(bounds: DaemonStatus['sandbox']['bounds']): string[] {
 
 function describeBounds(bounds: ProfileBounds): string {
   const processes = bounds.pidsMax === null ? 'processes unbounded' : `${bounds.pidsMax} processes`
-  const memory = bounds.memoryBytes !== null ? `memory ${formatBytes(bounds.memoryBytes)}` : bounds.memoryAccounted ? 'memory counted (no limit)' : 'memory unbounded'
+  const memory =
+    bounds.memoryBytes !== null ? `memory ${formatBytes(bounds.memoryBytes)}` : bounds.memoryAccounted ? 'memory counted (no limit)' : 'memory unbounded'
   return `${processes}, ${memory}, tmpfs ${formatBytes(bounds.tmpfsBytes)} in all`
 }

@@ -16,7 +16,10 @@ export function registerStopCommand(program: Command): void {
       try {
         const result = await quiet.stopDaemon({ keepTasks: flags.keepTasks })
         if (io.json) printJson(io, result)
-        else io.out(result.pid === null ? 'no daemon running' : result.stopped ? `daemon stopped (pid ${result.pid})` : `daemon (pid ${result.pid}) is still stopping`)
+        else
+          io.out(
+            result.pid === null ? 'no daemon running' : result.stopped ? `daemon stopped (pid ${result.pid})` : `daemon (pid ${result.pid}) is still stopping`,
+          )
         return result.pid === null || result.stopped ? EXIT.ok : EXIT.failed
       } finally {
         quiet.close()

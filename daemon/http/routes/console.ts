@@ -17,24 +17,43 @@ const responses = { 200: ConsoleInfoSchema, 400: ErrorSchema, 403: ErrorSchema, 
  */
 export function registerConsoleRoutes(app: TendApp, { console: control }: ConsoleRoutesDeps): void {
   const routes = typedRoutes(app)
-  routes.get('/v1/console', { schema: { summary: 'Where the operator console listens (operator only)', headers: OwnerHeaders, response: responses } }, async (request) => {
-    requireOperator(request, 'the console')
-    return control.info()
-  })
+  routes.get(
+    '/v1/console',
+    { schema: { summary: 'Where the operator console listens (operator only)', headers: OwnerHeaders, response: responses } },
+    async (request) => {
+      requireOperator(request, 'the console')
+      return control.info()
+    },
+  )
   routes.post(
     '/v1/console',
-    { schema: { summary: 'Start the operator console, or move it, and make a fresh token (operator only)', headers: OwnerHeaders, body: Type.Optional(ConsoleBody), response: responses } },
+    {
+      schema: {
+        summary: 'Start the operator console, or move it, and make a fresh token (operator only)',
+        headers: OwnerHeaders,
+        body: Type.Optional(ConsoleBody),
+        response: responses,
+      },
+    },
     async (request) => {
       requireOperator(request, 'the console')
       return control.open(request.body ?? {})
     },
   )
-  routes.delete('/v1/console', { schema: { summary: 'Stop the operator console (operator only)', headers: OwnerHeaders, response: responses } }, async (request) => {
-    requireOperator(request, 'the console')
-    return control.close()
-  })
-  routes.post('/v1/console/revoke', { schema: { summary: "Revoke every console token and end every page's session (operator only)", headers: OwnerHeaders, response: responses } }, async (request) => {
-    requireOperator(request, 'the console')
-    return control.revoke()
-  })
+  routes.delete(
+    '/v1/console',
+    { schema: { summary: 'Stop the operator console (operator only)', headers: OwnerHeaders, response: responses } },
+    async (request) => {
+      requireOperator(request, 'the console')
+      return control.close()
+    },
+  )
+  routes.post(
+    '/v1/console/revoke',
+    { schema: { summary: "Revoke every console token and end every page's session (operator only)", headers: OwnerHeaders, response: responses } },
+    async (request) => {
+      requireOperator(request, 'the console')
+      return control.revoke()
+    },
+  )
 }

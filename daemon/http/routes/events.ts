@@ -26,7 +26,14 @@ export function registerEventsRoute(app: TendApp, deps: EventsDeps): void {
   const { events } = deps
   typedRoutes(app).get(
     '/v1/events',
-    { schema: { summary: 'Subscribe to task lifecycle events (text/event-stream)', querystring: EventsQuery, headers: EventsHeaders, response: { 400: ErrorSchema, 410: ErrorSchema } } },
+    {
+      schema: {
+        summary: 'Subscribe to task lifecycle events (text/event-stream)',
+        querystring: EventsQuery,
+        headers: EventsHeaders,
+        response: { 400: ErrorSchema, 410: ErrorSchema },
+      },
+    },
     async (request, reply) => {
       const { query, headers } = request
       const owner = requestOwner(request)
@@ -52,7 +59,14 @@ export function registerEventsRoute(app: TendApp, deps: EventsDeps): void {
  * by every subscriber; a subscriber so slow that the window passes it is dropped with a final
  * comment line, and reconnecting with Last-Event-ID then tells it of the gap.
  */
-function streamEvents(req: IncomingMessage, raw: ServerResponse, { events: log, closing }: EventsDeps, owner: string | null, since: number, spool: boolean): void {
+function streamEvents(
+  req: IncomingMessage,
+  raw: ServerResponse,
+  { events: log, closing }: EventsDeps,
+  owner: string | null,
+  since: number,
+  spool: boolean,
+): void {
   let cursor = since
   let blocked = false
   let finished = false
@@ -77,7 +91,9 @@ function streamEvents(req: IncomingMessage, raw: ServerResponse, { events: log, 
   }
   const drop = () => {
     finish()
-    raw.end(`: dropped: this subscriber fell more than the kept window behind (at seq ${cursor}, the daemon at ${log.lastSeq}); reconnect with Last-Event-ID\n\n`)
+    raw.end(
+      `: dropped: this subscriber fell more than the kept window behind (at seq ${cursor}, the daemon at ${log.lastSeq}); reconnect with Last-Event-ID\n\n`,
+    )
     // A reader that never reads again must not hold the connection forever.
     setTimeout(() => raw.destroy(), DROP_FLUSH_MS).unref()
   }

@@ -18,7 +18,9 @@ export interface GcDeps {
 export function registerGcRoute(app: TendApp, { cleanup }: GcDeps): void {
   typedRoutes(app).post(
     '/v1/gc',
-    { schema: { summary: 'Delete old finished tasks', headers: OwnerHeaders, body: Type.Optional(GcBody), response: { 200: GcResultSchema, 400: ErrorSchema } } },
+    {
+      schema: { summary: 'Delete old finished tasks', headers: OwnerHeaders, body: Type.Optional(GcBody), response: { 200: GcResultSchema, 400: ErrorSchema } },
+    },
     async (request) => {
       const { olderThanMs = DEFAULT_GC_AGE_MS } = request.body ?? {}
       return cleanup.removeOlderThan(olderThanMs, requestOwner(request))

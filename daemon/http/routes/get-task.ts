@@ -18,7 +18,9 @@ export interface GetTaskDeps {
 export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, supervisor }: GetTaskDeps): void {
   typedRoutes(app).get(
     '/v1/tasks/:id',
-    { schema: { summary: 'Show a task', params: TaskIdParams, headers: OwnerHeaders, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } } },
+    {
+      schema: { summary: 'Show a task', params: TaskIdParams, headers: OwnerHeaders, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } },
+    },
     async (request) => {
       const { id } = request.params
       return corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))

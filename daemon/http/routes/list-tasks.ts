@@ -30,7 +30,14 @@ export function registerListTasksRoute(app: TendApp, { config, store, corrupt, s
   const serialized = new WeakMap<Task, Buffer>()
   typedRoutes(app).get(
     '/v1/tasks',
-    { schema: { summary: 'List tasks', headers: OwnerHeaders, querystring: ListTasksQuery, response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) } } },
+    {
+      schema: {
+        summary: 'List tasks',
+        headers: OwnerHeaders,
+        querystring: ListTasksQuery,
+        response: { 200: Type.Object({ tasks: Type.Array(Type.Ref('Task')) }) },
+      },
+    },
     async (request, reply) => {
       const { query } = request
       const owner = requestOwner(request)

@@ -21,7 +21,15 @@ export interface NetworkLogDeps {
 export function registerNetworkLogRoute(app: TendApp, { config, store, network }: NetworkLogDeps): void {
   typedRoutes(app).get(
     '/v1/tasks/:id/network',
-    { schema: { summary: "Read a task's network decisions", params: TaskIdParams, headers: OwnerHeaders, querystring: NetworkLogQuery, response: { 200: NetworkLogPageSchema, 400: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema } } },
+    {
+      schema: {
+        summary: "Read a task's network decisions",
+        params: TaskIdParams,
+        headers: OwnerHeaders,
+        querystring: NetworkLogQuery,
+        response: { 200: NetworkLogPageSchema, 400: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema },
+      },
+    },
     async (request): Promise<NetworkLogPage> => {
       const { id } = request.params
       const { query } = request
@@ -36,7 +44,11 @@ export function registerNetworkLogRoute(app: TendApp, { config, store, network }
         read = await readNetworkLog(config.layout.spool, id, from, query.limit ?? NETWORK_LOG_PAGE_DEFAULT)
       } catch (error) {
         const { code, message } = error as NodeJS.ErrnoException
-        throw new TendError('TEND_ERR_NETWORK_LOG_UNREADABLE', { id, detail: `${code ?? message} (replaced outside tend, or by the task itself)` }, { cause: error })
+        throw new TendError(
+          'TEND_ERR_NETWORK_LOG_UNREADABLE',
+          { id, detail: `${code ?? message} (replaced outside tend, or by the task itself)` },
+          { cause: error },
+        )
       }
       return { entries: read.entries, next: read.next, done: finished && read.next >= read.size, ...counts }
     },

@@ -85,7 +85,10 @@ async function* pieces(handle: FileHandle, id: string, start: number, end: numbe
       const piece = Buffer.allocUnsafe(Math.min(PIECE_BYTES, end - at + 1))
       const { bytesRead } = await handle.read(piece, 0, piece.length, at)
       if (bytesRead === 0) {
-        throw new TendError('TEND_ERR_OUTPUT_MISSING', { id, detail: `output.log was cut back to ${at} bytes while bytes ${start}-${end} of it were sent (truncated by the task, or outside tend)` })
+        throw new TendError('TEND_ERR_OUTPUT_MISSING', {
+          id,
+          detail: `output.log was cut back to ${at} bytes while bytes ${start}-${end} of it were sent (truncated by the task, or outside tend)`,
+        })
       }
       at += bytesRead
       yield piece.subarray(0, bytesRead)

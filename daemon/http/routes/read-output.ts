@@ -27,7 +27,15 @@ export interface ReadOutputDeps {
 export function registerReadOutputRoute(app: TendApp, { config, store, supervisor, outputWatch, closing }: ReadOutputDeps): void {
   typedRoutes(app).get(
     '/v1/tasks/:id/output',
-    { schema: { summary: 'Read task output', params: TaskIdParams, headers: OwnerHeaders, querystring: ReadOutputQuery, response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema } } },
+    {
+      schema: {
+        summary: 'Read task output',
+        params: TaskIdParams,
+        headers: OwnerHeaders,
+        querystring: ReadOutputQuery,
+        response: { 200: ReadResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 503: ErrorSchema },
+      },
+    },
     async (request): Promise<ReadResult> => {
       const { id } = request.params
       const { query } = request
@@ -83,7 +91,13 @@ export function registerReadOutputRoute(app: TendApp, { config, store, superviso
         const held = supervisor.outputs.held(id)
         const watched = held ? `/proc/self/fd/${held.fd}` : file
         const signal = AbortSignal.any([abort.signal, closing])
-        await outputWatch.waitForChange(id, watched, { sizeSeen: size, endedSince, timeoutMs: remainingMs, signal, ...(held ? { sizeNow: () => source.size() } : {}) })
+        await outputWatch.waitForChange(id, watched, {
+          sizeSeen: size,
+          endedSince,
+          timeoutMs: remainingMs,
+          signal,
+          ...(held ? { sizeNow: () => source.size() } : {}),
+        })
       }
     },
   )

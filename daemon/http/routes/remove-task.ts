@@ -15,7 +15,14 @@ export interface RemoveTaskDeps {
 export function registerRemoveTaskRoute(app: TendApp, { store, corrupt, cleanup }: RemoveTaskDeps): void {
   typedRoutes(app).delete(
     '/v1/tasks/:id',
-    { schema: { summary: 'Remove a finished task', params: TaskIdParams, headers: OwnerHeaders, response: { 200: RemoveResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema } } },
+    {
+      schema: {
+        summary: 'Remove a finished task',
+        params: TaskIdParams,
+        headers: OwnerHeaders,
+        response: { 200: RemoveResultSchema, 400: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema },
+      },
+    },
     async (request) => {
       const { id } = request.params
       if (!corrupt.visible(id, requestOwner(request))) visibleTask(store, request, id)

@@ -12,7 +12,9 @@ export interface StartTaskDeps {
 
 const StartTaskHeaders = Type.Object({
   ...OwnerHeaders.properties,
-  [IDEMPOTENCY_HEADER]: Type.Optional(Type.String({ pattern: IDEMPOTENCY_KEY_PATTERN, description: 'a retry with the same key and body answers the first task' })),
+  [IDEMPOTENCY_HEADER]: Type.Optional(
+    Type.String({ pattern: IDEMPOTENCY_KEY_PATTERN, description: 'a retry with the same key and body answers the first task' }),
+  ),
 })
 
 /** POST /v1/tasks — admits a task and answers with its record (usually `queued`). */
@@ -33,7 +35,10 @@ export function registerStartTaskRoute(app: TendApp, { supervisor }: StartTaskDe
       if (owner !== null && body.owner !== undefined && body.owner !== owner) {
         throw new TendError('TEND_ERR_VALIDATION', { detail: `body/owner: a request acting for ${owner} cannot start a task for ${body.owner}` })
       }
-      const task = await supervisor.start({ ...body, owner: owner ?? body.owner }, { idempotencyKey: request.headers[IDEMPOTENCY_HEADER], actingForOwner: owner !== null })
+      const task = await supervisor.start(
+        { ...body, owner: owner ?? body.owner },
+        { idempotencyKey: request.headers[IDEMPOTENCY_HEADER], actingForOwner: owner !== null },
+      )
       noteStartedTask(request, task)
       return reply.status(201).send(task)
     },

@@ -31,46 +31,56 @@ export interface StatusDeps {
  * the requester's: an owner counts only its own tasks, the operator every task.
  */
 export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
-  typedRoutes(app).get('/v1/status', { schema: { summary: 'Daemon status', headers: OwnerHeaders, response: { 200: StatusSchema, 400: ErrorSchema } } }, async (request): Promise<DaemonStatus> => {
-    const owner = requestOwner(request)
-    const tasks = deps.store.list({ all: true, owner: owner ?? undefined })
-    const count = (state: string) => tasks.filter((task) => task.state === state).length
-    return {
-      pid: process.pid,
-      version: deps.version,
-      home: deps.config.layout.home,
-      socket: deps.config.layout.socket,
-      startedAt: deps.startedAt,
-      concurrency: deps.config.concurrency,
-      perOwnerConcurrency: deps.config.perOwnerConcurrency,
-      tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
-      events: { daemonId: deps.events.daemonId, lastSeq: deps.events.lastSeq },
-      spool: { path: deps.config.layout.spool, usedBytes: deps.cleanup.usedBytes(), quotaBytes: deps.config.spoolQuotaBytes, ...deps.store.spoolState(), ...(owner === null ? { strayEntries: deps.cleanup.strayEntries() } : {}) },
-      spawner: deps.supervisor.spawnerKind,
-      peerCheck: deps.peerStatus,
-      sandbox: {
-        default: deps.config.sandbox,
-        profiles: deps.sandbox.profiles,
-        missing: deps.sandbox.missing,
-        bubblewrap: deps.sandbox.bwrap && { path: deps.sandbox.bwrap.path, version: deps.sandbox.bwrap.version },
-        userNamespaces: deps.sandbox.userNamespaces,
-        cgroups: { memory: deps.sandbox.cgroups.memory !== null, pids: deps.sandbox.cgroups.pids !== null },
-        seccomp: seccompSupported(),
-        filters: seccompFilters(),
-        identity: {
-          as: deps.sandbox.identity.as,
-          uid: deps.sandbox.identity.uid,
-          gid: deps.sandbox.identity.gid,
-          range: deps.sandbox.identity.as === 'task' ? { first: TASK_ID_FIRST, last: TASK_ID_LAST } : null,
-          owners: deps.sandbox.identity.owners?.list() ?? [],
-          home: deps.sandbox.identity.home,
-          fallback: deps.sandbox.identity.fallback,
-          off: deps.sandbox.identity.off,
+  typedRoutes(app).get(
+    '/v1/status',
+    { schema: { summary: 'Daemon status', headers: OwnerHeaders, response: { 200: StatusSchema, 400: ErrorSchema } } },
+    async (request): Promise<DaemonStatus> => {
+      const owner = requestOwner(request)
+      const tasks = deps.store.list({ all: true, owner: owner ?? undefined })
+      const count = (state: string) => tasks.filter((task) => task.state === state).length
+      return {
+        pid: process.pid,
+        version: deps.version,
+        home: deps.config.layout.home,
+        socket: deps.config.layout.socket,
+        startedAt: deps.startedAt,
+        concurrency: deps.config.concurrency,
+        perOwnerConcurrency: deps.config.perOwnerConcurrency,
+        tasks: { queued: count('queued'), running: count('running'), finished: tasks.length - count('queued') - count('running') },
+        events: { daemonId: deps.events.daemonId, lastSeq: deps.events.lastSeq },
+        spool: {
+          path: deps.config.layout.spool,
+          usedBytes: deps.cleanup.usedBytes(),
+          quotaBytes: deps.config.spoolQuotaBytes,
+          ...deps.store.spoolState(),
+          ...(owner === null ? { strayEntries: deps.cleanup.strayEntries() } : {}),
         },
-        keyring: deps.sandbox.identity.keyring,
-        bounds: sandboxBounds(deps.sandbox, deps.config),
-        network: { default: DEFAULT_NETWORK, modes: deps.sandbox.network.modes, missing: deps.sandbox.network.missing, allow: [...deps.config.networkAllow] },
-      },
-    }
-  })
+        spawner: deps.supervisor.spawnerKind,
+        peerCheck: deps.peerStatus,
+        sandbox: {
+          default: deps.config.sandbox,
+          profiles: deps.sandbox.profiles,
+          missing: deps.sandbox.missing,
+          bubblewrap: deps.sandbox.bwrap && { path: deps.sandbox.bwrap.path, version: deps.sandbox.bwrap.version },
+          userNamespaces: deps.sandbox.userNamespaces,
+          cgroups: { memory: deps.sandbox.cgroups.memory !== null, pids: deps.sandbox.cgroups.pids !== null },
+          seccomp: seccompSupported(),
+          filters: seccompFilters(),
+          identity: {
+            as: deps.sandbox.identity.as,
+            uid: deps.sandbox.identity.uid,
+            gid: deps.sandbox.identity.gid,
+            range: deps.sandbox.identity.as === 'task' ? { first: TASK_ID_FIRST, last: TASK_ID_LAST } : null,
+            owners: deps.sandbox.identity.owners?.list() ?? [],
+            home: deps.sandbox.identity.home,
+            fallback: deps.sandbox.identity.fallback,
+            off: deps.sandbox.identity.off,
+          },
+          keyring: deps.sandbox.identity.keyring,
+          bounds: sandboxBounds(deps.sandbox, deps.config),
+          network: { default: DEFAULT_NETWORK, modes: deps.sandbox.network.modes, missing: deps.sandbox.network.missing, allow: [...deps.config.networkAllow] },
+        },
+      }
+    },
+  )
 }

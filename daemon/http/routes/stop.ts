@@ -27,7 +27,9 @@ export function registerStopRoute(app: TendApp, { supervisor, requestStop }: Sto
       requireOperator(request, 'stopping the daemon')
       const keepTasks = request.body?.keepTasks === true
       if (keepTasks && !supervisor.tasksOutliveDaemon) {
-        throw new TendError('TEND_ERR_VALIDATION', { detail: `body/keepTasks: this daemon's tasks cannot outlive it (spawner ${supervisor.spawnerKind}, without keepers); stop without keepTasks` })
+        throw new TendError('TEND_ERR_VALIDATION', {
+          detail: `body/keepTasks: this daemon's tasks cannot outlive it (spawner ${supervisor.spawnerKind}, without keepers); stop without keepTasks`,
+        })
       }
       reply.raw.once('finish', () => requestStop({ keepTasks }))
       return reply.status(202).send({ stopping: true, pid: process.pid, keepTasks })

@@ -33,7 +33,13 @@ export function parseQuery(message: Buffer): DnsQuery | { rcode: number; id: num
     if (length > 63 || offset + length > message.length) return formErr
     // A dot inside a label is escaped, as DNS writes it: the name is then no domain name the
     // proxy acts on (allowlist.ts, isDomainName), never another name than the one asked.
-    labels.push(message.subarray(offset, offset + length).toString('latin1').replaceAll('\\', '\\\\').replaceAll('.', '\\.'))
+    labels.push(
+      message
+        .subarray(offset, offset + length)
+        .toString('latin1')
+        .replaceAll('\\', '\\\\')
+        .replaceAll('.', '\\.'),
+    )
     offset += length
   }
   if (offset + 4 > message.length || offset - 12 > 255) return formErr

@@ -5,10 +5,7 @@ import type { EgressOptions, EgressTask, Via } from './types.js'
 import { connectUpstream, UpstreamError, type Upstream } from './upstream.js'
 
 /** What reaching a destination came to; blocked and unreachable ones are already recorded. */
-export type Reached =
-  | { kind: 'connected'; upstream: Upstream; time: string }
-  | { kind: 'blocked'; reason: string }
-  | { kind: 'unreachable'; error: string }
+export type Reached = { kind: 'connected'; upstream: Upstream; time: string } | { kind: 'blocked'; reason: string } | { kind: 'unreachable'; error: string }
 
 /** One destination a task asked for, and how. */
 export interface Request {
@@ -68,7 +65,16 @@ export class Engine {
   }
 
   blocked(request: Request, reason: string, time = new Date().toISOString()): void {
-    this.options.record(request.task, { time, name: request.name, port: request.port, via: request.via, decision: 'blocked', reason, sentBytes: 0, receivedBytes: 0 })
+    this.options.record(request.task, {
+      time,
+      name: request.name,
+      port: request.port,
+      via: request.via,
+      decision: 'blocked',
+      reason,
+      sentBytes: 0,
+      receivedBytes: 0,
+    })
   }
 
   allowed(request: Request, time: string, address: string, bytes: RelayBytes): void {
@@ -76,7 +82,16 @@ export class Engine {
   }
 
   private unreachable(request: Request, error: string, time: string): Reached {
-    this.options.record(request.task, { time, name: request.name, port: request.port, via: request.via, decision: 'allowed', error, sentBytes: 0, receivedBytes: 0 })
+    this.options.record(request.task, {
+      time,
+      name: request.name,
+      port: request.port,
+      via: request.via,
+      decision: 'allowed',
+      error,
+      sentBytes: 0,
+      receivedBytes: 0,
+    })
     return { kind: 'unreachable', error }
   }
 

@@ -1,4 +1,3 @@
-
 /** What the first bytes a task sent on a connection are. */
 export type FirstBytes =
   | { kind: 'more' }
@@ -13,7 +12,6 @@ const ENCRYPTED_NAME_EXTENSIONS = new Set([0xfe0d, 0xffce])
 
 /** A ClientHello larger than this is refused: no client sends one, and the engine buffers it. */
 export const MAX_CLIENT_HELLO_BYTES = 64 * 1024
-
 
 /**
  * Classifies the start of a connection: a TLS ClientHello (with the server name it carries), an
@@ -50,7 +48,8 @@ function classifyHttp(bytes: Buffer): FirstBytes {
   if (!looksTextual(line)) return { kind: 'other' }
   if (newline === -1) return bytes.length - start <= MAX_REQUEST_LINE_BYTES ? { kind: 'more' } : { kind: 'bad-http', problem: 'a first line too long to check' }
   const words = line.split(LENIENT_SPACES).filter(Boolean)
-  const request = words.length >= 2 && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(words[0]!) && (words[1]!.startsWith('/') || words[1]!.includes('://') || words[1] === '*')
+  const request =
+    words.length >= 2 && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(words[0]!) && (words[1]!.startsWith('/') || words[1]!.includes('://') || words[1] === '*')
   return request ? { kind: 'http' } : { kind: 'other' }
 }
 
@@ -128,7 +127,8 @@ function readServerName(hello: Buffer): string | null | { problem: string } {
     if (type !== 0) continue
     if (found !== null) return { problem: 'a TLS ClientHello with two server names' }
     if (body.length < 2 || body.readUInt16BE(0) !== body.length - 2) return malformed
-    if (body.length < 5 || body[2] !== 0 || body.readUInt16BE(3) !== body.length - 5) return { problem: 'a TLS ClientHello with two server names or none readable' }
+    if (body.length < 5 || body[2] !== 0 || body.readUInt16BE(3) !== body.length - 5)
+      return { problem: 'a TLS ClientHello with two server names or none readable' }
     found = body.subarray(5).toString('latin1')
   }
   return found

@@ -4,7 +4,18 @@ import type { Engine, Request } from './engine.js'
 import type { Upstream } from './upstream.js'
 
 /** Headers about one hop only, never passed on (RFC 9110 7.6.1), plus the proxy's own. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect'])
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+])
 
 /** Answers a refused request: 403, the reason in a header and in a one-line body. */
 export function answerBlocked(res: ServerResponse, target: { name: string; port: number }, reason: string): void {
@@ -62,7 +73,14 @@ function responseHeaders(raw: readonly string[]): string[] {
  * (the task's keep-alive is kept on its side), and records it once the answer is sent, with the
  * bytes that crossed the upstream connection.
  */
-export async function forwardRequest(engine: Engine, request: Request, path: string, req: IncomingMessage, res: ServerResponse, spare?: Upstream): Promise<void> {
+export async function forwardRequest(
+  engine: Engine,
+  request: Request,
+  path: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  spare?: Upstream,
+): Promise<void> {
   const reached = await engine.reach(request, spare)
   if (reached.kind === 'blocked') return answerBlocked(res, request, reached.reason)
   if (reached.kind === 'unreachable') return answerUnreachable(res, request, reached.error)

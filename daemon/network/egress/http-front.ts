@@ -61,7 +61,10 @@ export class HttpFront {
     }
     // On a connection bound to a destination, the request names its host by an absolute URI or by Host.
     const named = context.fixed !== undefined && !target.absolute ? (parseAuthority(req.headers.host ?? '', target.port) ?? target) : target
-    const mismatch = context.fixed !== undefined ? hostMismatch(destinationLabel(named), context.fixed) ?? hostMismatch(req.headers.host, target) : hostMismatch(req.headers.host, target)
+    const mismatch =
+      context.fixed !== undefined
+        ? (hostMismatch(destinationLabel(named), context.fixed) ?? hostMismatch(req.headers.host, target))
+        : hostMismatch(req.headers.host, target)
     const request: Request = { task: context.task, name: named.name, port: named.port, via: context.via }
     if (mismatch !== null) {
       spare?.socket.destroy()
@@ -97,7 +100,10 @@ export class HttpFront {
     const target = parseAuthority(req.url ?? '', null)
     if (context.fixed !== undefined || target === null) {
       context.spare?.socket.destroy()
-      const problem = context.fixed !== undefined ? 'CONNECT goes to the proxy, not through a connection to a host' : `CONNECT takes host:port, got ${JSON.stringify((req.url ?? '').slice(0, 200))}`
+      const problem =
+        context.fixed !== undefined
+          ? 'CONNECT goes to the proxy, not through a connection to a host'
+          : `CONNECT takes host:port, got ${JSON.stringify((req.url ?? '').slice(0, 200))}`
       return void socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\ntend: ${problem}\n`)
     }
     const request: Request = { task: context.task, name: target.name, port: target.port, via: 'connect' }
@@ -109,7 +115,9 @@ export class HttpFront {
     const reached = await this.engine.reach(request)
     if (reached.kind === 'blocked') return void socket.end(blockedResponse(target, reached.reason))
     if (reached.kind === 'unreachable') {
-      return void socket.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\ntend: ${destinationLabel(target)} could not be reached (${reached.error})\n`)
+      return void socket.end(
+        `HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\ntend: ${destinationLabel(target)} could not be reached (${reached.error})\n`,
+      )
     }
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
     this.carry(socket, reached.upstream, request, reached.time, head)
@@ -120,7 +128,8 @@ export class HttpFront {
     carryTunnel(socket, upstream, request.name, head, (outcome) => {
       if (outcome.kind === 'relayed') this.engine.allowed(request, time, upstream.address, outcome.bytes)
       else if (outcome.kind === 'refused') this.engine.blocked(request, outcome.reason, time)
-      else if (outcome.kind === 'http') this.accept(socket, outcome.head, { task: request.task, via: request.via, fixed: { name: request.name, port: request.port }, spare: upstream })
+      else if (outcome.kind === 'http')
+        this.accept(socket, outcome.head, { task: request.task, via: request.via, fixed: { name: request.name, port: request.port }, spare: upstream })
       else this.engine.allowed(request, time, upstream.address, { sentBytes: 0, receivedBytes: 0 })
     })
   }

@@ -5,11 +5,7 @@ import { relay, type RelayBytes } from './relay.js'
 import type { Upstream } from './upstream.js'
 
 /** What a tunnel turned out to carry, once the first bytes were read. */
-export type TunnelOutcome =
-  | { kind: 'relayed'; bytes: RelayBytes }
-  | { kind: 'refused'; reason: string }
-  | { kind: 'http'; head: Buffer }
-  | { kind: 'gone' }
+export type TunnelOutcome = { kind: 'relayed'; bytes: RelayBytes } | { kind: 'refused'; reason: string } | { kind: 'http'; head: Buffer } | { kind: 'gone' }
 
 /**
  * Carries a connection the engine allowed to `name` (CONNECT, SOCKS5 or a synthetic address) to its

@@ -46,7 +46,12 @@ const alicesTask = createQueuedTask(taskBase({ id: 'alicetask001', owner: 'alice
 describe('routes built with only their deps', () => {
   test('GET /v1/tasks/:id answers the task to the operator and to its owner, and not found to another owner', async () => {
     const app = await appWith((each) =>
-      registerGetTaskRoute(each, { config: { layout: { spool: '/nonexistent' } }, store: storeOf(alicesTask), corrupt: { visible: () => undefined }, supervisor: { outputs: new HeldOutputs() } }),
+      registerGetTaskRoute(each, {
+        config: { layout: { spool: '/nonexistent' } },
+        store: storeOf(alicesTask),
+        corrupt: { visible: () => undefined },
+        supervisor: { outputs: new HeldOutputs() },
+      }),
     )
     const operator = await app.inject({ url: '/v1/tasks/alicetask001' })
     expect(operator.statusCode).toBe(200)
@@ -61,7 +66,14 @@ describe('routes built with only their deps', () => {
   test('a malformed owner header is refused by the schema, before the handler, with the message that names the header', async () => {
     let asked = 0
     const store = { get: (id: string) => (asked++, storeOf(alicesTask).get(id)) }
-    const app = await appWith((each) => registerGetTaskRoute(each, { config: { layout: { spool: '/nonexistent' } }, store, corrupt: { visible: () => undefined }, supervisor: { outputs: new HeldOutputs() } }))
+    const app = await appWith((each) =>
+      registerGetTaskRoute(each, {
+        config: { layout: { spool: '/nonexistent' } },
+        store,
+        corrupt: { visible: () => undefined },
+        supervisor: { outputs: new HeldOutputs() },
+      }),
+    )
     for (const owner of ['bad owner!', '', '-dash-first', 'x'.repeat(200)]) {
       const answer = await app.inject({ url: '/v1/tasks/alicetask001', headers: { 'x-tend-owner': owner } })
       expect(answer.statusCode, answer.body).toBe(400)
@@ -82,7 +94,12 @@ describe('routes built with only their deps', () => {
       },
     }
     const app = await appWith((each) => registerStartTaskRoute(each, { supervisor }))
-    const answer = await app.inject({ method: 'POST', url: '/v1/tasks', headers: { 'x-tend-owner': 'alice', 'idempotency-key': 'key-1' }, payload: { command: ['true'], cwd: '/' } })
+    const answer = await app.inject({
+      method: 'POST',
+      url: '/v1/tasks',
+      headers: { 'x-tend-owner': 'alice', 'idempotency-key': 'key-1' },
+      payload: { command: ['true'], cwd: '/' },
+    })
     expect(answer.statusCode, answer.body).toBe(201)
     expect(answer.json()).toMatchObject({ id: 'started00001', owner: 'alice' })
     expect(started).toEqual([{ request: { command: ['true'], cwd: '/', owner: 'alice' }, options: { idempotencyKey: 'key-1', actingForOwner: true } }])
@@ -94,14 +111,24 @@ describe('routes built with only their deps', () => {
       code: 'TEND_ERR_VALIDATION',
       message: `invalid request: headers/idempotency-key: expected 1 to 128 letters, digits or ._:-, got ${JSON.stringify(key.slice(0, 140))}`,
     })
-    const otherOwner = await app.inject({ method: 'POST', url: '/v1/tasks', headers: { 'x-tend-owner': 'alice' }, payload: { command: ['true'], cwd: '/', owner: 'bob' } })
-    expect(otherOwner.json()).toMatchObject({ code: 'TEND_ERR_VALIDATION', message: 'invalid request: body/owner: a request acting for alice cannot start a task for bob' })
+    const otherOwner = await app.inject({
+      method: 'POST',
+      url: '/v1/tasks',
+      headers: { 'x-tend-owner': 'alice' },
+      payload: { command: ['true'], cwd: '/', owner: 'bob' },
+    })
+    expect(otherOwner.json()).toMatchObject({
+      code: 'TEND_ERR_VALIDATION',
+      message: 'invalid request: body/owner: a request acting for alice cannot start a task for bob',
+    })
     expect(started).toHaveLength(1)
   })
 
   test('POST /v1/stop is the operator’s: an owner gets 403, the operator 202 and the stop once the answer is sent', async () => {
     const stops: Array<{ keepTasks?: boolean } | undefined> = []
-    const app = await appWith((each) => registerStopRoute(each, { supervisor: { tasksOutliveDaemon: true, spawnerKind: 'native' }, requestStop: (options) => stops.push(options) }))
+    const app = await appWith((each) =>
+      registerStopRoute(each, { supervisor: { tasksOutliveDaemon: true, spawnerKind: 'native' }, requestStop: (options) => stops.push(options) }),
+    )
     const owner = await app.inject({ method: 'POST', url: '/v1/stop', headers: { 'x-tend-owner': 'alice' } })
     expect(owner.statusCode).toBe(403)
     expect(owner.json()).toMatchObject({ code: 'TEND_ERR_OPERATOR_ONLY' })
@@ -114,7 +141,11 @@ describe('routes built with only their deps', () => {
 
   test('POST /v1/gc collects for the owner acted for, with the default age when none is given', async () => {
     const asked: Array<[number, string | null]> = []
-    const app = await appWith((each) => registerGcRoute(each, { cleanup: { removeOlderThan: async (olderThanMs, owner) => (asked.push([olderThanMs, owner ?? null]), { removed: [], freedBytes: 0 }) } }))
+    const app = await appWith((each) =>
+      registerGcRoute(each, {
+        cleanup: { removeOlderThan: async (olderThanMs, owner) => (asked.push([olderThanMs, owner ?? null]), { removed: [], freedBytes: 0 }) },
+      }),
+    )
     expect((await app.inject({ method: 'POST', url: '/v1/gc', headers: { 'x-tend-owner': 'alice' } })).json()).toEqual({ removed: [], freedBytes: 0 })
     expect((await app.inject({ method: 'POST', url: '/v1/gc', payload: { olderThanMs: 5 } })).statusCode).toBe(200)
     expect(asked).toEqual([
@@ -135,7 +166,9 @@ describe('routes built with only their deps', () => {
     const app = await appWith((each) => registerConsoleRoutes(each, { console }))
     expect((await app.inject({ url: '/v1/console' })).json()).toEqual(info)
     expect((await app.inject({ method: 'POST', url: '/v1/console/revoke' })).statusCode).toBe(200)
-    expect((await app.inject({ method: 'DELETE', url: '/v1/console', headers: { 'x-tend-owner': 'alice' } })).json()).toMatchObject({ code: 'TEND_ERR_OPERATOR_ONLY' })
+    expect((await app.inject({ method: 'DELETE', url: '/v1/console', headers: { 'x-tend-owner': 'alice' } })).json()).toMatchObject({
+      code: 'TEND_ERR_OPERATOR_ONLY',
+    })
     expect(calls).toEqual(['info', 'revoke'])
   })
 })

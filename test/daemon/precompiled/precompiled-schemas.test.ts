@@ -9,7 +9,9 @@ const BUILT = join(import.meta.dirname, '..', '..', '..', 'dist', 'daemon', 'pre
 
 /** Every schema key the daemon compiles, each labelled with its kind. */
 async function keysTheDaemonCompiles(): Promise<string[]> {
-  return (await schemasTheDaemonCompiles()).map((each) => `${each.kind} ${schemaKey(each.kind, each.schema, each.kind === 'response' ? each.externalSchemas : undefined)}`)
+  return (await schemasTheDaemonCompiles()).map(
+    (each) => `${each.kind} ${schemaKey(each.kind, each.schema, each.kind === 'response' ? each.externalSchemas : undefined)}`,
+  )
 }
 
 describe('schemas compiled at build time', () => {
@@ -18,11 +20,16 @@ describe('schemas compiled at build time', () => {
     const table = loadSchemaCode(BUILT)
     const keys = await keysTheDaemonCompiles()
     expect(keys.length).toBeGreaterThan(15)
-    expect(keys.filter((key) => !table.has(key.split(' ')[1]!)), 'schemas without code from the build (stale dist/?)').toEqual([])
+    expect(
+      keys.filter((key) => !table.has(key.split(' ')[1]!)),
+      'schemas without code from the build (stale dist/?)',
+    ).toEqual([])
   })
 
   test('a compiled validator answers as ajv at run time does: defaults filled, every error listed', () => {
-    const validate = loadSchemaCode(BUILT).get(schemaKey('settings', DaemonSettingsSchema))!() as ((data: unknown) => boolean) & { errors?: Array<{ instancePath: string }> }
+    const validate = loadSchemaCode(BUILT).get(schemaKey('settings', DaemonSettingsSchema))!() as ((data: unknown) => boolean) & {
+      errors?: Array<{ instancePath: string }>
+    }
     const settings: Record<string, unknown> = { concurrency: 3 }
     expect(validate(settings)).toBe(true)
     expect(settings).toMatchObject({ concurrency: 3, perOwnerConcurrency: 4, sandbox: 'workspace', writablePaths: [] })

@@ -27,7 +27,12 @@ const FIXED = (fields: Partial<Record<string, unknown>>) =>
 describe('readExitFile: the fixed line', () => {
   test('reads an exit, a signal death, what ended the task and the output it lost', () => {
     expect(readExitFile(write(FIXED({})))).toEqual({ pid: 12, exitCode: 0, signal: null, endedAt: '2023-11-14T22:13:20.000Z' })
-    expect(readExitFile(write(FIXED({ exitCode: null, signal: 9 })))).toEqual({ pid: 12, exitCode: null, signal: 'SIGKILL', endedAt: '2023-11-14T22:13:20.000Z' })
+    expect(readExitFile(write(FIXED({ exitCode: null, signal: 9 })))).toEqual({
+      pid: 12,
+      exitCode: null,
+      signal: 'SIGKILL',
+      endedAt: '2023-11-14T22:13:20.000Z',
+    })
     expect(readExitFile(write(FIXED({ exitCode: null, signal: 9, endedBy: 'lifeline' })))).toMatchObject({ signal: 'SIGKILL', lifelineBroke: true })
     expect(readExitFile(write(FIXED({ exitCode: null, signal: 9, endedBy: 'lease' })))).toMatchObject({ signal: 'SIGKILL', leaseRanOut: true })
     expect(readExitFile(write(FIXED({ outputLostBytes: 4096 })))).toMatchObject({ exitCode: 0, outputLostBytes: 4096 })
@@ -53,8 +58,18 @@ describe('readExitFile: the fixed line', () => {
 describe('readExitFile: a file of the version before (no "v")', () => {
   test('reads an exit and a signal death; anything else is null', () => {
     const dir = freshDir()
-    expect(readExitFile(write('{"pid":12,"exitCode":0,"signal":null,"endedAtMs":1700000000000}\n'))).toEqual({ pid: 12, exitCode: 0, signal: null, endedAt: '2023-11-14T22:13:20.000Z' })
-    expect(readExitFile(write('{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1700000000000}'))).toEqual({ pid: 12, exitCode: null, signal: 'SIGKILL', endedAt: '2023-11-14T22:13:20.000Z' })
+    expect(readExitFile(write('{"pid":12,"exitCode":0,"signal":null,"endedAtMs":1700000000000}\n'))).toEqual({
+      pid: 12,
+      exitCode: 0,
+      signal: null,
+      endedAt: '2023-11-14T22:13:20.000Z',
+    })
+    expect(readExitFile(write('{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1700000000000}'))).toEqual({
+      pid: 12,
+      exitCode: null,
+      signal: 'SIGKILL',
+      endedAt: '2023-11-14T22:13:20.000Z',
+    })
     expect(readExitFile(write('{"pid":12,"exitCode":null,"signal":40,"endedAtMs":1}'))).toMatchObject({ signal: 'SIG40' })
     for (const bad of [
       '',

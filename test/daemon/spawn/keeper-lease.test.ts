@@ -11,7 +11,13 @@ afterAll(() => rmSync(folder, { recursive: true, force: true }))
 /** A fence whose grantor answers what `answer` says at the moment it is asked. */
 function fenceAnswering(answer: () => Promise<FenceAnswer>, ttlMs = 500) {
   const seen = { lost: [] as string[], confirmed: [] as number[] }
-  const stop = watchFence({ ttlMs, confirm: answer, unconfirmedWhy: (silentMs) => `silent for ${silentMs} ms`, onLost: (why) => seen.lost.push(why), onConfirmed: (until) => seen.confirmed.push(until) })
+  const stop = watchFence({
+    ttlMs,
+    confirm: answer,
+    unconfirmedWhy: (silentMs) => `silent for ${silentMs} ms`,
+    onLost: (why) => seen.lost.push(why),
+    onConfirmed: (until) => seen.confirmed.push(until),
+  })
   return { seen, stop }
 }
 

@@ -79,12 +79,16 @@ function started(outcome: SpawnOutcome): Started {
  */
 async function startTree(spawner: NativeSpawner, dir: string, extra: Partial<SpawnRequest> = {}): Promise<{ task: Started; pids: number[] }> {
   const task = started(await spawner.spawn(spawnRequest(dir, { file: '/bin/sh', argv: ['sh', join(FIXTURES, 'escaping-tree.sh'), dir], ...extra })))
-  const escapees = await waitFor(`the escaping tree in ${dir} to start`, () => {
-    const names = ['setsid', 'orphan', 'ignore-term']
-    if (!names.every((name) => existsSync(join(dir, `${name}.pid`)))) return undefined
-    const pids = names.map((name) => Number(readFileSync(join(dir, `${name}.pid`), 'utf8')))
-    return pids.every((pid) => pid > 0) ? pids : undefined
-  }, TREE_START_TIMEOUT_MS)
+  const escapees = await waitFor(
+    `the escaping tree in ${dir} to start`,
+    () => {
+      const names = ['setsid', 'orphan', 'ignore-term']
+      if (!names.every((name) => existsSync(join(dir, `${name}.pid`)))) return undefined
+      const pids = names.map((name) => Number(readFileSync(join(dir, `${name}.pid`), 'utf8')))
+      return pids.every((pid) => pid > 0) ? pids : undefined
+    },
+    TREE_START_TIMEOUT_MS,
+  )
   leftovers.push(...escapees)
   return { task, pids: [task.pid, task.keeper.pid, ...escapees] }
 }
@@ -110,10 +114,18 @@ describe('native spawner: a task that ends with its daemon', () => {
     const kept = await startTree(spawner, keptDir)
     await killHelper(spawner)
 
-    await waitFor("the whole tree of the task that ends with its daemon to be gone", () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
+    await waitFor('the whole tree of the task that ends with its daemon to be gone', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
     // Both keepers saw the helper go at the same moment: the other task is untouched.
     expect(kept.pids.filter(isAlive)).toEqual(kept.pids)
-    expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ v: 1, pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), endedBy: 'lifeline', outputLostBytes: 0 })
+    expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({
+      v: 1,
+      pid: ending.task.pid,
+      exitCode: null,
+      signal: 9,
+      endedAtMs: expect.any(Number),
+      endedBy: 'lifeline',
+      outputLostBytes: 0,
+    })
     expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, ...ENDED_WITH_HELPER })
     // The new helper, attached to the keeper once the first one died, hears why it ended.
     expect(await ending.task.exited).toEqual(ENDED_WITH_HELPER)
@@ -126,13 +138,32 @@ describe('native spawner: a task that ends with its daemon', () => {
     const marker = `TEND_LIFELINE_TEST=${process.pid}-${Date.now()}`
     const [key, value] = marker.split('=') as [string, string]
     const inside = 'setsid sleep 600 & sleep 600'
-    const bwrap = ['/usr/bin/bwrap', '--die-with-parent', '--unshare-pid', '--new-session', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '/bin/sh', '-c', inside]
+    const bwrap = [
+      '/usr/bin/bwrap',
+      '--die-with-parent',
+      '--unshare-pid',
+      '--new-session',
+      '--ro-bind',
+      '/',
+      '/',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '/bin/sh',
+      '-c',
+      inside,
+    ]
     const task = started(await spawner.spawn(spawnRequest(dir, { file: bwrap[0]!, argv: bwrap, env: { [key]: value }, endsWithDaemon: true })))
     // bubblewrap, its init in the new pid namespace, sh, and the two sleeps.
-    const sandbox = await waitFor('the sandbox to be up', () => {
-      const pids = processesWithEnv(marker).filter(isAlive)
-      return pids.length >= 5 ? pids : undefined
-    }, TREE_START_TIMEOUT_MS)
+    const sandbox = await waitFor(
+      'the sandbox to be up',
+      () => {
+        const pids = processesWithEnv(marker).filter(isAlive)
+        return pids.length >= 5 ? pids : undefined
+      },
+      TREE_START_TIMEOUT_MS,
+    )
     leftovers.push(...sandbox)
     await killHelper(spawner)
 
@@ -168,7 +199,15 @@ describe('native spawner: a task that ends with its daemon', () => {
     const task = started(await spawner.spawn(spawnRequest(dir, { file: '/bin/sh', argv: ['sh', '-c', 'sleep 0 & exit 3'], endsWithDaemon: true })))
     expect(await task.exited).toEqual({ exitCode: 3, signal: null })
     await waitFor('the keeper to be gone', () => !isAlive(task.keeper.pid), 5000)
-    expect(exitRecord(join(dir, 'exit.json'))).toEqual({ v: 1, pid: task.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number), endedBy: 'itself', outputLostBytes: 0 })
+    expect(exitRecord(join(dir, 'exit.json'))).toEqual({
+      v: 1,
+      pid: task.pid,
+      exitCode: 3,
+      signal: null,
+      endedAtMs: expect.any(Number),
+      endedBy: 'itself',
+      outputLostBytes: 0,
+    })
   })
 
   test('a lease that runs out ends such a task with all it started while the helper runs on; one renewed in time does not', async () => {
@@ -185,7 +224,15 @@ describe('native spawner: a task that ends with its daemon', () => {
     try {
       expect(await ending.task.exited).toEqual({ exitCode: null, signal: 'SIGKILL', leaseRanOut: true })
       await waitFor('the whole tree of the task whose lease ran out to be gone', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
-      expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({ v: 1, pid: ending.task.pid, exitCode: null, signal: 9, endedAtMs: expect.any(Number), endedBy: 'lease', outputLostBytes: 0 })
+      expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({
+        v: 1,
+        pid: ending.task.pid,
+        exitCode: null,
+        signal: 9,
+        endedAtMs: expect.any(Number),
+        endedBy: 'lease',
+        outputLostBytes: 0,
+      })
       expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, leaseRanOut: true })
       // The helper is there all along: only the lease ended it.
       expect(isAlive(spawner.helperPid!)).toBe(true)
@@ -212,7 +259,10 @@ describe('readExitFile: the lifeline', () => {
       writeFileSync(join(dir, name), text)
       return join(dir, name)
     }
-    expect(readExitFile(write('broke.json', '{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1,"lifelineBroke":true}\n'))).toMatchObject({ pid: 12, ...ENDED_WITH_HELPER })
+    expect(readExitFile(write('broke.json', '{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1,"lifelineBroke":true}\n'))).toMatchObject({
+      pid: 12,
+      ...ENDED_WITH_HELPER,
+    })
     expect(readExitFile(write('plain.json', '{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1}\n'))).not.toHaveProperty('lifelineBroke')
     expect(readExitFile(write('false.json', '{"pid":12,"exitCode":null,"signal":9,"endedAtMs":1,"lifelineBroke":false}\n'))).toBeNull()
   })

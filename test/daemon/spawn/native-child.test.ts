@@ -6,7 +6,22 @@ import { NativeSpawner } from '../../../daemon/spawn/native-spawner.js'
 import { TaskCgroups } from '../../../daemon/sandbox/cgroups.js'
 import { REPO_ROOT } from '../../helpers/test-daemon.js'
 import { waitFor } from '../../helpers/wait-for.js'
-import { binary, expectOpenDescriptors, extraSpawners, freshDir, groupOf, pinOf, procStat, removeCgroup, request, run, spawner, started, startSleeper, useNativeSpawner } from './native-fixture.js'
+import {
+  binary,
+  expectOpenDescriptors,
+  extraSpawners,
+  freshDir,
+  groupOf,
+  pinOf,
+  procStat,
+  removeCgroup,
+  request,
+  run,
+  spawner,
+  started,
+  startSleeper,
+  useNativeSpawner,
+} from './native-fixture.js'
 
 /** What the native spawner's child gets: argv, env, cwd, descriptors, session, limits, cgroups, and the stage of a start that fails. */
 
@@ -37,7 +52,11 @@ describe('native spawner: the child', () => {
     const env = { ALPHA: '1', 'WITH SPACE': 'a b', EMPTY: '', MULTI: 'line1\nline2', UNI: 'ü✓', EQ: 'a=b=c' }
     const result = await run(request({ file: '/usr/bin/env', argv: ['env', '-0'], env }))
     expect(result.exitCode).toBe(0)
-    expect(result.output).toBe(Object.entries(env).map(([key, value]) => `${key}=${value}\0`).join(''))
+    expect(result.output).toBe(
+      Object.entries(env)
+        .map(([key, value]) => `${key}=${value}\0`)
+        .join(''),
+    )
   })
 
   test('the child runs in cwd', async () => {
@@ -53,7 +72,7 @@ describe('native spawner: the child', () => {
     expect(result).toMatchObject({ exitCode: 0, output: 'hello from ./hello.sh\n' })
   })
 
-  test('a bare name is searched on the PATH of the given env, not the helper\'s', async () => {
+  test("a bare name is searched on the PATH of the given env, not the helper's", async () => {
     const bin = freshDir()
     writeFileSync(join(bin, 'tend-only-here'), '#!/bin/sh\necho found on the task PATH\n', { mode: 0o755 })
     const found = await run(request({ file: 'tend-only-here', argv: ['tend-only-here'], env: { PATH: `/nonexistent:${bin}` } }))
@@ -83,7 +102,7 @@ describe('native spawner: the child', () => {
     expect(result).toMatchObject({ exitCode: 0, signal: null, output: '' })
   })
 
-  test('the child leads a new session and process group; its parent is its keeper, the helper\'s child', async () => {
+  test("the child leads a new session and process group; its parent is its keeper, the helper's child", async () => {
     const child = await startSleeper()
     const [, ppid, pgrp, session] = procStat(child.pid)
     expect(Number(pgrp)).toBe(child.pid)
@@ -115,7 +134,9 @@ describe('native spawner: the child', () => {
     expect(readlinkSync(`/proc/${child.pid}/fd/3`)).toBe(realpathSync(first))
     expect(readlinkSync(`/proc/${child.pid}/fd/4`)).toBe(realpathSync(second))
 
-    const result = await run(request({ file: '/bin/sh', argv: ['sh', '-c', 'cat <&3; cat <&4; echo x >&3 2>/dev/null || echo read-only'], extraFiles: [first, second] }))
+    const result = await run(
+      request({ file: '/bin/sh', argv: ['sh', '-c', 'cat <&3; cat <&4; echo x >&3 2>/dev/null || echo read-only'], extraFiles: [first, second] }),
+    )
     expect(result).toMatchObject({ exitCode: 0, output: 'one\ntwo\nread-only\n' })
   })
 
@@ -138,7 +159,13 @@ describe('native spawner: the child', () => {
   })
 
   test('limits: open files, file size (in 512-byte blocks for ulimit -f) and no core dumps', async () => {
-    const result = await run(request({ file: '/bin/sh', argv: ['sh', '-c', 'ulimit -n; ulimit -Hn; ulimit -f; ulimit -Hf; ulimit -c; ulimit -Hc'], limits: { openFiles: 321, fileSizeBytes: 512 * 777 } }))
+    const result = await run(
+      request({
+        file: '/bin/sh',
+        argv: ['sh', '-c', 'ulimit -n; ulimit -Hn; ulimit -f; ulimit -Hf; ulimit -c; ulimit -Hc'],
+        limits: { openFiles: 321, fileSizeBytes: 512 * 777 },
+      }),
+    )
     expect(result.output).toBe('321\n321\n777\n777\n0\n0\n')
   })
 
@@ -161,7 +188,7 @@ describe('native spawner: the child', () => {
     for (const group of groups) expect(readFileSync(join(group, 'tasks'), 'utf8')).toBe('0\n')
   })
 
-  test('a task is in its cgroup from its first instruction: the child joins through the group\'s tasks file', async () => {
+  test("a task is in its cgroup from its first instruction: the child joins through the group's tasks file", async () => {
     const root = '/sys/fs/cgroup/pids'
     expect(existsSync(join(root, 'cgroup.procs')), 'a cgroup v1 pids hierarchy at /sys/fs/cgroup/pids').toBe(true)
     const group = join(root, `tend-test-${process.pid}`)
@@ -208,7 +235,12 @@ describe('native spawner: the child', () => {
       mkdirSync(join(parent, 'swapped'))
       const req = request({ file: '/bin/sleep', argv: ['sleep', '60'], cgroups: [made!] })
       const outcome = await spawner.spawn(req)
-      expect(outcome).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE', message: expect.stringContaining(`could not join cgroup ${made!.path}: it is no longer the folder the daemon made`) })
+      expect(outcome).toMatchObject({
+        started: false,
+        stage: 'cgroup',
+        code: 'ESTALE',
+        message: expect.stringContaining(`could not join cgroup ${made!.path}: it is no longer the folder the daemon made`),
+      })
       expect(readFileSync(join(parent, 'swapped', 'cgroup.procs'), 'utf8')).toBe('')
       expect(readFileSync(req.outputFile, 'utf8')).toBe('')
     } finally {
@@ -240,11 +272,21 @@ describe('native spawner: the child', () => {
   test('a missing program fails at stage exec with ENOENT, a non-executable one with EACCES', async () => {
     const dir = freshDir()
     const missing = join(dir, 'no-such-program')
-    expect(await spawner.spawn(request({ file: missing, cwd: dir }))).toEqual({ started: false, stage: 'exec', code: 'ENOENT', message: `no such program: ${missing}` })
+    expect(await spawner.spawn(request({ file: missing, cwd: dir }))).toEqual({
+      started: false,
+      stage: 'exec',
+      code: 'ENOENT',
+      message: `no such program: ${missing}`,
+    })
     const plain = join(dir, 'plain.sh')
     writeFileSync(plain, '#!/bin/sh\necho nope\n')
     chmodSync(plain, 0o644)
-    expect(await spawner.spawn(request({ file: plain, cwd: dir }))).toEqual({ started: false, stage: 'exec', code: 'EACCES', message: `program is not executable: ${plain}` })
+    expect(await spawner.spawn(request({ file: plain, cwd: dir }))).toEqual({
+      started: false,
+      stage: 'exec',
+      code: 'EACCES',
+      message: `program is not executable: ${plain}`,
+    })
   })
 
   test('an output file that cannot be opened fails at stage output; a missing extra file at stage extra', async () => {
@@ -302,7 +344,7 @@ describe('native spawner: the child', () => {
 })
 
 describe('native spawner: descriptors for bubblewrap, and its own environment', () => {
-  test('the helper runs with a fixed minimal environment, not the daemon\'s', async () => {
+  test("the helper runs with a fixed minimal environment, not the daemon's", async () => {
     const own = await NativeSpawner.start(binary!)
     extraSpawners.push(own)
     // Empty until the kernel has set up the new program's memory (seen once on a loaded machine).
@@ -324,7 +366,13 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
     expect(pinnedFlags & 0o10000000).toBe(0o10000000) // O_PATH
 
     // Reopened for writing through /proc, the memory file still refuses writes: it is sealed.
-    const result = await run(request({ file: '/bin/sh', argv: ['sh', '-c', 'cat <&3; echo x >&3 2>/dev/null || echo read-only; echo x >>/proc/self/fd/3 2>/dev/null || echo sealed'], dataFiles: [Buffer.from('data\n')] }))
+    const result = await run(
+      request({
+        file: '/bin/sh',
+        argv: ['sh', '-c', 'cat <&3; echo x >&3 2>/dev/null || echo read-only; echo x >>/proc/self/fd/3 2>/dev/null || echo sealed'],
+        dataFiles: [Buffer.from('data\n')],
+      }),
+    )
     expect(result).toMatchObject({ exitCode: 0, output: 'data\nread-only\nsealed\n' })
   })
 
@@ -334,7 +382,12 @@ describe('native spawner: descriptors for bubblewrap, and its own environment', 
     const pins = [pinOf(first), pinOf(second)]
     rmSync(second, { recursive: true })
     const outcome = await spawner.spawn(request({ file: '/bin/true', pinnedDirs: pins }))
-    expect(outcome).toEqual({ started: false, stage: 'pinned', code: 'ENOENT', message: `folder changed since the task was accepted: ${second} (it no longer exists)` })
+    expect(outcome).toEqual({
+      started: false,
+      stage: 'pinned',
+      code: 'ENOENT',
+      message: `folder changed since the task was accepted: ${second} (it no longer exists)`,
+    })
   })
 
   test('more descriptors than the wire carries are refused as a bad request without disturbing the helper', async () => {

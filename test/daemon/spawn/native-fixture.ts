@@ -86,7 +86,10 @@ export async function run(req: SpawnRequest, using: NativeSpawner = spawner): Pr
 }
 
 /** Starts a child that stays (sleep) and registers it for clean-up. */
-export async function startSleeper(req: Partial<SpawnRequest> = {}, using: NativeSpawner = spawner): Promise<{ pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit>; req: SpawnRequest }> {
+export async function startSleeper(
+  req: Partial<SpawnRequest> = {},
+  using: NativeSpawner = spawner,
+): Promise<{ pid: number; keeper: KeeperRef | null; exited: Promise<SpawnExit>; req: SpawnRequest }> {
   const full = request({ file: '/bin/sleep', argv: ['sleep', '600'], ...req })
   const child = started(await using.spawn(full))
   leftovers.push(child.pid)

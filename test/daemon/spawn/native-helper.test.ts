@@ -7,14 +7,28 @@ import type { KeeperRef } from '../../../daemon/spawn/spawner.js'
 import { isAlive } from '../../helpers/processes.js'
 import { REPO_ROOT } from '../../helpers/test-daemon.js'
 import { waitFor } from '../../helpers/wait-for.js'
-import { binary, exitRecord, extraSpawners, fifo, freshDir, keeperGone, leftovers, request, run, spawner, started, startSleeper, useNativeSpawner } from './native-fixture.js'
+import {
+  binary,
+  exitRecord,
+  extraSpawners,
+  fifo,
+  freshDir,
+  keeperGone,
+  leftovers,
+  request,
+  run,
+  spawner,
+  started,
+  startSleeper,
+  useNativeSpawner,
+} from './native-fixture.js'
 
 /** The native spawner's helper process: killed, closed, or left by its parent, what waits on it settles and its keepers are attached to again. */
 
 useNativeSpawner()
 
 describe('native spawner: its helper process', () => {
-  test('when the helper is killed, pending spawns fail, a new helper watches the running children\'s keepers (their exits still arrive), and serves the next spawn', async () => {
+  test("when the helper is killed, pending spawns fail, a new helper watches the running children's keepers (their exits still arrive), and serves the next spawn", async () => {
     const own = await NativeSpawner.start(binary!)
     extraSpawners.push(own)
     const dir = freshDir()
@@ -82,7 +96,9 @@ describe('native spawner: its helper process', () => {
     let stdout = ''
     owner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
     const ownerGone = new Promise((resolve) => owner.once('close', resolve))
-    const said = await waitFor('the owner to print its helper and child', () => (stdout.includes('\n') ? (JSON.parse(stdout.split('\n')[0]!) as { helper: number; child: { pid: number; keeper: KeeperRef } }) : undefined))
+    const said = await waitFor('the owner to print its helper and child', () =>
+      stdout.includes('\n') ? (JSON.parse(stdout.split('\n')[0]!) as { helper: number; child: { pid: number; keeper: KeeperRef } }) : undefined,
+    )
     const { helper, child } = said
     leftovers.push(child.pid)
     expect(isAlive(helper)).toBe(true)

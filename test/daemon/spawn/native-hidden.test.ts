@@ -41,7 +41,7 @@ describe('native spawner: places hidden by descriptor', () => {
     return line?.split(' ')[5]
   }
 
-  test('a folder gets an empty read-only folder and a file /dev/null, each mounted over what was opened, in the child\'s mount namespace alone', async () => {
+  test("a folder gets an empty read-only folder and a file /dev/null, each mounted over what was opened, in the child's mount namespace alone", async () => {
     const dir = places()
     const folder = join(dir, 'ssh')
     mkdirSync(folder, { mode: 0o755 })
@@ -112,7 +112,9 @@ describe('native spawner: places hidden by descriptor', () => {
     expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(dir)
     const folder = join(dir, 'folder')
     mkdirSync(folder)
-    const refused = await spawner.spawn(hideRequest({ file: '/bin/true', hiddenPaths: [join(dir, 'gone')], coveredFiles: [{ path: folder, data: Buffer.from('x') }] }))
+    const refused = await spawner.spawn(
+      hideRequest({ file: '/bin/true', hiddenPaths: [join(dir, 'gone')], coveredFiles: [{ path: folder, data: Buffer.from('x') }] }),
+    )
     expect(refused).toMatchObject({ started: false, stage: 'hidden', code: 'EINVAL', message: `could not hide ${folder} from the task: EINVAL` })
   })
 
@@ -122,7 +124,16 @@ describe('native spawner: places hidden by descriptor', () => {
     mkdirSync(inner, { mode: 0o755 })
     writeFileSync(join(inner, 'id_ed25519'), 'INNER-SECRET\n', { mode: 0o644 })
     writeFileSync(join(dir, '.netrc'), 'NETRC-SECRET\n', { mode: 0o644 })
-    const result = await run(hideRequest({ file: '/bin/sh', argv: ['sh', '-c', `id -u; cat .ssh/id_ed25519 .netrc 2>&1; ls -A .ssh; echo made > made && echo made`], cwd: dir, user: TASK, pinnedDirs: [mappedPinOf(dir)], hiddenPaths: [inner, join(dir, '.netrc')] }))
+    const result = await run(
+      hideRequest({
+        file: '/bin/sh',
+        argv: ['sh', '-c', `id -u; cat .ssh/id_ed25519 .netrc 2>&1; ls -A .ssh; echo made > made && echo made`],
+        cwd: dir,
+        user: TASK,
+        pinnedDirs: [mappedPinOf(dir)],
+        hiddenPaths: [inner, join(dir, '.netrc')],
+      }),
+    )
     expect(result.output).not.toContain('SECRET')
     expect(result.output).toMatch(new RegExp(`^${TASK.uid}\\n.*Permission denied\\nmade\\n$`, 's'))
     expect(lstatSync(join(dir, 'made')).uid).toBe(0)
@@ -147,7 +158,12 @@ describe('native spawner: places hidden by descriptor', () => {
     const helper = spawner.helperPid
     for (const path of ['relative/.ssh', '/with\0nul', '']) {
       const outcome = await spawner.spawn(hideRequest({ file: '/bin/true', hiddenPaths: [path] }))
-      expect(outcome, JSON.stringify(path)).toMatchObject({ started: false, stage: 'request', code: 'EINVAL', message: expect.stringContaining('hiddenPaths[0]') })
+      expect(outcome, JSON.stringify(path)).toMatchObject({
+        started: false,
+        stage: 'request',
+        code: 'EINVAL',
+        message: expect.stringContaining('hiddenPaths[0]'),
+      })
     }
     expect((await run(request({ file: '/bin/true' }))).exitCode).toBe(0)
     expect(spawner.helperPid).toBe(helper)

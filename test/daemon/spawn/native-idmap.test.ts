@@ -51,7 +51,13 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
 
   test("a pinned folder with an owner is idmapped onto the user: the child writes it as that user, and what it makes is the owner's on disk", async () => {
     const dir = ownedDir()
-    const result = await run(idRequest(dir, { file: '/bin/sh', argv: ['sh', '-c', 'id -u; mkdir made && echo x > made/file && stat -c %u:%g . made made/file'], pinnedDirs: [mappedPinOf(dir)] }))
+    const result = await run(
+      idRequest(dir, {
+        file: '/bin/sh',
+        argv: ['sh', '-c', 'id -u; mkdir made && echo x > made/file && stat -c %u:%g . made made/file'],
+        pinnedDirs: [mappedPinOf(dir)],
+      }),
+    )
     const as = `${TASK.uid}:${TASK.gid}`
     expect(result).toMatchObject({ exitCode: 0, output: `${TASK.uid}\n${as}\n${as}\n${as}\n` })
     expect(ownersUnder(dir)).toEqual({ made: '0:0', 'made/file': '0:0' })
@@ -60,7 +66,9 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
   test("the idmapped mount is the child's alone: the host's mount table never shows it", async () => {
     const dir = ownedDir()
     const child = await startSleeper({ ...idRequest(dir, { file: '/bin/sleep' }), argv: ['sleep', '600'], pinnedDirs: [mappedPinOf(dir)] })
-    const own = readFileSync(`/proc/${child.pid}/mountinfo`, 'utf8').split('\n').filter((line) => line.includes(` ${dir} `))
+    const own = readFileSync(`/proc/${child.pid}/mountinfo`, 'utf8')
+      .split('\n')
+      .filter((line) => line.includes(` ${dir} `))
     expect(own.length, own.join('\n')).toBe(1)
     expect(own[0]).toMatch(/\bidmapped\b/)
     expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(` ${dir} `)
@@ -71,15 +79,23 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
     const inner = join(outer, 'inner')
     mkdirSync(inner, { mode: 0o700 })
     chownSync(inner, 4242, 4343)
-    const result = await run(idRequest(outer, { file: '/bin/sh', argv: ['sh', '-c', 'echo a > here && echo b > inner/there && stat -c %u:%g inner inner/there'], pinnedDirs: [mappedPinOf(outer), mappedPinOf(inner)] }))
+    const result = await run(
+      idRequest(outer, {
+        file: '/bin/sh',
+        argv: ['sh', '-c', 'echo a > here && echo b > inner/there && stat -c %u:%g inner inner/there'],
+        pinnedDirs: [mappedPinOf(outer), mappedPinOf(inner)],
+      }),
+    )
     expect(result).toMatchObject({ exitCode: 0, output: `${TASK.uid}:${TASK.gid}\n${TASK.uid}:${TASK.gid}\n` })
     expect(ownersUnder(outer)).toEqual({ here: '0:0', inner: '4242:4343', 'inner/there': '4242:4343' })
   })
 
-  test("a view shows an owner-only folder to the user read-only: its 0600 file reads, nothing can be written", async () => {
+  test('a view shows an owner-only folder to the user read-only: its 0600 file reads, nothing can be written', async () => {
     const home = ownedDir()
     writeFileSync(join(home, '.gitconfig'), '[user]\n\tname = viewed\n', { mode: 0o600 })
-    const result = await run(idRequest('/', { file: '/bin/sh', argv: ['sh', '-c', `cat ${home}/.gitconfig; echo x > ${home}/new 2>&1 || true`], idmappedViews: [mappedPinOf(home)] }))
+    const result = await run(
+      idRequest('/', { file: '/bin/sh', argv: ['sh', '-c', `cat ${home}/.gitconfig; echo x > ${home}/new 2>&1 || true`], idmappedViews: [mappedPinOf(home)] }),
+    )
     expect(result.exitCode).toBe(0)
     expect(result.output).toMatch(/^\[user\]\n\tname = viewed\n.*Read-only file system\n$/s)
     expect(readdirSync(home)).toEqual(['.gitconfig'])
@@ -92,7 +108,12 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
       const cwd = ownedDir()
       const req = idRequest(cwd, { file: '/bin/true', pinnedDirs: [mappedPinOf(cwd), mappedPinOf(mountPoint)] })
       const outcome = await spawner.spawn(req)
-      expect(outcome).toEqual({ started: false, stage: 'idmap', code: 'EINVAL', message: `could not idmap ${mountPoint} for the task's user: EINVAL (its file system, or one mounted inside it, does not support idmapped mounts)` })
+      expect(outcome).toEqual({
+        started: false,
+        stage: 'idmap',
+        code: 'EINVAL',
+        message: `could not idmap ${mountPoint} for the task's user: EINVAL (its file system, or one mounted inside it, does not support idmapped mounts)`,
+      })
     } finally {
       execFileSync('umount', [mountPoint])
     }
@@ -110,7 +131,14 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
   test('the helper makes one user namespace per mapping, and keeps it for the next spawns', async () => {
     const own = await NativeSpawner.start(binary!)
     extraSpawners.push(own)
-    const namespaces = () => readdirSync(`/proc/${own.helperPid}/fd`).filter((fd) => { try { return readlinkSync(`/proc/${own.helperPid}/fd/${fd}`).startsWith('user:') } catch { return false } }).length
+    const namespaces = () =>
+      readdirSync(`/proc/${own.helperPid}/fd`).filter((fd) => {
+        try {
+          return readlinkSync(`/proc/${own.helperPid}/fd/${fd}`).startsWith('user:')
+        } catch {
+          return false
+        }
+      }).length
     const first = ownedDir()
     const second = ownedDir()
     for (const dir of [first, second]) expect((await run(idRequest(dir, { file: '/bin/true', pinnedDirs: [mappedPinOf(dir)] }), own)).exitCode).toBe(0)
@@ -120,7 +148,7 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
     expect(namespaces()).toBe(2)
   })
 
-  test('every child joins a new session keyring of its own, never its helper\'s, never another child\'s; made before the uid changes, it counts against root\'s key quota and the task still possesses it', async () => {
+  test("every child joins a new session keyring of its own, never its helper's, never another child's; made before the uid changes, it counts against root's key quota and the task still possesses it", async () => {
     const describeSession = [
       'import ctypes, platform',
       'libc = ctypes.CDLL(None, use_errno=True)',
@@ -129,7 +157,7 @@ describe('native spawner: idmapped folders and a session keyring of its own', ()
       'serial = libc.syscall(KEYCTL, ctypes.c_long(0), ctypes.c_long(-3), ctypes.c_long(0))',
       'buffer = ctypes.create_string_buffer(256)',
       'libc.syscall(KEYCTL, ctypes.c_long(6), ctypes.c_long(-3), buffer, ctypes.c_long(256))',
-      "print(serial, buffer.value.decode(), flush=True)",
+      'print(serial, buffer.value.decode(), flush=True)',
     ].join('\n')
     const python = '/usr/bin/python3'
     const outside = execFileSync(python, ['-c', describeSession], { encoding: 'utf8' }).trim().split(' ')[0]

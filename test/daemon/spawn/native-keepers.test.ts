@@ -7,14 +7,29 @@ import { readExitFile } from '../../../daemon/spawn/exit-file.js'
 import { NativeSpawner } from '../../../daemon/spawn/native-spawner.js'
 import { isAlive, processesWithEnv } from '../../helpers/processes.js'
 import { waitFor } from '../../helpers/wait-for.js'
-import { binary, childrenOf, exitRecord, extraSpawners, freshDir, keeperGone, leftovers, procStat, request, spawner, started, startSleeper, unusedPid, useNativeSpawner } from './native-fixture.js'
+import {
+  binary,
+  childrenOf,
+  exitRecord,
+  extraSpawners,
+  freshDir,
+  keeperGone,
+  leftovers,
+  procStat,
+  request,
+  spawner,
+  started,
+  startSleeper,
+  unusedPid,
+  useNativeSpawner,
+} from './native-fixture.js'
 
 /** The native spawner's keepers: the task's parent, its exit file, and attaching to one an earlier helper forked. */
 
 useNativeSpawner()
 
 describe('native spawner: keepers', () => {
-  test('started names the keeper: the task\'s parent, the leader of its own session (not the helper\'s), with its start time', async () => {
+  test("started names the keeper: the task's parent, the leader of its own session (not the helper's), with its start time", async () => {
     const child = await startSleeper()
     const keeper = child.keeper!
     const stat = procStat(keeper.pid)
@@ -41,7 +56,7 @@ describe('native spawner: keepers', () => {
     expect(exitRecord(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 15 })
   })
 
-  test('the keeper keeps nothing of the helper\'s: /dev/null on 0-2, its report pipe and the exit file\'s folder; its cwd is /', async () => {
+  test("the keeper keeps nothing of the helper's: /dev/null on 0-2, its report pipe and the exit file's folder; its cwd is /", async () => {
     const child = await startSleeper()
     const keeper = child.keeper!.pid
     const fds = readdirSync(`/proc/${keeper}/fd`).sort((a, b) => Number(a) - Number(b))
@@ -60,7 +75,7 @@ describe('native spawner: keepers', () => {
     expect(readlinkSync(`/proc/${keeper}/cwd`)).toBe('/')
   })
 
-  test('exit 3 is recorded in the exit file: one whole fixed JSON line, 0600, with the task\'s pid and the time it ended; no temporary file is left', async () => {
+  test("exit 3 is recorded in the exit file: one whole fixed JSON line, 0600, with the task's pid and the time it ended; no temporary file is left", async () => {
     const dir = freshDir()
     const req = request({ file: '/bin/sh', argv: ['sh', '-c', 'exit 3'], cwd: dir })
     const before = Date.now()
@@ -87,7 +102,15 @@ describe('native spawner: keepers', () => {
     process.kill(child.pid, 'SIGTERM')
     expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
     await keeperGone(child.keeper!)
-    expect(exitRecord(child.req.exitFile)).toEqual({ v: 1, pid: child.pid, exitCode: null, signal: 15, endedAtMs: expect.any(Number), endedBy: 'itself', outputLostBytes: 0 })
+    expect(exitRecord(child.req.exitFile)).toEqual({
+      v: 1,
+      pid: child.pid,
+      exitCode: null,
+      signal: 15,
+      endedAtMs: expect.any(Number),
+      endedBy: 'itself',
+      outputLostBytes: 0,
+    })
     expect(readExitFile(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 'SIGTERM' })
   })
 
@@ -127,13 +150,25 @@ describe('native spawner: keepers', () => {
     const child = await startSleeper()
     const keeper = child.keeper!
     const noFile = join(freshDir(), 'exit.json')
-    expect(await spawner.attach({ keeper: { pid: keeper.pid, startTicks: keeper.startTicks + 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'ESRCH' })
+    expect(await spawner.attach({ keeper: { pid: keeper.pid, startTicks: keeper.startTicks + 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({
+      attached: false,
+      code: 'ESRCH',
+    })
     // A live process that is not a keeper of this start time: this test runner.
-    expect(await spawner.attach({ keeper: { pid: process.pid, startTicks: 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'ESRCH' })
+    expect(await spawner.attach({ keeper: { pid: process.pid, startTicks: 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({
+      attached: false,
+      code: 'ESRCH',
+    })
     // A pid nobody has: the kernel's largest plus... the largest possible pid is never handed out here.
     const unused = await unusedPid()
-    expect(await spawner.attach({ keeper: { pid: unused, startTicks: 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'ESRCH' })
-    expect(await spawner.attach({ keeper: { pid: keeper.pid, startTicks: -1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({ attached: false, code: 'EINVAL' })
+    expect(await spawner.attach({ keeper: { pid: unused, startTicks: 1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({
+      attached: false,
+      code: 'ESRCH',
+    })
+    expect(await spawner.attach({ keeper: { pid: keeper.pid, startTicks: -1 }, taskPid: child.pid, exitFile: noFile })).toMatchObject({
+      attached: false,
+      code: 'EINVAL',
+    })
     expect(await spawner.attach({ keeper, taskPid: child.pid, exitFile: 'relative/exit.json' })).toMatchObject({ attached: false, code: 'EINVAL' })
     // The helper is still there, and the keeper still watched by it.
     process.kill(child.pid, 'SIGKILL')
@@ -143,7 +178,11 @@ describe('native spawner: keepers', () => {
   test('attach fails with ESRCH for a keeper that has exited and is not reaped yet (a zombie), without its exit file: a recovering daemon learns it is gone at once', async () => {
     // A parent that never reaps: its child stays a zombie, start time and all, as a SIGKILLed keeper
     // does until whoever inherited it reaps it.
-    const parent = spawn('/usr/bin/python3', ['-c', 'import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const parent = spawn(
+      '/usr/bin/python3',
+      ['-c', 'import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
     try {
       const zombie = Number(await new Promise<string>((resolve) => parent.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString()))))
       const stat = await waitFor('the child to be a zombie', () => {
@@ -173,7 +212,7 @@ describe('native spawner: keepers', () => {
     expect(other).toMatchObject({ attached: false, code: 'ESRCH' })
   })
 
-  test('a SIGKILLed keeper: its exit is reported unknown (-2), no exit file is left; the task itself is the daemon\'s to kill', async () => {
+  test("a SIGKILLed keeper: its exit is reported unknown (-2), no exit file is left; the task itself is the daemon's to kill", async () => {
     const child = await startSleeper()
     process.kill(child.keeper!.pid, 'SIGKILL')
     expect(await child.exited).toEqual({ exitCode: null, signal: null, unknown: true })
@@ -220,7 +259,7 @@ describe('native spawner: keepers', () => {
     }
   })
 
-  test('a sandboxed task (bubblewrap --die-with-parent) survives the helper\'s death and dies with its keeper', async () => {
+  test("a sandboxed task (bubblewrap --die-with-parent) survives the helper's death and dies with its keeper", async () => {
     const own = await NativeSpawner.start(binary!)
     extraSpawners.push(own)
     const marker = `TEND_KEEPER_TEST=${process.pid}-${Date.now()}`

@@ -13,7 +13,11 @@ describe('parseReply', () => {
     expect(parseReply('failed 5 attach 3')).toEqual({ kind: 'failed-attach', id: 5, code: 'ESRCH' })
     expect(parseReply('attached 5')).toEqual({ kind: 'attached', id: 5 })
     expect(parseReply('exited 100 3 0')).toEqual({ kind: 'exited', pid: 100, exit: { exitCode: 3, signal: null } })
-    expect(parseReply('exited 100 -1 9 lease lost=10')).toEqual({ kind: 'exited', pid: 100, exit: { exitCode: null, signal: 'SIGKILL', leaseRanOut: true, outputLostBytes: 10 } })
+    expect(parseReply('exited 100 -1 9 lease lost=10')).toEqual({
+      kind: 'exited',
+      pid: 100,
+      exit: { exitCode: null, signal: 'SIGKILL', leaseRanOut: true, outputLostBytes: 10 },
+    })
     expect(parseReply('gone 100')).toEqual({ kind: 'gone', pid: 100 })
     expect(parseReply('pong ping-1')).toEqual({ kind: 'pong', id: 'ping-1' })
     expect(parseReply('error reqid must be 1 to 63 characters')).toEqual({ kind: 'error' })
@@ -31,7 +35,17 @@ describe('encodeSpawn', () => {
   test('the header names the version and the flags, and every field is there, empty when unused', () => {
     const plain = spawnRequest('/tmp', { file: '/bin/true' })
     expect(headerOf(encodeSpawn(3, plain))).toEqual(['spawn', String(WIRE.version), '0', '3', '/tmp/exit.json', '', '', '0', '0'])
-    expect(headerOf(encodeSpawn(3, { ...plain, stdinFifo: '/tmp/in.fifo', endsWithDaemon: true }))).toEqual(['spawn', '1', '5', '3', '/tmp/exit.json', '/tmp/in.fifo', '', '0', '0'])
+    expect(headerOf(encodeSpawn(3, { ...plain, stdinFifo: '/tmp/in.fifo', endsWithDaemon: true }))).toEqual([
+      'spawn',
+      '1',
+      '5',
+      '3',
+      '/tmp/exit.json',
+      '/tmp/in.fifo',
+      '',
+      '0',
+      '0',
+    ])
     const tty = { ...plain, stdinFifo: '/tmp/in.fifo', terminal: { resizeFifo: '/tmp/resize.fifo', cols: 80, rows: 24 } }
     expect(headerOf(encodeSpawn(3, tty))).toEqual(['spawn', '1', '3', '3', '/tmp/exit.json', '/tmp/in.fifo', '/tmp/resize.fifo', '80', '24'])
   })

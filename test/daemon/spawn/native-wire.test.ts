@@ -41,7 +41,37 @@ describe('native spawner: the wire', () => {
   test('a raw spawn request (version 1, no flags, no exit file) starts a keeper and reports the exit; a malformed attach is an error', async () => {
     const helper = rawHelper()
     // The output file is a regular file, as every output file must be (regular.c).
-    helper.stdin.write(frame([...SPAWN_HEADER.slice(0, 3), '7', ...SPAWN_HEADER.slice(4), '/bin/sh', '/', join(freshDir(), 'output.log'), '64', '1000000', '', '', '', '', '3', 'sh', '-c', 'exit 6', '0', '0', '0', '0', '0', '0', '0', '0', '', '', '']))
+    helper.stdin.write(
+      frame([
+        ...SPAWN_HEADER.slice(0, 3),
+        '7',
+        ...SPAWN_HEADER.slice(4),
+        '/bin/sh',
+        '/',
+        join(freshDir(), 'output.log'),
+        '64',
+        '1000000',
+        '',
+        '',
+        '',
+        '',
+        '3',
+        'sh',
+        '-c',
+        'exit 6',
+        '0',
+        '0',
+        '0',
+        '0',
+        '0',
+        '0',
+        '0',
+        '0',
+        '',
+        '',
+        '',
+      ]),
+    )
     const lines = await waitFor('started and exited', () => {
       const said = helper.stdout().split('\n')
       return said.length >= 3 ? said : undefined

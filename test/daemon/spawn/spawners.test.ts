@@ -1,6 +1,19 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { NativeSpawner } from '../../../daemon/spawn/native-spawner.js'
@@ -41,23 +54,37 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     expect(lines[5]).toBe(lines[6])
   })
 
-  test(spawner === 'native' ? 'a task with a stdin pipe reads what is sent' : 'a task with a stdin pipe is refused, saying that it needs the native spawner', async () => {
-    const daemon = await daemonWith()
-    const cwd = mkdtempSync(join(tmpdir(), 'tend-spawner-stdin-'))
-    cleanups.push(() => rmSync(cwd, { recursive: true, force: true }))
-    const starting = daemon.client.start({ command: ['cat'], cwd, stdin: 'pipe' })
-    if (spawner === 'node') {
-      await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_STDIN_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
-      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo') })
-      expect(direct).toMatchObject({ started: false, stage: 'stdin', code: 'ENOTSUP' })
-      return
-    }
-    const task = await starting
-    await waitFor(`task ${task.id} running`, async () => (await daemon.client.get(task.id)).state === 'running')
-    await daemon.client.input(task.id, 'piped\n', { eof: true })
-    expect(await daemon.client.wait(task.id)).toMatchObject({ state: 'exited', exitCode: 0 })
-    expect((await daemon.client.read(task.id)).data).toBe('piped\n')
-  })
+  test(
+    spawner === 'native' ? 'a task with a stdin pipe reads what is sent' : 'a task with a stdin pipe is refused, saying that it needs the native spawner',
+    async () => {
+      const daemon = await daemonWith()
+      const cwd = mkdtempSync(join(tmpdir(), 'tend-spawner-stdin-'))
+      cleanups.push(() => rmSync(cwd, { recursive: true, force: true }))
+      const starting = daemon.client.start({ command: ['cat'], cwd, stdin: 'pipe' })
+      if (spawner === 'node') {
+        await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_STDIN_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
+        const direct = await new NodeSpawner().spawn({
+          file: 'cat',
+          argv: ['cat'],
+          env: {},
+          cwd,
+          outputFile: join(cwd, 'out'),
+          exitFile: '',
+          extraFiles: [],
+          cgroups: [],
+          limits: { openFiles: 64, fileSizeBytes: 1e9 },
+          stdinFifo: join(cwd, 'input.fifo'),
+        })
+        expect(direct).toMatchObject({ started: false, stage: 'stdin', code: 'ENOTSUP' })
+        return
+      }
+      const task = await starting
+      await waitFor(`task ${task.id} running`, async () => (await daemon.client.get(task.id)).state === 'running')
+      await daemon.client.input(task.id, 'piped\n', { eof: true })
+      expect(await daemon.client.wait(task.id)).toMatchObject({ state: 'exited', exitCode: 0 })
+      expect((await daemon.client.read(task.id)).data).toBe('piped\n')
+    },
+  )
 
   test(spawner === 'native' ? 'a task on a terminal sees one' : 'a task on a terminal is refused, saying that it needs the native spawner', async () => {
     const daemon = await daemonWith()
@@ -66,7 +93,19 @@ describe.each(['native', 'node'] as const)('the %s spawner', (spawner) => {
     const starting = daemon.client.start({ command: 'test -t 0 && test -t 1 && echo terminal', shell: true, cwd, tty: true })
     if (spawner === 'node') {
       await expect(starting).rejects.toMatchObject({ code: 'TEND_ERR_TTY_UNAVAILABLE', message: expect.stringContaining('needs the native spawner') })
-      const direct = await new NodeSpawner().spawn({ file: 'cat', argv: ['cat'], env: {}, cwd, outputFile: join(cwd, 'out'), exitFile: '', extraFiles: [], cgroups: [], limits: { openFiles: 64, fileSizeBytes: 1e9 }, stdinFifo: join(cwd, 'input.fifo'), terminal: { resizeFifo: join(cwd, 'resize.fifo'), cols: 80, rows: 24 } })
+      const direct = await new NodeSpawner().spawn({
+        file: 'cat',
+        argv: ['cat'],
+        env: {},
+        cwd,
+        outputFile: join(cwd, 'out'),
+        exitFile: '',
+        extraFiles: [],
+        cgroups: [],
+        limits: { openFiles: 64, fileSizeBytes: 1e9 },
+        stdinFifo: join(cwd, 'input.fifo'),
+        terminal: { resizeFifo: join(cwd, 'resize.fifo'), cols: 80, rows: 24 },
+      })
       expect(direct).toMatchObject({ started: false, stage: 'tty', code: 'ENOTSUP' })
       expect(existsSync(join(cwd, 'out'))).toBe(false)
       return
@@ -190,19 +229,29 @@ describe.each([
     return { path, dev: String(info.dev), ino: String(info.ino) }
   }
 
-  test(kind === 'node' ? 'a program that reports its setup has started the task once it says so; one that ends first fails at stage setup, with what it said, the output file untouched' : 'a request whose program reports its setup is refused (a keeper reports the exec of the program, not its setup)', async () => {
-    if (kind === 'native') {
-      expect(await spawner.spawn(shell('true', { reportsSetup: true }))).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
-      return
-    }
-    const failed = shell('echo could not mount >&2; exit 1', { reportsSetup: true })
-    expect(await spawner.spawn(failed)).toEqual({ started: false, stage: 'setup', code: 'EIO', message: "/bin/sh ended before the task's command ran (exit code 1): could not mount" })
-    expect(readFileSync(failed.outputFile, 'utf8')).toBe('')
-    const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
-    const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo out; echo err >&2'], reportsSetup: true }))
-    expect(result).toMatchObject({ exitCode: 0, signal: null })
-    expect(result.output.toString()).toBe('out\nerr\n')
-  })
+  test(
+    kind === 'node'
+      ? 'a program that reports its setup has started the task once it says so; one that ends first fails at stage setup, with what it said, the output file untouched'
+      : 'a request whose program reports its setup is refused (a keeper reports the exec of the program, not its setup)',
+    async () => {
+      if (kind === 'native') {
+        expect(await spawner.spawn(shell('true', { reportsSetup: true }))).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
+        return
+      }
+      const failed = shell('echo could not mount >&2; exit 1', { reportsSetup: true })
+      expect(await spawner.spawn(failed)).toEqual({
+        started: false,
+        stage: 'setup',
+        code: 'EIO',
+        message: "/bin/sh ended before the task's command ran (exit code 1): could not mount",
+      })
+      expect(readFileSync(failed.outputFile, 'utf8')).toBe('')
+      const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
+      const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo out; echo err >&2'], reportsSetup: true }))
+      expect(result).toMatchObject({ exitCode: 0, signal: null })
+      expect(result.output.toString()).toBe('out\nerr\n')
+    },
+  )
 
   test('an in-memory file of 200 KiB is read back byte for byte from its descriptor, after the extra files', async () => {
     const dir = freshDir()
@@ -249,9 +298,19 @@ describe.each([
     symlinkSync(`${pinned}.moved`, pinned)
 
     const last = await spawner.spawn(shell('true', { pinnedDirs: [pins[0]!] }))
-    expect(last).toEqual({ started: false, stage: 'pinned', code: 'ELOOP', message: `folder changed since the task was accepted: ${pinned} (a symbolic link is now in its path)` })
+    expect(last).toEqual({
+      started: false,
+      stage: 'pinned',
+      code: 'ELOOP',
+      message: `folder changed since the task was accepted: ${pinned} (a symbolic link is now in its path)`,
+    })
     const above = await spawner.spawn(shell('true', { pinnedDirs: [pin(freshDir()), pins[1]!] }))
-    expect(above).toEqual({ started: false, stage: 'pinned', code: 'ELOOP', message: `folder changed since the task was accepted: ${inner} (a symbolic link is now in its path)` })
+    expect(above).toEqual({
+      started: false,
+      stage: 'pinned',
+      code: 'ELOOP',
+      message: `folder changed since the task was accepted: ${inner} (a symbolic link is now in its path)`,
+    })
   })
 
   test('a pinned folder replaced by another real folder fails at stage pinned, naming the path', async () => {
@@ -262,10 +321,20 @@ describe.each([
     renameSync(pinned, `${pinned}.old`)
     mkdirSync(pinned)
     const outcome = await spawner.spawn(shell('true', { pinnedDirs: [pinnedDir] }))
-    expect(outcome).toEqual({ started: false, stage: 'pinned', code: 'ESTALE', message: `folder changed since the task was accepted: ${pinned} (it is no longer the same directory)` })
+    expect(outcome).toEqual({
+      started: false,
+      stage: 'pinned',
+      code: 'ESTALE',
+      message: `folder changed since the task was accepted: ${pinned} (it is no longer the same directory)`,
+    })
     rmdirSync(pinned)
     const gone = await spawner.spawn(shell('true', { pinnedDirs: [pinnedDir] }))
-    expect(gone).toEqual({ started: false, stage: 'pinned', code: 'ENOENT', message: `folder changed since the task was accepted: ${pinned} (it no longer exists)` })
+    expect(gone).toEqual({
+      started: false,
+      stage: 'pinned',
+      code: 'ENOENT',
+      message: `folder changed since the task was accepted: ${pinned} (it no longer exists)`,
+    })
   })
 
   test('a cwd that is no longer the folder it was when the task was accepted fails at stage chdir', async () => {
@@ -274,7 +343,12 @@ describe.each([
     expect(same).toMatchObject({ exitCode: 0, output: Buffer.from(`${cwd}\n`) })
     const other = freshDir()
     const outcome = await spawner.spawn(shell('true', { cwd, cwdIdentity: identity(other) }))
-    expect(outcome).toEqual({ started: false, stage: 'chdir', code: 'ESTALE', message: `cwd changed since the task was accepted: ${cwd} (it is no longer the same directory)` })
+    expect(outcome).toEqual({
+      started: false,
+      stage: 'chdir',
+      code: 'ESTALE',
+      message: `cwd changed since the task was accepted: ${cwd} (it is no longer the same directory)`,
+    })
   })
 
   test('a pinned cwd is entered and checked like any other', async () => {
@@ -286,7 +360,12 @@ describe.each([
   test('a child run as 65534 has that uid and gid, no supplementary groups and no capabilities, and still writes its output', async () => {
     const dir = freshDir()
     writeFileSync(join(dir, 'data-check'), '')
-    const request = shell('cat /proc/self/status; cat <&3', { cwd: dir, user: { uid: 65534, gid: 65534 }, dataFiles: [Buffer.from('secret-for-bwrap\n')], pinnedDirs: [pin(dir)] })
+    const request = shell('cat /proc/self/status; cat <&3', {
+      cwd: dir,
+      user: { uid: 65534, gid: 65534 },
+      dataFiles: [Buffer.from('secret-for-bwrap\n')],
+      pinnedDirs: [pin(dir)],
+    })
     const result = await run(request)
     expect(result).toMatchObject({ exitCode: 0, signal: null })
     const status = result.output.toString()
@@ -353,7 +432,12 @@ describe.each([
     writeFileSync(join(made.path, 'tasks'), '')
     const request = shell('echo ran', { cwd: dir, cgroups: [made] })
     const outcome = await spawner.spawn(request)
-    expect(outcome).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE', message: expect.stringContaining(`could not join cgroup ${made.path}: it is no longer the folder the daemon made`) })
+    expect(outcome).toMatchObject({
+      started: false,
+      stage: 'cgroup',
+      code: 'ESTALE',
+      message: expect.stringContaining(`could not join cgroup ${made.path}: it is no longer the folder the daemon made`),
+    })
     expect(readFileSync(join(made.path, 'tasks'), 'utf8')).toBe('')
     expect(readFileSync(join(dir, 'group-made', 'tasks'), 'utf8')).toBe('')
     expect(existsSync(request.outputFile) ? readFileSync(request.outputFile, 'utf8') : '').toBe('')
@@ -363,15 +447,25 @@ describe.each([
     const dir = freshDir()
     const made = group(dir, 'group')
     symlinkSync(dir, join(dir, 'link'))
-    expect(await spawner.spawn(shell('true', { cwd: dir, cgroups: [{ ...made, path: join(dir, 'link', 'group') }] }))).toMatchObject({ started: false, stage: 'cgroup', code: 'ELOOP' })
-    expect(await spawner.spawn(shell('true', { cwd: dir, cgroups: [{ ...made, uid: 4242 }] }))).toMatchObject({ started: false, stage: 'cgroup', code: 'ESTALE' })
+    expect(await spawner.spawn(shell('true', { cwd: dir, cgroups: [{ ...made, path: join(dir, 'link', 'group') }] }))).toMatchObject({
+      started: false,
+      stage: 'cgroup',
+      code: 'ELOOP',
+    })
+    expect(await spawner.spawn(shell('true', { cwd: dir, cgroups: [{ ...made, uid: 4242 }] }))).toMatchObject({
+      started: false,
+      stage: 'cgroup',
+      code: 'ESTALE',
+    })
     expect(readFileSync(join(made.path, 'tasks'), 'utf8')).toBe('')
   })
 
   if (kind === 'node') {
     test('an idmapped folder is refused at stage idmap, saying that it needs the native spawner', async () => {
       const dir = freshDir()
-      const outcome = await spawner.spawn(shell('true', { cwd: dir, user: { uid: 65534, gid: 65534 }, pinnedDirs: [{ ...pin(dir), owner: { uid: 0, gid: 0 } }] }))
+      const outcome = await spawner.spawn(
+        shell('true', { cwd: dir, user: { uid: 65534, gid: 65534 }, pinnedDirs: [{ ...pin(dir), owner: { uid: 0, gid: 0 } }] }),
+      )
       expect(outcome).toMatchObject({ started: false, stage: 'idmap', code: 'ENOTSUP', message: expect.stringContaining('native spawner') })
     })
 

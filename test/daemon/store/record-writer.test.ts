@@ -11,9 +11,32 @@ const CREATED_AT = '2026-01-01T00:00:00.000Z'
 
 function exitedTask(spoolRoot: string, id: string, command: string[]): Task {
   return {
-    id, name: null, owner: 'operator', command, shell: false, cwd: '/', envKeys: [], timeoutMs: null, maxOutputBytes: 1024, outputBytes: 0,
-    lifetime: 'owner', sandbox: 'off', network: 'host', writablePaths: [], memoryBytes: null, pidsMax: null, createdAt: CREATED_AT, spool: join(spoolRoot, id),
-    state: 'exited', startedAt: CREATED_AT, pid: 1, endedAt: CREATED_AT, exitCode: 0, signal: null, reason: null, stoppedBy: null,
+    id,
+    name: null,
+    owner: 'operator',
+    command,
+    shell: false,
+    cwd: '/',
+    envKeys: [],
+    timeoutMs: null,
+    maxOutputBytes: 1024,
+    outputBytes: 0,
+    lifetime: 'owner',
+    sandbox: 'off',
+    network: 'host',
+    writablePaths: [],
+    memoryBytes: null,
+    pidsMax: null,
+    createdAt: CREATED_AT,
+    spool: join(spoolRoot, id),
+    state: 'exited',
+    startedAt: CREATED_AT,
+    pid: 1,
+    endedAt: CREATED_AT,
+    exitCode: 0,
+    signal: null,
+    reason: null,
+    stoppedBy: null,
   }
 }
 
@@ -25,7 +48,7 @@ afterEach(async () => {
   while (writers.length > 0) await writers.pop()!.close()
 })
 
-test('the durable-write addon is built and loads (the build needs a C compiler and Node\'s headers)', () => {
+test("the durable-write addon is built and loads (the build needs a C compiler and Node's headers)", () => {
   const loaded = loadDurableWriter()
   expect(loaded.reason).toBeUndefined()
   expect(loaded.via).toBe('addon')
@@ -109,7 +132,7 @@ describe.each([
     })
     afterAll(() => rmSync(spoolRoot, { recursive: true, force: true }))
 
-    test('a folder put in the record\'s place is moved aside with what it holds: the write lands, no temporary file is left', async () => {
+    test("a folder put in the record's place is moved aside with what it holds: the write lands, no temporary file is left", async () => {
       const writer = new RecordWriter(spoolRoot, durable)
       writers.push(writer)
       const id = 'renamefails1'
@@ -158,7 +181,9 @@ describe.each([
       const landed: string[] = []
       await Promise.all(
         ids.flatMap((id) =>
-          [1, 2, 3, 4].map((outputBytes) => writer.write({ ...exitedTask(spoolRoot, id, ['true']), outputBytes }).then(() => landed.push(`${id}:${outputBytes}`))),
+          [1, 2, 3, 4].map((outputBytes) =>
+            writer.write({ ...exitedTask(spoolRoot, id, ['true']), outputBytes }).then(() => landed.push(`${id}:${outputBytes}`)),
+          ),
         ),
       )
       expect(landed).toHaveLength(ids.length * 4)

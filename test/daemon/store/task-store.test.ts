@@ -70,7 +70,10 @@ describe('the task store', () => {
   test('answers a version only once it is on disk: a crash can never undo what a reader was told', async () => {
     // A disk that holds each record write until the test lets it go.
     const held: Array<() => void> = []
-    const slowDisk = { ...FS_DURABLE_WRITER, write: (file: DurableFile) => new Promise<void>((resolve) => held.push(resolve)).then(() => FS_DURABLE_WRITER.write(file)) }
+    const slowDisk = {
+      ...FS_DURABLE_WRITER,
+      write: (file: DurableFile) => new Promise<void>((resolve) => held.push(resolve)).then(() => FS_DURABLE_WRITER.write(file)),
+    }
     const slow = new TaskStore(spool, new EventLog('test-daemon'), undefined, new RecordWriter(spool, slowDisk))
     const onDisk = (id: string) => JSON.parse(readFileSync(recordPath(spool, id), 'utf8')).state
     try {
@@ -88,7 +91,9 @@ describe('the task store', () => {
       expect((await slow.whenState('ccccccccccc1', (task) => task.state === 'running', 0)).state).toBe('queued')
       slow.patch('ccccccccccc1', { outputBytes: 5 })
       expect(slow.get('ccccccccccc1')).toMatchObject({ state: 'queued', outputBytes: 5 })
-      const ended = slow.transition('ccccccccccc1', (task) => (task.state === 'running' ? markEnded(task, { state: 'exited', exitCode: 0 }, 9, new Date()) : null))
+      const ended = slow.transition('ccccccccccc1', (task) =>
+        task.state === 'running' ? markEnded(task, { state: 'exited', exitCode: 0 }, 9, new Date()) : null,
+      )
       held.shift()!()
       expect(await started).toMatchObject({ state: 'running', pid: 4242 })
       expect(onDisk('ccccccccccc1')).toBe('running')

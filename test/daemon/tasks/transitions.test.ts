@@ -12,7 +12,12 @@ describe('task transitions', () => {
     expect(running).toMatchObject({ state: 'running', pid: 42, startedAt: at.toISOString(), endedAt: null, exitCode: null })
     const exited = markEnded(running, { state: 'exited', exitCode: 3 }, 10, at)
     expect(exited).toMatchObject({ state: 'exited', exitCode: 3, signal: null, reason: null, outputBytes: 10 })
-    const killed = markEnded(running, { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by request (SIGTERM)', stoppedBy: 'operator' }, 0, at)
+    const killed = markEnded(
+      running,
+      { state: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed by request (SIGTERM)', stoppedBy: 'operator' },
+      0,
+      at,
+    )
     expect(killed).toMatchObject({ state: 'killed', signal: 'SIGTERM', reason: 'killed by request (SIGTERM)' })
   })
 
