@@ -1,102 +1,81 @@
-import { describe, expect, test } from 'vitest'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
-import { dirname, join, relative, resolve, sep } from 'node:path'
+import { afterAll, expect, test } from 'vitest'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+// The import rules (docs/architecture.md, "Layers") are biome's: noRestrictedImports per layer and
+// noImportCycles with type-only imports counted (biome.json). These tests show the rules catch
+// what they are for, then that the project keeps them.
+
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const BIOME = join(ROOT, 'node_modules', '.bin', 'biome')
+const scratch = mkdtempSync(join(tmpdir(), 'tend-test-imports-'))
+afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
-/** Which top-level folders each layer may import from (its own folder included). */
-const ALLOWED: Record<string, readonly string[]> = {
-  protocol: ['protocol'],
-  spool: ['protocol', 'spool'],
-  daemon: ['protocol', 'spool', 'daemon'],
-  client: ['protocol', 'client'],
-  tools: ['protocol', 'client', 'tools'],
+function lint(cwd: string): { status: number | null; output: string } {
+  const run = spawnSync(BIOME, ['lint', '--max-diagnostics=200', '--reporter=github'], { cwd, encoding: 'utf8' })
+  return { status: run.status, output: `${run.stdout}${run.stderr}` }
 }
-const LAYERS = Object.keys(ALLOWED)
 
-const STATIC_IMPORT = /^\s*(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/gm
-const BARE_IMPORT = /^\s*import\s*['"]([^'"]+)['"]/gm
-const DYNAMIC_IMPORT = /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g
-
-/** Every module specifier a source file imports or re-exports, static or dynamic. */
-function importSpecifiers(source: string): string[] {
-  const found: string[] = []
-  for (const pattern of [STATIC_IMPORT, BARE_IMPORT, DYNAMIC_IMPORT]) {
-    for (const match of source.matchAll(pattern)) found.push(match[1]!)
+/** A project of the given files under the repository's own biome.json. */
+function project(name: string, files: Record<string, string>): string {
+  const root = join(scratch, name)
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true })
+    writeFileSync(join(root, path), text)
   }
-  return found
+  copyFileSync(join(ROOT, 'biome.json'), join(root, 'biome.json'))
+  mkdirSync(join(root, 'node_modules', '@biomejs', 'biome'), { recursive: true })
+  copyFileSync(
+    join(ROOT, 'node_modules', '@biomejs', 'biome', 'configuration_schema.json'),
+    join(root, 'node_modules', '@biomejs', 'biome', 'configuration_schema.json'),
+  )
+  return root
 }
 
-function listTypeScriptFiles(dir: string): string[] {
-  let entries: string[]
-  try {
-    entries = readdirSync(dir)
-  } catch {
-    return []
-  }
-  const files: string[] = []
-  for (const entry of entries) {
-    if (entry === 'node_modules') continue
-    const path = join(dir, entry)
-    if (statSync(path).isDirectory()) files.push(...listTypeScriptFiles(path))
-    else if (entry.endsWith('.ts')) files.push(path)
-  }
-  return files
-}
-
-interface Violation {
-  file: string
-  specifier: string
-  target: string
-}
-
-/** The imports of `file` (a path under ROOT) that leave the folders its layer may use. */
-function violationsOf(file: string, source: string): Violation[] {
-  const layer = relative(ROOT, file).split(sep)[0]!
-  const allowed = ALLOWED[layer] ?? []
-  const violations: Violation[] = []
-  for (const specifier of importSpecifiers(source)) {
-    // Package imports (fastify, node:fs, ...) are not layers.
-    if (!specifier.startsWith('.') && !specifier.startsWith('/')) continue
-    const target = relative(ROOT, resolve(dirname(file), specifier))
-    const targetFolder = target.startsWith('..') ? '(outside the package)' : target.split(sep)[0]!
-    if (!allowed.includes(targetFolder)) violations.push({ file: relative(ROOT, file), specifier, target: targetFolder })
-  }
-  return violations
-}
-
-describe('layer imports', () => {
-  test('the import scanner finds static, re-exported, multi-line, side-effect and dynamic imports', () => {
-    const source = [
-      "import { a } from '../spool/index.js'",
-      "import type { B } from '../protocol/index.js'",
-      'import {',
-      '  c,',
-      '  d,',
-      "} from '../daemon/tasks/supervisor.js'",
-      "export * from './local.js'",
-      "import '../client/side-effect.js'",
-      "const late = await import('../tools/late.js')",
-      " * a comment that says import x from '../nowhere.js' is not an import",
-    ].join('\n')
-    expect(importSpecifiers(source).sort()).toEqual(
-      ['../spool/index.js', '../protocol/index.js', '../daemon/tasks/supervisor.js', './local.js', '../client/side-effect.js', '../tools/late.js'].sort(),
-    )
+test('a cycle made only of type imports is refused', () => {
+  const root = project('type-cycle', {
+    'daemon/a.ts': "import type { B } from './b.js'\nexport interface A { b: B }\n",
+    'daemon/b.ts': "import type { A } from './a.js'\nexport interface B { a: A }\n",
   })
+  const { status, output } = lint(root)
+  expect(status, output).not.toBe(0)
+  expect(output).toContain('noImportCycles')
+  expect(output).toContain('daemon/a.ts')
+})
 
-  test('a daemon import in the client is reported with its file and specifier', () => {
-    const file = join(ROOT, 'client', 'example.ts')
-    expect(violationsOf(file, "import { startDaemon } from '../daemon/index.js'")).toEqual([
-      { file: join('client', 'example.ts'), specifier: '../daemon/index.js', target: 'daemon' },
-    ])
+test.each([
+  ['protocol', 'daemon'],
+  ['spool', 'daemon'],
+  ['client', 'daemon'],
+  ['client', 'spool'],
+  ['tools', 'daemon'],
+  ['daemon', 'client'],
+])('%s/ importing %s/ is refused, naming the rule', (from, to) => {
+  const root = project(`${from}-${to}`, {
+    [`${from}/user.ts`]: `import { used } from '../${to}/used.js'\nexport const value = used\n`,
+    [`${to}/used.ts`]: 'export const used = 1\n',
   })
+  const { status, output } = lint(root)
+  expect(status, output).not.toBe(0)
+  expect(output).toContain('noRestrictedImports')
+  expect(output).toContain(`${from}/user.ts`)
+})
 
-  test('the layers import only the layers beneath them', () => {
-    const files = LAYERS.flatMap((layer) => listTypeScriptFiles(join(ROOT, layer)))
-    expect(files.length, 'no .ts files found under protocol/ spool/ daemon/ client/ tools/').toBeGreaterThan(0)
-    const violations = files.flatMap((file) => violationsOf(file, readFileSync(file, 'utf8')))
-    const report = violations.map(({ file, specifier, target }) => `${file} imports ${specifier} (${target} is not allowed there)`).join('\n')
-    expect(violations, `imports pointing the wrong way:\n${report}`).toEqual([])
+test('imports the layers allow pass', () => {
+  const root = project('allowed', {
+    'protocol/word.ts': 'export const word = 1\n',
+    'daemon/user.ts': "import { word } from '../protocol/word.js'\nexport const value = word\n",
+    'tools/user.ts': "import { word } from '../client/word.js'\nexport const value = word\n",
+    'client/word.ts': "import { word as inner } from '../protocol/word.js'\nexport const word = inner\n",
   })
+  const { status, output } = lint(root)
+  expect(status, output).toBe(0)
+})
+
+test('the project keeps the rules: no cycle, no import across layers', () => {
+  const { status, output } = lint(ROOT)
+  expect(status, output).toBe(0)
 })
