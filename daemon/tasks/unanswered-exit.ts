@@ -21,7 +21,7 @@ export interface UnansweredExit {
  * After tend began to stop a task: a keeper that does not report the exit must not hold the kill,
  * the daemon's stop or the task's slot. While the exit goes unreported, every KEEPER_ANSWER_MS the
  * helper is pinged (a stopped or wedged one is replaced, and the keeper attached to again) and a
- * keeper found stopped (state T or t; only SIGSTOP can stop it, and tend never sends one) is sent
+ * keeper found stopped (state T or t; only SIGSTOP can stop it, and tend never sends one to a keeper) is sent
  * SIGCONT, once its pid is checked to still be that keeper (start time). Never signals anything else.
  */
 export async function answerUnreportedExit(watch: UnansweredExit): Promise<void> {
