@@ -167,14 +167,11 @@ export class Helper {
         const { keeper, taskPid, exitFile } = waiting.request
         // Attached: the helpers that died before this one no longer count. Only helpers that die one
         // after another before any of them could attach give up on the task, never churn spread out.
+        // The keeper lives (that is what `attached` says): it reports the exit itself, or its `gone`
+        // sends the daemon to the exit file. A file there now is never taken over the keeper's
+        // word: anyone who can write the task's folder could have put it there.
         const exited = new Promise<SpawnExit>((resolve, reject) => this.watch({ resolve, reject, taskPid, keeper, exitFile, generation: 0 }))
-        // An exit file already there says how the task ended, though its keeper lives on (still
-        // writing it durably, or stopped): settled now; the keeper's `gone` later changes nothing.
-        const recorded = recordedExit(exitFile, taskPid)
-        if (!recorded) return waiting.resolve({ attached: true, exited })
-        // Nobody awaits the watch then: a helper that dies under it must not leave a rejection unhandled.
-        exited.catch(() => {})
-        return waiting.resolve({ attached: true, exited: Promise.resolve(recorded) })
+        return waiting.resolve({ attached: true, exited })
       }
       case 'failed-attach': {
         const attaching = this.pendingAttaches.get(reply.id)
