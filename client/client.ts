@@ -288,7 +288,8 @@ export class TendClient {
     if (settled) return null
     if (options.keepTasks)
       throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', {
-        detail: `the daemon (pid ${holder}) holds ${this.options.layout.home} but does not answer on its socket; without --keep-tasks it is stopped by a signal`,
+        detail:
+          `the daemon (pid ${holder}) holds ${this.options.layout.home}` + ` but does not answer on its socket; without --keep-tasks it is stopped by a signal`,
       })
     // Looked at again just before the signal: the holder may have ended and its pid been reused.
     this.refuseUnlessDaemon(holder)
@@ -296,12 +297,17 @@ export class TendClient {
     return holder
   }
 
-  /** Throws unless the lock's holder is this tend's daemon (or worker) of this uid, as /proc shows it: a process the user locked the file with is named, never signalled. */
+  /**
+   * Throws unless the lock's holder is this tend's daemon (or worker) of this uid, as /proc shows
+   * it: a process the user locked the file with is named, never signalled.
+   */
   private refuseUnlessDaemon(holder: number): void {
     const described = holderProcess(holder)
     if (described && lockHolder(this.options.layout.lock) === holder && isTendDaemonOf(described, cliEntry())) return
     throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', {
-      detail: `the lock of ${this.options.layout.home} (${this.options.layout.lock}) is held by pid ${describeHolder(described, holder)} and no daemon answers on its socket; tend signals nothing but its own daemon: end that process, or use another TEND_HOME`,
+      detail:
+        `the lock of ${this.options.layout.home} (${this.options.layout.lock}) is held by pid ${describeHolder(described, holder)}` +
+        ` and no daemon answers on its socket; tend signals nothing but its own daemon: end that process, or use another TEND_HOME`,
     })
   }
 

@@ -117,7 +117,9 @@ export class SocketHttp {
     const what = connected ? 'it accepted the connection but sent no answer' : 'it did not accept the connection'
     return new TendError('TEND_ERR_DAEMON_TIMEOUT', {
       timeout: formatDuration(timeoutMs),
-      detail: `${method} ${path} on ${this.endpoint.where}: ${what} (it may be wedged or overloaded; TEND_REQUEST_TIMEOUT or requestTimeoutMs sets how long to wait)`,
+      detail:
+        `${method} ${path} on ${this.endpoint.where}: ${what}` +
+        ` (it may be wedged or overloaded; TEND_REQUEST_TIMEOUT or requestTimeoutMs sets how long to wait)`,
     })
   }
 }

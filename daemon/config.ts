@@ -282,7 +282,8 @@ function resolveUser(user: string, source: string, problems: string[]): { uid: n
     return { uid, gid }
   } catch (error) {
     problems.push(
-      `${source}: taskUser ${JSON.stringify(user)} is not a user of this machine (${((error as { stderr?: string }).stderr ?? (error as Error).message).trim()})`,
+      `${source}: taskUser ${JSON.stringify(user)} is not a user of this machine (` +
+        `${((error as { stderr?: string }).stderr ?? (error as Error).message).trim()})`,
     )
     return null
   }

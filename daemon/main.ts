@@ -93,7 +93,8 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
   }
   if (!redis) {
     print(
-      "tend worker: the cluster's Redis is needed: --redis-url-file FILE (a 0600 file holding the URL), TEND_REDIS_URL, or --redis URL without a password, e.g. redis://127.0.0.1:6379",
+      "tend worker: the cluster's Redis is needed: --redis-url-file FILE (a 0600 file holding the URL), " +
+        'TEND_REDIS_URL, or --redis URL without a password, e.g. redis://127.0.0.1:6379',
     )
     return 2
   }

@@ -11,6 +11,19 @@ interface ErrorSpec {
   local?: boolean
 }
 
+/** Parts of a message joined into one literal string type, as `+` joins their values. */
+type Joined<Parts extends readonly string[]> = Parts extends readonly [infer Head extends string, ...infer Rest extends readonly string[]]
+  ? `${Head}${Joined<Rest>}`
+  : ''
+
+/**
+ * A message too long for one line, given in parts: `'a' + 'b'` would be typed string, and the
+ * params of its code (PlaceholdersOf, below) would no longer be checked.
+ */
+function joined<const Parts extends readonly string[]>(...parts: Parts): Joined<Parts> {
+  return parts.join('') as Joined<Parts>
+}
+
 /** The one catalogue of tend's error codes. docs/errors.md is checked against it by a test. */
 export const ERROR_CATALOGUE = {
   TEND_ERR_VALIDATION: { statusCode: 400, message: 'invalid request: {detail}', blame: 'caller', retryable: false },
@@ -41,8 +54,10 @@ export const ERROR_CATALOGUE = {
   },
   TEND_ERR_CONSOLE_INSECURE: {
     statusCode: 400,
-    message:
-      'the console would serve {host} in clear text: set consoleTlsCert and consoleTlsKey (tend console --tls-cert, --tls-key) for TLS, or pass --insecure (consoleInsecure) to accept that',
+    message: joined(
+      'the console would serve {host} in clear text: set consoleTlsCert and consoleTlsKey ',
+      '(tend console --tls-cert, --tls-key) for TLS, or pass --insecure (consoleInsecure) to accept that',
+    ),
     blame: 'caller',
     retryable: false,
   },
@@ -71,15 +86,19 @@ export const ERROR_CATALOGUE = {
   },
   TEND_ERR_READ_ONLY_TOKEN: {
     statusCode: 403,
-    message:
-      'request refused: token {tokenId} may only read (scope read), and {method} {route} changes something: it needs an operator token (tend console makes one)',
+    message: joined(
+      'request refused: token {tokenId} may only read (scope read), ',
+      'and {method} {route} changes something: it needs an operator token (tend console makes one)',
+    ),
     blame: 'caller',
     retryable: false,
   },
   TEND_ERR_SECRET_IN_ARGV: {
     statusCode: 400,
-    message:
-      '{flag}: a URL with a password must not be on the command line, where every local user reads it (/proc/PID/cmdline): give it in {variable}, or in a 0600 file with {fileFlag}',
+    message: joined(
+      '{flag}: a URL with a password must not be on the command line, where every local user ',
+      'reads it (/proc/PID/cmdline): give it in {variable}, or in a 0600 file with {fileFlag}',
+    ),
     blame: 'caller',
     retryable: false,
     local: true,
@@ -108,8 +127,10 @@ export const ERROR_CATALOGUE = {
   },
   TEND_ERR_SUBMISSION_REMOVED: {
     statusCode: 410,
-    message:
-      'idempotency key {key} was already used: its task {id} ended ({outcome}) and has been removed since; the command is not run again (a new key runs it again)',
+    message: joined(
+      'idempotency key {key} was already used: its task {id} ended ({outcome}) ',
+      'and has been removed since; the command is not run again (a new key runs it again)',
+    ),
     blame: 'caller',
     retryable: false,
   },
@@ -125,8 +146,10 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_TASK_NOT_FINISHED: { statusCode: 409, message: 'task is still {state}: {id} (kill it first, or wait for it)', blame: 'caller', retryable: true },
   TEND_ERR_NO_STDIN: {
     statusCode: 409,
-    message:
-      'task {id} has no stdin pipe: its stdin is {stdin} (a task takes input only when started with one: stdin pipe in the API, tend run --stdin, bash with stdin: true)',
+    message: joined(
+      'task {id} has no stdin pipe: its stdin is {stdin} (a task takes input only when ',
+      'started with one: stdin pipe in the API, tend run --stdin, bash with stdin: true)',
+    ),
     blame: 'caller',
     retryable: false,
   },
@@ -140,8 +163,10 @@ export const ERROR_CATALOGUE = {
   },
   TEND_ERR_STDIN_FULL: {
     statusCode: 409,
-    message:
-      'stdin of task {id} is full: {acceptedBytes} of {totalBytes} bytes were written in {waitMs}ms, the rest (from byte {acceptedBytes} of this input) was not; the task is not reading its input',
+    message: joined(
+      'stdin of task {id} is full: {acceptedBytes} of {totalBytes} bytes were written in {waitMs}ms, ',
+      'the rest (from byte {acceptedBytes} of this input) was not; the task is not reading its input',
+    ),
     blame: 'caller',
     retryable: true,
   },
@@ -151,8 +176,10 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_PIPE_GONE: { statusCode: 410, message: 'the {what} of task {id} is gone: {detail}; nothing was written', blame: 'system', retryable: false },
   TEND_ERR_TERMINAL_BUSY: {
     statusCode: 503,
-    message:
-      'the terminal of task {id} takes no resize now: its keeper has not read the requests before this one (it is stopped or starved); retry in {retryAfterSeconds} s',
+    message: joined(
+      'the terminal of task {id} takes no resize now: its keeper has not read the requests ',
+      'before this one (it is stopped or starved); retry in {retryAfterSeconds} s',
+    ),
     blame: 'system',
     retryable: true,
   },

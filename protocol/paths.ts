@@ -57,6 +57,8 @@ export function checkSocketPath(path: string): void {
   const bytes = Buffer.byteLength(path)
   if (bytes <= SOCKET_PATH_MAX_BYTES) return
   throw new TendError('TEND_ERR_CONFIG_INVALID', {
-    detail: `TEND_HOME: its socket ${path} is ${bytes} bytes long, and a Unix socket path holds at most ${SOCKET_PATH_MAX_BYTES} bytes; choose a shorter TEND_HOME`,
+    detail:
+      `TEND_HOME: its socket ${path} is ${bytes}` +
+      ` bytes long, and a Unix socket path holds at most ${SOCKET_PATH_MAX_BYTES} bytes; choose a shorter TEND_HOME`,
   })
 }

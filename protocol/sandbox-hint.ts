@@ -14,7 +14,8 @@ export function sandboxSummary(task: Task): string | null {
   const network =
     task.network === 'host' ? "with the host's network" : task.network === 'allow' ? 'network: loopback and the allowlist' : 'network: its loopback only'
   return (
-    `ran in sandbox ${task.sandbox}: it could write only ${writable.length ? writable.join(', ') : 'nothing of the host'} and a private /tmp, /dev/shm and ~/.cache; ` +
+    `ran in sandbox ${task.sandbox}: it could write only ${writable.length ? writable.join(', ') : 'nothing of the host'}` +
+    ` and a private /tmp, /dev/shm and ~/.cache; ` +
     `the rest of the file system was read-only, the host's /tmp not visible, secrets and tend's state hidden; ${network}`
   )
 }

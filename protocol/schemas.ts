@@ -51,7 +51,8 @@ export const TaskSchema = Type.Object(
     sandbox: Type.Enum(SANDBOX_PROFILES),
     network: Type.Enum(NETWORK_MODES, {
       description:
-        "loopback: its owner's private loopback, shared by the owner's sandboxed tasks; allow: that, plus the operator's allowlist through tend's egress proxy; host: the host's network (always with sandbox off)",
+        "loopback: its owner's private loopback, shared by the owner's sandboxed tasks; allow: that, " +
+        "plus the operator's allowlist through tend's egress proxy; host: the host's network (always with sandbox off)",
     }),
     allowNet: Type.Optional(
       Type.Array(Type.String(), { description: "destinations the operator allowed this task besides the daemon's networkAllow (network allow only)" }),
@@ -128,7 +129,10 @@ export const TaskSchema = Type.Object(
     stoppedBy: Nullable(
       Type.Enum(STOPPED_BY, {
         description:
-          'who or what stopped it: owner (a kill by its agent), operator (a kill from an unscoped client), timeout, output-cap, memory-limit, session-end (its agent session ended), daemon-stop, outside-signal (a signal tend did not send), lease-expired (its daemon could no longer confirm the lease it ran under, e.g. a cluster worker its lock on the job); null when it ended by itself, failed to start or was lost',
+          'who or what stopped it: owner (a kill by its agent), operator (a kill from an unscoped client), timeout, ' +
+          'output-cap, memory-limit, session-end (its agent session ended), daemon-stop, outside-signal (a ' +
+          'signal tend did not send), lease-expired (its daemon could no longer confirm the lease it ran under, ' +
+          'e.g. a cluster worker its lock on the job); null when it ended by itself, failed to start or was lost',
       }),
     ),
     pid: Nullable(Type.Integer()),
@@ -163,14 +167,17 @@ export const StartTaskBody = Type.Object(
     network: Type.Optional(
       Type.Union([Type.Enum(NETWORK_MODES), Type.Boolean()], {
         description:
-          "what a sandboxed task's network reaches (default loopback): loopback, its owner's private loopback shared by the owner's sandboxed tasks; allow, that plus the operator's allowlist through tend's egress proxy; host, the host's network. true and false (older clients) mean host and loopback",
+          "what a sandboxed task's network reaches (default loopback): loopback, its owner's private loopback " +
+          "shared by the owner's sandboxed tasks; allow, that plus the operator's allowlist through tend's egress proxy; " +
+          "host, the host's network. true and false (older clients) mean host and loopback",
       }),
     ),
     allowNet: Type.Optional(
       Type.Array(Text({ minLength: 1, maxLength: 300 }), {
         maxItems: REQUEST_LIMITS.allowNet,
         description:
-          "destinations this task may reach besides the daemon's networkAllow (domain patterns like registry.example or *.example.org, each with an optional :port); network allow only, and only from the operator (a request without an owner header)",
+          "destinations this task may reach besides the daemon's networkAllow (domain patterns like registry.example or *.example.org, " +
+          'each with an optional :port); network allow only, and only from the operator (a request without an owner header)',
       }),
     ),
     writablePaths: Type.Optional(
@@ -201,7 +208,8 @@ export const StartTaskBody = Type.Object(
         ],
         {
           description:
-            'run on a pseudo-terminal (true, or its size; default 80x24): stdin is the terminal (POST /v1/tasks/:id/input types into it), output.log gets what it shows, raw; resize with POST /v1/tasks/:id/resize (native spawner only)',
+            'run on a pseudo-terminal (true, or its size; default 80x24): stdin is the terminal (POST /v1/tasks/:id/input types into it), ' +
+            'output.log gets what it shows, raw; resize with POST /v1/tasks/:id/resize (native spawner only)',
         },
       ),
     ),
@@ -408,7 +416,8 @@ export const StatusSchema = Type.Object({
       {
         as: Type.Enum(['task', 'taskUser', 'daemon'] as const, {
           description:
-            "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid for each owner of tasks, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
+            "who workspace and strict tasks run as: task (a root daemon's own unprivileged uid and gid for each " +
+            "owner of tasks, writable folders idmapped to their owners), taskUser, or daemon (the daemon's uid)",
         }),
         uid: Nullable(Type.Integer({ description: 'the uid of taskUser or the daemon; null for task (each owner has its own: owners)' })),
         gid: Nullable(Type.Integer({ description: 'the gid, likewise' })),

@@ -21,7 +21,8 @@ export interface SealedEnv extends Sealed {
 
 /** How to make the key, said wherever one is missing. */
 export const CLUSTER_KEY_HOWTO =
-  'make one with `head -c 32 /dev/urandom > key; chmod 600 key`, copy it to every machine of the cluster, and name it in TEND_CLUSTER_KEY_FILE (or the clusterKeyFile setting of a worker)'
+  'make one with `head -c 32 /dev/urandom > key; chmod 600 key`, copy it to every machine of the cluster, ' +
+  'and name it in TEND_CLUSTER_KEY_FILE (or the clusterKeyFile setting of a worker)'
 
 const KEY_BYTES = 32
 

@@ -214,7 +214,9 @@ function asOutputError(path: string, error: unknown, taskId?: string): unknown {
       'TEND_ERR_OUTPUT_BUSY',
       {
         id,
-        detail: `a process holds a lease on ${path} (the task itself, through its stdout): reading it would wait until the lease is broken, up to /proc/sys/fs/lease-break-time`,
+        detail:
+          `a process holds a lease on ${path}` +
+          ` (the task itself, through its stdout): reading it would wait until the lease is broken, up to /proc/sys/fs/lease-break-time`,
       },
       { cause: error },
     )

@@ -48,7 +48,10 @@ export async function readSpoolEntry(spoolRoot: string, id: string): Promise<Spo
   return { task: withCurrentFields(task as RecordedTask) }
 }
 
-/** A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`, stoppedBy null (an older name its current one), stdin `null`, tty null, network a mode. */
+/**
+ * A record of an older tend (same schemaVersion) with the fields added since: lifetime `owner`,
+ * stoppedBy null (an older name its current one), stdin `null`, tty null, network a mode.
+ */
 function withCurrentFields(task: RecordedTask): RecordedTask {
   const network = networkModeOf(task.network as RecordedTask['network'] | boolean)
   return {

@@ -31,7 +31,8 @@ export const BASH_STDIN_DESCRIPTION =
 
 /** The bash parameter that runs the command on a pseudo-terminal. */
 export const BASH_TTY_DESCRIPTION =
-  'Run on a pseudo-terminal (80x24), for programs that only behave interactively on one: REPLs, prompts, top. Implies stdin: task_input types into it (the terminal echoes what you type). Output comes back as plain text, control sequences removed'
+  'Run on a pseudo-terminal (80x24), for programs that only behave interactively on one: REPLs, prompts, top. Implies stdin: ' +
+  'task_input types into it (the terminal echoes what you type). Output comes back as plain text, control sequences removed'
 
 export function createBashTool(deps: ToolDeps): Tool {
   const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
@@ -46,7 +47,8 @@ export function createBashTool(deps: ToolDeps): Tool {
       'Set run_in_background for long-running commands: it returns a task id at once; read the output with task_output,',
       'stop it with task_kill; a notice arrives when it finishes.',
       'stdin is /dev/null unless stdin is set: then write to it with task_input (a REPL, a prompt that waits for an answer).',
-      'tty runs it on a pseudo-terminal instead, for programs that need one (REPLs, prompts, top): task_input types into it, and its output is returned as plain text.',
+      'tty runs it on a pseudo-terminal instead, for programs that need one (REPLs, prompts, top): ' +
+        'task_input types into it, and its output is returned as plain text.',
       `network chooses what the command reaches: ${offered.map((mode) => `"${mode}" ${NETWORK_SUMMARY[mode]}`).join(', ')}.`,
     ].join(' '),
     parameters: {
@@ -54,13 +56,17 @@ export function createBashTool(deps: ToolDeps): Tool {
       description: { type: 'string', description: 'What the command does, in a few words (used as the task label)' },
       timeout: {
         type: 'number',
-        description: `Time limit in milliseconds; the command is stopped when it passes, also after a yield (foreground default ${defaultTimeoutMs}, at most ${maxTimeoutMs}; background: none unless given)`,
+        description:
+          `Time limit in milliseconds; the command is stopped when it passes, also after a yield (foreground default ${defaultTimeoutMs}` +
+          `, at most ${maxTimeoutMs}; background: none unless given)`,
       },
       run_in_background: { type: 'boolean', description: 'Return at once with a task id instead of waiting' },
       cwd: { type: 'string', description: 'Working directory (default: the agent process working directory)' },
       yield_ms: {
         type: 'number',
-        description: `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}, at most ${maxYieldMs}; not used with run_in_background)`,
+        description:
+          `Wait at most this many milliseconds, then return with the command still running in the background (default ${defaultYieldMs}` +
+          `, at most ${maxYieldMs}; not used with run_in_background)`,
       },
       persistent: {
         type: 'boolean',

@@ -15,10 +15,12 @@ interface TaskInputMeta {
 /** The description the model reads (every host shows the same). */
 export function taskInputDescription(maxYieldMs: number): string {
   return [
-    'Write text to the stdin of a task started with bash stdin: true (a REPL, a debugger, a prompt), or type it into the terminal of one started with tty: true, then return the output that arrived since you last read it, as task_output does.',
+    'Write text to the stdin of a task started with bash stdin: true (a REPL, a debugger, a prompt), or type it into the ' +
+      'terminal of one started with tty: true, then return the output that arrived since you last read it, as task_output does.',
     'The text is sent exactly as given: end a line with "\\n". eof: true closes the stdin after the text (the program reads end-of-file).',
     'On a terminal the text is echoed, "\\u0003" is Ctrl-C, and eof: true types Ctrl-D (the terminal stays open).',
-    `The call waits up to yield_ms (default ${TASK_INPUT_DEFAULT_YIELD_MS}, at most ${maxYieldMs}) for output, and returns sooner once output has come and paused, or the task has ended.`,
+    `The call waits up to yield_ms (default ${TASK_INPUT_DEFAULT_YIELD_MS}, at most ${maxYieldMs}` +
+      `) for output, and returns sooner once output has come and paused, or the task has ended.`,
   ].join(' ')
 }
 

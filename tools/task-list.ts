@@ -6,7 +6,8 @@ export function createTaskListTool(deps: ToolDeps) {
   return defineTool({
     name: 'task_list',
     description:
-      'List your background tasks: id, label, state (with who stopped it, e.g. killed(timeout)), age, exit code and output size; persistent tasks, which outlive your session, are marked [persistent].',
+      'List your background tasks: id, label, state (with who stopped it, e.g. killed(timeout)), age, ' +
+      'exit code and output size; persistent tasks, which outlive your session, are marked [persistent].',
     parameters: {},
     async execute(_args, exec) {
       const session = sessionOf(deps, exec)

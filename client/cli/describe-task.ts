@@ -7,7 +7,8 @@ export function printTask(io: CliIo, task: Task): void {
   else if (task.state === 'corrupt') {
     io.out(describeCorrupt(io, task))
     io.err(
-      `tend: ${task.id} is a corrupt spool entry (docs/spool.md): any output it has is in ${task.spool}/output.log; remove it with \`tend rm ${task.id}\` (\`tend gc\` removes every corrupt entry)`,
+      `tend: ${task.id} is a corrupt spool entry (docs/spool.md): any output it has is in ${task.spool}` +
+        `/output.log; remove it with \`tend rm ${task.id}\` (\`tend gc\` removes every corrupt entry)`,
     )
   } else {
     io.out(describeTask(io, task))

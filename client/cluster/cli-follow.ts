@@ -39,7 +39,8 @@ export async function followOnCluster(
     if (where.attempt !== before.attempt && where.worker) {
       const lost = where.earlier.find((each) => each.attempt === before.attempt)
       io.err(
-        `tend: attempt ${before.attempt} was lost on worker ${lost?.worker ?? before.worker}${lost?.reason ? `: ${lost.reason}` : ''}; following attempt ${where.attempt} on worker ${where.worker}`,
+        `tend: attempt ${before.attempt} was lost on worker ${lost?.worker ?? before.worker}${lost?.reason ? `: ${lost.reason}` : ''}` +
+          `; following attempt ${where.attempt} on worker ${where.worker}`,
       )
       cursor = { from: 0 }
     } else if (hasEnded(where)) {

@@ -142,7 +142,8 @@ export class RedisOutage {
     if (!this.everReached && !this.noticed) {
       this.noticed = true
       this.options.notice(
-        `tend worker: the cluster's Redis ${this.options.shownUrl} is unreachable (${code}: ${error.message}); serving local tasks, joining the cluster when it answers (retried every few seconds, logged at a slowing interval)`,
+        `tend worker: the cluster's Redis ${this.options.shownUrl} is unreachable (${code}: ${error.message}` +
+          `); serving local tasks, joining the cluster when it answers (retried every few seconds, logged at a slowing interval)`,
       )
     }
   }

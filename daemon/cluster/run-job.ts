@@ -190,7 +190,9 @@ async function refuse(runner: JobRunner, job: Job<ClusterJobData>, reason: strin
 function openEnv(runner: JobRunner, id: string, data: ClusterJobData): Record<string, string> | undefined {
   if (data.request.env !== undefined) {
     throw new TendError('TEND_ERR_CLUSTER_KEY', {
-      detail: `the job carries environment values in the clear, readable by whoever reads the queue: a submitter seals them with the cluster key (${CLUSTER_KEY_HOWTO})`,
+      detail:
+        `the job carries environment values in the clear, readable by whoever reads the queue: a submitter seals them with the cluster key (` +
+        `${CLUSTER_KEY_HOWTO})`,
     })
   }
   if (data.sealedEnv === undefined) return undefined

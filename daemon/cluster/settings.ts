@@ -21,7 +21,10 @@ export const CLUSTER_SETTINGS = {
   clusterStallMs: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
   /** Sandbox profiles this worker runs cluster jobs in; a job asking for another fails. `off` must be named. Default workspace and strict. */
   clusterAllowSandbox: Type.Array(Type.Union([Type.Literal('off'), Type.Literal('workspace'), Type.Literal('strict')]), { default: ['workspace', 'strict'] }),
-  /** The cluster key (32 random bytes, a 0600 file of this user's) that seals cluster tasks' environment values, an absolute path. Default null (none: such tasks are refused). */
+  /**
+   * The cluster key (32 random bytes, a 0600 file of this user's) that seals cluster tasks'
+   * environment values, an absolute path. Default null (none: such tasks are refused).
+   */
   clusterKeyFile: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
   /** How other machines know this worker. Default: the host name and the home folder's name. */
   clusterName: Type.Union([Type.Null(), Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,128}$' })], { default: null }),

@@ -56,7 +56,10 @@ function describeProblem(part: string, error: ErrorObject): string {
     case 'const':
       return `${path}: expected ${JSON.stringify(params.allowedValue)}, got ${describeValue(error.data)}`
     case 'enum':
-      return `${path}: expected one of ${(params.allowedValues as unknown[]).map((value) => JSON.stringify(value)).join(', ')}, got ${describeValue(error.data)}`
+      return (
+        `${path}: expected one of ${(params.allowedValues as unknown[]).map((value) => JSON.stringify(value)).join(', ')}` +
+        `, got ${describeValue(error.data)}`
+      )
     case 'anyOf':
     case 'oneOf':
       return `${path}: expected ${describeAlternatives(error)}, got ${describeValue(error.data)}`

@@ -77,7 +77,8 @@ export function parseAllowEntry(text: string): AllowEntry | { problem: string } 
   if (/\s/.test(trimmed)) return { problem: `${quoted} contains white space: give one pattern per entry` }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed))
     return {
-      problem: `${quoted} is a URL: give the host (and an optional :port), e.g. ${JSON.stringify(trimmed.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').split('/')[0])}`,
+      problem:
+        `${quoted} is a URL: give the host (and an optional :port), e.g. ` + `${JSON.stringify(trimmed.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').split('/')[0])}`,
     }
   if (trimmed.includes('/')) return { problem: `${quoted} has a path or a network prefix: give one host or address (and an optional :port)` }
   let host = trimmed
@@ -104,7 +105,9 @@ export function parseAllowEntry(text: string): AllowEntry | { problem: string } 
     if (bracketed && family !== 6) return { problem: `${quoted}: brackets are for IPv6 addresses` }
     if (isInternalAddress(host)) {
       return {
-        problem: `${quoted} is an internal address (loopback, private, link-local or reserved): name it in networkHosts (e.g. {"db.internal": "${host}"}) and allow that name, so that reaching it is written down as a choice`,
+        problem:
+          `${quoted} is an internal address (loopback, private, link-local or reserved): name it in networkHosts (e.g. {"db.internal": "` +
+          `${host}"}) and allow that name, so that reaching it is written down as a choice`,
       }
     }
     return { kind: 'address', text: trimmed, address: host.toLowerCase(), ports }
@@ -119,7 +122,10 @@ export function parseAllowEntry(text: string): AllowEntry | { problem: string } 
     const numeric = labels.length > 0 && LABEL.test(labels.at(-1)!) && !/^[a-z]/.test(labels.at(-1)!)
     if (numeric)
       return {
-        problem: `${quoted} reads as an address, not a domain name (a resolver takes 127.1 or 2130706433 for 127.0.0.1): give a domain, or a public address in dotted form`,
+        problem:
+          `${quoted}` +
+          ' reads as an address, not a domain name (a resolver takes 127.1 or 2130706433 for 127.0.0.1): ' +
+          'give a domain, or a public address in dotted form',
       }
     return { problem: `${quoted} is not a domain name: expected labels of letters, digits and hyphens separated by dots, e.g. registry.example` }
   }

@@ -48,7 +48,10 @@ export interface PeerCredentialsAddon {
   ownVisible(): VisibleFacts
   /** Whether this kernel has SO_PEERPIDFD (Linux 6.5+). */
   peerPidfdSupported(): boolean
-  /** Which inode a listening unix socket's path was made as (sock_diag), whatever is at the path now; null for a socket without a path. Throws when the kernel cannot be asked. */
+  /**
+   * Which inode a listening unix socket's path was made as (sock_diag), whatever is at the path
+   * now; null for a socket without a path. Throws when the kernel cannot be asked.
+   */
   boundPath(fd: number): { dev: number; ino: number } | null
 }
 

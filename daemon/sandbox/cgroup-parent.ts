@@ -218,12 +218,15 @@ function checkFolder(path: string, owners: readonly number[], uid: number, mount
       const fix = own ? `chown ${uid} ${path}` : `chown root:root ${path}`
       const owner = own ? `the daemon's uid ${uid}` : `root or the daemon's uid ${uid}`
       return {
-        problem: `${path} is owned by uid ${stat.uid}, not ${owner}: that user could replace this daemon's task groups with ones without limits; as root, ${fix}`,
+        problem:
+          `${path} is owned by uid ${stat.uid}, not ${owner}` + `: that user could replace this daemon's task groups with ones without limits; as root, ${fix}`,
       }
     }
     if ((stat.mode & 0o022) !== 0) {
       return {
-        problem: `${path} is writable by its group or by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')}): they could replace this daemon's task groups with ones without limits; as root, chmod go-w ${path}`,
+        problem:
+          `${path} is writable by its group or by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')}` +
+          `): they could replace this daemon's task groups with ones without limits; as root, chmod go-w ${path}`,
       }
     }
     return { dev: stat.dev }
@@ -249,5 +252,8 @@ export function unmountedHint(lacking: CgroupController[], cgroupBase = '/sys/fs
   const unified = existsSync(`${cgroupBase}/cgroup.controllers`)
     ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)'
     : ''
-  return `the cgroup v1 ${named} controller${lacking.length > 1 ? 's are' : ' is'} not mounted: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
+  return (
+    `the cgroup v1 ${named} controller${lacking.length > 1 ? 's are' : ' is'} not mounted: as root, ${mounts}` +
+    `; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
+  )
 }

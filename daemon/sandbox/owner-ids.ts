@@ -70,7 +70,8 @@ function getent(database: string, id: number): Promise<number> {
       if (code === 2) return resolve(2)
       reject(
         new Error(
-          `getent ${database} ${id} ${typeof code === 'number' ? `exited ${code}` : `could not run: ${error.message}`}${stderr.trim() ? `: ${stderr.trim()}` : ''}`,
+          `getent ${database} ${id} ${typeof code === 'number' ? `exited ${code}` : `could not run: ${error.message}`}` +
+            `${stderr.trim() ? `: ${stderr.trim()}` : ''}`,
         ),
       )
     })
@@ -176,7 +177,9 @@ export class OwnerIds {
     }
     if (id === null)
       return {
-        problem: `no uid is free for the tasks of ${owner} (the next ${MAX_PROBES} from its own are held by other owners, processes, the user database or a subordinate range)`,
+        problem:
+          `no uid is free for the tasks of ${owner}` +
+          ` (the next ${MAX_PROBES} from its own are held by other owners, processes, the user database or a subordinate range)`,
       }
     this.idOf.set(owner, id)
     this.ownerOf.set(id, owner)

@@ -204,7 +204,8 @@ function refuseUnreachable(field: string, given: string, real: string, user: { u
   if (blocked === null) return
   throw invalid(
     field,
-    `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): it may not enter ${blocked}. Let others enter that folder (chmod o+x ${blocked}), or choose a folder it can reach`,
+    `${given} cannot be reached by the tasks' user (uid ${user.uid}, ${label}): it may not enter ${blocked}` +
+      `. Let others enter that folder (chmod o+x ${blocked}), or choose a folder it can reach`,
   )
 }
 

@@ -147,7 +147,8 @@ export class NodeSpawner implements Spawner {
           started: false,
           stage: 'setup',
           code: 'EIO',
-          message: `${request.file} ended before the task's command ran (${exit.signal ?? `exit code ${exit.exitCode}`})${report.said ? `: ${report.said}` : ''}`,
+          message:
+            `${request.file} ended before the task's command ran (${exit.signal ?? `exit code ${exit.exitCode}`})` + `${report.said ? `: ${report.said}` : ''}`,
         }
       }
       const said = await readToEnd(subprocess.stdout)
@@ -174,9 +175,9 @@ export class NodeSpawner implements Spawner {
  * fd 0 ignored (/dev/null), fd 1 the prelude's report pipe (the output file once it execs), fd 2
  * the output file (the other way round when the program reportsSetup: fd 2 is then the report
  * pipe, and the program's own error output, up to the exec of the task's command), then the
- * layout: extra files, data (written by execa and ended), pinned folders; after them each cgroup's `tasks` file (cgroupFds: their numbers in the child), which the prelude
- * writes and closes. Every descriptor opened here is pushed to `opened`, for the caller to close
- * after the spawn.
+ * layout: extra files, data (written by execa and ended), pinned folders; after them each cgroup's
+ * `tasks` file (cgroupFds: their numbers in the child), which the prelude writes and closes. Every
+ * descriptor opened here is pushed to `opened`, for the caller to close after the spawn.
  */
 function openDescriptors(
   request: SpawnRequest,
@@ -334,7 +335,10 @@ function netnsFailure(path: string, code: string): string {
     : `could not join the task's private network ${path}: ${code}`
 }
 
-/** The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec (through nsenter into its network, setpriv for another user). */
+/**
+ * The shell prelude: limits, cgroups (on the descriptors cgroupFds), the cwd check, then the exec
+ * (through nsenter into its network, setpriv for another user).
+ */
 function prelude(request: SpawnRequest, cgroupFds: number[], netns: NamespaceFds | null): string {
   const fileSizeBlocks = Math.ceil(request.limits.fileSizeBytes / 512)
   // Failures are said on the report pipe: fd 1, or fd 2 where the program reports its setup.

@@ -176,7 +176,10 @@ export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dat
   return { extra, data, pinned }
 }
 
-/** What is wrong with the cgroups and the optional fields of a request (dataFiles, pinnedDirs, idmappedViews, hiddenPaths, cwdIdentity, endsWithDaemon, user), or null. */
+/**
+ * What is wrong with the cgroups and the optional fields of a request (dataFiles, pinnedDirs,
+ * idmappedViews, hiddenPaths, cwdIdentity, endsWithDaemon, user), or null.
+ */
 export function spawnRequestProblem(request: SpawnRequest): string | null {
   for (const [index, data] of (request.dataFiles ?? []).entries()) {
     if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
@@ -311,7 +314,8 @@ export function keyringFailure(code: string): string {
   // Every task's keyring counts against its daemon user's key quota (root's is a million keys).
   const why =
     code === 'EDQUOT'
-      ? ": the daemon's user has used up its kernel key quota (sysctl kernel.keys.maxkeys and kernel.keys.maxbytes; one key per running task): raise them, or run fewer tasks at once"
+      ? ": the daemon's user has used up its kernel key quota (sysctl kernel.keys.maxkeys and " +
+        'kernel.keys.maxbytes; one key per running task): raise them, or run fewer tasks at once'
       : ''
   return `could not give the task a session keyring of its own: ${code}${why}`
 }

@@ -53,7 +53,9 @@ export class EventLog {
     const params = { oldest: this.droppedSeq + 1, since: seq, latest: this.lastSeq }
     if (seq < this.droppedSeq) throw new TendError('TEND_ERR_EVENTS_GAP', params)
     throw new TendError('TEND_ERR_EVENTS_GAP', params, {
-      message: `events after seq ${seq} were never published by this daemon (${this.daemonId}, at seq ${this.lastSeq}): the seq is another daemon's; list the tasks again, then follow from seq ${this.lastSeq}`,
+      message:
+        `events after seq ${seq} were never published by this daemon (${this.daemonId}, at seq ${this.lastSeq}` +
+        `): the seq is another daemon's; list the tasks again, then follow from seq ${this.lastSeq}`,
     })
   }
 

@@ -14,7 +14,8 @@ import { writeRegularFileSync } from '../../spool/index.js'
 
 /** What the marker says to a person who finds it. */
 const MARKER_TEXT =
-  'This folder is a tend home (TEND_HOME): sockets, spool, logs and config.json of a tend daemon.\nSandboxed tasks may not be given it, nor any folder inside it or around it, to write; it is hidden from them.\n'
+  'This folder is a tend home (TEND_HOME): sockets, spool, logs and config.json of a tend daemon.\n' +
+  'Sandboxed tasks may not be given it, nor any folder inside it or around it, to write; it is hidden from them.\n'
 
 /** Makes the marker in a home (kept as it is when there). Synchronous: once, at start. */
 export function markHome(home: string): void {

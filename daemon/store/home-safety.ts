@@ -18,7 +18,10 @@ export function ownershipProblem(path: string, info: { uid: number; mode: number
   if (info.uid !== uid)
     return `is owned by uid ${info.uid}, not by the daemon's uid ${uid}: another user could change it (fix: \`chown ${uid} ${path}\`, or use another folder)`
   if ((info.mode & 0o022) !== 0)
-    return `is writable by ${(info.mode & 0o002) !== 0 ? 'others' : 'its group'} (mode ${(info.mode & 0o777).toString(8)}): another user could change it (fix: \`chmod go-w ${path}\`)`
+    return (
+      `is writable by ${(info.mode & 0o002) !== 0 ? 'others' : 'its group'} (mode ${(info.mode & 0o777).toString(8)}` +
+      `): another user could change it (fix: \`chmod go-w ${path}\`)`
+    )
   return null
 }
 

@@ -88,6 +88,8 @@ function lockExclusive(fd: number): boolean {
   if (child.status === 0) return true
   if (child.status === 75) return false
   throw new TendError('TEND_ERR_DAEMON_START_FAILED', {
-    detail: `the instance lock could not be taken: the instance-lock addon is missing and flock(1) ${child.error ? `could not run (${child.error.message}): install util-linux` : `failed: ${String(child.stderr).trim()}`}`,
+    detail:
+      `the instance lock could not be taken: the instance-lock addon is missing and flock(1) ` +
+      `${child.error ? `could not run (${child.error.message}): install util-linux` : `failed: ${String(child.stderr).trim()}`}`,
   })
 }

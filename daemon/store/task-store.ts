@@ -91,7 +91,9 @@ export class TaskStore {
     // The room left is the running tasks' endings' until the reserve is made again.
     if (!this.reserve.isHeld)
       throw new TendError('TEND_ERR_SPOOL_FULL', {
-        detail: `recording the new task ${task.id}: the spool's reserve (${this.reserve.bytes} bytes) was spent on a full disk and there is not yet room to make it again`,
+        detail:
+          `recording the new task ${task.id}: the spool's reserve (${this.reserve.bytes}` +
+          ` bytes) was spent on a full disk and there is not yet room to make it again`,
       })
     try {
       await this.writer.write(task, { createDir: true })

@@ -90,7 +90,8 @@ function networkOf(request: StartTaskBody, sandbox: SandboxProfile, facts: Admis
     if (facts.actingForOwner) {
       throw new TendError('TEND_ERR_VALIDATION', {
         detail:
-          "body/allowNet: only the operator may allow a task more destinations; a request acting for an owner (an agent) gets the daemon's networkAllow with network allow",
+          'body/allowNet: only the operator may allow a task more destinations; ' +
+          "a request acting for an owner (an agent) gets the daemon's networkAllow with network allow",
       })
     }
     if (network !== 'allow')

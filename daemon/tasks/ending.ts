@@ -87,6 +87,7 @@ export const DAEMON_ENDED_LIFELINE = 'its daemon ended, and the task with it (it
 export const SPAWNER_ENDED_LIFELINE = "tend's process spawner ended, and the task with it (it was started to end with its daemon)"
 /** A task with a lease (one that may be retried elsewhere) whose daemon did not renew it in time. */
 export const LEASE_RAN_OUT =
-  'its lease ran out before its daemon renewed it (the daemon was frozen, or could not confirm its lock on the cluster job): its keeper killed it, so that it never runs beside a retry'
+  'its lease ran out before its daemon renewed it (the daemon was frozen, or could not confirm ' +
+  'its lock on the cluster job): its keeper killed it, so that it never runs beside a retry'
 /** Why a restart (stop with keepTasks) stops such a task instead of handing it over. */
 export const RESTART_STOPS_LIFELINE = 'daemon stopped to hand its tasks to the next one, which this task cannot go to (it was started to end with its daemon)'

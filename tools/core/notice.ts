@@ -7,5 +7,8 @@ import { taskLabel, type Task } from '../../client/index.js'
 export function noticeText(task: Task): string {
   const exitCode = task.exitCode === null ? 'none' : String(task.exitCode)
   const stoppedBy = task.stoppedBy ? `, stopped by: ${task.stoppedBy}` : ''
-  return `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}]. Read its output with task_output.`
+  return (
+    `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}` +
+    `]. Read its output with task_output.`
+  )
 }

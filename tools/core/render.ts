@@ -81,7 +81,10 @@ export function renderTaskInput(outcome: TaskInputOutcome, offered?: readonly Ne
 
 export function renderTaskKill(task: Task): string {
   const details = [task.signal ? `signal: ${task.signal}` : '', task.stoppedBy ? `stopped by: ${task.stoppedBy}` : ''].filter(Boolean).join(', ')
-  return `task ${task.id} (${taskLabel(task)}) is ${task.state}${details ? ` (${details})` : ''}; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
+  return (
+    `task ${task.id} (${taskLabel(task)}) is ${task.state}${details ? ` (${details})` : ''}` +
+    `; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
+  )
 }
 
 export function renderTaskList(entries: TaskListEntry[]): string {
@@ -90,7 +93,10 @@ export function renderTaskList(entries: TaskListEntry[]): string {
     const exit = entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-')
     const state = entry.stoppedBy ? `${entry.state}(${entry.stoppedBy})` : entry.state
     const persistent = entry.lifetime === 'persistent' ? '  [persistent]' : ''
-    return `${entry.id}  ${state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}`
+    return (
+      `${entry.id}  ${state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}` +
+      `  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}`
+    )
   })
   return rows.join('\n')
 }

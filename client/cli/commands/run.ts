@@ -58,7 +58,8 @@ export function registerRunCommand(program: Command): void {
     .addOption(
       new Option(
         '--network <mode>',
-        "what a sandboxed task's network reaches: loopback (default: its owner's private loopback), allow (that, plus networkAllow through the egress proxy), host (the host's network)",
+        "what a sandboxed task's network reaches: loopback (default: its owner's private loopback), " +
+          "allow (that, plus networkAllow through the egress proxy), host (the host's network)",
       ).choices([...NETWORK_MODES]),
     )
     .option('--net', 'the same as --network host')

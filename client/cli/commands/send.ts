@@ -22,7 +22,8 @@ export function registerSendCommand(program: Command): void {
     .option('-n, --no-newline', 'do not add a newline after TEXT')
     .option(
       '--eof',
-      'then close the stdin: the task reads end-of-file once it has read everything; on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open',
+      'then close the stdin: the task reads end-of-file once it has read everything; ' +
+        'on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open',
     )
   command.action(
     action(command, async ({ client, io }, id: string, text: string | undefined, flags: SendFlags) => {

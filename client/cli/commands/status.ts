@@ -21,14 +21,21 @@ export function registerStatusCommand(program: Command): void {
           `limits:      ${status.concurrency} at once, ${status.perOwnerConcurrency} per owner`,
           `spool:       ${status.spool.path}, ${formatBytes(status.spool.usedBytes)} of ${formatBytes(status.spool.quotaBytes)}`,
           ...spoolHealthLines(status.spool),
-          `spawner:     ${status.spawner === 'native' ? 'native helper' : 'node child_process (the native helper was not built or does not work here, see daemon.log: slower starts)'}`,
-          `callers:     ${status.peerCheck.enforced ? 'requests from sandboxed tasks are refused' : 'NOT checked: sandboxed tasks can drive this daemon'}${status.peerCheck.reason ? ` (${status.peerCheck.reason})` : ''}`,
+          `spawner:     ` +
+            (status.spawner === 'native'
+              ? 'native helper'
+              : 'node child_process (the native helper was not built or does not work here, see daemon.log: slower starts)'),
+          `callers:     ${status.peerCheck.enforced ? 'requests from sandboxed tasks are refused' : 'NOT checked: sandboxed tasks can drive this daemon'}` +
+            `${status.peerCheck.reason ? ` (${status.peerCheck.reason})` : ''}`,
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
             (status.sandbox.bubblewrap ? ` (bubblewrap ${status.sandbox.bubblewrap.version} at ${status.sandbox.bubblewrap.path})` : ''),
           ...Object.entries(status.sandbox.missing).map(([profile, why]) => `             ${profile} unavailable: ${why}`),
           `identity:    ${identityLine(status.sandbox.identity)}`,
           ...taskUidsLine(status.sandbox.identity),
-          `keyring:     ${status.sandbox.keyring.fresh ? 'every task gets a session keyring of its own' : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`}`,
+          `keyring:     ` +
+            (status.sandbox.keyring.fresh
+              ? 'every task gets a session keyring of its own'
+              : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`),
           ...seccompLines(status.sandbox.filters),
           ...boundsLines(status.sandbox.bounds),
           ...networkLines(status.sandbox.network),

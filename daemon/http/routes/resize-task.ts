@@ -18,7 +18,8 @@ export function registerResizeTaskRoute(app: TendApp, { config, store }: ResizeT
       schema: {
         summary: "Resize a task's terminal (started with tty)",
         description:
-          'The new size reaches the terminal at once; its foreground programs get SIGWINCH and read it (stty size). Answers the task, its tty the new size. A terminal whose keeper has not read the requests before (stopped) answers TEND_ERR_TERMINAL_BUSY, 503 with Retry-After.',
+          'The new size reaches the terminal at once; its foreground programs get SIGWINCH and read it (stty size). Answers the task, ' +
+          'its tty the new size. A terminal whose keeper has not read the requests before (stopped) answers TEND_ERR_TERMINAL_BUSY, 503 with Retry-After.',
         params: TaskIdParams,
         headers: OwnerHeaders,
         body: TerminalSizeBody,

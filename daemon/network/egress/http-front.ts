@@ -116,7 +116,8 @@ export class HttpFront {
     if (reached.kind === 'blocked') return void socket.end(blockedResponse(target, reached.reason))
     if (reached.kind === 'unreachable') {
       return void socket.end(
-        `HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\ntend: ${destinationLabel(target)} could not be reached (${reached.error})\n`,
+        `HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\ntend: ${destinationLabel(target)}` +
+          ` could not be reached (${reached.error})\n`,
       )
     }
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
@@ -138,5 +139,8 @@ export class HttpFront {
 function blockedResponse(target: Authority, reason: string): string {
   const safeReason = reason.replace(/[^\x20-\x7e]/g, '?')
   const body = `tend: blocked ${destinationLabel(target)} (${safeReason})\n`
-  return `HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nX-Tend-Blocked: ${safeReason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  return (
+    `HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nX-Tend-Blocked: ${safeReason}` +
+    `\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  )
 }
