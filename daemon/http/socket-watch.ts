@@ -1,4 +1,4 @@
-import { lstatSync, unlinkSync, type Stats } from 'node:fs'
+import { lstatSync, statSync, unlinkSync, type Stats } from 'node:fs'
 import { createServer as createNetServer, type Server as NetServer } from 'node:net'
 import type { Server } from 'node:http'
 import type { Logger } from 'pino'
@@ -39,15 +39,18 @@ export class SocketWatch {
   /** The listener the last bind made (the HTTP server's own first listener is left to it: closing that would end its idle connections). */
   private current: NetServer | null = null
   private readonly timer: NodeJS.Timeout
+  /** The lock file this daemon holds locked now (dev, ino of its descriptor). */
+  private held: { dev: number; ino: number }
 
   constructor(
     private readonly path: string,
     private readonly server: Server,
     private readonly log: Logger,
-    private readonly lock: { path: string; dev: number; ino: number },
+    private readonly lock: HomeLock,
     private readonly identify: ListenerIdentity = listenerIdentity(),
   ) {
     this.identity = identify.of(server, path)
+    this.held = { dev: lock.dev, ino: lock.ino }
     if (identify.weakness)
       log.warn(
         { socket: path, reason: identify.weakness },
@@ -59,8 +62,8 @@ export class SocketWatch {
 
   /** Binds the path again if it is not the daemon's socket any more. */
   check(): void {
+    if (!this.stillHome()) return
     if (isSocketAt(this.path, this.identity)) return
-    if (this.homeMoved()) return
     try {
       clearSocketPath(this.path)
       this.closeCurrent()
@@ -71,26 +74,31 @@ export class SocketWatch {
   }
 
   /**
-   * Whether the home's lock file is no longer the one this daemon holds locked (dev, ino of its
-   * descriptor): the home was moved aside (and maybe a new one, with its own daemon, made at its
-   * name), or the lock file removed. The path then is not this daemon's to take back: binding it
-   * would fight the new home's daemon for it every second. The daemon stops watching (said once)
-   * and serves on the listener it has, reached at its home's new name.
+   * Whether this daemon is still its home's, looked at every SOCKET_CHECK_MS. The home's lock file
+   * not the one it holds locked means one of two things. The home folder at its path is another
+   * one (or none): the home was moved aside, maybe a new one made at its name with its own daemon.
+   * The path then is not this daemon's to take back (binding it would fight that daemon for it
+   * every second): it stops watching (said once) and serves on the listener it has, reached at its
+   * home's new name. Or the folder is the same, and a process of the daemon's uid removed or
+   * replaced the lock file: the daemon locks the file at its name again at once, so that no second
+   * daemon starts on its home (one that won the race keeps it, and this one stands down).
    */
-  private homeMoved(): boolean {
-    let info: Stats | null = null
-    try {
-      info = lstatSync(this.lock.path)
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return false
+  private stillHome(): boolean {
+    if (isFileAt(this.lock.path, this.held)) return true
+    if (isFolderAt(this.lock.home.path, this.lock.home)) {
+      const retaken = this.lock.retake()
+      if (retaken) {
+        this.held = retaken
+        this.log.warn({ lock: this.lock.path }, 'the lock file was removed or replaced: the daemon locked the one at its name again')
+        return true
+      }
     }
-    if (info && info.dev === this.lock.dev && info.ino === this.lock.ino) return false
     clearInterval(this.timer)
     this.log.warn(
       { socket: this.path, lock: this.lock.path },
-      'its home was moved (or its lock file removed): the daemon no longer binds the socket at its old path, and serves on the one it has',
+      'its home was moved (or its lock file taken by another daemon): the daemon no longer binds the socket at its old path, and serves on the one it has',
     )
-    return true
+    return false
   }
 
   private bind(): void {
@@ -134,5 +142,37 @@ export class SocketWatch {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
       }
     }
+  }
+}
+
+/** The home's instance lock as the daemon took it, and how it takes it again at the same name. */
+export interface HomeLock {
+  path: string
+  dev: number
+  ino: number
+  /** The home folder the lock was taken in (stat: a home named through a link is that link's folder). */
+  home: { path: string; dev: number; ino: number }
+  /** Locks the file at `path` again (made anew if gone): its identity, or null when another process holds it. */
+  retake(): { dev: number; ino: number } | null
+}
+
+/** Whether the file at path (lstat, never followed) is the one identified. */
+function isFileAt(path: string, identity: { dev: number; ino: number }): boolean {
+  let info: Stats
+  try {
+    info = lstatSync(path)
+  } catch {
+    return false
+  }
+  return info.dev === identity.dev && info.ino === identity.ino
+}
+
+/** Whether the folder at path (followed, as the daemon's home was) is the one identified. */
+function isFolderAt(path: string, identity: { dev: number; ino: number }): boolean {
+  try {
+    const info = statSync(path)
+    return info.isDirectory() && info.dev === identity.dev && info.ino === identity.ino
+  } catch {
+    return false
   }
 }

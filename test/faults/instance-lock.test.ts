@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { runCli } from '../helpers/cli.js'
 import { isAlive } from '../helpers/processes.js'
-import { checkUnprivilegedUser, createTempHome, daemonEnv, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { checkUnprivilegedUser, createTempHome, daemonEnv, REPO_ROOT, setprivArgs, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { lockHolder } from '../../protocol/lock-holder.js'
 import { existsSync, readFileSync, rmSync } from 'node:fs'
@@ -186,6 +186,32 @@ describe('the daemon keeps answering on its socket', () => {
     const tasks = JSON.parse((await runCli(['ps', '--json', '--all'], daemon.env)).stdout) as Array<{ id: string; state: string }>
     expect(tasks.find((task) => task.id === id)?.state).toBe('killed')
     expect((await runCli(['stop'], daemon.env)).exitCode).toBe(0)
+  })
+})
+
+describe('a lock file removed by a process of the daemon’s uid', () => {
+  test('is taken again by the daemon: no second daemon starts, and the socket is still watched', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const lock = join(daemon.home, 'daemon.lock')
+    const before = lstatSync(lock).ino
+    unlinkSync(lock)
+    await waitFor('the daemon to hold a lock file at its name again', () => existsSync(lock) && lockHolder(lock) === pid, 10_000)
+    expect(lstatSync(lock).ino).not.toBe(before)
+    const second = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'tend.js'), 'daemon'], { env: daemon.env, encoding: 'utf8', timeout: 30_000 })
+    expect(second.status, second.stderr).toBe(3)
+    // Another process's socket put in its place afterwards is still replaced by the daemon's own.
+    const socket = join(daemon.home, 'tend.sock')
+    unlinkSync(socket)
+    const script = `require('node:net').createServer((s) => s.destroy()).listen(process.argv[1], () => console.log('listening'))`
+    const impostor = spawn(process.execPath, ['-e', script, socket], { stdio: ['ignore', 'pipe', 'ignore'] })
+    holders.push(impostor)
+    let said = ''
+    impostor.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
+    await waitFor('the impostor to listen', () => said.includes('listening'))
+    await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0, 30_000)
+    expect(await daemonPid(daemon)).toBe(pid)
   })
 })
 
