@@ -2,10 +2,11 @@
  * tend-spawner: a keeper's lifeline, for a task that must end with its daemon (a spawn request with
  * the flag SPAWN_LIFELINE, PROTOCOL.md; a task that may be retried elsewhere must never run on here).
  *
- * The lifeline is the keeper's report pipe. The helper holds its read end, and nothing else does
- * (every keeper closes what it inherits of the helper's); the helper dies with the daemon
- * (PR_SET_PDEATHSIG SIGKILL), however the daemon ends. So once the helper is gone, crashed or
- * exited, the pipe has no reader and its write end polls POLLERR: the keeper kills the task at once.
+ * The lifeline is the keeper's report channel (a socket pair: nothing can open it again through
+ * /proc). The helper holds its other end, and nothing else does (every keeper closes what it
+ * inherits of the helper's); the helper dies with the daemon (PR_SET_PDEATHSIG SIGKILL), however
+ * the daemon ends. So once the helper is gone, crashed or exited, the keeper's end polls POLLHUP:
+ * the keeper kills the task at once.
  *
  * "The task" is everything it started: the keeper is made a child subreaper before the fork, so a
  * process the task leaves behind (setsid, a double fork) becomes the keeper's child when its parent
@@ -98,7 +99,7 @@ int lifeline_timeout_ms(const struct lifeline *lifeline) {
 }
 
 void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]) {
-  /* No events asked of the pipe: POLLERR (no reader left) is always reported. */
+  /* No events asked of the channel: POLLHUP (no peer left) is always reported. */
   fds[0] = (struct pollfd){.fd = lifeline->fd, .events = 0};
   fds[1] = (struct pollfd){.fd = lifeline->children, .events = POLLIN};
 }

@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -319,8 +320,11 @@ static void handle_spawn(struct request *request) {
     out_printf("failed %s idmap %d %zu\n", request->reqid, errno, failed_index);
     return;
   }
+  /* A socket pair, not a pipe: a pipe end can be opened again through /proc/<pid>/fd by any process
+   * of the helper's or the keeper's uid (an `off` task), which could then write the keeper's report
+   * (a task's exit) or hold the lifeline open; a socket cannot be opened so (ENXIO). */
   int report[2];
-  if (pipe2(report, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, report) != 0) {
     out_printf("failed %s fork %d\n", request->reqid, errno);
     return;
   }

@@ -81,3 +81,34 @@ test.each(['off', 'workspace'] as const)('a forged exit file does not end a live
   expect(killed.state).toBe('killed')
   await waitFor('the task to be gone', () => !isAlive(running.pid!))
 })
+
+test('a process of the daemon’s uid cannot write a keeper’s report for it: the channel cannot be opened through /proc', async () => {
+  const daemon: TestDaemon = await startTestDaemon()
+  cleanups.push(() => daemon.stop())
+  const cwd = mkdtempSync(join(tmpdir(), 'tend-forged-exit-'))
+  chmodSync(cwd, 0o777)
+  cleanups.push(() => rmSync(cwd, { recursive: true, force: true }))
+  const task = await daemon.client.start({ command: ['sleep', '300'], cwd, sandbox: 'workspace' })
+  const running = await waitFor('the task to run', async () => {
+    const now = await daemon.client.get(task.id)
+    return now.state === 'running' && now.keeper ? now : null
+  })
+  const keeper = running.keeper!.pid
+  // What an `off` task can do: reopen every pipe or socket the keeper holds and write an exit line.
+  const forge = await daemon.client.start({
+    command: [
+      'sh',
+      '-c',
+      `for f in /proc/${keeper}/fd/*; do case $(readlink $f) in pipe:*|socket:*) printf 'x 0 0\\n' 2>/dev/null > $f && echo "wrote $f";; esac; done; true`,
+    ],
+    cwd,
+    sandbox: 'off',
+  })
+  const forged = await daemon.client.wait(forge.id)
+  expect(forged.state).toBe('exited')
+  // The forger's own ending was heard after anything it wrote reached the helper: the victim stands.
+  expect((await daemon.client.get(task.id)).state).toBe('running')
+  const killed = await daemon.client.kill(task.id)
+  expect(killed.state).toBe('killed')
+  await waitFor('the task to be gone', () => !isAlive(running.pid!))
+})

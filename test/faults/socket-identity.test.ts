@@ -5,7 +5,7 @@ import { createServer as createNetServer, type Server as NetServer } from 'node:
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { SocketWatch } from '../../daemon/http/socket-watch.js'
+import { SocketWatch, type HomeLock } from '../../daemon/http/socket-watch.js'
 import { loadPeerAddon } from '../../daemon/peer/index.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -38,7 +38,7 @@ function whoAnswers(path: string): Promise<string> {
   })
 }
 
-async function daemonLike(): Promise<{ folder: string; socket: string; server: Server; lock: { path: string; dev: number; ino: number } }> {
+async function daemonLike(): Promise<{ folder: string; socket: string; server: Server; lock: HomeLock }> {
   const folder = mkdtempSync(join(tmpdir(), 'tend-test-socket-'))
   cleanups.push(() => rmSync(folder, { recursive: true, force: true }))
   const socket = join(folder, 'tend.sock')
@@ -48,7 +48,10 @@ async function daemonLike(): Promise<{ folder: string; socket: string; server: S
   const lockPath = join(folder, 'daemon.lock')
   writeFileSync(lockPath, '')
   const { dev, ino } = statSync(lockPath)
-  return { folder, socket, server, lock: { path: lockPath, dev, ino } }
+  const home = statSync(folder)
+  // The lock file stays in place in these tests: it is never taken again.
+  const retake = () => null
+  return { folder, socket, server, lock: { path: lockPath, dev, ino, home: { path: folder, dev: home.dev, ino: home.ino }, retake } }
 }
 
 test('the kernel names the file a listener was bound to, whatever its path holds afterwards', async () => {

@@ -56,22 +56,23 @@ describe('native spawner: keepers', () => {
     expect(exitRecord(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 15 })
   })
 
-  test("the keeper keeps nothing of the helper's: /dev/null on 0-2, its report pipe and the exit file's folder; its cwd is /", async () => {
+  test("the keeper keeps nothing of the helper's: /dev/null on 0-2, its report channel (a socket) and the exit file's folder; its cwd is /", async () => {
     const child = await startSleeper()
     const keeper = child.keeper!.pid
     const fds = readdirSync(`/proc/${keeper}/fd`).sort((a, b) => Number(a) - Number(b))
     const targets = fds.map((fd) => readlinkSync(`/proc/${keeper}/fd/${fd}`))
     expect(targets.slice(0, 3)).toEqual(['/dev/null', '/dev/null', '/dev/null'])
     // And the output file, read-only, never read: held so that no write lease can be taken on it.
-    expect(targets.slice(3).sort()).toEqual([dirname(child.req.exitFile), child.req.outputFile, expect.stringMatching(/^pipe:\[\d+\]$/)].sort())
+    expect(targets.slice(3).sort()).toEqual([dirname(child.req.exitFile), child.req.outputFile, expect.stringMatching(/^socket:\[\d+\]$/)].sort())
     const outputFd = fds[targets.indexOf(child.req.outputFile)]!
     const flags = parseInt(/^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/${keeper}/fdinfo/${outputFd}`, 'utf8'))![1]!, 8)
     expect(flags & 0o3 /* O_ACCMODE */).toBe(fsConstants.O_RDONLY)
-    const pipe = targets.find((target) => target.startsWith('pipe:'))!
-    // That pipe is one the helper reads, and none of the daemon's: not the helper's stdin, stdout or stderr.
+    const socket = /^socket:\[(\d+)\]$/.exec(targets.find((target) => target.startsWith('socket:'))!)![1]!
+    // Its peer is a socket the helper reads, and none of the daemon's: not the helper's stdin, stdout or stderr.
+    const peer = peerOfUnixSocket(socket)
     const helperFds = readdirSync(`/proc/${spawner.helperPid}/fd`).map((fd) => ({ fd, target: readlinkSync(`/proc/${spawner.helperPid}/fd/${fd}`) }))
-    expect(helperFds.filter((entry) => entry.target === pipe).map((entry) => Number(entry.fd))).toEqual([expect.any(Number)])
-    expect(helperFds.filter((entry) => entry.target === pipe && Number(entry.fd) < 3)).toEqual([])
+    expect(helperFds.filter((entry) => entry.target === `socket:[${peer}]`).map((entry) => Number(entry.fd))).toEqual([expect.any(Number)])
+    expect(helperFds.filter((entry) => entry.target === `socket:[${peer}]` && Number(entry.fd) < 3)).toEqual([])
     expect(readlinkSync(`/proc/${keeper}/cwd`)).toBe('/')
   })
 
@@ -287,3 +288,14 @@ describe('native spawner: keepers', () => {
     expect(await child.exited).toEqual({ exitCode: null, signal: null, unknown: true })
   })
 })
+
+/** The inode of a connected unix socket's peer, as the kernel's sock_diag reports it (ss -x). */
+function peerOfUnixSocket(inode: string): string {
+  const listing = execFileSync('ss', ['-x', '-a', '-n'], { encoding: 'utf8' })
+  for (const line of listing.split('\n')) {
+    const fields = line.trim().split(/\s+/)
+    // Netid State Recv-Q Send-Q Local-Address Port Peer-Address Port
+    if (fields[5] === inode) return fields[7]!
+  }
+  throw new Error(`no unix socket of inode ${inode} in ss -x:\n${listing}`)
+}
