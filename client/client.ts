@@ -7,7 +7,7 @@ import {
   describeHolder,
   holderProcess,
   isTendDaemonOf,
-  lockHolder,
+  homeLockHolder,
   TendError,
   isFinished,
   OWNER_HEADER,
@@ -275,12 +275,12 @@ export class TendClient {
    */
   private async silentDaemon(options: { timeoutMs?: number; keepTasks?: boolean }): Promise<number | { stopped: boolean; pid: number | null } | null> {
     if (this.options.endpoint.tcp) return null
-    const holder = lockHolder(this.options.layout.lock)
+    const holder = homeLockHolder(this.options.layout.home, this.options.layout.lock)
     if (holder === null) return null
     this.refuseUnlessDaemon(holder)
     let answers = false
     const settled = await pollUntil(
-      async () => (answers = await socketAnswers(this.options.layout.socket)) || lockHolder(this.options.layout.lock) !== holder,
+      async () => (answers = await socketAnswers(this.options.layout.socket)) || homeLockHolder(this.options.layout.home, this.options.layout.lock) !== holder,
       SILENT_DAEMON_WAIT_MS,
       20,
     )
@@ -303,7 +303,7 @@ export class TendClient {
    */
   private refuseUnlessDaemon(holder: number): void {
     const described = holderProcess(holder)
-    if (described && lockHolder(this.options.layout.lock) === holder && isTendDaemonOf(described, cliEntry())) return
+    if (described && homeLockHolder(this.options.layout.home, this.options.layout.lock) === holder && isTendDaemonOf(described, cliEntry())) return
     throw new TendError('TEND_ERR_DAEMON_UNAVAILABLE', {
       detail:
         `the lock of ${this.options.layout.home} (${this.options.layout.lock}) is held by pid ${describeHolder(described, holder)}` +

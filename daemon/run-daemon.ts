@@ -1,4 +1,4 @@
-import { closeSync, rmSync, statSync, writeSync } from 'node:fs'
+import { closeSync, rmSync, writeSync } from 'node:fs'
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { nanoid } from 'nanoid'
@@ -80,8 +80,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const { layout } = config
   const taken = await takeHome(layout)
   if (!taken) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock) })
-  // The lock file a process of the daemon's uid removes is locked again at its name (socket-watch.ts).
-  let lock = taken
+  const lock = taken
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
   let pidFileMissing: unknown = null
   try {
@@ -237,19 +236,12 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     process.umask(previousMask)
   }
   clearInterval(startingUp)
-  const home = statSync(layout.home)
   const socketWatch = new SocketWatch(layout.socket, app.server, log, {
     path: layout.lock,
     dev: lock.dev,
     ino: lock.ino,
-    home: { path: layout.home, dev: home.dev, ino: home.ino },
-    retake: () => {
-      const next = acquireInstanceLock(layout.lock)
-      if (!next) return null
-      lock.release()
-      lock = next
-      return { dev: next.dev, ino: next.ino }
-    },
+    home: { path: layout.home, ...lock.home },
+    retake: () => lock.retakeFile(),
   })
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.

@@ -2,7 +2,16 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statS
 import { isAbsolute, resolve } from 'node:path'
 
 /**
- * Which live process holds a home's instance lock (an exclusive flock on its lock file), from what
+ * Which live process holds a home: the flock on its folder (what a daemon takes first: no process
+ * can remove it, as it can the lock file), else the one on its lock file (a daemon of a version
+ * that took only that).
+ */
+export function homeLockHolder(home: string, lockPath: string): number | null {
+  return lockHolder(home) ?? lockHolder(lockPath)
+}
+
+/**
+ * Which live process holds a home's instance lock (an exclusive flock on its folder or lock file), from what
  * the kernel says: /proc/locks names the process that took each flock and the file's device and
  * inode, and /proc/<pid>/fd shows that this process still has the file open. Neither is anything a
  * task can write, unlike the pid file. Null when the lock is free, the file is missing, or the
@@ -15,7 +24,7 @@ export function lockHolder(lockPath: string): number | null {
   } catch {
     return null
   }
-  if (!file.isFile()) return null
+  if (!file.isFile() && !file.isDirectory()) return null
   let locks: string
   try {
     locks = readFileSync('/proc/locks', 'utf8')

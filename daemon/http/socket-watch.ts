@@ -41,6 +41,8 @@ export class SocketWatch {
   private readonly timer: NodeJS.Timeout
   /** The lock file this daemon holds locked now (dev, ino of its descriptor). */
   private held: { dev: number; ino: number }
+  /** Its home folder is not at its path (moved aside): said once, until it is back. */
+  private away = false
 
   constructor(
     private readonly path: string,
@@ -74,31 +76,34 @@ export class SocketWatch {
   }
 
   /**
-   * Whether this daemon is still its home's, looked at every SOCKET_CHECK_MS. The home's lock file
-   * not the one it holds locked means one of two things. The home folder at its path is another
-   * one (or none): the home was moved aside, maybe a new one made at its name with its own daemon.
-   * The path then is not this daemon's to take back (binding it would fight that daemon for it
-   * every second): it stops watching (said once) and serves on the listener it has, reached at its
-   * home's new name. Or the folder is the same, and a process of the daemon's uid removed or
-   * replaced the lock file: the daemon locks the file at its name again at once, so that no second
-   * daemon starts on its home (one that won the race keeps it, and this one stands down).
+   * Whether this daemon is still its home's, looked at every SOCKET_CHECK_MS: whether the folder at
+   * the home's path is the one it holds locked (instance-lock.ts). Not while the home is moved
+   * aside (maybe a new one made at its name, with its own daemon): the path is not this daemon's
+   * to take back then (binding it would fight that daemon for it every second), and it serves on
+   * the listener it has, reached at its home's new name, until its home is back. A lock file a
+   * process of the daemon's uid removed or replaced is locked again at its name, for daemons and
+   * clients of versions that look only at it (the folder's lock keeps a new daemon out either way).
    */
   private stillHome(): boolean {
-    if (isFileAt(this.lock.path, this.held)) return true
-    if (isFolderAt(this.lock.home.path, this.lock.home)) {
+    if (!isFolderAt(this.lock.home.path, this.lock.home)) {
+      if (!this.away)
+        this.log.warn(
+          { socket: this.path, home: this.lock.home.path },
+          'its home was moved: the daemon no longer binds the socket at its old path while another folder (or none) is there, and serves on the one it has',
+        )
+      this.away = true
+      return false
+    }
+    if (this.away) this.log.warn({ socket: this.path, home: this.lock.home.path }, 'its home is back at its path: the daemon watches its socket there again')
+    this.away = false
+    if (!isFileAt(this.lock.path, this.held)) {
       const retaken = this.lock.retake()
       if (retaken) {
         this.held = retaken
         this.log.warn({ lock: this.lock.path }, 'the lock file was removed or replaced: the daemon locked the one at its name again')
-        return true
       }
     }
-    clearInterval(this.timer)
-    this.log.warn(
-      { socket: this.path, lock: this.lock.path },
-      'its home was moved (or its lock file taken by another daemon): the daemon no longer binds the socket at its old path, and serves on the one it has',
-    )
-    return false
+    return true
   }
 
   private bind(): void {
@@ -152,7 +157,7 @@ export interface HomeLock {
   ino: number
   /** The home folder the lock was taken in (stat: a home named through a link is that link's folder). */
   home: { path: string; dev: number; ino: number }
-  /** Locks the file at `path` again (made anew if gone): its identity, or null when another process holds it. */
+  /** Locks the file at `path` again (made anew if gone): its identity, or null when another process holds it (that process cannot start a daemon here: the folder's lock is held). */
   retake(): { dev: number; ino: number } | null
 }
 

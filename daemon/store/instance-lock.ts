@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { closeSync, constants, fstatSync, openSync } from 'node:fs'
-import { describeHolder, holderProcess, lockHolder, TendError } from '../../protocol/index.js'
+import { dirname } from 'node:path'
+import { describeHolder, holderProcess, homeLockHolder, TendError } from '../../protocol/index.js'
 import { displaceSync } from '../../protocol/home-file.js'
 import { loadAddon } from '../native/load-addon.js'
 
@@ -8,15 +9,79 @@ interface FlockAddon {
   lockExclusive(fd: number): boolean
 }
 
+/** A home's instance lock as a daemon holds it: the folder's flock, and the lock file's. */
+export interface InstanceLock {
+  release: () => void
+  /** The lock file held now (its dev, ino). */
+  dev: number
+  ino: number
+  /** The home folder held locked. */
+  home: { dev: number; ino: number }
+  /** Locks the file at the lock's name again (made anew if a process removed it): its identity, or null when another process holds it. */
+  retakeFile: () => { dev: number; ino: number } | null
+}
+
 /**
- * One daemon per TEND_HOME: an exclusive flock on the lock file in the home, held by an open
- * descriptor for the daemon's whole life. The kernel frees it the moment that descriptor closes,
- * however the daemon ends, so a crash leaves no stale lock. It belongs to the file, not to a name:
- * a daemon started on another path to the same folder (a bind mount, a symbolic link) meets the
- * same lock. And only who can open the file can take it: the home is its owner's (0700), the file
- * 0600. The descriptor is close-on-exec: no task or keeper inherits the lock.
+ * One daemon per TEND_HOME: an exclusive flock on the home folder, then one on the lock file in
+ * it, each held by an open descriptor for the daemon's whole life. The kernel frees them the
+ * moment those descriptors close, however the daemon ends, so a crash leaves no stale lock. They
+ * belong to the inodes, not to names: a daemon started on another path to the same folder (a bind
+ * mount, a symbolic link) meets the same locks. The folder's comes first because no process can
+ * take it away (a process of the daemon's uid can remove the lock file, and a daemon that then
+ * made a new one would start beside this one); the file's is what daemons of earlier versions
+ * take. Only who can open them can take them: the home is its owner's (0700), the file 0600. The
+ * descriptors are close-on-exec: no task or keeper inherits a lock.
  */
-export function acquireInstanceLock(lockPath: string): { release: () => void; dev: number; ino: number } | null {
+export function acquireInstanceLock(lockPath: string): InstanceLock | null {
+  const homeFd = openSync(dirname(lockPath), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOCTTY)
+  let homeLocked: boolean
+  try {
+    homeLocked = lockExclusive(homeFd)
+  } catch (error) {
+    closeSync(homeFd)
+    throw error
+  }
+  if (!homeLocked) {
+    closeSync(homeFd)
+    return null
+  }
+  const home = fstatSync(homeFd)
+  let first: ReturnType<typeof lockFile>
+  try {
+    first = lockFile(lockPath)
+  } catch (error) {
+    closeSync(homeFd)
+    throw error
+  }
+  if (!first) {
+    closeSync(homeFd)
+    return null
+  }
+  let file = first
+  return {
+    release: () => {
+      file.release()
+      closeSync(homeFd)
+    },
+    get dev() {
+      return file.dev
+    },
+    get ino() {
+      return file.ino
+    },
+    home: { dev: home.dev, ino: home.ino },
+    retakeFile: () => {
+      const next = lockFile(lockPath)
+      if (!next) return null
+      file.release()
+      file = next
+      return { dev: next.dev, ino: next.ino }
+    },
+  }
+}
+
+/** The exclusive flock on the lock file (null: another process holds it). */
+function lockFile(lockPath: string): { release: () => void; dev: number; ino: number } | null {
   const fd = openLockFile(lockPath)
   let locked: boolean
   try {
@@ -35,15 +100,14 @@ export function acquireInstanceLock(lockPath: string): { release: () => void; de
   if (info.uid !== process.getuid!() || info.nlink !== 1) {
     displace(lockPath)
     closeSync(fd)
-    return acquireInstanceLock(lockPath)
+    return lockFile(lockPath)
   }
-  // The held file's identity: the daemon's home is where this file is (a home moved aside takes it along).
   return { release: () => closeSync(fd), dev: info.dev, ino: info.ino }
 }
 
 /** The live process holding the lock, as the kernel reports it: its pid, and its command unless it is a tend daemon ("unknown" if it cannot be seen). */
 export function instanceLockHolder(lockPath: string): string {
-  const pid = lockHolder(lockPath)
+  const pid = homeLockHolder(dirname(lockPath), lockPath)
   return describeHolder(pid === null ? null : holderProcess(pid), pid)
 }
 

@@ -190,7 +190,27 @@ describe('the daemon keeps answering on its socket', () => {
 })
 
 describe('a lock file removed by a process of the daemon’s uid', () => {
-  test('is taken again by the daemon: no second daemon starts, and the socket is still watched', async () => {
+  test('keeps no second daemon out only while it lasts: the home folder’s lock does, and the socket stays watched', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const lock = join(daemon.home, 'daemon.lock')
+    unlinkSync(lock)
+    // The new file at its name is taken first by someone else (flock(1)): the daemon cannot lock it again.
+    writeFileSync(lock, '')
+    chmodSync(lock, 0o600)
+    const holder = spawn('flock', ['-n', lock, 'sleep', '300'], { stdio: 'ignore', detached: true })
+    holders.push(holder)
+    await waitFor('flock(1) to hold the new lock file', () => lockHolder(lock) === holder.pid)
+    const second = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'tend.js'), 'daemon'], { env: daemon.env, encoding: 'utf8', timeout: 30_000 })
+    expect(second.status, second.stderr).toBe(3)
+    expect(second.stderr).toContain(`pid ${pid}`)
+    // Another process's socket put in its place afterwards is still replaced by the daemon's own.
+    await replaceSocket(daemon)
+    expect(await daemonPid(daemon)).toBe(pid)
+  })
+
+  test('a removed lock file is locked again by the daemon at its name', async () => {
     const daemon = await startTestDaemon()
     daemons.push(daemon)
     const pid = await daemonPid(daemon)
@@ -199,21 +219,34 @@ describe('a lock file removed by a process of the daemon’s uid', () => {
     unlinkSync(lock)
     await waitFor('the daemon to hold a lock file at its name again', () => existsSync(lock) && lockHolder(lock) === pid, 10_000)
     expect(lstatSync(lock).ino).not.toBe(before)
-    const second = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'tend.js'), 'daemon'], { env: daemon.env, encoding: 'utf8', timeout: 30_000 })
-    expect(second.status, second.stderr).toBe(3)
-    // Another process's socket put in its place afterwards is still replaced by the daemon's own.
-    const socket = join(daemon.home, 'tend.sock')
-    unlinkSync(socket)
-    const script = `require('node:net').createServer((s) => s.destroy()).listen(process.argv[1], () => console.log('listening'))`
-    const impostor = spawn(process.execPath, ['-e', script, socket], { stdio: ['ignore', 'pipe', 'ignore'] })
-    holders.push(impostor)
-    let said = ''
-    impostor.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
-    await waitFor('the impostor to listen', () => said.includes('listening'))
-    await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0, 30_000)
+  })
+
+  test('a home moved aside and back: the daemon stands aside meanwhile, then watches its socket again', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const aside = `${daemon.home}.aside`
+    renameSync(daemon.home, aside)
+    await waitFor('the daemon to say its home was moved', () => readFileSync(join(aside, 'daemon.log'), 'utf8').includes('its home was moved'), 30_000)
+    renameSync(aside, daemon.home)
+    await waitFor('the daemon to say its home is back', () => readFileSync(join(daemon.home, 'daemon.log'), 'utf8').includes('its home is back'), 30_000)
+    await replaceSocket(daemon)
     expect(await daemonPid(daemon)).toBe(pid)
   })
 })
+
+/** Puts another process's socket at the daemon's path: the daemon must bind its own again, and clients reach it. */
+async function replaceSocket(daemon: TestDaemon): Promise<void> {
+  const socket = join(daemon.home, 'tend.sock')
+  unlinkSync(socket)
+  const script = `require('node:net').createServer((s) => s.destroy()).listen(process.argv[1], () => console.log('listening'))`
+  const impostor = spawn(process.execPath, ['-e', script, socket], { stdio: ['ignore', 'pipe', 'ignore'] })
+  holders.push(impostor)
+  let said = ''
+  impostor.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
+  await waitFor('the impostor to listen', () => said.includes('listening'))
+  await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0, 30_000)
+}
 
 describe('only the home’s own daemon is ever signalled', () => {
   test('a process of the user holding the lock file (flock(1)) is named and refused, never killed, by stop and by the daemon', async () => {
