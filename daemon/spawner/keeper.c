@@ -1,7 +1,7 @@
 /*
  * tend-spawner: the keeper. One per task, forked by the helper for every spawn request: it leaves
  * the daemon's session, ignores every signal that could end it but SIGKILL, keeps no descriptor of
- * the helper's but its report pipe, forks the task child (child.c), tells the helper how the start
+ * the helper's but its report channel, forks the task child (child.c), tells the helper how the start
  * went, waits for the task, writes how it ended atomically into the exit file, tells the helper
  * (if one still listens) and exits. Nothing ties it to the daemon or the helper (unless the
  * task is to end with its daemon, below): a task outlives them, and a later daemon learns how it ended from the exit file (a keeper that is gone

@@ -137,7 +137,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_fd, int hi
 /* ----------------------------------------------------------- lifeline.c */
 
 struct lifeline {
-  int fd;       /* the report pipe's write end, watched for POLLERR; -1 once it broke */
+  int fd;       /* the keeper's end of its report channel, watched for POLLHUP; -1 once it broke */
   int children; /* a signalfd for SIGCHLD */
   pid_t task;
   int task_status, task_reaped;

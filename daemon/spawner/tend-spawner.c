@@ -7,7 +7,7 @@
  * task ends it writes the exit status into the task's exit file, tells the helper if one still
  * listens, and exits. The helper reaps its keepers and reports on stdout; a later helper can attach to
  * a keeper it did not fork (a pidfd). Single-threaded: poll() on stdin, on a signalfd for SIGCHLD,
- * on every keeper's report pipe and on the pidfd of every keeper it attached to.
+ * on every keeper's report channel (a socket pair) and on the pidfd of every keeper it attached to.
  *
  * Usage: tend-spawner [<parent-pid>]   (with the pid, the helper exits at once if its parent is
  * already gone; in any case it gets SIGKILL when its parent dies. Its keepers do not.)
@@ -245,7 +245,7 @@ static void on_report_line(struct keeper *keeper, char *line) {
   }
 }
 
-/* Reads what a forked keeper's report pipe holds (non-blocking). Every line is one write of at
+/* Reads what a forked keeper's report channel holds (non-blocking). Every line is one write of at
  * most a few dozen bytes, atomic, and a keeper writes three at most: a read never splits one.
  * Returns 1 if the pipe may say more. */
 static int read_report(size_t index) {
