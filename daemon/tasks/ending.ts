@@ -1,4 +1,4 @@
-import { signalLabel, type StoppedBy } from '../../protocol/index.js'
+import { formatDuration, signalLabel, type StoppedBy } from '../../protocol/index.js'
 import type { SpawnExit } from '../spawn/spawner.js'
 import type { Ending } from './transitions.js'
 
@@ -36,6 +36,16 @@ export function requestedStop(request: KillRequest, defaultGraceMs: number): Sto
     signal,
     graceMs: request.graceMs ?? defaultGraceMs,
   }
+}
+
+/** The stop of a task past its time limit (SIGTERM, then KILL after the grace). */
+export function timeoutStop(timeoutMs: number, graceMs: number): Stopping {
+  return { state: 'timed_out', stoppedBy: 'timeout', reason: `timed out after ${formatDuration(timeoutMs)}`, signal: 'SIGTERM', graceMs }
+}
+
+/** The stop of a task whose output passed its cap (`over` says how). */
+export function outputCapStop(over: string, graceMs: number): Stopping {
+  return { state: 'killed', stoppedBy: 'output-cap', reason: over, signal: 'SIGTERM', graceMs }
 }
 
 export function withNote(reason: string, note: string | undefined): string {

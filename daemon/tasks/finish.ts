@@ -3,7 +3,8 @@ import type { Logger } from 'pino'
 import type { Task } from '../../protocol/index.js'
 import { heldFootprintSync, outputFootprintSync, truncateRegularFile } from '../../spool/index.js'
 import { TaskCgroups, type GroupRoots } from '../sandbox/cgroups.js'
-import { killLeftovers, killMembers, killTree, type KillTreeOptions } from '../spawn/kill-tree.js'
+import { killLeftovers, killMembers, killTree, leaderGone, type KillTreeOptions } from '../spawn/kill-tree.js'
+import type { ProcessIdentity } from '../spawn/process-scan.js'
 import { taskMarker } from '../spawn/run-name.js'
 import type { SpawnExit } from '../spawn/spawner.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT } from './ending.js'
@@ -28,6 +29,23 @@ export async function killTreeNow(log: Logger, options: Omit<KillTreeOptions, 's
   await killTree({ ...options, signal: 'SIGKILL', graceMs: 0 }).catch((error: unknown) =>
     log.error({ taskId: options.taskId, err: error }, 'task tree did not die'),
   )
+}
+
+/** Kills a started task's whole tree at once, found by its run's marker and, when known, its leader and cgroup members. */
+export function killStartedTree(
+  log: Logger,
+  task: Task,
+  started: { pid: number; exited: Promise<unknown>; leader?: ProcessIdentity | null; members?: () => number[] },
+): Promise<void> {
+  const { pid, leader, members } = started
+  return killTreeNow(log, {
+    taskId: task.id,
+    marker: taskMarker(task),
+    pid,
+    ...(leader === undefined ? {} : { leader }),
+    leaderExited: leaderGone(pid, started.exited),
+    ...(members ? { members } : {}),
+  })
 }
 
 /**

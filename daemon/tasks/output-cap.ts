@@ -1,4 +1,5 @@
 import { formatBytes } from '../../protocol/index.js'
+import { heldFootprint, outputFootprint } from '../../spool/index.js'
 
 /**
  * What a task's output may take before it is stopped: its cap, in logical bytes (what readers see)
@@ -28,4 +29,13 @@ export function outputOverCap(footprint: { size: number; allocatedBytes: number 
 /** Whether the disk held past the output's end is worth giving back when the task ends. */
 export function holdsDiskPastEnd(footprint: { size: number; allocatedBytes: number }, capBytes: number): boolean {
   return footprint.allocatedBytes > footprint.size + allocationSlackBytes(capBytes)
+}
+
+/** An output's size and disk use: through the descriptor the daemon holds, else by its path; what the record says when neither answers. */
+export function measureOutput(
+  held: Parameters<typeof heldFootprint>[0] | undefined,
+  file: string,
+  recordedBytes: number,
+): Promise<{ size: number; allocatedBytes: number }> {
+  return (held ? heldFootprint(held) : outputFootprint(file)).catch(() => ({ size: recordedBytes, allocatedBytes: 0 }))
 }

@@ -1,31 +1,23 @@
-import { formatDuration, isFinished, type RunningTask, type Task } from '../../protocol/index.js'
-import { exitPath, heldFootprint, outputFootprint, outputPath } from '../../spool/index.js'
+import { isFinished, type RunningTask, type Task } from '../../protocol/index.js'
+import { exitPath, outputPath } from '../../spool/index.js'
 import { protectedSinceAdmission } from '../sandbox/index.js'
-import { exitOf, readTaskExitFile } from '../spawn/exit-file.js'
 import { killTree, leaderGone } from '../spawn/kill-tree.js'
 import { isAliveIdentity, leaderIdentity, type ProcessIdentity } from '../spawn/process-scan.js'
 import { taskMarker } from '../spawn/run-name.js'
 import type { SpawnExit } from '../spawn/spawner.js'
-import { decideEnding, SPAWNER_ENDED_LIFELINE, DAEMON_ENDED_LIFELINE, type Stopping } from './ending.js'
-import { endedRecord, keeperEndedReason, killRemains, killTreeNow, settleOutput, type RecordedEnd } from './finish.js'
+import { decideEnding, outputCapStop, SPAWNER_ENDED_LIFELINE, DAEMON_ENDED_LIFELINE, timeoutStop, type Stopping } from './ending.js'
+import { endedRecord, keeperEndedReason, killRemains, killStartedTree, settleOutput, type RecordedEnd } from './finish.js'
 import { keeperWritten } from './keeper-exit.js'
 import { handlesSignal, isProcessRunning } from './leader-state.js'
-import { launchTask, type LaunchOutcome } from './launch.js'
+import type { LaunchOutcome } from './launch.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
-import { outputOverCap } from './output-cap.js'
+import { measureOutput, outputOverCap } from './output-cap.js'
 import { SettleLater } from './settle-later.js'
+import { startProcess } from './start-process.js'
 import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task-run-context.js'
 import { markFailed, markStarted } from './transitions.js'
 import { answerUnreportedExit } from './unanswered-exit.js'
-
-/** How a started task's run ended, as its supervision learned it. */
-export type Outcome =
-  /** The spawner reported the leader's exit (an unknown one too: its keeper left no record of it). */
-  | { kind: 'exited'; exit: SpawnExit }
-  /** The spawner watching the task died, and its exit status with it. */
-  | { kind: 'spawner-lost'; error: Error }
-  /** The daemon leaves the task to the next one (stop --keep-tasks, restart): not ended. */
-  | { kind: 'kept' }
+import { outcomeOf } from './outcome.js'
 
 const KEEPER_GONE_UNRECORDED = 'its keeper is gone without recording how it ended; what was left of it was killed'
 
@@ -104,7 +96,7 @@ export class TaskRun {
    * tree is killed here). Otherwise `settle()` must be called once the task is tracked.
    */
   private async launch(): Promise<{ current: Task; outcome: Extract<LaunchOutcome, { started: true }>; settle: () => void } | null> {
-    const { config, store, log, outputs } = this.context
+    const { store, log, outputs } = this.context
     const task = store.findCurrent(this.id)
     if (!task || task.state !== 'queued') return null
     const needs = this.needs
@@ -126,35 +118,12 @@ export class TaskRun {
       this.launching = null
       launchSettled()
     }
-    const outputFile = outputPath(config.layout.spool, this.id)
-    // Held before the task can touch it: the file its keeper will open.
-    await outputs
-      .hold(this.id, outputFile)
-      .catch((error: unknown) => log.warn({ taskId: this.id, err: error }, 'output.log cannot be held open: it is read by its path'))
     this.endsWithDaemon = needs.endsWithDaemon
-    // Whatever goes wrong on the way to a process is this task's failure, never the daemon's.
-    const { spawner, capabilities, networks } = this.context
-    const launchRequest = {
-      task,
-      outputFile,
-      exitFile: exitPath(config.layout.spool, this.id),
-      envAdditions: needs.env,
-      paths: needs.paths,
-      endsWithDaemon: needs.endsWithDaemon,
-      masks: view?.masks ?? [],
-      config,
-      capabilities,
-      spawner,
-      networks,
-    }
-    const outcome = await launchTask(launchRequest).catch((error: unknown): LaunchOutcome => {
-      log.error({ taskId: this.id, err: error }, 'launching the task failed')
-      return { started: false, reason: `could not start the task: ${(error as Error).message}` }
-    })
+    const outcome = await startProcess(this.context, task, needs, view?.masks ?? [])
     const current = store.current(this.id)
     if (current.state !== 'queued') {
       if (outcome.started) {
-        await killTreeNow(log, { taskId: this.id, marker: taskMarker(current), pid: outcome.pid, leaderExited: leaderGone(outcome.pid, outcome.exited) })
+        await killStartedTree(log, current, outcome)
         await outcome.plan.release()
       }
       await outputs.release(this.id)
@@ -208,14 +177,7 @@ export class TaskRun {
   /** Stops the task at its deadline (counted from when it started); one already past stops it now. */
   armTimeout(timeoutMs: number | null, startedAtMs: number): void {
     if (timeoutMs === null) return
-    const stop = () =>
-      this.stop({
-        state: 'timed_out',
-        stoppedBy: 'timeout',
-        reason: `timed out after ${formatDuration(timeoutMs)}`,
-        signal: 'SIGTERM',
-        graceMs: this.context.config.killGraceMs,
-      })
+    const stop = () => this.stop(timeoutStop(timeoutMs, this.context.config.killGraceMs))
     this.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
   }
 
@@ -240,14 +202,10 @@ export class TaskRun {
     const { store, outputs, config } = this.context
     const task = store.findCurrent(this.id)
     if (!task) return
-    const held = outputs.held(this.id)
-    const footprint = await (held ? heldFootprint(held) : outputFootprint(outputPath(config.layout.spool, this.id))).catch(() => ({
-      size: task.outputBytes,
-      allocatedBytes: 0,
-    }))
+    const footprint = await measureOutput(outputs.held(this.id), outputPath(config.layout.spool, this.id), task.outputBytes)
     store.patch(this.id, { outputBytes: Math.min(footprint.size, task.maxOutputBytes) })
     const over = outputOverCap(footprint, task.maxOutputBytes)
-    if (over !== null && !this.stopping) this.stop({ state: 'killed', stoppedBy: 'output-cap', reason: over, signal: 'SIGTERM', graceMs: config.killGraceMs })
+    if (over !== null && !this.stopping) this.stop(outputCapStop(over, config.killGraceMs))
   }
 
   /** A leader that has ended (kernel fact: its process is gone) while its exit goes unreported: its keeper or helper is made to answer. */
@@ -316,7 +274,12 @@ export class TaskRun {
     const { store, log, outputs } = this.context
     let saved: Promise<Task>
     try {
-      const outcome = this.outcomeOf(exit)
+      const outcome = outcomeOf(exit, {
+        keepingTasks: this.context.daemon.keepingTasks,
+        task: this.context.store.current(this.id),
+        spoolRoot: this.context.config.layout.spool,
+        pid: this.tracked!.pid,
+      })
       if (outcome.kind === 'kept') {
         void outputs.release(this.id)
         this.finished.resolve(store.get(this.id))
@@ -341,20 +304,6 @@ export class TaskRun {
         this.finished.reject(error)
       },
     )
-  }
-
-  /**
-   * How the run ended. A spawner whose helper dies attaches to the task's keeper again by itself;
-   * when it gives up (or is closed because the daemon leaves its tasks running), the keeper may
-   * still have recorded the exit.
-   */
-  private outcomeOf(exit: SpawnExit | Error): Outcome {
-    if (!(exit instanceof Error)) return { kind: 'exited', exit }
-    if (this.context.daemon.keepingTasks) return { kind: 'kept' }
-    const { store, config } = this.context
-    const task = store.current(this.id)
-    const recorded = task.state === 'running' && task.keeper ? readTaskExitFile(config.layout.spool, this.id) : null
-    return recorded && recorded.pid === this.tracked!.pid ? { kind: 'exited', exit: exitOf(recorded) } : { kind: 'spawner-lost', error: exit }
   }
 
   /**
@@ -401,16 +350,8 @@ export class TaskRun {
   /** The spawner watching the task died, and the task's exit status with it: the task is stopped and recorded lost. */
   private async recordSpawnerLost(error: Error): Promise<Task> {
     const { log, store } = this.context
-    const { pid, leader, exited, members } = this.tracked!
     log.error({ taskId: this.id, err: error }, 'the spawner died while the task ran; stopping it')
-    await killTreeNow(log, {
-      taskId: this.id,
-      marker: taskMarker(store.current(this.id)),
-      pid,
-      ...(leader === undefined ? {} : { leader }),
-      leaderExited: leaderGone(pid, exited),
-      members,
-    })
+    await killStartedTree(log, store.current(this.id), this.tracked!)
     if (this.stopped) await this.stopped
     return this.recordLost(`tend's process spawner died while the task ran (${error.message}); the task was stopped`)
   }
