@@ -157,7 +157,10 @@ export interface HomeLock {
   ino: number
   /** The home folder the lock was taken in (stat: a home named through a link is that link's folder). */
   home: { path: string; dev: number; ino: number }
-  /** Locks the file at `path` again (made anew if gone): its identity, or null when another process holds it (that process cannot start a daemon here: the folder's lock is held). */
+  /**
+   * Locks the file at `path` again (made anew if gone): its identity, or null when another process
+   * holds it (that process cannot start a daemon here: the folder's lock is held).
+   */
   retake(): { dev: number; ino: number } | null
 }
 
