@@ -79,7 +79,7 @@ export function createDaemonLogger(config: Readonly<DaemonConfig>): Logger {
 export async function startDaemon(config: Readonly<DaemonConfig>): Promise<RunningDaemon> {
   const { layout } = config
   const taken = await takeHome(layout)
-  if (!taken) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock) })
+  if (!taken) throw new TendError('TEND_ERR_DAEMON_RUNNING', { home: layout.home, pid: instanceLockHolder(layout.lock, layout.spool) })
   const lock = taken
   // Written as soon as the home is this daemon's: a daemon that answers always has its pid file.
   let pidFileMissing: unknown = null
@@ -317,7 +317,7 @@ async function takeHome(layout: DaemonConfig['layout']): Promise<Awaited<ReturnT
     await mkdir(layout.home, { recursive: true, mode: 0o700 })
     await chmod(layout.home, 0o700)
     await mkdir(layout.spool, { recursive: true, mode: 0o700 })
-    return acquireInstanceLock(layout.lock)
+    return acquireInstanceLock(layout.lock, layout.spool)
   } catch (error) {
     if (isUnwritableHome(error)) throw new TendError('TEND_ERR_HOME_UNWRITABLE', { path: layout.home, detail: unwritableDetail(error) }, { cause: error })
     throw error

@@ -36,6 +36,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -333,8 +334,10 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   if (output_reader < 0) keeper_fail(report_fd, "output", errno);
   unsigned long long file_size = r->file_size;
 
+  /* The child's error channel: a socket pair, like the report channel, so that no process of the
+   * keeper's uid can open it again through /proc to hold it open or write an error for the child. */
   int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) keeper_fail(report_fd, "fork", errno);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipe_fds) != 0) keeper_fail(report_fd, "fork", errno);
   int highest = highest_known;
   int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)

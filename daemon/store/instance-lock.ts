@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
-import { closeSync, constants, fstatSync, openSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, realpathSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { describeHolder, holderProcess, homeLockHolder, TendError } from '../../protocol/index.js'
+import { describeHolder, holderProcess, homeLockHolder, lockHolder, TendError } from '../../protocol/index.js'
 import { displaceSync } from '../../protocol/home-file.js'
 import { loadAddon } from '../native/load-addon.js'
 
@@ -22,8 +22,8 @@ export interface InstanceLock {
 }
 
 /**
- * One daemon per TEND_HOME: an exclusive flock on the home folder, then one on the lock file in
- * it, each held by an open descriptor for the daemon's whole life. The kernel frees them the
+ * One daemon per TEND_HOME: an exclusive flock on the home folder, one on its spool folder, then
+ * one on the lock file in it, each held by an open descriptor for the daemon's whole life. The kernel frees them the
  * moment those descriptors close, however the daemon ends, so a crash leaves no stale lock. They
  * belong to the inodes, not to names: a daemon started on another path to the same folder (a bind
  * mount, a symbolic link) meets the same locks. The folder's comes first because no process can
@@ -32,36 +32,40 @@ export interface InstanceLock {
  * take. Only who can open them can take them: the home is its owner's (0700), the file 0600. The
  * descriptors are close-on-exec: no task or keeper inherits a lock.
  */
-export function acquireInstanceLock(lockPath: string): InstanceLock | null {
-  const homeFd = openSync(dirname(lockPath), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOCTTY)
-  let homeLocked: boolean
-  try {
-    homeLocked = lockExclusive(homeFd)
-  } catch (error) {
-    closeSync(homeFd)
-    throw error
+export function acquireInstanceLock(lockPath: string, spoolPath: string): InstanceLock | null {
+  const held: number[] = []
+  const releaseHeld = () => {
+    for (const fd of held.splice(0)) closeSync(fd)
   }
-  if (!homeLocked) {
-    closeSync(homeFd)
-    return null
-  }
-  const home = fstatSync(homeFd)
   let first: ReturnType<typeof lockFile>
+  let home: { dev: number; ino: number }
   try {
+    // The home folder, then the spool folder (followed: an operator may link it to another disk),
+    // each by its inode: a spool moved or linked into another home is still this daemon's.
+    for (const folder of [dirname(lockPath), spoolPath]) {
+      const fd = openSync(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOCTTY)
+      held.push(fd)
+      if (!lockExclusive(fd)) {
+        releaseHeld()
+        return null
+      }
+    }
+    const homeInfo = fstatSync(held[0]!)
+    home = { dev: homeInfo.dev, ino: homeInfo.ino }
     first = lockFile(lockPath)
   } catch (error) {
-    closeSync(homeFd)
+    releaseHeld()
     throw error
   }
   if (!first) {
-    closeSync(homeFd)
+    releaseHeld()
     return null
   }
   let file = first
   return {
     release: () => {
       file.release()
-      closeSync(homeFd)
+      releaseHeld()
     },
     get dev() {
       return file.dev
@@ -69,7 +73,7 @@ export function acquireInstanceLock(lockPath: string): InstanceLock | null {
     get ino() {
       return file.ino
     },
-    home: { dev: home.dev, ino: home.ino },
+    home,
     retakeFile: () => {
       const next = lockFile(lockPath)
       if (!next) return null
@@ -106,8 +110,8 @@ function lockFile(lockPath: string): { release: () => void; dev: number; ino: nu
 }
 
 /** The live process holding the lock, as the kernel reports it: its pid, and its command unless it is a tend daemon ("unknown" if it cannot be seen). */
-export function instanceLockHolder(lockPath: string): string {
-  const pid = homeLockHolder(dirname(lockPath), lockPath)
+export function instanceLockHolder(lockPath: string, spoolPath: string): string {
+  const pid = homeLockHolder(dirname(lockPath), lockPath) ?? lockHolder(realSpool(spoolPath))
   return describeHolder(pid === null ? null : holderProcess(pid), pid)
 }
 
@@ -156,4 +160,13 @@ function lockExclusive(fd: number): boolean {
       `the instance lock could not be taken: the instance-lock addon is missing and flock(1) ` +
       `${child.error ? `could not run (${child.error.message}): install util-linux` : `failed: ${String(child.stderr).trim()}`}`,
   })
+}
+
+/** The spool folder's real path (it may be a link to another disk, or to another home's spool). */
+function realSpool(spoolPath: string): string {
+  try {
+    return realpathSync(spoolPath)
+  } catch {
+    return spoolPath
+  }
 }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { chmodSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { runCli } from '../helpers/cli.js'
@@ -201,6 +201,7 @@ describe('a lock file removed by a process of the daemon’s uid', () => {
     chmodSync(lock, 0o600)
     const holder = spawn('flock', ['-n', lock, 'sleep', '300'], { stdio: 'ignore', detached: true })
     holders.push(holder)
+    groups.add(holder.pid!)
     await waitFor('flock(1) to hold the new lock file', () => lockHolder(lock) === holder.pid)
     const second = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'tend.js'), 'daemon'], { env: daemon.env, encoding: 'utf8', timeout: 30_000 })
     expect(second.status, second.stderr).toBe(3)
@@ -208,6 +209,29 @@ describe('a lock file removed by a process of the daemon’s uid', () => {
     // Another process's socket put in its place afterwards is still replaced by the daemon's own.
     await replaceSocket(daemon)
     expect(await daemonPid(daemon)).toBe(pid)
+  })
+
+  test('a spool moved or linked into another home is still its daemon’s: no daemon starts on that home', async () => {
+    const daemon = await startTestDaemon()
+    daemons.push(daemon)
+    const pid = await daemonPid(daemon)
+    const id = await sleeper(daemon)
+    const other = createTempHome()
+    folders.push(other)
+    const linked = createTempHome()
+    folders.push(linked)
+    renameSync(join(daemon.home, 'spool'), join(other, 'spool'))
+    symlinkSync(join(other, 'spool'), join(linked, 'spool'))
+    try {
+      for (const home of [other, linked]) {
+        const second = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'tend.js'), 'daemon'], { env: daemonEnv(home), encoding: 'utf8', timeout: 30_000 })
+        expect(second.status, `${home}: ${second.stderr}`).toBe(3)
+        expect(second.stderr).toContain(`pid ${pid}`)
+      }
+    } finally {
+      renameSync(join(other, 'spool'), join(daemon.home, 'spool'))
+    }
+    expect((await daemon.client.get(id)).state).toBe('running')
   })
 
   test('a removed lock file is locked again by the daemon at its name', async () => {
