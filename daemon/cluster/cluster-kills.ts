@@ -1,6 +1,6 @@
 import { isFinished, REQUESTED_STOPS, type ClusterKill } from '../../protocol/index.js'
 import type { WorkerDeps } from './worker-deps.js'
-import { normalizeSignal } from '../tasks/signals.js'
+import { normalizeSignal } from '../tasks/input/signals.js'
 import { logClusterChange } from '../http/audit.js'
 
 /** How long a kill of a task this worker does not have is kept, in case its job is being taken here. */

@@ -5,7 +5,7 @@ import type { EventLog } from '../store/event-log.js'
 import type { SpoolCleanup } from '../store/spool-cleanup.js'
 import type { TaskStore } from '../store/task-store.js'
 import type { Supervisor } from '../tasks/supervisor.js'
-import type { TaskInput } from '../tasks/task-input.js'
+import type { TaskInput } from '../tasks/input/task-input.js'
 
 /** The daemon's settings a worker reads: the cluster's own, the default sandbox, and its home (its default name). */
 export type WorkerSettings = Readonly<

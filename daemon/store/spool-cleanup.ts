@@ -3,7 +3,7 @@ import { isFinished, TendError, type Task } from '../../protocol/index.js'
 import { lstatSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { entryBytesSync, OUTPUT_FILE, outputAllocatedBytesSync, RECORD_FILE, removeSpoolEntry, removeTaskDir, spoolFolders } from '../../spool/index.js'
-import { outputDiskCeilingBytes } from '../tasks/output-cap.js'
+import { outputDiskCeilingBytes } from '../tasks/output/output-cap.js'
 import type { CorruptEntries } from './corrupt-entries.js'
 import type { TaskStore } from './task-store.js'
 

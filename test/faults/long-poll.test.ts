@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Task } from '../../protocol/index.js'
-import { OutputWatch, type WakeReason } from '../../daemon/tasks/output-watch.js'
+import { OutputWatch, type WakeReason } from '../../daemon/tasks/output/output-watch.js'
 import { registerReadOutputRoute } from '../../daemon/http/routes/read-output.js'
-import { HeldOutputs } from '../../daemon/tasks/held-outputs.js'
+import { HeldOutputs } from '../../daemon/tasks/output/held-outputs.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 // The seam: whatever is set here runs inside fs.watch, right before the watch is armed, that is

@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import { ErrorSchema, KillTaskBody, TaskIdParams } from '../../../protocol/schemas.js'
 import type { TaskStore } from '../../store/task-store.js'
-import { normalizeSignal } from '../../tasks/signals.js'
+import { normalizeSignal } from '../../tasks/input/signals.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
 import { OwnerHeaders, requestOwner, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'

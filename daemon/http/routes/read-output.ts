@@ -1,7 +1,7 @@
 import { isFinished, TendError, type ReadResult } from '../../../protocol/index.js'
 import { ErrorSchema, ReadOutputQuery, ReadResultSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import type { TaskStore } from '../../store/task-store.js'
-import type { OutputWatch } from '../../tasks/output-watch.js'
+import type { OutputWatch } from '../../tasks/output/output-watch.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
 import { OwnerHeaders, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'

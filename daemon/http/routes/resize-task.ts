@@ -1,7 +1,7 @@
 import { Type } from 'typebox'
 import { ErrorSchema, TaskIdParams, TerminalSizeBody } from '../../../protocol/schemas.js'
 import type { TaskStore } from '../../store/task-store.js'
-import { resizeTerminal } from '../../tasks/task-terminal.js'
+import { resizeTerminal } from '../../tasks/input/task-terminal.js'
 import { OwnerHeaders, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
 

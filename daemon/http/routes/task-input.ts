@@ -1,7 +1,7 @@
 import { INPUT_MAX_BYTES, TendError } from '../../../protocol/index.js'
 import { ErrorSchema, TaskIdParams, TaskInputBody, TaskInputResultSchema } from '../../../protocol/schemas.js'
 import type { TaskStore } from '../../store/task-store.js'
-import type { TaskInput } from '../../tasks/task-input.js'
+import type { TaskInput } from '../../tasks/input/task-input.js'
 import { OwnerHeaders, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
 

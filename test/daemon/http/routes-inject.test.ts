@@ -9,7 +9,7 @@ import { registerGcRoute } from '../../../daemon/http/routes/gc.js'
 import { registerGetTaskRoute } from '../../../daemon/http/routes/get-task.js'
 import { registerStartTaskRoute } from '../../../daemon/http/routes/start-task.js'
 import { registerStopRoute } from '../../../daemon/http/routes/stop.js'
-import { HeldOutputs } from '../../../daemon/tasks/held-outputs.js'
+import { HeldOutputs } from '../../../daemon/tasks/output/held-outputs.js'
 import { createQueuedTask } from '../../../daemon/tasks/transitions.js'
 import { taskBase } from '../../helpers/task-base.js'
 

@@ -1,13 +1,13 @@
 import type { Logger } from 'pino'
-import type { RunningTask } from '../../protocol/index.js'
-import type { DaemonConfig } from '../config.js'
-import type { OwnerNetworks } from '../network/owner-networks.js'
-import type { LaunchPlan, ProtectedView, SandboxCapabilities, TaskPaths } from '../sandbox/index.js'
-import type { ProcessIdentity } from '../spawn/process-scan.js'
-import type { SpawnExit, Spawner } from '../spawn/spawner.js'
-import type { TaskStore } from '../store/task-store.js'
-import type { HeldOutputs } from './held-outputs.js'
-import type { OutputWatch } from './output-watch.js'
+import type { RunningTask } from '../../../protocol/index.js'
+import type { DaemonConfig } from '../../config.js'
+import type { OwnerNetworks } from '../../network/owner-networks.js'
+import type { LaunchPlan, ProtectedView, SandboxCapabilities, TaskPaths } from '../../sandbox/index.js'
+import type { ProcessIdentity } from '../../spawn/process-scan.js'
+import type { SpawnExit, Spawner } from '../../spawn/spawner.js'
+import type { TaskStore } from '../../store/task-store.js'
+import type { HeldOutputs } from '../output/held-outputs.js'
+import type { OutputWatch } from '../output/output-watch.js'
 
 // What a TaskRun (task-run.ts) is given and what it tracks.
 

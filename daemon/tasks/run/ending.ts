@@ -1,6 +1,6 @@
-import { formatDuration, signalLabel, type StoppedBy } from '../../protocol/index.js'
-import type { SpawnExit } from '../spawn/spawner.js'
-import type { Ending } from './transitions.js'
+import { formatDuration, signalLabel, type StoppedBy } from '../../../protocol/index.js'
+import type { SpawnExit } from '../../spawn/spawner.js'
+import type { Ending } from '../transitions.js'
 
 /** A stop tend itself decided: how the ending is to be recorded, and who asked for it. */
 export type Stopping =

@@ -1,7 +1,7 @@
 import { constants } from 'node:fs'
 import { lstat, open, readdir, type FileHandle } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { openOutputToHold, outputByDescriptor, type OutputSource } from '../../spool/index.js'
+import { openOutputToHold, outputByDescriptor, type OutputSource } from '../../../spool/index.js'
 
 /**
  * The output.log of each running task, held open by the daemon from before the task starts: the

@@ -1,11 +1,11 @@
 import { realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
-import type { QueuedTask, RunningTask } from '../../protocol/index.js'
-import { readTaskExitFile } from '../spawn/exit-file.js'
-import { findKeepersOf, startedAtOf } from '../spawn/keeper-scan.js'
-import { isAliveIdentity } from '../spawn/process-scan.js'
-import { markStarted } from './transitions.js'
+import type { QueuedTask, RunningTask } from '../../../protocol/index.js'
+import { readTaskExitFile } from '../../spawn/exit-file.js'
+import { findKeepersOf, startedAtOf } from '../../spawn/keeper-scan.js'
+import { isAliveIdentity } from '../../spawn/process-scan.js'
+import { markStarted } from '../transitions.js'
 
 /** How long a keeper whose task has ended is given to write the exit file and go. */
 const KEEPER_FINISH_MS = 5000

@@ -1,5 +1,5 @@
-import type { Task } from '../../protocol/index.js'
-import { exitPath, outputPath } from '../../spool/index.js'
+import type { Task } from '../../../protocol/index.js'
+import { exitPath, outputPath } from '../../../spool/index.js'
 import { launchTask, type LaunchOutcome, type LaunchRequest } from './launch.js'
 import type { LaunchNeeds, TaskRunContext } from './task-run-context.js'
 

@@ -1,4 +1,4 @@
-import { isNamedSignal, signalNumber, TendError } from '../../protocol/index.js'
+import { isNamedSignal, signalNumber, TendError } from '../../../protocol/index.js'
 
 /** `TERM`, `SIGTERM` and `15` all name SIGTERM; anything else is a 400. */
 export function normalizeSignal(signal: string | number | undefined): NodeJS.Signals | number | undefined {

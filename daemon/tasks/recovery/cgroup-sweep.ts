@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs'
-import type { GroupRoots } from '../sandbox/cgroups.js'
-import { killGroupLeftovers } from './finish.js'
+import type { GroupRoots } from '../../sandbox/cgroups.js'
+import { killGroupLeftovers } from '../run/finish.js'
 
 /**
  * At recovery, every task group in this daemon's own cgroup folders (never another daemon's: each

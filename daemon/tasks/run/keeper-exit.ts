@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { readTaskExitFile } from '../spawn/exit-file.js'
-import type { KeeperRef, Spawner } from '../spawn/spawner.js'
+import { readTaskExitFile } from '../../spawn/exit-file.js'
+import type { KeeperRef, Spawner } from '../../spawn/spawner.js'
 
 /** How long an ended task waits for its keeper's exit file at most (a full disk makes the keeper retry, then give up). */
 const KEEPER_WRITE_WAIT_MS = 1000

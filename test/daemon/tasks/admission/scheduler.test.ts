@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { Scheduler } from '../../../daemon/tasks/scheduler.js'
-import { startTestDaemon, type TestDaemon } from '../../helpers/test-daemon.js'
-import { waitFor } from '../../helpers/wait-for.js'
+import { Scheduler } from '../../../../daemon/tasks/admission/scheduler.js'
+import { startTestDaemon, type TestDaemon } from '../../../helpers/test-daemon.js'
+import { waitFor } from '../../../helpers/wait-for.js'
 
 let daemon: TestDaemon
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
-import { signalNumber } from '../../protocol/index.js'
-import { processState } from '../spawn/process-scan.js'
+import { signalNumber } from '../../../protocol/index.js'
+import { processState } from '../../spawn/process-scan.js'
 
 /** Whether a process catches or ignores a signal (/proc/<pid>/status SigCgt, SigIgn); true when unknown. */
 export function handlesSignal(pid: number, signal: NodeJS.Signals | number): boolean {

@@ -2,11 +2,11 @@ import { constants } from 'node:fs'
 import { lstat, open, type FileHandle } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { backoffMs, isFinished, TendError, type Task, type TaskInputResult } from '../../protocol/index.js'
-import { fileKind, INPUT_FIFO, INPUT_LOG, openRegularFileForWrite, spoolFolders, type OpenFolder } from '../../spool/index.js'
-import { isAliveIdentity } from '../spawn/process-scan.js'
-import type { TaskStore } from '../store/task-store.js'
-import { markStdinClosed } from './transitions.js'
+import { backoffMs, isFinished, TendError, type Task, type TaskInputResult } from '../../../protocol/index.js'
+import { fileKind, INPUT_FIFO, INPUT_LOG, openRegularFileForWrite, spoolFolders, type OpenFolder } from '../../../spool/index.js'
+import { isAliveIdentity } from '../../spawn/process-scan.js'
+import type { TaskStore } from '../../store/task-store.js'
+import { markStdinClosed } from '../transitions.js'
 
 /**
  * How long one input waits for a full pipe to drain (the task reading slower than it is sent)

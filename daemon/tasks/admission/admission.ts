@@ -7,11 +7,11 @@ import {
   type SandboxProfile,
   type StartTaskBody,
   type TerminalSize,
-} from '../../protocol/index.js'
-import { parseAllowEntry } from '../network/allowlist.js'
-import type { DaemonConfig } from '../config.js'
-import type { SandboxCapabilities } from '../sandbox/index.js'
-import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED, type Spawner } from '../spawn/spawner.js'
+} from '../../../protocol/index.js'
+import { parseAllowEntry } from '../../network/allowlist.js'
+import type { DaemonConfig } from '../../config.js'
+import type { SandboxCapabilities } from '../../sandbox/index.js'
+import { STDIN_PIPE_UNSUPPORTED, TTY_UNSUPPORTED, type Spawner } from '../../spawn/spawner.js'
 
 /** What decides whether a start request can be run here. */
 export interface AdmissionFacts {

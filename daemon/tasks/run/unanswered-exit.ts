@@ -1,7 +1,7 @@
 import { statfs } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
-import { isAliveIdentity, processState, type ProcessIdentity } from '../spawn/process-scan.js'
-import type { KeeperRef } from '../spawn/spawner.js'
+import { isAliveIdentity, processState, type ProcessIdentity } from '../../spawn/process-scan.js'
+import type { KeeperRef } from '../../spawn/spawner.js'
 
 /** How long after a stop's grace the exit may go unreported before the keeper and helper are looked at, and again between looks. */
 export const KEEPER_ANSWER_MS = 2000

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import { TendError, type StartTaskBody, type Task } from '../../protocol/index.js'
-import type { SubmissionIndex } from '../store/submission-index.js'
+import { TendError, type StartTaskBody, type Task } from '../../../protocol/index.js'
+import type { SubmissionIndex } from '../../store/submission-index.js'
 
 /**
  * Idempotent submissions: a client sends the same `Idempotency-Key` with every try of one

@@ -1,5 +1,5 @@
-import { formatBytes } from '../../protocol/index.js'
-import { heldFootprint, outputFootprint } from '../../spool/index.js'
+import { formatBytes } from '../../../protocol/index.js'
+import { heldFootprint, outputFootprint } from '../../../spool/index.js'
 
 /**
  * What a task's output may take before it is stopped: its cap, in logical bytes (what readers see)

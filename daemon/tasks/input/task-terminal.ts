@@ -1,6 +1,6 @@
-import { isFinished, TendError, type Task, type TerminalSize } from '../../protocol/index.js'
-import { resizeFifoPath } from '../../spool/index.js'
-import type { TaskStore } from '../store/task-store.js'
+import { isFinished, TendError, type Task, type TerminalSize } from '../../../protocol/index.js'
+import { resizeFifoPath } from '../../../spool/index.js'
+import type { TaskStore } from '../../store/task-store.js'
 import { INPUT_WAIT_MS, openKeeperFifo, startedTask } from './task-input.js'
 
 /** When a resize refused for a full pipe may be tried again (Retry-After): a keeper that runs reads it at once. */

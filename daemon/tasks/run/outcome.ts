@@ -1,6 +1,6 @@
-import type { Task } from '../../protocol/index.js'
-import { exitOf, readTaskExitFile } from '../spawn/exit-file.js'
-import type { SpawnExit } from '../spawn/spawner.js'
+import type { Task } from '../../../protocol/index.js'
+import { exitOf, readTaskExitFile } from '../../spawn/exit-file.js'
+import type { SpawnExit } from '../../spawn/spawner.js'
 
 /** How a started task's run ended, as its supervision learned it. */
 export type Outcome =

@@ -1,7 +1,7 @@
-import { killLeftovers } from '../spawn/kill-tree.js'
-import { taskMarker } from '../spawn/run-name.js'
-import type { GroupRoots } from '../sandbox/cgroups.js'
-import { killGroupLeftovers } from './finish.js'
+import { killLeftovers } from '../../spawn/kill-tree.js'
+import { taskMarker } from '../../spawn/run-name.js'
+import type { GroupRoots } from '../../sandbox/cgroups.js'
+import { killGroupLeftovers } from '../run/finish.js'
 
 /**
  * Kills whatever still runs of a spool entry that is no task the daemon supervises (a corrupt

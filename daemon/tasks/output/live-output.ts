@@ -1,5 +1,5 @@
-import { isTendError, type Task } from '../../protocol/index.js'
-import { taskOutput } from '../../spool/index.js'
+import { isTendError, type Task } from '../../../protocol/index.js'
+import { taskOutput } from '../../../spool/index.js'
 import type { HeldOutputs } from './held-outputs.js'
 
 /**
