@@ -115,8 +115,12 @@ async function planAndSpawn(
   }
 }
 
-/** How many plans a task's sandbox setup gets: a place that changes on every one is its owner's doing. */
-const SETUP_ATTEMPTS = 3
+/**
+ * How many plans a task's sandbox setup gets. Each failed one costs one bubblewrap start (a few
+ * ms). More than one place can go while they are made: a recursive removal of a folder holding
+ * several registered homes takes them one by one, and each plan can meet the next one gone.
+ */
+const SETUP_ATTEMPTS = 10
 
 /** The program must exist and be executable: otherwise the task fails with a reason, not a bare 127. */
 async function resolveProgram(task: Task, searchPath: string | undefined): Promise<{ path: string } | { problem: string }> {
