@@ -8,7 +8,7 @@ import type { RunningTask } from '../../protocol/index.js'
 import { runCli } from '../helpers/cli.js'
 import { createTempHome, FIXTURES, killEverythingOf, startTestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { holdsPidfdOf, isAlive, processesWithEnv, spawnerHelperOf } from '../helpers/processes.js'
 import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
 
 /*
@@ -154,37 +154,6 @@ describe('SIGKILL during concurrent submissions', () => {
   }, 180_000)
 })
 
-/** The daemon's spawner helper: its child running tend-spawner (keepers are not its children). */
-function helperOf(daemonPid: number): number | null {
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry)
-    if (!Number.isInteger(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      if (parent === daemonPid && readlinkSync(`/proc/${pid}/exe`).endsWith('/tend-spawner')) return pid
-    } catch {
-      // gone
-    }
-  }
-  return null
-}
-
-/** Whether `pid` holds a pidfd of `target` (what an attached helper watches a keeper through). */
-function watchesByPidfd(pid: number, target: number): boolean {
-  try {
-    return readdirSync(`/proc/${pid}/fdinfo`).some((fd) => {
-      try {
-        return new RegExp(`^Pid:\\s+${target}$`, 'm').test(readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8'))
-      } catch {
-        return false
-      }
-    })
-  } catch {
-    return false
-  }
-}
-
 describe('helper loss', () => {
   test('the spawner helper SIGKILLed 7 times (some the moment they were there): the healthy task runs on and is recorded as it ended', async () => {
     const seen = scratchFolder()
@@ -204,16 +173,16 @@ describe('helper loss', () => {
       const helper = await waitFor(`helper ${death} watching the keeper ${running.keeper!.pid}`, async () => {
         const current = await daemon.client.get(task.id)
         if (current.state !== 'running') throw new Error(`the task was recorded ${current.state}: ${current.reason}`)
-        const pid = helperOf(daemonPid)
+        const pid = spawnerHelperOf(daemonPid)
         // The first helper started the task (it hears of its end on the keeper's report pipe); later ones attached by pidfd.
-        return pid !== null && (when !== 'attached' || watchesByPidfd(pid, running.keeper!.pid)) ? pid : null
+        return pid !== null && (when !== 'attached' || holdsPidfdOf(pid, running.keeper!.pid)) ? pid : null
       })
       process.kill(helper, 'SIGKILL')
       await waitFor(`helper ${helper} gone`, () => !existsSync(`/proc/${helper}`) || readFileSync(`/proc/${helper}/stat`, 'utf8').includes(') Z'))
     }
     await waitFor('a last helper watching the keeper', () => {
-      const pid = helperOf(daemonPid)
-      return pid !== null && watchesByPidfd(pid, running.keeper!.pid)
+      const pid = spawnerHelperOf(daemonPid)
+      return pid !== null && holdsPidfdOf(pid, running.keeper!.pid)
     })
     expect((await daemon.client.get(task.id)).state).toBe('running')
     writeFileSync(release, '')

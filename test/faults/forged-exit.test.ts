@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { isAlive } from '../helpers/processes.js'
+import { holdsPidfdOf, isAlive, spawnerHelperOf } from '../helpers/processes.js'
 
 // An exit file is the keeper's word on how its task ended, for when the keeper is gone. Anyone who
 // can write the task's folder (an `off` task runs as the daemon's uid) can put one there: while
@@ -15,37 +15,6 @@ const cleanups: Array<() => Promise<void> | void> = []
 afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!()
 })
-
-/** The daemon's spawner helper: its child named tend-spawner. */
-function helperOf(daemonPid: number): number | null {
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry)
-    if (!Number.isInteger(pid)) continue
-    try {
-      const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-      if (/^Name:\ttend-spawner$/m.test(status) && new RegExp(`^PPid:\\t${daemonPid}$`, 'm').test(status)) return pid
-    } catch {
-      // gone
-    }
-  }
-  return null
-}
-
-/** Whether a process holds a pidfd of pid (its /proc fdinfo says `Pid:\t<pid>`). */
-function holdsPidfdOf(holder: number | null, pid: number): boolean {
-  if (holder === null) return false
-  try {
-    return readdirSync(`/proc/${holder}/fdinfo`).some((fd) => {
-      try {
-        return new RegExp(`^Pid:\\t${pid}$`, 'm').test(readFileSync(`/proc/${holder}/fdinfo/${fd}`, 'utf8'))
-      } catch {
-        return false
-      }
-    })
-  } catch {
-    return false
-  }
-}
 
 test.each(['off', 'workspace'] as const)('a forged exit file does not end a live %s task when its keeper is attached again', async (sandbox) => {
   const daemon: TestDaemon = await startTestDaemon()
@@ -59,7 +28,7 @@ test.each(['off', 'workspace'] as const)('a forged exit file does not end a live
     return now.state === 'running' && now.pid ? now : null
   })
   const daemonPid = (await daemon.client.status()).pid
-  const helper = helperOf(daemonPid)
+  const helper = spawnerHelperOf(daemonPid)
   expect(helper, 'the daemon runs the native spawner').not.toBeNull()
   writeFileSync(
     join(running.spool, 'exit.json'),
@@ -67,12 +36,12 @@ test.each(['off', 'workspace'] as const)('a forged exit file does not end a live
   )
   process.kill(helper!, 'SIGKILL')
   await waitFor('a new spawner helper', () => {
-    const next = helperOf(daemonPid)
+    const next = spawnerHelperOf(daemonPid)
     return next !== null && next !== helper
   })
   // The new helper attached the keeper again once it holds a pidfd of it (the kernel's fdinfo).
   const keeper = running.keeper!.pid
-  await waitFor('the new helper to hold the keeper again', () => holdsPidfdOf(helperOf(daemonPid), keeper))
+  await waitFor('the new helper to hold the keeper again', () => holdsPidfdOf(spawnerHelperOf(daemonPid), keeper))
   // The daemon heard the attach answered: a request behind it on the same helper is answered too.
   await daemon.client.status()
   const after = await daemon.client.get(task.id)

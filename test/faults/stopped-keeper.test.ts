@@ -7,7 +7,7 @@ import type { Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { daemonEnv, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
+import { isAlive, processesWithEnv, spawnerHelperOf } from '../helpers/processes.js'
 
 /*
  * A keeper or the spawner helper that does not answer (SIGSTOPped by a hostile task, or by
@@ -51,21 +51,6 @@ function stateOf(pid: number): string | null {
   } catch {
     return null
   }
-}
-
-/** The daemon's spawner helper: its child named tend-spawner. */
-function helperOf(daemonPid: number): number | null {
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry)
-    if (!Number.isInteger(pid)) continue
-    try {
-      const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-      if (/^Name:\ttend-spawner$/m.test(status) && new RegExp(`^PPid:\\t${daemonPid}$`, 'm').test(status)) return pid
-    } catch {
-      // gone
-    }
-  }
-  return null
 }
 
 async function cli(home: string, args: string[]) {
@@ -214,7 +199,7 @@ describe('a spawner helper that does not answer', () => {
     const work = workFolder()
     const id = await run(tend.home, work, 'exec sleep 300')
     await waitFor('the task recorded running', async () => (await show(tend.home, id)).state === 'running', 20_000)
-    const helper = helperOf(tend.process.pid!)
+    const helper = spawnerHelperOf(tend.process.pid!)
     expect(helper, 'the daemon has a spawner helper').not.toBeNull()
     stopProcess(helper!)
     const killed = await cli(tend.home, ['kill', id])
@@ -230,7 +215,7 @@ describe('a spawner helper that does not answer', () => {
     const work = workFolder()
     const warm = await run(tend.home, work, 'exit 0')
     expect((await cli(tend.home, ['wait', warm])).exitCode).toBe(0)
-    const helper = helperOf(tend.process.pid!)
+    const helper = spawnerHelperOf(tend.process.pid!)
     expect(helper, 'the daemon has a spawner helper').not.toBeNull()
     stopProcess(helper!)
     const id = await run(tend.home, work, 'exit 5')

@@ -42,3 +42,33 @@ export function isAlive(pid: number): boolean {
     return false
   }
 }
+
+/** A daemon's spawner helper: its child named tend-spawner (keepers are not its children); null when it has none. */
+export function spawnerHelperOf(daemonPid: number): number | null {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const status = readFileSync(`/proc/${entry}/status`, 'utf8')
+      if (/^Name:\ttend-spawner$/m.test(status) && new RegExp(`^PPid:\\t${daemonPid}$`, 'm').test(status)) return Number(entry)
+    } catch {
+      // gone
+    }
+  }
+  return null
+}
+
+/** Whether `holder` holds a pidfd of `target` (the kernel's fdinfo says `Pid: <target>`): how an attached helper watches a keeper. */
+export function holdsPidfdOf(holder: number | null, target: number): boolean {
+  if (holder === null) return false
+  try {
+    return readdirSync(`/proc/${holder}/fdinfo`).some((fd) => {
+      try {
+        return new RegExp(`^Pid:\\s+${target}$`, 'm').test(readFileSync(`/proc/${holder}/fdinfo/${fd}`, 'utf8'))
+      } catch {
+        return false
+      }
+    })
+  } catch {
+    return false
+  }
+}
