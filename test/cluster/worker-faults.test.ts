@@ -329,7 +329,7 @@ describe('worker loss and return', () => {
       const followed = await follower.done
       expect(followed.stderr).not.toContain('ECONNREFUSED')
       expect(followed.stderr).toContain(`attempt 1 was lost on worker ${first.worker}`)
-      expect(followed.stdout).toBe('attempt 0\nattempt 1\ndone\n')
+      expect(followed.stdout, followed.stderr).toBe('attempt 0\nattempt 1\ndone\n')
       expect(followed.exitCode, followed.stderr).toBe(0)
 
       // Without one: the follow ends saying where the task was lost, exit 125 (as wait for a lost task).

@@ -57,10 +57,14 @@ async function listenAsOtherUser(name: string): Promise<ChildProcess> {
   let said = ''
   holder.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
   holder.stderr!.on('data', (chunk: Buffer) => (said += chunk.toString()))
-  await waitFor(`tend-test to listen on the name (it said: ${said})`, () => {
-    if (holder.exitCode !== null) throw new Error(`the listener exited with ${holder.exitCode}: ${said}`)
-    return said.includes('listening')
-  })
+  await waitFor(
+    `tend-test to listen on the name (it said: ${said})`,
+    () => {
+      if (holder.exitCode !== null) throw new Error(`the listener exited with ${holder.exitCode}: ${said}`)
+      return said.includes('listening')
+    },
+    30_000,
+  )
   return holder
 }
 
@@ -259,17 +263,35 @@ describe('a lock file removed by a process of the daemon’s uid', () => {
   })
 })
 
-/** Puts another process's socket at the daemon's path: the daemon must bind its own again, and clients reach it. */
+/**
+ * Puts another process's socket at the daemon's path: the daemon must bind its own again, and clients reach it.
+ * The impostor binds beside it and is renamed over it, so the daemon never sees the path empty (it would bind
+ * there first, and the impostor's bind would fail).
+ */
 async function replaceSocket(daemon: TestDaemon): Promise<void> {
   const socket = join(daemon.home, 'tend.sock')
-  unlinkSync(socket)
+  const beside = `${socket}.impostor`
   const script = `require('node:net').createServer((s) => s.destroy()).listen(process.argv[1], () => console.log('listening'))`
-  const impostor = spawn(process.execPath, ['-e', script, socket], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const impostor = spawn(process.execPath, ['-e', script, beside], { stdio: ['ignore', 'pipe', 'pipe'] })
   holders.push(impostor)
   let said = ''
+  let complained = ''
   impostor.stdout!.on('data', (chunk: Buffer) => (said += chunk.toString()))
-  await waitFor('the impostor to listen', () => said.includes('listening'))
+  impostor.stderr!.on('data', (chunk: Buffer) => (complained += chunk.toString()))
+  await waitFor(
+    'the impostor to listen',
+    () => {
+      if (impostor.exitCode !== null) throw new Error(`the impostor exited with ${impostor.exitCode}: ${complained}`)
+      return said.includes('listening')
+    },
+    30_000,
+  )
+  const own = lstatSync(socket).ino
+  renameSync(beside, socket)
+  const impostors = lstatSync(socket).ino
+  expect(impostors).not.toBe(own)
   await waitFor('the daemon to answer on its socket', async () => (await runCli(['status'], daemon.env)).exitCode === 0, 30_000)
+  expect(lstatSync(socket).ino).not.toBe(impostors)
 }
 
 describe('only the home’s own daemon is ever signalled', () => {
