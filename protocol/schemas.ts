@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
+import { TaskAidsRecordFields, TaskAidsRequestFields } from './task-aids-schemas.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
 import { BLOCKED_DESTINATIONS_KEPT, NETWORK_LOG_PAGE_DEFAULT, NETWORK_LOG_PAGE_LIMIT, NETWORK_MODES, NETWORK_VIAS } from './network.js'
 import {
@@ -140,6 +141,7 @@ export const TaskSchema = Type.Object(
     startedAt: Nullable(Type.String()),
     endedAt: Nullable(Type.String()),
     spool: Type.String(),
+    ...TaskAidsRecordFields,
   },
   { $id: 'Task' },
 )
@@ -213,6 +215,7 @@ export const StartTaskBody = Type.Object(
         },
       ),
     ),
+    ...TaskAidsRequestFields,
   },
   strict,
 )

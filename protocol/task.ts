@@ -1,4 +1,8 @@
+import type { TaskDependencies } from './dependencies.js'
 import type { NetworkMode, NetworkUse } from './network.js'
+import type { TaskPort } from './ports.js'
+import type { Readiness, ReadyCondition } from './readiness.js'
+import type { TaskUsage } from './usage.js'
 import { signalNumber } from './signals.js'
 
 /** Every state a task can be listed in; `corrupt` is a spool entry that could not be read, never a record's state. */
@@ -131,6 +135,18 @@ export interface TaskBase {
   inputLogLostBytes?: number
   /** Bytes a terminal task wrote that output.log could not keep (a full or read-only disk); absent when none were lost. */
   outputLostBytes?: number
+  /** When it counts as ready (`--ready-*`); absent: no condition. */
+  readyWhen?: ReadyCondition
+  /** Its readiness (protocol/readiness.ts); absent when it has no condition. */
+  ready?: Readiness
+  /** The port it was given as PORT (`--port N` or `auto`), held for it until it ends; absent: none. */
+  port?: number | null
+  /** The sockets its processes listen on while it runs; empty once it has ended, absent in older records. */
+  ports?: TaskPort[]
+  /** What it used, once it has ended; absent while it runs and in older records. */
+  usage?: TaskUsage
+  /** The tasks it waits for before it starts; absent: none. */
+  after?: TaskDependencies
 }
 
 /**
