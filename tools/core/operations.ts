@@ -1,9 +1,10 @@
-import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type NetworkMode, type ReadResult, type Task } from '../../client/index.js'
 import { refuseUnofferedNetwork } from './agent-network.js'
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
 import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
+import { awaitMatchingLine, type WaitForOutcome } from './wait-for-line.js'
 
 export { ToolFailure }
 
@@ -99,6 +100,8 @@ export interface TaskOutputArgs {
   wait_ms?: number
   from?: number
   filter?: string
+  /** With wait_ms: wait for a new line matching this regular expression (RE2 syntax, matched by the daemon). */
+  wait_for?: string
   max_bytes?: number
 }
 
@@ -107,6 +110,8 @@ export interface TaskOutputResult {
   output: ModelOutput
   /** The regular expression applied, if any, and how many lines matched. */
   filter: { pattern: string; matchedLines: number } | null
+  /** With wait_for: the line that matched, or that none did (absent without wait_for). */
+  waitFor?: WaitForOutcome
   /** True when the ending was in this result: the task has ended and every byte was covered. */
   done: boolean
   outputPath: string
@@ -121,6 +126,9 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     throw new ToolFailure(`max_bytes must be a positive whole number, got ${args.max_bytes}`)
   if (args.wait_ms !== undefined && (!Number.isFinite(args.wait_ms) || args.wait_ms < 0))
     throw new ToolFailure(`wait_ms must be 0 or more, got ${args.wait_ms}`)
+  if (args.wait_for !== undefined && args.wait_ms === undefined)
+    throw new ToolFailure('wait_for needs wait_ms: how long to wait for a matching line, in milliseconds')
+  if (args.wait_for !== undefined && filter) throw new ToolFailure('wait_for and filter cannot be combined: wait for the line, then filter')
   await session.open()
   return session.watch(args.task_id, async () => {
     const consuming = args.from === undefined
@@ -128,10 +136,14 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, MAX_RESULT_BYTES)
     const waitMs = Math.min(args.wait_ms ?? 0, settings.maxWaitMs)
     const deadline = Date.now() + waitMs
-    let probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
-    // A long-poll answers at once for an output cut back below `from`: that is no reason to wait again.
-    while (probe.outputBytes === from && !probe.done && Date.now() < deadline) {
-      probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+    let probe: ReadResult
+    if (args.wait_for !== undefined) probe = await awaitMatchingLine(session.client, args.task_id, from, args.wait_for, waitMs, signal)
+    else {
+      probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
+      // A long-poll answers at once for an output cut back below `from`: that is no reason to wait again.
+      while (probe.outputBytes === from && !probe.done && Date.now() < deadline) {
+        probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+      }
     }
     // The task cut its output back below this agent's place (truncated its stdout): it is read
     // again from its start, as `tail -f` does, rather than never again.
@@ -142,7 +154,8 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     const recorded = await session.client.get(args.task_id)
     // A finished task's size is final; a running one's is the live size the last read saw.
     const task = isFinished(recorded) ? recorded : { ...recorded, outputBytes: Math.max(recorded.outputBytes, probe.outputBytes) }
-    const end = Math.max(from, task.outputBytes)
+    // A matching line ends the result: what came after it is for the next call.
+    const end = probe.matched ? probe.matched.end : Math.max(from, task.outputBytes)
     const outputPath = outputPathOf(task)
     let output: ModelOutput
     let matched: TaskOutputResult['filter'] = null
@@ -174,7 +187,8 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)
     if (done) session.markSeen(task.id)
-    return { task, output, filter: matched, done, outputPath }
+    const waitFor = args.wait_for === undefined ? {} : { waitFor: { pattern: args.wait_for, matchedLine: probe.matched?.line ?? null, waitMs } }
+    return { task, output, filter: matched, ...waitFor, done, outputPath }
   })
 }
 

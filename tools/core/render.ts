@@ -3,6 +3,7 @@ import { agentSandboxHint, blockedText } from './agent-hint.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
 import type { TaskInputOutcome } from './task-input.js'
+import type { WaitForOutcome } from './wait-for-line.js'
 
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
@@ -60,6 +61,7 @@ export function renderTaskOutput(result: TaskOutputResult, offered?: readonly Ne
   const lines = [`task ${task.id} (${taskLabel(task)}): ${task.state}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
   if (result.filter)
     lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
+  if (result.waitFor) lines.push(`[${waitForText(result.waitFor, result.done)}]`)
   const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
   lines.push(body)
   if (result.done) lines.push(endingText(task, offered))
@@ -67,6 +69,14 @@ export function renderTaskOutput(result: TaskOutputResult, offered?: readonly Ne
   else if (output.next + (output.heldBackBytes ?? 0) < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
   else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')
   return lines.join('\n')
+}
+
+/** Whether the line task_output waited for came, and when it did not, why it returned. */
+function waitForText(waitFor: WaitForOutcome, done: boolean): string {
+  const what = `wait_for /${waitFor.pattern}/`
+  if (waitFor.matchedLine !== null) return `${what}: matched the line ${JSON.stringify(waitFor.matchedLine)}`
+  if (done) return `${what}: the task ended without a matching line`
+  return `${what}: no new line matched in ${waitFor.waitMs} ms`
 }
 
 /** What was sent, then the output that came since the agent's place, exactly as task_output shows it. */

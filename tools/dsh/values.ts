@@ -98,6 +98,12 @@ export const TASK_OUTPUT_VALUE_SCHEMA: DshValueSchema = {
     task: required(TASK),
     output: required(MODEL_OUTPUT),
     filter: required(nullable({ type: 'object', additionalProperties: false, properties: { pattern: required(string), matchedLines: required(integer) } })),
+    waitFor: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'with wait_for: the first new line that matched (matchedLine null: none did before wait_ms ran out or the task ended)',
+      properties: { pattern: required(string), matchedLine: required(nullable(string)), waitMs: required(integer) },
+    },
     done: required({ type: 'boolean' }),
     outputPath: required(string),
     notices: required(NOTICES),
