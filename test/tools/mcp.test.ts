@@ -191,7 +191,9 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     const line = /\[wait_for \/.*\/: matched the line "(Serving HTTP on 127\.0\.0\.1 port (\d+) [^"]*)"\]\n/.exec(up.text)
     expect(line, up.text).not.toBeNull()
     expect(up.text.endsWith(`${line![1]}\n[still running: call task_output again later, or with wait_ms to wait for more]`)).toBe(true)
-    const fetched = await session.call('bash', { command: `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:${line![2]}/').status)"` })
+    const fetched = await session.call('bash', {
+      command: `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:${line![2]}/').status)"`,
+    })
     expect(fetched.text).toBe('200\n[exit code: 0]')
     const logged = await session.call('task_output', { task_id: id, wait_for: '"GET / HTTP/1.1" 200', wait_ms: 30_000 })
     expect(logged.text).toContain('[wait_for /"GET / HTTP/1.1" 200/: matched the line')

@@ -28,7 +28,9 @@ describe('task_output with wait_for', () => {
     expect(text).toContain('[wait_for /listening on \\d+/: matched the line "listening on 8000"]\nbooting\nlistening on 8000\n[')
     expect(text).not.toMatch(/^after$/m)
     await shared.daemon.client.wait(id)
-    expect(textOf(await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } }))).toContain('bytes 26–32 of 32\nafter\n[exit code: 0]')
+    expect(textOf(await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } }))).toContain(
+      'bytes 26–32 of 32\nafter\n[exit code: 0]',
+    )
   })
 
   test('when wait_ms runs out it returns what came and says that no line matched', async () => {
