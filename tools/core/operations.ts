@@ -4,6 +4,8 @@ import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { OwnerSession } from './owner-session.js'
 import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
+import type { TaskPort } from '../../protocol/ports.js'
+import type { Readiness } from '../../protocol/readiness.js'
 import { awaitMatchingLine, type WaitForOutcome } from './wait-for-line.js'
 
 export { ToolFailure }
@@ -225,6 +227,10 @@ export interface TaskListEntry {
   /** `persistent` tasks outlive the agent's session. */
   lifetime: Task['lifetime']
   outputBytes: number
+  /** Where it listens while it runs (empty: nowhere, or a daemon that does not look). */
+  ports: TaskPort[]
+  /** Its readiness, when it has a condition (Readiness); absent without one. */
+  ready?: Readiness
 }
 
 /** task_list: this agent's tasks, newest last. */
@@ -241,5 +247,7 @@ export async function listTasks(session: OwnerSession, now = Date.now()): Promis
     stoppedBy: task.stoppedBy ?? null,
     lifetime: task.lifetime ?? 'owner',
     outputBytes: task.outputBytes,
+    ports: task.ports ?? [],
+    ...(task.ready === undefined ? {} : { ready: task.ready }),
   }))
 }

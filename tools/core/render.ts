@@ -1,5 +1,7 @@
-import { formatBytes, formatDuration, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
+import { costSummary } from './cost-summary.js'
+import { serverNotes } from './task-facts.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
 import type { TaskInputOutcome } from './task-input.js'
@@ -8,11 +10,11 @@ import type { WaitForOutcome } from './wait-for-line.js'
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
 /**
- * How the task ended; for one that failed, what tend's network filter refused it and what its
+ * How the task ended, and what it cost when its record says; for one that failed, what tend's network filter refused it and what its
  * sandbox allowed, with the wider networks among `offered` (the ones bash offers this agent).
  */
 export function endingText(task: Task, offered: readonly NetworkMode[] = DEFAULT_OFFERED_NETWORKS): string {
-  return [endingLine(task), blockedText(task), agentSandboxHint(task, offered)]
+  return [endingLine(task), costSummary(task), blockedText(task), agentSandboxHint(task, offered)]
     .filter((line) => line !== null)
     .map((line, index) => (index === 0 ? line : `[${line}]`))
     .join('\n')
@@ -58,7 +60,8 @@ const withNewline = (text: string): string => (text.endsWith('\n') ? text : `${t
 
 export function renderTaskOutput(result: TaskOutputResult, offered?: readonly NetworkMode[]): string {
   const { task, output } = result
-  const lines = [`task ${task.id} (${taskLabel(task)}): ${task.state}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
+  const notes = isFinished(task) ? [] : serverNotes(task)
+  const lines = [`task ${task.id} (${taskLabel(task)}): ${[task.state, ...notes].join(' ')}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
   if (result.filter)
     lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
   if (result.waitFor) lines.push(`[${waitForText(result.waitFor, result.done)}]`)
@@ -103,9 +106,10 @@ export function renderTaskList(entries: TaskListEntry[]): string {
     const exit = entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-')
     const state = entry.stoppedBy ? `${entry.state}(${entry.stoppedBy})` : entry.state
     const persistent = entry.lifetime === 'persistent' ? '  [persistent]' : ''
+    const notes = serverNotes(entry)
     return (
       `${entry.id}  ${state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}` +
-      `  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}`
+      `  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}${notes.length > 0 ? `  ${notes.join(' ')}` : ''}`
     )
   })
   return rows.join('\n')

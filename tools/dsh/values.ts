@@ -1,4 +1,5 @@
 import { LIFETIMES, STOPPED_BY, TASK_STATES, TASK_STDIN, type Task } from '../../protocol/index.js'
+import { READY_BY, READY_FAILURES } from '../../protocol/readiness.js'
 import type { BashOutcome, TaskInputOutcome, TaskListEntry, TaskOutputResult } from '../core/index.js'
 import type { DshValueSchema } from './host-types.js'
 
@@ -60,6 +61,24 @@ const TASK: DshValueSchema = {
     endedAt: required(nullable(string)),
     spool: required(string),
   },
+}
+
+const PORT: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { proto: required({ type: 'string', enum: ['tcp', 'udp'] }), address: required(string), port: required(integer) },
+}
+
+const READINESS: DshValueSchema = {
+  oneOf: [
+    { type: 'null' },
+    {
+      type: 'object',
+      additionalProperties: false,
+      properties: { at: required(string), by: required({ type: 'string', enum: READY_BY }), line: string },
+    },
+    { type: 'object', additionalProperties: false, properties: { failed: required({ type: 'string', enum: READY_FAILURES }), at: required(string) } },
+  ],
 }
 
 const MODEL_OUTPUT: DshValueSchema = {
@@ -139,6 +158,8 @@ const TASK_LIST_ENTRY: DshValueSchema = {
     stoppedBy: required(nullable({ type: 'string', enum: STOPPED_BY })),
     lifetime: required({ type: 'string', enum: LIFETIMES }),
     outputBytes: required(integer),
+    ports: required({ type: 'array', items: PORT, description: 'where it listens while it runs (empty: nowhere, or a daemon that does not look)' }),
+    ready: { ...READINESS, description: 'null: not ready yet; {at, by, line?}: ready; {failed, at}: never ready. Absent: no readiness condition' },
   },
 }
 
