@@ -17,6 +17,7 @@ import { Submissions } from './admission/submissions.js'
 import { TaskRun } from './run/task-run.js'
 import type { TaskRunContext } from './run/task-run-context.js'
 import { markCancelled, markFailed } from './transitions.js'
+import { PortWatch } from './ports/port-watch.js'
 
 /** What a Supervisor is made with. */
 export interface SupervisorOptions {
@@ -38,6 +39,8 @@ export interface SupervisorOptions {
 export class Supervisor {
   /** The output.log of each running task, held open: readers and the cap go through it (held-outputs.ts). */
   readonly outputs = new HeldOutputs()
+  /** Running tasks' listening sockets, looked at when their records are served (port-watch.ts). */
+  readonly ports: PortWatch
   /** Every task from its admission until its final record lands. */
   private readonly runs = new Map<string, TaskRun>()
   private readonly scheduler: Scheduler
@@ -71,6 +74,14 @@ export class Supervisor {
         if (this.runs.get(run.id) === run) this.runs.delete(run.id)
       },
     }
+    this.ports = new PortWatch({
+      store: options.store,
+      log,
+      processesOf: (id) => {
+        const run = this.runs.get(id)
+        return run?.running ? run.processes() : null
+      },
+    })
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
     this.checkTimer.unref()
   }
