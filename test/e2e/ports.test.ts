@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
+import { runCli } from '../helpers/cli.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -104,6 +105,27 @@ describe("a running task's ports", () => {
     await waitFor('the task to run', async () => (await daemon.client.get(started.id)).state === 'running')
     const ports = await waitFor('its ports to be looked at', async () => (await daemon.client.get(started.id)).ports ?? null)
     expect(ports).toEqual([])
+    await daemon.client.kill(started.id)
+  })
+
+  test('tend show lists its ports, tend ps has a PORTS column, and tend run --port warns on stderr about a port its owner serves', async () => {
+    const started = await daemon.client.start({ command: serverLine(0), shell: true, cwd, sandbox: 'off', name: 'cli server' })
+    const { tcp, udp } = await printedPorts(daemon, started.id)
+    await portsSeen(daemon, started.id, 2)
+    const show = await runCli(['show', started.id], daemon.env)
+    expect(show.stdout).toMatch(new RegExp(`^ports: +127\\.0\\.0\\.1:${tcp}, \\[::1\\]:${udp}/udp$|^ports: +\\[::1\\]:${udp}/udp, 127\\.0\\.0\\.1:${tcp}$`, 'm'))
+    const ps = await runCli(['ps'], daemon.env)
+    const [header, ...rows] = ps.stdout.trim().split('\n')
+    expect(header!.split(/\s+/)).toEqual(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'PORTS', 'OWNER', 'COMMAND'])
+    expect(rows.find((row) => row.startsWith(started.id))).toContain(`127.0.0.1:${tcp}`)
+    const run = await runCli(['run', '--sandbox', 'off', '--port', String(tcp), '--', 'true'], daemon.env)
+    expect(run.exitCode).toBe(0)
+    expect(run.stderr).toMatch(new RegExp(`^tend: warning: port ${tcp} is already served by task ${started.id} \\(cli server\\), started \\d+ s ago$`, 'm'))
+    const json = await runCli(['run', '--json', '--sandbox', 'off', '--port', 'auto', '--', 'true'], daemon.env)
+    expect(JSON.parse(json.stdout)).toMatchObject({ port: expect.any(Number), envKeys: ['PORT'] })
+    const bad = await runCli(['run', '--port', '70000', '--', 'true'], daemon.env)
+    expect(bad.exitCode).not.toBe(0)
+    expect(bad.stderr).toContain('expected auto or a port from 1 to 65535, got "70000"')
     await daemon.client.kill(started.id)
   })
 })
