@@ -79,7 +79,8 @@ export function registerRunCommand(program: Command): void {
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
     .option(
       '--port <port>',
-      'give the task a port as $PORT, recorded as its port: auto picks a free one no other task holds, until it ends; a number is given as it is (a warning says when another task of its owner listens on it)',
+      'give the task a port as $PORT, recorded as its port: auto picks a free one no other task holds, until it ends; ' +
+        'a number is given as it is (a warning says when another task of its owner listens on it)',
       portOption,
     )
   addTargetOptions(command, { run: true })
