@@ -34,6 +34,9 @@ export const BASH_TTY_DESCRIPTION =
   'Run on a pseudo-terminal (80x24), for programs that only behave interactively on one: REPLs, prompts, top. Implies stdin: ' +
   'task_input types into it (the terminal echoes what you type). Output comes back as plain text, control sequences removed'
 
+/** The bash parameter that gives the command a port of its own. */
+export const BASH_PORT_DESCRIPTION = '"auto": give the command a free port as $PORT (no other task holds it; the result says which), for a server to listen on'
+
 export function createBashTool(deps: ToolDeps): Tool {
   const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
   const offered = offeredNetworks(deps.settings)
@@ -75,6 +78,7 @@ export function createBashTool(deps: ToolDeps): Tool {
       stdin: { type: 'boolean', description: BASH_STDIN_DESCRIPTION },
       tty: { type: 'boolean', description: BASH_TTY_DESCRIPTION },
       network: { type: 'string', enum: offered, description: networkParameterDescription(offered) },
+      port: { type: 'string', enum: ['auto'], description: BASH_PORT_DESCRIPTION },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)

@@ -36,10 +36,14 @@ function endingLine(task: Task): string {
 }
 
 export function renderBash(outcome: BashOutcome, offered?: readonly NetworkMode[]): string {
+  return [bashText(outcome, offered), ...(outcome.warnings ?? []).map((warning) => `[warning: ${warning}]`)].join('\n')
+}
+
+function bashText(outcome: BashOutcome, offered?: readonly NetworkMode[]): string {
   const { task } = outcome
   if (outcome.kind === 'background') {
     return [
-      `Started background task ${task.id} (${taskLabel(task)}).`,
+      `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}`,
       `Read its output with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`,
     ].join('\n')
   }
@@ -48,11 +52,14 @@ export function renderBash(outcome: BashOutcome, offered?: readonly NetworkMode[
   return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered)}`
 }
 
+/** The port a `port: "auto"` start was given (a daemon before ports records none). */
+const givenPortText = (task: Task): string => (typeof task.port === 'number' ? ` It was given port ${task.port} as PORT.` : '')
+
 /** What a yielded call tells the model: the task goes on, and how to follow or stop it. */
 export function stillRunningText(task: Task, yieldMs: number): string {
   const limit = task.timeoutMs === null ? '' : ` (at the latest when its time limit of ${task.timeoutMs}ms stops it)`
   return [
-    `[still running after ${yieldMs}ms; it goes on as background task ${task.id} (${taskLabel(task)}).`,
+    `[still running after ${yieldMs}ms; it goes on as background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}`,
     `Read more with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes${limit}.]`,
   ].join(' ')
 }

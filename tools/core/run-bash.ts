@@ -21,9 +21,12 @@ export interface BashArgs {
   tty?: boolean
   /** What a sandboxed command's network reaches; `host` only where ToolSettings.allowHostNetwork. */
   network?: NetworkMode
+  /** `auto`: the command gets a free port as PORT, held for it until it ends. */
+  port?: 'auto'
 }
 
-export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
+/** How the call ended, and what the start said deserves a word (a port another task already serves). */
+export type BashOutcome = ({ kind: 'background'; task: Task } | ForegroundOutcome) & { warnings?: string[] }
 
 /** bash: one path for both modes — every command is a tend task. */
 export async function runBash(session: OwnerSession, args: BashArgs, settings: ToolSettings, signal?: AbortSignal): Promise<BashOutcome> {
@@ -47,14 +50,16 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
     ...(args.stdin ? { stdin: 'pipe' as const } : {}),
     ...(args.tty ? { tty: true } : {}),
     ...(args.network ? { network: args.network } : {}),
+    ...(args.port ? { port: args.port } : {}),
   })
+  const warnings = started.warnings && started.warnings.length > 0 ? { warnings: started.warnings } : {}
   if (signal?.aborted) {
     // The abort came while the task was being admitted: it must not run.
     session.markSeen(started.id)
     await session.client.kill(started.id, { reason: 'the tool call was aborted' })
     throw new ToolFailure('aborted before the task was started; nothing was run')
   }
-  if (background) return { kind: 'background', task: started }
+  if (background) return { kind: 'background', task: started, ...warnings }
   const yieldMs = Math.min(args.yield_ms ?? settings.defaultYieldMs, settings.maxYieldMs)
-  return awaitForeground(session, started, yieldMs, settings.outputBudgetBytes, signal)
+  return { ...(await awaitForeground(session, started, yieldMs, settings.outputBudgetBytes, signal)), ...warnings }
 }

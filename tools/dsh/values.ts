@@ -106,6 +106,7 @@ export const BASH_VALUE_SCHEMA: DshValueSchema = {
     output: MODEL_OUTPUT,
     outputPath: string,
     yieldMs: { ...integer, description: 'yielded: how long the call waited before it returned with the task still running' },
+    warnings: { type: 'array', items: string, description: 'what the start deserves a word about (a port another of your tasks already serves)' },
     notices: required(NOTICES),
   },
 }
