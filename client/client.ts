@@ -141,6 +141,16 @@ export class TendClient {
     return this.call<Task>('GET', `/v1/tasks/${encodeURIComponent(id)}`)
   }
 
+  /**
+   * The id of the task `ref` names among those this client may see: its id, its name (the newest
+   * task of that name), or a unique prefix of 4 or more characters of its id, in that order.
+   * Rejects with TEND_ERR_TASK_NOT_FOUND (naming the ref) or TEND_ERR_TASK_AMBIGUOUS (listing the candidates).
+   */
+  async resolve(ref: string): Promise<string> {
+    const { id } = await this.call<{ id: string }>('GET', '/v1/tasks/resolve', { query: { ref } })
+    return id
+  }
+
   async list(options: ListOptions = {}): Promise<Task[]> {
     const { tasks } = await this.call<{ tasks: Task[] }>('GET', '/v1/tasks', { query: { all: options.all, owner: options.owner } })
     return tasks
