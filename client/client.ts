@@ -87,6 +87,14 @@ export interface StartOptions {
    * retries of your own (after your process restarted) answer the first task.
    */
   idempotencyKey?: string
+  /**
+   * Ids of tasks to wait for (`--after`): the task stays queued until they have ended, and starts if
+   * all exited 0, else ends failed naming the first that did not. Each must exist (resolve() a name
+   * or prefix first). Default: none.
+   */
+  after?: string[]
+  /** With `after`: start once they have ended, whatever they ended as. Default: false. */
+  afterAny?: boolean
 }
 
 export interface ReadOptions {
@@ -471,6 +479,8 @@ export function startRequestBody(options: StartOptions): Record<string, unknown>
     lifetime: options.lifetime,
     stdin: options.stdin,
     tty: options.tty,
+    after: options.after,
+    afterAny: options.afterAny,
   })
 }
 

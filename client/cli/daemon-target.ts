@@ -15,8 +15,10 @@ export class DaemonTarget implements TaskTarget {
   constructor(private readonly client: TendClient) {}
 
   async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
-    const { require: _require, retries: _retries, ...options } = request
-    const task = await this.client.start(options)
+    const { require: _require, retries: _retries, after: refs, ...options } = request
+    // Each dependency is named as any task is; the daemon is sent ids, and refuses one that no longer exists.
+    const after = refs && (await Promise.all(refs.map((ref) => this.client.resolve(ref))))
+    const task = await this.client.start(after ? { ...options, after } : options)
     if (!wait) {
       if (io.json) printJson(io, task)
       else io.out(task.id)

@@ -38,6 +38,8 @@ interface RunFlags {
   rows?: number
   require?: Labels
   retries?: number
+  after?: string[]
+  afterAny?: boolean
 }
 
 export function registerRunCommand(program: Command): void {
@@ -76,6 +78,13 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
+    .option(
+      '--after <tasks>',
+      'stay queued until these tasks (ids, names or id prefixes, comma-separated; repeatable) have ended, ' +
+        'then start if all exited 0, else end failed (not on a cluster)',
+      (refs: string, previous: string[] = []) => [...previous, ...refs.split(',').filter((ref) => ref !== '')],
+    )
+    .option('--after-any', 'with --after: start once they have ended, whatever they ended as')
   addTargetOptions(command, { run: true })
   command.action(
     action(
@@ -88,6 +97,8 @@ export function registerRunCommand(program: Command): void {
           throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
         }
         const tty = terminalOf(flags)
+        if (flags.afterAny && !flags.after?.length)
+          throw new TendError('TEND_ERR_USAGE', { detail: '--after-any: says how to wait for the tasks of --after, and none was given' })
         const options = {
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
@@ -106,6 +117,8 @@ export function registerRunCommand(program: Command): void {
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
+          after: flags.after,
+          afterAny: flags.afterAny,
         } as const
         return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
       },
