@@ -76,6 +76,8 @@ describe('--after', () => {
     expect(c.after).toEqual({ ids: [b.id], any: false })
 
     await waitFor(`task ${a.id} running`, async () => (await client.get(a.id)).state === 'running')
+    const shown = await runCli(['show', 'after-b'], daemonEnv(home))
+    expect(shown.stdout).toMatch(new RegExp(`after: +${a.id} \\(starts if all exit 0\\)`))
     expect((await client.get(b.id)).state).toBe('queued')
     expect((await client.get(c.id)).state).toBe('queued')
     writeFileSync(gate, '')
@@ -120,6 +122,14 @@ describe('--after', () => {
     const late = await start(client, workspace, 'echo late', { after: [done.id, done.id] })
     expect(late.after).toEqual({ ids: [done.id], any: false })
     expect((await client.wait(late.id)).state).toBe('exited')
+  })
+
+  test('--after on a cluster is refused before anything is sent', async () => {
+    const home = createTempHome()
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }))
+    const ran = await runCli(['run', '--cluster', 'redis://127.0.0.1:1', '--after', 'abcd', '-c', 'true'], daemonEnv(home))
+    expect(ran.exitCode).toBe(2)
+    expect(ran.stderr).toMatch(/--after: a cluster's tasks cannot wait for others/)
   })
 
   test('an unknown dependency is refused at submission, and afterAny needs after', async () => {
