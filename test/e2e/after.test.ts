@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import type { Task, TendClient } from '../../client/index.js'
+import { TendClient, type Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
 import { expectTendError } from '../helpers/daemon-per-file.js'
 import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, stopKeepingHome, type TestDaemon } from '../helpers/test-daemon.js'
@@ -137,10 +137,15 @@ describe('--after', () => {
     const { client } = daemon()
     await expectTendError(start(client, workspace, 'true', { after: ['zzzzzzzzzzzz'] }), 'TEND_ERR_VALIDATION', /body\/after\/0: no task zzzzzzzzzzzz/)
     await expectTendError(start(client, workspace, 'true', { afterAny: true }), 'TEND_ERR_VALIDATION', /body\/afterAny/)
+    // An owner waits only for its own tasks: another owner's is no task to it.
+    const theirs = await client.wait((await client.start({ command: 'true', shell: true, cwd: workspace, sandbox: 'off', owner: 'after-them' })).id)
+    const asOwner = new TendClient({ home, owner: 'after-me', autoStart: false })
+    cleanups.push(() => asOwner.close())
+    await expectTendError(start(asOwner, workspace, 'true', { after: [theirs.id] }), 'TEND_ERR_VALIDATION', new RegExp(`no task ${theirs.id}`))
     const ran = await runCli(['run', '--sandbox', 'off', '--cwd', workspace, '--after', 'no-such-task', '-c', 'true'], daemonEnv(home))
     expect(ran.exitCode).not.toBe(0)
     expect(ran.stderr).toMatch(/task not found: no-such-task/)
-    expect(await client.list({ all: true })).toEqual([])
+    expect((await client.list({ all: true })).map((task) => task.id)).toEqual([theirs.id])
   })
 
   test('a chain survives daemon crashes: b waits on across a restart, and a dependency that ended while no daemon ran is judged at recovery', async () => {
