@@ -196,17 +196,20 @@ describe('--after', () => {
     expect((await daemon().client.get(sleeper.id)).state).toBe('killed')
   })
 
-  test('a waiting task whose dependency exits 0 while no daemon runs starts; with environment values it fails, saying they are never stored', async () => {
+  test('a waiting task whose dependency exits 0 while no daemon runs starts, with its PORT; with other environment values it fails, saying they are never stored', async () => {
     const { daemon, crash, restart, workspace } = await daemonWithWorkspace()
     const gate = join(workspace, 'gate')
     const a = await start(daemon().client, workspace, gated(gate, 'true'))
-    const plain = await start(daemon().client, workspace, 'echo plain', { after: [a.id] })
+    const plain = await daemon().client.start({ command: 'echo plain $PORT', shell: true, cwd: workspace, sandbox: 'off', port: 'auto', after: [a.id] })
     const withEnv = await daemon().client.start({ command: 'echo $SECRET', shell: true, cwd: workspace, sandbox: 'off', env: { SECRET: 'x' }, after: [a.id] })
     await waitFor(`task ${a.id} running`, async () => (await daemon().client.get(a.id)).state === 'running')
     await crash()
     await restart()
     writeFileSync(gate, '')
-    expect((await daemon().client.wait(plain.id)).state).toBe('exited')
+    const ranPlain = await daemon().client.wait(plain.id)
+    expect(ranPlain.state).toBe('exited')
+    // Its port is the one value of its environment the record keeps: it has it after the restart.
+    expect((await daemon().client.read(plain.id)).data).toBe(`plain ${ranPlain.port}\n`)
     expect(await daemon().client.get(withEnv.id)).toMatchObject({ state: 'failed', reason: expect.stringMatching(/SECRET.*never stored/) })
   })
 })

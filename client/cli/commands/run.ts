@@ -12,7 +12,7 @@ import {
 } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, portOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
 import { addTargetOptions } from '../resolve-target.js'
 
 interface RunFlags {
@@ -36,6 +36,7 @@ interface RunFlags {
   tty?: boolean
   cols?: number
   rows?: number
+  port?: number | 'auto'
   require?: Labels
   retries?: number
   after?: string[]
@@ -79,6 +80,12 @@ export function registerRunCommand(program: Command): void {
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
     .option(
+      '--port <port>',
+      'give the task a port as $PORT, recorded as its port: auto picks a free one no other task holds, until it ends; ' +
+        'a number is given as it is (a warning says when another task of its owner listens on it)',
+      portOption,
+    )
+    .option(
       '--after <tasks>',
       'stay queued until these tasks (ids, names or id prefixes, comma-separated; repeatable) have ended, ' +
         'then start if all exited 0, else end failed (not on a cluster)',
@@ -119,6 +126,7 @@ export function registerRunCommand(program: Command): void {
           tty,
           after: flags.after,
           afterAny: flags.afterAny,
+          port: flags.port,
         } as const
         return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
       },

@@ -13,15 +13,18 @@ export async function waitAgain(
   task: QueuedTask,
 ): Promise<{ fail: string } | { needs: LaunchNeeds; after: TaskDependencies }> {
   if (!task.after) return { fail: 'the daemon stopped before the task started' }
-  if (task.envKeys.length > 0)
+  // PORT is the one value the record keeps (its port).
+  const port = task.port ?? null
+  const lost = task.envKeys.filter((key) => port === null || key !== 'PORT')
+  if (lost.length > 0)
     return {
       fail:
         `the daemon restarted while the task waited for its dependencies, and the values of its environment ` +
-        `(${task.envKeys.join(', ')}) are never stored: start it again`,
+        `(${lost.join(', ')}) are never stored: start it again`,
     }
   try {
     const paths = await admittedPaths(context, task)
-    return { needs: { env: {}, paths, endsWithDaemon: false }, after: task.after }
+    return { needs: { env: port === null ? {} : { PORT: String(port) }, paths, endsWithDaemon: false }, after: task.after }
   } catch (error) {
     return { fail: `its folders could not be pinned again after the daemon restarted: ${(error as Error).message}` }
   }
