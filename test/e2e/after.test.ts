@@ -122,6 +122,14 @@ describe('--after', () => {
     const late = await start(client, workspace, 'echo late', { after: [done.id, done.id] })
     expect(late.after).toEqual({ ids: [done.id], any: false })
     expect((await client.wait(late.id)).state).toBe('exited')
+
+    // A dependency removed after it was seen to end counts as it ended.
+    const gate = join(workspace, 'gate')
+    const slow = await start(client, workspace, gated(gate, 'true'))
+    const both = await start(client, workspace, 'echo both', { after: [done.id, slow.id] })
+    await client.remove(done.id)
+    writeFileSync(gate, '')
+    expect((await client.wait(both.id)).state).toBe('exited')
   })
 
   test('--after on a cluster is refused before anything is sent', async () => {
