@@ -13,6 +13,8 @@
  * each request with one reply:
  *   `tcp ADDRESS PORT` -> a listening TCP socket bound there   `ok` + the socket (SCM_RIGHTS)
  *   `udp ADDRESS PORT` -> a UDP socket bound there             `ok` + the socket
+ *   `connect ADDRESS PORT` -> a TCP socket connected from      `ok` + the socket
+ *                         inside to ADDRESS:PORT (a readiness URL's try; at most CONNECT_MS)
  *   failure                                                    `err ERRNO STEP`
  * It exits when the daemon closes its end, or dies (PR_SET_PDEATHSIG). The namespace lives on as
  * long as a task, or a socket made in it, does.
@@ -25,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +45,9 @@
 #endif
 
 #define CONTROL 3
+/* How long a connect may take: the daemon waits for the reply on its thread, and on `lo` a
+ * connection is accepted or refused at once (only a full backlog makes it wait). */
+#define CONNECT_MS 250
 
 static void reply(const char *text, int fd) {
   struct iovec part = {(void *)text, strlen(text)};
@@ -130,8 +136,38 @@ static const char *loopback_up(void) {
   return NULL;
 }
 
-/* A socket bound to ADDRESS:PORT (TCP: listening), or -1 with *step set. */
-static int make_socket(int stream, const char *address, const char *port_text, const char **step) {
+/* Connects the non-blocking socket FD within CONNECT_MS: FD, or -1 (closed) with *step set. */
+static int connect_within(int fd, const struct sockaddr *address, socklen_t length, const char **step) {
+  *step = "connect";
+  if (connect(fd, address, length) != 0) {
+    if (errno != EINPROGRESS && errno != EINTR) goto failed;
+    struct pollfd wait = {.fd = fd, .events = POLLOUT};
+    int ready;
+    do ready = poll(&wait, 1, CONNECT_MS);
+    while (ready < 0 && errno == EINTR);
+    if (ready <= 0) {
+      if (ready == 0) errno = ETIMEDOUT;
+      goto failed;
+    }
+    int error = 0;
+    socklen_t size = sizeof error;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) goto failed;
+    if (error != 0) {
+      errno = error;
+      goto failed;
+    }
+  }
+  return fd;
+failed:;
+  int error = errno;
+  close(fd);
+  errno = error;
+  return -1;
+}
+
+/* A socket bound to ADDRESS:PORT (TCP: listening), or connected to it (`connect`), or -1 with
+ * *step set. */
+static int make_socket(int stream, int connecting, const char *address, const char *port_text, const char **step) {
   struct sockaddr_storage storage;
   memset(&storage, 0, sizeof storage);
   socklen_t length;
@@ -157,11 +193,12 @@ static int make_socket(int stream, const char *address, const char *port_text, c
     *step = "address";
     return -1;
   }
-  int fd = socket(storage.ss_family, (stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+  int fd = socket(storage.ss_family, (stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | (connecting ? SOCK_NONBLOCK : 0), 0);
   if (fd < 0) {
     *step = "socket";
     return -1;
   }
+  if (connecting) return connect_within(fd, (struct sockaddr *)&storage, length, step);
   int on = 1;
   if (stream) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   if (bind(fd, (struct sockaddr *)&storage, length) != 0) {
@@ -203,11 +240,13 @@ int main(int argc, char **argv) {
     if (got <= 0) return 0;
     request[got] = 0;
     char kind[8], address[64], port[8];
-    if (sscanf(request, "%7s %63s %7s", kind, address, port) != 3 || (strcmp(kind, "tcp") != 0 && strcmp(kind, "udp") != 0)) {
+    if (sscanf(request, "%7s %63s %7s", kind, address, port) != 3 ||
+        (strcmp(kind, "tcp") != 0 && strcmp(kind, "udp") != 0 && strcmp(kind, "connect") != 0)) {
       fail(EINVAL, "request");
       continue;
     }
-    int fd = make_socket(strcmp(kind, "tcp") == 0, address, port, &step);
+    int connecting = strcmp(kind, "connect") == 0;
+    int fd = make_socket(connecting || strcmp(kind, "tcp") == 0, connecting, address, port, &step);
     if (fd < 0) {
       fail(errno, step);
       continue;
