@@ -11,6 +11,7 @@ import type { TaskStore } from '../../store/task-store.js'
 import { checkStartRequest } from './admission.js'
 import { writeLease } from '../../spawn/keeper-lease.js'
 import type { LaunchNeeds } from '../run/task-run-context.js'
+import { normalizeReadyCondition } from '../ready/ready-condition.js'
 import { createQueuedTask } from '../transitions.js'
 
 /** How a task is admitted besides its request: never part of an HTTP body. */
@@ -68,6 +69,7 @@ export async function admitTask(
     limitDefaults: config,
     actingForOwner: options.actingForOwner === true,
   })
+  const readyWhen = normalizeReadyCondition(request.ready)
   // A sandboxed task on its own identity reaches its folders as its owner's uid (given at the owner's first task).
   const own = sandbox === 'off' ? null : await ownerIdsOf(capabilities.identity, request.owner ?? DEFAULT_OWNER)
   // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
@@ -107,6 +109,8 @@ export async function admitTask(
     createdAt: new Date().toISOString(),
     spool,
     run: newRunName(id),
+    // Waiting from admission on: a task that ends before it is ready says so (transitions.ts).
+    ...(readyWhen ? { readyWhen, ready: null } : {}),
   }
   // Named fields after a spread, not a spread after fields: see createQueuedTask.
   const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
