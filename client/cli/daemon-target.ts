@@ -4,6 +4,7 @@ import { printTask } from './describe-task.js'
 import { EXIT } from './exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
+import { printReadiness } from './readiness.js'
 import { printKilled, printWaited } from './task-answers.js'
 import type { RunRequest, TaskTarget } from './task-target.js'
 
@@ -11,9 +12,13 @@ import type { RunRequest, TaskTarget } from './task-target.js'
 export class DaemonTarget implements TaskTarget {
   constructor(private readonly client: TendClient) {}
 
-  async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
+  async run(io: CliIo, request: RunRequest, wait: boolean | 'ready'): Promise<number> {
     const { require: _require, retries: _retries, ...options } = request
     const task = await this.client.start(options)
+    if (wait === 'ready') {
+      if (!io.json) io.out(task.id)
+      return printReadiness(io, await this.client.waitReady(task.id))
+    }
     if (!wait) {
       if (io.json) printJson(io, task)
       else io.out(task.id)
@@ -41,8 +46,10 @@ export class DaemonTarget implements TaskTarget {
     return printKilled(io, await this.client.kill(id, options))
   }
 
-  async wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number> {
-    return printWaited(io, id, await this.client.wait(id, options))
+  async wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
+    const { ready, ...waitOptions } = options
+    if (ready) return printReadiness(io, await this.client.waitReady(id, waitOptions))
+    return printWaited(io, id, await this.client.wait(id, waitOptions))
   }
 
   async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {

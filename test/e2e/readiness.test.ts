@@ -106,7 +106,7 @@ describe('readiness', () => {
     expect(await daemon.client.wait(task.id)).toMatchObject({ ready: { failed: 'ended first' } })
   })
 
-  test('a task killed while queued ends with its readiness failed too; a task without a condition has none', async () => {
+  test('a task without a condition has no readiness, and waiting for it is refused', async () => {
     const plain = await start({ command: ['true'] })
     expect(plain.ready).toBeUndefined()
     await expect(daemon.client.waitReady(plain.id, { timeoutMs: 1000 })).rejects.toMatchObject({ code: 'TEND_ERR_VALIDATION' })

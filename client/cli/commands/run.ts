@@ -12,10 +12,11 @@ import {
 } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, portOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { readyOf, type ReadyFlags } from '../readiness.js'
 import { addTargetOptions } from '../resolve-target.js'
 
-interface RunFlags {
+interface RunFlags extends ReadyFlags {
   c?: string
   name?: string
   cwd?: string
@@ -76,6 +77,13 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
+    .option('--ready-pattern <regex>', 'ready once a line of its output matches (RE2 syntax); the line is kept')
+    .option('--ready-port <port>', 'ready once something in its network listens on this TCP port', portOption)
+    .option('--ready-http <url>', 'ready once this URL answers 2xx or 3xx, fetched from inside its network')
+    .option('--ready-timeout <duration>', 'how long it may take to be ready, from its start (default 60s)', durationOption)
+    .addOption(
+      new Option('--wait-ready', 'print its id, then return once it is ready (exit 0); not ready in time: exit 76; ended first: exit 77').conflicts('wait'),
+    )
   addTargetOptions(command, { run: true })
   command.action(
     action(
@@ -88,6 +96,7 @@ export function registerRunCommand(program: Command): void {
           throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
         }
         const tty = terminalOf(flags)
+        const ready = readyOf(flags)
         const options = {
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
@@ -106,12 +115,14 @@ export function registerRunCommand(program: Command): void {
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
+          ready,
         } as const
-        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
+        const wait = flags.waitReady ? 'ready' : flags.wait === true
+        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, wait)
       },
       (error, _argv, flags) => {
         const code = exitCodeForError(error)
-        return flags.wait && code !== EXIT.usage ? EXIT.waitFailed : code
+        return (flags.wait || flags.waitReady) && code !== EXIT.usage ? EXIT.waitFailed : code
       },
     ),
   )
