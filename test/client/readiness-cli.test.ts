@@ -1,18 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { createServer } from 'node:net'
 import type { Task } from '../../client/index.js'
 import { runCli } from '../helpers/cli.js'
+import { freePort } from '../helpers/ports.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 
 /* `tend run --ready-*`, `tend run --wait-ready`, `tend wait --ready` and `tend show`'s readiness, through the real executable. */
-
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 describe('tend run --ready-*, --wait-ready; tend wait --ready', () => {
   let daemon: TestDaemon

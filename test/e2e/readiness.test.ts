@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import type { Task, TaskEvent } from '../../client/index.js'
+import { freePort } from '../helpers/ports.js'
 import { createTempHome, killEverythingOf, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -12,15 +13,6 @@ import { waitFor } from '../helpers/wait-for.js'
  */
 
 const q = (text: string) => `'${text.replaceAll("'", "'\\''")}'`
-
-/** A port nothing listens on now (the kernel's pick, let go of at once). */
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 /** `python3 -m http.server` on 127.0.0.1:port, after `delay` seconds, saying so on a line of its own. */
 function serverLine(port: number, delay = 0): string {
