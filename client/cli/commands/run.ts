@@ -12,7 +12,7 @@ import {
 } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, portOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, portOption, sizeOption, tcpPortOption, terminalCellsOption } from '../option-parsers.js'
 import { readyOf, type ReadyFlags } from '../readiness.js'
 import { addTargetOptions } from '../resolve-target.js'
 
@@ -37,6 +37,7 @@ interface RunFlags extends ReadyFlags {
   tty?: boolean
   cols?: number
   rows?: number
+  port?: number | 'auto'
   require?: Labels
   retries?: number
 }
@@ -77,8 +78,14 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
+    .option(
+      '--port <port>',
+      'give the task a port as $PORT, recorded as its port: auto picks a free one no other task holds, until it ends; ' +
+        'a number is given as it is (a warning says when another task of its owner listens on it)',
+      portOption,
+    )
     .option('--ready-pattern <regex>', 'ready once a line of its output matches (RE2 syntax); the line is kept')
-    .option('--ready-port <port>', 'ready once something in its network listens on this TCP port', portOption)
+    .option('--ready-port <port>', 'ready once something in its network listens on this TCP port', tcpPortOption)
     .option('--ready-http <url>', 'ready once this URL answers 2xx or 3xx, fetched from inside its network')
     .option('--ready-timeout <duration>', 'how long it may take to be ready, from its start (default 60s)', durationOption)
     .addOption(
@@ -116,6 +123,7 @@ export function registerRunCommand(program: Command): void {
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
           ready,
+          port: flags.port,
         } as const
         const wait = flags.waitReady ? 'ready' : flags.wait === true
         return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, wait)
