@@ -54,13 +54,17 @@ describe('tend run --ready-*, --wait-ready; tend wait --ready', () => {
     expect(endedFirst.stderr).toMatch(/tend: task \w+ exited \(code 4\) before it was ready/)
   })
 
-  test('wait --ready: 0 once ready, 77 when it ended first, a usage error for a task without a condition', async () => {
+  test('wait --ready: 0 once ready, 77 when it ended first, 75 when its own --timeout passes, a usage error for a task without a condition', async () => {
     const ready = await daemon.client.start({ command: 'echo up; exec sleep 60', shell: true, ready: { pattern: '^up$' } })
     expect(await runCli(['wait', '--ready', ready.id], daemon.env)).toMatchObject({ exitCode: 0 })
     const ended = await daemon.client.start({ command: ['true'], ready: { port: await freePort() } })
     const endedFirst = await runCli(['wait', '--ready', ended.id], daemon.env)
     expect(endedFirst.exitCode).toBe(77)
     expect(endedFirst.stderr).toMatch(/before it was ready/)
+    const waiting = await daemon.client.start({ command: ['sleep', '60'], ready: { pattern: 'never' } })
+    const gaveUp = await runCli(['wait', '--ready', '--timeout', '200ms', waiting.id], daemon.env)
+    expect(gaveUp.exitCode).toBe(75)
+    expect(gaveUp.stderr).toMatch(/is not ready yet after the --timeout/)
     const plain = await daemon.client.start({ command: ['true'] })
     const refused = await runCli(['wait', '--ready', plain.id], daemon.env)
     expect(refused.exitCode).toBe(2)
