@@ -131,7 +131,8 @@ export class OwnerNetwork {
 
   /**
    * A TCP connection to address:port made inside the namespace (a readiness URL's try): only what
-   * listens there is reached (the namespace has only `lo`). The holder waits for it briefly.
+   * listens there is reached (the namespace has only `lo`). The holder starts it and does not wait:
+   * the socket completes it, and what is written waits for it (a refusal is the socket's error).
    */
   connectTcp(address: string, port: number): Socket {
     return new Socket({ fd: this.socket('connect', address, port), readable: true, writable: true })

@@ -150,6 +150,28 @@ describe('readiness in the private network of a sandboxed task', () => {
       await daemon.client.kill(task.id)
     }
   })
+
+  test('a listener in the private network that never accepts times the readiness out: each try gives up on its own', async () => {
+    const port = await freePort()
+    // Its backlog fills at once: later connections are never completed (the holder does not wait for them).
+    const program = `import socket, time\ns = socket.socket()\ns.bind(("127.0.0.1", ${port}))\ns.listen(0)\nprint("listening", flush=True)\ntime.sleep(60)`
+    const task = await daemon.client.start({
+      command: `exec python3 -c ${q(program)}`,
+      shell: true,
+      cwd: base,
+      sandbox: 'workspace',
+      ready: { url: `http://127.0.0.1:${port}/`, timeoutMs: 3000 },
+    })
+    try {
+      const waiting = daemon.client.waitReady(task.id, { timeoutMs: 30_000 })
+      await waitFor('the listener to be there', async () => (await daemon.client.read(task.id)).data.includes('listening'), 20_000)
+      // The daemon goes on answering while tries wait for connections that never complete.
+      expect((await daemon.client.get(task.id)).state).toBe('running')
+      expect(await waiting).toMatchObject({ state: 'running', ready: { failed: 'timed out' } })
+    } finally {
+      await daemon.client.kill(task.id)
+    }
+  })
 })
 
 /** Whether the host's 127.0.0.1:port can be listened on (nothing there). */

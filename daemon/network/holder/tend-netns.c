@@ -13,8 +13,9 @@
  * each request with one reply:
  *   `tcp ADDRESS PORT` -> a listening TCP socket bound there   `ok` + the socket (SCM_RIGHTS)
  *   `udp ADDRESS PORT` -> a UDP socket bound there             `ok` + the socket
- *   `connect ADDRESS PORT` -> a TCP socket connected from      `ok` + the socket
- *                         inside to ADDRESS:PORT (a readiness URL's try; at most CONNECT_MS)
+ *   `connect ADDRESS PORT` -> a non-blocking TCP socket        `ok` + the socket
+ *                         connecting from inside to ADDRESS:PORT (a readiness URL's try); the
+ *                         connection completes, or fails, on the daemon's side
  *   failure                                                    `err ERRNO STEP`
  * It exits when the daemon closes its end, or dies (PR_SET_PDEATHSIG). The namespace lives on as
  * long as a task, or a socket made in it, does.
@@ -27,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,9 +45,6 @@
 #endif
 
 #define CONTROL 3
-/* How long a connect may take: the daemon waits for the reply on its thread, and on `lo` a
- * connection is accepted or refused at once (only a full backlog makes it wait). */
-#define CONNECT_MS 250
 
 static void reply(const char *text, int fd) {
   struct iovec part = {(void *)text, strlen(text)};
@@ -136,32 +133,15 @@ static const char *loopback_up(void) {
   return NULL;
 }
 
-/* Connects the non-blocking socket FD within CONNECT_MS: FD, or -1 (closed) with *step set. */
-static int connect_within(int fd, const struct sockaddr *address, socklen_t length, const char **step) {
-  *step = "connect";
-  if (connect(fd, address, length) != 0) {
-    if (errno != EINPROGRESS && errno != EINTR) goto failed;
-    struct pollfd wait = {.fd = fd, .events = POLLOUT};
-    int ready;
-    do ready = poll(&wait, 1, CONNECT_MS);
-    while (ready < 0 && errno == EINTR);
-    if (ready <= 0) {
-      if (ready == 0) errno = ETIMEDOUT;
-      goto failed;
-    }
-    int error = 0;
-    socklen_t size = sizeof error;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) goto failed;
-    if (error != 0) {
-      errno = error;
-      goto failed;
-    }
-  }
-  return fd;
-failed:;
+/* Starts connecting the non-blocking socket FD: FD, or -1 (closed) with *step set. It is not
+ * waited for: the daemon waits for the reply on its thread, and a listener that never accepts (its
+ * backlog full, which a task can arrange) would hold it; the daemon's socket completes it. */
+static int connect_started(int fd, const struct sockaddr *address, socklen_t length, const char **step) {
+  if (connect(fd, address, length) == 0 || errno == EINPROGRESS) return fd;
   int error = errno;
   close(fd);
   errno = error;
+  *step = "connect";
   return -1;
 }
 
@@ -198,7 +178,7 @@ static int make_socket(int stream, int connecting, const char *address, const ch
     *step = "socket";
     return -1;
   }
-  if (connecting) return connect_within(fd, (struct sockaddr *)&storage, length, step);
+  if (connecting) return connect_started(fd, (struct sockaddr *)&storage, length, step);
   int on = 1;
   if (stream) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   if (bind(fd, (struct sockaddr *)&storage, length) != 0) {
