@@ -134,10 +134,10 @@ describe('readiness in the private network of a sandboxed task', () => {
     rmSync(base, { recursive: true, force: true })
   })
 
-  test.each(['port', 'url'] as const)('a server inside its owner loopback is ready by its %s, which the host does not see', async (kind) => {
+  test.each(['pattern', 'port', 'url'] as const)('a server inside its owner loopback is ready by its %s, which the host does not see', async (kind) => {
     // The same port on the host stays free: only the task's network is looked at.
     const port = await freePort()
-    const ready = kind === 'port' ? { port } : { url: `http://localhost:${port}/` }
+    const ready = kind === 'pattern' ? { pattern: `^Serving HTTP on .* port ${port}` } : kind === 'port' ? { port } : { url: `http://localhost:${port}/` }
     const task = await daemon.client.start({ command: serverLine(port), shell: true, cwd: base, sandbox: 'workspace', ready })
     try {
       expect(task).toMatchObject({ sandbox: 'workspace', network: 'loopback' })
