@@ -186,23 +186,50 @@ async function freePortIs(port: number): Promise<boolean> {
 }
 
 describe('readiness across a restart', () => {
-  test('a task still waiting when the daemon restarts is watched by the next one, its deadline counted from its start', async () => {
+  /** A first daemon on a fresh home, the second started by `restart` once it is gone; both stopped and the home removed after. */
+  async function acrossRestart(body: (first: TestDaemon, restart: () => Promise<TestDaemon>) => Promise<void>): Promise<void> {
     const home = createTempHome()
     const first = await startTestDaemon({ home })
     let second: TestDaemon | undefined
     try {
-      const task = await first.client.start({ command: `sleep 1; echo ${q('up and running')}; exec sleep 60`, shell: true, ready: { pattern: '^up and' } })
-      await waitFor('the task to run', async () => (await first.client.get(task.id)).state === 'running')
-      // It has not said it yet when the first daemon dies.
-      await first.crash()
-      second = await startTestDaemon({ home })
-      const settled = await second.client.waitReady(task.id, { timeoutMs: 30_000 })
-      expect(settled).toMatchObject({ state: 'running', ready: { by: 'pattern', line: 'up and running' } })
-      await second.client.kill(task.id)
+      await body(first, async () => (second = await startTestDaemon({ home })))
     } finally {
       if (second) await second.stop()
       else await killEverythingOf(home)
       rmSync(home, { recursive: true, force: true })
     }
-  })
+  }
+
+  test.each(['crashes', 'stops with keepTasks'] as const)('a task still waiting when its daemon %s is watched by the next one', (leaving) =>
+    acrossRestart(async (first, restart) => {
+      const task = await first.client.start({ command: `sleep 1; echo ${q('up and running')}; exec sleep 60`, shell: true, ready: { pattern: '^up and' } })
+      await waitFor('the task to run', async () => (await first.client.get(task.id)).state === 'running')
+      // It has not said it yet when the first daemon leaves.
+      if (leaving === 'crashes') await first.crash()
+      else {
+        await first.client.stopDaemon({ keepTasks: true })
+        await waitFor('the first daemon to exit', () => first.process.exitCode !== null)
+      }
+      const second = await restart()
+      const settled = await second.client.waitReady(task.id, { timeoutMs: 30_000 })
+      expect(settled).toMatchObject({ state: 'running', ready: { by: 'pattern', line: 'up and running' } })
+      await second.client.kill(task.id)
+    }),
+  )
+
+  test('a deadline that passed while no daemon ran is counted from its start: the next daemon records it timed out', () =>
+    acrossRestart(async (first, restart) => {
+      const task = await first.client.start({ command: ['sleep', '60'], ready: { pattern: 'never', timeoutMs: 1500 } })
+      const running = await waitFor('the task to run', async () => {
+        const current = await first.client.get(task.id)
+        return current.state === 'running' ? current : undefined
+      })
+      await first.crash()
+      const deadline = Date.parse(running.startedAt!) + 1500
+      await waitFor('its deadline to pass', () => Date.now() > deadline)
+      const second = await restart()
+      const settled = await second.client.waitReady(task.id, { timeoutMs: 30_000 })
+      expect(settled).toMatchObject({ state: 'running', ready: { failed: 'timed out' } })
+      await second.client.kill(task.id)
+    }))
 })

@@ -198,9 +198,10 @@ export class TaskRun {
     this.readiness = ReadinessWatch.start({ store, log, outputs, outputWatch, spoolRoot: config.layout.spool, networks }, task)
   }
 
-  /** The daemon leaves its tasks to the next one: no timeout of this one fires here any more. */
+  /** The daemon leaves its tasks to the next one: no timeout of this one fires here any more, nor is its readiness watched. */
   disarmTimeout(): void {
     this.timeoutTimer?.clear()
+    this.readiness?.stop()
   }
 
   /** Waits for the task's end, then records it; resolves when no process of it is left. Called right after track(). */
