@@ -13,6 +13,8 @@ export interface TaskService {
   list(options?: ListOptions): Promise<Task[]>
   read(id: string, options?: ReadOptions): Promise<ReadResult>
   wait(id: string, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Task>
+  /** Resolves with the task once its readiness has settled (ready, failed, or it ended), or with its current record after timeoutMs. */
+  waitReady(id: string, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Task>
   kill(id: string, options?: KillOptions): Promise<Task>
   input(id: string, data: string | Buffer, options?: { eof?: boolean }): Promise<TaskInputResult>
   /** Where the event stream is now: `events({ since: lastSeq })` then misses nothing. */

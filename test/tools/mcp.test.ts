@@ -201,6 +201,27 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(liveProcessesOf(id)).toEqual([])
   })
 
+  test('a dev server started with bash ready and port "auto": the call returns once it is ready, then it is used and stopped', async () => {
+    const session = await connect()
+    const started = await session.call('bash', {
+      command: 'exec python3 -u -m http.server "$PORT" --bind 127.0.0.1',
+      description: 'web',
+      run_in_background: true,
+      port: 'auto',
+      ready: { pattern: 'Serving HTTP on', timeout_ms: 30_000 },
+    })
+    const id = taskIdOf(started)
+    const port = /It was given port (\d+) as PORT\./.exec(started.text)?.[1]
+    expect(port, started.text).toBeDefined()
+    expect(started.text).toMatch(new RegExp(`\\[ready after [0-9.]+ (ms|s): the line "Serving HTTP on 127\\.0\\.0\\.1 port ${port} [^"]*" matched; `))
+    const fetched = await session.call('bash', {
+      command: `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:${port}/').status)"`,
+    })
+    expect(fetched.text).toBe('200\n[exit code: 0]')
+    await session.call('task_kill', { task_id: id })
+    expect(liveProcessesOf(id)).toEqual([])
+  })
+
   test('sh on a terminal (bash tty: true) driven through task_input: every result is plain text, and eof types Ctrl-D', async () => {
     const session = await connect()
     const id = taskIdOf(

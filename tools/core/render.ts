@@ -1,6 +1,6 @@
 import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
-import { costSummary } from './cost-summary.js'
+import { costSummary, spacedDuration } from './cost-summary.js'
 import { serverNotes } from './task-facts.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { TaskListEntry, TaskOutputResult } from './operations.js'
@@ -43,13 +43,55 @@ function bashText(outcome: BashOutcome, offered?: readonly NetworkMode[]): strin
   const { task } = outcome
   if (outcome.kind === 'background') {
     return [
-      `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}`,
+      `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}${waitsForText(task)}`,
       `Read its output with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`,
     ].join('\n')
+  }
+  if (outcome.kind === 'ready') {
+    const output = withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)
+    return `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}\n${output}${readinessText(task, offered)}`
   }
   if (outcome.kind === 'yielded')
     return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
   return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered)}`
+}
+
+/** How a background start's readiness went, and how to go on from it. */
+function readinessText(task: Task, offered?: readonly NetworkMode[]): string {
+  const goOn = `Read more with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`
+  const ready = task.ready
+  const condition = task.readyWhen
+  if (isFinished(task)) return `[not ready: the task ended first]\n${endingText(task, offered)}`
+  if (ready && 'by' in ready) {
+    const started = task.startedAt === null ? Date.parse(ready.at) : Date.parse(task.startedAt)
+    const held =
+      ready.by === 'pattern'
+        ? `the line ${JSON.stringify(ready.line ?? '')} matched`
+        : ready.by === 'port'
+          ? `something listens on port ${condition?.port}`
+          : `${condition?.url} answered`
+    return `[ready after ${spacedDuration(Date.parse(ready.at) - started)}: ${held}; it goes on in the background. ${goOn}]`
+  }
+  if (ready && ready.failed === 'timed out' && condition) {
+    const missed =
+      condition.pattern !== undefined
+        ? `no line matched /${condition.pattern}/`
+        : condition.port !== undefined
+          ? `nothing listened on port ${condition.port}`
+          : `${condition.url} did not answer 2xx or 3xx`
+    const readMore = `read more with task_output (task_id: "${task.id}"). A notice arrives when it finishes.`
+    return `[not ready: ${missed} within ${condition.timeoutMs} ms; the task still runs: stop it with task_kill, or ${readMore}]`
+  }
+  return `[not ready yet; the task runs on in the background. ${goOn}]`
+}
+
+/** What a start with `after` waits for before it runs. */
+function waitsForText(task: Task): string {
+  if (!task.after || task.after.ids.length === 0) return ''
+  const { ids } = task.after
+  const which = ids.length === 1 ? `task ${ids[0]}` : `tasks ${ids.join(', ')}`
+  const end = ids.length === 1 ? 'it exited 0' : 'all exited 0'
+  return ` It waits for ${which} to end and starts ${task.after.any ? 'whatever they ended as' : `if ${end}`}.`
 }
 
 /** The port a `port: "auto"` start was given (a daemon before ports records none). */

@@ -1,5 +1,7 @@
 import type { NetworkMode, Task } from '../../client/index.js'
+import { isTaskId } from '../../protocol/ids.js'
 import { refuseUnofferedNetwork } from './agent-network.js'
+import { awaitReady, readyCondition, validateReadyArgs, type ReadyArgs, type ReadyOutcome } from './await-ready.js'
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { ToolSettings } from './operations.js'
 import type { OwnerSession } from './owner-session.js'
@@ -23,10 +25,14 @@ export interface BashArgs {
   network?: NetworkMode
   /** `auto`: the command gets a free port as PORT, held for it until it ends. */
   port?: 'auto'
+  /** With run_in_background: the call returns once the command is ready (or that failed), not at once. */
+  ready?: ReadyArgs
+  /** Task ids: the command stays queued until they end, and starts if all exited 0. */
+  after?: string[]
 }
 
 /** How the call ended, and what the start said deserves a word (a port another task already serves). */
-export type BashOutcome = ({ kind: 'background'; task: Task } | ForegroundOutcome) & { warnings?: string[] }
+export type BashOutcome = ({ kind: 'background'; task: Task } | ReadyOutcome | ForegroundOutcome) & { warnings?: string[] }
 
 /** bash: one path for both modes — every command is a tend task. */
 export async function runBash(session: OwnerSession, args: BashArgs, settings: ToolSettings, signal?: AbortSignal): Promise<BashOutcome> {
@@ -36,6 +42,12 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
   if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0))
     throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
   refuseUnofferedNetwork(args.network, settings)
+  validateReadyArgs(args.ready, args.run_in_background === true)
+  const notIds = (args.after ?? []).filter((id) => !isTaskId(id))
+  if (notIds.length > 0)
+    throw new ToolFailure(
+      `after must list task ids (12 lowercase letters or digits, as bash returned them), got ${notIds.map((id) => JSON.stringify(id)).join(', ')}`,
+    )
   if (signal?.aborted) throw new ToolFailure('aborted before the task was started; nothing was run')
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
@@ -51,6 +63,8 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
     ...(args.tty ? { tty: true } : {}),
     ...(args.network ? { network: args.network } : {}),
     ...(args.port ? { port: args.port } : {}),
+    ...(args.ready ? { ready: readyCondition(args.ready) } : {}),
+    ...(args.after && args.after.length > 0 ? { after: args.after } : {}),
   })
   const warnings = started.warnings && started.warnings.length > 0 ? { warnings: started.warnings } : {}
   if (signal?.aborted) {
@@ -59,6 +73,7 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
     await session.client.kill(started.id, { reason: 'the tool call was aborted' })
     throw new ToolFailure('aborted before the task was started; nothing was run')
   }
+  if (background && args.ready) return { ...(await awaitReady(session, started, args.ready, settings.outputBudgetBytes, signal)), ...warnings }
   if (background) return { kind: 'background', task: started, ...warnings }
   const yieldMs = Math.min(args.yield_ms ?? settings.defaultYieldMs, settings.maxYieldMs)
   return { ...(await awaitForeground(session, started, yieldMs, settings.outputBudgetBytes, signal)), ...warnings }

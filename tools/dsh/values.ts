@@ -101,7 +101,11 @@ export const BASH_VALUE_SCHEMA: DshValueSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    kind: required({ type: 'string', enum: ['background', 'foreground', 'yielded'] }),
+    kind: required({
+      type: 'string',
+      enum: ['background', 'ready', 'foreground', 'yielded'],
+      description: 'ready: a background start that waited for its readiness (task.ready says how it went)',
+    }),
     task: required(TASK),
     output: MODEL_OUTPUT,
     outputPath: string,

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import { harnessPerFile } from './support/harness-per-file.js'
-import { startedTaskId } from './support/session.js'
+import { waitFor } from './support/daemon.js'
+import { noticeTexts, startedTaskId } from './support/session.js'
 
 const shared = harnessPerFile('ready')
 const { run } = shared
@@ -31,5 +32,25 @@ describe('a dev server on the published harness: waited for, used, stopped', () 
       { name: 'task_kill', args: { task_id: id } },
     ])
     expect(reads[0]!.text).toContain('[wait_for /never/: no new line matched in 300 ms]\none\n[still running')
+  })
+
+  test('bash ready: the call returns once the server is ready, with its line; one notice follows its end', async () => {
+    const start = {
+      command: 'exec python3 -u -m http.server "$PORT" --bind 127.0.0.1',
+      description: 'dev server',
+      run_in_background: true,
+      port: 'auto',
+      ready: { pattern: 'Serving HTTP on', timeout_ms: 30_000 },
+    }
+    const { agent, results } = await run('ready', [{ name: 'bash', args: start }])
+    const result = results[0]!
+    expect(result.isError, result.text).toBe(false)
+    const id = startedTaskId(result.text)
+    const port = /It was given port (\d+) as PORT\./.exec(result.text)![1]
+    expect(result.text).toMatch(new RegExp(`\\[ready after [0-9.]+ (ms|s): the line "Serving HTTP on 127\\.0\\.0\\.1 port ${port} [^"]*" matched; `))
+    expect(result.meta).toMatchObject({ taskId: id, background: true, yielded: true, exitCode: null })
+    await shared.daemon.client.kill(id)
+    await waitFor('the end notice', () => noticeTexts(agent).some((notice) => notice.includes(id)))
+    expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toHaveLength(1)
   })
 })
