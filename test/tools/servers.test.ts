@@ -91,6 +91,33 @@ describe('a dev server through bash', () => {
     for (const { text } of [byPort, byUrl]) await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: idIn(text) } })
   })
 
+  test('a start waiting on a port another of its tasks already serves is warned, naming that task', async () => {
+    const agent = new TestAgent('servers-8')
+    const first = textOf(
+      await callTool(shared.host, agent, {
+        name: 'bash',
+        arguments: {
+          command: 'exec python3 -u -m http.server "$PORT" --bind 127.0.0.1',
+          description: 'first server',
+          run_in_background: true,
+          port: 'auto',
+          ready: { pattern: 'Serving HTTP on' },
+        },
+      }),
+    )
+    const port = /It was given port (\d+) as PORT\./.exec(first)![1]
+    const served = await waitFor('the first server to be listed listening', async () =>
+      (await shared.daemon.client.get(idIn(first))).ports?.length ? true : null,
+    )
+    expect(served).toBe(true)
+    const second = await callTool(shared.host, agent, {
+      name: 'bash',
+      arguments: { command: 'sleep 30', description: 'second server', run_in_background: true, ready: { port: Number(port), timeout_ms: 1000 } },
+    })
+    expect(textOf(second)).toMatch(new RegExp(`\\n\\[warning: port ${port} is already served by task ${idIn(first)} \\(first server\\), started [^\\]]*\\]$`))
+    for (const text of [first, textOf(second)]) await callTool(shared.host, agent, { name: 'task_kill', arguments: { task_id: idIn(text) } })
+  })
+
   test('a pattern that never comes: the call returns at the timeout, saying so, with the output; the task still runs', async () => {
     const agent = new TestAgent('servers-5')
     const result = await callTool(shared.host, agent, {
