@@ -44,7 +44,7 @@ describe('the one-line cost summary of an ended task', () => {
 
   test('a stopped task says how; a peak measured by rusage says it is the largest process', () => {
     const killed = ended({ state: 'killed', exitCode: null, signal: 'SIGTERM', usage: usage({ source: 'rusage' }) })
-    expect(costSummary(killed)).toBe('killed (SIGTERM) after 41 s · CPU 2 m 3 s · peak 1.2 GiB (largest process)')
+    expect(costSummary(killed)).toBe('killed by SIGTERM after 41 s · CPU 2 m 3 s · peak 1.2 GiB (largest process)')
     expect(costSummary(ended({ state: 'timed_out', exitCode: null, signal: 'SIGTERM', usage: usage() }))).toMatch(/^timed out after 41 s · /)
   })
 

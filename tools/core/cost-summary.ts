@@ -18,22 +18,18 @@ export function costSummary(task: Task): string | null {
 }
 
 function howItEnded(task: Task): string {
-  const signal = task.signal ? ` (${task.signal})` : ''
-  switch (task.state) {
-    case 'exited':
-      return `exited ${task.exitCode}`
-    case 'timed_out':
-      return 'timed out'
-    default:
-      return `${task.state}${signal}`
-  }
+  if (task.state === 'exited') return `exited ${task.exitCode}`
+  if (task.state === 'killed') return task.signal ? `killed by ${task.signal}` : 'killed'
+  if (task.state === 'timed_out') return 'timed out'
+  return task.state
 }
 
 /** `320 ms`, `1.5 s`, `41 s`, `2 m 3 s`, `2 h 5 m`: the units a reader takes in at a glance. */
 export function spacedDuration(ms: number): string {
-  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`
-  if (ms < 10_000) return `${Math.floor(ms / 100) / 10} s`
-  const seconds = Math.floor(ms / 1000)
+  const whole = Math.max(0, Math.round(ms))
+  if (whole < 1000) return `${whole} ms`
+  if (whole < 10_000) return `${Math.floor(whole / 100) / 10} s`
+  const seconds = Math.floor(whole / 1000)
   if (seconds < 60) return `${seconds} s`
   const minutes = Math.floor(seconds / 60)
   if (minutes < 60) return seconds % 60 ? `${minutes} m ${seconds % 60} s` : `${minutes} m`
@@ -41,7 +37,7 @@ export function spacedDuration(ms: number): string {
   return minutes % 60 ? `${hours} h ${minutes % 60} m` : `${hours} h`
 }
 
-/** `900 B`, `512 KiB`, `200 MiB`, `1.2 GiB`: one decimal under 10 of a unit. */
+/** `900 B`, `1.5 KiB`, `200 MiB`, `1.2 GiB`: one decimal below 100 of a unit. */
 export function spacedBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`
   const units = ['KiB', 'MiB', 'GiB', 'TiB']
@@ -51,5 +47,5 @@ export function spacedBytes(bytes: number): string {
     value /= 1024
     index += 1
   }
-  return `${value >= 10 ? Math.round(value) : Math.round(value * 10) / 10} ${units[index]}`
+  return `${value >= 100 ? Math.round(value) : value.toFixed(1)} ${units[index]}`
 }
