@@ -117,6 +117,17 @@ export class TaskCgroups {
     }
   }
 
+  /**
+   * The most memory the task's tree held at once (its memory group's high-water mark, page cache
+   * and tmpfs it wrote included), or null when it has no memory group. Read before remove().
+   */
+  async peakMemoryBytes(): Promise<number | null> {
+    if (!this.memoryDir) return null
+    const text = await readFile(join(this.memoryDir, 'memory.max_usage_in_bytes'), 'utf8').catch(() => '')
+    const bytes = Number(text.trim())
+    return text.trim() !== '' && Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : null
+  }
+
   async remove(): Promise<void> {
     await Promise.all([this.memoryDir && removeGroup(this.memoryDir), removeGroup(this.pidsDir)])
   }

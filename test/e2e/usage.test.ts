@@ -1,0 +1,86 @@
+import { afterEach, describe, expect, test } from 'vitest'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Task } from '../../client/index.js'
+import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/** What a task used (`usage`, once it has ended) and what it uses now (`live`, only when asked), with real workloads. */
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+const MiB = 1024 * 1024
+/** /usr/bin's: a strict sandbox shows the system's folders, not a user's pyenv. */
+const PYTHON = '/usr/bin/python3'
+/** One second of CPU time, counted by the process itself from its start (its interpreter's start-up included). */
+const BUSY_SECOND = 'import time\nwhile time.process_time() < 1.0: pass\n'
+/** 200 MiB allocated and every page of it written (a bytes repeat fills it), held until the process ends. */
+const TOUCH_200_MIB = `data = b"\\x01" * (200 * ${MiB})\nprint(len(data))\n`
+
+async function daemonFor(): Promise<TestDaemon> {
+  const daemon = await startTestDaemon()
+  cleanups.push(() => daemon.stop())
+  return daemon
+}
+
+async function runToEnd(daemon: TestDaemon, command: string[], sandbox: 'off' | 'strict', cwd?: string): Promise<Task> {
+  const started = await daemon.client.start({ command, sandbox, ...(cwd ? { cwd } : {}) })
+  const ended = await daemon.client.wait(started.id, { timeoutMs: 60_000 })
+  expect(ended, JSON.stringify(ended)).toMatchObject({ state: 'exited', exitCode: 0 })
+  return ended
+}
+
+function recordOnDisk(daemon: TestDaemon, id: string): Task {
+  return JSON.parse(readFileSync(join(daemon.home, 'spool', id, 'task.json'), 'utf8')) as Task
+}
+
+describe.each([
+  { sandbox: 'off' as const, source: 'rusage' },
+  { sandbox: 'strict' as const, source: 'cgroup' },
+])('usage of a task with sandbox $sandbox ($source)', ({ sandbox, source }) => {
+  test('the CPU time of a one-second busy loop is within 10% of a second, in task.json', async () => {
+    const daemon = await daemonFor()
+    const ended = await runToEnd(daemon, [PYTHON, '-c', BUSY_SECOND], sandbox)
+    const usage = recordOnDisk(daemon, ended.id).usage
+    expect(usage, JSON.stringify(ended)).toMatchObject({ source })
+    const cpuMs = usage!.cpuUserMs + usage!.cpuSystemMs
+    expect(cpuMs, JSON.stringify(usage)).toBeGreaterThanOrEqual(900)
+    expect(cpuMs, JSON.stringify(usage)).toBeLessThanOrEqual(1100)
+    expect(ended.usage).toEqual(usage)
+  })
+
+  test('the peak memory of a process that touches 200 MiB is within 10% of 200 MiB', async () => {
+    const daemon = await daemonFor()
+    const ended = await runToEnd(daemon, [PYTHON, '-c', TOUCH_200_MIB], sandbox)
+    const usage = recordOnDisk(daemon, ended.id).usage
+    expect(usage, JSON.stringify(ended)).toMatchObject({ source })
+    expect(usage!.peakMemoryBytes, JSON.stringify(usage)).toBeGreaterThanOrEqual(200 * MiB)
+    expect(usage!.peakMemoryBytes, JSON.stringify(usage)).toBeLessThanOrEqual(220 * MiB)
+  })
+})
+
+describe('usage of a task', () => {
+  test('bytes written count a known write of 8 MiB to a file', async () => {
+    const daemon = await daemonFor()
+    const folder = mkdtempSync(join(tmpdir(), 'tend-usage-write-'))
+    cleanups.push(() => rmSync(folder, { recursive: true, force: true }))
+    const ended = await runToEnd(daemon, ['sh', '-c', 'head -c 8388608 /dev/zero > written.bin'], 'off', folder)
+    const usage = ended.usage!
+    expect(usage.writeBytes, JSON.stringify(usage)).toBeGreaterThanOrEqual(8 * MiB)
+    expect(usage.writeBytes, JSON.stringify(usage)).toBeLessThanOrEqual(9 * MiB)
+  })
+
+  test('a killed task records what it used too', async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: [PYTHON, '-c', 'import time\nprint("up", flush=True)\nwhile True: pass\n'] })
+    await waitFor('the task to print up', async () => (await daemon.client.read(started.id)).data === 'up\n')
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
+    expect(ended.usage!.cpuUserMs).toBeGreaterThan(0)
+  })
+})
