@@ -10,6 +10,7 @@ import type { TaskStore } from '../store/task-store.js'
 import { admitTask, type StartOptions } from './admission/admit.js'
 import { requestedStop, RESTART_STOPS_LIFELINE, withNote, type KillRequest } from './run/ending.js'
 import { HeldOutputs } from './output/held-outputs.js'
+import { LiveSampler } from './usage/live-sampler.js'
 import type { OutputWatch } from './output/output-watch.js'
 import { resumeRun } from './recovery/resume.js'
 import { Scheduler } from './admission/scheduler.js'
@@ -38,6 +39,8 @@ export interface SupervisorOptions {
 export class Supervisor {
   /** The output.log of each running task, held open: readers and the cap go through it (held-outputs.ts). */
   readonly outputs = new HeldOutputs()
+  /** Running tasks' live figures, sampled only when an answer asks (usage/live-sampler.ts). */
+  private readonly liveSampler = new LiveSampler()
   /** Every task from its admission until its final record lands. */
   private readonly runs = new Map<string, TaskRun>()
   private readonly scheduler: Scheduler
@@ -69,6 +72,7 @@ export class Supervisor {
       daemon: this.daemon,
       forget: (run) => {
         if (this.runs.get(run.id) === run) this.runs.delete(run.id)
+        this.liveSampler.forget(run.id)
       },
     }
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
@@ -117,6 +121,16 @@ export class Supervisor {
   }
 
   /** Stops a task and resolves with its final record once no process of it is left. */
+  /**
+   * The task with its live figures (`live`) when it runs and they can be read; any other task as it
+   * is. Samples at most once a second per task (usage/live-sampler.ts).
+   */
+  withLiveUsage(task: Task): Task {
+    if (task.state !== 'running' || task.startedAt === null) return task
+    const sampled = this.runs.get(task.id)?.sampled(Date.parse(task.startedAt))
+    return sampled ? { ...task, live: this.liveSampler.sample(sampled) } : task
+  }
+
   async kill(id: string, request: KillRequest = {}): Promise<Task> {
     const { store } = this.context
     // A task being launched is stopped as the running task it is about to be: recording it as

@@ -83,4 +83,30 @@ describe('usage of a task', () => {
     expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
     expect(ended.usage!.cpuUserMs).toBeGreaterThan(0)
   })
+
+  test('live figures appear on a running task only when asked, and never on an ended one', async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: [PYTHON, '-c', `data = b"\\x01" * (50 * ${MiB})\nprint("up", flush=True)\nwhile True: pass\n`] })
+    await waitFor('the task to print up', async () => (await daemon.client.read(started.id)).data === 'up\n')
+    expect(await daemon.client.get(started.id)).not.toHaveProperty('live')
+    expect((await daemon.client.list()).find((task) => task.id === started.id)).not.toHaveProperty('live')
+    // A busy loop's share of a core depends on the machine's load: what is asserted is that it is counted.
+    const seen = new Set<string>()
+    const live = await waitFor('a second live sample with CPU time in it', async () => {
+      const task = await daemon.client.get(started.id, { live: true })
+      if (task.live) seen.add(task.live.sampledAt)
+      return task.live && seen.size >= 2 && task.live.cpuPercent > 0 ? task.live : null
+    })
+    // At most one sample a second: asks in between answer the last one.
+    const times = [...seen].map(Date.parse).sort((a, b) => a - b)
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(1000)
+    expect(live.memoryBytes).toBeGreaterThanOrEqual(50 * MiB)
+    expect(Number.isNaN(Date.parse(live.sampledAt))).toBe(false)
+    const listed = (await daemon.client.list({ live: true })).find((task) => task.id === started.id)
+    expect(listed?.live?.memoryBytes).toBeGreaterThanOrEqual(50 * MiB)
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(await daemon.client.get(ended.id, { live: true })).not.toHaveProperty('live')
+    expect(recordOnDisk(daemon, ended.id)).not.toHaveProperty('live')
+  })
 })

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
+import { ErrorSchema, GetTaskQuery, TaskIdParams } from '../../../protocol/schemas.js'
 import type { CorruptEntries } from '../../store/corrupt-entries.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/output/live-output.js'
@@ -11,19 +11,28 @@ export interface GetTaskDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   corrupt: Pick<CorruptEntries, 'visible'>
-  supervisor: Pick<Supervisor, 'outputs'>
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'withLiveUsage'>>
 }
 
-/** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason). */
+/** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason); `live`: a running one's live figures too. */
 export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, supervisor }: GetTaskDeps): void {
   typedRoutes(app).get(
     '/v1/tasks/:id',
     {
-      schema: { summary: 'Show a task', params: TaskIdParams, headers: OwnerHeaders, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } },
+      schema: {
+        summary: 'Show a task',
+        params: TaskIdParams,
+        querystring: GetTaskQuery,
+        headers: OwnerHeaders,
+        response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema },
+      },
     },
     async (request) => {
       const { id } = request.params
-      return corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
+      const corruptEntry = corrupt.visible(id, requestOwner(request))
+      if (corruptEntry) return corruptEntry
+      const task = await withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
+      return request.query.live && supervisor.withLiveUsage ? supervisor.withLiveUsage(task) : task
     },
   )
 }

@@ -13,13 +13,14 @@ export interface ListTasksDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'list'>
   corrupt: Pick<CorruptEntries, 'list'>
-  supervisor: Pick<Supervisor, 'outputs'>
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'withLiveUsage'>>
 }
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
 
 /**
- * GET /v1/tasks — running and queued tasks; `all` adds finished ones and corrupt spool entries.
+ * GET /v1/tasks — running and queued tasks; `all` adds finished ones and corrupt spool entries;
+ * `live`, running tasks' live figures (sampled at most once a second each).
  *
  * Each task is serialized once per version: the store replaces a task's object on every change,
  * so its JSON is kept against the object and a list joins what it has (a running task's live
@@ -45,7 +46,14 @@ export function registerListTasksRoute(app: TendApp, { config, store, corrupt, s
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
       const tasks: Task[] = store.list({ all: query.all ?? false, owner: owner ?? query.owner })
       // Only a running task's answer reads anything (its output size on disk now).
-      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(supervisor.outputs, config.layout.spool, task) : task)))
+      const withLive = query.live ? supervisor.withLiveUsage : undefined
+      const live = await Promise.all(
+        tasks.map(async (task) => {
+          if (task.state !== 'running') return task
+          const current = await withLiveOutput(supervisor.outputs, config.layout.spool, task)
+          return withLive ? withLive.call(supervisor, current) : current
+        }),
+      )
       const corruptEntries = query.all ? corrupt.list(owner ?? query.owner ?? null) : []
       const listed = corruptEntries.length > 0 ? [...live, ...corruptEntries].sort(listOrder) : live
       const serialize = reply.compileSerializationSchema(TASK_REF, '200')

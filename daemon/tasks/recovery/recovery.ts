@@ -16,7 +16,7 @@ import { removeStrayTemporaries } from '../../store/stray-temporaries.js'
 import { sweepTaskCgroups } from './cgroup-sweep.js'
 import { outsideSignal } from '../run/ending.js'
 import { endedRecord, keeperEndedReason, killGroupLeftovers, settleOutput } from '../run/finish.js'
-import { finalUsage } from '../run/task-usage.js'
+import { finalUsage } from '../usage/final-usage.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readTaskExitFile>>
 

@@ -9,7 +9,7 @@ import { taskMarker } from '../../spawn/run-name.js'
 import type { SpawnExit } from '../../spawn/spawner.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT } from './ending.js'
 import { holdsDiskPastEnd } from '../output/output-cap.js'
-import { withUsage } from './task-usage.js'
+import { withUsage } from '../usage/final-usage.js'
 import { markEnded, markLost, withOutputLoss, type Ending } from '../transitions.js'
 
 // How every task ends, whoever finds it ended (its TaskRun, or recovery at the next start): what is
@@ -90,7 +90,7 @@ export type RecordedEnd = { ending: Ending } | { lost: string }
 
 /**
  * The final record of a started task; `outputLostBytes`: what its keeper could not write of a
- * terminal's output; `usage`: what it used, when known (task-usage.ts).
+ * terminal's output; `usage`: what it used, when known (usage/final-usage.ts).
  */
 export function endedRecord(task: Task, end: RecordedEnd, outputBytes: number, at: Date, outputLostBytes?: number, usage?: TaskUsage): Task {
   const ended = 'lost' in end ? markLost(task, end.lost, outputBytes, at) : markEnded(task, end.ending, outputBytes, at)

@@ -18,7 +18,8 @@ import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task
 import { markFailed, markStarted } from '../transitions.js'
 import { answerUnreportedExit } from './unanswered-exit.js'
 import { outcomeOf } from './outcome.js'
-import { finalUsage, keeperUsageOf } from './task-usage.js'
+import { finalUsage, keeperUsageOf } from '../usage/final-usage.js'
+import type { SampledTask } from '../usage/live-sampler.js'
 
 const KEEPER_GONE_UNRECORDED = 'its keeper is gone without recording how it ended; what was left of it was killed'
 
@@ -167,6 +168,19 @@ export class TaskRun {
       ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
       members: cgroups ? () => cgroups.members() : undefined,
       wrapped: current.sandbox !== 'off',
+    }
+  }
+
+  /** What the live sampler reads of the task (usage/live-sampler.ts); null once its end is known, or before it is tracked. */
+  sampled(startedAtMs: number): SampledTask | null {
+    const tracked = this.tracked
+    if (!tracked || this.exitKnown || tracked.leader === null) return null
+    return {
+      id: this.id,
+      startedAtMs,
+      leaderPid: tracked.pid,
+      leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
+      ...(tracked.members ? { members: tracked.members } : {}),
     }
   }
 
@@ -356,7 +370,7 @@ export class TaskRun {
     return { saved: released.then(() => this.recordEnd({ ending }, outputBytes, exit.outputLostBytes, usage)) }
   }
 
-  /** What the task used (task-usage.ts): its keeper's figures, from the exit it reported or its exit file, and its memory group's peak. */
+  /** What the task used (usage/final-usage.ts): its keeper's figures, from the exit it reported or its exit file, and its memory group's peak. */
   private async usageOf(exit: SpawnExit): Promise<TaskUsage | undefined> {
     const { pid, resources, keeper } = this.tracked!
     const counted = exit.usage ?? (keeper ? keeperUsageOf(this.context.config.layout.spool, this.id, pid) : undefined)
