@@ -5,6 +5,7 @@ import { EXIT } from './exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
 import { printKilled, printWaited } from './task-answers.js'
+import { cpuCell, memoryCell } from './usage-text.js'
 import type { RunRequest, TaskTarget } from './task-target.js'
 
 /** The task verbs on the local daemon (or the one TEND_URL names), through its API. */
@@ -33,7 +34,7 @@ export class DaemonTarget implements TaskTarget {
   }
 
   async show(io: CliIo, id: string): Promise<number> {
-    printTask(io, await this.client.get(id))
+    printTask(io, await this.client.get(id, { live: true }))
     return EXIT.ok
   }
 
@@ -46,7 +47,7 @@ export class DaemonTarget implements TaskTarget {
   }
 
   async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {
-    const tasks = await this.client.list(options)
+    const tasks = await this.client.list({ ...options, live: true })
     if (io.json) {
       printJson(io, tasks)
       return EXIT.ok
@@ -56,8 +57,18 @@ export class DaemonTarget implements TaskTarget {
       return EXIT.ok
     }
     const now = Date.now()
-    const rows = tasks.map((task) => [task.id, stateCell(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, commandText(task)])
-    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
+    const rows = tasks.map((task) => [
+      task.id,
+      stateCell(io, task),
+      exitText(task),
+      ageOf(task, now),
+      cpuCell(task),
+      memoryCell(task),
+      outputText(task),
+      task.owner,
+      commandText(task),
+    ])
+    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'CPU', 'MEM', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
     return EXIT.ok
   }
 
