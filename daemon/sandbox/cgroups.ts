@@ -97,6 +97,11 @@ export class TaskCgroups {
     return this.dirs.map((dir) => ({ ...dir }))
   }
 
+  /** The file that lists the task's live processes (cgroup.procs of its pids group). */
+  get membersFile(): string {
+    return join(this.pidsDir, 'cgroup.procs')
+  }
+
   /** The task's live processes. */
   members(): number[] {
     return readMembers(this.pidsDir)

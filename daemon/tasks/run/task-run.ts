@@ -180,7 +180,7 @@ export class TaskRun {
       startedAtMs,
       leaderPid: tracked.pid,
       leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
-      ...(tracked.members ? { members: tracked.members } : {}),
+      ...(tracked.resources.cgroups ? { membersFile: tracked.resources.cgroups.membersFile } : {}),
     }
   }
 

@@ -1,5 +1,5 @@
 import type { LiveUsage } from '../../../protocol/index.js'
-import { CLOCK_TICKS_PER_SECOND, processFigures, sessionsOfAllProcesses } from './process-figures.js'
+import { CLOCK_TICKS_PER_SECOND, sessionsOfAllProcesses, TaskProcFiles } from './process-figures.js'
 
 /** A running task, as the sampler reads it. */
 export interface SampledTask {
@@ -10,8 +10,8 @@ export interface SampledTask {
   leaderPid: number
   /** Its leader's start time (clock ticks after boot); 0 when unknown (a process older than it is none of the task's). */
   leaderStartTicks: number
-  /** Its processes as its cgroup lists them (kernel facts); absent without a cgroup. */
-  members?: () => number[]
+  /** Its cgroup's process list (cgroup.procs: kernel facts); absent without a cgroup. */
+  membersFile?: string
 }
 
 export interface LiveSamplerOptions {
@@ -25,12 +25,15 @@ interface Sample {
   atMs: number
   cpuTicks: number
   live: LiveUsage
+  /** Its files, held open from sample to sample. */
+  files: TaskProcFiles
 }
 
 /**
  * Running tasks' live figures, sampled only when an answer asks for them (`?live=true`), at most
  * once per `minIntervalMs` per task: nothing runs between asks, and a console asking every second
- * for a thousand tasks reads each task's /proc stat files once a second. CPU % is of one core,
+ * for a thousand tasks reads each task's process list and /proc stat files once a second, through
+ * descriptors held from one sample to the next (process-figures.ts) until the task ends (forget). CPU % is of one core,
  * between this sample and the last (a first one: since the task started); memory is the resident
  * set of its processes together (shared pages counted in each).
  */
@@ -50,19 +53,21 @@ export class LiveSampler {
     const now = this.now()
     const last = this.samples.get(task.id)
     if (last && now - last.atMs < this.minIntervalMs) return last.live
-    const pids = task.members ? task.members() : this.sessionOf(task.leaderPid, now)
-    const figures = processFigures(pids, task.leaderStartTicks)
+    const files = last?.files ?? new TaskProcFiles(task.membersFile ?? null)
+    const pids = files.members() ?? this.sessionOf(task.leaderPid, now)
+    const figures = files.figures(pids, task.leaderStartTicks)
     const sinceMs = last ? now - last.atMs : now - task.startedAtMs
     // A process that ended since the last sample takes its ticks with it: never below zero.
     const ticks = Math.max(0, last ? figures.cpuTicks - last.cpuTicks : figures.cpuTicks)
     const cpuPercent = sinceMs > 0 ? Math.round(((ticks * 1000) / CLOCK_TICKS_PER_SECOND / sinceMs) * 1000) / 10 : 0
     const live: LiveUsage = { cpuPercent, memoryBytes: figures.residentBytes, sampledAt: new Date(now).toISOString() }
-    this.samples.set(task.id, { atMs: now, cpuTicks: figures.cpuTicks, live })
+    this.samples.set(task.id, { atMs: now, cpuTicks: figures.cpuTicks, live, files })
     return live
   }
 
   /** The task has ended: its last sample goes. */
   forget(id: string): void {
+    this.samples.get(id)?.files.close()
     this.samples.delete(id)
   }
 

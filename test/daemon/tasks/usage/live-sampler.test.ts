@@ -1,10 +1,23 @@
-import { describe, expect, test } from 'vitest'
-import { readFileSync } from 'node:fs'
+import { afterAll, describe, expect, test } from 'vitest'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { readProcStat } from '../../../../protocol/index.js'
 import { LiveSampler, type SampledTask } from '../../../../daemon/tasks/usage/live-sampler.js'
 import { processFigures } from '../../../../daemon/tasks/usage/process-figures.js'
 
 /** The live sampler, on this test's own process (its figures are real) and a clock the test moves. */
+
+const scratch = mkdtempSync(join(tmpdir(), 'tend-live-sampler-'))
+afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+let files = 0
+
+/** A process list as a cgroup's cgroup.procs has it, one pid a line. */
+function listing(pids: number[]): string {
+  const path = join(scratch, `procs-${files++}`)
+  writeFileSync(path, pids.map((pid) => `${pid}\n`).join(''))
+  return path
+}
 
 function clock(startMs: number): { now: () => number; advance: (ms: number) => void } {
   let at = startMs
@@ -16,7 +29,7 @@ const self: SampledTask = {
   startedAtMs: 0,
   leaderPid: process.pid,
   leaderStartTicks: Number(readProcStat(process.pid)!.startTime),
-  members: () => [process.pid],
+  membersFile: listing([process.pid]),
 }
 
 function burn(ms: number): void {
@@ -29,18 +42,15 @@ function burn(ms: number): void {
 describe('LiveSampler', () => {
   test('an ask within the interval answers the last sample; one after it samples again', () => {
     const time = clock(1_000_000)
-    let listed = 0
     const sampler = new LiveSampler({ now: time.now, minIntervalMs: 1000 })
-    const task = { ...self, startedAtMs: time.now() - 10_000, members: () => (listed++, [process.pid]) }
+    const task = { ...self, startedAtMs: time.now() - 10_000 }
     const first = sampler.sample(task)
     time.advance(999)
     expect(sampler.sample(task)).toBe(first)
-    expect(listed).toBe(1)
     time.advance(1)
     const second = sampler.sample(task)
     expect(second).not.toBe(first)
     expect(Date.parse(second.sampledAt) - Date.parse(first.sampledAt)).toBe(1000)
-    expect(listed).toBe(2)
   })
 
   test('CPU % is the CPU time between two samples over the time between them; memory the resident set', () => {
@@ -58,6 +68,18 @@ describe('LiveSampler', () => {
     expect(live.memoryBytes).toBeGreaterThan(10 * 1024 * 1024)
   })
 
+  test('the held files follow the list: a process gone from it counts no more, and a pid never listed never counts', () => {
+    const time = clock(5_000_000)
+    const sampler = new LiveSampler({ now: time.now })
+    const membersFile = listing([process.pid])
+    const task = { ...self, membersFile }
+    expect(sampler.sample(task).memoryBytes).toBeGreaterThan(0)
+    writeFileSync(membersFile, '')
+    time.advance(1000)
+    expect(sampler.sample(task)).toMatchObject({ cpuPercent: 0, memoryBytes: 0 })
+    sampler.forget(task.id)
+  })
+
   test('a process older than the task is none of it, and a forgotten task starts over', () => {
     const time = clock(3_000_000)
     const sampler = new LiveSampler({ now: time.now })
@@ -70,7 +92,7 @@ describe('LiveSampler', () => {
   test("without a cgroup, the task is its leader's session: every process of it counts", () => {
     const stat = readFileSync('/proc/self/stat', 'utf8')
     const session = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3])
-    const { members: _members, ...sessionTask } = self
+    const { membersFile: _membersFile, ...sessionTask } = self
     const sampler = new LiveSampler({ now: clock(4_000_000).now })
     // This process is in that session: its resident set is in the figure.
     expect(sampler.sample({ ...sessionTask, leaderPid: session, leaderStartTicks: 0 }).memoryBytes).toBeGreaterThanOrEqual(
