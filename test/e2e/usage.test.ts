@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
-import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /** What a task used (`usage`, once it has ended) and what it uses now (`live`, only when asked), with real workloads. */
@@ -35,7 +35,11 @@ async function runToEnd(daemon: TestDaemon, command: string[], sandbox: 'off' | 
 }
 
 function recordOnDisk(daemon: TestDaemon, id: string): Task {
-  return JSON.parse(readFileSync(join(daemon.home, 'spool', id, 'task.json'), 'utf8')) as Task
+  return recordOn(daemon.home, id)
+}
+
+function recordOn(home: string, id: string): Task {
+  return JSON.parse(readFileSync(join(home, 'spool', id, 'task.json'), 'utf8')) as Task
 }
 
 describe.each([
@@ -72,6 +76,33 @@ describe('usage of a task', () => {
     const usage = ended.usage!
     expect(usage.writeBytes, JSON.stringify(usage)).toBeGreaterThanOrEqual(8 * MiB)
     expect(usage.writeBytes, JSON.stringify(usage)).toBeLessThanOrEqual(9 * MiB)
+  })
+
+  test('a task that ends while no daemon runs has what it used recorded by the next daemon, from its exit file', async () => {
+    const home = createTempHome()
+    const gate = join(home, 'gate')
+    const first = await startTestDaemon({ home })
+    const started = await first.client.start({
+      command: [
+        PYTHON,
+        '-c',
+        `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\nstart = time.process_time()\nwhile time.process_time() - start < 0.3: pass\n`,
+      ],
+    })
+    await waitFor(
+      'the running record, with its keeper, on disk',
+      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
+    )
+    await first.crash()
+    first.client.close()
+    writeFileSync(gate, '')
+    await waitFor('the keeper to write the exit file', () => existsSync(join(home, 'spool', started.id, 'exit.json')))
+    const second = await startTestDaemon({ home })
+    cleanups.push(() => second.stop())
+    const recovered = await second.client.get(started.id)
+    expect(recovered, JSON.stringify(recovered)).toMatchObject({ state: 'exited', exitCode: 0, usage: { source: 'rusage' } })
+    expect(recovered.usage!.cpuUserMs + recovered.usage!.cpuSystemMs).toBeGreaterThanOrEqual(270)
+    expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
   })
 
   test('a killed task records what it used too', async () => {
