@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { DEFAULT_OWNER, isFinished, TendError, type RunningTask, type StartTaskBody, type Task } from '../../protocol/index.js'
+import { DEFAULT_OWNER, isFinished, TendError, type LiveUsage, type RunningTask, type StartTaskBody, type Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { OwnerNetworks } from '../network/owner-networks.js'
 import { cachedProtectedView, type DaemonHomes, type SandboxCapabilities } from '../sandbox/index.js'
@@ -122,13 +122,13 @@ export class Supervisor {
 
   /** Stops a task and resolves with its final record once no process of it is left. */
   /**
-   * The task with its live figures (`live`) when it runs and they can be read; any other task as it
-   * is. Samples at most once a second per task (usage/live-sampler.ts).
+   * A running task's live figures, when they can be read (undefined for any other task). Samples at
+   * most once a second per task (usage/live-sampler.ts).
    */
-  withLiveUsage(task: Task): Task {
-    if (task.state !== 'running' || task.startedAt === null) return task
+  liveUsageOf(task: Task): LiveUsage | undefined {
+    if (task.state !== 'running' || task.startedAt === null) return undefined
     const sampled = this.runs.get(task.id)?.sampled(Date.parse(task.startedAt))
-    return sampled ? { ...task, live: this.liveSampler.sample(sampled) } : task
+    return sampled ? this.liveSampler.sample(sampled) : undefined
   }
 
   async kill(id: string, request: KillRequest = {}): Promise<Task> {

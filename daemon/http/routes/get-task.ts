@@ -11,7 +11,7 @@ export interface GetTaskDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   corrupt: Pick<CorruptEntries, 'visible'>
-  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'withLiveUsage'>>
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'liveUsageOf'>>
 }
 
 /** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason); `live`: a running one's live figures too. */
@@ -31,8 +31,8 @@ export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, sup
       const { id } = request.params
       const corruptEntry = corrupt.visible(id, requestOwner(request))
       if (corruptEntry) return corruptEntry
-      const task = await withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
-      return request.query.live && supervisor.withLiveUsage ? supervisor.withLiveUsage(task) : task
+      const task = visibleTask(store, request, id)
+      return withLiveOutput(supervisor.outputs, config.layout.spool, task, request.query.live ? supervisor.liveUsageOf?.(task) : undefined)
     },
   )
 }

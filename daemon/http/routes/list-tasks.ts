@@ -13,7 +13,7 @@ export interface ListTasksDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'list'>
   corrupt: Pick<CorruptEntries, 'list'>
-  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'withLiveUsage'>>
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'liveUsageOf'>>
 }
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
@@ -46,13 +46,12 @@ export function registerListTasksRoute(app: TendApp, { config, store, corrupt, s
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
       const tasks: Task[] = store.list({ all: query.all ?? false, owner: owner ?? query.owner })
       // Only a running task's answer reads anything (its output size on disk now).
-      const withLive = query.live ? supervisor.withLiveUsage : undefined
       const live = await Promise.all(
-        tasks.map(async (task) => {
-          if (task.state !== 'running') return task
-          const current = await withLiveOutput(supervisor.outputs, config.layout.spool, task)
-          return withLive ? withLive.call(supervisor, current) : current
-        }),
+        tasks.map((task) =>
+          task.state === 'running'
+            ? withLiveOutput(supervisor.outputs, config.layout.spool, task, query.live ? supervisor.liveUsageOf?.(task) : undefined)
+            : task,
+        ),
       )
       const corruptEntries = query.all ? corrupt.list(owner ?? query.owner ?? null) : []
       const listed = corruptEntries.length > 0 ? [...live, ...corruptEntries].sort(listOrder) : live

@@ -43,6 +43,7 @@ export class LiveSampler {
   private readonly now: () => number
   /** One pass over /proc, shared by the tasks without a cgroup sampled within the interval. */
   private sessions: { atMs: number; byLeader: Map<number, number[]> } | null = null
+  private lastIso: { ms: number; text: string } | null = null
 
   constructor(options: LiveSamplerOptions = {}) {
     this.minIntervalMs = options.minIntervalMs ?? 1000
@@ -60,7 +61,7 @@ export class LiveSampler {
     // A process that ended since the last sample takes its ticks with it: never below zero.
     const ticks = Math.max(0, last ? figures.cpuTicks - last.cpuTicks : figures.cpuTicks)
     const cpuPercent = sinceMs > 0 ? Math.round(((ticks * 1000) / CLOCK_TICKS_PER_SECOND / sinceMs) * 1000) / 10 : 0
-    const live: LiveUsage = { cpuPercent, memoryBytes: figures.residentBytes, sampledAt: new Date(now).toISOString() }
+    const live: LiveUsage = { cpuPercent, memoryBytes: figures.residentBytes, sampledAt: this.isoTime(now) }
     this.samples.set(task.id, { atMs: now, cpuTicks: figures.cpuTicks, live, files })
     return live
   }
@@ -69,6 +70,12 @@ export class LiveSampler {
   forget(id: string): void {
     this.samples.get(id)?.files.close()
     this.samples.delete(id)
+  }
+
+  /** The time as ISO 8601, once per millisecond: a list samples its tasks within one or two. */
+  private isoTime(ms: number): string {
+    if (this.lastIso?.ms !== ms) this.lastIso = { ms, text: new Date(ms).toISOString() }
+    return this.lastIso.text
   }
 
   private sessionOf(leaderPid: number, now: number): number[] {

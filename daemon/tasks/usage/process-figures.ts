@@ -60,10 +60,10 @@ export class TaskProcFiles {
         this.stats.delete(pid)
       }
     for (const pid of pids) {
-      const fields = this.statOf(pid, notBeforeTicks)
-      if (!fields) continue
-      cpuTicks += Number(fields[11]) + Number(fields[12])
-      residentBytes += Number(fields[21]) * PAGE_BYTES
+      const stat = this.statOf(pid, notBeforeTicks)
+      if (!stat) continue
+      cpuTicks += stat.cpuTicks
+      residentBytes += stat.residentPages * PAGE_BYTES
     }
     return { cpuTicks, residentBytes }
   }
@@ -74,12 +74,12 @@ export class TaskProcFiles {
     this.stats.clear()
   }
 
-  /** A process's stat fields (see statFields), through its held file when there is one. */
-  private statOf(pid: number, notBeforeTicks: number): string[] | null {
+  /** A process's figures from its stat, through its held file when there is one. */
+  private statOf(pid: number, notBeforeTicks: number): StatFigures | null {
     const held = this.stats.get(pid)
     if (held !== undefined) {
       try {
-        return fieldsOf(readWhole(held))
+        return statFigures(readWhole(held))
       } catch {
         closeQuietly(held)
         this.stats.delete(pid)
@@ -92,16 +92,16 @@ export class TaskProcFiles {
     } catch {
       return null
     }
-    let fields: string[] | null = null
+    let figures: StatFigures | null = null
     try {
-      fields = fieldsOf(readWhole(fd))
+      figures = statFigures(readWhole(fd))
     } catch {
       // ended between its listing and now
     }
-    const ours = fields !== null && Number(fields[19]) >= notBeforeTicks
+    const ours = figures !== null && figures.startTicks >= notBeforeTicks
     if (ours && this.stats.size < HELD_STATS_PER_TASK) this.stats.set(pid, fd)
     else closeQuietly(fd)
-    return ours ? fields : null
+    return ours ? figures : null
   }
 
   private closeMembers(): void {
@@ -169,6 +169,35 @@ function readWhole(fd: number): string {
     }
   }
   return buffer.toString('latin1', 0, length)
+}
+
+interface StatFigures {
+  /** utime + stime (fields 14 and 15). */
+  cpuTicks: number
+  /** starttime (field 22). */
+  startTicks: number
+  /** rss (field 24). */
+  residentPages: number
+}
+
+/**
+ * The figures of a /proc/<pid>/stat line, its numbers read where they stand (a thousand tasks a
+ * second: no array of its fifty fields). Fields are counted after the command name's last ')'.
+ */
+function statFigures(text: string): StatFigures {
+  let at = text.lastIndexOf(')') + 2
+  let field = 3
+  let cpuTicks = 0
+  let startTicks = 0
+  for (; field < 24 && at > 1; field++) {
+    const end = text.indexOf(' ', at)
+    if (field === 14 || field === 15) cpuTicks += Number(text.slice(at, end))
+    else if (field === 22) startTicks = Number(text.slice(at, end))
+    at = end + 1
+  }
+  const residentPages = Number(text.slice(at, text.indexOf(' ', at)))
+  if (field !== 24 || !Number.isFinite(cpuTicks + startTicks + residentPages)) throw new Error('not a stat line')
+  return { cpuTicks, startTicks, residentPages }
 }
 
 /** The fields of a /proc/<pid>/stat line after the command name (field 3 is [0]); the name may hold spaces and parentheses. */
