@@ -162,6 +162,8 @@ void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]);
 /* After that poll: reaps what ended (keeping the task's status); once the lifeline broke, kills the
  * task's process group and the keeper's children. */
 void lifeline_on_ready(struct lifeline *lifeline, const struct pollfd fds[2]);
+/* CLOCK_MONOTONIC in milliseconds (the lease's clock, and the keeper's deadlines). */
+long long monotonic_ms(void);
 /* A plain task's wait, watching the lifeline meanwhile; returns the task's wait status. */
 int lifeline_wait(struct lifeline *lifeline);
 /* After the lifeline broke and the task was reaped: kills and reaps until the keeper has no child. */

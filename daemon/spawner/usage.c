@@ -72,12 +72,6 @@ static size_t sandbox_inits(pid_t *found, size_t max) {
   return count;
 }
 
-static long long monotonic_ms(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
-
 void reap_sandbox_inits(void) {
   pid_t waited[MAX_WAITED];
   size_t count = sandbox_inits(waited, MAX_WAITED);
