@@ -25,6 +25,7 @@ import {
   type SandboxProfile,
   type StdinMode,
   type TaskInputResult,
+  type StartedTask,
   type Task,
   type TerminalSize,
   type TaskEvent,
@@ -82,11 +83,31 @@ export interface StartOptions {
    */
   tty?: boolean | Partial<TerminalSize>
   /**
+   * A port given to the task as PORT and recorded as its `port`: `'auto'` picks a free one that no
+   * other task not yet ended holds (AUTO_PORT_RANGE), held until it ends; a number is given as it
+   * is (not exclusive: the start then warns if another task of the owner listens on it). Default: none.
+   */
+  port?: number | 'auto'
+  /**
    * Identifies this submission across retries (1–128 of letters, digits and `._:-`). Default: a
    * fresh random key per start() call, used for its own automatic retry. Pass your own to make
    * retries of your own (after your process restarted) answer the first task.
    */
   idempotencyKey?: string
+  /**
+   * Ids of tasks to wait for (`--after`): the task stays queued until they have ended, and starts if
+   * all exited 0, else ends failed naming the first that did not. Each must exist (resolve() a name
+   * or prefix first). Default: none.
+   */
+  after?: string[]
+  /** With `after`: start once they have ended, whatever they ended as. Default: false. */
+  afterAny?: boolean
+  /**
+   * When it counts as ready: a line of its output matches `pattern` (RE2), something in its network
+   * listens on `port`, or `url` answers 2xx/3xx from inside its network; exactly one. `timeoutMs`
+   * from its start, default 60 s. Its record's `ready` says how it went; waitReady() waits for it.
+   */
+  ready?: { pattern?: string; port?: number; url?: string; timeoutMs?: number }
 }
 
 export interface ReadOptions {
@@ -137,15 +158,26 @@ export class TendClient {
     this.http = new SocketHttp(this.options.endpoint, this.headers(), this.options.requestTimeoutMs)
   }
 
-  async start(options: StartOptions): Promise<Task> {
+  /** Starts a task: its record, with `warnings` beside its fields when the start deserves a word (protocol/started-task.ts). */
+  async start(options: StartOptions): Promise<StartedTask> {
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
     const idempotencyKey = options.idempotencyKey ?? newSubmissionKey()
-    return this.call<Task>('POST', '/v1/tasks', { body: startRequestBody(options), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
+    return this.call<StartedTask>('POST', '/v1/tasks', { body: startRequestBody(options), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
   }
 
   get(id: string, options: GetOptions = {}): Promise<Task> {
     return this.call<Task>('GET', `/v1/tasks/${encodeURIComponent(id)}`, options.live ? { query: { live: true } } : {})
+  }
+
+  /**
+   * The id of the task `ref` names among those this client may see: its id, its name (the newest
+   * task of that name), or a unique prefix of 4 or more characters of its id, in that order.
+   * Rejects with TEND_ERR_TASK_NOT_FOUND (naming the ref) or TEND_ERR_TASK_AMBIGUOUS (listing the candidates).
+   */
+  async resolve(ref: string): Promise<string> {
+    const { id } = await this.call<{ id: string }>('GET', '/v1/tasks/resolve', { query: { ref } })
+    return id
   }
 
   async list(options: ListOptions = {}): Promise<Task[]> {
@@ -199,17 +231,30 @@ export class TendClient {
   }
 
   /** Resolves with the task once it has ended, or with its current record after timeoutMs. */
-  async wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+  wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    return this.waitFor(id, false, options)
+  }
+
+  /**
+   * Resolves with the task once its readiness has settled (`ready` is no longer null: ready, timed
+   * out, or ended first), or with its current record after timeoutMs. A task without a readiness
+   * condition is TEND_ERR_VALIDATION.
+   */
+  waitReady(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    return this.waitFor(id, true, options)
+  }
+
+  private async waitFor(id: string, ready: boolean, options: { timeoutMs?: number; signal?: AbortSignal }): Promise<Task> {
     const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs
     for (;;) {
       const remaining = deadline - Date.now()
       const chunk = Math.max(0, Math.min(WAIT_MS_LIMIT, remaining))
-      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, {
-        query: { timeoutMs: chunk },
+      const { done, task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, {
+        query: ready ? { timeoutMs: chunk, ready: true } : { timeoutMs: chunk },
         signal: options.signal,
         waitMs: chunk,
       })
-      if (isFinished(task) || Date.now() >= deadline) return task
+      if (done || isFinished(task) || Date.now() >= deadline) return task
     }
   }
 
@@ -470,6 +515,10 @@ export function startRequestBody(options: StartOptions): Record<string, unknown>
     lifetime: options.lifetime,
     stdin: options.stdin,
     tty: options.tty,
+    after: options.after,
+    afterAny: options.afterAny,
+    ready: options.ready,
+    port: options.port,
   })
 }
 

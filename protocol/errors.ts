@@ -118,6 +118,12 @@ export const ERROR_CATALOGUE = {
     retryable: false,
   },
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
+  TEND_ERR_TASK_AMBIGUOUS: {
+    statusCode: 409,
+    message: 'ambiguous task reference: {ref} is the start of several task ids; give more of the id. Candidates: {candidates}',
+    blame: 'caller',
+    retryable: false,
+  },
   TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
   TEND_ERR_IDEMPOTENCY_CONFLICT: {
     statusCode: 409,
@@ -168,6 +174,12 @@ export const ERROR_CATALOGUE = {
       'the rest (from byte {acceptedBytes} of this input) was not; the task is not reading its input',
     ),
     blame: 'caller',
+    retryable: true,
+  },
+  TEND_ERR_NO_FREE_PORT: {
+    statusCode: 503,
+    message: 'no free port for port auto in {first}-{last}: every one is held by a task that has not ended, or listened on',
+    blame: 'system',
     retryable: true,
   },
   TEND_ERR_PIPE_UNOPENABLE: { statusCode: 500, message: 'the {what} of task {id} cannot be opened: {path} ({detail})', blame: 'system', retryable: false },

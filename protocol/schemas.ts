@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
+import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN, TASK_ID_PREFIX_MIN } from './ids.js'
 import { TaskAidsRecordFields, TaskAidsRequestFields } from './task-aids-schemas.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
 import { BLOCKED_DESTINATIONS_KEPT, NETWORK_LOG_PAGE_DEFAULT, NETWORK_LOG_PAGE_LIMIT, NETWORK_MODES, NETWORK_VIAS } from './network.js'
@@ -321,10 +321,34 @@ export const NetworkLogPageSchema = Type.Object({
   lost: Type.Integer({ description: 'decisions network.log could not keep (a full or read-only disk)' }),
 })
 
-export const WaitQuery = Type.Object({ timeoutMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT })) }, strict)
+export const WaitQuery = Type.Object(
+  {
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT })),
+    ready: Type.Optional(
+      Type.Boolean({
+        description: 'answer as soon as its readiness settles (ready, timed out, ended first), not only at its end; a task without a condition is a 400',
+      }),
+    ),
+  },
+  strict,
+)
 export type WaitQuery = Static<typeof WaitQuery>
 
 export const WaitResultSchema = Type.Object({ done: Type.Boolean(), task: Type.Ref('Task') })
+
+export const ResolveQuery = Type.Object(
+  {
+    ref: Type.String({
+      minLength: 1,
+      maxLength: 200,
+      description: `a task id, a task name (the newest task of that name), or a unique prefix of ${TASK_ID_PREFIX_MIN} or more characters of an id`,
+    }),
+  },
+  strict,
+)
+export type ResolveQuery = Static<typeof ResolveQuery>
+
+export const ResolveResultSchema = Type.Object({ id: Type.String() })
 
 export const KillTaskBody = Type.Object(
   {

@@ -1,20 +1,32 @@
-import { exitStatusOf, sandboxHint, taskLabel, type Task } from '../../protocol/index.js'
+import { describePorts, exitStatusOf, sandboxHint, taskLabel, type Task } from '../../protocol/index.js'
 import type { TendClient } from '../client.js'
 import { printTask } from './describe-task.js'
 import { EXIT } from './exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
+import { printReadiness } from './readiness.js'
 import { printKilled, printWaited } from './task-answers.js'
 import { cpuCell, memoryCell } from './usage-text.js'
 import type { RunRequest, TaskTarget } from './task-target.js'
 
-/** The task verbs on the local daemon (or the one TEND_URL names), through its API. */
+/**
+ * The task verbs on the local daemon (or the one TEND_URL names), through its API. A task is named
+ * by its id, its name or a unique id prefix: the daemon resolves the reference first (resolve()).
+ */
 export class DaemonTarget implements TaskTarget {
   constructor(private readonly client: TendClient) {}
 
-  async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
-    const { require: _require, retries: _retries, ...options } = request
-    const task = await this.client.start(options)
+  async run(io: CliIo, request: RunRequest, wait: boolean | 'ready'): Promise<number> {
+    const { require: _require, retries: _retries, after: refs, ...options } = request
+    // Each dependency is named as any task is; the daemon is sent ids, and refuses one that no longer exists.
+    const after = refs && (await Promise.all(refs.map((ref) => this.client.resolve(ref))))
+    const task = await this.client.start(after ? { ...options, after } : options)
+    // On stderr: stdout keeps only the id (or the JSON document, which carries them).
+    if (!io.json) for (const warning of task.warnings ?? []) io.err(`tend: warning: ${warning}`)
+    if (wait === 'ready') {
+      if (!io.json) io.out(task.id)
+      return printReadiness(io, await this.client.waitReady(task.id))
+    }
     if (!wait) {
       if (io.json) printJson(io, task)
       else io.out(task.id)
@@ -29,21 +41,24 @@ export class DaemonTarget implements TaskTarget {
     return exitStatusOf(finished) ?? EXIT.waitFailed
   }
 
-  logs(io: CliIo, id: string, flags: LogsFlags): Promise<number> {
-    return printLogs(this.client, io, id, flags)
+  async logs(io: CliIo, ref: string, flags: LogsFlags): Promise<number> {
+    return printLogs(this.client, io, await this.client.resolve(ref), flags)
   }
 
-  async show(io: CliIo, id: string): Promise<number> {
-    printTask(io, await this.client.get(id, { live: true }))
+  async show(io: CliIo, ref: string): Promise<number> {
+    printTask(io, await this.client.get(await this.client.resolve(ref), { live: true }))
     return EXIT.ok
   }
 
-  async kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
-    return printKilled(io, await this.client.kill(id, options))
+  async kill(io: CliIo, ref: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
+    return printKilled(io, await this.client.kill(await this.client.resolve(ref), options))
   }
 
-  async wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number> {
-    return printWaited(io, id, await this.client.wait(id, options))
+  async wait(io: CliIo, ref: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
+    const id = await this.client.resolve(ref)
+    const { ready, ...waitOptions } = options
+    if (ready) return printReadiness(io, await this.client.waitReady(id, waitOptions))
+    return printWaited(io, id, await this.client.wait(id, waitOptions))
   }
 
   async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {
@@ -57,6 +72,8 @@ export class DaemonTarget implements TaskTarget {
       return EXIT.ok
     }
     const now = Date.now()
+    // PORTS only when a task listed listens on something: the table stays as narrow as it was otherwise.
+    const withPorts = tasks.some((task) => (task.ports?.length ?? 0) > 0)
     const rows = tasks.map((task) => [
       task.id,
       stateCell(io, task),
@@ -65,15 +82,16 @@ export class DaemonTarget implements TaskTarget {
       cpuCell(task),
       memoryCell(task),
       outputText(task),
+      ...(withPorts ? [describePorts(task.ports) || '-'] : []),
       task.owner,
       commandText(task),
     ])
-    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'CPU', 'MEM', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
+    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'CPU', 'MEM', 'OUTPUT', ...(withPorts ? ['PORTS'] : []), 'OWNER', 'COMMAND'], rows))
     return EXIT.ok
   }
 
-  remove(id: string): Promise<{ removed: string; freedBytes: number }> {
-    return this.client.remove(id)
+  async remove(ref: string): Promise<{ removed: string; freedBytes: number }> {
+    return this.client.remove(await this.client.resolve(ref))
   }
 
   /** The client is the command's own: it closes it. */

@@ -1,5 +1,6 @@
-import { describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
+import { describePorts, describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
 import { paintState, printJson, type CliIo } from './output.js'
+import { describeCondition, describeReadiness } from './readiness.js'
 import { liveText, usageText } from './usage-text.js'
 
 /** `tend show`'s answer for a task record: JSON, or its fields (a corrupt entry's own, with what to do about it), and the sandbox's hint. */
@@ -27,6 +28,7 @@ export function describeTask(io: CliIo, task: Task): string {
     ['signal', task.signal],
     ['reason', task.reason],
     ['stopped by', task.stoppedBy ? describeStoppedBy(task.stoppedBy) : null],
+    ['after', task.after ? `${task.after.ids.join(' ')} (${task.after.any ? 'starts once they end, however' : 'starts if all exit 0'})` : null],
     ['owner', task.owner],
     ['lifetime', task.lifetime ?? 'owner'],
     ['stdin', task.tty ? null : stdinText(task.stdin)],
@@ -36,6 +38,8 @@ export function describeTask(io: CliIo, task: Task): string {
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
     ['sandbox', `${task.sandbox}${task.writablePaths.length ? `, writable ${task.writablePaths.join(' ')}` : ''}`],
     ['network', networkText(task)],
+    ['port', task.port === null || task.port === undefined ? null : `${task.port} (given as $PORT)`],
+    ['ports', task.ports?.length ? describePorts(task.ports) : null],
     ['blocked', blockedText(task)],
     ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
     [
@@ -45,6 +49,8 @@ export function describeTask(io: CliIo, task: Task): string {
         : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`,
     ],
     ['pid', task.pid === null ? null : String(task.pid)],
+    ['ready when', task.readyWhen ? describeCondition(task.readyWhen) : null],
+    ['ready', describeReadiness(task)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
     ['now', liveText(task)],
     ['used', usageText(task)],

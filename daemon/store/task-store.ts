@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { backoffMs, isFinished, TendError, type Task } from '../../protocol/index.js'
+import { backoffMs, isFinished, TendError, type Task, type TaskEvent } from '../../protocol/index.js'
 import { removeTaskDir } from '../../spool/index.js'
 import { RecordWriter } from './record-writer.js'
 import type { EventLog } from './event-log.js'
@@ -187,6 +187,11 @@ export class TaskStore {
       if (filter.all || !isFinished(task)) found.push(task)
     }
     return found.sort(listOrder)
+  }
+
+  /** Every event announced from now on, in order: each once its version is on disk (a removal once it is forgotten). */
+  subscribe(listener: (event: TaskEvent) => void): () => void {
+    return this.events.subscribe(listener)
   }
 
   /** Room was freed on the spool's disk (a task folder removed): a spent reserve is made again now if it fits. */
@@ -396,8 +401,11 @@ export class TaskStore {
     const live = previous.outputBytes
     const task = isFinished(written) || live <= written.outputBytes ? written : Object.assign({}, written, { outputBytes: live })
     this.replace(previous, task)
-    if (!stateChanged) return
-    this.events.publishState(task)
+    // Readiness settled while the task runs (an ending that settles it says so in its own event).
+    const readied = previous.ready === null && task.ready !== null && task.ready !== undefined && !stateChanged
+    if (!stateChanged && !readied) return
+    if (readied) this.events.publish('task.ready', task)
+    else this.events.publishState(task)
     const waiters = this.stateWaiters.get(task.id)
     if (!waiters) return
     for (const waiter of [...waiters]) waiter(task)

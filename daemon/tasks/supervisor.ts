@@ -1,6 +1,16 @@
 import { readFileSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { DEFAULT_OWNER, isFinished, TendError, type LiveUsage, type RunningTask, type StartTaskBody, type Task } from '../../protocol/index.js'
+import {
+  DEFAULT_OWNER,
+  isFinished,
+  TendError,
+  type LiveUsage,
+  type QueuedTask,
+  type RunningTask,
+  type StartedTask,
+  type StartTaskBody,
+  type Task,
+} from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { OwnerNetworks } from '../network/owner-networks.js'
 import { cachedProtectedView, type DaemonHomes, type SandboxCapabilities } from '../sandbox/index.js'
@@ -8,6 +18,8 @@ import type { Spawner } from '../spawn/spawner.js'
 import type { SubmissionIndex } from '../store/submission-index.js'
 import type { TaskStore } from '../store/task-store.js'
 import { admitTask, type StartOptions } from './admission/admit.js'
+import { DependencyGate } from './admission/dependencies.js'
+import { waitAgain } from './admission/wait-again.js'
 import { requestedStop, RESTART_STOPS_LIFELINE, withNote, type KillRequest } from './run/ending.js'
 import { HeldOutputs } from './output/held-outputs.js'
 import { LiveSampler } from './usage/live-sampler.js'
@@ -18,6 +30,9 @@ import { Submissions } from './admission/submissions.js'
 import { TaskRun } from './run/task-run.js'
 import type { TaskRunContext } from './run/task-run-context.js'
 import { markCancelled, markFailed } from './transitions.js'
+import { PortWatch } from './ports/port-watch.js'
+import { PortAllocator } from './ports/auto-port.js'
+import { portConflictWarnings } from './ports/port-conflicts.js'
 
 /** What a Supervisor is made with. */
 export interface SupervisorOptions {
@@ -41,10 +56,16 @@ export class Supervisor {
   readonly outputs = new HeldOutputs()
   /** Running tasks' live figures, sampled only when an answer asks (usage/live-sampler.ts). */
   private readonly liveSampler = new LiveSampler()
+  /** Running tasks' listening sockets, looked at when their records are served (port-watch.ts). */
+  readonly ports: PortWatch
+  /** `port: 'auto'`'s ports: held by the records of tasks not ended yet (auto-port.ts). */
+  private readonly autoPorts: PortAllocator
   /** Every task from its admission until its final record lands. */
   private readonly runs = new Map<string, TaskRun>()
   private readonly scheduler: Scheduler
   private readonly submissions = new Submissions()
+  /** Queued tasks waiting for others (`after`): they reach the scheduler once those have ended. */
+  private readonly dependencies: DependencyGate
   private readonly checkTimer: NodeJS.Timeout
   /** accepting: false once the daemon is stopping; keepingTasks: set while it leaves its running tasks to the next one. */
   private readonly daemon = { accepting: true, keepingTasks: false }
@@ -75,15 +96,43 @@ export class Supervisor {
         this.liveSampler.forget(run.id)
       },
     }
+    this.dependencies = new DependencyGate({
+      find: (id) => options.store.find(id),
+      subscribe: (listener) => options.store.subscribe(listener),
+      release: (id) => this.release(id),
+      fail: (id, reason) => void this.failWaiting(id, reason),
+      dropped: (id) => this.dropRun(id),
+    })
+    this.ports = new PortWatch({
+      store: options.store,
+      log,
+      processesOf: (id) => {
+        const run = this.runs.get(id)
+        return run?.running ? run.processes() : null
+      },
+    })
+    const { store } = options
+    this.autoPorts = new PortAllocator({
+      held: () => heldPorts(store.list()),
+      namespaceProcessOf: (owner) => options.networks?.tasksOf(owner).find((task) => task.pid !== null)?.pid ?? null,
+    })
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
     this.checkTimer.unref()
   }
 
   /**
    * Admits a task: its spool folder and record exist when this resolves. With an idempotency key,
-   * a retry of the same submission answers the first task instead of starting another.
+   * a retry of the same submission answers the first task instead of starting another. A start
+   * asking for a port another running task of the owner listens on is answered with a warning.
    */
-  start(request: StartTaskBody, options: StartOptions = {}): Promise<Task> {
+  async start(request: StartTaskBody, options: StartOptions = {}): Promise<StartedTask> {
+    const task = await this.admit(request, options)
+    const warnings = await portConflictWarnings(task, request, { store: this.context.store, ports: this.ports })
+    // A copy: the store's record never carries them.
+    return warnings.length === 0 ? task : Object.assign({}, task, { warnings })
+  }
+
+  private admit(request: StartTaskBody, options: StartOptions): Promise<Task> {
     const { store } = this.context
     return this.submissions.admit(
       options.idempotencyKey,
@@ -92,10 +141,11 @@ export class Supervisor {
       (id) => store.find(id),
       async (submission) => {
         if (!this.daemon.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
-        const { task, needs } = await admitTask(this.context, request, submission, options)
+        const { task, needs } = await admitTask({ ...this.context, autoPorts: this.autoPorts }, request, submission, options)
         const run = new TaskRun(this.context, task.id, needs)
         this.runs.set(task.id, run)
-        this.scheduler.submit(task.owner, () => run.run())
+        if (task.after) this.dependencies.wait({ ...task, after: task.after })
+        else this.scheduler.submit(task.owner, () => run.run())
         return task
       },
     )
@@ -173,6 +223,8 @@ export class Supervisor {
     for (const task of store.list()) {
       const run = this.runs.get(task.id)
       if (task.state !== 'queued' || run?.launching) continue
+      // Still waiting for its dependencies: it waits on under the next daemon (recovery).
+      if (options.keepTasks && this.dependencies.holds(task.id)) continue
       run?.dropLaunch()
       const failed = store.transition(task.id, (current) =>
         current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now, 'daemon-stop') : null,
@@ -219,6 +271,45 @@ export class Supervisor {
     return true
   }
 
+  /**
+   * Holds again a task an earlier daemon left waiting for its dependencies (recovery.ts): judged at
+   * once on those that ended meanwhile. Its environment's values were never stored, so a task that
+   * had any cannot start as asked: it fails, saying so.
+   */
+  async rewait(task: QueuedTask): Promise<void> {
+    const waiting = await waitAgain(this.context, task)
+    if ('fail' in waiting) {
+      await this.failWaiting(task.id, waiting.fail)
+      return
+    }
+    this.runs.set(task.id, new TaskRun(this.context, task.id, waiting.needs))
+    this.dependencies.wait({ ...task, after: waiting.after })
+  }
+
+  /** A waiting task's dependencies are done with: it takes its turn in the queue like any task. */
+  private release(id: string): void {
+    const run = this.runs.get(id)
+    const task = this.context.store.findCurrent(id)
+    if (!run || task?.state !== 'queued') return
+    this.scheduler.submit(task.owner, () => run.run())
+  }
+
+  /** A waiting task that can never start: recorded failed, its run let go of. */
+  private async failWaiting(id: string, reason: string): Promise<void> {
+    this.dropRun(id)
+    const failed = await this.context.store.transition(id, (current) => (current.state === 'queued' ? markFailed(current, reason, new Date()) : null))
+    this.context.log.info({ taskId: id, reason }, 'task failed to start')
+    this.wakeReaders(failed)
+  }
+
+  /** A queued task that will never launch: its run is let go of (a waiting one never reached the scheduler, which would). */
+  private dropRun(id: string): void {
+    const run = this.runs.get(id)
+    if (!run) return
+    run.dropLaunch()
+    this.context.forget(run)
+  }
+
   /** Stops these tasks for the daemon's stop; resolves once each is recorded. */
   private async stopAll(runs: TaskRun[], reason: string): Promise<void> {
     await Promise.all(
@@ -257,3 +348,8 @@ export function readBootId(): string {
 }
 
 function noop(): void {}
+
+/** The ports the given tasks (those not ended) were given. */
+function* heldPorts(tasks: Iterable<Task>): Iterable<number> {
+  for (const task of tasks) if (typeof task.port === 'number') yield task.port
+}

@@ -12,10 +12,11 @@ import {
 } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, portOption, sizeOption, tcpPortOption, terminalCellsOption } from '../option-parsers.js'
+import { readyOf, type ReadyFlags } from '../readiness.js'
 import { addTargetOptions } from '../resolve-target.js'
 
-interface RunFlags {
+interface RunFlags extends ReadyFlags {
   c?: string
   name?: string
   cwd?: string
@@ -36,8 +37,11 @@ interface RunFlags {
   tty?: boolean
   cols?: number
   rows?: number
+  port?: number | 'auto'
   require?: Labels
   retries?: number
+  after?: string[]
+  afterAny?: boolean
 }
 
 export function registerRunCommand(program: Command): void {
@@ -76,6 +80,26 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
+    .option(
+      '--port <port>',
+      'give the task a port as $PORT, recorded as its port: auto picks a free one no other task holds, until it ends; ' +
+        'a number is given as it is (a warning says when another task of its owner listens on it)',
+      portOption,
+    )
+    .option(
+      '--after <tasks>',
+      'stay queued until these tasks (ids, names or id prefixes, comma-separated; repeatable) have ended, ' +
+        'then start if all exited 0, else end failed (not on a cluster)',
+      (refs: string, previous: string[] = []) => [...previous, ...refs.split(',').filter((ref) => ref !== '')],
+    )
+    .option('--after-any', 'with --after: start once they have ended, whatever they ended as')
+    .option('--ready-pattern <regex>', 'ready once a line of its output matches (RE2 syntax); the line is kept')
+    .option('--ready-port <port>', 'ready once something in its network listens on this TCP port', tcpPortOption)
+    .option('--ready-http <url>', 'ready once this URL answers 2xx or 3xx, fetched from inside its network')
+    .option('--ready-timeout <duration>', 'how long it may take to be ready, from its start (default 60s)', durationOption)
+    .addOption(
+      new Option('--wait-ready', 'print its id, then return once it is ready (exit 0); not ready in time: exit 76; ended first: exit 77').conflicts('wait'),
+    )
   addTargetOptions(command, { run: true })
   command.action(
     action(
@@ -88,6 +112,9 @@ export function registerRunCommand(program: Command): void {
           throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
         }
         const tty = terminalOf(flags)
+        if (flags.afterAny && !flags.after?.length)
+          throw new TendError('TEND_ERR_USAGE', { detail: '--after-any: says how to wait for the tasks of --after, and none was given' })
+        const ready = readyOf(flags)
         const options = {
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
@@ -106,12 +133,17 @@ export function registerRunCommand(program: Command): void {
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
+          after: flags.after,
+          afterAny: flags.afterAny,
+          ready,
+          port: flags.port,
         } as const
-        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
+        const wait = flags.waitReady ? 'ready' : flags.wait === true
+        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, wait)
       },
       (error, _argv, flags) => {
         const code = exitCodeForError(error)
-        return flags.wait && code !== EXIT.usage ? EXIT.waitFailed : code
+        return (flags.wait || flags.waitReady) && code !== EXIT.usage ? EXIT.waitFailed : code
       },
     ),
   )

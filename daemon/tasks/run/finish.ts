@@ -11,6 +11,7 @@ import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT } from './ending.js'
 import { holdsDiskPastEnd } from '../output/output-cap.js'
 import { withUsage } from '../usage/final-usage.js'
 import { markEnded, markLost, withOutputLoss, type Ending } from '../transitions.js'
+import { withPortsCleared } from '../ports/ports-cleared.js'
 
 // How every task ends, whoever finds it ended (its TaskRun, or recovery at the next start): what is
 // left of it is killed, its output is cut back to its cap, and its end is recorded.
@@ -94,7 +95,7 @@ export type RecordedEnd = { ending: Ending } | { lost: string }
  */
 export function endedRecord(task: Task, end: RecordedEnd, outputBytes: number, at: Date, outputLostBytes?: number, usage?: TaskUsage): Task {
   const ended = 'lost' in end ? markLost(task, end.lost, outputBytes, at) : markEnded(task, end.ending, outputBytes, at)
-  return withUsage(withOutputLoss(ended, outputLostBytes), usage)
+  return withUsage(withPortsCleared(withOutputLoss(ended, outputLostBytes)), usage)
 }
 
 /**
