@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest'
 import type { Task } from '../../client/index.js'
 import type { TaskUsage } from '../../protocol/usage.js'
-import { costSummary, endingText, noticeText, renderTaskList, type TaskListEntry } from '../../tools/core/index.js'
+import { costSummary, renderTaskList, type TaskListEntry } from '../../tools/core/index.js'
 import { taskBase } from '../helpers/task-base.js'
 
 const MiB = 1024 * 1024
@@ -51,18 +51,6 @@ describe('the one-line cost summary of an ended task', () => {
   test('a record without usage (a running task, a daemon before it) has none', () => {
     expect(costSummary(ended({}))).toBeNull()
     expect(costSummary({ ...ended({ usage: usage() }), state: 'running', endedAt: null } as Task)).toBeNull()
-  })
-
-  test('the completion notice and the ending of a result carry it', () => {
-    const task = ended({ usage: usage() })
-    expect(noticeText(task)).toBe(
-      `background task ${task.id} (build) finished [status: exited, exit code: 0]; exited 0 after 41 s · CPU 2 m 3 s · peak 1.2 GiB. ` +
-        'Read its output with task_output.',
-    )
-    expect(endingText(task)).toBe('[exit code: 0]\n[exited 0 after 41 s · CPU 2 m 3 s · peak 1.2 GiB]')
-    // Without usage both read as before.
-    expect(noticeText(ended({}))).toBe(`background task ${task.id} (build) finished [status: exited, exit code: 0]. Read its output with task_output.`)
-    expect(endingText(ended({}))).toBe('[exit code: 0]')
   })
 })
 

@@ -1,6 +1,6 @@
 import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
-import { costSummary, spacedDuration } from './cost-summary.js'
+import { formatSpan } from '../../protocol/usage-summary.js'
 import { serverNotes } from './task-facts.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { TaskListEntry, TaskOutputResult } from './operations.js'
@@ -11,11 +11,11 @@ import type { WaitForOutcome } from './wait-for-line.js'
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
 /**
- * How the task ended, and what it cost when its record says; for one that failed, what tend's network filter refused it and what its
+ * How the task ended; for one that failed, what tend's network filter refused it and what its
  * sandbox allowed, with the wider networks among `offered` (the ones bash offers this agent).
  */
 export function endingText(task: Task, offered: readonly NetworkMode[] = DEFAULT_OFFERED_NETWORKS): string {
-  return [endingLine(task), costSummary(task), blockedText(task), agentSandboxHint(task, offered)]
+  return [endingLine(task), blockedText(task), agentSandboxHint(task, offered)]
     .filter((line) => line !== null)
     .map((line, index) => (index === 0 ? line : `[${line}]`))
     .join('\n')
@@ -70,7 +70,7 @@ function readinessText(task: Task, offered?: readonly NetworkMode[]): string {
         : ready.by === 'port'
           ? `something listens on port ${condition?.port}`
           : `${condition?.url} answered`
-    return `[ready after ${spacedDuration(Date.parse(ready.at) - started)}: ${held}; it goes on in the background. ${goOn}]`
+    return `[ready after ${formatSpan(Date.parse(ready.at) - started)}: ${held}; it goes on in the background. ${goOn}]`
   }
   if (ready && ready.failed === 'timed out' && condition) {
     const missed =
