@@ -61,7 +61,7 @@ describe('long-poll wake-ups', () => {
     const app = Fastify()
     registerReadOutputRoute(app, {
       config: { layout: { spool } },
-      store: { get: task, find: task },
+      store: { get: task, find: task, whenState: async () => task() },
       outputWatch,
       closing: new AbortController().signal,
       supervisor: { outputs: new HeldOutputs() },

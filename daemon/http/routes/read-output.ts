@@ -10,10 +10,12 @@ import { compileLinePattern } from '../../tasks/output/line-pattern.js'
 import { createLineScan, type LineMatch, type LineScan } from '../../tasks/output/line-scan.js'
 
 const DEFAULT_READ_BYTES = 1024 * 1024
+/** How long a read waits for the record of a task whose output has begun to say it started. */
+const START_RECORD_WAIT_MS = 5000
 
 export interface ReadOutputDeps {
   config: { layout: { spool: string } }
-  store: Pick<TaskStore, 'get' | 'find'>
+  store: Pick<TaskStore, 'get' | 'find' | 'whenState'>
   supervisor: Pick<Supervisor, 'outputs'>
   outputWatch: Pick<OutputWatch, 'waitForChange'>
   /** Aborted when the daemon stops: a long-poll answers at once. */
@@ -55,12 +57,20 @@ export function registerReadOutputRoute(app: TendApp, { config, store, superviso
       request.raw.once('close', () => abort.abort())
       const pattern = query.waitFor === undefined ? null : compileLinePattern(query.waitFor, 'waitFor')
       const scan = pattern && createLineScan(pattern, from, Boolean(store.get(id).tty))
+      let startAwaited = false
       for (;;) {
         // State first, size second: once a finished state is seen, the size read after it is final.
         const task = store.get(id)
         const finished = isFinished(task)
         const source = output()
         const size = await source.size()
+        // Its process writes before the daemon has handled the spawner's answer: output is never
+        // answered beside a state that says the task has yet to start.
+        if (task.state === 'queued' && size > 0 && !startAwaited) {
+          startAwaited = true
+          await store.whenState(id, (now) => now.state !== 'queued', START_RECORD_WAIT_MS, abort.signal)
+          continue
+        }
         const remainingMs = deadline - Date.now()
         const giveUp = finished || remainingMs <= 0 || abort.signal.aborted
         const answer = (limit: number, matched?: LineMatch) => readAnswer(source, { from, limit, size, encoding, finished, state: task.state, matched })

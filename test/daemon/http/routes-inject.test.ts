@@ -7,11 +7,13 @@ import type { TendApp } from '../../../daemon/http/tend-app.js'
 import { registerConsoleRoutes } from '../../../daemon/http/routes/console.js'
 import { registerGcRoute } from '../../../daemon/http/routes/gc.js'
 import { registerGetTaskRoute } from '../../../daemon/http/routes/get-task.js'
+import { registerReadOutputRoute } from '../../../daemon/http/routes/read-output.js'
 import { registerStartTaskRoute } from '../../../daemon/http/routes/start-task.js'
 import { registerStopRoute } from '../../../daemon/http/routes/stop.js'
 import { HeldOutputs } from '../../../daemon/tasks/output/held-outputs.js'
-import { createQueuedTask } from '../../../daemon/tasks/transitions.js'
+import { createQueuedTask, markStarted } from '../../../daemon/tasks/transitions.js'
 import { taskBase } from '../../helpers/task-base.js'
+import { waitFor } from '../../helpers/wait-for.js'
 
 // Each route is built on an app of tend's (its compilers, error shape and audit line) with only
 // the deps its file names: no daemon, no socket, requests through app.inject().
@@ -122,6 +124,42 @@ describe('routes built with only their deps', () => {
       message: 'invalid request: body/owner: a request acting for alice cannot start a task for bob',
     })
     expect(started).toHaveLength(1)
+  })
+
+  test('GET /v1/tasks/:id/output: output that is there while the record still says queued is answered with the state that follows (running), not queued', async () => {
+    // The task's process writes before the daemon has handled its spawner's answer: a reader must
+    // never see output from a task said to be waiting to start.
+    let task: Task = createQueuedTask(taskBase({ id: 'alicetask001', owner: 'alice' }))
+    const waiters = new Set<(task: Task) => void>()
+    const store = {
+      get: () => task,
+      find: () => task,
+      whenState: (_id: string, reached: (each: Task) => boolean, timeoutMs: number) =>
+        new Promise<Task>((resolve) => {
+          if (reached(task)) return resolve(task)
+          const check = (now: Task) => reached(now) && (waiters.delete(check), resolve(now))
+          waiters.add(check)
+          setTimeout(() => (waiters.delete(check), resolve(task)), timeoutMs)
+        }),
+    }
+    const output = Buffer.from('$ ')
+    const source = { size: async () => output.length, read: async (from: number, max: number) => output.subarray(from, from + max) }
+    const app = await appWith((each) =>
+      registerReadOutputRoute(each, {
+        config: { layout: { spool: '/nonexistent' } },
+        store,
+        supervisor: { outputs: { source: () => source } as unknown as HeldOutputs },
+        outputWatch: { waitForChange: async () => 'timeout' as const },
+        closing: new AbortController().signal,
+      }),
+    )
+    const reading = app.inject({ url: '/v1/tasks/alicetask001/output?waitMs=5000' })
+    await waitFor('the read to wait for the record', () => waiters.size > 0)
+    task = markStarted(task, 4242, new Date())
+    for (const check of [...waiters]) check(task)
+    const answer = await reading
+    expect(answer.statusCode, answer.body).toBe(200)
+    expect(answer.json()).toMatchObject({ data: '$ ', state: 'running' })
   })
 
   test('POST /v1/stop is the operator’s: an owner gets 403, the operator 202 and the stop once the answer is sent', async () => {
