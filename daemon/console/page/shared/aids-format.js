@@ -38,7 +38,8 @@ export function readinessText(task) {
 
 /** The short note beside a task's state in the table: what a queued task waits for, a running one's readiness. */
 export function stateNote(task) {
-  if (task.state === 'queued' && task.after?.ids?.length) return task.after.ids.length === 1 ? `after ${task.after.ids[0]}` : `after ${task.after.ids.length} tasks`
+  // The count only: the column is narrow, and the title names them.
+  if (task.state === 'queued' && task.after?.ids?.length) return `after ${task.after.ids.length}`
   const kind = readinessKind(task)
   return kind === 'failed' ? 'not ready' : kind === 'pending' ? '' : kind
 }
@@ -62,12 +63,12 @@ export function formatCpuPercent(percent) {
   return `${percent < 10 ? Number(percent.toFixed(1)) : Math.round(percent)}%`
 }
 
-/** The CPU and MEM columns: live figures while it runs, what it used once it ended, else empty. */
+/** The CPU and MEM columns: live figures while it runs, its CPU time and peak memory once it ended, else empty. */
 export function usageCells(task, sample) {
   if (task.state === 'running') return sample ? { cpu: formatCpuPercent(sample.cpu), mem: formatBytes(sample.mem) } : { cpu: '', mem: '' }
   const usage = task.usage
   if (!usage) return { cpu: '', mem: '' }
-  return { cpu: formatCpuTime(usage.cpuUserMs + usage.cpuSystemMs), mem: `peak ${formatBytes(usage.peakMemoryBytes)}` }
+  return { cpu: formatCpuTime(usage.cpuUserMs + usage.cpuSystemMs), mem: formatBytes(usage.peakMemoryBytes) }
 }
 
 /** What a finished task used, in full, saying what measured the peak. */

@@ -6,6 +6,8 @@ import { formatBytes } from '../shared/format.js'
 import { formatCpuPercent } from '../shared/aids-format.js'
 
 const HEIGHT = 120
+/** What the chart spans, in seconds (the history keeps a little more). */
+const SPAN_S = 60
 
 export function createUsageChart(element) {
   const style = getComputedStyle(element)
@@ -21,15 +23,22 @@ export function createUsageChart(element) {
       cursor: { show: false },
       select: { show: false },
       scales: {
-        x: { time: true },
+        // The last minute, however few samples there are yet: the line grows from the right.
+        x: { time: false, range: (_u, _min, max) => [max - SPAN_S, max] },
         // From zero, so that an idle task does not look busy; at least one core's worth of CPU.
         cpu: { range: (_u, _min, max) => [0, Math.max(max * 1.15, 100)] },
         mem: { range: (_u, _min, max) => [0, Math.max(max * 1.15, 1024 * 1024)] },
       },
       axes: [
-        { ...axis, size: 28 },
+        // Seconds before the latest sample, every 15 s.
+        {
+          ...axis,
+          size: 22,
+          splits: (u) => [60, 45, 30, 15, 0].map((ago) => u.scales.x.max - ago),
+          values: (u, ticks) => ticks.map((tick) => `${Math.round(tick - u.scales.x.max)}s`),
+        },
         { ...axis, scale: 'cpu', values: (_u, ticks) => ticks.map((tick) => `${tick}%`) },
-        { ...axis, scale: 'mem', side: 1, grid: { show: false }, values: (_u, ticks) => ticks.map((tick) => formatBytes(tick)) },
+        { ...axis, scale: 'mem', side: 1, size: 66, grid: { show: false }, values: (_u, ticks) => ticks.map((tick) => formatBytes(tick)) },
       ],
       series: [
         {},
