@@ -25,6 +25,7 @@ import {
   type SandboxProfile,
   type StdinMode,
   type TaskInputResult,
+  type StartedTask,
   type Task,
   type TerminalSize,
   type TaskEvent,
@@ -82,6 +83,12 @@ export interface StartOptions {
    */
   tty?: boolean | Partial<TerminalSize>
   /**
+   * A port given to the task as PORT and recorded as its `port`: `'auto'` picks a free one that no
+   * other task not yet ended holds (AUTO_PORT_RANGE), held until it ends; a number is given as it
+   * is (not exclusive: the start then warns if another task of the owner listens on it). Default: none.
+   */
+  port?: number | 'auto'
+  /**
    * Identifies this submission across retries (1–128 of letters, digits and `._:-`). Default: a
    * fresh random key per start() call, used for its own automatic retry. Pass your own to make
    * retries of your own (after your process restarted) answer the first task.
@@ -130,11 +137,12 @@ export class TendClient {
     this.http = new SocketHttp(this.options.endpoint, this.headers(), this.options.requestTimeoutMs)
   }
 
-  async start(options: StartOptions): Promise<Task> {
+  /** Starts a task: its record, with `warnings` beside its fields when the start deserves a word (protocol/started-task.ts). */
+  async start(options: StartOptions): Promise<StartedTask> {
     // One key for every try of this submission (a retry after a reset connection or a daemon
     // restart): the daemon answers the first task again instead of running the command twice.
     const idempotencyKey = options.idempotencyKey ?? newSubmissionKey()
-    return this.call<Task>('POST', '/v1/tasks', { body: startRequestBody(options), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
+    return this.call<StartedTask>('POST', '/v1/tasks', { body: startRequestBody(options), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
   }
 
   get(id: string): Promise<Task> {
@@ -461,6 +469,7 @@ export function startRequestBody(options: StartOptions): Record<string, unknown>
     lifetime: options.lifetime,
     stdin: options.stdin,
     tty: options.tty,
+    port: options.port,
   })
 }
 

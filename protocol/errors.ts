@@ -170,6 +170,12 @@ export const ERROR_CATALOGUE = {
     blame: 'caller',
     retryable: true,
   },
+  TEND_ERR_NO_FREE_PORT: {
+    statusCode: 503,
+    message: 'no free port for port auto in {first}-{last}: every one is held by a task that has not ended, or listened on',
+    blame: 'system',
+    retryable: true,
+  },
   TEND_ERR_PIPE_UNOPENABLE: { statusCode: 500, message: 'the {what} of task {id} cannot be opened: {path} ({detail})', blame: 'system', retryable: false },
   TEND_ERR_PIPE_WRITE_FAILED: { statusCode: 500, message: 'the {what} of task {id} took no input: {detail}', blame: 'system', retryable: false },
   TEND_ERR_STDIN_NO_KEEPER: { statusCode: 500, message: 'task {id} has no keeper holding its stdin pipe ({state})', blame: 'system', retryable: false },

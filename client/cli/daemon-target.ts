@@ -1,4 +1,4 @@
-import { exitStatusOf, sandboxHint, taskLabel, type Task } from '../../protocol/index.js'
+import { describePorts, exitStatusOf, sandboxHint, taskLabel, type Task } from '../../protocol/index.js'
 import type { TendClient } from '../client.js'
 import { printTask } from './describe-task.js'
 import { EXIT } from './exit-codes.js'
@@ -14,6 +14,8 @@ export class DaemonTarget implements TaskTarget {
   async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
     const { require: _require, retries: _retries, ...options } = request
     const task = await this.client.start(options)
+    // On stderr: stdout keeps only the id (or the JSON document, which carries them).
+    if (!io.json) for (const warning of task.warnings ?? []) io.err(`tend: warning: ${warning}`)
     if (!wait) {
       if (io.json) printJson(io, task)
       else io.out(task.id)
@@ -56,8 +58,19 @@ export class DaemonTarget implements TaskTarget {
       return EXIT.ok
     }
     const now = Date.now()
-    const rows = tasks.map((task) => [task.id, stateCell(io, task), exitText(task), ageOf(task, now), outputText(task), task.owner, commandText(task)])
-    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'OWNER', 'COMMAND'], rows))
+    // PORTS only when a task listed listens on something: the table stays as narrow as it was otherwise.
+    const withPorts = tasks.some((task) => (task.ports?.length ?? 0) > 0)
+    const rows = tasks.map((task) => [
+      task.id,
+      stateCell(io, task),
+      exitText(task),
+      ageOf(task, now),
+      outputText(task),
+      ...(withPorts ? [describePorts(task.ports) || '-'] : []),
+      task.owner,
+      commandText(task),
+    ])
+    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', ...(withPorts ? ['PORTS'] : []), 'OWNER', 'COMMAND'], rows))
     return EXIT.ok
   }
 

@@ -1,4 +1,4 @@
-import { describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
+import { describePorts, describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
 import { paintState, printJson, type CliIo } from './output.js'
 
 /** `tend show`'s answer for a task record: JSON, or its fields (a corrupt entry's own, with what to do about it), and the sandbox's hint. */
@@ -35,6 +35,8 @@ export function describeTask(io: CliIo, task: Task): string {
     ['env added', task.envKeys.length > 0 ? task.envKeys.join(' ') : null],
     ['sandbox', `${task.sandbox}${task.writablePaths.length ? `, writable ${task.writablePaths.join(' ')}` : ''}`],
     ['network', networkText(task)],
+    ['port', task.port === null || task.port === undefined ? null : `${task.port} (given as $PORT)`],
+    ['ports', task.ports?.length ? describePorts(task.ports) : null],
     ['blocked', blockedText(task)],
     ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
     [

@@ -23,6 +23,15 @@ export function countOption(text: string): number {
   return Number(text)
 }
 
+/** `--port`: `auto` or a port number, 1 to 65535. */
+export function portOption(text: string): number | 'auto' {
+  if (text === 'auto') return 'auto'
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > 65_535) {
+    throw new InvalidArgumentError(`expected auto or a port from 1 to 65535, got ${JSON.stringify(text)}`)
+  }
+  return Number(text)
+}
+
 /** A terminal's columns or rows: a whole number from 1 to TERMINAL_SIZE_MAX. */
 export function terminalCellsOption(text: string): number {
   if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > TERMINAL_SIZE_MAX) {

@@ -26,29 +26,29 @@ export async function followOnCluster(
   print: PrintChunk,
 ): Promise<number> {
   let where = await cluster.get(id)
-  let cursor = start
+  // A place in the output belongs to the attempt it was read on: another attempt is read from its first byte.
+  const followed = { attempt: where.attempt, worker: where.worker, cursor: start }
+  const readOn = async (now: ClusterTask) => {
+    if (now.attempt !== followed.attempt) {
+      const lost = now.earlier.find((each) => each.attempt === followed.attempt)
+      io.err(
+        `tend: attempt ${followed.attempt} was lost on worker ${lost?.worker ?? followed.worker ?? 'unknown'}${lost?.reason ? `: ${lost.reason}` : ''}` +
+          `; following attempt ${now.attempt} on worker ${now.worker}`,
+      )
+      Object.assign(followed, { attempt: now.attempt, cursor: { from: 0 } })
+    }
+    followed.worker = now.worker
+    const reading = await readFromWorker(cluster, now, followed.cursor, print)
+    followed.cursor = reading.cursor
+    return reading.done
+  }
   for (;;) {
     if (hasEnded(where) && !where.worker) return ended(io, where)
-    if (where.worker) {
-      const reading = await readFromWorker(cluster, where, cursor, print)
-      if (reading.done) return EXIT.ok
-      cursor = reading.cursor
-    }
-    const before = where
+    if (where.worker && (await readOn(where))) return EXIT.ok
     where = await nextChange(cluster, id)
-    if (where.attempt !== before.attempt && where.worker) {
-      const lost = where.earlier.find((each) => each.attempt === before.attempt)
-      io.err(
-        `tend: attempt ${before.attempt} was lost on worker ${lost?.worker ?? before.worker}${lost?.reason ? `: ${lost.reason}` : ''}` +
-          `; following attempt ${where.attempt} on worker ${where.worker}`,
-      )
-      cursor = { from: 0 }
-    } else if (hasEnded(where)) {
+    if (hasEnded(where)) {
       // Ended while its worker did not answer: what is left of its output is on that worker, read once more if it answers.
-      if (where.task && where.worker && where.state !== 'lost') {
-        const rest = await readFromWorker(cluster, where, cursor, print)
-        if (rest.done) return EXIT.ok
-      }
+      if (where.task && where.worker && where.state !== 'lost' && (await readOn(where))) return EXIT.ok
       return ended(io, where)
     }
   }
@@ -70,7 +70,14 @@ async function readFromWorker(
   let cursor = start
   let worker
   try {
-    worker = (await cluster.workerClient(id)).client
+    const found = await cluster.workerClient(id)
+    worker = found.client
+    // The lookup is a later look at the queue than `where`: the task moved on meanwhile (another
+    // attempt, another worker). What it says now is read from the start of that attempt, not from here.
+    if (found.cluster.attempt !== where.attempt || found.cluster.worker !== where.worker) {
+      worker.close()
+      return { done: false, cursor }
+    }
   } catch (error) {
     if (workerAway(error)) return { done: false, cursor }
     throw error

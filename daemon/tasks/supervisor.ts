@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { DEFAULT_OWNER, isFinished, TendError, type RunningTask, type StartTaskBody, type Task } from '../../protocol/index.js'
+import { DEFAULT_OWNER, isFinished, TendError, type RunningTask, type StartedTask, type StartTaskBody, type Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { OwnerNetworks } from '../network/owner-networks.js'
 import { cachedProtectedView, type DaemonHomes, type SandboxCapabilities } from '../sandbox/index.js'
@@ -17,6 +17,9 @@ import { Submissions } from './admission/submissions.js'
 import { TaskRun } from './run/task-run.js'
 import type { TaskRunContext } from './run/task-run-context.js'
 import { markCancelled, markFailed } from './transitions.js'
+import { PortWatch } from './ports/port-watch.js'
+import { PortAllocator } from './ports/auto-port.js'
+import { portConflictWarnings } from './ports/port-conflicts.js'
 
 /** What a Supervisor is made with. */
 export interface SupervisorOptions {
@@ -38,6 +41,10 @@ export interface SupervisorOptions {
 export class Supervisor {
   /** The output.log of each running task, held open: readers and the cap go through it (held-outputs.ts). */
   readonly outputs = new HeldOutputs()
+  /** Running tasks' listening sockets, looked at when their records are served (port-watch.ts). */
+  readonly ports: PortWatch
+  /** `port: 'auto'`'s ports: held by the records of tasks not ended yet (auto-port.ts). */
+  private readonly autoPorts: PortAllocator
   /** Every task from its admission until its final record lands. */
   private readonly runs = new Map<string, TaskRun>()
   private readonly scheduler: Scheduler
@@ -71,15 +78,36 @@ export class Supervisor {
         if (this.runs.get(run.id) === run) this.runs.delete(run.id)
       },
     }
+    this.ports = new PortWatch({
+      store: options.store,
+      log,
+      processesOf: (id) => {
+        const run = this.runs.get(id)
+        return run?.running ? run.processes() : null
+      },
+    })
+    const { store } = options
+    this.autoPorts = new PortAllocator({
+      held: () => heldPorts(store.list()),
+      namespaceProcessOf: (owner) => options.networks?.tasksOf(owner).find((task) => task.pid !== null)?.pid ?? null,
+    })
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
     this.checkTimer.unref()
   }
 
   /**
    * Admits a task: its spool folder and record exist when this resolves. With an idempotency key,
-   * a retry of the same submission answers the first task instead of starting another.
+   * a retry of the same submission answers the first task instead of starting another. A start
+   * asking for a port another running task of the owner listens on is answered with a warning.
    */
-  start(request: StartTaskBody, options: StartOptions = {}): Promise<Task> {
+  async start(request: StartTaskBody, options: StartOptions = {}): Promise<StartedTask> {
+    const task = await this.admit(request, options)
+    const warnings = await portConflictWarnings(task, request, { store: this.context.store, ports: this.ports })
+    // A copy: the store's record never carries them.
+    return warnings.length === 0 ? task : Object.assign({}, task, { warnings })
+  }
+
+  private admit(request: StartTaskBody, options: StartOptions): Promise<Task> {
     const { store } = this.context
     return this.submissions.admit(
       options.idempotencyKey,
@@ -88,7 +116,7 @@ export class Supervisor {
       (id) => store.find(id),
       async (submission) => {
         if (!this.daemon.accepting) throw new TendError('TEND_ERR_SHUTTING_DOWN', { detail: 'no new tasks are accepted' })
-        const { task, needs } = await admitTask(this.context, request, submission, options)
+        const { task, needs } = await admitTask({ ...this.context, autoPorts: this.autoPorts }, request, submission, options)
         const run = new TaskRun(this.context, task.id, needs)
         this.runs.set(task.id, run)
         this.scheduler.submit(task.owner, () => run.run())
@@ -243,3 +271,8 @@ export function readBootId(): string {
 }
 
 function noop(): void {}
+
+/** The ports the given tasks (those not ended) were given. */
+function* heldPorts(tasks: Iterable<Task>): Iterable<number> {
+  for (const task of tasks) if (typeof task.port === 'number') yield task.port
+}

@@ -12,7 +12,7 @@ import {
 } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, portOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
 import { addTargetOptions } from '../resolve-target.js'
 
 interface RunFlags {
@@ -36,6 +36,7 @@ interface RunFlags {
   tty?: boolean
   cols?: number
   rows?: number
+  port?: number | 'auto'
   require?: Labels
   retries?: number
 }
@@ -76,6 +77,12 @@ export function registerRunCommand(program: Command): void {
     .option('--tty', 'run on a pseudo-terminal (80x24 unless --cols/--rows): tend send types into it, tend resize resizes it')
     .option('--cols <n>', `terminal columns, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 80)`, terminalCellsOption)
     .option('--rows <n>', `terminal rows, 1 to ${TERMINAL_SIZE_MAX} (needs --tty; default 24)`, terminalCellsOption)
+    .option(
+      '--port <port>',
+      'give the task a port as $PORT, recorded as its port: auto picks a free one no other task holds, until it ends; ' +
+        'a number is given as it is (a warning says when another task of its owner listens on it)',
+      portOption,
+    )
   addTargetOptions(command, { run: true })
   command.action(
     action(
@@ -106,6 +113,7 @@ export function registerRunCommand(program: Command): void {
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
+          port: flags.port,
         } as const
         return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
       },

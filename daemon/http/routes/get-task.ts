@@ -3,6 +3,7 @@ import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
 import type { CorruptEntries } from '../../store/corrupt-entries.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/output/live-output.js'
+import type { PortWatch } from '../../tasks/ports/port-watch.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
 import { OwnerHeaders, requestOwner, visibleTask } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
@@ -11,7 +12,7 @@ export interface GetTaskDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   corrupt: Pick<CorruptEntries, 'visible'>
-  supervisor: Pick<Supervisor, 'outputs'>
+  supervisor: Pick<Supervisor, 'outputs'> & { ports: Pick<PortWatch, 'refresh'> }
 }
 
 /** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason). */
@@ -23,7 +24,11 @@ export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, sup
     },
     async (request) => {
       const { id } = request.params
-      return corrupt.visible(id, requestOwner(request)) ?? withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
+      const found = corrupt.visible(id, requestOwner(request))
+      if (found) return found
+      // Its ports as they are now (looked at most once a second), for a running task the request may see.
+      if (visibleTask(store, request, id).state === 'running') await supervisor.ports.refresh([id])
+      return withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
     },
   )
 }

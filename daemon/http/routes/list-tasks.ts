@@ -5,6 +5,7 @@ import { ListTasksQuery } from '../../../protocol/schemas.js'
 import type { CorruptEntries } from '../../store/corrupt-entries.js'
 import { listOrder, type TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/output/live-output.js'
+import type { PortWatch } from '../../tasks/ports/port-watch.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
 import { OwnerHeaders, requestOwner } from '../owner-scope.js'
 import { typedRoutes, type TendApp } from '../tend-app.js'
@@ -13,7 +14,7 @@ export interface ListTasksDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'list'>
   corrupt: Pick<CorruptEntries, 'list'>
-  supervisor: Pick<Supervisor, 'outputs'>
+  supervisor: Pick<Supervisor, 'outputs'> & { ports: Pick<PortWatch, 'refresh'> }
 }
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
@@ -43,7 +44,10 @@ export function registerListTasksRoute(app: TendApp, { config, store, corrupt, s
       const owner = requestOwner(request)
       // An owner lists only its own tasks, whatever it asks for.
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
-      const tasks: Task[] = store.list({ all: query.all ?? false, owner: owner ?? query.owner })
+      const filter = { all: query.all ?? false, owner: owner ?? query.owner }
+      // Running tasks' ports as they are now (each looked at most once a second); listed again after.
+      await supervisor.ports.refresh(store.list({ owner: filter.owner }).flatMap((task) => (task.state === 'running' ? [task.id] : [])))
+      const tasks: Task[] = store.list(filter)
       // Only a running task's answer reads anything (its output size on disk now).
       const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(supervisor.outputs, config.layout.spool, task) : task)))
       const corruptEntries = query.all ? corrupt.list(owner ?? query.owner ?? null) : []

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, TendError } from '../../../protocol/index.js'
-import { ErrorSchema, StartTaskBody } from '../../../protocol/schemas.js'
+import { ErrorSchema, StartTaskBody, TaskSchema } from '../../../protocol/schemas.js'
 import type { Supervisor } from '../../tasks/supervisor.js'
 import { noteStartedTask } from '../audit.js'
 import { OwnerHeaders, requestOwner } from '../owner-scope.js'
@@ -17,7 +17,17 @@ const StartTaskHeaders = Type.Object({
   ),
 })
 
-/** POST /v1/tasks — admits a task and answers with its record (usually `queued`). */
+/** The task's record, and warnings beside its fields (protocol/started-task.ts). */
+const StartedTaskSchema = Type.Object({
+  ...TaskSchema.properties,
+  warnings: Type.Optional(
+    Type.Array(Type.String(), {
+      description: 'what the start deserves a word about: a fixed port another running task of the same owner already listens on. Never in task.json',
+    }),
+  ),
+})
+
+/** POST /v1/tasks — admits a task and answers with its record (usually `queued`) and any warnings. */
 export function registerStartTaskRoute(app: TendApp, { supervisor }: StartTaskDeps): void {
   typedRoutes(app).post(
     '/v1/tasks',
@@ -26,7 +36,7 @@ export function registerStartTaskRoute(app: TendApp, { supervisor }: StartTaskDe
         summary: 'Start a task',
         headers: StartTaskHeaders,
         body: StartTaskBody,
-        response: { 201: Type.Ref('Task'), 400: ErrorSchema, 503: ErrorSchema },
+        response: { 201: StartedTaskSchema, 400: ErrorSchema, 503: ErrorSchema },
       },
     },
     async (request, reply) => {

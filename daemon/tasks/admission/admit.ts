@@ -12,6 +12,7 @@ import { checkStartRequest } from './admission.js'
 import { writeLease } from '../../spawn/keeper-lease.js'
 import type { LaunchNeeds } from '../run/task-run-context.js'
 import { createQueuedTask } from '../transitions.js'
+import type { PortAllocator, PortReservation } from '../ports/auto-port.js'
 
 /** How a task is admitted besides its request: never part of an HTTP body. */
 export interface StartOptions {
@@ -45,6 +46,8 @@ export interface AdmissionContext {
   log: Logger
   /** What sandboxed tasks may not be given and get masked. */
   protectedView: () => ProtectedView
+  /** Hands out `port: 'auto'`. */
+  autoPorts: PortAllocator
 }
 
 /**
@@ -82,11 +85,17 @@ export async function admitTask(
   })
   const id = givenId ?? newTaskId()
   const spool = taskDir(config.layout.spool, id)
-  const env = request.env ?? {}
+  const owner = request.owner ?? DEFAULT_OWNER
+  // Picked after the last wait, and held in memory until the record (which holds it from then on) is in the store.
+  const reservation: PortReservation | null =
+    request.port === 'auto' ? context.autoPorts.reserve(owner, sandbox !== 'off' && network !== 'host') : null
+  const port = reservation?.port ?? (typeof request.port === 'number' ? request.port : null)
+  // PORT is the task's whatever its env says: it asked for a port.
+  const env = port === null ? (request.env ?? {}) : { ...request.env, PORT: String(port) }
   const fields = {
     id,
     name: request.name ?? null,
-    owner: request.owner ?? DEFAULT_OWNER,
+    owner,
     command: request.shell ? ['sh', '-c', request.command[0]!] : request.command,
     shell: request.shell ?? false,
     cwd: paths.cwd.path,
@@ -107,10 +116,15 @@ export async function admitTask(
     createdAt: new Date().toISOString(),
     spool,
     run: newRunName(id),
+    ...(port === null ? {} : { port }),
   }
   // Named fields after a spread, not a spread after fields: see createQueuedTask.
   const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
-  await context.store.create(task)
+  try {
+    await context.store.create(task)
+  } finally {
+    reservation?.release()
+  }
   // Before the task can start: its keeper finds the lease there from its first look.
   if (options.leaseMs !== undefined) await writeLease(spool, options.leaseMs)
   context.log.info({ taskId: id, owner: task.owner }, 'task queued')

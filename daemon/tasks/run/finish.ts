@@ -10,6 +10,7 @@ import type { SpawnExit } from '../../spawn/spawner.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT } from './ending.js'
 import { holdsDiskPastEnd } from '../output/output-cap.js'
 import { markEnded, markLost, withOutputLoss, type Ending } from '../transitions.js'
+import { withPortsCleared } from '../ports/ports-cleared.js'
 
 // How every task ends, whoever finds it ended (its TaskRun, or recovery at the next start): what is
 // left of it is killed, its output is cut back to its cap, and its end is recorded.
@@ -90,7 +91,7 @@ export type RecordedEnd = { ending: Ending } | { lost: string }
 /** The final record of a started task; `outputLostBytes`: what its keeper could not write of a terminal's output. */
 export function endedRecord(task: Task, end: RecordedEnd, outputBytes: number, at: Date, outputLostBytes?: number): Task {
   const ended = 'lost' in end ? markLost(task, end.lost, outputBytes, at) : markEnded(task, end.ending, outputBytes, at)
-  return withOutputLoss(ended, outputLostBytes)
+  return withPortsCleared(withOutputLoss(ended, outputLostBytes))
 }
 
 /**

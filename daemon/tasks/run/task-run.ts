@@ -18,6 +18,7 @@ import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task
 import { markFailed, markStarted } from '../transitions.js'
 import { answerUnreportedExit } from './unanswered-exit.js'
 import { outcomeOf } from './outcome.js'
+import { taskProcesses } from '../ports/task-processes.js'
 
 const KEEPER_GONE_UNRECORDED = 'its keeper is gone without recording how it ended; what was left of it was killed'
 
@@ -172,6 +173,12 @@ export class TaskRun {
   /** The leader as read when the task was tracked (null: it had ended already; undefined: no keeper). */
   get leader(): ProcessIdentity | null | undefined {
     return this.tracked?.leader
+  }
+
+  /** The task's processes now (task-processes.ts): empty when it is not tracked. */
+  processes(): Promise<number[]> {
+    const tracked = this.tracked
+    return tracked ? taskProcesses(tracked, taskMarker(this.context.store.current(this.id))) : Promise.resolve([])
   }
 
   /** Stops the task at its deadline (counted from when it started); one already past stops it now. */

@@ -50,7 +50,7 @@ describe('routes built with only their deps', () => {
         config: { layout: { spool: '/nonexistent' } },
         store: storeOf(alicesTask),
         corrupt: { visible: () => undefined },
-        supervisor: { outputs: new HeldOutputs() },
+        supervisor: { outputs: new HeldOutputs(), ports: { refresh: async () => undefined } },
       }),
     )
     const operator = await app.inject({ url: '/v1/tasks/alicetask001' })
@@ -71,7 +71,7 @@ describe('routes built with only their deps', () => {
         config: { layout: { spool: '/nonexistent' } },
         store,
         corrupt: { visible: () => undefined },
-        supervisor: { outputs: new HeldOutputs() },
+        supervisor: { outputs: new HeldOutputs(), ports: { refresh: async () => undefined } },
       }),
     )
     for (const owner of ['bad owner!', '', '-dash-first', 'x'.repeat(200)]) {
