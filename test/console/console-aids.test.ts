@@ -1,0 +1,113 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type { ConsoleInfo } from '../../client/index.js'
+import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
+import { openConsole } from '../helpers/console.js'
+import { freePort } from '../helpers/ports.js'
+import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * What the console shows of issue 28 in real headless Chromium: a task's readiness, live from the
+ * event stream; its ports, linked where the browser can reach them; its CPU and memory while it runs
+ * (with a chart) and what it used once ended; and what a queued task waits for.
+ */
+
+let daemon: TestDaemon
+let browser: Browser
+let info: ConsoleInfo
+let context: BrowserContext
+let page: Page
+let scratch: string
+const pageErrors: string[] = []
+
+beforeAll(async () => {
+  daemon = await startTestDaemon()
+  info = await openConsole(daemon.env)
+  browser = await launchBrowser()
+  scratch = mkdtempSync(join(tmpdir(), 'tend-console-aids-'))
+  // Tasks run as their own user: they enter it and read what is in it.
+  chmodSync(scratch, 0o755)
+})
+afterAll(async () => {
+  await browser?.close()
+  await daemon?.stop()
+  if (scratch) rmSync(scratch, { recursive: true, force: true })
+})
+
+afterEach(async () => {
+  await context?.close()
+  expect(pageErrors.splice(0), 'errors in the page (scripts, CSP)').toEqual([])
+})
+
+async function openPage(): Promise<Page> {
+  context = await browser.newContext({ viewport: { width: 1600, height: 900 } })
+  page = await context.newPage()
+  page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`))
+  page.on('console', (message) => {
+    if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`)
+  })
+  const answer = await page.goto(info.url!)
+  expect(answer?.status()).toBe(200)
+  await page.waitForSelector('#connection:has-text("live")', { timeout: 10_000 })
+  return page
+}
+
+const row = (id: string) => `#tasks tbody tr[data-task-id="${id}"]`
+const cell = (id: string, column: string) => `${row(id)} td[data-col="${column}"]`
+
+async function openView(id: string): Promise<void> {
+  await page.click(cell(id, 'command'))
+  await page.waitForSelector(`#task-view:not([hidden]) [data-field="id"]:has-text("${id}")`)
+}
+
+describe("the console's readiness, ports, usage and dependencies", () => {
+  test("a server's port links to its page in a new tab, with no way back to the console; a sandboxed task's port is shown, not linked", async () => {
+    const site = mkdtempSync(join(scratch, 'site-'))
+    chmodSync(site, 0o755)
+    writeFileSync(join(site, 'index.html'), '<!doctype html><title>task page</title><p id="hello">hello from the task</p>')
+    const web = await daemon.client.start({
+      command: 'exec python3 -m http.server "$PORT" --bind 127.0.0.1',
+      shell: true,
+      port: 'auto',
+      cwd: site,
+      sandbox: 'off',
+      name: 'web',
+    })
+    const port = web.port!
+    const innerPort = await freePort()
+    const inner = await daemon.client.start({
+      command: ['python3', '-m', 'http.server', String(innerPort), '--bind', '127.0.0.1'],
+      cwd: site,
+      sandbox: 'workspace',
+      name: 'inner web',
+    })
+    await openPage()
+    const link = `${cell(web.id, 'ports')} a.port`
+    await page.waitForSelector(link, { timeout: 15_000 })
+    expect(await page.textContent(link)).toBe(String(port))
+    expect(await page.getAttribute(link, 'href')).toBe(`http://127.0.0.1:${port}/`)
+    expect(await page.getAttribute(link, 'target')).toBe('_blank')
+    expect((await page.getAttribute(link, 'rel'))?.split(' ')).toContain('noopener')
+    const [opened] = await Promise.all([context.waitForEvent('page'), page.click(link)])
+    await opened.waitForSelector('#hello:has-text("hello from the task")')
+    expect(await opened.evaluate(() => (globalThis as unknown as { opener: unknown }).opener)).toBeNull()
+    await opened.close()
+
+    // Its 127.0.0.1 is its owner's private network's, which the browser cannot reach.
+    await page.waitForSelector(`${cell(inner.id, 'ports')} .port:has-text("${innerPort}")`, { timeout: 15_000 })
+    expect(await page.$(`${cell(inner.id, 'ports')} a`)).toBeNull()
+    await openView(web.id)
+    expect(await page.textContent('[data-field="port"]')).toBe(String(port))
+    expect(await page.getAttribute(`[data-field="ports"] a.port`, 'href')).toBe(`http://127.0.0.1:${port}/`)
+
+    // Ended, it listens on nothing.
+    await daemon.client.kill(web.id, { signal: 'KILL' })
+    await page.waitForSelector(`${row(web.id)}[data-state="killed"]`)
+    await expect.poll(() => page.textContent(cell(web.id, 'ports'))).toBe('')
+    await daemon.client.kill(inner.id, { signal: 'KILL' })
+  })
+})
