@@ -94,6 +94,14 @@ export interface StartOptions {
    * retries of your own (after your process restarted) answer the first task.
    */
   idempotencyKey?: string
+  /**
+   * Ids of tasks to wait for (`--after`): the task stays queued until they have ended, and starts if
+   * all exited 0, else ends failed naming the first that did not. Each must exist (resolve() a name
+   * or prefix first). Default: none.
+   */
+  after?: string[]
+  /** With `after`: start once they have ended, whatever they ended as. Default: false. */
+  afterAny?: boolean
 }
 
 export interface ReadOptions {
@@ -147,6 +155,16 @@ export class TendClient {
 
   get(id: string): Promise<Task> {
     return this.call<Task>('GET', `/v1/tasks/${encodeURIComponent(id)}`)
+  }
+
+  /**
+   * The id of the task `ref` names among those this client may see: its id, its name (the newest
+   * task of that name), or a unique prefix of 4 or more characters of its id, in that order.
+   * Rejects with TEND_ERR_TASK_NOT_FOUND (naming the ref) or TEND_ERR_TASK_AMBIGUOUS (listing the candidates).
+   */
+  async resolve(ref: string): Promise<string> {
+    const { id } = await this.call<{ id: string }>('GET', '/v1/tasks/resolve', { query: { ref } })
+    return id
   }
 
   async list(options: ListOptions = {}): Promise<Task[]> {
@@ -469,6 +487,8 @@ export function startRequestBody(options: StartOptions): Record<string, unknown>
     lifetime: options.lifetime,
     stdin: options.stdin,
     tty: options.tty,
+    after: options.after,
+    afterAny: options.afterAny,
     port: options.port,
   })
 }

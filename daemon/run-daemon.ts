@@ -213,7 +213,11 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   // spawner's pipes are unref'd: until the socket listens, this timer keeps the process alive
   // while recovery waits on them.
   const startingUp = setInterval(() => {}, 60_000)
-  const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, { bootId: readBootId(), resume: (task) => supervisor.resume(task) })
+  const recovered = await recoverSpool(layout.spool, store, corrupt, log, sandbox.cgroups, {
+    bootId: readBootId(),
+    resume: (task) => supervisor.resume(task),
+    rewait: (task) => supervisor.rewait(task),
+  })
   supervisor.rememberSubmissions(store.list({ all: true }), removedSubmissions)
   await cleanup.enforceQuota()
   // The quota is enforced on a timer, not after every task: it walks every task.

@@ -118,6 +118,12 @@ export const ERROR_CATALOGUE = {
     retryable: false,
   },
   TEND_ERR_TASK_NOT_FOUND: { statusCode: 404, message: 'task not found: {id}', blame: 'caller', retryable: false },
+  TEND_ERR_TASK_AMBIGUOUS: {
+    statusCode: 409,
+    message: 'ambiguous task reference: {ref} is the start of several task ids; give more of the id. Candidates: {candidates}',
+    blame: 'caller',
+    retryable: false,
+  },
   TEND_ERR_ROUTE_NOT_FOUND: { statusCode: 404, message: 'no such route: {method} {url}', blame: 'caller', retryable: false },
   TEND_ERR_IDEMPOTENCY_CONFLICT: {
     statusCode: 409,

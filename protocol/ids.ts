@@ -8,6 +8,9 @@ export function isTaskId(value: unknown): value is string {
   return typeof value === 'string' && TASK_ID_REGEXP.test(value)
 }
 
+/** The shortest id prefix that names a task (`tend logs abcd`): shorter ones would match too often to help. */
+export const TASK_ID_PREFIX_MIN = 4
+
 /** Owners name the agent or session that started a task: printable, no slashes or spaces. */
 export const OWNER_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'
 export const DEFAULT_OWNER = 'operator'

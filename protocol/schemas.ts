@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN } from './ids.js'
+import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN, TASK_ID_PREFIX_MIN } from './ids.js'
 import { TaskAidsRecordFields, TaskAidsRequestFields } from './task-aids-schemas.js'
 import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
 import { BLOCKED_DESTINATIONS_KEPT, NETWORK_LOG_PAGE_DEFAULT, NETWORK_LOG_PAGE_LIMIT, NETWORK_MODES, NETWORK_VIAS } from './network.js'
@@ -316,6 +316,20 @@ export const WaitQuery = Type.Object({ timeoutMs: Type.Optional(Type.Integer({ m
 export type WaitQuery = Static<typeof WaitQuery>
 
 export const WaitResultSchema = Type.Object({ done: Type.Boolean(), task: Type.Ref('Task') })
+
+export const ResolveQuery = Type.Object(
+  {
+    ref: Type.String({
+      minLength: 1,
+      maxLength: 200,
+      description: `a task id, a task name (the newest task of that name), or a unique prefix of ${TASK_ID_PREFIX_MIN} or more characters of an id`,
+    }),
+  },
+  strict,
+)
+export type ResolveQuery = Static<typeof ResolveQuery>
+
+export const ResolveResultSchema = Type.Object({ id: Type.String() })
 
 export const KillTaskBody = Type.Object(
   {

@@ -7,13 +7,18 @@ import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
 import { printKilled, printWaited } from './task-answers.js'
 import type { RunRequest, TaskTarget } from './task-target.js'
 
-/** The task verbs on the local daemon (or the one TEND_URL names), through its API. */
+/**
+ * The task verbs on the local daemon (or the one TEND_URL names), through its API. A task is named
+ * by its id, its name or a unique id prefix: the daemon resolves the reference first (resolve()).
+ */
 export class DaemonTarget implements TaskTarget {
   constructor(private readonly client: TendClient) {}
 
   async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
-    const { require: _require, retries: _retries, ...options } = request
-    const task = await this.client.start(options)
+    const { require: _require, retries: _retries, after: refs, ...options } = request
+    // Each dependency is named as any task is; the daemon is sent ids, and refuses one that no longer exists.
+    const after = refs && (await Promise.all(refs.map((ref) => this.client.resolve(ref))))
+    const task = await this.client.start(after ? { ...options, after } : options)
     // On stderr: stdout keeps only the id (or the JSON document, which carries them).
     if (!io.json) for (const warning of task.warnings ?? []) io.err(`tend: warning: ${warning}`)
     if (!wait) {
@@ -30,20 +35,21 @@ export class DaemonTarget implements TaskTarget {
     return exitStatusOf(finished) ?? EXIT.waitFailed
   }
 
-  logs(io: CliIo, id: string, flags: LogsFlags): Promise<number> {
-    return printLogs(this.client, io, id, flags)
+  async logs(io: CliIo, ref: string, flags: LogsFlags): Promise<number> {
+    return printLogs(this.client, io, await this.client.resolve(ref), flags)
   }
 
-  async show(io: CliIo, id: string): Promise<number> {
-    printTask(io, await this.client.get(id))
+  async show(io: CliIo, ref: string): Promise<number> {
+    printTask(io, await this.client.get(await this.client.resolve(ref)))
     return EXIT.ok
   }
 
-  async kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
-    return printKilled(io, await this.client.kill(id, options))
+  async kill(io: CliIo, ref: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
+    return printKilled(io, await this.client.kill(await this.client.resolve(ref), options))
   }
 
-  async wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number> {
+  async wait(io: CliIo, ref: string, options: { timeoutMs?: number }): Promise<number> {
+    const id = await this.client.resolve(ref)
     return printWaited(io, id, await this.client.wait(id, options))
   }
 
@@ -74,8 +80,8 @@ export class DaemonTarget implements TaskTarget {
     return EXIT.ok
   }
 
-  remove(id: string): Promise<{ removed: string; freedBytes: number }> {
-    return this.client.remove(id)
+  async remove(ref: string): Promise<{ removed: string; freedBytes: number }> {
+    return this.client.remove(await this.client.resolve(ref))
   }
 
   /** The client is the command's own: it closes it. */

@@ -26,6 +26,7 @@ export function describeTask(io: CliIo, task: Task): string {
     ['signal', task.signal],
     ['reason', task.reason],
     ['stopped by', task.stoppedBy ? describeStoppedBy(task.stoppedBy) : null],
+    ['after', task.after ? `${task.after.ids.join(' ')} (${task.after.any ? 'starts once they end, however' : 'starts if all exit 0'})` : null],
     ['owner', task.owner],
     ['lifetime', task.lifetime ?? 'owner'],
     ['stdin', task.tty ? null : stdinText(task.stdin)],

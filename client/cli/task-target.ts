@@ -3,6 +3,9 @@ import type { StartOptions } from '../client.js'
 import type { LogsFlags } from './print-output.js'
 import type { CliIo } from './output.js'
 
+/** The help of a verb's task argument: what the local daemon resolves (GET /v1/tasks/resolve); a cluster's queue takes full ids only. */
+export const TASK_REF_HELP = 'task id, name (the newest task of it) or unique id prefix of 4+ characters (a full id with --cluster)'
+
 /** What `tend run` starts: the request, and what only a shared queue's workers honour. */
 export interface RunRequest extends StartOptions {
   /** Labels a worker must have to take the task. */

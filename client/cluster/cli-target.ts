@@ -1,4 +1,4 @@
-import { exitStatusOf, pollUntil, taskLabel } from '../../protocol/index.js'
+import { exitStatusOf, pollUntil, taskLabel, TendError } from '../../protocol/index.js'
 import { describeTask, formatFields } from '../cli/describe-task.js'
 import { EXIT } from '../cli/exit-codes.js'
 import { formatTable, printJson, type CliIo } from '../cli/output.js'
@@ -28,6 +28,7 @@ export class ClusterTarget implements TaskTarget {
   /** A cluster task: its id (or, with --wait, its final record once a worker has run it). */
   async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
     const { cluster } = this
+    if (request.after) throw new TendError('TEND_ERR_USAGE', { detail: "--after: a cluster's tasks cannot wait for others (a task on the local daemon can)" })
     const submitted = await cluster.start(request)
     if (!wait) {
       if (io.json) printJson(io, submitted)

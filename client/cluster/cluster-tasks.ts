@@ -44,6 +44,8 @@ export class ClusterTasks implements TaskService {
   ) {}
 
   async start(options: StartOptions): Promise<Task> {
+    if (options.after)
+      throw new TendError('TEND_ERR_VALIDATION', { detail: "after: a cluster's tasks cannot wait for others (a task on the local daemon can)" })
     const started = await this.cluster.start({ ...options, owner: this.owner })
     this.follow(started)
     return this.get(started.id)

@@ -11,6 +11,7 @@ import { registerOutputFileRoute, type OutputFileDeps } from './routes/output-fi
 import { registerReadOutputRoute, type ReadOutputDeps } from './routes/read-output.js'
 import { registerRemoveTaskRoute, type RemoveTaskDeps } from './routes/remove-task.js'
 import { registerResizeTaskRoute, type ResizeTaskDeps } from './routes/resize-task.js'
+import { registerResolveTaskRoute, type ResolveTaskDeps } from './routes/resolve-task.js'
 import { registerStartTaskRoute, type StartTaskDeps } from './routes/start-task.js'
 import { registerStatusRoute, type StatusDeps } from './routes/status.js'
 import { registerStopRoute, type StopDeps } from './routes/stop.js'
@@ -25,6 +26,7 @@ import type { TendApp } from './tend-app.js'
 export type ApiDeps = StartTaskDeps &
   ListTasksDeps &
   GetTaskDeps &
+  ResolveTaskDeps &
   ReadOutputDeps &
   NetworkLogDeps &
   WaitTaskDeps &
@@ -50,6 +52,7 @@ export function registerApi(app: TendApp, deps: ApiDeps): void {
 
   registerStartTaskRoute(app, deps)
   registerListTasksRoute(app, deps)
+  registerResolveTaskRoute(app, deps)
   registerGetTaskRoute(app, deps)
   registerReadOutputRoute(app, deps)
   registerNetworkLogRoute(app, deps)

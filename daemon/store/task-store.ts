@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { backoffMs, isFinished, TendError, type Task } from '../../protocol/index.js'
+import { backoffMs, isFinished, TendError, type Task, type TaskEvent } from '../../protocol/index.js'
 import { removeTaskDir } from '../../spool/index.js'
 import { RecordWriter } from './record-writer.js'
 import type { EventLog } from './event-log.js'
@@ -187,6 +187,11 @@ export class TaskStore {
       if (filter.all || !isFinished(task)) found.push(task)
     }
     return found.sort(listOrder)
+  }
+
+  /** Every event announced from now on, in order: each once its version is on disk (a removal once it is forgotten). */
+  subscribe(listener: (event: TaskEvent) => void): () => void {
+    return this.events.subscribe(listener)
   }
 
   /** Room was freed on the spool's disk (a task folder removed): a spent reserve is made again now if it fits. */

@@ -1,6 +1,15 @@
 import { readFileSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { DEFAULT_OWNER, isFinished, TendError, type RunningTask, type StartedTask, type StartTaskBody, type Task } from '../../protocol/index.js'
+import {
+  DEFAULT_OWNER,
+  isFinished,
+  TendError,
+  type QueuedTask,
+  type RunningTask,
+  type StartedTask,
+  type StartTaskBody,
+  type Task,
+} from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
 import type { OwnerNetworks } from '../network/owner-networks.js'
 import { cachedProtectedView, type DaemonHomes, type SandboxCapabilities } from '../sandbox/index.js'
@@ -8,6 +17,8 @@ import type { Spawner } from '../spawn/spawner.js'
 import type { SubmissionIndex } from '../store/submission-index.js'
 import type { TaskStore } from '../store/task-store.js'
 import { admitTask, type StartOptions } from './admission/admit.js'
+import { DependencyGate } from './admission/dependencies.js'
+import { waitAgain } from './admission/wait-again.js'
 import { requestedStop, RESTART_STOPS_LIFELINE, withNote, type KillRequest } from './run/ending.js'
 import { HeldOutputs } from './output/held-outputs.js'
 import type { OutputWatch } from './output/output-watch.js'
@@ -49,6 +60,8 @@ export class Supervisor {
   private readonly runs = new Map<string, TaskRun>()
   private readonly scheduler: Scheduler
   private readonly submissions = new Submissions()
+  /** Queued tasks waiting for others (`after`): they reach the scheduler once those have ended. */
+  private readonly dependencies: DependencyGate
   private readonly checkTimer: NodeJS.Timeout
   /** accepting: false once the daemon is stopping; keepingTasks: set while it leaves its running tasks to the next one. */
   private readonly daemon = { accepting: true, keepingTasks: false }
@@ -78,6 +91,13 @@ export class Supervisor {
         if (this.runs.get(run.id) === run) this.runs.delete(run.id)
       },
     }
+    this.dependencies = new DependencyGate({
+      find: (id) => options.store.find(id),
+      subscribe: (listener) => options.store.subscribe(listener),
+      release: (id) => this.release(id),
+      fail: (id, reason) => void this.failWaiting(id, reason),
+      dropped: (id) => this.dropRun(id),
+    })
     this.ports = new PortWatch({
       store: options.store,
       log,
@@ -119,7 +139,8 @@ export class Supervisor {
         const { task, needs } = await admitTask({ ...this.context, autoPorts: this.autoPorts }, request, submission, options)
         const run = new TaskRun(this.context, task.id, needs)
         this.runs.set(task.id, run)
-        this.scheduler.submit(task.owner, () => run.run())
+        if (task.after) this.dependencies.wait({ ...task, after: task.after })
+        else this.scheduler.submit(task.owner, () => run.run())
         return task
       },
     )
@@ -187,6 +208,8 @@ export class Supervisor {
     for (const task of store.list()) {
       const run = this.runs.get(task.id)
       if (task.state !== 'queued' || run?.launching) continue
+      // Still waiting for its dependencies: it waits on under the next daemon (recovery).
+      if (options.keepTasks && this.dependencies.holds(task.id)) continue
       run?.dropLaunch()
       const failed = store.transition(task.id, (current) =>
         current.state === 'queued' ? markFailed(current, `${reason} before the task started`, now, 'daemon-stop') : null,
@@ -231,6 +254,45 @@ export class Supervisor {
     // It holds a slot like any running task, once one is free (it runs either way).
     this.scheduler.submit(task.owner, () => run.finished.promise.then(noop, noop))
     return true
+  }
+
+  /**
+   * Holds again a task an earlier daemon left waiting for its dependencies (recovery.ts): judged at
+   * once on those that ended meanwhile. Its environment's values were never stored, so a task that
+   * had any cannot start as asked: it fails, saying so.
+   */
+  async rewait(task: QueuedTask): Promise<void> {
+    const waiting = await waitAgain(this.context, task)
+    if ('fail' in waiting) {
+      await this.failWaiting(task.id, waiting.fail)
+      return
+    }
+    this.runs.set(task.id, new TaskRun(this.context, task.id, waiting.needs))
+    this.dependencies.wait({ ...task, after: waiting.after })
+  }
+
+  /** A waiting task's dependencies are done with: it takes its turn in the queue like any task. */
+  private release(id: string): void {
+    const run = this.runs.get(id)
+    const task = this.context.store.findCurrent(id)
+    if (!run || task?.state !== 'queued') return
+    this.scheduler.submit(task.owner, () => run.run())
+  }
+
+  /** A waiting task that can never start: recorded failed, its run let go of. */
+  private async failWaiting(id: string, reason: string): Promise<void> {
+    this.dropRun(id)
+    const failed = await this.context.store.transition(id, (current) => (current.state === 'queued' ? markFailed(current, reason, new Date()) : null))
+    this.context.log.info({ taskId: id, reason }, 'task failed to start')
+    this.wakeReaders(failed)
+  }
+
+  /** A queued task that will never launch: its run is let go of (a waiting one never reached the scheduler, which would). */
+  private dropRun(id: string): void {
+    const run = this.runs.get(id)
+    if (!run) return
+    run.dropLaunch()
+    this.context.forget(run)
   }
 
   /** Stops these tasks for the daemon's stop; resolves once each is recorded. */

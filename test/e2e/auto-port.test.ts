@@ -78,7 +78,9 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print("PORT=%d" % s.g
     })
     const port = await printedPort(daemon, server.id)
     const second = await daemon.client.start({ command: ['true'], owner: 'agent-a', port })
-    expect(second.warnings).toEqual([expect.stringMatching(new RegExp(`^port ${port} is already served by task ${server.id} \\(dev server\\), started \\d+ s ago$`))])
+    expect(second.warnings).toEqual([
+      expect.stringMatching(new RegExp(`^port ${port} is already served by task ${server.id} \\(dev server\\), started \\d+ s ago$`)),
+    ])
     expect(second.port).toBe(port)
     const auto = await daemon.client.start({ command: ['true'], owner: 'agent-a', port: 'auto' })
     expect(auto.warnings).toBeUndefined()

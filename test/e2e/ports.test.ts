@@ -92,10 +92,12 @@ describe("a running task's ports", () => {
     expect(started.network).toBe('loopback')
     const { udp } = await printedPorts(daemon, started.id)
     const seen = await portsSeen(daemon, started.id, 2)
-    expect(seen.ports).toEqual([
-      { proto: 'udp', address: '::1', port: udp },
-      { proto: 'tcp', address: '127.0.0.1', port: 8300 },
-    ].sort((a, b) => a.port - b.port))
+    expect(seen.ports).toEqual(
+      [
+        { proto: 'udp', address: '::1', port: udp },
+        { proto: 'tcp', address: '127.0.0.1', port: 8300 },
+      ].sort((a, b) => a.port - b.port),
+    )
     const ended = await daemon.client.kill(started.id)
     expect(ended.ports).toEqual([])
   })
@@ -113,7 +115,9 @@ describe("a running task's ports", () => {
     const { tcp, udp } = await printedPorts(daemon, started.id)
     await portsSeen(daemon, started.id, 2)
     const show = await runCli(['show', started.id], daemon.env)
-    expect(show.stdout).toMatch(new RegExp(`^ports: +127\\.0\\.0\\.1:${tcp}, \\[::1\\]:${udp}/udp$|^ports: +\\[::1\\]:${udp}/udp, 127\\.0\\.0\\.1:${tcp}$`, 'm'))
+    expect(show.stdout).toMatch(
+      new RegExp(`^ports: +127\\.0\\.0\\.1:${tcp}, \\[::1\\]:${udp}/udp$|^ports: +\\[::1\\]:${udp}/udp, 127\\.0\\.0\\.1:${tcp}$`, 'm'),
+    )
     const ps = await runCli(['ps'], daemon.env)
     const [header, ...rows] = ps.stdout.trim().split('\n')
     expect(header!.split(/\s+/)).toEqual(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'PORTS', 'OWNER', 'COMMAND'])

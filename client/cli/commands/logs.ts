@@ -3,12 +3,13 @@ import { action } from '../command-context.js'
 import { countOption } from '../option-parsers.js'
 import type { LogsFlags } from '../print-output.js'
 import { addTargetOptions } from '../resolve-target.js'
+import { TASK_REF_HELP } from '../task-target.js'
 
 export function registerLogsCommand(program: Command): void {
   const command = program
     .command('logs')
     .summary("print a task's output")
-    .argument('<id>', 'task id')
+    .argument('<id>', TASK_REF_HELP)
     .option('-f, --follow', 'keep printing until the task ends (with --json: one JSON document per chunk)')
     .option('--from <byte>', 'start at this byte offset', countOption)
     .option('--tail <lines>', 'start at the last N lines', countOption)

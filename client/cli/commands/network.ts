@@ -5,6 +5,7 @@ import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { countOption } from '../option-parsers.js'
 import { formatTable, printJson, type CliIo } from '../output.js'
+import { TASK_REF_HELP } from '../task-target.js'
 
 interface NetworkFlags {
   from?: number
@@ -18,12 +19,12 @@ export function registerNetworkCommand(program: Command): void {
   const command = program
     .command('network')
     .summary("print a task's network decisions (its network.log)")
-    .argument('<id>', 'task id')
+    .argument('<id>', TASK_REF_HELP)
     .option('--from <byte>', 'start at this byte offset of network.log (a --json answer gives the next one)', countOption)
     .option('--limit <n>', 'at most this many decisions (default: all there are now)', countOption)
   command.action(
-    action(command, async ({ client, io }, id: string, flags: NetworkFlags) => {
-      const page = await readPages(client, id, flags)
+    action(command, async ({ client, io }, ref: string, flags: NetworkFlags) => {
+      const page = await readPages(client, await client.resolve(ref), flags)
       if (io.json) printJson(io, page)
       else printDecisions(io, page)
       return EXIT.ok

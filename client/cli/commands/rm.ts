@@ -4,9 +4,13 @@ import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson, type CliIo } from '../output.js'
 import { addTargetOptions } from '../resolve-target.js'
+import { TASK_REF_HELP } from '../task-target.js'
 
 export function registerRmCommand(program: Command): void {
-  const command = program.command('rm').summary('forget finished tasks (or corrupt spool entries) and delete their spool').argument('<id...>', 'task ids')
+  const command = program
+    .command('rm')
+    .summary('forget finished tasks (or corrupt spool entries) and delete their spool')
+    .argument('<id...>', `tasks: each a ${TASK_REF_HELP}`)
   addTargetOptions(command)
   command.action(
     action(command, async ({ io, tasks }, ids: string[]) => {
@@ -23,7 +27,7 @@ async function removeAll(io: CliIo, ids: string[], remove: (id: string) => Promi
     try {
       const result = await remove(id)
       removed.push(result)
-      if (!io.json) io.out(`removed ${id} (${formatBytes(result.freedBytes)})`)
+      if (!io.json) io.out(`removed ${result.removed} (${formatBytes(result.freedBytes)})`)
     } catch (error) {
       if (!(error instanceof TendError) || error.code === 'TEND_ERR_DAEMON_UNAVAILABLE') throw error
       errors.push({ id, error: error.toWire() })

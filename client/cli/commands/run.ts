@@ -39,6 +39,8 @@ interface RunFlags {
   port?: number | 'auto'
   require?: Labels
   retries?: number
+  after?: string[]
+  afterAny?: boolean
 }
 
 export function registerRunCommand(program: Command): void {
@@ -83,6 +85,13 @@ export function registerRunCommand(program: Command): void {
         'a number is given as it is (a warning says when another task of its owner listens on it)',
       portOption,
     )
+    .option(
+      '--after <tasks>',
+      'stay queued until these tasks (ids, names or id prefixes, comma-separated; repeatable) have ended, ' +
+        'then start if all exited 0, else end failed (not on a cluster)',
+      (refs: string, previous: string[] = []) => [...previous, ...refs.split(',').filter((ref) => ref !== '')],
+    )
+    .option('--after-any', 'with --after: start once they have ended, whatever they ended as')
   addTargetOptions(command, { run: true })
   command.action(
     action(
@@ -95,6 +104,8 @@ export function registerRunCommand(program: Command): void {
           throw new TendError('TEND_ERR_USAGE', { detail: `--owner: expected letters, digits and ._:@- (up to 128), got ${JSON.stringify(flags.owner)}` })
         }
         const tty = terminalOf(flags)
+        if (flags.afterAny && !flags.after?.length)
+          throw new TendError('TEND_ERR_USAGE', { detail: '--after-any: says how to wait for the tasks of --after, and none was given' })
         const options = {
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
@@ -113,6 +124,8 @@ export function registerRunCommand(program: Command): void {
           lifetime: flags.persistent ? 'persistent' : undefined,
           stdin: flags.stdin ? 'pipe' : undefined,
           tty,
+          after: flags.after,
+          afterAny: flags.afterAny,
           port: flags.port,
         } as const
         return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)

@@ -4,6 +4,7 @@ import type { TendClient } from '../../client.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
+import { TASK_REF_HELP } from '../task-target.js'
 
 interface SendFlags {
   file?: string
@@ -16,7 +17,7 @@ export function registerSendCommand(program: Command): void {
     .command('send')
     .summary("write to a task's stdin (a task started with tend run --stdin), or type into its terminal (--tty)")
     .usage('[options] ID TEXT | ID - | ID --file F | ID --eof')
-    .argument('<id>', 'task id')
+    .argument('<id>', TASK_REF_HELP)
     .argument('[text]', 'text to write, followed by a newline; - writes what this command reads on its own stdin, as it is')
     .option('--file <file>', "write this file's bytes, as they are")
     .option('-n, --no-newline', 'do not add a newline after TEXT')
@@ -26,8 +27,9 @@ export function registerSendCommand(program: Command): void {
         'on a terminal (tend run --tty) it types Ctrl-D instead, and the terminal stays open',
     )
   command.action(
-    action(command, async ({ client, io }, id: string, text: string | undefined, flags: SendFlags) => {
+    action(command, async ({ client, io }, ref: string, text: string | undefined, flags: SendFlags) => {
       const data = await inputData(text, flags)
+      const id = await client.resolve(ref)
       const result = await sendInChunks(client, id, data, flags.eof ?? false)
       if (io.json) printJson(io, result)
       else io.out(`${result.acceptedBytes} bytes sent to ${id}${result.eof ? eofText(result) : ''}`)

@@ -3,12 +3,13 @@ import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { durationOption } from '../option-parsers.js'
 import { addTargetOptions } from '../resolve-target.js'
+import { TASK_REF_HELP } from '../task-target.js'
 
 export function registerWaitCommand(program: Command): void {
   const command = program
     .command('wait')
     .summary('block until a task ends; exit with its status')
-    .argument('<id>', 'task id')
+    .argument('<id>', TASK_REF_HELP)
     .option('--timeout <duration>', 'give up after this long (exit 75)', durationOption)
   addTargetOptions(command)
   command.action(

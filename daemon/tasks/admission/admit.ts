@@ -1,14 +1,15 @@
 import type { Logger } from 'pino'
-import { DEFAULT_LIFETIME, DEFAULT_OWNER, isTaskId, TendError, type StartTaskBody, type Task } from '../../../protocol/index.js'
+import { DEFAULT_LIFETIME, DEFAULT_OWNER, isTaskId, TendError, type SandboxProfile, type StartTaskBody, type Task } from '../../../protocol/index.js'
 import { newTaskId } from '../../../protocol/task-id.js'
 import { taskDir } from '../../../spool/index.js'
 import type { DaemonConfig } from '../../config.js'
-import { resolveTaskPaths, type ProtectedView, type SandboxCapabilities } from '../../sandbox/index.js'
+import { resolveTaskPaths, type ProtectedView, type SandboxCapabilities, type TaskPaths } from '../../sandbox/index.js'
 import { admissionIdentity, ownerIdsOf } from '../../sandbox/task-identity.js'
 import { newRunName } from '../../spawn/run-name.js'
 import type { Spawner } from '../../spawn/spawner.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { checkStartRequest } from './admission.js'
+import { checkDependencies } from './dependencies.js'
 import { writeLease } from '../../spawn/keeper-lease.js'
 import type { LaunchNeeds } from '../run/task-run-context.js'
 import { createQueuedTask } from '../transitions.js'
@@ -71,24 +72,13 @@ export async function admitTask(
     limitDefaults: config,
     actingForOwner: options.actingForOwner === true,
   })
-  // A sandboxed task on its own identity reaches its folders as its owner's uid (given at the owner's first task).
-  const own = sandbox === 'off' ? null : await ownerIdsOf(capabilities.identity, request.owner ?? DEFAULT_OWNER)
-  // Decided on real paths, and pinned: the folders checked now are the folders the task gets.
-  const paths = await resolveTaskPaths({
-    profile: sandbox,
-    cwd: request.cwd,
-    writablePaths: request.writablePaths ?? [],
-    configWritablePaths: config.writablePaths,
-    // Only a sandbox refuses protected places; finding them (every live daemon's home, the secret paths) costs ~0.3 ms.
-    protectedPlaces: sandbox === 'off' ? [] : context.protectedView().places,
-    ...admissionIdentity(capabilities.identity, own && 'uid' in own ? own : null),
-  })
+  const owner = request.owner ?? DEFAULT_OWNER
+  const after = checkDependencies(request, (id) => context.store.find(id), { owner: options.actingForOwner ? owner : null, id: givenId })
+  const paths = await admittedPaths(context, { sandbox, owner, cwd: request.cwd, writablePaths: request.writablePaths ?? [] })
   const id = givenId ?? newTaskId()
   const spool = taskDir(config.layout.spool, id)
-  const owner = request.owner ?? DEFAULT_OWNER
   // Picked after the last wait, and held in memory until the record (which holds it from then on) is in the store.
-  const reservation: PortReservation | null =
-    request.port === 'auto' ? context.autoPorts.reserve(owner, sandbox !== 'off' && network !== 'host') : null
+  const reservation: PortReservation | null = request.port === 'auto' ? context.autoPorts.reserve(owner, sandbox !== 'off' && network !== 'host') : null
   const port = reservation?.port ?? (typeof request.port === 'number' ? request.port : null)
   // PORT is the task's whatever its env says: it asked for a port.
   const env = port === null ? (request.env ?? {}) : { ...request.env, PORT: String(port) }
@@ -109,6 +99,7 @@ export async function admitTask(
     sandbox,
     network,
     ...(allowNet.length > 0 ? { allowNet } : {}),
+    ...(after ? { after } : {}),
     writablePaths: request.writablePaths ?? [],
     sandboxWritable: paths.writable.map((entry) => entry.path),
     memoryBytes: limits.memoryBytes,
@@ -129,4 +120,27 @@ export async function admitTask(
   if (options.leaseMs !== undefined) await writeLease(spool, options.leaseMs)
   context.log.info({ taskId: id, owner: task.owner }, 'task queued')
   return { task, needs: { env, paths, endsWithDaemon: options.endsWithDaemon === true || options.leaseMs !== undefined } }
+}
+
+/**
+ * The folders a task may use, decided on real paths and pinned: the folders checked now are the
+ * folders the task gets. At admission, and again for a task recovery hands back to wait for its
+ * dependencies (the pins of the daemon that admitted it died with it).
+ */
+export async function admittedPaths(
+  context: Pick<AdmissionContext, 'config' | 'capabilities' | 'protectedView'>,
+  task: { sandbox: SandboxProfile; owner: string; cwd: string; writablePaths: string[] },
+): Promise<TaskPaths> {
+  const { config, capabilities } = context
+  // A sandboxed task on its own identity reaches its folders as its owner's uid (given at the owner's first task).
+  const own = task.sandbox === 'off' ? null : await ownerIdsOf(capabilities.identity, task.owner)
+  return resolveTaskPaths({
+    profile: task.sandbox,
+    cwd: task.cwd,
+    writablePaths: task.writablePaths,
+    configWritablePaths: config.writablePaths,
+    // Only a sandbox refuses protected places; finding them (every live daemon's home, the secret paths) costs ~0.3 ms.
+    protectedPlaces: task.sandbox === 'off' ? [] : context.protectedView().places,
+    ...admissionIdentity(capabilities.identity, own && 'uid' in own ? own : null),
+  })
 }

@@ -25,12 +25,15 @@ export interface Survivors {
   bootId: string
   /** Supervises a task of an earlier daemon that still runs under its keeper; false when it cannot. */
   resume: (task: RunningTask) => Promise<boolean>
+  /** Holds again a task still queued waiting for its dependencies (`after`), once every other task is recovered. Default: it fails as queued tasks do. */
+  rewait?: (task: QueuedTask) => Promise<void>
 }
 
 /**
  * Reloads the spool into the store after a start. Tasks that were running when the last daemon
  * died become `lost`, and every process still carrying their marker is killed (the marker holds
- * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`.
+ * the task id, so a reused pid of an unrelated process is never hit). Queued ones become `failed`,
+ * but for those still waiting for their dependencies (`after`), which wait on (`rewait`).
  * An entry that is not a valid record goes to `corrupt` (never into the store), with its reason:
  * one bad entry never keeps the daemon from starting; whatever of it still runs is killed (marker
  * and cgroup), since no tend command could reach it. Task cgroups of this daemon's that no task
@@ -136,6 +139,7 @@ export async function recoverSpool(
   // Every other group of this daemon's: a corrupt entry's, one whose folder is gone, one left behind.
   killed += await sweepTaskCgroups(cgroupRoots, resumed)
   const now = new Date()
+  const waitingAgain: QueuedTask[] = []
   for (const task of interrupted) {
     if (task.state === 'running') {
       // Nobody enforced the cap while no daemon ran: the output is cut back to it now.
@@ -162,6 +166,8 @@ export async function recoverSpool(
             now,
           ),
         )
+    } else if (task.state === 'queued' && task.after && survivors?.rewait && !startedUnrecorded.has(task.id)) {
+      waitingAgain.push(task)
     } else {
       const reason = startedUnrecorded.has(task.id)
         ? 'the daemon stopped while the task was starting; its processes were killed by the next daemon'
@@ -169,9 +175,12 @@ export async function recoverSpool(
       await store.save(markFailed(task, reason, now))
     }
   }
-  if (killed > 0 || interrupted.length > 0)
-    log.warn({ lost: interrupted.length - endedMeanwhile.size, ended: endedMeanwhile.size, killed }, 'interrupted tasks recovered')
-  return { loaded, corrupt: corrupt.size, lost: interrupted.length - endedMeanwhile.size, killed }
+  // Judged on what every other task became above: a dependency that ended while no daemon ran counts as it ended.
+  for (const task of waitingAgain) await survivors!.rewait!(task)
+  if (waitingAgain.length > 0) log.info({ waiting: waitingAgain.length }, 'queued tasks waiting for their dependencies held again')
+  const lost = interrupted.length - endedMeanwhile.size - waitingAgain.length
+  if (killed > 0 || lost > 0) log.warn({ lost, ended: endedMeanwhile.size, killed }, 'interrupted tasks recovered')
+  return { loaded, corrupt: corrupt.size, lost, killed }
 }
 
 /** A task that ended while no daemon ran, as its keeper recorded it: tend stopped nothing meanwhile. */
