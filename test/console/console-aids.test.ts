@@ -110,4 +110,23 @@ describe("the console's readiness, ports, usage and dependencies", () => {
     await expect.poll(() => page.textContent(cell(web.id, 'ports'))).toBe('')
     await daemon.client.kill(inner.id, { signal: 'KILL' })
   })
+
+  test('a queued task shows what it waits for, each dependency linked with its state; a failed dependency fails it', async () => {
+    const first = await daemon.client.start({ command: ['sleep', '300'], name: 'build' })
+    const second = await daemon.client.start({ command: ['echo', 'tests'], name: 'tests', after: [first.id] })
+    expect(second.state).toBe('queued')
+    await openPage()
+    await page.waitForSelector(`${row(second.id)}[data-state="queued"] .state-note[data-kind="after"]:has-text("after 1")`)
+    expect(await page.getAttribute(`${row(second.id)} .state-note`, 'title')).toBe(`waits for ${first.id}: starts once it ends with exit 0`)
+    await openView(second.id)
+    const dependency = `[data-field="after"] a[href="#/tasks/${first.id}"]`
+    await page.waitForSelector(dependency)
+    expect(await page.textContent('[data-field="after"]')).toBe(`${first.id} (running) · starts once it ends with exit 0`)
+    await daemon.client.kill(first.id, { signal: 'KILL' })
+    await page.waitForSelector(`${row(second.id)}[data-state="failed"]`, { timeout: 10_000 })
+    expect(await page.textContent('[data-field="after"]')).toMatch(new RegExp(`^${first.id} \\(killed.*\\) · starts once it ends with exit 0$`))
+    expect(await page.textContent(cell(second.id, 'stopped'))).toContain(`dependency ${first.id}`)
+    await page.click(dependency)
+    await page.waitForSelector(`#task-view [data-field="id"]:has-text("${first.id}")`)
+  })
 })
