@@ -102,6 +102,12 @@ export interface StartOptions {
   after?: string[]
   /** With `after`: start once they have ended, whatever they ended as. Default: false. */
   afterAny?: boolean
+  /**
+   * When it counts as ready: a line of its output matches `pattern` (RE2), something in its network
+   * listens on `port`, or `url` answers 2xx/3xx from inside its network; exactly one. `timeoutMs`
+   * from its start, default 60 s. Its record's `ready` says how it went; waitReady() waits for it.
+   */
+  ready?: { pattern?: string; port?: number; url?: string; timeoutMs?: number }
 }
 
 export interface ReadOptions {
@@ -216,17 +222,30 @@ export class TendClient {
   }
 
   /** Resolves with the task once it has ended, or with its current record after timeoutMs. */
-  async wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+  wait(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    return this.waitFor(id, false, options)
+  }
+
+  /**
+   * Resolves with the task once its readiness has settled (`ready` is no longer null: ready, timed
+   * out, or ended first), or with its current record after timeoutMs. A task without a readiness
+   * condition is TEND_ERR_VALIDATION.
+   */
+  waitReady(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    return this.waitFor(id, true, options)
+  }
+
+  private async waitFor(id: string, ready: boolean, options: { timeoutMs?: number; signal?: AbortSignal }): Promise<Task> {
     const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs
     for (;;) {
       const remaining = deadline - Date.now()
       const chunk = Math.max(0, Math.min(WAIT_MS_LIMIT, remaining))
-      const { task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, {
-        query: { timeoutMs: chunk },
+      const { done, task } = await this.call<{ done: boolean; task: Task }>('GET', `/v1/tasks/${encodeURIComponent(id)}/wait`, {
+        query: ready ? { timeoutMs: chunk, ready: true } : { timeoutMs: chunk },
         signal: options.signal,
         waitMs: chunk,
       })
-      if (isFinished(task) || Date.now() >= deadline) return task
+      if (done || isFinished(task) || Date.now() >= deadline) return task
     }
   }
 
@@ -489,6 +508,7 @@ export function startRequestBody(options: StartOptions): Record<string, unknown>
     tty: options.tty,
     after: options.after,
     afterAny: options.afterAny,
+    ready: options.ready,
     port: options.port,
   })
 }

@@ -1,9 +1,23 @@
 import type { Task } from './task.js'
 
-export const EVENT_TYPES = ['task.queued', 'task.started', 'task.exited', 'task.killed', 'task.timed_out', 'task.failed', 'task.lost', 'task.removed'] as const
+export const EVENT_TYPES = [
+  'task.queued',
+  'task.started',
+  'task.exited',
+  'task.killed',
+  'task.timed_out',
+  'task.failed',
+  'task.lost',
+  'task.removed',
+  'task.ready',
+] as const
 export type TaskEventType = (typeof EVENT_TYPES)[number]
 
-/** One lifecycle fact. `seq` grows by one per event within a daemon's life; `daemonId` names that life. */
+/**
+ * One lifecycle fact. `task.ready`: a running task's readiness settled (ready, or timed out); a task
+ * that ends while waiting says so in its ending's event (`ready.failed: 'ended first'`). `seq` grows
+ * by one per event within a daemon's life; `daemonId` names that life.
+ */
 export interface TaskEvent {
   seq: number
   daemonId: string

@@ -312,7 +312,17 @@ export const NetworkLogPageSchema = Type.Object({
   lost: Type.Integer({ description: 'decisions network.log could not keep (a full or read-only disk)' }),
 })
 
-export const WaitQuery = Type.Object({ timeoutMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT })) }, strict)
+export const WaitQuery = Type.Object(
+  {
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT })),
+    ready: Type.Optional(
+      Type.Boolean({
+        description: 'answer as soon as its readiness settles (ready, timed out, ended first), not only at its end; a task without a condition is a 400',
+      }),
+    ),
+  },
+  strict,
+)
 export type WaitQuery = Static<typeof WaitQuery>
 
 export const WaitResultSchema = Type.Object({ done: Type.Boolean(), task: Type.Ref('Task') })

@@ -13,7 +13,7 @@ const Port = (description: string) => Type.Integer({ minimum: 1, maximum: 65_535
 
 const ReadyConditionSchema = Type.Object(
   {
-    pattern: Type.Optional(Type.String({ minLength: 1, maxLength: 1000, description: 'a regular expression (JavaScript) a line of its output must match' })),
+    pattern: Type.Optional(Type.String({ minLength: 1, maxLength: 1000, description: 'a regular expression (RE2 syntax) a line of its output must match' })),
     port: Type.Optional(Port('a port something in its network must listen on')),
     url: Type.Optional(
       Type.String({

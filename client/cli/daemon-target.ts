@@ -4,6 +4,7 @@ import { printTask } from './describe-task.js'
 import { EXIT } from './exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
+import { printReadiness } from './readiness.js'
 import { printKilled, printWaited } from './task-answers.js'
 import type { RunRequest, TaskTarget } from './task-target.js'
 
@@ -14,13 +15,17 @@ import type { RunRequest, TaskTarget } from './task-target.js'
 export class DaemonTarget implements TaskTarget {
   constructor(private readonly client: TendClient) {}
 
-  async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
+  async run(io: CliIo, request: RunRequest, wait: boolean | 'ready'): Promise<number> {
     const { require: _require, retries: _retries, after: refs, ...options } = request
     // Each dependency is named as any task is; the daemon is sent ids, and refuses one that no longer exists.
     const after = refs && (await Promise.all(refs.map((ref) => this.client.resolve(ref))))
     const task = await this.client.start(after ? { ...options, after } : options)
     // On stderr: stdout keeps only the id (or the JSON document, which carries them).
     if (!io.json) for (const warning of task.warnings ?? []) io.err(`tend: warning: ${warning}`)
+    if (wait === 'ready') {
+      if (!io.json) io.out(task.id)
+      return printReadiness(io, await this.client.waitReady(task.id))
+    }
     if (!wait) {
       if (io.json) printJson(io, task)
       else io.out(task.id)
@@ -48,9 +53,11 @@ export class DaemonTarget implements TaskTarget {
     return printKilled(io, await this.client.kill(await this.client.resolve(ref), options))
   }
 
-  async wait(io: CliIo, ref: string, options: { timeoutMs?: number }): Promise<number> {
+  async wait(io: CliIo, ref: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
     const id = await this.client.resolve(ref)
-    return printWaited(io, id, await this.client.wait(id, options))
+    const { ready, ...waitOptions } = options
+    if (ready) return printReadiness(io, await this.client.waitReady(id, waitOptions))
+    return printWaited(io, id, await this.client.wait(id, waitOptions))
   }
 
   async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {

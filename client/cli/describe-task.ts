@@ -1,5 +1,6 @@
 import { describePorts, describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
 import { paintState, printJson, type CliIo } from './output.js'
+import { describeCondition, describeReadiness } from './readiness.js'
 
 /** `tend show`'s answer for a task record: JSON, or its fields (a corrupt entry's own, with what to do about it), and the sandbox's hint. */
 export function printTask(io: CliIo, task: Task): void {
@@ -47,6 +48,8 @@ export function describeTask(io: CliIo, task: Task): string {
         : `memory ${task.memoryBytes === null ? '-' : formatBytes(task.memoryBytes)}, processes ${task.pidsMax ?? '-'}`,
     ],
     ['pid', task.pid === null ? null : String(task.pid)],
+    ['ready when', task.readyWhen ? describeCondition(task.readyWhen) : null],
+    ['ready', describeReadiness(task)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
     ['output', `${formatBytes(task.outputBytes)} (cap ${formatBytes(task.maxOutputBytes)})`],
     ['output lost', task.outputLostBytes ? `${task.outputLostBytes} bytes the terminal showed are missing from output.log (the disk refused them)` : null],

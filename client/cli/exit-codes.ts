@@ -9,8 +9,12 @@ export const EXIT = {
   usage: 2,
   /** No daemon could be reached or started, or another daemon holds TEND_HOME. */
   unavailable: 3,
-  /** `tend wait --timeout` passed while the task still ran. */
+  /** `tend wait --timeout` passed while the task still ran (with --ready: while it still waited for its condition). */
   waitTimedOut: 75,
+  /** wait --ready / run --wait-ready: its readiness condition did not hold within its --ready-timeout (the task runs on). */
+  notReady: 76,
+  /** wait --ready / run --wait-ready: the task ended before its readiness condition held. */
+  endedFirst: 77,
   /** wait / run --wait: tend itself failed, so there is no task status to report. */
   waitFailed: 125,
   /** Its stdout's reader went away (`tend ps | head -1`): 128 + SIGPIPE, as a program SIGPIPE ended. */

@@ -23,10 +23,20 @@ export function countOption(text: string): number {
   return Number(text)
 }
 
+/** A TCP port number, 1 to 65535 (`--ready-port`). */
+export function tcpPortOption(text: string): number {
+  if (!isPort(text)) throw new InvalidArgumentError(`expected a port from 1 to 65535, got ${JSON.stringify(text)}`)
+  return Number(text)
+}
+
+function isPort(text: string): boolean {
+  return /^\d+$/.test(text) && Number(text) >= 1 && Number(text) <= 65_535
+}
+
 /** `--port`: `auto` or a port number, 1 to 65535. */
 export function portOption(text: string): number | 'auto' {
   if (text === 'auto') return 'auto'
-  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > 65_535) {
+  if (!isPort(text)) {
     throw new InvalidArgumentError(`expected auto or a port from 1 to 65535, got ${JSON.stringify(text)}`)
   }
   return Number(text)

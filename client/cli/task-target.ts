@@ -20,12 +20,16 @@ export interface RunRequest extends StartOptions {
  * prints its answer and answers its exit code; the verb's own file parses its flags only.
  */
 export interface TaskTarget {
-  /** Starts a task and prints it; with `wait`, streams its output and answers its exit status. */
-  run(io: CliIo, request: RunRequest, wait: boolean): Promise<number>
+  /**
+   * Starts a task and prints it; with `wait`, streams its output and answers its exit status; with
+   * `wait: 'ready'`, answers once its readiness settles (readiness.ts: printReadiness).
+   */
+  run(io: CliIo, request: RunRequest, wait: boolean | 'ready'): Promise<number>
   logs(io: CliIo, id: string, flags: LogsFlags): Promise<number>
   show(io: CliIo, id: string): Promise<number>
   kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number>
-  wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number>
+  /** Waits for its end (with `ready`: for its readiness to settle) and answers as `tend wait` does. */
+  wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number>
   list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number>
   /** Forgets one finished task and deletes its spool. */
   remove(id: string): Promise<{ removed: string; freedBytes: number }>

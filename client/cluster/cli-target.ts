@@ -26,7 +26,8 @@ export class ClusterTarget implements TaskTarget {
   }
 
   /** A cluster task: its id (or, with --wait, its final record once a worker has run it). */
-  async run(io: CliIo, request: RunRequest, wait: boolean): Promise<number> {
+  async run(io: CliIo, request: RunRequest, wait: boolean | 'ready'): Promise<number> {
+    if (wait === 'ready' || request.ready) throw readinessIsLocal()
     const { cluster } = this
     if (request.after) throw new TendError('TEND_ERR_USAGE', { detail: "--after: a cluster's tasks cannot wait for others (a task on the local daemon can)" })
     const submitted = await cluster.start(request)
@@ -98,7 +99,8 @@ export class ClusterTarget implements TaskTarget {
     return EXIT.ok
   }
 
-  async wait(io: CliIo, id: string, options: { timeoutMs?: number }): Promise<number> {
+  async wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
+    if (options.ready) throw readinessIsLocal()
     const where = await this.cluster.wait(id, options)
     if (where.task) return printWaited(io, id, where.task)
     if (io.json) printJson(io, where)
@@ -136,4 +138,9 @@ function attemptFields(where: ClusterTask): Array<[string, string | null]> {
     ['attempt', String(where.attempt)],
     ...where.earlier.map((each): [string, string] => [`attempt ${each.attempt}`, `lost on ${each.worker}: ${each.reason}`]),
   ]
+}
+
+/** A readiness condition is watched by the daemon that runs the task: a shared queue's tasks have none. */
+function readinessIsLocal(): TendError {
+  return new TendError('TEND_ERR_USAGE', { detail: 'readiness (--ready-*, --wait-ready, wait --ready) is for tasks of the local daemon, not a shared queue' })
 }

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, statSync } from 'node:fs'
 import { createSocket, type Socket as UdpSocket } from 'node:dgram'
-import { createServer, isIP, type Server } from 'node:net'
+import { createServer, isIP, Socket, type Server } from 'node:net'
 import { holderControl, HOLDER_PATH, type HolderControl } from './holder/holder-addon.js'
 
 /** A network namespace as the spawner joins it: a path that opens it, and the identity it must have there. */
@@ -129,6 +129,15 @@ export class OwnerNetwork {
     })
   }
 
+  /**
+   * A TCP connection to address:port made inside the namespace (a readiness URL's try): only what
+   * listens there is reached (the namespace has only `lo`). The holder starts it and does not wait:
+   * the socket completes it, and what is written waits for it (a refusal is the socket's error).
+   */
+  connectTcp(address: string, port: number): Socket {
+    return new Socket({ fd: this.socket('connect', address, port), readable: true, writable: true })
+  }
+
   /** Called once when the network closes (its holder gone, or closed). */
   onClose(listener: () => void): void {
     if (this.closed) listener()
@@ -155,7 +164,7 @@ export class OwnerNetwork {
     this.holder.kill('SIGKILL')
   }
 
-  private socket(kind: 'tcp' | 'udp', address: string, port: number): number {
+  private socket(kind: 'tcp' | 'udp' | 'connect', address: string, port: number): number {
     if (this.closed) throw new Error(`the private network of ${this.owner} is closed`)
     const { reply, fd } = this.addon.exchange(this.control, `${kind} ${address} ${port}`, HOLDER_ANSWER_MS)
     if (reply !== 'ok' || fd < 0)
@@ -180,6 +189,9 @@ const ERRNO_NAMES: Record<number, string> = {
   24: 'EMFILE',
   28: 'ENOSPC',
   98: 'EADDRINUSE',
+  101: 'ENETUNREACH',
+  110: 'ETIMEDOUT',
+  111: 'ECONNREFUSED',
   99: 'EADDRNOTAVAIL',
   116: 'ESTALE',
 }

@@ -401,8 +401,11 @@ export class TaskStore {
     const live = previous.outputBytes
     const task = isFinished(written) || live <= written.outputBytes ? written : Object.assign({}, written, { outputBytes: live })
     this.replace(previous, task)
-    if (!stateChanged) return
-    this.events.publishState(task)
+    // Readiness settled while the task runs (an ending that settles it says so in its own event).
+    const readied = previous.ready === null && task.ready !== null && task.ready !== undefined && !stateChanged
+    if (!stateChanged && !readied) return
+    if (readied) this.events.publish('task.ready', task)
+    else this.events.publishState(task)
     const waiters = this.stateWaiters.get(task.id)
     if (!waiters) return
     for (const waiter of [...waiters]) waiter(task)

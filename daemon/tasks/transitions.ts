@@ -42,6 +42,10 @@ export function markStarted(task: Task, pid: number, at: Date, keeper: RunningTa
 
 export function markEnded(task: Task, ending: Ending, outputBytes: number, at: Date): FinishedTask {
   if (task.state !== 'running') throw illegal(task, ending.state)
+  return endsReadiness(endedAs(task, ending, outputBytes, at), at)
+}
+
+function endedAs(task: RunningTask, ending: Ending, outputBytes: number, at: Date): FinishedTask {
   const endedAt = at.toISOString()
   if (ending.state === 'exited')
     return { ...task, state: 'exited', exitCode: ending.exitCode, signal: null, reason: null, stoppedBy: null, endedAt, outputBytes }
@@ -74,19 +78,29 @@ export function markEnded(task: Task, ending: Ending, outputBytes: number, at: D
  */
 export function markFailed(task: Task, reason: string, at: Date, stoppedBy: FailedTask['stoppedBy'] = null): FailedTask {
   if (task.state !== 'queued') throw illegal(task, 'failed')
-  return { ...task, state: 'failed', startedAt: null, pid: null, exitCode: null, signal: null, reason, stoppedBy, endedAt: at.toISOString() }
+  return endsReadiness({ ...task, state: 'failed', startedAt: null, pid: null, exitCode: null, signal: null, reason, stoppedBy, endedAt: at.toISOString() }, at)
 }
 
 /** A queued task stopped before it started, by whoever killed it. */
 export function markCancelled(task: Task, reason: string, at: Date, stoppedBy: StoppedBy): KilledTask {
   if (task.state !== 'queued') throw illegal(task, 'killed')
-  return { ...task, state: 'killed', startedAt: null, pid: null, exitCode: null, signal: null, reason, stoppedBy, endedAt: at.toISOString() }
+  return endsReadiness({ ...task, state: 'killed', startedAt: null, pid: null, exitCode: null, signal: null, reason, stoppedBy, endedAt: at.toISOString() }, at)
 }
 
 /** Nobody stopped it: the daemon (or the machine, or its keeper) went away while it ran. */
 export function markLost(task: Task, reason: string, outputBytes: number, at: Date): LostTask {
   if (task.state !== 'running') throw illegal(task, 'lost')
-  return { ...task, state: 'lost', exitCode: null, signal: null, reason, stoppedBy: null, outputBytes, endedAt: at.toISOString() }
+  return endsReadiness({ ...task, state: 'lost', exitCode: null, signal: null, reason, stoppedBy: null, outputBytes, endedAt: at.toISOString() }, at)
+}
+
+/**
+ * An ending of a task still waiting for its readiness condition records that it never came (`ended
+ * first`), in the same version: no record ends with `ready: null`. Unchanged otherwise.
+ */
+function endsReadiness<T extends Task>(ended: T, at: Date): T {
+  if (ended.ready !== null) return ended
+  // Object.assign, not a spread after fields: see createQueuedTask.
+  return Object.assign({}, ended, { ready: { failed: 'ended first' as const, at: at.toISOString() } })
 }
 
 /** An ending with the bytes of output its keeper could not write (a terminal's, on a full disk); unchanged when none. */

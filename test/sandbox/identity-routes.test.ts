@@ -266,7 +266,12 @@ function defineSuite(who: 'root' | 'non-root'): void {
             }),
           20_000,
         )
-        return { task: await daemon.client.get(started.id), pid }
+        // The process runs before its record says so (the daemon records the start once its spawner answers).
+        const task = await waitFor(`the record of task ${started.id} to say it runs`, async () => {
+          const now = await daemon.client.get(started.id)
+          return now.state === 'running' ? now : undefined
+        })
+        return { task, pid }
       }
 
       for (const database of ['passwd', 'group'] as const) {

@@ -12,10 +12,11 @@ import {
 } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
-import { countOption, durationOption, envOption, portOption, sizeOption, terminalCellsOption } from '../option-parsers.js'
+import { countOption, durationOption, envOption, portOption, sizeOption, tcpPortOption, terminalCellsOption } from '../option-parsers.js'
+import { readyOf, type ReadyFlags } from '../readiness.js'
 import { addTargetOptions } from '../resolve-target.js'
 
-interface RunFlags {
+interface RunFlags extends ReadyFlags {
   c?: string
   name?: string
   cwd?: string
@@ -92,6 +93,13 @@ export function registerRunCommand(program: Command): void {
       (refs: string, previous: string[] = []) => [...previous, ...refs.split(',').filter((ref) => ref !== '')],
     )
     .option('--after-any', 'with --after: start once they have ended, whatever they ended as')
+    .option('--ready-pattern <regex>', 'ready once a line of its output matches (RE2 syntax); the line is kept')
+    .option('--ready-port <port>', 'ready once something in its network listens on this TCP port', tcpPortOption)
+    .option('--ready-http <url>', 'ready once this URL answers 2xx or 3xx, fetched from inside its network')
+    .option('--ready-timeout <duration>', 'how long it may take to be ready, from its start (default 60s)', durationOption)
+    .addOption(
+      new Option('--wait-ready', 'print its id, then return once it is ready (exit 0); not ready in time: exit 76; ended first: exit 77').conflicts('wait'),
+    )
   addTargetOptions(command, { run: true })
   command.action(
     action(
@@ -106,6 +114,7 @@ export function registerRunCommand(program: Command): void {
         const tty = terminalOf(flags)
         if (flags.afterAny && !flags.after?.length)
           throw new TendError('TEND_ERR_USAGE', { detail: '--after-any: says how to wait for the tasks of --after, and none was given' })
+        const ready = readyOf(flags)
         const options = {
           command: flags.c ?? argv,
           shell: flags.c !== undefined,
@@ -126,13 +135,15 @@ export function registerRunCommand(program: Command): void {
           tty,
           after: flags.after,
           afterAny: flags.afterAny,
+          ready,
           port: flags.port,
         } as const
-        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, flags.wait === true)
+        const wait = flags.waitReady ? 'ready' : flags.wait === true
+        return (await tasks()).run(io, { ...options, require: flags.require, retries: flags.retries }, wait)
       },
       (error, _argv, flags) => {
         const code = exitCodeForError(error)
-        return flags.wait && code !== EXIT.usage ? EXIT.waitFailed : code
+        return (flags.wait || flags.waitReady) && code !== EXIT.usage ? EXIT.waitFailed : code
       },
     ),
   )

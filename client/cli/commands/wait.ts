@@ -11,11 +11,13 @@ export function registerWaitCommand(program: Command): void {
     .summary('block until a task ends; exit with its status')
     .argument('<id>', TASK_REF_HELP)
     .option('--timeout <duration>', 'give up after this long (exit 75)', durationOption)
+    .option('--ready', 'return once it is ready instead (exit 0); not ready in time: exit 76; ended first: exit 77')
   addTargetOptions(command)
   command.action(
     action(
       command,
-      async ({ io, tasks }, id: string, flags: { timeout?: number }) => (await tasks()).wait(io, id, { timeoutMs: flags.timeout }),
+      async ({ io, tasks }, id: string, flags: { timeout?: number; ready?: boolean }) =>
+        (await tasks()).wait(io, id, { timeoutMs: flags.timeout, ...(flags.ready ? { ready: true } : {}) }),
       (error) => {
         const code = exitCodeForError(error)
         return code === EXIT.usage ? code : EXIT.waitFailed

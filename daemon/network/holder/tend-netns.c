@@ -13,6 +13,9 @@
  * each request with one reply:
  *   `tcp ADDRESS PORT` -> a listening TCP socket bound there   `ok` + the socket (SCM_RIGHTS)
  *   `udp ADDRESS PORT` -> a UDP socket bound there             `ok` + the socket
+ *   `connect ADDRESS PORT` -> a non-blocking TCP socket        `ok` + the socket
+ *                         connecting from inside to ADDRESS:PORT (a readiness URL's try); the
+ *                         connection completes, or fails, on the daemon's side
  *   failure                                                    `err ERRNO STEP`
  * It exits when the daemon closes its end, or dies (PR_SET_PDEATHSIG). The namespace lives on as
  * long as a task, or a socket made in it, does.
@@ -130,8 +133,21 @@ static const char *loopback_up(void) {
   return NULL;
 }
 
-/* A socket bound to ADDRESS:PORT (TCP: listening), or -1 with *step set. */
-static int make_socket(int stream, const char *address, const char *port_text, const char **step) {
+/* Starts connecting the non-blocking socket FD: FD, or -1 (closed) with *step set. It is not
+ * waited for: the daemon waits for the reply on its thread, and a listener that never accepts (its
+ * backlog full, which a task can arrange) would hold it; the daemon's socket completes it. */
+static int connect_started(int fd, const struct sockaddr *address, socklen_t length, const char **step) {
+  if (connect(fd, address, length) == 0 || errno == EINPROGRESS) return fd;
+  int error = errno;
+  close(fd);
+  errno = error;
+  *step = "connect";
+  return -1;
+}
+
+/* A socket bound to ADDRESS:PORT (TCP: listening), or connected to it (`connect`), or -1 with
+ * *step set. */
+static int make_socket(int stream, int connecting, const char *address, const char *port_text, const char **step) {
   struct sockaddr_storage storage;
   memset(&storage, 0, sizeof storage);
   socklen_t length;
@@ -157,11 +173,12 @@ static int make_socket(int stream, const char *address, const char *port_text, c
     *step = "address";
     return -1;
   }
-  int fd = socket(storage.ss_family, (stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+  int fd = socket(storage.ss_family, (stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | (connecting ? SOCK_NONBLOCK : 0), 0);
   if (fd < 0) {
     *step = "socket";
     return -1;
   }
+  if (connecting) return connect_started(fd, (struct sockaddr *)&storage, length, step);
   int on = 1;
   if (stream) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   if (bind(fd, (struct sockaddr *)&storage, length) != 0) {
@@ -203,11 +220,13 @@ int main(int argc, char **argv) {
     if (got <= 0) return 0;
     request[got] = 0;
     char kind[8], address[64], port[8];
-    if (sscanf(request, "%7s %63s %7s", kind, address, port) != 3 || (strcmp(kind, "tcp") != 0 && strcmp(kind, "udp") != 0)) {
+    if (sscanf(request, "%7s %63s %7s", kind, address, port) != 3 ||
+        (strcmp(kind, "tcp") != 0 && strcmp(kind, "udp") != 0 && strcmp(kind, "connect") != 0)) {
       fail(EINVAL, "request");
       continue;
     }
-    int fd = make_socket(strcmp(kind, "tcp") == 0, address, port, &step);
+    int connecting = strcmp(kind, "connect") == 0;
+    int fd = make_socket(connecting || strcmp(kind, "tcp") == 0, connecting, address, port, &step);
     if (fd < 0) {
       fail(errno, step);
       continue;

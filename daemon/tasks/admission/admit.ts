@@ -12,6 +12,7 @@ import { checkStartRequest } from './admission.js'
 import { checkDependencies } from './dependencies.js'
 import { writeLease } from '../../spawn/keeper-lease.js'
 import type { LaunchNeeds } from '../run/task-run-context.js'
+import { normalizeReadyCondition } from '../ready/ready-condition.js'
 import { createQueuedTask } from '../transitions.js'
 import type { PortAllocator, PortReservation } from '../ports/auto-port.js'
 
@@ -72,6 +73,7 @@ export async function admitTask(
     limitDefaults: config,
     actingForOwner: options.actingForOwner === true,
   })
+  const readyWhen = normalizeReadyCondition(request.ready)
   const owner = request.owner ?? DEFAULT_OWNER
   const after = checkDependencies(request, (id) => context.store.find(id), { owner: options.actingForOwner ? owner : null, id: givenId })
   const paths = await admittedPaths(context, { sandbox, owner, cwd: request.cwd, writablePaths: request.writablePaths ?? [] })
@@ -107,6 +109,8 @@ export async function admitTask(
     createdAt: new Date().toISOString(),
     spool,
     run: newRunName(id),
+    // Waiting from admission on: a task that ends before it is ready says so (transitions.ts).
+    ...(readyWhen ? { readyWhen, ready: null } : {}),
     ...(port === null ? {} : { port }),
   }
   // Named fields after a spread, not a spread after fields: see createQueuedTask.

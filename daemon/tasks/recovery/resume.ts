@@ -54,6 +54,8 @@ export async function resumeRun(run: TaskRun, task: RunningTask, context: TaskRu
   })
   // A deadline or an output cap passed while no daemon ran is enforced now.
   run.armTimeout(task.timeoutMs, Date.parse(task.startedAt))
+  // Still waiting for its readiness condition: watched again, its deadline counted from its start.
+  run.watchReadiness(task)
   await run.checkOutput()
   log.info({ taskId: task.id, pid: task.pid, keeper: task.keeper.pid }, 'task supervised again')
   return true

@@ -18,6 +18,7 @@ import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task
 import { markFailed, markStarted } from '../transitions.js'
 import { answerUnreportedExit } from './unanswered-exit.js'
 import { outcomeOf } from './outcome.js'
+import { ReadinessWatch } from '../ready/readiness-watch.js'
 import { taskProcesses } from '../ports/task-processes.js'
 
 const KEEPER_GONE_UNRECORDED = 'its keeper is gone without recording how it ended; what was left of it was killed'
@@ -46,6 +47,8 @@ export class TaskRun {
   private exitKnown = false
   /** A watch for an exit its keeper does not report has begun (answerUnreportedExit). */
   private answering = false
+  /** Its readiness condition's watch, while it waits for it. */
+  private readiness: ReadinessWatch | null = null
 
   constructor(
     private readonly context: TaskRunContext,
@@ -84,6 +87,7 @@ export class TaskRun {
       .catch((error: unknown) => log.error({ taskId: this.id, err: error }, 'writing the running record failed'))
     settle()
     this.armTimeout(current.timeoutMs, Date.now())
+    this.watchReadiness(store.current(this.id))
     log.info({ taskId: this.id, pid: outcome.pid, uid: ranAs.uid }, 'task started')
     // A daemon-wide fallback is said once, at start; this one is this task's alone.
     if (ranAs.fallback && ranAs.fallback !== capabilities.identity.fallback)
@@ -188,9 +192,16 @@ export class TaskRun {
     this.timeoutTimer = setLongTimeout(stop, Math.max(0, startedAtMs + timeoutMs - Date.now()))
   }
 
-  /** The daemon leaves its tasks to the next one: no timeout of this one fires here any more. */
+  /** Watches the running task's readiness condition while it waits for it (from its start; again after a restart). */
+  watchReadiness(task: Task): void {
+    const { store, log, outputs, outputWatch, config, networks } = this.context
+    this.readiness = ReadinessWatch.start({ store, log, outputs, outputWatch, spoolRoot: config.layout.spool, networks }, task)
+  }
+
+  /** The daemon leaves its tasks to the next one: no timeout of this one fires here any more, nor is its readiness watched. */
   disarmTimeout(): void {
     this.timeoutTimer?.clear()
+    this.readiness?.stop()
   }
 
   /** Waits for the task's end, then records it; resolves when no process of it is left. Called right after track(). */
@@ -279,6 +290,7 @@ export class TaskRun {
   /** The task's leader has exited, or its spawner lost it (an Error): its end is recorded. */
   private async finish(exit: SpawnExit | Error): Promise<void> {
     const { store, log, outputs } = this.context
+    this.readiness?.stop()
     let saved: Promise<Task>
     try {
       const outcome = outcomeOf(exit, {

@@ -27,6 +27,20 @@ describe('task transitions', () => {
     expect(markLost(markStarted(createQueuedTask(base), 7, at), 'daemon died', 5, at)).toMatchObject({ state: 'lost', pid: 7, outputBytes: 5 })
   })
 
+  test('every ending of a task still waiting for its readiness records that it ended first; a settled or absent readiness stays', () => {
+    const waiting = createQueuedTask({ ...base, readyWhen: { port: 3000, timeoutMs: 1000 }, ready: null })
+    const endedFirst = { failed: 'ended first', at: at.toISOString() }
+    const running = markStarted(waiting, 1, at)
+    expect(running.ready).toBeNull()
+    expect(markEnded(running, { state: 'exited', exitCode: 0 }, 0, at).ready).toEqual(endedFirst)
+    expect(markLost(running, 'daemon died', 0, at).ready).toEqual(endedFirst)
+    expect(markFailed(waiting, 'no such program: x', at).ready).toEqual(endedFirst)
+    expect(markCancelled(waiting, 'killed before it started', at, 'owner').ready).toEqual(endedFirst)
+    const ready = { ...running, ready: { at: at.toISOString(), by: 'port' as const } }
+    expect(markEnded(ready, { state: 'exited', exitCode: 0 }, 0, at).ready).toEqual(ready.ready)
+    expect(markEnded(markStarted(createQueuedTask(base), 1, at), { state: 'exited', exitCode: 0 }, 0, at)).not.toHaveProperty('ready')
+  })
+
   test('an illegal transition is a coded error that names both states', () => {
     const exited = markEnded(markStarted(createQueuedTask(base), 1, at), { state: 'exited', exitCode: 0 }, 0, at)
     let caught: unknown
