@@ -65,6 +65,31 @@ async function openView(id: string): Promise<void> {
 }
 
 describe("the console's readiness, ports, usage and dependencies", () => {
+  test('readiness: waiting, then ready by its pattern with the line, without a reload; a condition that times out says so', async () => {
+    const go = join(scratch, 'go')
+    const server = await daemon.client.start({
+      command: `while [ ! -e ${go} ]; do sleep 0.05; done; echo "server listening on 8080"; sleep 300`,
+      shell: true,
+      name: 'dev server',
+      ready: { pattern: 'listening on \\d+', timeoutMs: 60_000 },
+    })
+    await openPage()
+    await page.waitForSelector(`${row(server.id)} .state-note[data-kind="waiting"]`, { timeout: 10_000 })
+    await openView(server.id)
+    expect(await page.textContent('[data-field="ready"]')).toMatch(/^waiting for a line matching \/listening on \\d\+\/ \(up to 1m 00s\)$/)
+    writeFileSync(go, '')
+    await page.waitForSelector(`${row(server.id)} .state-note[data-kind="ready"]`, { timeout: 10_000 })
+    await expect.poll(() => page.textContent('[data-field="ready"]')).toMatch(/^ready at .+ by pattern: “server listening on 8080”$/)
+    expect(await page.getAttribute(`${row(server.id)}`, 'data-state')).toBe('running')
+    await page.screenshot({ path: join(SCREENSHOT_DIR, 'console-ready.png') })
+
+    const never = await daemon.client.start({ command: ['sleep', '300'], name: 'never ready', ready: { pattern: 'never printed', timeoutMs: 1000 } })
+    await page.waitForSelector(`${row(never.id)} .state-note[data-kind="failed"]:has-text("not ready")`, { timeout: 10_000 })
+    expect(await page.getAttribute(`${row(never.id)} .state-note`, 'title')).toMatch(/^not ready: timed out/)
+    await daemon.client.kill(server.id, { signal: 'KILL' })
+    await daemon.client.kill(never.id, { signal: 'KILL' })
+  })
+
   test("a server's port links to its page in a new tab, with no way back to the console; a sandboxed task's port is shown, not linked", async () => {
     const site = mkdtempSync(join(scratch, 'site-'))
     chmodSync(site, 0o755)
