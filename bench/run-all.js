@@ -9,6 +9,7 @@ import { egressProxy } from './egress-proxy.js'
 import { daemonMemory } from './daemon-memory.js'
 import { daemonRss } from './daemon-rss.js'
 import { listLatency } from './list-latency.js'
+import { liveUsage } from './live-usage.js'
 import { outputCapture } from './output-capture.js'
 import { printTable } from './lib.js'
 import { requestMemory } from './request-memory.js'
@@ -26,6 +27,7 @@ const benches = [
   ['sandbox start', sandboxStart],
   ['terminal capture', terminalCapture],
   ['list latency', listLatency],
+  ['live usage', liveUsage],
   ['round trip', roundTrip],
   ['cli latency', cliLatency],
   ['cli start rate', cliStartRate],

@@ -126,6 +126,13 @@ export interface ReadOptions {
 export interface ListOptions {
   all?: boolean
   owner?: string
+  /** Running tasks carry their live figures (`live`: CPU %, memory), sampled at most once a second. Default false. */
+  live?: boolean
+}
+
+export interface GetOptions {
+  /** A running task carries its live figures (`live`: CPU %, memory), sampled at most once a second. Default false. */
+  live?: boolean
 }
 
 export interface KillOptions {
@@ -159,8 +166,8 @@ export class TendClient {
     return this.call<StartedTask>('POST', '/v1/tasks', { body: startRequestBody(options), headers: { [IDEMPOTENCY_HEADER]: idempotencyKey } })
   }
 
-  get(id: string): Promise<Task> {
-    return this.call<Task>('GET', `/v1/tasks/${encodeURIComponent(id)}`)
+  get(id: string, options: GetOptions = {}): Promise<Task> {
+    return this.call<Task>('GET', `/v1/tasks/${encodeURIComponent(id)}`, options.live ? { query: { live: true } } : {})
   }
 
   /**
@@ -174,7 +181,9 @@ export class TendClient {
   }
 
   async list(options: ListOptions = {}): Promise<Task[]> {
-    const { tasks } = await this.call<{ tasks: Task[] }>('GET', '/v1/tasks', { query: { all: options.all, owner: options.owner } })
+    const { tasks } = await this.call<{ tasks: Task[] }>('GET', '/v1/tasks', {
+      query: { all: options.all, owner: options.owner, live: options.live || undefined },
+    })
     return tasks
   }
 

@@ -1,4 +1,4 @@
-export { TendClient, type StartOptions, type ReadOptions, type ListOptions, type KillOptions } from './client.js'
+export { TendClient, type StartOptions, type ReadOptions, type ListOptions, type GetOptions, type KillOptions } from './client.js'
 export type { TendClientOptions } from './options.js'
 export type { EventsOptions } from './events.js'
 export {

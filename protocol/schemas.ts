@@ -247,8 +247,17 @@ export const TaskInputResultSchema = Type.Object({
 })
 export type TaskInputResult = Omit<Static<typeof TaskInputResultSchema>, 'task'> & { task: Task }
 
-export const ListTasksQuery = Type.Object({ all: Type.Optional(Type.Boolean()), owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })) }, strict)
+/** `live`: running tasks' answers carry their live figures (`live`, sampled at most once a second). */
+const LiveQueryFlag = Type.Optional(Type.Boolean({ description: "add each running task's live figures (live), sampled at most once a second" }))
+
+export const ListTasksQuery = Type.Object(
+  { all: Type.Optional(Type.Boolean()), owner: Type.Optional(Type.String({ pattern: OWNER_PATTERN })), live: LiveQueryFlag },
+  strict,
+)
 export type ListTasksQuery = Static<typeof ListTasksQuery>
+
+export const GetTaskQuery = Type.Object({ live: LiveQueryFlag }, strict)
+export type GetTaskQuery = Static<typeof GetTaskQuery>
 
 export const ReadOutputQuery = Type.Object(
   {

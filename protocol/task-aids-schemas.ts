@@ -61,6 +61,16 @@ export const TaskAidsRecordFields = {
       { description: 'what it used, once it has ended' },
     ),
   ),
+  live: Type.Optional(
+    Type.Object(
+      {
+        cpuPercent: Type.Number({ minimum: 0, description: 'CPU % of one core since the last sample' }),
+        memoryBytes: Type.Integer({ minimum: 0, description: 'resident memory of its processes' }),
+        sampledAt: Type.String(),
+      },
+      { description: 'what it uses now, sampled at most once a second: only in answers that ask (live=true) while it runs' },
+    ),
+  ),
   after: Type.Optional(
     Type.Object(
       { ids: Type.Array(Type.String()), any: Type.Boolean() },

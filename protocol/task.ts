@@ -2,7 +2,7 @@ import type { TaskDependencies } from './dependencies.js'
 import type { NetworkMode, NetworkUse } from './network.js'
 import type { TaskPort } from './ports.js'
 import type { Readiness, ReadyCondition } from './readiness.js'
-import type { TaskUsage } from './usage.js'
+import type { LiveUsage, TaskUsage } from './usage.js'
 import { signalNumber } from './signals.js'
 
 /** Every state a task can be listed in; `corrupt` is a spool entry that could not be read, never a record's state. */
@@ -145,6 +145,8 @@ export interface TaskBase {
   ports?: TaskPort[]
   /** What it used, once it has ended; absent while it runs and in older records. */
   usage?: TaskUsage
+  /** What it uses now: only in answers that ask for it (`?live=true`) while it runs; never in task.json. */
+  live?: LiveUsage
   /** The tasks it waits for before it starts; absent: none. */
   after?: TaskDependencies
 }

@@ -6,6 +6,7 @@ import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stopped
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
 import { printReadiness } from './readiness.js'
 import { printKilled, printWaited } from './task-answers.js'
+import { cpuCell, memoryCell } from './usage-text.js'
 import type { RunRequest, TaskTarget } from './task-target.js'
 
 /**
@@ -45,7 +46,7 @@ export class DaemonTarget implements TaskTarget {
   }
 
   async show(io: CliIo, ref: string): Promise<number> {
-    printTask(io, await this.client.get(await this.client.resolve(ref)))
+    printTask(io, await this.client.get(await this.client.resolve(ref), { live: true }))
     return EXIT.ok
   }
 
@@ -61,7 +62,7 @@ export class DaemonTarget implements TaskTarget {
   }
 
   async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {
-    const tasks = await this.client.list(options)
+    const tasks = await this.client.list({ ...options, live: true })
     if (io.json) {
       printJson(io, tasks)
       return EXIT.ok
@@ -78,12 +79,14 @@ export class DaemonTarget implements TaskTarget {
       stateCell(io, task),
       exitText(task),
       ageOf(task, now),
+      cpuCell(task),
+      memoryCell(task),
       outputText(task),
       ...(withPorts ? [describePorts(task.ports) || '-'] : []),
       task.owner,
       commandText(task),
     ])
-    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', ...(withPorts ? ['PORTS'] : []), 'OWNER', 'COMMAND'], rows))
+    io.out(formatTable(['ID', 'STATE', 'EXIT', 'AGE', 'CPU', 'MEM', 'OUTPUT', ...(withPorts ? ['PORTS'] : []), 'OWNER', 'COMMAND'], rows))
     return EXIT.ok
   }
 

@@ -1,6 +1,7 @@
 import { describePorts, describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
 import { paintState, printJson, type CliIo } from './output.js'
 import { describeCondition, describeReadiness } from './readiness.js'
+import { liveText, usageText } from './usage-text.js'
 
 /** `tend show`'s answer for a task record: JSON, or its fields (a corrupt entry's own, with what to do about it), and the sandbox's hint. */
 export function printTask(io: CliIo, task: Task): void {
@@ -51,6 +52,8 @@ export function describeTask(io: CliIo, task: Task): string {
     ['ready when', task.readyWhen ? describeCondition(task.readyWhen) : null],
     ['ready', describeReadiness(task)],
     ['timeout', task.timeoutMs === null ? null : `${task.timeoutMs}ms`],
+    ['now', liveText(task)],
+    ['used', usageText(task)],
     ['output', `${formatBytes(task.outputBytes)} (cap ${formatBytes(task.maxOutputBytes)})`],
     ['output lost', task.outputLostBytes ? `${task.outputLostBytes} bytes the terminal showed are missing from output.log (the disk refused them)` : null],
     ['input lost', task.inputLogLostBytes ? `${task.inputLogLostBytes} bytes sent to stdin are missing from input.log (the disk refused them)` : null],

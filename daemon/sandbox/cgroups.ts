@@ -97,6 +97,11 @@ export class TaskCgroups {
     return this.dirs.map((dir) => ({ ...dir }))
   }
 
+  /** The file that lists the task's live processes (cgroup.procs of its pids group). */
+  get membersFile(): string {
+    return join(this.pidsDir, 'cgroup.procs')
+  }
+
   /** The task's live processes. */
   members(): number[] {
     return readMembers(this.pidsDir)
@@ -115,6 +120,17 @@ export class TaskCgroups {
       memory: oomKills > 0 && memoryBytes !== null ? `memory limit of ${formatBytes(memoryBytes)} reached` : null,
       pids: pidsRefused > 0 && pidsMax !== null ? `process limit of ${pidsMax} reached` : null,
     }
+  }
+
+  /**
+   * The most memory the task's tree held at once (its memory group's high-water mark, page cache
+   * and tmpfs it wrote included), or null when it has no memory group. Read before remove().
+   */
+  async peakMemoryBytes(): Promise<number | null> {
+    if (!this.memoryDir) return null
+    const text = await readFile(join(this.memoryDir, 'memory.max_usage_in_bytes'), 'utf8').catch(() => '')
+    const bytes = Number(text.trim())
+    return text.trim() !== '' && Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : null
   }
 
   async remove(): Promise<void> {

@@ -1,6 +1,8 @@
 import { EXIT_FILE, readRegularFileSync, withTaskFolderSync } from '../../spool/index.js'
 import { signalName } from '../../protocol/index.js'
-import type { SpawnExit } from './spawner.js'
+import type { KeeperUsage, SpawnExit } from './spawner.js'
+
+const KEEPER_USAGE_FIELDS = ['cpuUserMs', 'cpuSystemMs', 'peakMemoryBytes', 'readBytes', 'writeBytes'] as const
 
 /** An exit record is one short line; a file past this is not one (and is not read into memory). */
 const MAX_EXIT_FILE_BYTES = 4096
@@ -8,9 +10,9 @@ const MAX_EXIT_FILE_BYTES = 4096
 /**
  * A task's exit file, as its keeper wrote it when the task ended (daemon/spawner/keeper.c; the
  * format and when it is written: daemon/spawner/PROTOCOL.md, "Exit file"). Read here only: the
- * helper never parses it, it says `gone` and the daemon reads the file. A file written by a keeper
- * of the version before (JSON with optional fields, no "v") is read too: such a keeper may still
- * run across an upgrade. Under `off` the task can replace the file: anything but a regular file (a
+ * helper never parses it, it says `gone` and the daemon reads the file. Files written by keepers of
+ * the versions before (v 1, without usage; JSON with optional fields and no "v") are read too: such
+ * a keeper may still run across an upgrade. Under `off` the task can replace the file: anything but a regular file (a
  * FIFO would block the daemon's start) is not read.
  *
  * Returns the exit (signal as its name, endedAt as an ISO time, pid the task's) or null when the
@@ -55,8 +57,10 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
   }
   if (typeof record !== 'object' || record === null || Array.isArray(record)) return null
   const fields = record as Record<string, unknown>
-  const ending = fields.v === undefined ? previousEnding(fields) : fields.v === 1 ? fixedEnding(fields) : null
+  const ending = fields.v === undefined ? previousEnding(fields) : fields.v === 1 ? fixedEnding(fields, 7) : fields.v === 2 ? fixedEnding(fields, 12) : null
   if (!ending) return null
+  const usage = fields.v === 2 ? keeperUsage(fields) : undefined
+  if (usage === null) return null
   const { pid, exitCode, signal, endedAtMs } = fields
   if (!isInteger(pid) || pid <= 0) return null
   if (!isInteger(endedAtMs) || endedAtMs < 0) return null
@@ -71,7 +75,14 @@ export function parseExitRecord(text: string): (SpawnExit & { endedAt: string; p
     pid,
     ...withLostOutput(endedBy(exit, ending.lifelineBroke, ending.leaseRanOut), ending.outputLostBytes || undefined),
     endedAt: endedAt.toISOString(),
+    ...(usage ? { usage } : {}),
   }
+}
+
+/** The figures of the line with usage (v 2): every one a non-negative integer, or null (no exit record). */
+function keeperUsage(fields: Record<string, unknown>): KeeperUsage | null {
+  const usage = Object.fromEntries(KEEPER_USAGE_FIELDS.map((name) => [name, fields[name]]))
+  return Object.values(usage).every((value) => isInteger(value) && value >= 0) ? (usage as unknown as KeeperUsage) : null
 }
 
 interface Ending {
@@ -80,9 +91,9 @@ interface Ending {
   outputLostBytes: number
 }
 
-/** The fixed line's (v 1): exactly its seven fields, every one there. */
-function fixedEnding(fields: Record<string, unknown>): Ending | null {
-  if (Object.keys(fields).length !== 7) return null
+/** The fixed line's (v 1: seven fields; v 2: those and the five figures of usage), every one there. */
+function fixedEnding(fields: Record<string, unknown>, count: number): Ending | null {
+  if (Object.keys(fields).length !== count) return null
   const ended = ENDED_BY.get(fields.endedBy)
   const { outputLostBytes } = fields
   if (!ended || !isInteger(outputLostBytes) || outputLostBytes < 0) return null

@@ -4,6 +4,8 @@
  * (child_process behind a shell prelude), used where the helper could not be built.
  */
 
+import type { TaskUsage } from '../../protocol/index.js'
+
 export interface SpawnRequest {
   /** The program: a path (absolute, or relative to cwd), or a bare name searched on env.PATH. */
   file: string
@@ -347,7 +349,12 @@ export interface SpawnExit {
   leaseRanOut?: true
   /** Bytes of a terminal task's output that its keeper could not write into output.log (the disk refused them). */
   outputLostBytes?: number
+  /** What the task used, as its keeper counted it (its exit file); absent when no keeper counted (node spawner, older keepers). */
+  usage?: KeeperUsage
 }
+
+/** A keeper's account of what its task used: the rusage of every process it reaped (protocol/usage.ts's figures without `source`). */
+export type KeeperUsage = Omit<TaskUsage, 'source'>
 
 /**
  * The process that is a task's parent instead of the spawner (native spawner only): it outlives the

@@ -323,6 +323,10 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   if (r->lifeline) {
     if (lifeline_begin(&lifeline, report_fd, dir_fd) != 0) keeper_fail(report_fd, "lifeline", errno);
     watched = &lifeline;
+  } else if (!r->tty) {
+    /* The task's orphans come to the keeper, which reaps them, so what they used is counted
+     * (usage.c); should the kernel refuse, they are merely left out of the figures. */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
   }
   struct relay relay = {.master = -1, .output = -1, .input = holder, .resize = -1};
   if (tty) open_relay(r, &relay, report_fd);
@@ -390,9 +394,19 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   if (tty) status = relay_terminal(&relay, task, watched);
   else if (watched) status = lifeline_wait(watched);
   else
-    while (waitpid(task, &status, 0) < 0)
-      if (errno != EINTR) _exit(1); /* cannot happen: it is our child */
+    for (;;) {
+      /* Any child: the task's orphans, which end meanwhile, are reaped as they go. */
+      int reaped_status;
+      pid_t reaped = waitpid(-1, &reaped_status, 0);
+      if (reaped == task) {
+        status = reaped_status;
+        break;
+      }
+      if (reaped < 0 && errno != EINTR) _exit(1); /* cannot happen: the task is our child */
+    }
   if (lifeline.ending) lifeline_end_tree(&lifeline);
+  reap_sandbox_inits();
+  reap_ended_children();
   /* The task is gone: nothing is left to keep a write lease off its output. Let go of the file
    * now, not after the exit file's retries: on a full disk an `rm` of the task must free its
    * output's blocks at once, not a minute later. */
@@ -406,13 +420,14 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
 
   unsigned long long lost = tty ? output_lost_bytes() : 0;
   /* The exit file's one fixed line (PROTOCOL.md, "Exit file"): every field always there, in this order. */
-  char text[256], code_text[16], signal_text[16];
+  char text[512], code_text[16], signal_text[16], used[256];
   if (code >= 0) snprintf(code_text, sizeof code_text, "%d", code);
   else strcpy(code_text, "null");
   if (signal_number > 0) snprintf(signal_text, sizeof signal_text, "%d", signal_number);
   else strcpy(signal_text, "null");
   const char *ended_by = lifeline.lease_ran_out ? "lease" : lifeline.broke ? "lifeline" : "itself";
-  int length = snprintf(text, sizeof text, "{\"v\":1,\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld,\"endedBy\":\"%s\",\"outputLostBytes\":%llu}\n", (int)task, code_text, signal_text, ended_ms, ended_by, lost);
+  if (usage_fields(used, sizeof used) < 0) used[0] = 0;
+  int length = snprintf(text, sizeof text, "{\"v\":2,\"pid\":%d,\"exitCode\":%s,\"signal\":%s,\"endedAtMs\":%lld,\"endedBy\":\"%s\",\"outputLostBytes\":%llu%s}\n", (int)task, code_text, signal_text, ended_ms, ended_by, lost, used);
   int exited_length = snprintf(line, sizeof line, "x %d %d%s%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF), lost_word(lost));
 
   if (dir_fd < 0) {

@@ -68,7 +68,7 @@ static void kill_children(void) {
   proc_signal_children(SIGKILL);
 }
 
-static long long monotonic_ms(void) {
+long long monotonic_ms(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;

@@ -12,6 +12,7 @@
  *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
  *   memory.c        xrealloc: allocation that exits when memory runs out
  *   proc.c          what /proc says about a process: its start time, its children
+ *   usage.c         what a task used, from the keeper's account of the children it reaped
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -161,6 +162,8 @@ void lifeline_poll_fds(const struct lifeline *lifeline, struct pollfd fds[2]);
 /* After that poll: reaps what ended (keeping the task's status); once the lifeline broke, kills the
  * task's process group and the keeper's children. */
 void lifeline_on_ready(struct lifeline *lifeline, const struct pollfd fds[2]);
+/* CLOCK_MONOTONIC in milliseconds (the lease's clock, and the keeper's deadlines). */
+long long monotonic_ms(void);
 /* A plain task's wait, watching the lifeline meanwhile; returns the task's wait status. */
 int lifeline_wait(struct lifeline *lifeline);
 /* After the lifeline broke and the task was reaped: kills and reaps until the keeper has no child. */
@@ -242,5 +245,15 @@ enum { ENDED_BY_ITSELF = 0, ENDED_BY_LIFELINE = 1, ENDED_BY_LEASE = 2 };
 const char *ended_by_word(int ended_by);
 /* " lost=<n>" for a nonzero count of lost output bytes, else "" (one static buffer: use at once). */
 const char *lost_word(unsigned long long lost);
+
+/* ------------------------------------------------------------- usage.c */
+
+/* Reaps every child of the keeper that has ended (its orphans, handed to it as a subreaper). */
+void reap_ended_children(void);
+/* Waits (a bounded time) for the keeper's children that are a sandbox's init, and reaps them. */
+void reap_sandbox_inits(void);
+/* The exit file's figures (PROTOCOL.md, "Exit file"), each after a comma, from RUSAGE_CHILDREN;
+ * answers what snprintf does. */
+int usage_fields(char *text, size_t size);
 
 #endif

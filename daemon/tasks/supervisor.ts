@@ -4,6 +4,7 @@ import {
   DEFAULT_OWNER,
   isFinished,
   TendError,
+  type LiveUsage,
   type QueuedTask,
   type RunningTask,
   type StartedTask,
@@ -21,6 +22,7 @@ import { DependencyGate } from './admission/dependencies.js'
 import { waitAgain } from './admission/wait-again.js'
 import { requestedStop, RESTART_STOPS_LIFELINE, withNote, type KillRequest } from './run/ending.js'
 import { HeldOutputs } from './output/held-outputs.js'
+import { LiveSampler } from './usage/live-sampler.js'
 import type { OutputWatch } from './output/output-watch.js'
 import { resumeRun } from './recovery/resume.js'
 import { Scheduler } from './admission/scheduler.js'
@@ -52,6 +54,8 @@ export interface SupervisorOptions {
 export class Supervisor {
   /** The output.log of each running task, held open: readers and the cap go through it (held-outputs.ts). */
   readonly outputs = new HeldOutputs()
+  /** Running tasks' live figures, sampled only when an answer asks (usage/live-sampler.ts). */
+  private readonly liveSampler = new LiveSampler()
   /** Running tasks' listening sockets, looked at when their records are served (port-watch.ts). */
   readonly ports: PortWatch
   /** `port: 'auto'`'s ports: held by the records of tasks not ended yet (auto-port.ts). */
@@ -89,6 +93,7 @@ export class Supervisor {
       daemon: this.daemon,
       forget: (run) => {
         if (this.runs.get(run.id) === run) this.runs.delete(run.id)
+        this.liveSampler.forget(run.id)
       },
     }
     this.dependencies = new DependencyGate({
@@ -166,6 +171,16 @@ export class Supervisor {
   }
 
   /** Stops a task and resolves with its final record once no process of it is left. */
+  /**
+   * A running task's live figures, when they can be read (undefined for any other task). Samples at
+   * most once a second per task (usage/live-sampler.ts).
+   */
+  liveUsageOf(task: Task): LiveUsage | undefined {
+    if (task.state !== 'running' || task.startedAt === null) return undefined
+    const sampled = this.runs.get(task.id)?.sampled(Date.parse(task.startedAt))
+    return sampled ? this.liveSampler.sample(sampled) : undefined
+  }
+
   async kill(id: string, request: KillRequest = {}): Promise<Task> {
     const { store } = this.context
     // A task being launched is stopped as the running task it is about to be: recording it as

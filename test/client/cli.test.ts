@@ -194,7 +194,7 @@ describe('the tend CLI against a running daemon', () => {
         const result = await runCli(['ps'], env)
         expect(result.exitCode).toBe(0)
         const [header, ...rows] = result.stdout.trimEnd().split('\n')
-        expect(header!.split(/\s+/)).toEqual(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'OWNER', 'COMMAND'])
+        expect(header!.split(/\s+/)).toEqual(['ID', 'STATE', 'EXIT', 'AGE', 'CPU', 'MEM', 'OUTPUT', 'OWNER', 'COMMAND'])
         const row = rows.find((line) => line.startsWith(task.id))
         expect(row, result.stdout).toBeDefined()
         expect(row).toMatch(/\brunning\b/)
@@ -214,6 +214,42 @@ describe('the tend CLI against a running daemon', () => {
       expect(tasks.find((task) => task.id === finished.id)).toMatchObject({ state: 'exited', exitCode: 0 })
       const running = JSON.parse((await runCli(['ps', '--json'], env)).stdout) as Task[]
       expect(running.map((task) => task.id)).not.toContain(finished.id)
+    })
+
+    test('ps shows what each task uses now (CPU %, memory) and what a finished one used (CPU time, peak); --json carries live and usage', async () => {
+      const task = await startSleeper('a measured sleeper')
+      const finished = await finishedTask('echo measured')
+      try {
+        const result = await runCli(['ps', '--all'], env)
+        const cells = (id: string) =>
+          result.stdout
+            .split('\n')
+            .find((line) => line.startsWith(id))!
+            .split(/\s+/)
+        // ID STATE EXIT AGE CPU MEM: a sleeper uses no CPU and some memory now.
+        expect(cells(task.id).slice(4, 6), result.stdout).toEqual([expect.stringMatching(/^\d+%$/), expect.stringMatching(/^\d+(\.\d)?[BKMG]$/)])
+        expect(cells(finished.id).slice(4, 6), result.stdout).toEqual([expect.stringMatching(/^\d+(ms|s|\.\ds)$/), expect.stringMatching(/^\d+(\.\d)?[BKMG]$/)])
+        const listed = JSON.parse((await runCli(['ps', '--all', '--json'], env)).stdout) as Task[]
+        expect(listed.find((each) => each.id === task.id)?.live).toMatchObject({ cpuPercent: expect.any(Number), memoryBytes: expect.any(Number) })
+        expect(listed.find((each) => each.id === finished.id)?.usage).toMatchObject({ source: 'rusage' })
+        expect(listed.find((each) => each.id === finished.id)).not.toHaveProperty('live')
+      } finally {
+        await daemon.client.kill(task.id)
+      }
+    })
+
+    test('show prints what a finished task used and what a running one uses now', async () => {
+      const finished = await finishedTask('echo used')
+      const shown = await runCli(['show', finished.id], env)
+      expect(shown.stdout).toMatch(/^used: +CPU \d+(\.\d)? m?s .*, peak \d+(\.\d)? [KMG]iB \(largest process\), read .+, written .+$/m)
+      const task = await startSleeper('a shown sleeper')
+      try {
+        const running = await runCli(['show', task.id], env)
+        expect(running.stdout).toMatch(/^now: +CPU \d+(\.\d)?%, memory \d+(\.\d)? [KMG]iB$/m)
+        expect(JSON.parse((await runCli(['show', task.id, '--json'], env)).stdout).live).toMatchObject({ memoryBytes: expect.any(Number) })
+      } finally {
+        await daemon.client.kill(task.id)
+      }
     })
 
     test("ps --owner lists only that owner's tasks", async () => {

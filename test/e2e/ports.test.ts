@@ -120,7 +120,7 @@ describe("a running task's ports", () => {
     )
     const ps = await runCli(['ps'], daemon.env)
     const [header, ...rows] = ps.stdout.trim().split('\n')
-    expect(header!.split(/\s+/)).toEqual(['ID', 'STATE', 'EXIT', 'AGE', 'OUTPUT', 'PORTS', 'OWNER', 'COMMAND'])
+    expect(header!.split(/\s+/)).toEqual(['ID', 'STATE', 'EXIT', 'AGE', 'CPU', 'MEM', 'OUTPUT', 'PORTS', 'OWNER', 'COMMAND'])
     expect(rows.find((row) => row.startsWith(started.id))).toContain(`127.0.0.1:${tcp}`)
     const run = await runCli(['run', '--sandbox', 'off', '--port', String(tcp), '--', 'true'], daemon.env)
     expect(run.exitCode).toBe(0)

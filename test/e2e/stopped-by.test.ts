@@ -93,7 +93,7 @@ describe('stoppedBy', () => {
     const ps = await runCli(['ps', '--all'], daemon.env)
     const row = ps.stdout.split('\n').find((line) => line.startsWith(task.id))
     expect(row).toMatch(new RegExp(`^${task.id}\\s+killed\\(operator\\)\\s`))
-    expect(ps.stdout.split('\n')[0]).toMatch(/^ID\s+STATE\s+EXIT\s+AGE\s+OUTPUT\s+OWNER\s+COMMAND$/)
+    expect(ps.stdout.split('\n')[0]).toMatch(/^ID\s+STATE\s+EXIT\s+AGE\s+CPU\s+MEM\s+OUTPUT\s+OWNER\s+COMMAND$/)
   })
 
   test('owner: a kill from a client scoped to the owner, of a running task and of a queued one', async () => {

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { ErrorSchema, TaskIdParams } from '../../../protocol/schemas.js'
+import { ErrorSchema, GetTaskQuery, TaskIdParams } from '../../../protocol/schemas.js'
 import type { CorruptEntries } from '../../store/corrupt-entries.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { withLiveOutput } from '../../tasks/output/live-output.js'
@@ -12,15 +12,21 @@ export interface GetTaskDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'get'>
   corrupt: Pick<CorruptEntries, 'visible'>
-  supervisor: Pick<Supervisor, 'outputs'> & { ports: Pick<PortWatch, 'refresh'> }
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'liveUsageOf'>> & { ports: Pick<PortWatch, 'refresh'> }
 }
 
-/** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason). */
+/** GET /v1/tasks/:id — one task, or a corrupt spool entry (state `corrupt`, with its reason); `live`: a running one's live figures too. */
 export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, supervisor }: GetTaskDeps): void {
   typedRoutes(app).get(
     '/v1/tasks/:id',
     {
-      schema: { summary: 'Show a task', params: TaskIdParams, headers: OwnerHeaders, response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema } },
+      schema: {
+        summary: 'Show a task',
+        params: TaskIdParams,
+        querystring: GetTaskQuery,
+        headers: OwnerHeaders,
+        response: { 200: Type.Ref('Task'), 400: ErrorSchema, 404: ErrorSchema },
+      },
     },
     async (request) => {
       const { id } = request.params
@@ -28,7 +34,8 @@ export function registerGetTaskRoute(app: TendApp, { config, store, corrupt, sup
       if (found) return found
       // Its ports as they are now (looked at most once a second), for a running task the request may see.
       if (visibleTask(store, request, id).state === 'running') await supervisor.ports.refresh([id])
-      return withLiveOutput(supervisor.outputs, config.layout.spool, visibleTask(store, request, id))
+      const task = visibleTask(store, request, id)
+      return withLiveOutput(supervisor.outputs, config.layout.spool, task, request.query.live ? supervisor.liveUsageOf?.(task) : undefined)
     },
   )
 }

@@ -14,13 +14,14 @@ export interface ListTasksDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'list'>
   corrupt: Pick<CorruptEntries, 'list'>
-  supervisor: Pick<Supervisor, 'outputs'> & { ports: Pick<PortWatch, 'refresh'> }
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'liveUsageOf'>> & { ports: Pick<PortWatch, 'refresh'> }
 }
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
 
 /**
- * GET /v1/tasks — running and queued tasks; `all` adds finished ones and corrupt spool entries.
+ * GET /v1/tasks — running and queued tasks; `all` adds finished ones and corrupt spool entries;
+ * `live`, running tasks' live figures (sampled at most once a second each).
  *
  * Each task is serialized once per version: the store replaces a task's object on every change,
  * so its JSON is kept against the object and a list joins what it has (a running task's live
@@ -49,7 +50,13 @@ export function registerListTasksRoute(app: TendApp, { config, store, corrupt, s
       await supervisor.ports.refresh(store.list({ owner: filter.owner }).flatMap((task) => (task.state === 'running' ? [task.id] : [])))
       const tasks: Task[] = store.list(filter)
       // Only a running task's answer reads anything (its output size on disk now).
-      const live = await Promise.all(tasks.map((task) => (task.state === 'running' ? withLiveOutput(supervisor.outputs, config.layout.spool, task) : task)))
+      const live = await Promise.all(
+        tasks.map((task) =>
+          task.state === 'running'
+            ? withLiveOutput(supervisor.outputs, config.layout.spool, task, query.live ? supervisor.liveUsageOf?.(task) : undefined)
+            : task,
+        ),
+      )
       const corruptEntries = query.all ? corrupt.list(owner ?? query.owner ?? null) : []
       const listed = corruptEntries.length > 0 ? [...live, ...corruptEntries].sort(listOrder) : live
       const serialize = reply.compileSerializationSchema(TASK_REF, '200')

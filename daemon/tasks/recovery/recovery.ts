@@ -16,6 +16,7 @@ import { removeStrayTemporaries } from '../../store/stray-temporaries.js'
 import { sweepTaskCgroups } from './cgroup-sweep.js'
 import { outsideSignal } from '../run/ending.js'
 import { endedRecord, keeperEndedReason, killGroupLeftovers, settleOutput } from '../run/finish.js'
+import { finalUsage } from '../usage/final-usage.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readTaskExitFile>>
 
@@ -150,8 +151,13 @@ export async function recoverSpool(
       const exit = endedMeanwhile.get(task.id)
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.
       if (exit?.lifelineBroke || exit?.leaseRanOut)
-        await store.save(endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
-      else if (exit) await store.save(endedRecord(task, { ending: endingFromExit(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes))
+        await store.save(
+          endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes, finalUsage(exit.usage, null)),
+        )
+      else if (exit)
+        await store.save(
+          endedRecord(task, { ending: endingFromExit(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes, finalUsage(exit.usage, null)),
+        )
       else if (rebooted.has(task.id)) await store.save(endedRecord(task, { lost: 'the machine restarted while the task ran' }, outputBytes, now))
       else
         await store.save(

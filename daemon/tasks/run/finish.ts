@@ -1,6 +1,6 @@
 import type { FileHandle } from 'node:fs/promises'
 import type { Logger } from 'pino'
-import type { Task } from '../../../protocol/index.js'
+import type { Task, TaskUsage } from '../../../protocol/index.js'
 import { heldFootprintSync, outputFootprintSync, truncateRegularFile } from '../../../spool/index.js'
 import { TaskCgroups, type GroupRoots } from '../../sandbox/cgroups.js'
 import { killLeftovers, killMembers, killTree, leaderGone, type KillTreeOptions } from '../../spawn/kill-tree.js'
@@ -9,6 +9,7 @@ import { taskMarker } from '../../spawn/run-name.js'
 import type { SpawnExit } from '../../spawn/spawner.js'
 import { DAEMON_ENDED_LIFELINE, LEASE_RAN_OUT } from './ending.js'
 import { holdsDiskPastEnd } from '../output/output-cap.js'
+import { withUsage } from '../usage/final-usage.js'
 import { markEnded, markLost, withOutputLoss, type Ending } from '../transitions.js'
 import { withPortsCleared } from '../ports/ports-cleared.js'
 
@@ -88,10 +89,13 @@ export async function settleOutput(output: OutputToSettle, log: Logger): Promise
 /** How a started task's end is recorded: as it ended, or lost (the reason says why nobody knows more). */
 export type RecordedEnd = { ending: Ending } | { lost: string }
 
-/** The final record of a started task; `outputLostBytes`: what its keeper could not write of a terminal's output. */
-export function endedRecord(task: Task, end: RecordedEnd, outputBytes: number, at: Date, outputLostBytes?: number): Task {
+/**
+ * The final record of a started task; `outputLostBytes`: what its keeper could not write of a
+ * terminal's output; `usage`: what it used, when known (usage/final-usage.ts).
+ */
+export function endedRecord(task: Task, end: RecordedEnd, outputBytes: number, at: Date, outputLostBytes?: number, usage?: TaskUsage): Task {
   const ended = 'lost' in end ? markLost(task, end.lost, outputBytes, at) : markEnded(task, end.ending, outputBytes, at)
-  return withPortsCleared(withOutputLoss(ended, outputLostBytes))
+  return withUsage(withPortsCleared(withOutputLoss(ended, outputLostBytes)), usage)
 }
 
 /**

@@ -1,4 +1,4 @@
-import { isFinished, type RunningTask, type Task } from '../../../protocol/index.js'
+import { isFinished, type RunningTask, type Task, type TaskUsage } from '../../../protocol/index.js'
 import { exitPath, outputPath } from '../../../spool/index.js'
 import { protectedSinceAdmission } from '../../sandbox/index.js'
 import { killTree, leaderGone } from '../../spawn/kill-tree.js'
@@ -18,6 +18,8 @@ import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task
 import { markFailed, markStarted } from '../transitions.js'
 import { answerUnreportedExit } from './unanswered-exit.js'
 import { outcomeOf } from './outcome.js'
+import { finalUsage, keeperUsageOf } from '../usage/final-usage.js'
+import type { SampledTask } from '../usage/live-sampler.js'
 import { ReadinessWatch } from '../ready/readiness-watch.js'
 import { taskProcesses } from '../ports/task-processes.js'
 
@@ -171,6 +173,19 @@ export class TaskRun {
       ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
       members: cgroups ? () => cgroups.members() : undefined,
       wrapped: current.sandbox !== 'off',
+    }
+  }
+
+  /** What the live sampler reads of the task (usage/live-sampler.ts); null once its end is known, or before it is tracked. */
+  sampled(startedAtMs: number): SampledTask | null {
+    const tracked = this.tracked
+    if (!tracked || this.exitKnown || tracked.leader === null) return null
+    return {
+      id: this.id,
+      startedAtMs,
+      leaderPid: tracked.pid,
+      leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
+      ...(tracked.resources.cgroups ? { membersFile: tracked.resources.cgroups.membersFile } : {}),
     }
   }
 
@@ -341,7 +356,13 @@ export class TaskRun {
     // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
     if (exit.unknown) return { saved: this.recordLost(KEEPER_GONE_UNRECORDED, exit.outputLostBytes) }
     if (exit.lifelineBroke || exit.leaseRanOut)
-      return { saved: this.recordLost(keeperEndedReason(exit, this.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE), exit.outputLostBytes) }
+      return {
+        saved: this.recordLost(
+          keeperEndedReason(exit, this.endsWithDaemon ? SPAWNER_ENDED_LIFELINE : DAEMON_ENDED_LIFELINE),
+          exit.outputLostBytes,
+          await this.usageOf(exit),
+        ),
+      }
     const limits = (await resources.cgroups?.limitsHit()) ?? { memory: null, pids: null }
     // Nothing of the task writes into its folder once it is recorded ended: its keeper has written its exit file.
     if (current.state === 'running' && current.keeper)
@@ -353,6 +374,8 @@ export class TaskRun {
         exitFile: exitPath(config.layout.spool, this.id),
         spawner: this.context.spawner,
       })
+    // Read before the groups go: the memory group's high-water mark goes with it.
+    const usage = await this.usageOf(exit)
     // Removing the cgroups can wait a moment for the kernel to let go of the last process; the
     // slot need not, the final record does (no group outlives it).
     const released = resources.release()
@@ -363,7 +386,14 @@ export class TaskRun {
     )
     await this.context.beforeEnding(this.id)
     const outputBytes = await this.settleOutput()
-    return { saved: released.then(() => this.recordEnd({ ending }, outputBytes, exit.outputLostBytes)) }
+    return { saved: released.then(() => this.recordEnd({ ending }, outputBytes, exit.outputLostBytes, usage)) }
+  }
+
+  /** What the task used (usage/final-usage.ts): its keeper's figures, from the exit it reported or its exit file, and its memory group's peak. */
+  private async usageOf(exit: SpawnExit): Promise<TaskUsage | undefined> {
+    const { pid, resources, keeper } = this.tracked!
+    const counted = exit.usage ?? (keeper ? keeperUsageOf(this.context.config.layout.spool, this.id, pid) : undefined)
+    return finalUsage(counted, (await resources.cgroups?.peakMemoryBytes()) ?? null)
   }
 
   /** The spawner watching the task died, and the task's exit status with it: the task is stopped and recorded lost. */
@@ -376,15 +406,15 @@ export class TaskRun {
   }
 
   /** Release, settle, mark lost: nobody knows how the task ended. */
-  private async recordLost(reason: string, outputLostBytes?: number): Promise<Task> {
+  private async recordLost(reason: string, outputLostBytes?: number, usage?: TaskUsage): Promise<Task> {
     await this.tracked!.resources.release()
     await this.context.beforeEnding(this.id)
     const outputBytes = await this.settleOutput()
-    return this.recordEnd({ lost: reason }, outputBytes, outputLostBytes)
+    return this.recordEnd({ lost: reason }, outputBytes, outputLostBytes, usage)
   }
 
-  private recordEnd(end: RecordedEnd, outputBytes: number, outputLostBytes: number | undefined): Promise<Task> {
-    return this.context.store.transition(this.id, (task) => endedRecord(task, end, outputBytes, new Date(), outputLostBytes))
+  private recordEnd(end: RecordedEnd, outputBytes: number, outputLostBytes: number | undefined, usage?: TaskUsage): Promise<Task> {
+    return this.context.store.transition(this.id, (task) => endedRecord(task, end, outputBytes, new Date(), outputLostBytes, usage))
   }
 
   /** The final output size, cut back to the cap. */

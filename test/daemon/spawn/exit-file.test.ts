@@ -90,3 +90,47 @@ describe('readExitFile: a file of the version before (no "v")', () => {
     expect(readExitFile(dir)).toBeNull()
   })
 })
+
+const WITH_USAGE = (fields: Partial<Record<string, unknown>>) =>
+  `${JSON.stringify({
+    v: 2,
+    pid: 12,
+    exitCode: 0,
+    signal: null,
+    endedAtMs: 1700000000000,
+    endedBy: 'itself',
+    outputLostBytes: 0,
+    cpuUserMs: 1200,
+    cpuSystemMs: 30,
+    peakMemoryBytes: 209_715_200,
+    readBytes: 4096,
+    writeBytes: 10_485_760,
+    ...fields,
+  })}\n`
+
+describe('readExitFile: the line with what the task used (v 2)', () => {
+  test("reads the exit and the keeper's figures", () => {
+    expect(readExitFile(write(WITH_USAGE({})))).toEqual({
+      pid: 12,
+      exitCode: 0,
+      signal: null,
+      endedAt: '2023-11-14T22:13:20.000Z',
+      usage: { cpuUserMs: 1200, cpuSystemMs: 30, peakMemoryBytes: 209_715_200, readBytes: 4096, writeBytes: 10_485_760 },
+    })
+    expect(readExitFile(write(WITH_USAGE({ exitCode: null, signal: 9, endedBy: 'lease' })))).toMatchObject({ leaseRanOut: true, usage: { cpuUserMs: 1200 } })
+  })
+
+  test('a figure missing, negative or not an integer is no exit record', () => {
+    for (const bad of [
+      WITH_USAGE({ cpuUserMs: undefined }),
+      WITH_USAGE({ cpuSystemMs: -1 }),
+      WITH_USAGE({ peakMemoryBytes: 1.5 }),
+      WITH_USAGE({ readBytes: '1' }),
+      WITH_USAGE({ writeBytes: null }),
+      WITH_USAGE({ extra: 1 }),
+      WITH_USAGE({ v: 1 }),
+    ]) {
+      expect(parseExitRecord(bad), bad).toBeNull()
+    }
+  })
+})

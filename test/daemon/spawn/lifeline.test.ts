@@ -8,6 +8,7 @@ import { NodeSpawner } from '../../../daemon/spawn/node-spawner.js'
 import type { KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from '../../../daemon/spawn/spawner.js'
 import { isAlive, processesWithEnv } from '../../helpers/processes.js'
 import { FIXTURES } from '../../helpers/test-daemon.js'
+import { KEEPER_FIGURES } from '../../helpers/exit-record.js'
 import { spawnRequest } from '../../helpers/spawn-request.js'
 import { waitFor } from '../../helpers/wait-for.js'
 
@@ -118,13 +119,14 @@ describe('native spawner: a task that ends with its daemon', () => {
     // Both keepers saw the helper go at the same moment: the other task is untouched.
     expect(kept.pids.filter(isAlive)).toEqual(kept.pids)
     expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({
-      v: 1,
+      v: 2,
       pid: ending.task.pid,
       exitCode: null,
       signal: 9,
       endedAtMs: expect.any(Number),
       endedBy: 'lifeline',
       outputLostBytes: 0,
+      ...KEEPER_FIGURES,
     })
     expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, ...ENDED_WITH_HELPER })
     // The new helper, attached to the keeper once the first one died, hears why it ended.
@@ -200,13 +202,14 @@ describe('native spawner: a task that ends with its daemon', () => {
     expect(await task.exited).toEqual({ exitCode: 3, signal: null })
     await waitFor('the keeper to be gone', () => !isAlive(task.keeper.pid), 5000)
     expect(exitRecord(join(dir, 'exit.json'))).toEqual({
-      v: 1,
+      v: 2,
       pid: task.pid,
       exitCode: 3,
       signal: null,
       endedAtMs: expect.any(Number),
       endedBy: 'itself',
       outputLostBytes: 0,
+      ...KEEPER_FIGURES,
     })
   })
 
@@ -225,13 +228,14 @@ describe('native spawner: a task that ends with its daemon', () => {
       expect(await ending.task.exited).toEqual({ exitCode: null, signal: 'SIGKILL', leaseRanOut: true })
       await waitFor('the whole tree of the task whose lease ran out to be gone', () => ending.pids.every((pid) => !isAlive(pid)), LIFELINE_END_TIMEOUT_MS)
       expect(exitRecord(join(endingDir, 'exit.json'))).toEqual({
-        v: 1,
+        v: 2,
         pid: ending.task.pid,
         exitCode: null,
         signal: 9,
         endedAtMs: expect.any(Number),
         endedBy: 'lease',
         outputLostBytes: 0,
+        ...KEEPER_FIGURES,
       })
       expect(readExitFile(join(endingDir, 'exit.json'))).toMatchObject({ pid: ending.task.pid, leaseRanOut: true })
       // The helper is there all along: only the lease ended it.

@@ -23,6 +23,7 @@ import {
   unusedPid,
   useNativeSpawner,
 } from './native-fixture.js'
+import { KEEPER_FIGURES } from '../../helpers/exit-record.js'
 
 /** The native spawner's keepers: the task's parent, its exit file, and attaching to one an earlier helper forked. */
 
@@ -89,13 +90,28 @@ describe('native spawner: keepers', () => {
     const text = readFileSync(req.exitFile, 'utf8')
     expect(text).toMatch(/^\{[^\n]*\}\n$/)
     const record = JSON.parse(text) as { endedAtMs: number }
-    expect(record).toEqual({ v: 1, pid: result.pid, exitCode: 3, signal: null, endedAtMs: expect.any(Number), endedBy: 'itself', outputLostBytes: 0 })
+    expect(record).toEqual({
+      v: 2,
+      pid: result.pid,
+      exitCode: 3,
+      signal: null,
+      endedAtMs: expect.any(Number),
+      endedBy: 'itself',
+      outputLostBytes: 0,
+      ...KEEPER_FIGURES,
+    })
     expect(record.endedAtMs).toBeGreaterThanOrEqual(before)
     expect(record.endedAtMs).toBeLessThanOrEqual(after)
     expect(statSync(req.exitFile).mode & 0o777).toBe(0o600)
     await keeperGone(child.keeper!)
     expect(readdirSync(dir).sort()).toEqual(['exit.json', 'output.log'])
-    expect(readExitFile(req.exitFile)).toEqual({ pid: result.pid, exitCode: 3, signal: null, endedAt: new Date(record.endedAtMs).toISOString() })
+    expect(readExitFile(req.exitFile)).toEqual({
+      pid: result.pid,
+      exitCode: 3,
+      signal: null,
+      endedAt: new Date(record.endedAtMs).toISOString(),
+      usage: KEEPER_FIGURES,
+    })
   })
 
   test('a task killed by SIGTERM is recorded with signal 15', async () => {
@@ -104,13 +120,14 @@ describe('native spawner: keepers', () => {
     expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
     await keeperGone(child.keeper!)
     expect(exitRecord(child.req.exitFile)).toEqual({
-      v: 1,
+      v: 2,
       pid: child.pid,
       exitCode: null,
       signal: 15,
       endedAtMs: expect.any(Number),
       endedBy: 'itself',
       outputLostBytes: 0,
+      ...KEEPER_FIGURES,
     })
     expect(readExitFile(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 'SIGTERM' })
   })

@@ -1,0 +1,102 @@
+import { afterAll, describe, expect, test } from 'vitest'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { readProcStat } from '../../../../protocol/index.js'
+import { LiveSampler, type SampledTask } from '../../../../daemon/tasks/usage/live-sampler.js'
+import { processFigures } from '../../../../daemon/tasks/usage/process-figures.js'
+
+/** The live sampler, on this test's own process (its figures are real) and a clock the test moves. */
+
+const scratch = mkdtempSync(join(tmpdir(), 'tend-live-sampler-'))
+afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+let files = 0
+
+/** A process list as a cgroup's cgroup.procs has it, one pid a line. */
+function listing(pids: number[]): string {
+  const path = join(scratch, `procs-${files++}`)
+  writeFileSync(path, pids.map((pid) => `${pid}\n`).join(''))
+  return path
+}
+
+function clock(startMs: number): { now: () => number; advance: (ms: number) => void } {
+  let at = startMs
+  return { now: () => at, advance: (ms) => (at += ms) }
+}
+
+const self: SampledTask = {
+  id: 'abcdefghijkl',
+  startedAtMs: 0,
+  leaderPid: process.pid,
+  leaderStartTicks: Number(readProcStat(process.pid)!.startTime),
+  membersFile: listing([process.pid]),
+}
+
+function burn(ms: number): void {
+  const end = performance.now() + ms
+  while (performance.now() < end) {
+    // busy
+  }
+}
+
+describe('LiveSampler', () => {
+  test('an ask within the interval answers the last sample; one after it samples again', () => {
+    const time = clock(1_000_000)
+    const sampler = new LiveSampler({ now: time.now, minIntervalMs: 1000 })
+    const task = { ...self, startedAtMs: time.now() - 10_000 }
+    const first = sampler.sample(task)
+    time.advance(999)
+    expect(sampler.sample(task)).toBe(first)
+    time.advance(1)
+    const second = sampler.sample(task)
+    expect(second).not.toBe(first)
+    expect(Date.parse(second.sampledAt) - Date.parse(first.sampledAt)).toBe(1000)
+  })
+
+  test('CPU % is the CPU time between two samples over the time between them; memory the resident set', () => {
+    const time = clock(2_000_000)
+    const sampler = new LiveSampler({ now: time.now })
+    sampler.sample(self)
+    const before = processFigures([process.pid], 0).cpuTicks
+    burn(300)
+    const ticks = processFigures([process.pid], 0).cpuTicks - before
+    time.advance(1000)
+    const live = sampler.sample(self)
+    // The ticks counted here (10 ms each) over the 1000 ms the clock moved, give or take a tick or two of the sampling itself.
+    expect(live.cpuPercent).toBeGreaterThanOrEqual(ticks - 2)
+    expect(live.cpuPercent).toBeLessThanOrEqual(ticks + 2)
+    expect(live.memoryBytes).toBeGreaterThan(10 * 1024 * 1024)
+  })
+
+  test('the held files follow the list: a process gone from it counts no more, and a pid never listed never counts', () => {
+    const time = clock(5_000_000)
+    const sampler = new LiveSampler({ now: time.now })
+    const membersFile = listing([process.pid])
+    const task = { ...self, membersFile }
+    expect(sampler.sample(task).memoryBytes).toBeGreaterThan(0)
+    writeFileSync(membersFile, '')
+    time.advance(1000)
+    expect(sampler.sample(task)).toMatchObject({ cpuPercent: 0, memoryBytes: 0 })
+    sampler.forget(task.id)
+  })
+
+  test('a process older than the task is none of it, and a forgotten task starts over', () => {
+    const time = clock(3_000_000)
+    const sampler = new LiveSampler({ now: time.now })
+    const later = { ...self, leaderStartTicks: self.leaderStartTicks + 1 }
+    expect(sampler.sample(later)).toMatchObject({ cpuPercent: 0, memoryBytes: 0 })
+    sampler.forget(later.id)
+    expect(sampler.sample(self).memoryBytes).toBeGreaterThan(0)
+  })
+
+  test("without a cgroup, the task is its leader's session: every process of it counts", () => {
+    const stat = readFileSync('/proc/self/stat', 'utf8')
+    const session = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3])
+    const { membersFile: _membersFile, ...sessionTask } = self
+    const sampler = new LiveSampler({ now: clock(4_000_000).now })
+    // This process is in that session: its resident set is in the figure.
+    expect(sampler.sample({ ...sessionTask, leaderPid: session, leaderStartTicks: 0 }).memoryBytes).toBeGreaterThanOrEqual(
+      processFigures([process.pid], 0).residentBytes / 2,
+    )
+  })
+})

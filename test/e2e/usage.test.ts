@@ -1,0 +1,143 @@
+import { afterEach, describe, expect, test } from 'vitest'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Task } from '../../client/index.js'
+import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/** What a task used (`usage`, once it has ended) and what it uses now (`live`, only when asked), with real workloads. */
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+const MiB = 1024 * 1024
+/** /usr/bin's: a strict sandbox shows the system's folders, not a user's pyenv. */
+const PYTHON = '/usr/bin/python3'
+/** One second of CPU time, counted by the process itself from its start (its interpreter's start-up included). */
+const BUSY_SECOND = 'import time\nwhile time.process_time() < 1.0: pass\n'
+/** 200 MiB allocated and every page of it written (a bytes repeat fills it), held until the process ends. */
+const TOUCH_200_MIB = `data = b"\\x01" * (200 * ${MiB})\nprint(len(data))\n`
+
+async function daemonFor(): Promise<TestDaemon> {
+  const daemon = await startTestDaemon()
+  cleanups.push(() => daemon.stop())
+  return daemon
+}
+
+async function runToEnd(daemon: TestDaemon, command: string[], sandbox: 'off' | 'strict', cwd?: string): Promise<Task> {
+  const started = await daemon.client.start({ command, sandbox, ...(cwd ? { cwd } : {}) })
+  const ended = await daemon.client.wait(started.id, { timeoutMs: 60_000 })
+  expect(ended, JSON.stringify(ended)).toMatchObject({ state: 'exited', exitCode: 0 })
+  return ended
+}
+
+function recordOnDisk(daemon: TestDaemon, id: string): Task {
+  return recordOn(daemon.home, id)
+}
+
+function recordOn(home: string, id: string): Task {
+  return JSON.parse(readFileSync(join(home, 'spool', id, 'task.json'), 'utf8')) as Task
+}
+
+describe.each([
+  { sandbox: 'off' as const, source: 'rusage' },
+  { sandbox: 'strict' as const, source: 'cgroup' },
+])('usage of a task with sandbox $sandbox ($source)', ({ sandbox, source }) => {
+  test('the CPU time of a one-second busy loop is within 10% of a second, in task.json', async () => {
+    const daemon = await daemonFor()
+    const ended = await runToEnd(daemon, [PYTHON, '-c', BUSY_SECOND], sandbox)
+    const usage = recordOnDisk(daemon, ended.id).usage
+    expect(usage, JSON.stringify(ended)).toMatchObject({ source })
+    const cpuMs = usage!.cpuUserMs + usage!.cpuSystemMs
+    expect(cpuMs, JSON.stringify(usage)).toBeGreaterThanOrEqual(900)
+    expect(cpuMs, JSON.stringify(usage)).toBeLessThanOrEqual(1100)
+    expect(ended.usage).toEqual(usage)
+  })
+
+  test('the peak memory of a process that touches 200 MiB is within 10% of 200 MiB', async () => {
+    const daemon = await daemonFor()
+    const ended = await runToEnd(daemon, [PYTHON, '-c', TOUCH_200_MIB], sandbox)
+    const usage = recordOnDisk(daemon, ended.id).usage
+    expect(usage, JSON.stringify(ended)).toMatchObject({ source })
+    expect(usage!.peakMemoryBytes, JSON.stringify(usage)).toBeGreaterThanOrEqual(200 * MiB)
+    expect(usage!.peakMemoryBytes, JSON.stringify(usage)).toBeLessThanOrEqual(220 * MiB)
+  })
+})
+
+describe('usage of a task', () => {
+  test('bytes written count a known write of 8 MiB to a file', async () => {
+    const daemon = await daemonFor()
+    const folder = mkdtempSync(join(tmpdir(), 'tend-usage-write-'))
+    cleanups.push(() => rmSync(folder, { recursive: true, force: true }))
+    const ended = await runToEnd(daemon, ['sh', '-c', 'head -c 8388608 /dev/zero > written.bin'], 'off', folder)
+    const usage = ended.usage!
+    expect(usage.writeBytes, JSON.stringify(usage)).toBeGreaterThanOrEqual(8 * MiB)
+    expect(usage.writeBytes, JSON.stringify(usage)).toBeLessThanOrEqual(9 * MiB)
+  })
+
+  test('a task that ends while no daemon runs has what it used recorded by the next daemon, from its exit file', async () => {
+    const home = createTempHome()
+    const gate = join(home, 'gate')
+    const first = await startTestDaemon({ home })
+    const started = await first.client.start({
+      command: [
+        PYTHON,
+        '-c',
+        `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\nstart = time.process_time()\nwhile time.process_time() - start < 0.3: pass\n`,
+      ],
+    })
+    await waitFor(
+      'the running record, with its keeper, on disk',
+      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
+    )
+    await first.crash()
+    first.client.close()
+    writeFileSync(gate, '')
+    await waitFor('the keeper to write the exit file', () => existsSync(join(home, 'spool', started.id, 'exit.json')))
+    const second = await startTestDaemon({ home })
+    cleanups.push(() => second.stop())
+    const recovered = await second.client.get(started.id)
+    expect(recovered, JSON.stringify(recovered)).toMatchObject({ state: 'exited', exitCode: 0, usage: { source: 'rusage' } })
+    expect(recovered.usage!.cpuUserMs + recovered.usage!.cpuSystemMs).toBeGreaterThanOrEqual(270)
+    expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
+  })
+
+  test('a killed task records what it used too', async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: [PYTHON, '-c', 'import time\nprint("up", flush=True)\nwhile True: pass\n'] })
+    await waitFor('the task to print up', async () => (await daemon.client.read(started.id)).data === 'up\n')
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
+    expect(ended.usage!.cpuUserMs).toBeGreaterThan(0)
+  })
+
+  test('live figures appear on a running task only when asked, and never on an ended one', async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: [PYTHON, '-c', `data = b"\\x01" * (50 * ${MiB})\nprint("up", flush=True)\nwhile True: pass\n`] })
+    await waitFor('the task to print up', async () => (await daemon.client.read(started.id)).data === 'up\n')
+    expect(await daemon.client.get(started.id)).not.toHaveProperty('live')
+    expect((await daemon.client.list()).find((task) => task.id === started.id)).not.toHaveProperty('live')
+    // A busy loop's share of a core depends on the machine's load: what is asserted is that it is counted.
+    const seen = new Set<string>()
+    const live = await waitFor('a second live sample with CPU time in it', async () => {
+      const task = await daemon.client.get(started.id, { live: true })
+      if (task.live) seen.add(task.live.sampledAt)
+      return task.live && seen.size >= 2 && task.live.cpuPercent > 0 ? task.live : null
+    })
+    // At most one sample a second: asks in between answer the last one.
+    const times = [...seen].map(Date.parse).sort((a, b) => a - b)
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(1000)
+    expect(live.memoryBytes).toBeGreaterThanOrEqual(50 * MiB)
+    expect(Number.isNaN(Date.parse(live.sampledAt))).toBe(false)
+    const listed = (await daemon.client.list({ live: true })).find((task) => task.id === started.id)
+    expect(listed?.live?.memoryBytes).toBeGreaterThanOrEqual(50 * MiB)
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(await daemon.client.get(ended.id, { live: true })).not.toHaveProperty('live')
+    expect(recordOnDisk(daemon, ended.id)).not.toHaveProperty('live')
+  })
+})
