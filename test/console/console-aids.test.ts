@@ -136,6 +136,52 @@ describe("the console's readiness, ports, usage and dependencies", () => {
     await daemon.client.kill(inner.id, { signal: 'KILL' })
   })
 
+  test('CPU and memory while it runs, asked at most once a second, with a chart; what it used once it ended', async () => {
+    const busy = await daemon.client.start({ command: ['python3', '-c', 'b = bytearray(64 * 1024 * 1024)\nwhile True: pass'], name: 'busy' })
+    await openPage()
+    const liveAsks: number[] = []
+    page.on('request', (request) => {
+      if (/\/v1\/tasks\?(.*&)?live=true/.test(request.url())) liveAsks.push(Date.now())
+    })
+    // A busy loop's share of a machine other tests load too: some CPU, not a set figure.
+    await waitFor(
+      'a live CPU figure',
+      async () => {
+        const text = (await page.textContent(cell(busy.id, 'cpu'))) ?? ''
+        return text.endsWith('%') && Number.parseFloat(text) > 1
+      },
+      15_000,
+    )
+    await waitFor(
+      'its memory at 64 MiB or more',
+      async () => /^(6[4-9]|[7-9]\d|\d{3})(\.\d)? MiB$/.test((await page.textContent(cell(busy.id, 'mem'))) ?? ''),
+      15_000,
+    )
+    await openView(busy.id)
+    await page.waitForSelector('#usage:not([hidden]) #usage-chart canvas')
+    await expect
+      .poll(() => page.getAttribute('#usage-chart', 'aria-label'), { timeout: 10_000 })
+      .toMatch(/over the last [1-9]\d* s: CPU up to \d+%, memory up to \d+/)
+    expect(await page.textContent('[data-field="cpu"]')).toMatch(/% of a core$/)
+    await page.screenshot({ path: join(SCREENSHOT_DIR, 'console-usage.png') })
+    const from = Date.now()
+    await waitFor('four seconds of asking', () => Date.now() - from >= 4000)
+    const inWindow = liveAsks.filter((at) => at >= from)
+    expect(inWindow.length, 'live figures asked at most once a second').toBeLessThanOrEqual(5)
+    expect(inWindow.length).toBeGreaterThanOrEqual(2)
+
+    await daemon.client.kill(busy.id, { signal: 'KILL' })
+    const ended = await daemon.client.wait(busy.id)
+    expect(ended.usage).toBeDefined()
+    await waitFor(
+      'its CPU time in the CPU column',
+      async () => /^\d+(\.\d+)?s$|^\d+m \d\ds$/.test((await page.textContent(cell(busy.id, 'cpu'))) ?? ''),
+      10_000,
+    )
+    expect(await page.getAttribute(cell(busy.id, 'mem'), 'title')).toMatch(/peak memory .*(6[4-9]|[7-9]\d|\d{3})(\.\d)? MiB/)
+    expect(await page.textContent('[data-field="usage"]')).toMatch(/^CPU .+ \(user .+, system .+\) · peak memory.* · read .+, written .+$/)
+  })
+
   test('a queued task shows what it waits for, each dependency linked with its state; a failed dependency fails it', async () => {
     const first = await daemon.client.start({ command: ['sleep', '300'], name: 'build' })
     const second = await daemon.client.start({ command: ['echo', 'tests'], name: 'tests', after: [first.id] })

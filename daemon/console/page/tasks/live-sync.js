@@ -139,7 +139,7 @@ async function pollActive() {
   if (polling || !source || pending || store.countOf('running') === 0 || document.hidden) return
   polling = true
   try {
-    const active = await listTasks(false)
+    const active = await listTasks(false, { live: true })
     for (const task of active) {
       if (task.live) usage.record(task.id, task.live)
       store.upsert(task)
