@@ -166,8 +166,14 @@ function updateAids(entry, task) {
   const figures = usageCells(task, usage.currentOf(task.id))
   set(entry, 'cpu', figures.cpu)
   set(entry, 'mem', figures.mem)
-  const usageTitle = task.state === 'running' ? (figures.cpu ? 'now (CPU: % of one core)' : '') : task.usage ? usageText(task.usage) : ''
-  if (values.usageTitle !== usageTitle) cells.cpu.title = cells.mem.title = values.usageTitle = usageTitle
+  const running = task.state === 'running' && figures.cpu !== ''
+  const ended = task.usage ? usageText(task.usage) : ''
+  const usageTitle = running ? 'CPU now, % of one core' : ended
+  if (values.usageTitle !== usageTitle) {
+    values.usageTitle = usageTitle
+    cells.cpu.title = usageTitle
+    cells.mem.title = running ? 'memory in use now' : ended
+  }
   const ports = portsKey(task)
   if (values.ports !== ports) {
     values.ports = ports
