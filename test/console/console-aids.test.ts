@@ -6,6 +6,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
 import { openConsole } from '../helpers/console.js'
+import { openConsolePage } from '../helpers/console-page.js'
 import { freePort } from '../helpers/ports.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -44,15 +45,7 @@ afterEach(async () => {
 })
 
 async function openPage(): Promise<Page> {
-  context = await browser.newContext({ viewport: { width: 1600, height: 900 } })
-  page = await context.newPage()
-  page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`))
-  page.on('console', (message) => {
-    if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`)
-  })
-  const answer = await page.goto(info.url!)
-  expect(answer?.status()).toBe(200)
-  await page.waitForSelector('#connection:has-text("live")', { timeout: 10_000 })
+  ;({ context, page } = await openConsolePage(browser, info.url!, pageErrors, 1600))
   return page
 }
 
