@@ -119,6 +119,8 @@ export interface ReadOptions {
   maxBytes?: number
   /** Long-poll: wait up to this long (ms, capped at 60000) for output past `from` or the end. */
   waitMs?: number
+  /** With waitMs: wait for a new complete line that matches this regular expression (RE2 syntax), and read up to and including it. */
+  waitFor?: string
   encoding?: 'utf8' | 'base64'
   signal?: AbortSignal
 }
@@ -190,7 +192,7 @@ export class TendClient {
   read(id: string, options: ReadOptions = {}): Promise<ReadResult> {
     const waitMs = options.waitMs === undefined ? undefined : Math.min(options.waitMs, WAIT_MS_LIMIT)
     return this.call<ReadResult>('GET', `/v1/tasks/${encodeURIComponent(id)}/output`, {
-      query: { from: options.from, tail: options.tail, maxBytes: options.maxBytes, waitMs, encoding: options.encoding },
+      query: { from: options.from, tail: options.tail, maxBytes: options.maxBytes, waitMs, encoding: options.encoding, waitFor: options.waitFor },
       signal: options.signal,
       waitMs,
     })

@@ -266,6 +266,15 @@ export const ReadOutputQuery = Type.Object(
     maxBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: READ_MAX_BYTES_LIMIT, description: 'bytes per read (default 1 MiB)' })),
     waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: WAIT_MS_LIMIT, description: 'long-poll: wait up to this long for new output or the end' })),
     encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')])),
+    waitFor: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 1000,
+        description:
+          'with waitMs: wait for a new complete line (from on) that matches this regular expression (RE2 syntax), ' +
+          'and answer the output up to and including it',
+      }),
+    ),
   },
   strict,
 )
@@ -280,6 +289,12 @@ export const ReadResultSchema = Type.Object({
   truncated: Type.Boolean({ description: 'more output was already there than this read returned' }),
   outputBytes: Type.Integer({ description: 'bytes in output.log when this read was made' }),
   state: Type.Enum(TASK_STATES),
+  matched: Type.Optional(
+    Type.Object(
+      { line: Type.String(), end: Type.Integer({ description: 'byte offset just past the line (its newline included)' }) },
+      { description: 'a waitFor read: the first new line that matched; absent when none did before waitMs ran out or the task ended' },
+    ),
+  ),
 })
 export type ReadResult = Static<typeof ReadResultSchema>
 

@@ -1,3 +1,4 @@
+import { isFinished } from '../client/index.js'
 import { defineTool } from './harness/index.js'
 import { networkParameterDescription, offeredNetworks, refuseUnofferedNetwork, renderBash, runBash, type BashOutcome } from './core/index.js'
 import type { Tool } from './harness/index.js'
@@ -17,8 +18,9 @@ export interface BashMeta {
 export function bashMeta(outcome: BashOutcome): BashMeta {
   return {
     taskId: outcome.task.id,
-    background: outcome.kind === 'background',
-    yielded: outcome.kind === 'yielded',
+    background: outcome.kind === 'background' || outcome.kind === 'ready',
+    // A start that waited for readiness returns like a yield: the output so far, the task running on.
+    yielded: outcome.kind === 'yielded' || (outcome.kind === 'ready' && !isFinished(outcome.task)),
     output: outcome.kind === 'background' ? '' : outcome.output.text,
     exitCode: outcome.task.exitCode,
     signal: outcome.task.signal,
@@ -34,6 +36,15 @@ export const BASH_TTY_DESCRIPTION =
   'Run on a pseudo-terminal (80x24), for programs that only behave interactively on one: REPLs, prompts, top. Implies stdin: ' +
   'task_input types into it (the terminal echoes what you type). Output comes back as plain text, control sequences removed'
 
+/** The bash parameter that gives the command a port of its own. */
+export const BASH_PORT_DESCRIPTION = '"auto": give the command a free port as $PORT (no other task holds it; the result says which), for a server to listen on'
+
+/** The bash parameter that makes a background start wait until the command is ready. */
+export const BASH_READY_DESCRIPTION =
+  'With run_in_background: return when the command is ready instead of at once, with the output so far ' +
+  '(a server: its "listening" line, its port, or its URL answering); exactly one of pattern, port and url. ' +
+  'If it is not ready in time, or ends first, the result says why'
+
 export function createBashTool(deps: ToolDeps): Tool {
   const { defaultYieldMs, maxYieldMs, defaultTimeoutMs, maxTimeoutMs } = deps.settings
   const offered = offeredNetworks(deps.settings)
@@ -45,7 +56,7 @@ export function createBashTool(deps: ToolDeps): Tool {
       `A command still running after yield_ms (default ${defaultYieldMs}) is not stopped: the call returns its output so far,`,
       'its task id and "still running", and the command goes on as a background task.',
       'Set run_in_background for long-running commands: it returns a task id at once; read the output with task_output,',
-      'stop it with task_kill; a notice arrives when it finishes.',
+      'stop it with task_kill; a notice arrives when it finishes. With ready, it returns once the command is ready instead (a server up).',
       'stdin is /dev/null unless stdin is set: then write to it with task_input (a REPL, a prompt that waits for an answer).',
       'tty runs it on a pseudo-terminal instead, for programs that need one (REPLs, prompts, top): ' +
         'task_input types into it, and its output is returned as plain text.',
@@ -75,6 +86,23 @@ export function createBashTool(deps: ToolDeps): Tool {
       stdin: { type: 'boolean', description: BASH_STDIN_DESCRIPTION },
       tty: { type: 'boolean', description: BASH_TTY_DESCRIPTION },
       network: { type: 'string', enum: offered, description: networkParameterDescription(offered) },
+      port: { type: 'string', enum: ['auto'], description: BASH_PORT_DESCRIPTION },
+      ready: {
+        type: 'object',
+        description: BASH_READY_DESCRIPTION,
+        properties: {
+          pattern: { type: 'string', description: 'A line of its output matches this regular expression (RE2 syntax)' },
+          port: { type: 'number', description: 'Something in its network listens on this port' },
+          url: { type: 'string', description: 'This http(s) URL answers 2xx or 3xx, fetched from inside its network' },
+          timeout_ms: { type: 'number', description: 'How long it may take from the start, in milliseconds (default 60000)' },
+        },
+      },
+      after: {
+        type: 'array',
+        items: { type: 'string' },
+        description:
+          'Task ids (from earlier bash calls): run only after they have ended, and only if all exited 0 (else it fails, naming the one that did not)',
+      },
     },
     async execute(args, exec) {
       const session = sessionOf(deps, exec)
@@ -90,10 +118,10 @@ export function createBashTool(deps: ToolDeps): Tool {
     presentResult: (args, result) => {
       const meta = result.meta as BashMeta | undefined
       if (!meta) return { card: 'terminal', title: args.command, output: result.content.map((block) => block.text).join('\n') }
+      // A yielded call (or a start that waited to be ready) has the output so far and no exit yet.
+      if (meta.yielded) return { card: 'terminal', title: args.command, output: meta.output }
       // A background start has no output or exit yet: its task_output calls show those.
       if (meta.background) return { card: 'terminal', title: args.command }
-      // A yielded call has the output so far and no exit yet.
-      if (meta.yielded) return { card: 'terminal', title: args.command, output: meta.output }
       return { card: 'terminal', title: args.command, output: meta.output, exitCode: meta.exitCode, signal: meta.signal }
     },
   })

@@ -7,7 +7,8 @@ export function createTaskListTool(deps: ToolDeps) {
     name: 'task_list',
     description:
       'List your background tasks: id, label, state (with who stopped it, e.g. killed(timeout)), age, ' +
-      'exit code and output size; persistent tasks, which outlive your session, are marked [persistent].',
+      'exit code and output size; persistent tasks, which outlive your session, are marked [persistent]; ' +
+      'a server shows where it listens and whether it is ready.',
     parameters: {},
     async execute(_args, exec) {
       const session = sessionOf(deps, exec)

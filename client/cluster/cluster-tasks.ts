@@ -88,6 +88,20 @@ export class ClusterTasks implements TaskService {
     return this.get(id)
   }
 
+  /** The worker that holds the task waits for its readiness; one not taken yet is waited for first, as a read does. */
+  async waitReady(id: string, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Task> {
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs
+    let { cluster, task } = await this.visible(id)
+    while (!cluster.worker && task.state === 'queued' && Date.now() < deadline) {
+      await delay(Math.min(TAKEN_POLL_MS, deadline - Date.now()), undefined, { signal: options.signal })
+      ;({ cluster, task } = await this.visible(id))
+    }
+    if (!cluster.worker || isFinished(task)) return task
+    const worker = await this.cluster.clientOfWorker(cluster.worker, id)
+    const timeoutMs = deadline === Infinity ? undefined : Math.max(0, deadline - Date.now())
+    return worker.waitReady(id, { timeoutMs, signal: options.signal })
+  }
+
   async kill(id: string, options: KillOptions = {}): Promise<Task> {
     await this.visible(id)
     await this.cluster.kill(id, { signal: options.signal, graceMs: options.graceMs, reason: options.reason, stoppedBy: options.stoppedBy ?? 'owner' })

@@ -135,7 +135,7 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     expect(byName.task_input!.inputSchema.required).toEqual(['task_id', 'text'])
     expect(Object.keys(byName.task_input!.inputSchema.properties ?? {}).sort()).toEqual(['eof', 'task_id', 'text', 'yield_ms'])
     expect(byName.task_output!.inputSchema.required).toEqual(['task_id'])
-    expect(Object.keys(byName.task_output!.inputSchema.properties ?? {}).sort()).toEqual(['filter', 'from', 'max_bytes', 'task_id', 'wait_ms'])
+    expect(Object.keys(byName.task_output!.inputSchema.properties ?? {}).sort()).toEqual(['filter', 'from', 'max_bytes', 'task_id', 'wait_for', 'wait_ms'])
     expect(byName.task_kill!.inputSchema.required).toEqual(['task_id'])
     expect(byName.task_kill!.inputSchema.properties).toMatchObject({ signal: { type: 'string', enum: expect.arrayContaining(['TERM', 'KILL']) } })
     expect(byName.task_list!.inputSchema.required ?? []).toEqual([])
@@ -181,6 +181,47 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     const refused = await session.call('task_input', { task_id: id, text: 'more\n' })
     expect(refused).toMatchObject({ isError: true })
     expect(refused.text).toContain(`task ${id} has ended (exited)`)
+  })
+
+  test('a Python HTTP server started in the background and waited for with task_output wait_for: the result ends at its line', async () => {
+    const session = await connect()
+    const id = taskIdOf(await session.call('bash', { command: 'python3 -u -m http.server 0 --bind 127.0.0.1', description: 'web', run_in_background: true }))
+    const up = await session.call('task_output', { task_id: id, wait_for: 'Serving HTTP on .* port \\d+', wait_ms: 30_000 })
+    expect(up.isError, up.text).toBe(false)
+    const line = /\[wait_for \/.*\/: matched the line "(Serving HTTP on 127\.0\.0\.1 port (\d+) [^"]*)"\]\n/.exec(up.text)
+    expect(line, up.text).not.toBeNull()
+    expect(up.text.endsWith(`${line![1]}\n[still running: call task_output again later, or with wait_ms to wait for more]`)).toBe(true)
+    const fetched = await session.call('bash', {
+      command: `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:${line![2]}/').status)"`,
+    })
+    // The answer and the exit; what the request cost may follow on a line of its own.
+    expect(fetched.text.split('\n').slice(0, 2)).toEqual(['200', '[exit code: 0]'])
+    const logged = await session.call('task_output', { task_id: id, wait_for: '"GET / HTTP/1.1" 200', wait_ms: 30_000 })
+    expect(logged.text).toContain('[wait_for /"GET / HTTP/1.1" 200/: matched the line')
+    await session.call('task_kill', { task_id: id })
+    expect(liveProcessesOf(id)).toEqual([])
+  })
+
+  test('a dev server started with bash ready and port "auto": the call returns once it is ready, then it is used and stopped', async () => {
+    const session = await connect()
+    const started = await session.call('bash', {
+      command: 'exec python3 -u -m http.server "$PORT" --bind 127.0.0.1',
+      description: 'web',
+      run_in_background: true,
+      port: 'auto',
+      ready: { pattern: 'Serving HTTP on', timeout_ms: 30_000 },
+    })
+    const id = taskIdOf(started)
+    const port = /It was given port (\d+) as PORT\./.exec(started.text)?.[1]
+    expect(port, started.text).toBeDefined()
+    expect(started.text).toMatch(new RegExp(`\\[ready after [0-9.]+ (ms|s): the line "Serving HTTP on 127\\.0\\.0\\.1 port ${port} [^"]*" matched; `))
+    const fetched = await session.call('bash', {
+      command: `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:${port}/').status)"`,
+    })
+    // The answer and the exit; what the request cost may follow on a line of its own.
+    expect(fetched.text.split('\n').slice(0, 2)).toEqual(['200', '[exit code: 0]'])
+    await session.call('task_kill', { task_id: id })
+    expect(liveProcessesOf(id)).toEqual([])
   })
 
   test('sh on a terminal (bash tty: true) driven through task_input: every result is plain text, and eof types Ctrl-D', async () => {

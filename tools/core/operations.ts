@@ -1,9 +1,10 @@
-import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
-import { refuseUnofferedNetwork } from './agent-network.js'
-import { awaitForeground, type ForegroundOutcome } from './foreground.js'
+import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type ReadResult, type Task } from '../../client/index.js'
 import type { OwnerSession } from './owner-session.js'
 import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
+import type { TaskPort } from '../../protocol/ports.js'
+import type { Readiness } from '../../protocol/readiness.js'
+import { awaitMatchingLine, type WaitForOutcome } from './wait-for-line.js'
 
 export { ToolFailure }
 
@@ -40,65 +41,13 @@ export const DEFAULT_TOOL_SETTINGS: Readonly<ToolSettings> = Object.freeze({
 /** Most output a filtered read scans in one call; the cursor says where the next call goes on. */
 const FILTER_SCAN_BYTES = 8 * 1024 * 1024
 
-export interface BashArgs {
-  command: string
-  description?: string
-  timeout?: number
-  run_in_background?: boolean
-  cwd?: string
-  /** Foreground only: return after this many ms with the command still running. */
-  yield_ms?: number
-  /** The task outlives the agent's session (lifetime `persistent`). */
-  persistent?: boolean
-  /** stdin is a pipe that task_input writes to (else /dev/null). */
-  stdin?: boolean
-  /** Run on a pseudo-terminal (80x24): task_input types into it; its output is read as plain text. */
-  tty?: boolean
-  /** What a sandboxed command's network reaches; `host` only where ToolSettings.allowHostNetwork. */
-  network?: NetworkMode
-}
-
-export type BashOutcome = { kind: 'background'; task: Task } | ForegroundOutcome
-
-/** bash: one path for both modes — every command is a tend task. */
-export async function runBash(session: OwnerSession, args: BashArgs, settings: ToolSettings, signal?: AbortSignal): Promise<BashOutcome> {
-  if (args.command.trim() === '') throw new ToolFailure('command is empty')
-  if (args.timeout !== undefined && (!Number.isInteger(args.timeout) || args.timeout <= 0))
-    throw new ToolFailure(`timeout must be a positive whole number of milliseconds, got ${args.timeout}`)
-  if (args.yield_ms !== undefined && (!Number.isInteger(args.yield_ms) || args.yield_ms <= 0))
-    throw new ToolFailure(`yield_ms must be a positive whole number of milliseconds, got ${args.yield_ms}`)
-  refuseUnofferedNetwork(args.network, settings)
-  if (signal?.aborted) throw new ToolFailure('aborted before the task was started; nothing was run')
-  const background = args.run_in_background === true
-  const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
-  await session.open()
-  const started = await session.client.start({
-    command: args.command,
-    shell: true,
-    cwd: args.cwd,
-    name: args.description,
-    timeoutMs,
-    ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
-    ...(args.stdin ? { stdin: 'pipe' as const } : {}),
-    ...(args.tty ? { tty: true } : {}),
-    ...(args.network ? { network: args.network } : {}),
-  })
-  if (signal?.aborted) {
-    // The abort came while the task was being admitted: it must not run.
-    session.markSeen(started.id)
-    await session.client.kill(started.id, { reason: 'the tool call was aborted' })
-    throw new ToolFailure('aborted before the task was started; nothing was run')
-  }
-  if (background) return { kind: 'background', task: started }
-  const yieldMs = Math.min(args.yield_ms ?? settings.defaultYieldMs, settings.maxYieldMs)
-  return awaitForeground(session, started, yieldMs, settings.outputBudgetBytes, signal)
-}
-
 export interface TaskOutputArgs {
   task_id: string
   wait_ms?: number
   from?: number
   filter?: string
+  /** With wait_ms: wait for a new line matching this regular expression (RE2 syntax, matched by the daemon). */
+  wait_for?: string
   max_bytes?: number
 }
 
@@ -107,6 +56,8 @@ export interface TaskOutputResult {
   output: ModelOutput
   /** The regular expression applied, if any, and how many lines matched. */
   filter: { pattern: string; matchedLines: number } | null
+  /** With wait_for: the line that matched, or that none did (absent without wait_for). */
+  waitFor?: WaitForOutcome
   /** True when the ending was in this result: the task has ended and every byte was covered. */
   done: boolean
   outputPath: string
@@ -121,6 +72,9 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     throw new ToolFailure(`max_bytes must be a positive whole number, got ${args.max_bytes}`)
   if (args.wait_ms !== undefined && (!Number.isFinite(args.wait_ms) || args.wait_ms < 0))
     throw new ToolFailure(`wait_ms must be 0 or more, got ${args.wait_ms}`)
+  if (args.wait_for !== undefined && args.wait_ms === undefined)
+    throw new ToolFailure('wait_for needs wait_ms: how long to wait for a matching line, in milliseconds')
+  if (args.wait_for !== undefined && filter) throw new ToolFailure('wait_for and filter cannot be combined: wait for the line, then filter')
   await session.open()
   return session.watch(args.task_id, async () => {
     const consuming = args.from === undefined
@@ -128,10 +82,14 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     const budget = Math.min(args.max_bytes ?? settings.outputBudgetBytes, MAX_RESULT_BYTES)
     const waitMs = Math.min(args.wait_ms ?? 0, settings.maxWaitMs)
     const deadline = Date.now() + waitMs
-    let probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
-    // A long-poll answers at once for an output cut back below `from`: that is no reason to wait again.
-    while (probe.outputBytes === from && !probe.done && Date.now() < deadline) {
-      probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+    let probe: ReadResult
+    if (args.wait_for !== undefined) probe = await awaitMatchingLine(session.client, args.task_id, from, args.wait_for, waitMs, signal)
+    else {
+      probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(waitMs, 60_000), signal })
+      // A long-poll answers at once for an output cut back below `from`: that is no reason to wait again.
+      while (probe.outputBytes === from && !probe.done && Date.now() < deadline) {
+        probe = await session.client.read(args.task_id, { from, maxBytes: 1, waitMs: Math.min(deadline - Date.now(), 60_000), signal })
+      }
     }
     // The task cut its output back below this agent's place (truncated its stdout): it is read
     // again from its start, as `tail -f` does, rather than never again.
@@ -142,7 +100,8 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     const recorded = await session.client.get(args.task_id)
     // A finished task's size is final; a running one's is the live size the last read saw.
     const task = isFinished(recorded) ? recorded : { ...recorded, outputBytes: Math.max(recorded.outputBytes, probe.outputBytes) }
-    const end = Math.max(from, task.outputBytes)
+    // A matching line ends the result: what came after it is for the next call.
+    const end = probe.matched ? probe.matched.end : Math.max(from, task.outputBytes)
     const outputPath = outputPathOf(task)
     let output: ModelOutput
     let matched: TaskOutputResult['filter'] = null
@@ -174,7 +133,8 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)
     if (done) session.markSeen(task.id)
-    return { task, output, filter: matched, done, outputPath }
+    const waitFor = args.wait_for === undefined ? {} : { waitFor: { pattern: args.wait_for, matchedLine: probe.matched?.line ?? null, waitMs } }
+    return { task, output, filter: matched, ...waitFor, done, outputPath }
   })
 }
 
@@ -211,6 +171,10 @@ export interface TaskListEntry {
   /** `persistent` tasks outlive the agent's session. */
   lifetime: Task['lifetime']
   outputBytes: number
+  /** Where it listens while it runs (empty: nowhere, or a daemon that does not look). */
+  ports: TaskPort[]
+  /** Its readiness, when it has a condition (Readiness); absent without one. */
+  ready?: Readiness
 }
 
 /** task_list: this agent's tasks, newest last. */
@@ -227,5 +191,7 @@ export async function listTasks(session: OwnerSession, now = Date.now()): Promis
     stoppedBy: task.stoppedBy ?? null,
     lifetime: task.lifetime ?? 'owner',
     outputBytes: task.outputBytes,
+    ports: task.ports ?? [],
+    ...(task.ready === undefined ? {} : { ready: task.ready }),
   }))
 }

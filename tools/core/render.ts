@@ -1,8 +1,12 @@
-import { formatBytes, formatDuration, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
+import { formatSpan } from '../../protocol/usage-summary.js'
+import { serverNotes } from './task-facts.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
-import type { BashOutcome, TaskListEntry, TaskOutputResult } from './operations.js'
+import type { TaskListEntry, TaskOutputResult } from './operations.js'
+import type { BashOutcome } from './run-bash.js'
 import type { TaskInputOutcome } from './task-input.js'
+import type { WaitForOutcome } from './wait-for-line.js'
 
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
@@ -32,23 +36,72 @@ function endingLine(task: Task): string {
 }
 
 export function renderBash(outcome: BashOutcome, offered?: readonly NetworkMode[]): string {
+  return [bashText(outcome, offered), ...(outcome.warnings ?? []).map((warning) => `[warning: ${warning}]`)].join('\n')
+}
+
+function bashText(outcome: BashOutcome, offered?: readonly NetworkMode[]): string {
   const { task } = outcome
   if (outcome.kind === 'background') {
     return [
-      `Started background task ${task.id} (${taskLabel(task)}).`,
+      `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}${waitsForText(task)}`,
       `Read its output with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`,
     ].join('\n')
+  }
+  if (outcome.kind === 'ready') {
+    const output = withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)
+    return `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}\n${output}${readinessText(task, offered)}`
   }
   if (outcome.kind === 'yielded')
     return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
   return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered)}`
 }
 
+/** How a background start's readiness went, and how to go on from it. */
+function readinessText(task: Task, offered?: readonly NetworkMode[]): string {
+  const goOn = `Read more with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`
+  const ready = task.ready
+  const condition = task.readyWhen
+  if (isFinished(task)) return `[not ready: the task ended first]\n${endingText(task, offered)}`
+  if (ready && 'by' in ready) {
+    const started = task.startedAt === null ? Date.parse(ready.at) : Date.parse(task.startedAt)
+    const held =
+      ready.by === 'pattern'
+        ? `the line ${JSON.stringify(ready.line ?? '')} matched`
+        : ready.by === 'port'
+          ? `something listens on port ${condition?.port}`
+          : `${condition?.url} answered`
+    return `[ready after ${formatSpan(Date.parse(ready.at) - started)}: ${held}; it goes on in the background. ${goOn}]`
+  }
+  if (ready && ready.failed === 'timed out' && condition) {
+    const missed =
+      condition.pattern !== undefined
+        ? `no line matched /${condition.pattern}/`
+        : condition.port !== undefined
+          ? `nothing listened on port ${condition.port}`
+          : `${condition.url} did not answer 2xx or 3xx`
+    const readMore = `read more with task_output (task_id: "${task.id}"). A notice arrives when it finishes.`
+    return `[not ready: ${missed} within ${condition.timeoutMs} ms; the task still runs: stop it with task_kill, or ${readMore}]`
+  }
+  return `[not ready yet; the task runs on in the background. ${goOn}]`
+}
+
+/** What a start with `after` waits for before it runs. */
+function waitsForText(task: Task): string {
+  if (!task.after || task.after.ids.length === 0) return ''
+  const { ids } = task.after
+  const which = ids.length === 1 ? `task ${ids[0]}` : `tasks ${ids.join(', ')}`
+  const end = ids.length === 1 ? 'it exited 0' : 'all exited 0'
+  return ` It waits for ${which} to end and starts ${task.after.any ? 'whatever they ended as' : `if ${end}`}.`
+}
+
+/** The port a `port: "auto"` start was given (a daemon before ports records none). */
+const givenPortText = (task: Task): string => (typeof task.port === 'number' ? ` It was given port ${task.port} as PORT.` : '')
+
 /** What a yielded call tells the model: the task goes on, and how to follow or stop it. */
 export function stillRunningText(task: Task, yieldMs: number): string {
   const limit = task.timeoutMs === null ? '' : ` (at the latest when its time limit of ${task.timeoutMs}ms stops it)`
   return [
-    `[still running after ${yieldMs}ms; it goes on as background task ${task.id} (${taskLabel(task)}).`,
+    `[still running after ${yieldMs}ms; it goes on as background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}`,
     `Read more with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes${limit}.]`,
   ].join(' ')
 }
@@ -57,9 +110,11 @@ const withNewline = (text: string): string => (text.endsWith('\n') ? text : `${t
 
 export function renderTaskOutput(result: TaskOutputResult, offered?: readonly NetworkMode[]): string {
   const { task, output } = result
-  const lines = [`task ${task.id} (${taskLabel(task)}): ${task.state}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
+  const notes = isFinished(task) ? [] : serverNotes(task)
+  const lines = [`task ${task.id} (${taskLabel(task)}): ${[task.state, ...notes].join(' ')}; bytes ${output.from}–${output.next} of ${task.outputBytes}`]
   if (result.filter)
     lines.push(`[filter /${result.filter.pattern}/: ${result.filter.matchedLines} matching line${result.filter.matchedLines === 1 ? '' : 's'}]`)
+  if (result.waitFor) lines.push(`[${waitForText(result.waitFor, result.done)}]`)
   const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
   lines.push(body)
   if (result.done) lines.push(endingText(task, offered))
@@ -67,6 +122,14 @@ export function renderTaskOutput(result: TaskOutputResult, offered?: readonly Ne
   else if (output.next + (output.heldBackBytes ?? 0) < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
   else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')
   return lines.join('\n')
+}
+
+/** Whether the line task_output waited for came, and when it did not, why it returned. */
+function waitForText(waitFor: WaitForOutcome, done: boolean): string {
+  const what = `wait_for /${waitFor.pattern}/`
+  if (waitFor.matchedLine !== null) return `${what}: matched the line ${JSON.stringify(waitFor.matchedLine)}`
+  if (done) return `${what}: the task ended without a matching line`
+  return `${what}: no new line matched in ${waitFor.waitMs} ms`
 }
 
 /** What was sent, then the output that came since the agent's place, exactly as task_output shows it. */
@@ -93,9 +156,10 @@ export function renderTaskList(entries: TaskListEntry[]): string {
     const exit = entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-')
     const state = entry.stoppedBy ? `${entry.state}(${entry.stoppedBy})` : entry.state
     const persistent = entry.lifetime === 'persistent' ? '  [persistent]' : ''
+    const notes = serverNotes(entry)
     return (
       `${entry.id}  ${state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}` +
-      `  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}`
+      `  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}${notes.length > 0 ? `  ${notes.join(' ')}` : ''}`
     )
   })
   return rows.join('\n')

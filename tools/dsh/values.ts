@@ -1,4 +1,5 @@
 import { LIFETIMES, STOPPED_BY, TASK_STATES, TASK_STDIN, type Task } from '../../protocol/index.js'
+import { READY_BY, READY_FAILURES } from '../../protocol/readiness.js'
 import type { BashOutcome, TaskInputOutcome, TaskListEntry, TaskOutputResult } from '../core/index.js'
 import type { DshValueSchema } from './host-types.js'
 
@@ -62,6 +63,24 @@ const TASK: DshValueSchema = {
   },
 }
 
+const PORT: DshValueSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { proto: required({ type: 'string', enum: ['tcp', 'udp'] }), address: required(string), port: required(integer) },
+}
+
+const READINESS: DshValueSchema = {
+  oneOf: [
+    { type: 'null' },
+    {
+      type: 'object',
+      additionalProperties: false,
+      properties: { at: required(string), by: required({ type: 'string', enum: READY_BY }), line: string },
+    },
+    { type: 'object', additionalProperties: false, properties: { failed: required({ type: 'string', enum: READY_FAILURES }), at: required(string) } },
+  ],
+}
+
 const MODEL_OUTPUT: DshValueSchema = {
   type: 'object',
   additionalProperties: false,
@@ -82,11 +101,16 @@ export const BASH_VALUE_SCHEMA: DshValueSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    kind: required({ type: 'string', enum: ['background', 'foreground', 'yielded'] }),
+    kind: required({
+      type: 'string',
+      enum: ['background', 'ready', 'foreground', 'yielded'],
+      description: 'ready: a background start that waited for its readiness (task.ready says how it went)',
+    }),
     task: required(TASK),
     output: MODEL_OUTPUT,
     outputPath: string,
     yieldMs: { ...integer, description: 'yielded: how long the call waited before it returned with the task still running' },
+    warnings: { type: 'array', items: string, description: 'what the start deserves a word about (a port another of your tasks already serves)' },
     notices: required(NOTICES),
   },
 }
@@ -98,6 +122,12 @@ export const TASK_OUTPUT_VALUE_SCHEMA: DshValueSchema = {
     task: required(TASK),
     output: required(MODEL_OUTPUT),
     filter: required(nullable({ type: 'object', additionalProperties: false, properties: { pattern: required(string), matchedLines: required(integer) } })),
+    waitFor: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'with wait_for: the first new line that matched (matchedLine null: none did before wait_ms ran out or the task ended)',
+      properties: { pattern: required(string), matchedLine: required(nullable(string)), waitMs: required(integer) },
+    },
     done: required({ type: 'boolean' }),
     outputPath: required(string),
     notices: required(NOTICES),
@@ -133,6 +163,8 @@ const TASK_LIST_ENTRY: DshValueSchema = {
     stoppedBy: required(nullable({ type: 'string', enum: STOPPED_BY })),
     lifetime: required({ type: 'string', enum: LIFETIMES }),
     outputBytes: required(integer),
+    ports: required({ type: 'array', items: PORT, description: 'where it listens while it runs (empty: nowhere, or a daemon that does not look)' }),
+    ready: { ...READINESS, description: 'null: not ready yet; {at, by, line?}: ready; {failed, at}: never ready. Absent: no readiness condition' },
   },
 }
 

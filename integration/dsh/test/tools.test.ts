@@ -58,7 +58,7 @@ describe('the tools on the published harness', () => {
     ])
     expect(results.map((result) => [result.isError, result.text])).toEqual([
       [true, 'Error: invalid arguments: "command" must be a string'],
-      [true, 'Error: invalid arguments for bash: arguments.runInBackground: unknown property (expected one of: command, description, timeout, run_in_background, cwd, yield_ms, persistent, stdin, tty, network)'],
+      [true, 'Error: invalid arguments for bash: arguments.runInBackground: unknown property (expected one of: command, description, timeout, run_in_background, cwd, yield_ms, persistent, stdin, tty, network, port, ready, after)'],
     ])
     expect(await shared.daemon.client.list({ owner: 'bad-args', all: true })).toEqual([])
   })
