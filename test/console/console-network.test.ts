@@ -5,6 +5,7 @@ import type { ConsoleInfo } from '../../client/index.js'
 import type { NetworkDecision } from '../../protocol/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
 import { openConsole } from '../helpers/console.js'
+import { openConsolePage } from '../helpers/console-page.js'
 import { startLedgerDaemon, type LedgerDaemon } from '../helpers/network-ledger-daemon.js'
 
 /*
@@ -37,15 +38,7 @@ afterEach(async () => {
 })
 
 async function openPage(): Promise<Page> {
-  context = await browser.newContext({ viewport: { width: 1400, height: 900 } })
-  page = await context.newPage()
-  page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`))
-  page.on('console', (message) => {
-    if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`)
-  })
-  const answer = await page.goto(info.url!)
-  expect(answer?.status()).toBe(200)
-  await page.waitForSelector('#connection:has-text("live")', { timeout: 10_000 })
+  ;({ context, page } = await openConsolePage(browser, info.url!, pageErrors))
   return page
 }
 

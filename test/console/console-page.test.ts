@@ -6,6 +6,7 @@ import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
 import { runCli } from '../helpers/cli.js'
 import { openConsole } from '../helpers/console.js'
+import { openConsolePage } from '../helpers/console-page.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -33,15 +34,7 @@ afterAll(async () => {
 })
 
 async function openPage(): Promise<Page> {
-  context = await browser.newContext({ viewport: { width: 1400, height: 900 } })
-  page = await context.newPage()
-  page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`))
-  page.on('console', (message) => {
-    if (message.type() === 'error') pageErrors.push(`console: ${message.text()}`)
-  })
-  const answer = await page.goto(info.url!)
-  expect(answer?.status()).toBe(200)
-  await page.waitForSelector('#connection:has-text("live")', { timeout: 10_000 })
+  ;({ context, page } = await openConsolePage(browser, info.url!, pageErrors))
   return page
 }
 

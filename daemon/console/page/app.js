@@ -12,6 +12,7 @@ import { setupOutputView } from './output/output-view.js'
 import { setupOutputSearch } from './output/output-search.js'
 import { closeTask, openTask, setupTaskView } from './tasks/task-view.js'
 import { setupNetworkView } from './tasks/network-view.js'
+import { setupAidsView } from './tasks/aids-view.js'
 
 const $ = (selector) => {
   const found = document.querySelector(selector)
@@ -90,6 +91,7 @@ function main() {
     signal: $('#kill-signal'),
     grace: $('#kill-grace'),
   })
+  setupAidsView({ fields: fieldsOf(view), chartSection: $('#usage'), chart: $('#usage-chart') })
   setupNetworkView({ section: $('#network'), summary: $('#network-summary'), note: $('#network-note'), table: $('#network-log'), rows: $('#network-log tbody') })
 
   document.addEventListener('keydown', (event) => {

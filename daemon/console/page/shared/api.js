@@ -67,9 +67,13 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
   return data
 }
 
-/** The task list; the daemon wraps it as {tasks: [...]}, a bare array is taken too. */
-export async function listTasks(all) {
-  const answer = await api(all ? '/v1/tasks?all=true' : '/v1/tasks')
+/**
+ * The task list; the daemon wraps it as {tasks: [...]}, a bare array is taken too. `live`: running
+ * tasks carry their CPU and memory now (sampled for this request).
+ */
+export async function listTasks(all, { live = false } = {}) {
+  const query = [all && 'all=true', live && 'live=true'].filter(Boolean).join('&')
+  const answer = await api(query ? `/v1/tasks?${query}` : '/v1/tasks')
   return Array.isArray(answer) ? answer : answer.tasks
 }
 

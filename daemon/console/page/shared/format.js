@@ -52,6 +52,13 @@ export function formatTime(iso) {
   return TIME_FORMAT.format(date)
 }
 
+const TASK_ID = /^[A-Za-z0-9_-]{1,64}$/
+
+/** Whether text has a task id's shape: only such text goes into a #/tasks/ link. */
+export function isTaskId(text) {
+  return typeof text === 'string' && TASK_ID.test(text)
+}
+
 const ACTIVE = new Set(['queued', 'running'])
 
 export function isActive(task) {

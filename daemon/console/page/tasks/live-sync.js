@@ -1,11 +1,13 @@
 // Keeps the task store in step with the daemon: one full list, then the event stream, plus a poll
-// of the active tasks for their output sizes (events do not carry output growth).
+// of the active tasks for what events do not carry: output growth, ports, live CPU and memory.
 
 import { api, isSessionEnded, listTasks, onSessionEnded, SessionEndedError } from '../shared/api.js'
 import * as store from './task-store.js'
+import * as usage from './usage-history.js'
 
-const EVENT_TYPES = ['task.queued', 'task.started', 'task.exited', 'task.killed', 'task.timed_out', 'task.failed', 'task.lost', 'task.removed']
-const SIZE_POLL_MS = 2000
+const EVENT_TYPES = ['task.queued', 'task.started', 'task.ready', 'task.exited', 'task.killed', 'task.timed_out', 'task.failed', 'task.lost', 'task.removed']
+/** Live figures are sampled when asked, at most once a second: the page asks no more often, and only while shown. */
+const ACTIVE_POLL_MS = 1000
 const MAX_RETRY_MS = 30_000
 
 let source = null
@@ -14,7 +16,9 @@ let pending = null
 let daemonId = null
 let retryMs = 1000
 let retryTimer = null
-let sizeTimer = null
+let pollTimer = null
+/** A poll still answering: the next is skipped rather than piled up behind it. */
+let polling = false
 let report = () => {}
 let reportError = () => {}
 let listed
@@ -32,7 +36,7 @@ export function startLiveSync({ onConnection, onError }) {
   reportError = onError
   onSessionEnded(stop)
   open()
-  sizeTimer = setInterval(pollSizes, SIZE_POLL_MS)
+  pollTimer = setInterval(pollActive, ACTIVE_POLL_MS)
 }
 
 function stop() {
@@ -40,7 +44,7 @@ function stop() {
   source = null
   pending = null
   clearTimeout(retryTimer)
-  clearInterval(sizeTimer)
+  clearInterval(pollTimer)
   report('session ended')
 }
 
@@ -131,13 +135,19 @@ async function recover() {
   retryMs = Math.min(retryMs * 2, MAX_RETRY_MS)
 }
 
-async function pollSizes() {
-  if (!source || pending || store.countOf('running') === 0 || document.hidden) return
+async function pollActive() {
+  if (polling || !source || pending || store.countOf('running') === 0 || document.hidden) return
+  polling = true
   try {
-    const active = await listTasks(false)
-    for (const task of active) store.upsert(task)
+    const active = await listTasks(false, { live: true })
+    for (const task of active) {
+      if (task.live) usage.record(task.id, task.live)
+      store.upsert(task)
+    }
   } catch {
     // The stream's own error handling reports an unreachable daemon; a 401 ends the session.
+  } finally {
+    polling = false
   }
 }
 

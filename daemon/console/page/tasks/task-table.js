@@ -5,9 +5,12 @@
 
 import * as store from './task-store.js'
 import { createRowGroups } from './row-groups.js'
+import * as usage from './usage-history.js'
+import { portsKey, renderPorts } from './port-links.js'
 import { commandLine, formatBytes, formatTime, isActive, stoppedText, taskAge, visible } from '../shared/format.js'
+import { afterText, readinessKind, readinessText, stateNote, usageCells, usageText } from '../shared/aids-format.js'
 
-const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'output', 'sandbox', 'stopped']
+const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'cpu', 'mem', 'ports', 'output', 'sandbox', 'stopped']
 
 const entries = new Map()
 const dirty = new Set()
@@ -29,10 +32,12 @@ export function createTaskTable({ table, count, empty, onOpen }) {
     const row = event.target.closest('tr[data-task-id]')
     if (row) onOpen(row.dataset.taskId)
   })
-  store.subscribe((_kind, task) => {
-    dirty.add(task.id)
+  const changed = (id) => {
+    dirty.add(id)
     if (!frame) frame = requestAnimationFrame(flush)
-  })
+  }
+  store.subscribe((_kind, task) => changed(task.id))
+  usage.subscribe(changed)
   setInterval(tickAges, 1000)
 }
 
@@ -88,7 +93,10 @@ function create(task) {
   }
   const badge = document.createElement('span')
   badge.className = 'badge'
-  cells.state.append(badge)
+  // Readiness while it runs, what it waits for while queued.
+  const note = document.createElement('span')
+  note.className = 'state-note'
+  cells.state.append(badge, note)
   const link = document.createElement('a')
   link.href = `#/tasks/${encodeURIComponent(task.id)}`
   link.textContent = task.id
@@ -110,7 +118,7 @@ function create(task) {
   cells.owner.textContent = visible(task.owner)
   cells.owner.title = visible(task.owner)
   const haystack = `${task.id}\n${task.name ?? ''}\n${command}`.toLowerCase()
-  const entry = { tr, cells, badge, task: null, haystack, created: Date.parse(task.createdAt), values: {}, shown: true }
+  const entry = { tr, cells, badge, note, task: null, haystack, created: Date.parse(task.createdAt), values: {}, shown: true }
   entries.set(task.id, entry)
   update(entry, task)
   if (task.id === selectedId) tr.classList.add('selected')
@@ -134,6 +142,7 @@ function update(entry, task) {
     values.times = times
     cells.age.title = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}`
   }
+  updateAids(entry, task)
   set(entry, 'output', formatBytes(task.outputBytes))
   const outputTitle = `${task.outputBytes} bytes (cap ${formatBytes(task.maxOutputBytes)})`
   if (values.outputTitle !== outputTitle) cells.output.title = values.outputTitle = outputTitle
@@ -142,6 +151,34 @@ function update(entry, task) {
   const stopped = stoppedText(task)
   if (set(entry, 'stopped', stopped)) cells.stopped.title = stopped
   showIf(entry)
+}
+
+/** The state's note, CPU, MEM and ports: written, like every cell, only when their text changed. */
+function updateAids(entry, task) {
+  const { cells, values } = entry
+  const note = stateNote(task)
+  if (values.note !== note) {
+    values.note = note
+    entry.note.textContent = note
+    entry.note.dataset.kind = task.state === 'queued' ? 'after' : readinessKind(task)
+    entry.note.title = task.state === 'queued' && task.after ? `waits for ${task.after.ids.join(', ')}: ${afterText(task.after)}` : note ? readinessText(task) : ''
+  }
+  const figures = usageCells(task, usage.currentOf(task.id))
+  set(entry, 'cpu', figures.cpu)
+  set(entry, 'mem', figures.mem)
+  const running = task.state === 'running' && figures.cpu !== ''
+  const ended = task.usage ? usageText(task.usage) : ''
+  const usageTitle = running ? 'CPU now, % of one core' : ended
+  if (values.usageTitle !== usageTitle) {
+    values.usageTitle = usageTitle
+    cells.cpu.title = usageTitle
+    cells.mem.title = running ? 'memory in use now' : ended
+  }
+  const ports = portsKey(task)
+  if (values.ports !== ports) {
+    values.ports = ports
+    renderPorts(cells.ports, task)
+  }
 }
 
 function set(entry, column, text) {

@@ -3,14 +3,14 @@
 import { api, taskPath } from '../shared/api.js'
 import { firstList } from './live-sync.js'
 import * as store from './task-store.js'
-import { formatBytes, formatDuration, formatTime, isActive, quotedCommand, visible } from '../shared/format.js'
+import { formatBytes, formatDuration, formatTime, isActive, isTaskId, quotedCommand, visible } from '../shared/format.js'
 import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from '../output/output-view.js'
 import { confirmAction } from '../shared/confirm.js'
 import { showError, showNote } from '../shared/messages.js'
 import { select } from './task-table.js'
 import { closeNetwork, networkTaskChanged, openNetwork } from './network-view.js'
+import { closeAids, openAids, showAids } from './aids-view.js'
 
-const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/
 const MAX_GRACE_MS = 3_600_000
 
 /** The dictionary's fields: the text of each, from a task. */
@@ -73,7 +73,7 @@ function runtime(task) {
 
 export async function openTask(id) {
   if (id === currentId) return
-  if (!ID_PATTERN.test(id)) {
+  if (!isTaskId(id)) {
     showError(`"${visible(id)}" is not a task id`)
     location.hash = '#/'
     return
@@ -95,6 +95,7 @@ export async function openTask(id) {
     return
   }
   show(task)
+  openAids(task)
   openNetwork(task)
   openOutput(id)
 }
@@ -103,6 +104,7 @@ export function closeTask() {
   if (currentId === null) return
   closeOutput()
   closeNetwork()
+  closeAids()
   currentId = null
   el.view.hidden = true
   document.body.classList.remove('task-open')
@@ -130,6 +132,7 @@ function show(task) {
   el.remove.disabled = removed || isActive(task) || el.remove.dataset.busy === 'true'
   outputTaskChanged(task)
   networkTaskChanged(task)
+  showAids(task)
 }
 
 function markRemoved() {
