@@ -24,6 +24,7 @@ export {
   plainText,
   plainTextChunk,
   incompleteUtf8Tail,
+  cutText,
 } from '../protocol/index.js'
 export type {
   Task,

@@ -1,4 +1,4 @@
-import { taskLabel, type Task } from '../../client/index.js'
+import { cutText, taskLabel, type Task } from '../../client/index.js'
 import type { DshAgent, HarnessHelpers, PreStepDecision, PreStepPayload, UserMessage } from './host-types.js'
 
 /** The harness's bound for a notice summary (CONTEXT_SUMMARY_MAX_CHARS). */
@@ -125,5 +125,5 @@ function isTendNotice(message: UserMessage): boolean {
 export function noticeSummary(task: Task): string {
   const exit = task.exitCode === null ? '' : ` (exit code ${task.exitCode})`
   const summary = `tend task ${task.id} ${task.state}${exit}: ${taskLabel(task).replace(/\s+/g, ' ')}`
-  return summary.length <= SUMMARY_MAX_CHARS ? summary : `${summary.slice(0, SUMMARY_MAX_CHARS - 1)}…`
+  return cutText(summary, SUMMARY_MAX_CHARS, '…')
 }

@@ -1,5 +1,5 @@
 import { RE2JS } from 're2js'
-import { TendError } from '../../../protocol/index.js'
+import { cutText, TendError } from '../../../protocol/index.js'
 
 /** The longest line a pattern is tried on: longer lines are tried on their first this-many characters. */
 export const PATTERN_LINE_MAX = 64 * 1024
@@ -25,6 +25,6 @@ export function compileLinePattern(source: string, field: string): LinePattern {
   }
   return {
     source,
-    matches: (line) => compiled.matcher(line.length > PATTERN_LINE_MAX ? line.slice(0, PATTERN_LINE_MAX) : line).find(),
+    matches: (line) => compiled.matcher(cutText(line, PATTERN_LINE_MAX)).find(),
   }
 }

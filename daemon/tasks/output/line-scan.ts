@@ -1,4 +1,4 @@
-import { plainTextChunk } from '../../../protocol/index.js'
+import { cutText, plainTextChunk } from '../../../protocol/index.js'
 import { PATTERN_LINE_MAX, type LinePattern } from './line-pattern.js'
 
 /** A line that matched, as it was matched, and the byte offset just past it (its newline included). */
@@ -41,7 +41,7 @@ export function createLineScan(pattern: LinePattern, from: number, terminal: boo
     head = []
     headBytes = 0
     if (!pattern.matches(line)) return null
-    return { line: line.length > PATTERN_LINE_MAX ? line.slice(0, PATTERN_LINE_MAX) : line, end }
+    return { line: cutText(line, PATTERN_LINE_MAX), end }
   }
   const hold = (bytes: Buffer) => {
     const kept = bytes.subarray(0, Math.max(0, LINE_HEAD_BYTES - headBytes))

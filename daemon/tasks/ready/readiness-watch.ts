@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { backoffMs, networkModeOf, type Readiness, type ReadyBy, type Task } from '../../../protocol/index.js'
+import { backoffMs, cutText, networkModeOf, type Readiness, type ReadyBy, type Task } from '../../../protocol/index.js'
 import { outputPath, taskOutput } from '../../../spool/index.js'
 import type { OwnerNetworks } from '../../network/owner-networks.js'
 import type { TaskStore } from '../../store/task-store.js'
@@ -72,7 +72,7 @@ export class ReadinessWatch {
     const { readyWhen } = this.task
     if (readyWhen!.pattern !== undefined) {
       const line = await this.matchLine(readyWhen!.pattern)
-      return line === null ? null : { by: 'pattern', line: line.length > READY_LINE_MAX ? `${line.slice(0, READY_LINE_MAX - 1)}…` : line }
+      return line === null ? null : { by: 'pattern', line: cutText(line, READY_LINE_MAX, '…') }
     }
     const port = readyWhen!.port
     const url = readyWhen!.url
