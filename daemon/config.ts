@@ -27,6 +27,8 @@ export const DaemonSettingsSchema = Type.Object(
     concurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 8 }),
     /** Tasks one owner may have running at once. Default 4. */
     perOwnerConcurrency: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
+    /** Ports of `--port auto`'s range one owner's tasks not ended may hold at once (queued ones too). Default 64. */
+    perOwnerAutoPorts: Type.Integer({ minimum: 1, maximum: 10_000, default: 64 }),
     /** Default output cap per task, in bytes. Default 1 GiB. */
     maxOutputBytes: Type.Integer({ minimum: 1, default: GiB }),
     /** Spool-wide quota in bytes; past it the oldest finished tasks are deleted. Default 10 GiB. */
@@ -127,6 +129,7 @@ export interface DaemonConfig extends DaemonSettings {
 const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: string) => unknown }> = {
   TEND_CONCURRENCY: { key: 'concurrency', parse: Number },
   TEND_PER_OWNER_CONCURRENCY: { key: 'perOwnerConcurrency', parse: Number },
+  TEND_PER_OWNER_AUTO_PORTS: { key: 'perOwnerAutoPorts', parse: Number },
   TEND_MAX_OUTPUT: { key: 'maxOutputBytes', parse: parseSize },
   TEND_SPOOL_QUOTA: { key: 'spoolQuotaBytes', parse: parseSize },
   TEND_SPOOL_RESERVE: { key: 'spoolReserveBytes', parse: parseSize },

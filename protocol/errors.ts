@@ -182,6 +182,14 @@ export const ERROR_CATALOGUE = {
     blame: 'system',
     retryable: true,
   },
+  TEND_ERR_OWNER_PORTS_USED_UP: {
+    statusCode: 429,
+    message:
+      'no port auto for owner {owner}: its tasks not ended hold {limit} ports of the range already (perOwnerAutoPorts): {holders};' +
+      ' each is free again once its task ends',
+    blame: 'caller',
+    retryable: true,
+  },
   TEND_ERR_PIPE_UNOPENABLE: { statusCode: 500, message: 'the {what} of task {id} cannot be opened: {path} ({detail})', blame: 'system', retryable: false },
   TEND_ERR_PIPE_WRITE_FAILED: { statusCode: 500, message: 'the {what} of task {id} took no input: {detail}', blame: 'system', retryable: false },
   TEND_ERR_STDIN_NO_KEEPER: { statusCode: 500, message: 'task {id} has no keeper holding its stdin pipe ({state})', blame: 'system', retryable: false },

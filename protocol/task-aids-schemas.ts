@@ -2,6 +2,7 @@ import { Type } from 'typebox'
 import { AFTER_MAX } from './dependencies.js'
 import { TASK_ID_PATTERN } from './ids.js'
 import { REQUEST_LIMITS } from './limits.js'
+import { MAX_RECORDED_PORTS } from './ports.js'
 import { READY_BY, READY_FAILURES, READY_TIMEOUT_MS } from './readiness.js'
 
 /**
@@ -43,8 +44,13 @@ export const TaskAidsRecordFields = {
   port: Type.Optional(Type.Union([Type.Null(), Port('the port it was given as PORT (--port), held for it until it ends')])),
   ports: Type.Optional(
     Type.Array(Type.Object({ proto: Type.Union([Type.Literal('tcp'), Type.Literal('udp')]), address: Type.String(), port: Type.Integer() }), {
-      description: 'the sockets its processes listen on (TCP) or are bound to (UDP) while it runs; empty once it has ended',
+      maxItems: MAX_RECORDED_PORTS,
+      description:
+        `the sockets its processes listen on (TCP) or are bound to (UDP) while it runs, the lowest ${MAX_RECORDED_PORTS} ports;` + ' empty once it has ended',
     }),
+  ),
+  portsOmitted: Type.Optional(
+    Type.Integer({ minimum: 1, description: `how many more sockets it had than the ${MAX_RECORDED_PORTS} ports lists; absent: none` }),
   ),
   usage: Type.Optional(
     Type.Object(

@@ -143,6 +143,8 @@ export interface TaskBase {
   port?: number | null
   /** The sockets its processes listen on while it runs; empty once it has ended, absent in older records. */
   ports?: TaskPort[]
+  /** How many sockets past MAX_RECORDED_PORTS `ports` leaves out (the highest ports); absent: none. */
+  portsOmitted?: number
   /** What it used, once it has ended; absent while it runs and in older records. */
   usage?: TaskUsage
   /** What it uses now: only in answers that ask for it (`?live=true`) while it runs; never in task.json. */

@@ -113,8 +113,9 @@ export class Supervisor {
     })
     const { store } = options
     this.autoPorts = new PortAllocator({
-      held: () => heldPorts(store.list()),
-      namespaceProcessOf: (owner) => options.networks?.tasksOf(owner).find((task) => task.pid !== null)?.pid ?? null,
+      tasks: { list: () => store.list(), subscribe: (listener) => store.subscribe(listener) },
+      namespaceProcessOf: (owner) => options.networks?.networkOf(owner)?.pid ?? null,
+      perOwner: config.perOwnerAutoPorts,
     })
     this.checkTimer = setInterval(() => void this.checkOutputs(), config.outputCheckIntervalMs)
     this.checkTimer.unref()
@@ -350,6 +351,3 @@ export function readBootId(): string {
 function noop(): void {}
 
 /** The ports the given tasks (those not ended) were given. */
-function* heldPorts(tasks: Iterable<Task>): Iterable<number> {
-  for (const task of tasks) if (typeof task.port === 'number') yield task.port
-}

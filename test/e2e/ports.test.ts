@@ -102,6 +102,36 @@ describe("a running task's ports", () => {
     expect(ended.ports).toEqual([])
   })
 
+  test('a task bound to thousands of sockets: status answers while its ports are looked at, and its record lists the lowest 64 with a count of the rest', async () => {
+    const program = [
+      'import socket, time',
+      's = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3000)]',
+      'for u in s: u.bind(("127.0.0.1", 0))',
+      'print("bound", flush=True)',
+      'time.sleep(600)',
+    ].join('\n')
+    const started = await daemon.client.start({ command: `exec python3 -u -c ${q(program)}`, shell: true, cwd, sandbox: 'off' })
+    // Its output only: a GET would look at its ports before the one below.
+    await waitFor('the task to bind its sockets', async () => (await daemon.client.read(started.id)).data.includes('bound\n'), 20_000)
+    let looked = false
+    const look = daemon.client.get(started.id).finally(() => (looked = true))
+    let statuses = 0
+    while (!looked) {
+      await daemon.client.status()
+      if (!looked) statuses++
+    }
+    const seen = await look
+    // A look that held the event loop would have let none (or one) answer meanwhile.
+    expect(statuses).toBeGreaterThan(2)
+    expect(seen.ports).toHaveLength(64)
+    expect(seen.portsOmitted).toBe(3000 - 64)
+    const numbers = seen.ports!.map((port) => port.port)
+    expect(numbers).toEqual([...numbers].sort((a, b) => a - b))
+    const ended = await daemon.client.kill(started.id)
+    expect(ended.ports).toEqual([])
+    expect(ended.portsOmitted).toBeUndefined()
+  }, 60_000)
+
   test('a task that listens on nothing lists no ports', async () => {
     const started = await daemon.client.start({ command: ['sleep', '30'], cwd, sandbox: 'off' })
     await waitFor('the task to run', async () => (await daemon.client.get(started.id)).state === 'running')

@@ -80,7 +80,7 @@ export async function admitTask(
   const id = givenId ?? newTaskId()
   const spool = taskDir(config.layout.spool, id)
   // Picked after the last wait, and held in memory until the record (which holds it from then on) is in the store.
-  const reservation: PortReservation | null = request.port === 'auto' ? context.autoPorts.reserve(owner, sandbox !== 'off' && network !== 'host') : null
+  const reservation: PortReservation | null = request.port === 'auto' ? await context.autoPorts.reserve(owner, sandbox !== 'off' && network !== 'host') : null
   const port = reservation?.port ?? (typeof request.port === 'number' ? request.port : null)
   // PORT is the task's whatever its env says: it asked for a port.
   const env = port === null ? (request.env ?? {}) : { ...request.env, PORT: String(port) }

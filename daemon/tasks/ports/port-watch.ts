@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { Task } from '../../../protocol/index.js'
+import { MAX_RECORDED_PORTS, type Task, type TaskPort } from '../../../protocol/index.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { readTaskPorts, samePorts, ticksSinceBoot } from './task-sockets.js'
 
@@ -19,7 +19,7 @@ export interface PortWatchOptions {
  * record is about to be served (GET /v1/tasks/:id, the list, a start's port check), at most once a
  * PORTS_REFRESH_MS per task, and nothing is looked at while nobody asks (no background sweep: 1,000
  * running tasks cost nothing until someone reads them). task.json is written only when the set
- * changed; the transition that ends a task empties it (finish.ts).
+ * changed, and lists at most MAX_RECORDED_PORTS of them (the lowest; `portsOmitted` counts the rest); the transition that ends a task empties it (finish.ts).
  */
 export class PortWatch {
   /** Per task, the last look: when it began and its end (a request meanwhile shares it). */
@@ -53,8 +53,14 @@ export class PortWatch {
       const foundAt = ticksSinceBoot()
       const processes = this.options.processesOf(id)
       if (!processes) return
-      const ports = readTaskPorts(await processes, foundAt)
-      await store.transition(id, (current) => (current.state === 'running' && !samePorts(current.ports, ports) ? withPorts(current, ports) : null))
+      const found = await readTaskPorts(await processes, foundAt)
+      const ports = found.slice(0, MAX_RECORDED_PORTS)
+      const omitted = found.length - ports.length
+      await store.transition(id, (current) =>
+        current.state === 'running' && (!samePorts(current.ports, ports) || (current.portsOmitted ?? 0) !== omitted)
+          ? withPorts(current, ports, omitted)
+          : null,
+      )
     } catch (error) {
       log.warn({ taskId: id, err: error }, "reading a task's ports failed")
     }
@@ -67,7 +73,11 @@ export class PortWatch {
   }
 }
 
-function withPorts<T extends Task>(task: T, ports: Task['ports']): T {
+/** The task with these ports, and `portsOmitted` only when some were left out. */
+function withPorts<T extends Task>(task: T, ports: TaskPort[], omitted: number): T {
   // Object.assign, not a spread after fields: see createQueuedTask.
-  return Object.assign({}, task, { ports })
+  const next: T = Object.assign({}, task, { ports })
+  if (omitted > 0) next.portsOmitted = omitted
+  else delete next.portsOmitted
+  return next
 }

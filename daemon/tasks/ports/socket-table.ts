@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { open, type FileHandle } from 'node:fs/promises'
 import { endianness } from 'node:os'
 import type { TaskPort } from '../../../protocol/index.js'
 
@@ -44,17 +44,55 @@ export function parseSocketTable(text: string, proto: 'tcp' | 'udp', v6: boolean
   return found
 }
 
-/** Every listening or bound socket of the network namespace `/proc/<pid>/net` shows (`self`: the daemon's); a table that cannot be read adds none. */
-export function readSocketTables(pid: number | 'self'): TableSocket[] {
+/**
+ * The most bytes read of one table (about 8,000 sockets): the kernel writes a table with tens of
+ * thousands of sockets slowly, and the sockets past it are not looked at. TCP's listening sockets
+ * come first in its tables.
+ */
+export const MAX_TABLE_BYTES = 1024 * 1024
+/** One read of a table: the lines in it are parsed before the next, so no long parse holds the event loop. */
+const CHUNK_BYTES = 64 * 1024
+
+/**
+ * Every listening or bound socket of the network namespace `/proc/<pid>/net` shows (`self`: the
+ * daemon's), read asynchronously, each table up to MAX_TABLE_BYTES; a table that cannot be read adds none.
+ */
+export async function readSocketTables(pid: number | 'self'): Promise<TableSocket[]> {
   const found: TableSocket[] = []
-  for (const table of SOCKET_TABLES) {
-    let text: string
-    try {
-      text = readFileSync(`/proc/${pid}/net/${table.file}`, 'latin1')
-    } catch {
-      continue
+  for (const table of SOCKET_TABLES) found.push(...(await readSocketTable(`/proc/${pid}/net/${table.file}`, table.proto, table.v6)))
+  return found
+}
+
+async function readSocketTable(path: string, proto: 'tcp' | 'udp', v6: boolean): Promise<TableSocket[]> {
+  const found: TableSocket[] = []
+  let file: FileHandle
+  try {
+    file = await open(path, 'r')
+  } catch {
+    return found
+  }
+  try {
+    const buffer = Buffer.alloc(CHUNK_BYTES)
+    // The header line is text too: parseSocketTable skips the first line it is given.
+    let pending = ''
+    for (let total = 0; total < MAX_TABLE_BYTES; ) {
+      const { bytesRead } = await file.read(buffer, 0, Math.min(CHUNK_BYTES, MAX_TABLE_BYTES - total))
+      if (bytesRead === 0) break
+      total += bytesRead
+      const text = pending + buffer.toString('latin1', 0, bytesRead)
+      const end = text.lastIndexOf('\n')
+      if (end === -1) {
+        pending = text
+        continue
+      }
+      // A line cut by the chunk's end is kept for the next; the first line given is a header or such a rest, hence the '\n' before.
+      found.push(...parseSocketTable(`\n${text.slice(0, end)}`, proto, v6))
+      pending = text.slice(end + 1)
     }
-    found.push(...parseSocketTable(text, table.proto, table.v6))
+  } catch {
+    // Read as far as it could be.
+  } finally {
+    await file.close().catch(() => undefined)
   }
   return found
 }

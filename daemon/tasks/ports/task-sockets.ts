@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
+import { readdir, readlink } from 'node:fs/promises'
 import { readProcStat, type TaskPort } from '../../../protocol/index.js'
 import { readSocketTables } from './socket-table.js'
 
@@ -7,6 +8,13 @@ import { readSocketTables } from './socket-table.js'
  * whatever the kernel's own tick rate.
  */
 const USER_HZ = 100
+
+/** The most processes of a task one look reads the descriptors of (a task's command may fork thousands). */
+export const MAX_SCANNED_PROCESSES = 256
+/** The most descriptors one look reads, over all of a task's processes: those past it are not looked at. */
+export const MAX_SCANNED_DESCRIPTORS = 4096
+/** Descriptor links read at once: enough to keep the look short, few enough that others' file reads are not queued behind them. */
+const LINKS_AT_ONCE = 16
 
 /** Now, in the clock ticks since boot that a process's start time is counted in (/proc/uptime, boot-based like it). */
 export function ticksSinceBoot(): bigint {
@@ -23,23 +31,31 @@ export function ticksSinceBoot(): bigint {
  * looked up). A pid counts only if the process that has it started before then and is the same
  * process (same start time) after its descriptors were read: a pid reused since never lends its
  * sockets. Sorted, without repeats (a socket several processes share counts once).
+ *
+ * Bounded, and never holding the event loop: at most MAX_SCANNED_PROCESSES processes and
+ * MAX_SCANNED_DESCRIPTORS descriptors are read, and each table up to MAX_TABLE_BYTES
+ * (socket-table.ts), all of it through asynchronous reads. A task holding more sockets than that
+ * has those past the bounds left out.
  */
-export function readTaskPorts(pids: Iterable<number>, foundAt: bigint): TaskPort[] {
+export async function readTaskPorts(pids: Iterable<number>, foundAt: bigint): Promise<TaskPort[]> {
   const inodes = new Set<string>()
   // One process of each network namespace the task's processes are in: its tables are read through it.
   const namespaces = new Map<string, { pid: number; startTime: string }>()
-  for (const pid of new Set(pids)) {
+  let descriptorsLeft = MAX_SCANNED_DESCRIPTORS
+  for (const pid of [...new Set(pids)].slice(0, MAX_SCANNED_PROCESSES)) {
+    if (descriptorsLeft <= 0) break
     const before = readProcStat(pid)
     if (!before || before.state === 'Z' || !startedBefore(before.startTime, foundAt)) continue
-    const sockets = socketInodes(pid)
-    const namespace = readLink(`/proc/${pid}/ns/net`)
+    const { sockets, read } = await socketInodes(pid, descriptorsLeft)
+    descriptorsLeft -= read
+    const namespace = await readLink(`/proc/${pid}/ns/net`)
     if (readProcStat(pid)?.startTime !== before.startTime || namespace === null) continue
     for (const inode of sockets) inodes.add(inode)
     if (sockets.length > 0 && !namespaces.has(namespace)) namespaces.set(namespace, { pid, startTime: before.startTime })
   }
   const ports = new Map<string, TaskPort>()
   for (const { pid, startTime } of namespaces.values()) {
-    const sockets = readSocketTables(pid)
+    const sockets = await readSocketTables(pid)
     // Read through a process that is gone or another now: another namespace's table, whose inodes are not the task's anyway.
     if (readProcStat(pid)?.startTime !== startTime) continue
     for (const socket of sockets) {
@@ -64,25 +80,25 @@ function startedBefore(startTime: string, foundAt: bigint): boolean {
   return /^\d+$/.test(startTime) && BigInt(startTime) < foundAt
 }
 
-/** The inodes of the sockets the process's descriptors hold (none when they cannot be read). */
-function socketInodes(pid: number): string[] {
+/** The inodes of the sockets the process's first `most` descriptors hold (none when they cannot be read), and how many were read. */
+async function socketInodes(pid: number, most: number): Promise<{ sockets: string[]; read: number }> {
   let entries: string[]
   try {
-    entries = readdirSync(`/proc/${pid}/fd`)
+    entries = (await readdir(`/proc/${pid}/fd`)).slice(0, most)
   } catch {
-    return []
+    return { sockets: [], read: 0 }
   }
-  const inodes: string[] = []
-  for (const entry of entries) {
-    const target = readLink(`/proc/${pid}/fd/${entry}`)
-    if (target?.startsWith('socket:[')) inodes.push(target.slice(8, -1))
+  const sockets: string[] = []
+  for (let start = 0; start < entries.length; start += LINKS_AT_ONCE) {
+    const targets = await Promise.all(entries.slice(start, start + LINKS_AT_ONCE).map((entry) => readLink(`/proc/${pid}/fd/${entry}`)))
+    for (const target of targets) if (target?.startsWith('socket:[')) sockets.push(target.slice(8, -1))
   }
-  return inodes
+  return { sockets, read: entries.length }
 }
 
-function readLink(path: string): string | null {
+async function readLink(path: string): Promise<string | null> {
   try {
-    return readlinkSync(path)
+    return await readlink(path)
   } catch {
     return null
   }

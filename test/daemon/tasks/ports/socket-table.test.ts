@@ -43,7 +43,7 @@ describe('socket tables', () => {
     try {
       const tcpPort = (server.address() as { port: number }).port
       const udpPort = udp.address().port
-      const sockets = readSocketTables('self')
+      const sockets = await readSocketTables('self')
       expect(sockets).toContainEqual(expect.objectContaining({ proto: 'tcp', address: '127.0.0.1', port: tcpPort }))
       expect(sockets).toContainEqual(expect.objectContaining({ proto: 'udp', address: '::1', port: udpPort }))
     } finally {

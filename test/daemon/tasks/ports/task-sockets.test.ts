@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readTaskPorts, ticksSinceBoot } from '../../../../daemon/tasks/ports/task-sockets.js'
+import { MAX_SCANNED_DESCRIPTORS, readTaskPorts, ticksSinceBoot } from '../../../../daemon/tasks/ports/task-sockets.js'
 import { waitFor } from '../../../helpers/wait-for.js'
 
 const children: ChildProcess[] = []
@@ -32,10 +32,27 @@ async function startServer(): Promise<{ pid: number; tcp: number; udp: number }>
   return { pid: child.pid!, tcp: tcp!, udp: udp! }
 }
 
+/** A python process bound to `count` UDP sockets on 127.0.0.1 (the kernel's ports): answers its pid once all are bound. */
+async function startManySockets(count: number): Promise<number> {
+  const program = [
+    'import socket, sys',
+    `s = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(${count})]`,
+    'for u in s: u.bind(("127.0.0.1", 0))',
+    'print("bound", flush=True)',
+    'sys.stdin.read()',
+  ].join('\n')
+  const child = spawn('python3', ['-u', '-c', program], { stdio: ['pipe', 'pipe', 'inherit'] })
+  children.push(child)
+  let output = ''
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()))
+  await waitFor(`${count} sockets to be bound`, () => output.includes('bound\n'), 20_000)
+  return child.pid!
+}
+
 describe("a task's sockets", () => {
   test('the listening TCP and bound UDP sockets of its processes are found in their namespace', async () => {
     const server = await startServer()
-    const ports = readTaskPorts([server.pid], ticksSinceBoot())
+    const ports = await readTaskPorts([server.pid], ticksSinceBoot())
     expect(ports).toEqual(
       [
         { proto: 'tcp', address: '127.0.0.1', port: server.tcp },
@@ -49,14 +66,33 @@ describe("a task's sockets", () => {
     // The next clock tick: a process started from now on has a later start time.
     await waitFor('the clock to tick past the look', () => ticksSinceBoot() > foundAt)
     const server = await startServer()
-    expect(readTaskPorts([server.pid], foundAt)).toEqual([])
-    expect(readTaskPorts([server.pid], ticksSinceBoot())).not.toEqual([])
+    expect(await readTaskPorts([server.pid], foundAt)).toEqual([])
+    expect(await readTaskPorts([server.pid], ticksSinceBoot())).not.toEqual([])
   })
 
   test('a process that is gone, or holds no socket, adds nothing', async () => {
     const idle = spawn('sleep', ['30'])
     children.push(idle)
     await waitFor('sleep to run', () => idle.pid)
-    expect(readTaskPorts([idle.pid!, 2 ** 22 + 1], ticksSinceBoot())).toEqual([])
+    expect(await readTaskPorts([idle.pid!, 2 ** 22 + 1], ticksSinceBoot())).toEqual([])
   })
+
+  test('a look at thousands of sockets lets the daemon answer others meanwhile, and looks at no more descriptors than its bound', async () => {
+    const pid = await startManySockets(MAX_SCANNED_DESCRIPTORS + 500)
+    // Turns of the event loop while the look runs: a look that blocks it lets none happen.
+    let turns = 0
+    let looking = true
+    const turn = () => {
+      turns++
+      if (looking) setImmediate(turn)
+    }
+    setImmediate(turn)
+    const ports = await readTaskPorts([pid], ticksSinceBoot())
+    looking = false
+    expect(turns).toBeGreaterThan(10)
+    // The process's sockets past the bound are not looked at (its first few descriptors are not sockets).
+    expect(ports.length).toBeGreaterThan(MAX_SCANNED_DESCRIPTORS - 100)
+    expect(ports.length).toBeLessThanOrEqual(MAX_SCANNED_DESCRIPTORS)
+    expect(ports.every((port) => port.proto === 'udp' && port.address === '127.0.0.1')).toBe(true)
+  }, 60_000)
 })
