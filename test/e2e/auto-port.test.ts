@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { rmSync } from 'node:fs'
+import { TendClient } from '../../client/index.js'
 import { AUTO_PORT_RANGE } from '../../protocol/index.js'
 import { createTempHome, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -18,6 +19,12 @@ async function daemonFor(options: { home?: string; env?: Record<string, string> 
 async function printedPort(daemon: TestDaemon, id: string): Promise<number> {
   const match = await waitFor(`task ${id} to print its PORT`, async () => /PORT=(\d+)\n/.exec((await daemon.client.read(id)).data), 20_000)
   return Number(match[1])
+}
+
+function asOwner(daemon: TestDaemon, owner: string): TendClient {
+  const client = new TendClient({ home: daemon.home, autoStart: false, owner })
+  cleanups.push(() => client.close())
+  return client
 }
 
 const inRange = (port: number) => port >= AUTO_PORT_RANGE.first && port <= AUTO_PORT_RANGE.last
@@ -63,6 +70,29 @@ describe('--port auto', () => {
     expect(inRange(next.port!)).toBe(true)
     const ended = await second.client.kill(kept.id)
     expect(ended.port).toBe(kept.port)
+  })
+})
+
+describe('one owner cannot take every auto port', () => {
+  test('queued tasks waiting on a long one hold ports up to the owner’s cap; past it a start is refused naming the cap; another owner still gets one', async () => {
+    const daemon = await daemonFor({ env: { TEND_PER_OWNER_AUTO_PORTS: '3' } })
+    const owner = asOwner(daemon, 'mallory')
+    const long = await owner.start({ command: ['sleep', '600'] })
+    const waiting: Array<Awaited<ReturnType<TendClient['start']>>> = []
+    for (let index = 0; index < 3; index++) waiting.push(await owner.start({ command: ['true'], port: 'auto', after: [long.id] }))
+    expect(waiting.every((task) => task.state === 'queued' && inRange(task.port!))).toBe(true)
+    const refused = await owner.start({ command: ['true'], port: 'auto', after: [long.id] }).catch((error: unknown) => error)
+    expect(refused).toMatchObject({ code: 'TEND_ERR_OWNER_PORTS_USED_UP' })
+    expect(String((refused as Error).message)).toContain('3')
+    const other = await asOwner(daemon, 'alice').start({ command: ['true'], port: 'auto' })
+    expect(inRange(other.port!)).toBe(true)
+    await owner.kill(long.id)
+    await waitFor('the waiting tasks to end', async () =>
+      (await Promise.all(waiting.map((task) => owner.get(task.id)))).every((task) => task.state === 'failed'),
+    )
+    // Released with their tasks: the owner gets a port again.
+    const again = await owner.start({ command: ['true'], port: 'auto' })
+    expect(inRange(again.port!)).toBe(true)
   })
 })
 
