@@ -186,6 +186,8 @@ export class TaskRun {
       leaderPid: tracked.pid,
       leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
       ...(tracked.resources.cgroups ? { membersFile: tracked.resources.cgroups.membersFile } : {}),
+      // A terminal's keeper is no child subreaper (keeper.c): the task's orphans leave its tree.
+      ...(tracked.keeper && !this.context.store.current(this.id).tty ? { keeper: tracked.keeper } : {}),
     }
   }
 

@@ -1,17 +1,22 @@
 import type { LiveUsage } from '../../../protocol/index.js'
-import { CLOCK_TICKS_PER_SECOND, sessionsOfAllProcesses, TaskProcFiles } from './process-figures.js'
+import { CLOCK_TICKS_PER_SECOND, TaskProcFiles } from './process-figures.js'
 
 /** A running task, as the sampler reads it. */
 export interface SampledTask {
   id: string
   /** When it started (ms since the epoch): a first sample's CPU % is its average since then. */
   startedAtMs: number
-  /** Its leader's pid: without a cgroup, its processes are those of the leader's session. */
+  /** Its leader's pid: with neither a keeper nor a cgroup, the leader alone is counted. */
   leaderPid: number
   /** Its leader's start time (clock ticks after boot); 0 when unknown (a process older than it is none of the task's). */
   leaderStartTicks: number
   /** Its cgroup's process list (cgroup.procs: kernel facts); absent without a cgroup. */
   membersFile?: string
+  /**
+   * Its keeper when that is a child subreaper (not a terminal's): its processes are the keeper's
+   * descendants, read through the kernel's tree, cheaper than the cgroup's list and as exact.
+   */
+  keeper?: { pid: number; startTicks: number }
 }
 
 export interface LiveSamplerOptions {
@@ -32,7 +37,7 @@ interface Sample {
 /**
  * Running tasks' live figures, sampled only when an answer asks for them (`?live=true`), at most
  * once per `minIntervalMs` per task: nothing runs between asks, and a console asking every second
- * for a thousand tasks reads each task's process list and /proc stat files once a second, through
+ * for a thousand tasks reads each task's process list (its keeper's children, or its cgroup's) and /proc stat files once a second, through
  * descriptors held from one sample to the next (process-figures.ts) until the task ends (forget). CPU % is of one core,
  * between this sample and the last (a first one: since the task started); memory is the resident
  * set of its processes together (shared pages counted in each).
@@ -41,8 +46,6 @@ export class LiveSampler {
   private readonly samples = new Map<string, Sample>()
   private readonly minIntervalMs: number
   private readonly now: () => number
-  /** One pass over /proc, shared by the tasks without a cgroup sampled within the interval. */
-  private sessions: { atMs: number; byLeader: Map<number, number[]> } | null = null
   private lastIso: { ms: number; text: string } | null = null
 
   constructor(options: LiveSamplerOptions = {}) {
@@ -55,8 +58,9 @@ export class LiveSampler {
     const last = this.samples.get(task.id)
     if (last && now - last.atMs < this.minIntervalMs) return last.live
     const files = last?.files ?? new TaskProcFiles(task.membersFile ?? null)
-    const pids = files.members() ?? this.sessionOf(task.leaderPid, now)
-    const figures = files.figures(pids, task.leaderStartTicks)
+    const figures = task.keeper
+      ? files.treeFigures(task.keeper, task.leaderStartTicks)
+      : files.figures(files.members() ?? [task.leaderPid], task.leaderStartTicks)
     const sinceMs = last ? now - last.atMs : now - task.startedAtMs
     // A process that ended since the last sample takes its ticks with it: never below zero.
     const ticks = Math.max(0, last ? figures.cpuTicks - last.cpuTicks : figures.cpuTicks)
@@ -76,10 +80,5 @@ export class LiveSampler {
   private isoTime(ms: number): string {
     if (this.lastIso?.ms !== ms) this.lastIso = { ms, text: new Date(ms).toISOString() }
     return this.lastIso.text
-  }
-
-  private sessionOf(leaderPid: number, now: number): number[] {
-    if (!this.sessions || now - this.sessions.atMs >= this.minIntervalMs) this.sessions = { atMs: now, byLeader: sessionsOfAllProcesses() }
-    return this.sessions.byLeader.get(leaderPid) ?? [leaderPid]
   }
 }

@@ -1,4 +1,5 @@
-import { closeSync, openSync, readdirSync, readSync } from 'node:fs'
+import { closeSync, openSync, readSync } from 'node:fs'
+import { childrenOf, openChildren, readChildren } from './process-tree.js'
 
 /**
  * Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every Linux tend runs on (the
@@ -28,6 +29,8 @@ let buffer = Buffer.allocUnsafe(16 * 1024)
 export class TaskProcFiles {
   private membersFd: number | null = null
   private readonly stats = new Map<number, number>()
+  /** The root's children file (treeFigures), held; -1 once the root is found not to be the one it was. */
+  private rootChildren: number | null = null
 
   /** `membersFile`: its cgroup's cgroup.procs (null without a cgroup). */
   constructor(private readonly membersFile: string | null) {}
@@ -53,12 +56,7 @@ export class TaskProcFiles {
   figures(pids: readonly number[], notBeforeTicks: number): ProcessFigures {
     let cpuTicks = 0
     let residentBytes = 0
-    const listed = new Set(pids)
-    for (const [pid, fd] of this.stats)
-      if (!listed.has(pid)) {
-        closeQuietly(fd)
-        this.stats.delete(pid)
-      }
+    this.closeUnlisted(new Set(pids))
     for (const pid of pids) {
       const stat = this.statOf(pid, notBeforeTicks)
       if (!stat) continue
@@ -68,18 +66,65 @@ export class TaskProcFiles {
     return { cpuTicks, residentBytes }
   }
 
+  /**
+   * The summed figures of the descendants of `root` (its keeper: a child subreaper, so the task's
+   * orphans, a setsid and double-forked one too, are handed to it and stay below it), found through
+   * the kernel's own tree (/proc/<pid>/task/<tid>/children). The root must be the process it was
+   * (its start time), and is not counted; a child counts only while its stat names the parent it
+   * was listed under and it started no earlier than `notBeforeTicks`: a pid reused meanwhile never
+   * counts. Its files are then held (the first HELD_STATS_PER_TASK), naming that process only.
+   */
+  treeFigures(root: { pid: number; startTicks: number }, notBeforeTicks: number): ProcessFigures {
+    let cpuTicks = 0
+    let residentBytes = 0
+    const listed = new Set<number>()
+    const pending: number[] = []
+    if (this.rootChildren === null) this.rootChildren = openChildren(root.pid, root.startTicks)
+    if (this.rootChildren !== null && !readChildren(this.rootChildren, root.pid, pending)) {
+      closeQuietly(this.rootChildren)
+      this.rootChildren = -1
+    }
+    while (pending.length > 0) {
+      const parent = pending.pop()!
+      const pid = pending.pop()!
+      if (listed.has(pid)) continue
+      const stat = this.statOf(pid, notBeforeTicks, parent)
+      if (!stat) continue
+      listed.add(pid)
+      cpuTicks += stat.cpuTicks
+      residentBytes += stat.residentPages * PAGE_BYTES
+      childrenOf(pid, stat.threads, pending)
+    }
+    this.closeUnlisted(listed)
+    return { cpuTicks, residentBytes }
+  }
+
   close(): void {
+    if (this.rootChildren !== null && this.rootChildren >= 0) closeQuietly(this.rootChildren)
+    this.rootChildren = null
     this.closeMembers()
     for (const fd of this.stats.values()) closeQuietly(fd)
     this.stats.clear()
   }
 
-  /** A process's figures from its stat, through its held file when there is one. */
-  private statOf(pid: number, notBeforeTicks: number): StatFigures | null {
+  private closeUnlisted(listed: ReadonlySet<number>): void {
+    for (const [pid, fd] of this.stats)
+      if (!listed.has(pid)) {
+        closeQuietly(fd)
+        this.stats.delete(pid)
+      }
+  }
+
+  /**
+   * A process's figures from its stat, through its held file when there is one. A file opened now
+   * counts only a process started no earlier than `notBeforeTicks` and, given `parent`, whose
+   * parent that is.
+   */
+  private statOf(pid: number, notBeforeTicks: number, parent?: number): StatFigures | null {
     const held = this.stats.get(pid)
     if (held !== undefined) {
       try {
-        return statFigures(readWhole(held))
+        return statFigures(readInto(held))
       } catch {
         closeQuietly(held)
         this.stats.delete(pid)
@@ -94,11 +139,11 @@ export class TaskProcFiles {
     }
     let figures: StatFigures | null = null
     try {
-      figures = statFigures(readWhole(fd))
+      figures = statFigures(readInto(fd))
     } catch {
       // ended between its listing and now
     }
-    const ours = figures !== null && figures.startTicks >= notBeforeTicks
+    const ours = figures !== null && figures.startTicks >= notBeforeTicks && (parent === undefined || figures.parent === parent)
     if (ours && this.stats.size < HELD_STATS_PER_TASK) this.stats.set(pid, fd)
     else closeQuietly(fd)
     return ours ? figures : null
@@ -120,89 +165,75 @@ export function processFigures(pids: readonly number[], notBeforeTicks: number):
   }
 }
 
-/** Every process's session id (field 6 of its stat): one pass over /proc, for tasks without a cgroup. */
-export function sessionsOfAllProcesses(): Map<number, number[]> {
-  const sessions = new Map<number, number[]>()
-  let entries: string[]
-  try {
-    entries = readdirSync('/proc')
-  } catch {
-    return sessions
-  }
-  for (const entry of entries) {
-    if (entry.charCodeAt(0) < 49 || entry.charCodeAt(0) > 57) continue
-    const pid = Number(entry)
-    let fields: string[]
-    try {
-      const fd = openSync(`/proc/${pid}/stat`, 'r')
-      try {
-        fields = fieldsOf(readWhole(fd))
-      } finally {
-        closeSync(fd)
-      }
-    } catch {
-      continue
-    }
-    const session = Number(fields[3])
-    const members = sessions.get(session)
-    if (members) members.push(pid)
-    else sessions.set(session, [pid])
-  }
-  return sessions
-}
-
 /**
- * A file of /proc or cgroupfs read from its start, whole (the buffer grows for a long process list).
- * Those fill a read as far as they have data: a short read is the end, and needs no second one.
+ * A file of /proc or cgroupfs read from its start, whole, into `buffer` (which grows for a long
+ * process list); answers its length. Those fill a read as far as they have data: a short read is
+ * the end, and needs no second one.
  */
-function readWhole(fd: number): string {
+function readInto(fd: number): number {
   let length = 0
   for (;;) {
     const space = buffer.length - length
     const read = readSync(fd, buffer, length, space, length)
     length += read
-    if (read < space) break
-    if (length === buffer.length) {
-      const larger = Buffer.allocUnsafe(buffer.length * 2)
-      buffer.copy(larger)
-      buffer = larger
-    }
+    if (read < space) return length
+    const larger = Buffer.allocUnsafe(buffer.length * 2)
+    buffer.copy(larger)
+    buffer = larger
   }
-  return buffer.toString('latin1', 0, length)
+}
+
+function readWhole(fd: number): string {
+  return buffer.toString('latin1', 0, readInto(fd))
 }
 
 interface StatFigures {
+  /** ppid (field 4). */
+  parent: number
   /** utime + stime (fields 14 and 15). */
   cpuTicks: number
+  /** num_threads (field 20). */
+  threads: number
   /** starttime (field 22). */
   startTicks: number
   /** rss (field 24). */
   residentPages: number
 }
 
-/**
- * The figures of a /proc/<pid>/stat line, its numbers read where they stand (a thousand tasks a
- * second: no array of its fifty fields). Fields are counted after the command name's last ')'.
- */
-function statFigures(text: string): StatFigures {
-  let at = text.lastIndexOf(')') + 2
-  let field = 3
-  let cpuTicks = 0
-  let startTicks = 0
-  for (; field < 24 && at > 1; field++) {
-    const end = text.indexOf(' ', at)
-    if (field === 14 || field === 15) cpuTicks += Number(text.slice(at, end))
-    else if (field === 22) startTicks = Number(text.slice(at, end))
-    at = end + 1
-  }
-  const residentPages = Number(text.slice(at, text.indexOf(' ', at)))
-  if (field !== 24 || !Number.isFinite(cpuTicks + startTicks + residentPages)) throw new Error('not a stat line')
-  return { cpuTicks, startTicks, residentPages }
-}
+/** One answer object, filled again by every parse (a thousand tasks a second: no garbage per stat). */
+const parsed: StatFigures = { parent: 0, cpuTicks: 0, threads: 0, startTicks: 0, residentPages: 0 }
 
-/** The fields of a /proc/<pid>/stat line after the command name (field 3 is [0]); the name may hold spaces and parentheses. */
-function fieldsOf(text: string): string[] {
-  return text.slice(text.lastIndexOf(')') + 2).split(' ')
+/**
+ * The figures of the /proc/<pid>/stat line in `buffer` (its first `length` bytes), read digit by
+ * digit where they stand: no string is made. Fields are counted after the command name's last ')'
+ * (the name may hold spaces and parentheses). The answer is shared: read it before the next parse.
+ */
+function statFigures(length: number): StatFigures {
+  let at = length - 1
+  while (at >= 0 && buffer[at] !== 41) at--
+  if (at < 0) throw new Error('not a stat line')
+  at += 2
+  let field = 3
+  let value = 0
+  parsed.cpuTicks = 0
+  for (; at < length && field <= 24; at++) {
+    const byte = buffer[at]!
+    if (byte >= 48 && byte <= 57) {
+      value = value * 10 + byte - 48
+      continue
+    }
+    // The state (field 3) is a letter, and no field read here is negative: only a space ends a field.
+    if (byte !== 32 && byte !== 10) continue
+    if (field === 4) parsed.parent = value
+    else if (field === 14 || field === 15) parsed.cpuTicks += value
+    else if (field === 20) parsed.threads = value
+    else if (field === 22) parsed.startTicks = value
+    else if (field === 24) parsed.residentPages = value
+    field++
+    value = 0
+  }
+  if (field <= 24) throw new Error('not a stat line')
+  return parsed
 }
 
 function parsePids(text: string): number[] {
@@ -211,7 +242,7 @@ function parsePids(text: string): number[] {
   return pids
 }
 
-function closeQuietly(fd: number): void {
+export function closeQuietly(fd: number): void {
   try {
     closeSync(fd)
   } catch {
