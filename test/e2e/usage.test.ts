@@ -21,6 +21,17 @@ const BUSY_SECOND = 'import time\nwhile time.process_time() < 1.0: pass\n'
 /** 200 MiB allocated and every page of it written (a bytes repeat fills it), held until the process ends. */
 const TOUCH_200_MIB = `data = b"\\x01" * (200 * ${MiB})\nprint(len(data))\n`
 
+/** One second of CPU time (as BUSY_SECOND), then `done`, then asleep until killed. */
+const BUSY_SECOND_THEN_SLEEP = 'import time\nwhile time.process_time() < 1.0: pass\nprint("done", flush=True)\ntime.sleep(3600)\n'
+/** Busy until killed, printing its own CPU time in milliseconds (from its start) at every 5 ms of it. */
+const BUSY_COUNTING =
+  'import time\nnext = 0.005\nwhile True:\n  used = time.process_time()\n  if used >= next:\n    print(int(used * 1000), flush=True)\n    next = used + 0.005\n'
+
+function expectWithinTenPercent(cpuMs: number, knownMs: number, task: Task): void {
+  expect(cpuMs, JSON.stringify(task)).toBeGreaterThanOrEqual(knownMs * 0.9)
+  expect(cpuMs, JSON.stringify(task)).toBeLessThanOrEqual(knownMs * 1.1)
+}
+
 async function daemonFor(): Promise<TestDaemon> {
   const daemon = await startTestDaemon()
   cleanups.push(() => daemon.stop())
@@ -113,6 +124,37 @@ describe('usage of a task', () => {
     const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
     expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
     expect(ended.usage!.cpuUserMs).toBeGreaterThan(0)
+  })
+
+  test("a shell whose busy child is killed with it (tend kill) records the child's CPU time too, within 10%", async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: ['sh', '-c', `${PYTHON} -c "$0"`, BUSY_SECOND_THEN_SLEEP] })
+    await waitFor('the busy child to print done', async () => (await daemon.client.read(started.id)).data === 'done\n')
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
+    expectWithinTenPercent(ended.usage!.cpuUserMs + ended.usage!.cpuSystemMs, 1000, ended)
+  })
+
+  test("a shell that exits by itself while its busy child is being stopped records the child's CPU time too, within 10%", async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: ['sh', '-c', `trap 'exit 0' TERM; ${PYTHON} -c "$0" & wait`, BUSY_SECOND_THEN_SLEEP] })
+    await waitFor('the busy child to print done', async () => (await daemon.client.read(started.id)).data === 'done\n')
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended, JSON.stringify(ended)).toMatchObject({ usage: { source: 'rusage' } })
+    expectWithinTenPercent(ended.usage!.cpuUserMs + ended.usage!.cpuSystemMs, 1000, ended)
+  })
+
+  test("a shell whose busy child times out with it records the child's CPU time too, within 10% of what the child counted last", async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: ['sh', '-c', `${PYTHON} -c "$0"`, BUSY_COUNTING], timeoutMs: 3000 })
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'timed_out', usage: { source: 'rusage' } })
+    const counted = (await daemon.client.read(started.id, { tail: 2 })).data.trim().split('\n').map(Number)
+    const lastCountedMs = counted.at(-1)!
+    expect(lastCountedMs, 'the busy child counted some CPU time before its timeout').toBeGreaterThan(0)
+    expectWithinTenPercent(ended.usage!.cpuUserMs + ended.usage!.cpuSystemMs, lastCountedMs, ended)
   })
 
   test('live figures appear on a running task only when asked, and never on an ended one', async () => {
