@@ -116,6 +116,45 @@ describe('usage of a task', () => {
     expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
   })
 
+  test.each([
+    { figures: 'absurd', cpuUserMs: Number.MAX_SAFE_INTEGER, recorded: false },
+    { figures: 'plausible', cpuUserMs: 5, recorded: true },
+  ])('an exit file a task under off forged with $figures figures: only plausible ones reach the record', async ({ cpuUserMs, recorded }) => {
+    const home = createTempHome()
+    const gate = join(home, 'gate')
+    const first = await startTestDaemon({ home })
+    const started = await first.client.start({
+      command: [PYTHON, '-c', `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\n`],
+    })
+    await waitFor(
+      'the running record, with its keeper, on disk',
+      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
+    )
+    await first.crash()
+    first.client.close()
+    writeFileSync(gate, '')
+    const exitFile = join(home, 'spool', started.id, 'exit.json')
+    await waitFor('the keeper to write the exit file', () => existsSync(exitFile))
+    // What a process of the task (the daemon's uid) can write in its place, keeping the ending.
+    const forged = { ...JSON.parse(readFileSync(exitFile, 'utf8')), cpuUserMs }
+    const large = recorded
+      ? {}
+      : {
+          cpuSystemMs: Number.MAX_SAFE_INTEGER,
+          peakMemoryBytes: Number.MAX_SAFE_INTEGER,
+          readBytes: Number.MAX_SAFE_INTEGER,
+          writeBytes: Number.MAX_SAFE_INTEGER,
+        }
+    writeFileSync(exitFile, `${JSON.stringify({ ...forged, ...large })}\n`)
+    const second = await startTestDaemon({ home })
+    cleanups.push(() => second.stop())
+    const recovered = await second.client.get(started.id)
+    expect(recovered, JSON.stringify(recovered)).toMatchObject({ state: 'exited', exitCode: 0 })
+    if (recorded) expect(recovered.usage, JSON.stringify(recovered)).toMatchObject({ cpuUserMs: 5, source: 'rusage' })
+    else expect(recovered, JSON.stringify(recovered)).not.toHaveProperty('usage')
+    expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
+  })
+
   test('a killed task records what it used too', async () => {
     const daemon = await daemonFor()
     const started = await daemon.client.start({ command: [PYTHON, '-c', 'import time\nprint("up", flush=True)\nwhile True: pass\n'] })
