@@ -1,4 +1,5 @@
 import type { Task } from './task.js'
+import { cpuTimeMs } from './usage.js'
 
 /** What the summary reads of a task (a record, or a tool's view of one). */
 export type SummarizedTask = Pick<Task, 'state' | 'exitCode' | 'signal' | 'startedAt' | 'endedAt'> & Partial<Pick<Task, 'usage' | 'live'>>
@@ -11,7 +12,7 @@ export type SummarizedTask = Pick<Task, 'state' | 'exitCode' | 'signal' | 'start
  */
 export function formatTaskSummary(task: SummarizedTask, now = Date.now()): string {
   const parts = [withTime(task, now)]
-  if (task.usage) parts.push(`CPU ${formatSpan(task.usage.cpuUserMs + task.usage.cpuSystemMs)}`, `peak ${formatBinaryBytes(task.usage.peakMemoryBytes)}`)
+  if (task.usage) parts.push(`CPU ${formatSpan(cpuTimeMs(task.usage))}`, `peak ${formatBinaryBytes(task.usage.peakMemoryBytes)}`)
   else if (task.live && task.state === 'running') parts.push(`CPU ${task.live.cpuPercent}%`, `memory ${formatBinaryBytes(task.live.memoryBytes)}`)
   return parts.join(' · ')
 }

@@ -19,3 +19,12 @@ export interface LiveUsage {
   memoryBytes: number
   sampledAt: string
 }
+
+/**
+ * A task's CPU time, user and system together, in milliseconds: never past the safe-integer range
+ * (each figure is a safe integer, their sum need not be: a record written before the daemon bounded
+ * the figures may carry absurd ones).
+ */
+export function cpuTimeMs(usage: Pick<TaskUsage, 'cpuUserMs' | 'cpuSystemMs'>): number {
+  return Math.min(usage.cpuUserMs + usage.cpuSystemMs, Number.MAX_SAFE_INTEGER)
+}

@@ -1,4 +1,4 @@
-import { formatBinaryBytes, formatBytes, formatDuration, formatSpan, type Task } from '../../protocol/index.js'
+import { cpuTimeMs, formatBinaryBytes, formatBytes, formatDuration, formatSpan, type Task } from '../../protocol/index.js'
 
 // What a task uses and used, as the CLI prints it: `tend ps`'s CPU and MEM columns, `tend show`'s
 // `now` and `used` lines (the figures: docs/api.md, `usage` and `live`).
@@ -6,7 +6,7 @@ import { formatBinaryBytes, formatBytes, formatDuration, formatSpan, type Task }
 /** `tend ps`'s CPU column: CPU % now for a running task (asked live), CPU time for an ended one, else `-`. */
 export function cpuCell(task: Task): string {
   if (task.state === 'running' && task.live) return `${Math.round(task.live.cpuPercent)}%`
-  if (task.usage) return formatDuration(task.usage.cpuUserMs + task.usage.cpuSystemMs)
+  if (task.usage) return formatDuration(cpuTimeMs(task.usage))
   return '-'
 }
 
@@ -27,7 +27,7 @@ export function liveText(task: Task): string | null {
 export function usageText(task: Task): string | null {
   const usage = task.usage
   if (!usage) return null
-  const cpu = `CPU ${formatSpan(usage.cpuUserMs + usage.cpuSystemMs)} (user ${formatSpan(usage.cpuUserMs)}, system ${formatSpan(usage.cpuSystemMs)})`
+  const cpu = `CPU ${formatSpan(cpuTimeMs(usage))} (user ${formatSpan(usage.cpuUserMs)}, system ${formatSpan(usage.cpuSystemMs)})`
   const peak = `peak ${formatBinaryBytes(usage.peakMemoryBytes)} (${usage.source === 'cgroup' ? 'whole tree' : 'largest process'})`
   return `${cpu}, ${peak}, read ${formatBinaryBytes(usage.readBytes)}, written ${formatBinaryBytes(usage.writeBytes)}`
 }

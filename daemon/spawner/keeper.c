@@ -406,7 +406,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
     }
   if (lifeline.ending) lifeline_end_tree(&lifeline);
   reap_sandbox_inits();
-  reap_ended_children();
+  reap_dying_children();
   /* The task is gone: nothing is left to keep a write lease off its output. Let go of the file
    * now, not after the exit file's retries: on a full disk an `rm` of the task must free its
    * output's blocks at once, not a minute later. */

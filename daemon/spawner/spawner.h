@@ -11,7 +11,7 @@
  *   cgroup.c        the child joining its cgroups through folders checked by identity
  *   regular.c       opening a file a task could have made: no link, no wait, a regular file only
  *   memory.c        xrealloc: allocation that exits when memory runs out
- *   proc.c          what /proc says about a process: its start time, its children
+ *   proc.c          what /proc says about a process: its start time, its children, whether it is dying
  *   usage.c         what a task used, from the keeper's account of the children it reaped
  */
 #ifndef TEND_SPAWNER_H
@@ -233,6 +233,12 @@ int open_regular(int dir_fd, const char *path, int flags, mode_t mode);
 int proc_start_time(pid_t pid, unsigned long long *start);
 /* Sends the signal to every child of the calling process (every thread's), as /proc names them. */
 void proc_signal_children(int signal_number);
+/* Calls visit for every child of the calling process (every thread's), as /proc names them. */
+void proc_each_child(void (*visit)(pid_t pid, void *context), void *context);
+
+/* Whether the process is on its way out, as the kernel says: every thread of it exiting, a zombie,
+ * or with SIGKILL pending. 0 when /proc cannot say. */
+int proc_dying(pid_t pid);
 
 /* ------------------------------------------------------------- keeper.c */
 
@@ -252,6 +258,8 @@ const char *lost_word(unsigned long long lost);
 void reap_ended_children(void);
 /* Waits (a bounded time) for the keeper's children that are a sandbox's init, and reaps them. */
 void reap_sandbox_inits(void);
+/* Waits (a bounded time) for the keeper's children that are dying (proc_dying), and reaps them. */
+void reap_dying_children(void);
 /* The exit file's figures (PROTOCOL.md, "Exit file"), each after a comma, from RUSAGE_CHILDREN;
  * answers what snprintf does. */
 int usage_fields(char *text, size_t size);

@@ -87,6 +87,33 @@ void reap_sandbox_inits(void) {
   }
 }
 
+/*
+ * A task stopped with the rest of its tree (a kill, a timeout, its output cap; a leader that exits
+ * by itself while its children are being stopped): the daemon signals the whole tree at once, yet
+ * the leader, reaped first, can end before its children do, and those are the keeper's children
+ * (a subreaper) only until the keeper has exited. So the keeper waits, for a bounded time, for its
+ * children that the kernel says are dying (proc_dying: exiting, or with SIGKILL pending) and reaps
+ * them, so what they used is counted. A child that is not dying is not waited for: the end of a
+ * leader that exits while its children run on is recorded at once (the daemon stops them after).
+ */
+enum { DYING_WAIT_MS = 2000, DYING_POLL_MS = 2 };
+
+static void note_dying(pid_t pid, void *context) {
+  if (!*(int *)context && proc_dying(pid)) *(int *)context = 1;
+}
+
+void reap_dying_children(void) {
+  long long deadline = monotonic_ms() + DYING_WAIT_MS;
+  for (;;) {
+    reap_ended_children();
+    int dying = 0;
+    proc_each_child(note_dying, &dying);
+    if (!dying || monotonic_ms() >= deadline) return;
+    struct timespec pause = {0, DYING_POLL_MS * 1000000L};
+    nanosleep(&pause, NULL);
+  }
+}
+
 static unsigned long long milliseconds(struct timeval time) {
   if (time.tv_sec < 0 || time.tv_usec < 0) return 0;
   return (unsigned long long)time.tv_sec * 1000ull + (unsigned long long)time.tv_usec / 1000ull;

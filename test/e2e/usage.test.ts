@@ -21,6 +21,17 @@ const BUSY_SECOND = 'import time\nwhile time.process_time() < 1.0: pass\n'
 /** 200 MiB allocated and every page of it written (a bytes repeat fills it), held until the process ends. */
 const TOUCH_200_MIB = `data = b"\\x01" * (200 * ${MiB})\nprint(len(data))\n`
 
+/** One second of CPU time (as BUSY_SECOND), then `done`, then asleep until killed. */
+const BUSY_SECOND_THEN_SLEEP = 'import time\nwhile time.process_time() < 1.0: pass\nprint("done", flush=True)\ntime.sleep(3600)\n'
+/** Busy until killed, printing its own CPU time in milliseconds (from its start) at every 5 ms of it. */
+const BUSY_COUNTING =
+  'import time\nnext = 0.005\nwhile True:\n  used = time.process_time()\n  if used >= next:\n    print(int(used * 1000), flush=True)\n    next = used + 0.005\n'
+
+function expectWithinTenPercent(cpuMs: number, knownMs: number, task: Task): void {
+  expect(cpuMs, JSON.stringify(task)).toBeGreaterThanOrEqual(knownMs * 0.9)
+  expect(cpuMs, JSON.stringify(task)).toBeLessThanOrEqual(knownMs * 1.1)
+}
+
 async function daemonFor(): Promise<TestDaemon> {
   const daemon = await startTestDaemon()
   cleanups.push(() => daemon.stop())
@@ -105,6 +116,45 @@ describe('usage of a task', () => {
     expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
   })
 
+  test.each([
+    { figures: 'absurd', cpuUserMs: Number.MAX_SAFE_INTEGER, recorded: false },
+    { figures: 'plausible', cpuUserMs: 5, recorded: true },
+  ])('an exit file a task under off forged with $figures figures: only plausible ones reach the record', async ({ cpuUserMs, recorded }) => {
+    const home = createTempHome()
+    const gate = join(home, 'gate')
+    const first = await startTestDaemon({ home })
+    const started = await first.client.start({
+      command: [PYTHON, '-c', `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\n`],
+    })
+    await waitFor(
+      'the running record, with its keeper, on disk',
+      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
+    )
+    await first.crash()
+    first.client.close()
+    writeFileSync(gate, '')
+    const exitFile = join(home, 'spool', started.id, 'exit.json')
+    await waitFor('the keeper to write the exit file', () => existsSync(exitFile))
+    // What a process of the task (the daemon's uid) can write in its place, keeping the ending.
+    const forged = { ...JSON.parse(readFileSync(exitFile, 'utf8')), cpuUserMs }
+    const large = recorded
+      ? {}
+      : {
+          cpuSystemMs: Number.MAX_SAFE_INTEGER,
+          peakMemoryBytes: Number.MAX_SAFE_INTEGER,
+          readBytes: Number.MAX_SAFE_INTEGER,
+          writeBytes: Number.MAX_SAFE_INTEGER,
+        }
+    writeFileSync(exitFile, `${JSON.stringify({ ...forged, ...large })}\n`)
+    const second = await startTestDaemon({ home })
+    cleanups.push(() => second.stop())
+    const recovered = await second.client.get(started.id)
+    expect(recovered, JSON.stringify(recovered)).toMatchObject({ state: 'exited', exitCode: 0 })
+    if (recorded) expect(recovered.usage, JSON.stringify(recovered)).toMatchObject({ cpuUserMs: 5, source: 'rusage' })
+    else expect(recovered, JSON.stringify(recovered)).not.toHaveProperty('usage')
+    expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
+  })
+
   test('a killed task records what it used too', async () => {
     const daemon = await daemonFor()
     const started = await daemon.client.start({ command: [PYTHON, '-c', 'import time\nprint("up", flush=True)\nwhile True: pass\n'] })
@@ -113,6 +163,37 @@ describe('usage of a task', () => {
     const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
     expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
     expect(ended.usage!.cpuUserMs).toBeGreaterThan(0)
+  })
+
+  test("a shell whose busy child is killed with it (tend kill) records the child's CPU time too, within 10%", async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: ['sh', '-c', `${PYTHON} -c "$0"`, BUSY_SECOND_THEN_SLEEP] })
+    await waitFor('the busy child to print done', async () => (await daemon.client.read(started.id)).data === 'done\n')
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'killed', usage: { source: 'rusage' } })
+    expectWithinTenPercent(ended.usage!.cpuUserMs + ended.usage!.cpuSystemMs, 1000, ended)
+  })
+
+  test("a shell that exits by itself while its busy child is being stopped records the child's CPU time too, within 10%", async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: ['sh', '-c', `trap 'exit 0' TERM; ${PYTHON} -c "$0" & wait`, BUSY_SECOND_THEN_SLEEP] })
+    await waitFor('the busy child to print done', async () => (await daemon.client.read(started.id)).data === 'done\n')
+    await daemon.client.kill(started.id)
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended, JSON.stringify(ended)).toMatchObject({ usage: { source: 'rusage' } })
+    expectWithinTenPercent(ended.usage!.cpuUserMs + ended.usage!.cpuSystemMs, 1000, ended)
+  })
+
+  test("a shell whose busy child times out with it records the child's CPU time too, within 10% of what the child counted last", async () => {
+    const daemon = await daemonFor()
+    const started = await daemon.client.start({ command: ['sh', '-c', `${PYTHON} -c "$0"`, BUSY_COUNTING], timeoutMs: 3000 })
+    const ended = await daemon.client.wait(started.id, { timeoutMs: 30_000 })
+    expect(ended).toMatchObject({ state: 'timed_out', usage: { source: 'rusage' } })
+    const counted = (await daemon.client.read(started.id, { tail: 2 })).data.trim().split('\n').map(Number)
+    const lastCountedMs = counted.at(-1)!
+    expect(lastCountedMs, 'the busy child counted some CPU time before its timeout').toBeGreaterThan(0)
+    expectWithinTenPercent(ended.usage!.cpuUserMs + ended.usage!.cpuSystemMs, lastCountedMs, ended)
   })
 
   test('live figures appear on a running task only when asked, and never on an ended one', async () => {

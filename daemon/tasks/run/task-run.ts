@@ -395,7 +395,9 @@ export class TaskRun {
   private async usageOf(exit: SpawnExit): Promise<TaskUsage | undefined> {
     const { pid, resources, keeper } = this.tracked!
     const counted = exit.usage ?? (keeper ? keeperUsageOf(this.context.config.layout.spool, this.id, pid) : undefined)
-    return finalUsage(counted, (await resources.cgroups?.peakMemoryBytes()) ?? null)
+    const { log, store } = this.context
+    const run = { taskId: this.id, startedAt: store.current(this.id).startedAt, endedAtMs: Date.now(), log }
+    return finalUsage(counted, (await resources.cgroups?.peakMemoryBytes()) ?? null, run)
   }
 
   /** The spawner watching the task died, and the task's exit status with it: the task is stopped and recorded lost. */

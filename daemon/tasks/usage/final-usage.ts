@@ -1,6 +1,17 @@
 import type { Task, TaskUsage } from '../../../protocol/index.js'
 import { readTaskExitFile } from '../../spawn/exit-file.js'
 import type { KeeperUsage } from '../../spawn/spawner.js'
+import { figurePastBounds, usageBounds } from './usage-bounds.js'
+
+/** The run the figures are of, to bound them (usage-bounds.ts), and where a refusal is said. */
+export interface CountedRun {
+  taskId: string
+  /** The daemon's record of the start (null: never recorded). */
+  startedAt: string | null
+  /** When the run ended, in ms since the epoch, never later than the daemon's clock says now. */
+  endedAtMs: number
+  log: { warn: (fields: Record<string, unknown>, message: string) => void }
+}
 
 /**
  * What a task used, for its final record: CPU time and bytes read and written as its keeper
@@ -8,10 +19,16 @@ import type { KeeperUsage } from '../../spawn/spawner.js'
  * bubblewrap's pid namespace hands to its init, reaped before the keeper's child is), and the peak
  * memory of its memory cgroup where it has one (the tree's together, `source: 'cgroup'`), else the
  * largest single process's peak (`source: 'rusage'`). None when no keeper counted (the node
- * spawner has none, a keeper that was killed wrote nothing).
+ * spawner has none, a keeper that was killed wrote nothing), and none when a figure is past what
+ * the kernel allows for the run (a task can write its exit file: usage-bounds.ts), with a log line.
  */
-export function finalUsage(counted: KeeperUsage | undefined, cgroupPeakBytes: number | null): TaskUsage | undefined {
+export function finalUsage(counted: KeeperUsage | undefined, cgroupPeakBytes: number | null, run: CountedRun): TaskUsage | undefined {
   if (!counted) return undefined
+  const past = figurePastBounds(counted, usageBounds(run.startedAt, run.endedAtMs))
+  if (past) {
+    run.log.warn({ taskId: run.taskId, ...past }, 'usage figures past what the run allows were refused')
+    return undefined
+  }
   if (cgroupPeakBytes === null) return { ...counted, source: 'rusage' }
   return { ...counted, peakMemoryBytes: cgroupPeakBytes, source: 'cgroup' }
 }

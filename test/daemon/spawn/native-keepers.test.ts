@@ -132,6 +132,32 @@ describe('native spawner: keepers', () => {
     expect(readExitFile(child.req.exitFile)).toMatchObject({ pid: child.pid, exitCode: null, signal: 'SIGTERM' })
   })
 
+  test("a leader killed with its busy child: the keeper waits for the dying child, and the exit file counts the child's CPU time", async () => {
+    const dir = freshDir()
+    const busy = 'import time\nwhile time.process_time() < 0.5: pass\nprint("done", flush=True)\ntime.sleep(600)\n'
+    const req = request({ file: '/bin/sh', argv: ['sh', '-c', '/usr/bin/python3 -c "$0" & wait', busy], cwd: dir })
+    const child = started(await spawner.spawn(req))
+    leftovers.push(child.pid)
+    await waitFor('the busy child to print done', () => readFileSync(req.outputFile, 'utf8') === 'done\n')
+    // The whole group at once, as the daemon stops a tree: the leader, reaped first, ends before its child.
+    process.kill(-child.pid, 'SIGTERM')
+    expect(await child.exited).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    const record = exitRecord(req.exitFile) as { cpuUserMs: number; cpuSystemMs: number }
+    expect(record.cpuUserMs + record.cpuSystemMs, JSON.stringify(record)).toBeGreaterThanOrEqual(450)
+  })
+
+  test('a leader that exits while its child runs on: the exit is reported at once, the live child is not waited for', async () => {
+    const dir = freshDir()
+    const req = request({ file: '/bin/sh', argv: ['sh', '-c', 'sleep 600 & echo $!; exit 0'], cwd: dir })
+    const child = started(await spawner.spawn(req))
+    leftovers.push(child.pid)
+    expect(await child.exited).toEqual({ exitCode: 0, signal: null })
+    const sleeper = Number(readFileSync(req.outputFile, 'utf8').trim())
+    leftovers.push(sleeper)
+    expect(isAlive(sleeper), 'the child still runs once the exit is reported').toBe(true)
+    expect(exitRecord(req.exitFile)).toMatchObject({ exitCode: 0, signal: null })
+  })
+
   test('a start that fails leaves no keeper, no task and no exit file', async () => {
     const dir = freshDir()
     const before = childrenOf(spawner.helperPid!)
