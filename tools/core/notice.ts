@@ -1,4 +1,5 @@
 import { taskLabel, type Task } from '../../client/index.js'
+import { costSummary } from './cost-summary.js'
 
 /**
  * The completion notice of DESIGN.md; a stopped task's adds who stopped it
@@ -7,8 +8,9 @@ import { taskLabel, type Task } from '../../client/index.js'
 export function noticeText(task: Task): string {
   const exitCode = task.exitCode === null ? 'none' : String(task.exitCode)
   const stoppedBy = task.stoppedBy ? `, stopped by: ${task.stoppedBy}` : ''
+  const cost = costSummary(task)
   return (
     `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}` +
-    `]. Read its output with task_output.`
+    `]${cost ? `; ${cost}` : ''}. Read its output with task_output.`
   )
 }
