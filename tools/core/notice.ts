@@ -11,7 +11,9 @@ import { costSummary } from './cost-summary.js'
 export function noticeText(task: Task): string {
   const exitCode = task.exitCode === null ? 'none' : String(task.exitCode)
   const stoppedBy = task.stoppedBy ? `, stopped by: ${task.stoppedBy}` : ''
-  const notice = `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}]. Read its output with task_output.`
+  const notice =
+    `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}]` +
+    '. Read its output with task_output.'
   const cost = costSummary(task)
   return cost === null ? notice : `${notice}\n[${cost}]`
 }
