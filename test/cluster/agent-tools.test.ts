@@ -8,6 +8,7 @@ import type { Context } from 'cordis'
 import * as tendPlugin from '../../tools/index.js'
 import { ClusterClient } from '../../client/cluster/index.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { createTempHome, daemonEnv, killEverythingOf, startTestDaemon, stopAll, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
@@ -130,11 +131,11 @@ describe('the agent tools against a cluster', () => {
   test('a background task that ends unseen is announced exactly once, by inject', async () => {
     const agent = new TestAgent('carol')
     const id = await background(agent, 'exit 2')
-    const expected = `background task ${id} (exit 2) finished [status: exited, exit code: 2]. Read its output with task_output.`
-    await waitFor('the notice', () => agent.notices().includes(expected))
+    const expected = textWithCost(`background task ${id} (exit 2) finished [status: exited, exit code: 2]. Read its output with task_output.`, 'exited 2')
+    await waitFor('the notice', () => agent.notices().some((notice) => expected.test(notice)))
     await settle(agent)
     await settle(agent)
-    expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([expected])
+    expect(agent.notices().filter((notice) => notice.includes(id))).toEqual([expect.stringMatching(expected)])
   })
 
   test('task_kill stops the whole tree on the worker, recorded as stopped by the owner; no process is left', async () => {
@@ -255,8 +256,11 @@ describe('tend mcp --cluster', () => {
       const started = await call('bash', { command: 'echo from mcp; exit 4', run_in_background: true, cwd: workspace })
       expect(started.isError, `${started.text} ${stderr}`).toBe(false)
       const id = idIn(started.text)
-      const notice = `background task ${id} (echo from mcp; exit 4) finished [status: exited, exit code: 4]. Read its output with task_output.`
-      await waitFor('the notice as a log message', () => logs.includes(notice))
+      const expected = textWithCost(
+        `background task ${id} (echo from mcp; exit 4) finished [status: exited, exit code: 4]. Read its output with task_output.`,
+        'exited 4',
+      )
+      const notice = await waitFor('the notice as a log message', () => logs.find((each) => expected.test(each)))
       // Not shown to the model yet: it rides on the next result, once.
       const listed = await call('task_list', {})
       expect(listed.text).toContain(notice)

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
 import { OwnerSession } from '../../tools/core/owner-session.js'
 import { runCli } from '../helpers/cli.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -77,8 +78,11 @@ describe('task lifetimes', () => {
     // The session that ended saw its own stop; the other one is told who stopped the task.
     expect(first.notices).toEqual([])
     const notice = await waitFor('the notice of the owner task', () => watcher.notices.find((text) => text.includes(owned.id)))
-    expect(notice).toBe(
-      `background task ${owned.id} (owned) finished [status: killed, exit code: none, stopped by: session-end]. Read its output with task_output.`,
+    expect(notice).toMatch(
+      textWithCost(
+        `background task ${owned.id} (owned) finished [status: killed, exit code: none, stopped by: session-end]. Read its output with task_output.`,
+        'killed by SIGTERM',
+      ),
     )
 
     // The operator sees the persistent task; so does the agent when it comes back with the same owner id.
@@ -92,8 +96,11 @@ describe('task lifetimes', () => {
     // Its kill by the agent is stopped by owner; the listening session is told so.
     await returning.session.client.kill(kept.id)
     const killedNotice = await waitFor('the notice of the persistent task', () => watcher.notices.find((text) => text.includes(kept.id)))
-    expect(killedNotice).toBe(
-      `background task ${kept.id} (kept) finished [status: killed, exit code: none, stopped by: owner]. Read its output with task_output.`,
+    expect(killedNotice).toMatch(
+      textWithCost(
+        `background task ${kept.id} (kept) finished [status: killed, exit code: none, stopped by: owner]. Read its output with task_output.`,
+        'killed by SIGTERM',
+      ),
     )
   })
 
@@ -101,8 +108,11 @@ describe('task lifetimes', () => {
     const { session, notices } = await openSession('agent-timeout')
     const task = await session.client.start({ command: 'sleep 30', shell: true, cwd: workspace, name: 'slow', timeoutMs: 300 })
     const notice = await waitFor('the timeout notice', () => notices.find((text) => text.includes(task.id)))
-    expect(notice).toBe(
-      `background task ${task.id} (slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+    expect(notice).toMatch(
+      textWithCost(
+        `background task ${task.id} (slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+        'timed out',
+      ),
     )
   })
 
@@ -110,7 +120,9 @@ describe('task lifetimes', () => {
     const { session, notices } = await openSession('agent-exit')
     const task = await session.client.start({ command: 'exit 4', shell: true, cwd: workspace, name: 'four' })
     const notice = await waitFor('the exit notice', () => notices.find((text) => text.includes(task.id)))
-    expect(notice).toBe(`background task ${task.id} (four) finished [status: exited, exit code: 4]. Read its output with task_output.`)
+    expect(notice).toMatch(
+      textWithCost(`background task ${task.id} (four) finished [status: exited, exit code: 4]. Read its output with task_output.`, 'exited 4'),
+    )
   })
 
   test('tend run --persistent records lifetime persistent; tend show prints it; a bad lifetime is a 400 naming the field', async () => {

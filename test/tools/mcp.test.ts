@@ -5,6 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { textWithCost } from '../helpers/cost-line.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { REPO_ROOT, startTestDaemon, TEND_BIN, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -101,8 +102,9 @@ function liveProcessesOf(taskId: string): number[] {
   return processesWithEnv(`TEND_TASK_ID=${taskId}`).filter(isAlive)
 }
 
-function noticeFor(id: string, label: string): string {
-  return `background task ${id} (${label}) finished [status: exited, exit code: 0]. Read its output with task_output.`
+/** The notice of a task that exited 0: the contract's sentence, then what it cost. */
+function noticeFor(id: string, label: string): RegExp {
+  return textWithCost(`background task ${id} (${label}) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0')
 }
 
 /** A shell loop that waits for `path` to exist. */
@@ -264,11 +266,13 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
 
     writeFileSync(stop, '')
     const expected = noticeFor(id, 'dev server')
-    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () => session.logs.includes(expected))
+    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () =>
+      session.logs.some((log) => expected.test(log)),
+    )
     const listed = await session.call('task_list')
-    expect(listed.blocks.slice(1)).toEqual([expected])
+    expect(listed.blocks.slice(1)).toEqual([expect.stringMatching(expected)])
     expect((await session.call('task_list')).blocks).toHaveLength(1)
-    expect(session.logs.filter((log) => log.includes(id))).toEqual([expected])
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([expect.stringMatching(expected)])
   })
 
   test('a background task is read incrementally with a per-session cursor; from: 0 re-reads without moving it', async () => {
@@ -352,17 +356,19 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
 
     writeFileSync(go, '')
     const expected = noticeFor(id, 'notice probe')
-    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () => session.logs.includes(expected))
+    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () =>
+      session.logs.some((log) => expected.test(log)),
+    )
 
     const listed = await session.call('task_list')
     expect(listed.isError).toBe(false)
     expect(listed.blocks[0]).toMatch(new RegExp(`${id}\\s+exited`))
-    expect(listed.blocks.at(-1)).toBe(expected)
+    expect(listed.blocks.at(-1)).toMatch(expected)
 
     // Exactly once: the next result does not carry it again, nor does another log message come.
     const again = await session.call('task_list')
     expect(again.blocks).toHaveLength(1)
-    expect(session.logs.filter((log) => log.includes(id))).toEqual([expected])
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([expect.stringMatching(expected)])
 
     const output = await session.call('task_output', { task_id: id })
     expect(output.text).toContain('finished')
@@ -373,9 +379,14 @@ describe('tend mcp over stdio with the MCP SDK client', () => {
     const session = await connect()
     await session.client.setLoggingLevel('info')
     const id = taskIdOf(await session.call('bash', { command: 'sleep 1000', description: 'too slow', run_in_background: true, timeout: 500 }))
-    const expected = `background task ${id} (too slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`
-    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () => session.logs.includes(expected))
-    expect(session.logs.filter((log) => log.includes(id))).toEqual([expected])
+    const expected = textWithCost(
+      `background task ${id} (too slow) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+      'timed out',
+    )
+    await waitFor(`the logging notification for task ${id} (logs so far: ${JSON.stringify(session.logs)})`, () =>
+      session.logs.some((log) => expected.test(log)),
+    )
+    expect(session.logs.filter((log) => log.includes(id))).toEqual([expect.stringMatching(expected)])
   })
 
   test('bad arguments and unknown tools answer isError with a message naming the problem', async () => {

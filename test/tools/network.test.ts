@@ -9,6 +9,7 @@ import { endingText, renderTaskOutput, type TaskOutputResult } from '../../tools
 import { normalizeDshPluginConfig } from '../../tools/dsh/config.js'
 import * as tendPlugin from '../../tools/index.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { daemonPerFile } from '../helpers/daemon-per-file.js'
 import { taskBase } from '../helpers/task-base.js'
 import { REPO_ROOT, TEND_BIN } from '../helpers/test-daemon.js'
@@ -89,13 +90,15 @@ describe("bash's network parameter", () => {
 
   test("the mode chosen is the task's network: loopback by default, host where offered", async () => {
     const agent = new TestAgent('net-modes')
-    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo one', description: 'default' } }))).toBe('one\n[exit code: 0]')
-    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo two', description: 'host', network: 'host' } }))).toBe(
-      'two\n[exit code: 0]',
+    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo one', description: 'default' } }))).toMatch(
+      textWithCost('one\n[exit code: 0]', 'exited 0'),
     )
-    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo three', description: 'loopback', network: 'loopback' } }))).toBe(
-      'three\n[exit code: 0]',
+    expect(textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo two', description: 'host', network: 'host' } }))).toMatch(
+      textWithCost('two\n[exit code: 0]', 'exited 0'),
     )
+    expect(
+      textOf(await callTool(withHost, agent, { name: 'bash', arguments: { command: 'echo three', description: 'loopback', network: 'loopback' } })),
+    ).toMatch(textWithCost('three\n[exit code: 0]', 'exited 0'))
     const byLabel = Object.fromEntries((await shared.daemon.client.list({ owner: 'net-modes', all: true })).map((task) => [task.name, task.network]))
     expect(byLabel).toEqual({ default: 'loopback', host: 'host', loopback: 'loopback' })
   })

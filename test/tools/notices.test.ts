@@ -5,11 +5,31 @@ import { join } from 'node:path'
 import * as tendPlugin from '../../tools/index.js'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 const shared = pluginPerFile('notices')
 
 const idIn = (text: string) => /Started background task ([0-9a-z]{12})/.exec(text)![1]!
+
+/** /usr/bin's: a sandbox shows the system's folders, not a user's pyenv. */
+const PYTHON = '/usr/bin/python3'
+/** 200 MiB written (a bytes repeat fills every page) and held, then CPU time spent until the process has used one second of it. */
+const TOUCH_200_MIB_THEN_BUSY_SECOND = 'import time; data = b"\\x01" * (200 << 20); exec("while time.process_time() < 1.0: pass")'
+
+/** A span the notice writes (`350 ms`, `1.1 s`; minutes are not expected here) in milliseconds. */
+function spanMs(text: string): number {
+  const [, value, unit] = /^(\d+(?:\.\d)?) (ms|s)$/.exec(text) ?? []
+  if (value === undefined) throw new Error(`not a span of ms or s: ${text}`)
+  return Number(value) * (unit === 's' ? 1000 : 1)
+}
+
+/** A size the notice writes in MiB (`212 MiB`, `1.2 GiB`) in MiB. */
+function sizeMiB(text: string): number {
+  const [, value, unit] = /^(\d+(?:\.\d)?) (MiB|GiB)$/.exec(text) ?? []
+  if (value === undefined) throw new Error(`not a size in MiB or GiB: ${text}`)
+  return Number(value) * (unit === 'GiB' ? 1024 : 1)
+}
 
 /** Starts a background task and a marker task after it; once the marker's notice is in, any notice for the first would be too. */
 async function backgroundThenMarker(agent: TestAgent, command: string): Promise<{ id: string; markerId: string }> {
@@ -54,14 +74,30 @@ describe('completion notices', () => {
     agent.failInjects = true
     const { id } = await backgroundThenMarker(agent, 'exit 2')
     await shared.daemon.client.wait(id)
-    const expected = `background task ${id} (exit 2) finished [status: exited, exit code: 2]. Read its output with task_output.`
+    const expected = textWithCost(`background task ${id} (exit 2) finished [status: exited, exit code: 2]. Read its output with task_output.`, 'exited 2')
     const list = await waitFor('the notice to ride on a tool result', async () => {
       const result = await callTool(shared.host, agent, { name: 'task_list', arguments: {} })
       return result.content.length > 1 ? result : undefined
     })
-    expect(list.content[1]).toEqual({ type: 'text', text: expected })
+    expect(list.content[1]).toEqual({ type: 'text', text: expect.stringMatching(expected) })
     const next = await callTool(shared.host, agent, { name: 'task_list', arguments: {} })
     expect(next.content).toHaveLength(1)
+  })
+
+  test("the cost in a notice is the task's own: a second of CPU and 200 MiB touched read as about 1 s and 200 MiB", async () => {
+    const agent = new TestAgent('notice-cost')
+    const command = `${PYTHON} -c '${TOUCH_200_MIB_THEN_BUSY_SECOND}'`
+    const started = await callTool(shared.host, agent, { name: 'bash', arguments: { command, run_in_background: true, description: 'cost probe' } })
+    const id = idIn(textOf(started))
+    const notice = await waitFor(`the notice of task ${id}`, () => agent.notices().find((text) => text.includes(id)), 60_000)
+    expect(notice).toMatch(
+      textWithCost(`background task ${id} (cost probe) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0'),
+    )
+    const [, cpu, peak] = / · CPU (.+) · peak (.+?)(?: \(largest process\))?\]$/.exec(notice)!
+    expect(spanMs(cpu!), notice).toBeGreaterThanOrEqual(900)
+    expect(spanMs(cpu!), notice).toBeLessThanOrEqual(1100)
+    expect(sizeMiB(peak!), notice).toBeGreaterThanOrEqual(200)
+    expect(sizeMiB(peak!), notice).toBeLessThanOrEqual(220)
   })
 
   test('a notice goes only to the owner, never to another agent', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import * as tendPlugin from '../../tools/index.js'
 import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -42,7 +43,11 @@ describe('plugin lifecycle', () => {
     const id = /Started background task ([0-9a-z]{12})/.exec(textOf(started))![1]!
     // The model is idle now; the notice must arrive by itself, once, after the task ended.
     await waitFor('the completion notice', () => agent.notices().length === 1)
-    expect(agent.notices()).toEqual([`background task ${id} (build) finished [status: exited, exit code: 0]. Read its output with task_output.`])
+    expect(agent.notices()).toEqual([
+      expect.stringMatching(
+        textWithCost(`background task ${id} (build) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0'),
+      ),
+    ])
     const task = await daemon.client.get(id)
     expect(task.state).toBe('exited')
     const noticeEvent = agent.events.find((event) => event.type === 'notice')!

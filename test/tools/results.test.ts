@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 const shared = pluginPerFile('tools', { outputBudgetBytes: 2000 })
@@ -43,18 +44,21 @@ describe('argument validation', () => {
 describe('bash results', () => {
   test('exit 0 returns the output and [exit code: 0]', async () => {
     const result = await callTool(shared.host, new TestAgent('bash-1'), { name: 'bash', arguments: { command: 'echo hello' } })
-    expect(result).toMatchObject({ isError: false, content: [{ type: 'text', text: 'hello\n[exit code: 0]' }] })
+    expect(result).toMatchObject({
+      isError: false,
+      content: [{ type: 'text', text: expect.stringMatching(textWithCost('hello\n[exit code: 0]', 'exited 0')) }],
+    })
   })
 
   test('a non-zero exit is reported in the text, not as an error', async () => {
     const result = await callTool(shared.host, new TestAgent('bash-2'), { name: 'bash', arguments: { command: 'echo oops >&2; exit 9' } })
-    expect(result).toMatchObject({ isError: false, content: [{ type: 'text', text: 'oops\n[exit code: 9]' }] })
+    expect(result).toMatchObject({ isError: false, content: [{ type: 'text', text: expect.stringMatching(textWithCost('oops\n[exit code: 9]', 'exited 9')) }] })
   })
 
   test('a timeout stops the task and says so', async () => {
     const result = await callTool(shared.host, new TestAgent('bash-3'), { name: 'bash', arguments: { command: 'echo start; sleep 30', timeout: 300 } })
     expect(result.isError).toBe(false)
-    expect(textOf(result)).toBe('start\n[timed out after 300ms; the task was stopped with SIGTERM; stopped by: timeout]')
+    expect(textOf(result)).toMatch(textWithCost('start\n[timed out after 300ms; the task was stopped with SIGTERM; stopped by: timeout]', 'timed out'))
   })
 
   test('a foreground task killed from outside says it was killed', async () => {
@@ -65,7 +69,9 @@ describe('bash results', () => {
       return tasks.length === 1 && tasks[0]!.state === 'running' ? tasks : undefined
     })
     await shared.daemon.client.kill(task!.id, { reason: 'operator' })
-    expect(textOf(await call)).toBe('waiting\n[killed: killed by request (SIGTERM): operator; signal: SIGTERM; stopped by: operator]')
+    expect(textOf(await call)).toMatch(
+      textWithCost('waiting\n[killed: killed by request (SIGTERM): operator; signal: SIGTERM; stopped by: operator]', 'killed by SIGTERM'),
+    )
   })
 
   test('a command that cannot start is an error naming why', async () => {
@@ -84,7 +90,7 @@ describe('bash results', () => {
     const text = textOf(result)
     const [task] = await shared.daemon.client.list({ owner: 'bash-6', all: true })
     expect(text.startsWith('line 1\nline 2\n')).toBe(true)
-    expect(text.endsWith('line 2000\nERROR: the end\n[exit code: 1]')).toBe(true)
+    expect(text.slice(text.lastIndexOf('\nline 2000\n') + 1)).toMatch(textWithCost('line 2000\nERROR: the end\n[exit code: 1]', 'exited 1'))
     expect(text).toMatch(new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${task!.id}", from: \\1\\) …\\]`))
     expect(Buffer.byteLength(text)).toBeLessThan(2200)
   })

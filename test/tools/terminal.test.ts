@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { costLinePattern, textWithCost } from '../helpers/cost-line.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /**
@@ -79,7 +80,7 @@ describe('terminal output in bash and task_output results', () => {
       'echo "size $(stty size)"',
     ].join('; ')
     const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command, tty: true, cwd: shared.workspace } })
-    expect(textOf(result)).toBe('on a terminal\n100%\nsize 24 80\n[exit code: 0]')
+    expect(textOf(result)).toMatch(textWithCost('on a terminal\n100%\nsize 24 80\n[exit code: 0]', 'exited 0'))
     expect((result.meta as { output: string }).output).toBe('on a terminal\n100%\nsize 24 80\n')
   })
 
@@ -98,7 +99,7 @@ describe('terminal output in bash and task_output results', () => {
     expect(textOf(shaped)).toMatch(
       new RegExp(`\\[… \\d+ bytes omitted \\(bytes (\\d+)–\\d+\\); read them with task_output \\(task_id: "${id}", from: \\1\\) …\\]\\n`),
     )
-    expect(textOf(shaped)).toMatch(/line 300\n\[exit code: 0\]$/)
+    expect(textOf(shaped)).toMatch(new RegExp(`line 300\\n\\[exit code: 0\\]\\n\\[${costLinePattern('exited 0')}\\]$`))
   })
 
   test("an escape sequence cut off by the end of the output so far is held back: the agent's place stops before it", async () => {
@@ -124,7 +125,7 @@ describe('terminal output in bash and task_output results', () => {
     const reads = [textOf(second)]
     while (!reads.at(-1)!.includes('[exit code: 0]') && reads.length < 4)
       reads.push(textOf(await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id, wait_ms: 10_000 } })))
-    expect(reads.at(-1)).toMatch(/: exited; bytes \d+–\d+ of \d+\n[\s\S]*\[exit code: 0\]$/)
+    expect(reads.at(-1)).toMatch(new RegExp(`: exited; bytes \\d+–\\d+ of \\d+\\n[\\s\\S]*\\[exit code: 0\\]\\n\\[${costLinePattern('exited 0')}\\]$`))
     const withRest = reads.filter((read) => read.includes('red done'))
     expect(withRest, reads.join('\n---\n')).toHaveLength(1)
     expect(withRest[0]).toMatch(/: (running|exited); bytes 6–\d+ of \d+\nred done\n/)

@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { textWithCost } from '../helpers/cost-line.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -63,7 +64,12 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
     expect(await shared.daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
     await settleWithMarker(agent)
     expect(noticesFor(agent, id)).toEqual([
-      `background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+      expect.stringMatching(
+        textWithCost(
+          `background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`,
+          'timed out',
+        ),
+      ),
     ])
     expect(liveProcessesOf(id)).toEqual([])
   })
@@ -71,7 +77,10 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
   test('a command that ends before yield_ms returns as before, with no notice', async () => {
     const agent = new TestAgent('yield-quick')
     const result = await callTool(shared.host, agent, { name: 'bash', arguments: { command: 'echo quick', yield_ms: 60_000 } })
-    expect(result).toMatchObject({ isError: false, content: [{ type: 'text', text: 'quick\n[exit code: 0]' }] })
+    expect(result).toMatchObject({
+      isError: false,
+      content: [{ type: 'text', text: expect.stringMatching(textWithCost('quick\n[exit code: 0]', 'exited 0')) }],
+    })
     expect(result.meta).toMatchObject({ background: false, yielded: false, output: 'quick\n', exitCode: 0 })
     await settleWithMarker(agent)
     expect(agent.notices().filter((notice) => !notice.includes('(marker)'))).toEqual([])
@@ -107,7 +116,11 @@ describe('bash yields a foreground command that outlives yield_ms', () => {
     const read = await callTool(shared.host, agent, { name: 'task_output', arguments: { task_id: id } })
     expect(textOf(read)).toContain('finished\n[exit code: 0]')
     await settleWithMarker(agent)
-    expect(noticesFor(agent, id)).toEqual([`background task ${id} (ends later) finished [status: exited, exit code: 0]. Read its output with task_output.`])
+    expect(noticesFor(agent, id)).toEqual([
+      expect.stringMatching(
+        textWithCost(`background task ${id} (ends later) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0'),
+      ),
+    ])
   })
 
   test('without yield_ms the plugin default applies; the output so far is shaped to the budget and the cursor moves to its end', async () => {

@@ -1,6 +1,7 @@
 import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
 import { formatSpan } from '../../protocol/usage-summary.js'
+import { costSummary } from './cost-summary.js'
 import { serverNotes } from './task-facts.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { TaskListEntry, TaskOutputResult } from './operations.js'
@@ -15,7 +16,7 @@ import type { WaitForOutcome } from './wait-for-line.js'
  * sandbox allowed, with the wider networks among `offered` (the ones bash offers this agent).
  */
 export function endingText(task: Task, offered: readonly NetworkMode[] = DEFAULT_OFFERED_NETWORKS): string {
-  return [endingLine(task), blockedText(task), agentSandboxHint(task, offered)]
+  return [endingLine(task), costSummary(task), blockedText(task), agentSandboxHint(task, offered)]
     .filter((line) => line !== null)
     .map((line, index) => (index === 0 ? line : `[${line}]`))
     .join('\n')

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Message } from '@deepseek-ai/dsh-llm'
 import { createHarness, say, type Harness, type ModelReply } from './support/harness.js'
-import { startTestDaemon, waitFor, type TestDaemon } from './support/daemon.js'
+import { startTestDaemon, waitFor, textWithCost, type TestDaemon } from './support/daemon.js'
 import { noticedTaskId, noticeMessages, noticeTexts, startedTaskId, textOf, toolCalls, turnCount } from './support/session.js'
 
 let daemon: TestDaemon
@@ -69,8 +69,8 @@ describe('completion notices on the published harness', () => {
     await agent.whenIdle()
 
     expect(noticeTexts(agent)).toEqual([
-      `background task ${idA} (job A) finished [status: exited, exit code: 0]. Read its output with task_output.`,
-      `background task ${idB} (job B) finished [status: exited, exit code: 0]. Read its output with task_output.`,
+      expect.stringMatching(textWithCost(`background task ${idA} (job A) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0')),
+      expect.stringMatching(textWithCost(`background task ${idB} (job B) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0')),
     ])
     expect(noticeMessages(agent)[0]!.source).toEqual({ kind: 'plugin', plugin: 'tend', form: 'notice', summary: `tend task ${idA} exited (exit code 0): job A` })
     expect(turnCount(agent)).toBe(3)
@@ -80,7 +80,7 @@ describe('completion notices on the published harness', () => {
     ])
     const readA = toolCalls(agent).find((call) => call.name === 'task_output' && call.arguments.task_id === idA)!
     expect(readA.isError).toBe(false)
-    expect(readA.text).toBe(`task ${idA} (job A): exited; bytes 0–12 of 12\noutput of A\n[exit code: 0]`)
+    expect(readA.text).toMatch(textWithCost(`task ${idA} (job A): exited; bytes 0–12 of 12\noutput of A\n[exit code: 0]`, 'exited 0'))
     expect(readA.meta).toEqual({ taskId: idA, output: 'output of A\n', exitCode: 0, signal: null, done: true })
   })
 
@@ -107,7 +107,9 @@ describe('completion notices on the published harness', () => {
     await agent.whenIdle()
 
     expect(turnCount(agent)).toBe(1)
-    expect(noticeTexts(agent)).toEqual([`background task ${idFast} (fast job) finished [status: exited, exit code: 0]. Read its output with task_output.`])
+    expect(noticeTexts(agent)).toEqual([
+      expect.stringMatching(textWithCost(`background task ${idFast} (fast job) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0')),
+    ])
     expect(toolCalls(agent).map((call) => call.name)).toEqual(['bash', 'bash', 'task_output'])
     expect(toolCalls(agent)[2]!.text).toContain('fast\n[exit code: 0]')
     expect(routed.filter((event) => event.agentId === 'notice-running').map((event) => event.delivery)).toEqual(['injected'])

@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Message } from '@deepseek-ai/dsh-llm'
 import { createHarness, INTEGRATION_DIR, say } from './support/harness.js'
-import { startTestDaemon, type TestDaemon } from './support/daemon.js'
+import { startTestDaemon, textWithCost, type TestDaemon } from './support/daemon.js'
 import { toolCalls } from './support/session.js'
 import type * as TendDsh from '../../../dist/tools/dsh/index.js'
 
@@ -58,7 +58,7 @@ test('installed beside the harness, the plugin entry `tend/dsh` loads with no ha
   const agent = harness.createAgent('packaged', (last: Message) => (last.source.kind === 'user' ? { calls: [{ name: 'bash', args: { command: 'echo installed' } }] } : { text: 'done' }))
   say(agent, 'go')
   await agent.whenIdle()
-  expect(toolCalls(agent).map((call) => call.text)).toEqual(['installed\n[exit code: 0]'])
+  expect(toolCalls(agent).map((call) => call.text)).toEqual([expect.stringMatching(textWithCost('installed\n[exit code: 0]', 'exited 0'))])
   await fiber.dispose()
   await harness.dispose()
 })

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { harnessPerFile } from './support/harness-per-file.js'
-import { isAlive, waitFor } from './support/daemon.js'
+import { isAlive, waitFor, textWithCost } from './support/daemon.js'
 import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
@@ -48,7 +48,7 @@ describe('terminals on the published harness', () => {
   test('a foreground command on a terminal: colours and a redrawn progress line come back as plain text, and the terminal card gets it', async () => {
     const command = '[ -t 1 ] && printf "\\033[32mon a terminal\\033[0m\\n"; printf " 10%%\\r100%%\\n"'
     const { results } = await run('tty-foreground', [{ name: 'bash', args: { command, tty: true, cwd: shared.scratch } }])
-    expect(results[0]!.text).toBe('on a terminal\n100%\n[exit code: 0]')
+    expect(results[0]!.text).toMatch(textWithCost('on a terminal\n100%\n[exit code: 0]', 'exited 0'))
     expect(results[0]!.meta).toMatchObject({ output: 'on a terminal\n100%\n', exitCode: 0 })
     const id = (results[0]!.meta as { taskId: string }).taskId
     const { pid } = await shared.daemon.client.get(id)

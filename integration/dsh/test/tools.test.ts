@@ -4,7 +4,7 @@ import { describe, expect, test } from 'vitest'
 import { createTendTools, DEFAULT_TOOL_SETTINGS, SessionRegistry } from '../../../dist/tools/index.js'
 import { ownerOfSession } from '../../../dist/tools/dsh/index.js'
 import { say } from './support/harness.js'
-import { FIXTURES, isAlive, waitFor } from './support/daemon.js'
+import { FIXTURES, isAlive, waitFor, textWithCost } from './support/daemon.js'
 import { harnessPerFile } from './support/harness-per-file.js'
 import { obedientModel } from './support/obedient.js'
 import { startedTaskId, toolCalls } from './support/session.js'
@@ -32,7 +32,7 @@ describe('the tools on the published harness', () => {
     expect(results).toHaveLength(1)
     const [result] = results
     expect(result!.isError).toBe(false)
-    expect(result!.text).toBe('to stdout\nto stderr\n[exit code: 3]')
+    expect(result!.text).toMatch(textWithCost('to stdout\nto stderr\n[exit code: 3]', 'exited 3'))
     expect(result!.meta).toMatchObject({ background: false, output: 'to stdout\nto stderr\n', exitCode: 3, signal: null })
     const bash = shared.harness.root.tools.get('bash')!
     expect(bash.presentCall!(args)).toEqual({ card: 'terminal', title: args.command, description: 'fails on purpose' })
@@ -113,7 +113,7 @@ describe('the tools on the published harness', () => {
     expect(ownerOfSession(sessionId)).toBe(owner)
     const [task] = await shared.daemon.client.list({ owner, all: true })
     expect(task).toMatchObject({ owner, state: 'exited' })
-    expect(results[0]!.text).toBe('mine\n[exit code: 0]')
+    expect(results[0]!.text).toMatch(textWithCost('mine\n[exit code: 0]', 'exited 0'))
   })
 
   test('cancelling the agent aborts a foreground call and stops its task', async () => {
@@ -139,7 +139,7 @@ describe('the tools on the published harness', () => {
     await shared.daemon.client.wait(id)
     const { results: reads } = await run('cards', [{ name: 'task_output', args: { task_id: id } }, { name: 'task_list', args: {} }])
     const [read, list] = reads
-    expect(read!.text).toBe(`task ${id} (two lines): exited; bytes 0–4 of 4\na\nb\n[exit code: 0]`)
+    expect(read!.text).toMatch(textWithCost(`task ${id} (two lines): exited; bytes 0–4 of 4\na\nb\n[exit code: 0]`, 'exited 0'))
     const tools = shared.harness.root.tools
     expect(tools.get('task_output')!.presentCall!({ task_id: id })).toEqual({ card: 'generic', title: `task_output ${id}`, kind: 'read', rawInput: { task_id: id } })
     expect(tools.get('task_output')!.presentResult!({ task_id: id }, { content: [], isError: false, meta: read!.meta as never })).toEqual({ card: 'terminal', title: `task ${id}`, output: 'a\nb\n', exitCode: 0, signal: null })

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { harnessPerFile } from './support/harness-per-file.js'
-import { waitFor } from './support/daemon.js'
+import { waitFor, textWithCost } from './support/daemon.js'
 import { noticeTexts, startedTaskId } from './support/session.js'
 
 /**
@@ -55,7 +55,11 @@ describe('yield on the published harness', () => {
     await agent.whenIdle()
     expect(await shared.daemon.client.get(id)).toMatchObject({ state: 'timed_out' })
     await settleWithMarker('yield-dev')
-    expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([`background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`])
+    expect(noticeTexts(agent).filter((notice) => notice.includes(id))).toEqual([
+      expect.stringMatching(
+        textWithCost(`background task ${id} (dev server) finished [status: timed_out, exit code: none, stopped by: timeout]. Read its output with task_output.`, 'timed out'),
+      ),
+    ])
   })
 
   test('a yielded command the agent stops with task_kill gets no notice; one that ends before yield_ms returns as before', async () => {
@@ -64,7 +68,7 @@ describe('yield on the published harness', () => {
       { name: 'bash', args: { command: 'echo quick', yield_ms: 60_000 } },
     ])
     const id = yieldedId(results[0]!.text)
-    expect(results[1]!.text).toBe('quick\n[exit code: 0]')
+    expect(results[1]!.text).toMatch(textWithCost('quick\n[exit code: 0]', 'exited 0'))
     expect(results[1]!.meta).toMatchObject({ yielded: false, exitCode: 0 })
     const { results: killed } = await run('yield-kill', [{ name: 'task_kill', args: { task_id: id } }])
     expect(killed[0]!.text).toMatch(new RegExp(`^task ${id} \\(to be killed\\) is killed`))
