@@ -145,10 +145,11 @@ export function renderTaskInput(outcome: TaskInputOutcome, offered?: readonly Ne
 
 export function renderTaskKill(task: Task): string {
   const details = [task.signal ? `signal: ${task.signal}` : '', task.stoppedBy ? `stopped by: ${task.stoppedBy}` : ''].filter(Boolean).join(', ')
-  return (
+  const ending =
     `task ${task.id} (${taskLabel(task)}) is ${task.state}${details ? ` (${details})` : ''}` +
     `; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
-  )
+  const cost = costSummary(task)
+  return cost === null ? ending : `${ending}\n[${cost}]`
 }
 
 export function renderTaskList(entries: TaskListEntry[]): string {
