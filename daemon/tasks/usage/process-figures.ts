@@ -1,5 +1,6 @@
-import { closeSync, openSync, readSync } from 'node:fs'
+import { closeSync, openSync } from 'node:fs'
 import { childrenOf, openChildren, readChildren } from './process-tree.js'
+import { ProcBuffer } from './proc-buffer.js'
 
 /**
  * Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every Linux tend runs on (the
@@ -17,8 +18,7 @@ export interface ProcessFigures {
   residentBytes: number
 }
 
-/** One buffer for every read: the daemon's thread reads one file at a time. */
-let buffer = Buffer.allocUnsafe(16 * 1024)
+const proc = new ProcBuffer(16 * 1024)
 
 /**
  * A task's files that its samples read again and again, each opened once and read from its start
@@ -40,7 +40,7 @@ export class TaskProcFiles {
     if (this.membersFile === null) return null
     try {
       this.membersFd ??= openSync(this.membersFile, 'r')
-      return parsePids(readWhole(this.membersFd))
+      return parsePids(proc.text(this.membersFd))
     } catch {
       this.closeMembers()
       return null
@@ -124,7 +124,7 @@ export class TaskProcFiles {
     const held = this.stats.get(pid)
     if (held !== undefined) {
       try {
-        return statFigures(readInto(held))
+        return statFigures(proc.read(held))
       } catch {
         closeQuietly(held)
         this.stats.delete(pid)
@@ -139,7 +139,7 @@ export class TaskProcFiles {
     }
     let figures: StatFigures | null = null
     try {
-      figures = statFigures(readInto(fd))
+      figures = statFigures(proc.read(fd))
     } catch {
       // ended between its listing and now
     }
@@ -165,28 +165,6 @@ export function processFigures(pids: readonly number[], notBeforeTicks: number):
   }
 }
 
-/**
- * A file of /proc or cgroupfs read from its start, whole, into `buffer` (which grows for a long
- * process list); answers its length. Those fill a read as far as they have data: a short read is
- * the end, and needs no second one.
- */
-function readInto(fd: number): number {
-  let length = 0
-  for (;;) {
-    const space = buffer.length - length
-    const read = readSync(fd, buffer, length, space, length)
-    length += read
-    if (read < space) return length
-    const larger = Buffer.allocUnsafe(buffer.length * 2)
-    buffer.copy(larger)
-    buffer = larger
-  }
-}
-
-function readWhole(fd: number): string {
-  return buffer.toString('latin1', 0, readInto(fd))
-}
-
 interface StatFigures {
   /** ppid (field 4). */
   parent: number
@@ -204,20 +182,20 @@ interface StatFigures {
 const parsed: StatFigures = { parent: 0, cpuTicks: 0, threads: 0, startTicks: 0, residentPages: 0 }
 
 /**
- * The figures of the /proc/<pid>/stat line in `buffer` (its first `length` bytes), read digit by
+ * The figures of the /proc/<pid>/stat line in `proc.bytes` (its first `length` bytes), read digit by
  * digit where they stand: no string is made. Fields are counted after the command name's last ')'
  * (the name may hold spaces and parentheses). The answer is shared: read it before the next parse.
  */
 function statFigures(length: number): StatFigures {
   let at = length - 1
-  while (at >= 0 && buffer[at] !== 41) at--
+  while (at >= 0 && proc.bytes[at] !== 41) at--
   if (at < 0) throw new Error('not a stat line')
   at += 2
   let field = 3
   let value = 0
   parsed.cpuTicks = 0
   for (; at < length && field <= 24; at++) {
-    const byte = buffer[at]!
+    const byte = proc.bytes[at]!
     if (byte >= 48 && byte <= 57) {
       value = value * 10 + byte - 48
       continue

@@ -1,13 +1,13 @@
-import { closeSync, openSync, readdirSync, readSync } from 'node:fs'
+import { closeSync, openSync, readdirSync } from 'node:fs'
 import { readProcStat } from '../../../protocol/index.js'
+import { ProcBuffer } from './proc-buffer.js'
 
 /**
  * The kernel's own process tree: /proc/<pid>/task/<tid>/children lists the children a thread
  * forked (space-separated pids), far cheaper than a pass over all of /proc.
  */
 
-/** One buffer for every read: the daemon's thread reads one file at a time. */
-let buffer = Buffer.allocUnsafe(4096)
+const proc = new ProcBuffer(4096)
 
 /**
  * The children file of `pid`'s main thread, opened and then checked to be of the process started at
@@ -31,13 +31,13 @@ export function readChildren(fd: number, parent: number, pending: number[]): boo
   if (fd < 0) return false
   let length: number
   try {
-    length = readInto(fd)
+    length = proc.read(fd)
   } catch {
     return false
   }
   let value = 0
   for (let at = 0; at < length; at++) {
-    const byte = buffer[at]!
+    const byte = proc.bytes[at]!
     if (byte >= 48 && byte <= 57) value = value * 10 + byte - 48
     else if (value > 0) {
       pending.push(value, parent)
@@ -74,18 +74,5 @@ export function childrenOf(pid: number, threads: number, pending: number[]): voi
     } finally {
       closeSync(fd)
     }
-  }
-}
-
-function readInto(fd: number): number {
-  let length = 0
-  for (;;) {
-    const space = buffer.length - length
-    const read = readSync(fd, buffer, length, space, length)
-    length += read
-    if (read < space) return length
-    const larger = Buffer.allocUnsafe(buffer.length * 2)
-    buffer.copy(larger)
-    buffer = larger
   }
 }
