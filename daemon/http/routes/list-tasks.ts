@@ -14,7 +14,7 @@ export interface ListTasksDeps {
   config: { layout: { spool: string } }
   store: Pick<TaskStore, 'list'>
   corrupt: Pick<CorruptEntries, 'list'>
-  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'liveUsageOf'>> & { ports: Pick<PortWatch, 'refresh'> }
+  supervisor: Pick<Supervisor, 'outputs'> & Partial<Pick<Supervisor, 'liveUsageOf'>> & { ports: Pick<PortWatch, 'refreshSome'> }
 }
 
 const TASK_REF = Type.Ref('Task') as unknown as Record<string, unknown>
@@ -47,7 +47,7 @@ export function registerListTasksRoute(app: TendApp, { config, store, corrupt, s
       if (owner !== null && query.owner !== undefined && query.owner !== owner) return { tasks: [] }
       const filter = { all: query.all ?? false, owner: owner ?? query.owner }
       // Running tasks' ports as they are now (each looked at most once a second); listed again after.
-      await supervisor.ports.refresh(store.list({ owner: filter.owner }).flatMap((task) => (task.state === 'running' ? [task.id] : [])))
+      await supervisor.ports.refreshSome(store.list({ owner: filter.owner }).flatMap((task) => (task.state === 'running' ? [task.id] : [])))
       const tasks: Task[] = store.list(filter)
       // Only a running task's answer reads anything (its output size on disk now).
       const live = await Promise.all(
