@@ -42,6 +42,9 @@ export const TaskAidsRecordFields = {
     ),
   ),
   port: Type.Optional(Type.Union([Type.Null(), Port('the port it was given as PORT (--port), held for it until it ends')])),
+  portAuto: Type.Optional(
+    Type.Boolean({ description: 'tend picked its port (port auto): only such a port is held until it ends, and counts towards its owner’s cap' }),
+  ),
   ports: Type.Optional(
     Type.Array(Type.Object({ proto: Type.Union([Type.Literal('tcp'), Type.Literal('udp')]), address: Type.String(), port: Type.Integer() }), {
       maxItems: MAX_RECORDED_PORTS,

@@ -141,6 +141,8 @@ export interface TaskBase {
   ready?: Readiness
   /** The port it was given as PORT (`--port N` or `auto`), held for it until it ends; absent: none. */
   port?: number | null
+  /** True when tend picked `port` (`--port auto`): only such a port is held for the task, and counts towards its owner's cap. */
+  portAuto?: boolean
   /** The sockets its processes listen on while it runs; empty once it has ended, absent in older records. */
   ports?: TaskPort[]
   /** How many sockets past MAX_RECORDED_PORTS `ports` leaves out (the highest ports); absent: none. */

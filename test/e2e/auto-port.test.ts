@@ -96,6 +96,20 @@ describe('one owner cannot take every auto port', () => {
   })
 })
 
+describe('fixed ports are given, not held', () => {
+  test('an owner’s fixed ports inside the auto range neither count towards its cap nor keep auto ports from anyone', async () => {
+    const daemon = await daemonFor({ env: { TEND_PER_OWNER_AUTO_PORTS: '2' } })
+    const alice = asOwner(daemon, 'alice')
+    const gate = await alice.start({ command: ['sleep', '600'] })
+    for (let port = AUTO_PORT_RANGE.first; port < AUTO_PORT_RANGE.first + 5; port++) await alice.start({ command: ['true'], port, after: [gate.id] })
+    const given = [await alice.start({ command: ['sleep', '600'], port: 'auto' }), await alice.start({ command: ['sleep', '600'], port: 'auto' })]
+    expect(given.every((task) => inRange(task.port!))).toBe(true)
+    const bobs = await asOwner(daemon, 'bob').start({ command: ['true'], port: 'auto' })
+    expect(inRange(bobs.port!)).toBe(true)
+    for (const task of [gate, ...given]) await alice.kill(task.id)
+  })
+})
+
 describe('a start asking for a port another task of its owner listens on', () => {
   test('is answered with a warning naming that task; another owner gets none', async () => {
     const daemon = await daemonFor()

@@ -112,6 +112,7 @@ export async function admitTask(
     // Waiting from admission on: a task that ends before it is ready says so (transitions.ts).
     ...(readyWhen ? { readyWhen, ready: null } : {}),
     ...(port === null ? {} : { port }),
+    ...(reservation ? { portAuto: true } : {}),
   }
   // Named fields after a spread, not a spread after fields: see createQueuedTask.
   const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)

@@ -20,13 +20,13 @@ interface Holder {
 }
 
 /**
- * The ports tasks not ended yet hold (their records' `port`), per network and per owner, kept as
+ * The ports tasks not ended yet hold (their records' `port`, when tend picked it: `portAuto`), per network and per owner, kept as
  * the store's records change (its events) rather than by listing every task at each pick: read
  * once, at the first use, and followed from then on.
  */
 export class HeldPorts {
   private readonly holders = new Map<string, Holder>()
-  /** Per network, each held port and how many tasks hold it (a fixed `port: N` may be given twice). */
+  /** Per network, each held port and how many tasks hold it (a restart may find two records of one pick). */
   private readonly byNetwork = new Map<string, Map<number, number>>()
   /** Per owner, the ids of its tasks holding a port. */
   private readonly byOwner = new Map<string, Set<string>>()
@@ -35,9 +35,9 @@ export class HeldPorts {
     for (const task of tasks) this.follow(task)
   }
 
-  /** A task's newest record: it holds its port until it has ended. */
+  /** A task's newest record: a port tend picked for it (`portAuto`) is held until it has ended; a fixed one is only given. */
   follow(task: Task): void {
-    const holds = typeof task.port === 'number' && !isFinished(task)
+    const holds = typeof task.port === 'number' && task.portAuto === true && !isFinished(task)
     if (holds === this.holders.has(task.id)) return
     if (holds) this.hold(task.id, { owner: task.owner, port: task.port as number, network: networkKey(networkOfTask(task)) })
     else this.letGo(task.id)

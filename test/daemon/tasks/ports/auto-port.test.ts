@@ -29,8 +29,9 @@ function fakeStore(tasks: Task[]) {
   }
 }
 
+/** A task tend picked `port` for (`portAuto`): it holds it until it ends. */
 function holder(id: string, port: number, fields: Partial<Task> = {}): Task {
-  return { id, owner: 'agent', state: 'queued', port, sandbox: 'off', network: 'host', ...fields } as Task
+  return { id, owner: 'agent', state: 'queued', port, portAuto: true, sandbox: 'off', network: 'host', ...fields } as Task
 }
 
 async function failure(promise: Promise<unknown>): Promise<unknown> {
