@@ -155,6 +155,36 @@ describe('usage of a task', () => {
     expect(recordOn(home, started.id).usage).toEqual(recovered.usage)
   })
 
+  test.each([
+    { when: 'before its start', endedAtMs: 1 },
+    { when: 'in the far future', endedAtMs: 8_640_000_000_000_000 },
+  ])('an exit file a task under off forged with an end $when: the record ends between its start and the recovery', async ({ endedAtMs }) => {
+    const home = createTempHome()
+    const gate = join(home, 'gate')
+    const first = await startTestDaemon({ home })
+    const started = await first.client.start({
+      command: [PYTHON, '-c', `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\n`],
+    })
+    await waitFor(
+      'the running record, with its keeper, on disk',
+      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
+    )
+    await first.crash()
+    first.client.close()
+    writeFileSync(gate, '')
+    const exitFile = join(home, 'spool', started.id, 'exit.json')
+    await waitFor('the keeper to write the exit file', () => existsSync(exitFile))
+    writeFileSync(exitFile, `${JSON.stringify({ ...JSON.parse(readFileSync(exitFile, 'utf8')), endedAtMs })}\n`)
+    const second = await startTestDaemon({ home })
+    cleanups.push(() => second.stop())
+    const recovered = await second.client.get(started.id)
+    const startedAt = Date.parse(recovered.startedAt!)
+    const endedAt = Date.parse(recovered.endedAt!)
+    expect(recovered.endedAt, JSON.stringify(recovered)).toMatch(/^\d{4}-\d{2}-\d{2}T/)
+    expect(endedAt).toBeGreaterThanOrEqual(startedAt)
+    expect(endedAt).toBeLessThanOrEqual(Date.now())
+  })
+
   test('a killed task records what it used too', async () => {
     const daemon = await daemonFor()
     const started = await daemon.client.start({ command: [PYTHON, '-c', 'import time\nprint("up", flush=True)\nwhile True: pass\n'] })

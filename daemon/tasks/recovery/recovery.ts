@@ -140,9 +140,12 @@ export async function recoverSpool(
   // Every other group of this daemon's: a corrupt entry's, one whose folder is gone, one left behind.
   killed += await sweepTaskCgroups(cgroupRoots, resumed)
   const now = new Date()
-  // An exit file's time is the task's to write under `off`: the run is bounded by this daemon's clock too.
+  // An exit file's time is the task's to write under `off`: the end it says is taken only between
+  // the start the daemon recorded and this daemon's clock.
+  const recoveredEnd = (task: { startedAt: string | null }, exit: ExitRecord) =>
+    new Date(Math.min(Math.max(Date.parse(exit.endedAt), task.startedAt ? Date.parse(task.startedAt) : 0), now.getTime()))
   const recoveredUsage = (task: { id: string; startedAt: string | null }, exit: ExitRecord) =>
-    finalUsage(exit.usage, null, { taskId: task.id, startedAt: task.startedAt, endedAtMs: Math.min(Date.parse(exit.endedAt), now.getTime()), log })
+    finalUsage(exit.usage, null, { taskId: task.id, startedAt: task.startedAt, endedAtMs: recoveredEnd(task, exit).getTime(), log })
   const waitingAgain: QueuedTask[] = []
   for (const task of interrupted) {
     if (task.state === 'running') {
@@ -155,11 +158,11 @@ export async function recoverSpool(
       // Killed by its keeper when the daemon went: nobody stopped it, the daemon's end did.
       if (exit?.lifelineBroke || exit?.leaseRanOut)
         await store.save(
-          endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes, recoveredUsage(task, exit)),
+          endedRecord(task, { lost: keeperEndedReason(exit) }, outputBytes, recoveredEnd(task, exit), exit.outputLostBytes, recoveredUsage(task, exit)),
         )
       else if (exit)
         await store.save(
-          endedRecord(task, { ending: endingFromExit(exit) }, outputBytes, new Date(exit.endedAt), exit.outputLostBytes, recoveredUsage(task, exit)),
+          endedRecord(task, { ending: endingFromExit(exit) }, outputBytes, recoveredEnd(task, exit), exit.outputLostBytes, recoveredUsage(task, exit)),
         )
       else if (rebooted.has(task.id)) await store.save(endedRecord(task, { lost: 'the machine restarted while the task ran' }, outputBytes, now))
       else
