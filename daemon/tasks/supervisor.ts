@@ -178,6 +178,8 @@ export class Supervisor {
    */
   liveUsageOf(task: Task): LiveUsage | undefined {
     if (task.state !== 'running' || task.startedAt === null) return undefined
+    const fresh = this.liveSampler.fresh(task.id)
+    if (fresh) return fresh
     const sampled = this.runs.get(task.id)?.sampled(Date.parse(task.startedAt))
     return sampled ? this.liveSampler.sample(sampled) : undefined
   }

@@ -19,15 +19,31 @@ export interface SampledTask {
   keeper?: { pid: number; startTicks: number }
 }
 
+/**
+ * The samples a second the sampler takes at most, spread over its tasks (each costs the kernel's
+ * generation of a process list and a stat line per process: 25 to 40 µs on a loaded 2-core
+ * machine): up to this many tasks each get new figures every second; more are each sampled less
+ * often, in turn (every 10 s for 1,000), so that what sampling costs the daemon stays under 1% of a
+ * core however many run. `sampledAt` says how fresh a task's figures are.
+ */
+export const SAMPLES_PER_SECOND = 100
+
 export interface LiveSamplerOptions {
   /** The shortest time between two samples of one task, in ms; an answer within it is the last sample. Default 1000. */
   minIntervalMs?: number
   /** The clock, in ms since the epoch. Default Date.now. */
   now?: () => number
+  /** Where in its interval a task's second sample falls, from 0 to 1 (spreads the samples over the asks). Default Math.random. */
+  random?: () => number
 }
 
 interface Sample {
   atMs: number
+  /**
+   * A first sample's place in the budget's interval (0 to 1), where its second falls, so that tasks
+   * first asked for together are not all sampled again in the same ask; null from the second on.
+   */
+  spread: number | null
   cpuTicks: number
   live: LiveUsage
   /** Its files, held open from sample to sample. */
@@ -36,7 +52,7 @@ interface Sample {
 
 /**
  * Running tasks' live figures, sampled only when an answer asks for them (`?live=true`), at most
- * once per `minIntervalMs` per task: nothing runs between asks, and a console asking every second
+ * once per `minIntervalMs` per task and SAMPLES_PER_SECOND in all: nothing runs between asks, and a console asking every second
  * for a thousand tasks reads each task's process list (its keeper's children, or its cgroup's) and /proc stat files once a second, through
  * descriptors held from one sample to the next (process-figures.ts) until the task ends (forget). CPU % is of one core,
  * between this sample and the last (a first one: since the task started); memory is the resident
@@ -46,28 +62,47 @@ export class LiveSampler {
   private readonly samples = new Map<string, Sample>()
   private readonly minIntervalMs: number
   private readonly now: () => number
+  private readonly random: () => number
   private lastIso: { ms: number; text: string } | null = null
 
   constructor(options: LiveSamplerOptions = {}) {
     this.minIntervalMs = options.minIntervalMs ?? 1000
     this.now = options.now ?? Date.now
+    this.random = options.random ?? Math.random
+  }
+
+  /** The task's last figures while they are fresh enough to answer (its next sample is not due): no file is read, nothing is made. */
+  fresh(id: string): LiveUsage | undefined {
+    const last = this.samples.get(id)
+    return last && this.now() - last.atMs < this.waitMs(last) ? last.live : undefined
   }
 
   sample(task: SampledTask): LiveUsage {
     const now = this.now()
     const last = this.samples.get(task.id)
-    if (last && now - last.atMs < this.minIntervalMs) return last.live
+    if (last && now - last.atMs < this.waitMs(last)) return last.live
     const files = last?.files ?? new TaskProcFiles(task.membersFile ?? null)
-    const figures = task.keeper
-      ? files.treeFigures(task.keeper, task.leaderStartTicks)
-      : files.figures(files.members() ?? [task.leaderPid], task.leaderStartTicks)
+    // Its cgroup's list when it has one (one read, the whole tree: a task cannot leave it without
+    // root), else the keeper's tree (a file per process), else its leader alone.
+    const members = files.members()
+    const figures = members
+      ? files.figures(members, task.leaderStartTicks)
+      : task.keeper
+        ? files.treeFigures(task.keeper, task.leaderStartTicks)
+        : files.figures([task.leaderPid], task.leaderStartTicks)
     const sinceMs = last ? now - last.atMs : now - task.startedAtMs
     // A process that ended since the last sample takes its ticks with it: never below zero.
     const ticks = Math.max(0, last ? figures.cpuTicks - last.cpuTicks : figures.cpuTicks)
     const cpuPercent = sinceMs > 0 ? Math.round(((ticks * 1000) / CLOCK_TICKS_PER_SECOND / sinceMs) * 1000) / 10 : 0
     const live: LiveUsage = { cpuPercent, memoryBytes: figures.residentBytes, sampledAt: this.isoTime(now) }
-    this.samples.set(task.id, { atMs: now, cpuTicks: figures.cpuTicks, live, files })
+    this.samples.set(task.id, { atMs: now, spread: last ? null : this.random(), cpuTicks: figures.cpuTicks, live, files })
     return live
+  }
+
+  /** How long after its last sample a task is sampled again: once a second, or less often when the budget is shared by more tasks. */
+  private waitMs(last: Sample): number {
+    const intervalMs = Math.max(this.minIntervalMs, Math.ceil(this.samples.size / SAMPLES_PER_SECOND) * 1000)
+    return last.spread === null ? intervalMs : this.minIntervalMs + last.spread * (intervalMs - this.minIntervalMs)
   }
 
   /** The task has ended: its last sample goes. */

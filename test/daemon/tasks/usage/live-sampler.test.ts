@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { readProcStat } from '../../../../protocol/index.js'
-import { LiveSampler, type SampledTask } from '../../../../daemon/tasks/usage/live-sampler.js'
+import { LiveSampler, SAMPLES_PER_SECOND, type SampledTask } from '../../../../daemon/tasks/usage/live-sampler.js'
 import { processFigures } from '../../../../daemon/tasks/usage/process-figures.js'
 
 /** The live sampler, on this test's own process (its figures are real) and a clock the test moves. */
@@ -94,5 +94,50 @@ describe('LiveSampler', () => {
     const sampler = new LiveSampler({ now: clock(4_000_000).now })
     expect(sampler.sample(leaderOnly).memoryBytes).toBeGreaterThanOrEqual(processFigures([process.pid], 0).residentBytes / 2)
     sampler.forget(leaderOnly.id)
+  })
+})
+
+describe('the sampling budget', () => {
+  test('a thousand tasks asked for each second are sampled within SAMPLES_PER_SECOND a second, spread over the asks, each in turn', () => {
+    const time = clock(1_000_000)
+    // Spread as Math.random would, but the same each run.
+    let spread = 0
+    const sampler = new LiveSampler({ now: time.now, random: () => (spread = (spread + 0.618_034) % 1) })
+    const tasks = Array.from({ length: 1000 }, (_, index) => ({ ...self, id: `task${String(index).padStart(8, '0')}`, membersFile: listing([process.pid]) }))
+    const sampledAt = new Map<string, string>()
+    const ask = () => {
+      let fresh = 0
+      for (const task of tasks) {
+        const live = sampler.sample(task)
+        if (sampledAt.get(task.id) !== live.sampledAt) fresh++
+        sampledAt.set(task.id, live.sampledAt)
+      }
+      return fresh
+    }
+    // The first ask has every task's first figures.
+    expect(ask()).toBe(1000)
+    const counts: number[] = []
+    const everSampledAgain = new Set<string>()
+    for (let second = 1; second <= 12; second++) {
+      time.advance(1000)
+      const before = new Map(sampledAt)
+      counts.push(ask())
+      for (const [id, at] of sampledAt) if (before.get(id) !== at) everSampledAgain.add(id)
+    }
+    for (const count of counts) expect(count).toBeLessThanOrEqual(SAMPLES_PER_SECOND * 1.5)
+    expect(counts.reduce((sum, count) => sum + count, 0) / counts.length).toBeLessThanOrEqual(SAMPLES_PER_SECOND)
+    // Every task had new figures within the interval the budget allows (here 10 s): none is left behind.
+    expect(everSampledAgain.size).toBe(1000)
+    for (const task of tasks) sampler.forget(task.id)
+  })
+
+  test('a few tasks are each sampled once a second', () => {
+    const time = clock(1_000_000)
+    const sampler = new LiveSampler({ now: time.now })
+    const first = sampler.sample(self)
+    time.advance(999)
+    expect(sampler.sample(self)).toBe(first)
+    time.advance(1)
+    expect(sampler.sample(self).sampledAt).not.toBe(first.sampledAt)
   })
 })
