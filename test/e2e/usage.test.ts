@@ -120,21 +120,7 @@ describe('usage of a task', () => {
     { figures: 'absurd', cpuUserMs: Number.MAX_SAFE_INTEGER, recorded: false },
     { figures: 'plausible', cpuUserMs: 5, recorded: true },
   ])('an exit file a task under off forged with $figures figures: only plausible ones reach the record', async ({ cpuUserMs, recorded }) => {
-    const home = createTempHome()
-    const gate = join(home, 'gate')
-    const first = await startTestDaemon({ home })
-    const started = await first.client.start({
-      command: [PYTHON, '-c', `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\n`],
-    })
-    await waitFor(
-      'the running record, with its keeper, on disk',
-      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
-    )
-    await first.crash()
-    first.client.close()
-    writeFileSync(gate, '')
-    const exitFile = join(home, 'spool', started.id, 'exit.json')
-    await waitFor('the keeper to write the exit file', () => existsSync(exitFile))
+    const { home, started, exitFile } = await endedWhileNoDaemon()
     // What a process of the task (the daemon's uid) can write in its place, keeping the ending.
     const forged = { ...JSON.parse(readFileSync(exitFile, 'utf8')), cpuUserMs }
     const large = recorded
@@ -159,21 +145,7 @@ describe('usage of a task', () => {
     { when: 'before its start', endedAtMs: 1 },
     { when: 'in the far future', endedAtMs: 8_640_000_000_000_000 },
   ])('an exit file a task under off forged with an end $when: the record ends between its start and the recovery', async ({ endedAtMs }) => {
-    const home = createTempHome()
-    const gate = join(home, 'gate')
-    const first = await startTestDaemon({ home })
-    const started = await first.client.start({
-      command: [PYTHON, '-c', `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\n`],
-    })
-    await waitFor(
-      'the running record, with its keeper, on disk',
-      () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id),
-    )
-    await first.crash()
-    first.client.close()
-    writeFileSync(gate, '')
-    const exitFile = join(home, 'spool', started.id, 'exit.json')
-    await waitFor('the keeper to write the exit file', () => existsSync(exitFile))
+    const { home, started, exitFile } = await endedWhileNoDaemon()
     writeFileSync(exitFile, `${JSON.stringify({ ...JSON.parse(readFileSync(exitFile, 'utf8')), endedAtMs })}\n`)
     const second = await startTestDaemon({ home })
     cleanups.push(() => second.stop())
@@ -252,3 +224,20 @@ describe('usage of a task', () => {
     expect(recordOnDisk(daemon, ended.id)).not.toHaveProperty('live')
   })
 })
+
+/** A task under off that ends while no daemon runs (its daemon crashed): its keeper's exit file is there for the next daemon. */
+async function endedWhileNoDaemon(): Promise<{ home: string; started: Task; exitFile: string }> {
+  const home = createTempHome()
+  const gate = join(home, 'gate')
+  const first = await startTestDaemon({ home })
+  const started = await first.client.start({
+    command: [PYTHON, '-c', `import os, time\nwhile not os.path.exists(${JSON.stringify(gate)}): time.sleep(0.01)\n`],
+  })
+  await waitFor('the running record, with its keeper, on disk', () => recordOn(home, started.id).state === 'running' && 'keeper' in recordOn(home, started.id))
+  await first.crash()
+  first.client.close()
+  writeFileSync(gate, '')
+  const exitFile = join(home, 'spool', started.id, 'exit.json')
+  await waitFor('the keeper to write the exit file', () => existsSync(exitFile))
+  return { home, started, exitFile }
+}
