@@ -18,12 +18,15 @@ export async function runDaemonForeground(env: Record<string, string | undefined
   // joined, and a signal in between would otherwise end it unstopped (its tasks unrecorded).
   let daemon: Awaited<ReturnType<typeof startDaemon>> | undefined
   let signalled = false
+  // Heard until the stop is done: a second signal while stopping (a second Ctrl-C, a supervisor's
+  // repeat) must not end the daemon with its stop half done and its tasks unrecorded.
   const onSignal = () => {
+    if (signalled) return
     signalled = true
     void daemon?.stop()
   }
-  process.once('SIGTERM', onSignal)
-  process.once('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
   try {
     daemon = await startDaemon(loadDaemonConfig(env))
   } catch (error) {

@@ -48,6 +48,22 @@ describe('daemon lifecycle', () => {
     expect(queuedRecord).toMatchObject({ state: 'failed', reason: 'daemon stopped before the task started' })
   })
 
+  test('a second SIGTERM or a SIGINT while it stops does not cut the stop short: the task is still recorded, nothing is left', async () => {
+    const daemon = await startTestDaemon()
+    cleanups.push(() => daemon.stop())
+    const running = await daemon.client.start({ command: ['sh', '-c', 'trap "" TERM; echo started; while :; do sleep 0.05; done'] })
+    await waitFor('the task to print started', async () => (await daemon.client.read(running.id)).data === 'started\n')
+    const exited = new Promise<object>((resolve) => daemon.process.once('exit', (code, signal) => resolve({ code, signal })))
+    daemon.process.kill('SIGTERM')
+    // The task ignores TERM, so the stop lasts the kill grace (1 s): both signals land inside it.
+    await waitFor('the daemon to begin its stop', () => readFileSync(join(daemon.home, 'daemon.log'), 'utf8').includes('daemon stopping'))
+    daemon.process.kill('SIGTERM')
+    daemon.process.kill('SIGINT')
+    expect(await exited).toEqual({ code: 0, signal: null })
+    const record = JSON.parse(readFileSync(join(daemon.home, 'spool', running.id, 'task.json'), 'utf8'))
+    expect(record).toMatchObject({ state: 'killed', reason: 'daemon stopped' })
+  })
+
   test('two clients racing to start a daemon leave exactly one running', async () => {
     const home = createTempHome()
     const env = daemonEnv(home)
