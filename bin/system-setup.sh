@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Installs the system packages tend needs, through the machine's package manager (apt-get, or dnf
+# on Fedora), with `sudo -n` when not root. Where it cannot install (no root and no sudo that runs
+# without a password, no known package manager, a failed install) it prints the one command to
+# run and exits 1. With everything there it only looks (`command -v`) and exits 0 without a word.
+#
+#   bin/system-setup.sh           what tend needs to run        (npm run setup, tend setup)
+#   bin/system-setup.sh --tests   that, and what its tests need (npm test, .ci/run)
+#   --json                        one JSON document on stdout: {set, manager, installed, missing, command}
+#
+# Messages go to stderr: one line naming what was installed; on a failure the package manager's
+# whole output, then the command to run.
+set -uo pipefail
+
+usage='usage: system-setup.sh [--tests] [--json]'
+tests=0
+json=0
+for arg in "$@"; do
+  case $arg in
+    --tests) tests=1 ;;
+    --json) json=1 ;;
+    -h | --help)
+      echo "$usage"
+      exit 0
+      ;;
+    *)
+      echo "system-setup.sh: unknown option: $arg ($usage)" >&2
+      exit 2
+      ;;
+  esac
+done
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
+
+has() { command -v "$1" >/dev/null 2>&1; }
+
+# The packages missing now, as a Debian name and a Fedora name for each (two lists in step).
+apt_missing=()
+dnf_missing=()
+want() { # DEBIAN-NAMES FEDORA-NAMES (space-separated)
+  apt_missing+=($1)
+  dnf_missing+=($2)
+}
+find_missing() {
+  apt_missing=()
+  dnf_missing=()
+  # The default sandbox, workspace: without bubblewrap it is refused, and only --sandbox off runs.
+  has bwrap || want bubblewrap bubblewrap
+  # A C compiler only where tend's C is not built yet (a checkout before `npm ci`, or a package
+  # without a prebuilt spawner): the build (daemon/native/build.mjs) compiles the spawner and the
+  # addon with it. A package that has them needs none; without them tasks still run, through
+  # child_process, but slower and without --stdin and --tty. The tests build the C themselves.
+  if ! has cc && { [ "$tests" = 1 ] || [ ! -x "$here/../dist/native/tend-spawner" ]; }; then
+    want 'gcc libc6-dev' 'gcc glibc-devel'
+  fi
+  [ "$tests" = 1 ] || return 0
+  # setpriv: tests start daemons as the non-root user tend-test (.ci/run makes it with useradd).
+  has setpriv || want util-linux util-linux
+  has useradd || want passwd shadow-utils
+  # The console's browser tests drive chromium headless; its TLS tests make a certificate with openssl.
+  has chromium || want chromium chromium
+  has openssl || want openssl openssl
+  # The cluster's tests start a real Redis on a loopback port.
+  has redis-server || want redis-server redis
+  # The everyday-work tests run a parallel make build, python3 -m venv and git in tasks.
+  has make || want make make
+  has git || want git git
+  { has python3 && python3 -c 'import ensurepip' >/dev/null 2>&1; } || want python3-venv python3
+  # The escape suite tries to trace the daemon with strace from inside a sandbox (absent, the try could not fail).
+  has strace || want strace strace
+  # The network tests fetch through the egress proxy (curl) and look at a task's namespace (ip).
+  has curl || want curl curl
+  has ip || want iproute2 iproute
+}
+
+if has apt-get; then
+  manager=apt-get
+elif has dnf; then
+  manager=dnf
+else
+  manager=none
+fi
+root=0
+[ "$(id -u)" = 0 ] && root=1
+
+packages() { if [ "$manager" = dnf ]; then echo "${dnf_missing[*]}"; else echo "${apt_missing[*]}"; fi; }
+
+# The one command that installs what is missing, as this user would type it.
+install_command() {
+  local line="$manager install -y $(packages)"
+  if [ "$root" = 1 ]; then
+    echo "$line"
+  elif has sudo; then
+    echo "sudo $line"
+  else
+    echo "su -c '$line'"
+  fi
+}
+
+json_list() { # WORDS...
+  local out='' word
+  for word in "$@"; do out+="${out:+,}\"$word\""; done
+  echo "[$out]"
+}
+
+# finish EXIT-CODE INSTALLED-WORDS COMMAND
+finish() {
+  if [ "$json" = 1 ]; then
+    local set=runtime command=null manager_json=null
+    [ "$tests" = 1 ] && set=tests
+    [ -n "$3" ] && command="\"$3\""
+    [ "$manager" != none ] && manager_json="\"$manager\""
+    # shellcheck disable=SC2046 # word lists of package names, split on purpose
+    echo "{\"set\":\"$set\",\"manager\":$manager_json,\"installed\":$(json_list $2),\"missing\":$(json_list $(packages)),\"command\":$command}"
+  fi
+  exit "$1"
+}
+
+find_missing
+[ "${#apt_missing[@]}" = 0 ] && finish 0 '' ''
+wanted=$(packages)
+
+if [ "$manager" = none ]; then
+  echo "tend setup: missing $wanted, and there is no apt-get or dnf here to install them: install $wanted (Debian's names) with this system's package manager" >&2
+  finish 1 '' ''
+fi
+
+as_root=()
+if [ "$root" = 0 ]; then
+  if has sudo && sudo -n true >/dev/null 2>&1; then
+    as_root=(sudo -n)
+  else
+    echo "tend setup: missing $wanted; this user is not root and has no sudo that runs without a password. Run:" >&2
+    install_command >&2
+    finish 1 '' "$(install_command)"
+  fi
+fi
+
+log=$(mktemp "${TMPDIR:-/tmp}/tend-setup-XXXXXX.log")
+trap 'rm -f "$log"' EXIT
+install() { # PACKAGES...
+  if [ "$manager" = dnf ]; then
+    "${as_root[@]}" dnf install -y -q "$@" >>"$log" 2>&1
+  else
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@")
+    # The package lists may be missing (a fresh container) or stale: fetched only when needed.
+    "${as_root[@]}" "${apt[@]}" >>"$log" 2>&1 \
+      || { "${as_root[@]}" apt-get update -qq >>"$log" 2>&1 && "${as_root[@]}" "${apt[@]}" >>"$log" 2>&1; }
+  fi
+}
+read -r -a wanted_list <<<"$wanted"
+install "${wanted_list[@]}"
+find_missing
+# Newer Debian releases ship setpriv in a package of its own.
+if [ "$manager" = apt-get ] && [ "$tests" = 1 ] && ! has setpriv; then
+  install setpriv && wanted+=' setpriv'
+  find_missing
+fi
+if [ "${#apt_missing[@]}" != 0 ]; then
+  cat "$log" >&2
+  echo "tend setup: could not install $(packages) with $manager (its output is above). Run:" >&2
+  install_command >&2
+  finish 1 '' "$(install_command)"
+fi
+echo "tend setup: installed $wanted ($manager)" >&2
+finish 0 "$wanted" ''
