@@ -1,101 +1,21 @@
 import { afterEach, expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { REPO_ROOT } from '../helpers/test-daemon.js'
+import { rmSync } from 'node:fs'
+import { createFakeMachine, EVERY_COMMAND, everyCommandBut as without, type FakeMachineSpec } from '../helpers/fake-packages.js'
 
-/*
- * bin/system-setup.sh run with a PATH built for each case: the few real tools it uses, a stand-in
- * (an empty program) for each command it checks that the case says is there, and fake apt-get,
- * dnf, sudo and id that record their arguments and succeed or fail as the case needs. A fake
- * package manager "installs" a package by making the commands that package brings.
- */
-
-const SCRIPT = join(REPO_ROOT, 'bin', 'system-setup.sh')
-const BASH = '/bin/bash'
-/** What the script itself runs, taken from the machine. */
-const REAL_TOOLS = ['env', 'mktemp', 'cat', 'rm', 'true']
-/** Every command the script checks, for the cases where all is there. */
-const EVERY_COMMAND = ['bwrap', 'cc', 'setpriv', 'useradd', 'chromium', 'openssl', 'redis-server', 'make', 'git', 'strace', 'curl', 'ip', 'python3']
-/** The commands each package brings, under its Debian and its Fedora name. */
-const PACKAGE_COMMANDS: Record<string, string[]> = {
-  bubblewrap: ['bwrap'],
-  gcc: ['cc'],
-  'redis-server': ['redis-server'],
-  redis: ['redis-server'],
-  chromium: ['chromium'],
-}
-
-interface Machine {
-  /** Commands present (stand-ins). */
-  present: string[]
-  /** The user's uid as the fake `id -u` answers it. */
-  uid?: number
-  manager?: 'apt-get' | 'dnf' | 'none'
-  /** `working`: `sudo -n` runs the command; `password`: it asks for one (and so fails); absent: no sudo. */
-  sudo?: 'working' | 'password'
-  /** The package manager fails every install, printing why. */
-  installFails?: boolean
-  /** Where the script is run from: the repository (its C built), or a copy in a bare folder. */
-  scriptAt?: 'repository' | 'bare-package'
-}
+/* bin/system-setup.sh run on a fake machine (test/helpers/fake-packages.ts) for each case. */
 
 const folders: string[] = []
 afterEach(() => {
   for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
 })
 
-function writeProgram(path: string, body: string): void {
-  writeFileSync(path, `#!/bin/sh\n${body}\n`)
-  chmodSync(path, 0o755)
+function runSetup(spec: FakeMachineSpec, args: string[] = []) {
+  const machine = createFakeMachine(spec)
+  folders.push(machine.root)
+  const result = spawnSync('/bin/bash', [machine.script, ...args], { env: { PATH: machine.bin, TMPDIR: machine.root }, encoding: 'utf8', timeout: 20_000 })
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls: machine.calls() }
 }
-
-function runSetup(machine: Machine, args: string[] = []) {
-  const root = mkdtempSync(join(tmpdir(), 'tend-system-setup-'))
-  folders.push(root)
-  const bin = join(root, 'bin')
-  mkdirSync(bin)
-  const calls = join(root, 'calls.log')
-  for (const tool of REAL_TOOLS) symlinkSync(realPath(tool), join(bin, tool))
-  for (const command of machine.present) writeProgram(join(bin, command), 'exit 0')
-  writeProgram(join(bin, 'id'), `[ "$1" = -u ] && echo ${machine.uid ?? 0}`)
-  const manager = machine.manager ?? 'apt-get'
-  if (manager !== 'none') {
-    const installs = Object.entries(PACKAGE_COMMANDS)
-      .map(
-        ([name, commands]) =>
-          `${name}) ${commands.map((command) => `printf '#!/bin/sh\\n' >"${bin}/${command}"; chmod 755 "${bin}/${command}"`).join('; ')} ;;`,
-      )
-      .join('\n    ')
-    const outcome = machine.installFails
-      ? `echo "E: Unable to locate package $last (fake ${manager})"; exit 100`
-      : `for package in "$@"; do case $package in\n    ${installs}\n  esac; done`
-    writeProgram(
-      join(bin, manager),
-      `echo "${manager} $*" >>"${calls}"\nfor last in "$@"; do :; done\ncase " $* " in *" install "*) ${outcome} ;; esac\nexit 0`,
-    )
-  }
-  if (machine.sudo === 'working') writeProgram(join(bin, 'sudo'), `echo "sudo $*" >>"${calls}"\n[ "$1" = -n ] && shift\nexec "$@"`)
-  if (machine.sudo === 'password') writeProgram(join(bin, 'sudo'), `echo "sudo $*" >>"${calls}"\necho "sudo: a password is required" >&2\nexit 1`)
-  let script = SCRIPT
-  if (machine.scriptAt === 'bare-package') {
-    mkdirSync(join(root, 'package', 'bin'), { recursive: true })
-    script = join(root, 'package', 'bin', 'system-setup.sh')
-    copyFileSync(SCRIPT, script)
-  }
-  const result = spawnSync(BASH, [script, ...args], { env: { PATH: bin, TMPDIR: root }, encoding: 'utf8', timeout: 20_000 })
-  const recorded = existsSync(calls) ? readFileSync(calls, 'utf8').trim().split('\n') : []
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls: recorded }
-}
-
-function realPath(tool: string): string {
-  const found = spawnSync(BASH, ['-c', `type -P ${tool}`], { encoding: 'utf8' }).stdout.trim()
-  if (!found) throw new Error(`the test needs ${tool} on this machine`)
-  return found
-}
-
-const without = (...absent: string[]) => EVERY_COMMAND.filter((command) => !absent.includes(command))
 
 test('with everything there it calls no package manager, prints nothing and exits 0', () => {
   for (const args of [[], ['--tests']]) {

@@ -1,0 +1,101 @@
+import { spawnSync } from 'node:child_process'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { REPO_ROOT } from './test-daemon.js'
+
+/*
+ * A machine for bin/system-setup.sh, as a PATH built for one case: the few real tools the script
+ * uses, a stand-in (an empty program) for each command the case says is there, and fake apt-get,
+ * dnf, sudo and id that record their arguments and succeed or fail as the case needs. A fake
+ * package manager "installs" a package by making the commands that package brings.
+ */
+
+export const SYSTEM_SETUP_SCRIPT = join(REPO_ROOT, 'bin', 'system-setup.sh')
+/** What the script itself runs, taken from this machine. */
+const REAL_TOOLS = ['bash', 'env', 'mktemp', 'cat', 'rm', 'true']
+/** Every command the script checks, for the cases where all is there. */
+export const EVERY_COMMAND = ['bwrap', 'cc', 'setpriv', 'useradd', 'chromium', 'openssl', 'redis-server', 'make', 'git', 'strace', 'curl', 'ip', 'python3']
+/** The commands each package brings, under its Debian and its Fedora name. */
+const PACKAGE_COMMANDS: Record<string, string[]> = {
+  bubblewrap: ['bwrap'],
+  gcc: ['cc'],
+  'redis-server': ['redis-server'],
+  redis: ['redis-server'],
+  chromium: ['chromium'],
+}
+
+export interface FakeMachineSpec {
+  /** Commands present (stand-ins). */
+  present: string[]
+  /** The user's uid as the fake `id -u` answers it. Default 0. */
+  uid?: number
+  /** Default `apt-get`. */
+  manager?: 'apt-get' | 'dnf' | 'none'
+  /** `working`: `sudo -n` runs the command; `password`: it asks for one (and so fails); absent: no sudo. */
+  sudo?: 'working' | 'password'
+  /** The package manager fails every install, printing why. */
+  installFails?: boolean
+  /** Where the script is: the repository's (its C built), or a copy in a bare package folder. */
+  scriptAt?: 'repository' | 'bare-package'
+}
+
+export interface FakeMachine {
+  /** The temporary folder that holds it all; the caller removes it. */
+  root: string
+  /** The PATH to run with (one folder). */
+  bin: string
+  script: string
+  /** The package-manager and sudo calls made so far, one line each: `apt-get install -y …`. */
+  calls: () => string[]
+}
+
+/** The commands of `EVERY_COMMAND` but these. */
+export const everyCommandBut = (...absent: string[]): string[] => EVERY_COMMAND.filter((command) => !absent.includes(command))
+
+export function createFakeMachine(spec: FakeMachineSpec): FakeMachine {
+  const root = mkdtempSync(join(tmpdir(), 'tend-system-setup-'))
+  const bin = join(root, 'bin')
+  mkdirSync(bin)
+  const callsFile = join(root, 'calls.log')
+  for (const tool of REAL_TOOLS) symlinkSync(realPath(tool), join(bin, tool))
+  for (const command of spec.present) writeProgram(join(bin, command), 'exit 0')
+  writeProgram(join(bin, 'id'), `[ "$1" = -u ] && echo ${spec.uid ?? 0}`)
+  const manager = spec.manager ?? 'apt-get'
+  if (manager !== 'none') {
+    const installs = Object.entries(PACKAGE_COMMANDS)
+      .map(
+        ([name, commands]) =>
+          `${name}) ${commands.map((command) => `printf '#!/bin/sh\\n' >"${bin}/${command}"; chmod 755 "${bin}/${command}"`).join('; ')} ;;`,
+      )
+      .join('\n    ')
+    const outcome = spec.installFails
+      ? `echo "E: Unable to locate package $last (fake ${manager})"; exit 100`
+      : `for package in "$@"; do case $package in\n    ${installs}\n  esac; done`
+    writeProgram(
+      join(bin, manager),
+      `echo "${manager} $*" >>"${callsFile}"\nfor last in "$@"; do :; done\ncase " $* " in *" install "*) ${outcome} ;; esac\nexit 0`,
+    )
+  }
+  if (spec.sudo === 'working') writeProgram(join(bin, 'sudo'), `echo "sudo $*" >>"${callsFile}"\n[ "$1" = -n ] && shift\nexec "$@"`)
+  if (spec.sudo === 'password') writeProgram(join(bin, 'sudo'), `echo "sudo $*" >>"${callsFile}"\necho "sudo: a password is required" >&2\nexit 1`)
+  let script = SYSTEM_SETUP_SCRIPT
+  if (spec.scriptAt === 'bare-package') {
+    mkdirSync(join(root, 'package', 'bin'), { recursive: true })
+    script = join(root, 'package', 'bin', 'system-setup.sh')
+    copyFileSync(SYSTEM_SETUP_SCRIPT, script)
+  }
+  const calls = () => (existsSync(callsFile) ? readFileSync(callsFile, 'utf8').trim().split('\n') : [])
+  return { root, bin, script, calls }
+}
+
+function writeProgram(path: string, body: string): void {
+  writeFileSync(path, `#!/bin/sh\n${body}\n`)
+  chmodSync(path, 0o755)
+}
+
+function realPath(tool: string): string {
+  const found = spawnSync('/bin/bash', ['-c', `type -P ${tool}`], { encoding: 'utf8' }).stdout.trim()
+  if (!found) throw new Error(`the test needs ${tool} on this machine`)
+  return found
+}
