@@ -12,6 +12,7 @@ import { registerPsCommand } from './commands/ps.js'
 import { registerRmCommand } from './commands/rm.js'
 import { registerRunCommand } from './commands/run.js'
 import { registerSendCommand } from './commands/send.js'
+import { registerSetupCommand } from './commands/setup.js'
 import { registerShowCommand } from './commands/show.js'
 import { registerStatusCommand } from './commands/status.js'
 import { registerResizeCommand } from './commands/resize.js'
@@ -44,6 +45,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   gc: registerGcCommand,
   console: registerConsoleCommand,
   mcp: registerMcpCommand,
+  setup: registerSetupCommand,
 }
 
 /**

@@ -31,3 +31,8 @@ test("the README's quick start runs the set-up before the first task, and no lon
   expect(quickStart).toContain('npm run setup && npm ci && npx tend run --wait -- echo hello')
   expect(quickStart).not.toContain('apt-get install bubblewrap')
 })
+
+test("the README's table of commands has tend setup", () => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8')
+  expect(readme).toMatch(/^\| `tend setup` \| .*bin\/system-setup\.sh/m)
+})
