@@ -137,7 +137,7 @@ fi
 
 log=$(mktemp "${TMPDIR:-/tmp}/tend-setup-XXXXXX.log")
 trap 'rm -f "$log"' EXIT
-install() { # PACKAGES...
+install_packages() { # PACKAGES...
   if [ "$manager" = dnf ]; then
     "${as_root[@]}" dnf install -y -q "$@" >>"$log" 2>&1
   else
@@ -148,11 +148,11 @@ install() { # PACKAGES...
   fi
 }
 read -r -a wanted_list <<<"$wanted"
-install "${wanted_list[@]}"
+install_packages "${wanted_list[@]}"
 find_missing
 # Newer Debian releases ship setpriv in a package of its own.
 if [ "$manager" = apt-get ] && [ "$tests" = 1 ] && ! has setpriv; then
-  install setpriv && wanted+=' setpriv'
+  install_packages setpriv && wanted+=' setpriv'
   find_missing
 fi
 if [ "${#apt_missing[@]}" != 0 ]; then
