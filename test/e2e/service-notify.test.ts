@@ -1,10 +1,12 @@
 import { afterEach, expect, test } from 'vitest'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import { startNotifyListener, type NotifyListener } from '../helpers/notify-listener.js'
-import { createTempHome, startTestDaemon } from '../helpers/test-daemon.js'
+import { TendClient } from '../../client/index.js'
+import { runCli } from '../helpers/cli.js'
+import { assertNothingLeft, createTempHome, daemonEnv, startTestDaemon } from '../helpers/test-daemon.js'
 
 // A daemon run by systemd as Type=notify (docs/service.md): systemd takes it as started at
 // READY=1 and hears only its main process (NotifyAccess=main).
@@ -61,4 +63,20 @@ test('a daemon whose NOTIFY_SOCKET nobody listens on starts all the same', async
   const daemon = await startTestDaemon({ env: { NOTIFY_SOCKET: join(folder, 'nobody.sock') } })
   cleanups.push(() => daemon.stop())
   expect((await daemon.client.status()).pid).toBe(daemon.process.pid)
+})
+
+test("a daemon a client starts in the background does not get the client's NOTIFY_SOCKET: it is not the service's main process", async () => {
+  const { address, listener: notifications } = await listener()
+  const home = createTempHome()
+  const env = daemonEnv(home, { NOTIFY_SOCKET: address })
+  const client = new TendClient({ env })
+  cleanups.push(async () => {
+    client.close()
+    await runCli(['stop'], env)
+    await assertNothingLeft(home)
+    rmSync(home, { recursive: true, force: true })
+  })
+  const { pid } = await client.status()
+  expect(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')).not.toContainEqual(expect.stringMatching(/^NOTIFY_SOCKET=/))
+  expect(notifications.received).toEqual([])
 })
