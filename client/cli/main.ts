@@ -18,6 +18,7 @@ import { registerResizeCommand } from './commands/resize.js'
 import { registerRestartCommand } from './commands/restart.js'
 import { registerStopCommand } from './commands/stop.js'
 import { registerConsoleCommand } from './commands/console.js'
+import { registerServiceCommand } from './commands/service.js'
 import { registerWorkerCommand } from '../cluster/cli-worker.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
@@ -44,6 +45,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   gc: registerGcCommand,
   console: registerConsoleCommand,
   mcp: registerMcpCommand,
+  service: registerServiceCommand,
 }
 
 /**
