@@ -22,16 +22,20 @@ export function daemonCanNotify(): boolean {
 
 /** The unit for this copy of tend, its node and the installing user's home, PATH and name. */
 export function unitForThisCopy(scope: ServiceScope, home: string, env: Record<string, string | undefined>, user: string): string {
-  return createUnitFile({
-    scope,
-    nodePath: process.execPath,
-    tendBin: cliEntry(),
-    home,
-    path: env.PATH || '/usr/local/bin:/usr/bin:/bin',
-    notify: daemonCanNotify(),
-    docs: join(packageRoot(), 'docs', 'service.md'),
-    ...(scope === 'system' ? { user } : {}),
-  })
+  try {
+    return createUnitFile({
+      scope,
+      nodePath: process.execPath,
+      tendBin: cliEntry(),
+      home,
+      path: env.PATH || '/usr/local/bin:/usr/bin:/bin',
+      notify: daemonCanNotify(),
+      docs: join(packageRoot(), 'docs', 'service.md'),
+      ...(scope === 'system' ? { user } : {}),
+    })
+  } catch (error) {
+    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'written', detail: (error as Error).message }, { cause: error })
+  }
 }
 
 /** Writes the unit whole (a temporary file fsynced, then renamed over), 0644 as systemd's own. */

@@ -91,5 +91,6 @@ function validateUnitFileOptions(options: UnitFileOptions): void {
   for (const field of ['nodePath', 'tendBin', 'home', 'docs'] as const) {
     if (!isAbsolute(options[field])) throw new Error(`${field} must be an absolute path, got ${JSON.stringify(options[field])}`)
   }
-  if (options.user !== undefined && !/^[a-z_][a-z0-9_.-]*\$?$/i.test(options.user)) throw new Error(`user is not a user name: ${JSON.stringify(options.user)}`)
+  if (options.user !== undefined && !/^([a-z_][a-z0-9_.-]*\$?|\d+)$/i.test(options.user))
+    throw new Error(`user is not a user name: ${JSON.stringify(options.user)}`)
 }

@@ -41,7 +41,7 @@ export function registerServiceCommand(program: Command): void {
       const unitPath = join(flags.unitDir ?? unitFolder(scope, env), UNIT_NAME)
       const home = client.options.layout.home
       if (verb === 'install' && flags.print) {
-        const unit = unitForThisCopy(scope, home, env, userInfo().username)
+        const unit = unitForThisCopy(scope, home, env, installingUser())
         if (io.json) printJson(io, { scope, unitPath, unit })
         else process.stdout.write(unit)
         return EXIT.ok
@@ -50,6 +50,15 @@ export function registerServiceCommand(program: Command): void {
       return verb === 'install' ? install({ io, scope, unitPath, home, env, systemctl }) : uninstall({ io, scope, unitPath, env, systemctl })
     }),
   )
+}
+
+/** Who runs `tend service`, for a system unit's User=: the name, or the uid where no name is on record (a container's). */
+function installingUser(): string {
+  try {
+    return userInfo().username
+  } catch {
+    return String(process.getuid!())
+  }
 }
 
 interface ServiceAction {
@@ -61,7 +70,7 @@ interface ServiceAction {
 }
 
 async function install({ io, scope, unitPath, home, env, systemctl }: ServiceAction & { home: string }): Promise<number> {
-  writeUnitFile(unitPath, unitForThisCopy(scope, home, env, userInfo().username))
+  writeUnitFile(unitPath, unitForThisCopy(scope, home, env, installingUser()))
   // A daemon already serving this home (started by a client) hands its running tasks on to the
   // unit's: the unit's daemon could not take the home while it runs.
   const running = new TendClient({ home, env, autoStart: false })

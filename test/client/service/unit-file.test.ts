@@ -95,4 +95,9 @@ test('paths with spaces, quotes, % and $ are quoted and escaped as systemd reads
 test('a value with a line break, or a relative path, is refused naming it', () => {
   expect(() => createUnitFile({ ...USER, home: '/home/a\nExecStartPre=/bin/evil' })).toThrow(/home.*line break/)
   expect(() => createUnitFile({ ...USER, nodePath: 'node' })).toThrow(/nodePath.*absolute path.*"node"/)
+  expect(() => createUnitFile({ ...USER, scope: 'system', user: 'root; rm' })).toThrow(/user is not a user name/)
+})
+
+test('a system unit takes a uid where the user has no name', () => {
+  expect(section(createUnitFile({ ...USER, scope: 'system', user: '1000' }), 'Service')).toContain('User=1000')
 })
