@@ -32,6 +32,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   status: registerStatusCommand,
   stop: registerStopCommand,
   restart: registerRestartCommand,
+  service: registerServiceCommand,
   run: registerRunCommand,
   ps: registerPsCommand,
   show: registerShowCommand,
@@ -45,7 +46,6 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   gc: registerGcCommand,
   console: registerConsoleCommand,
   mcp: registerMcpCommand,
-  service: registerServiceCommand,
 }
 
 /**
