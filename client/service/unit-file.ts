@@ -47,6 +47,8 @@ export function createUnitFile(options: UnitFileOptions): string {
       : ['# Type=exec: the service-notify addon was not built, so the daemon cannot send READY=1.', 'Type=exec']),
     `ExecStart=${[options.nodePath, options.tendBin].map(quoteUnitWord).join(' ')} daemon`,
     environment('TEND_HOME', options.home),
+    // The unit's own cgroup, which Delegate=yes hands to the daemon, holds its task groups on cgroup v2.
+    environment('TEND_CGROUP_ROOT', 'own'),
     environment('PATH', options.path),
     ...(system && options.user !== undefined ? [`User=${options.user}`] : []),
     'Delegate=yes',

@@ -36,6 +36,10 @@ describe('the unit a user service gets', () => {
     )
   })
 
+  test('delegates its cgroup to the daemon, which makes its cgroup v2 task groups in it', () => {
+    expect(section(unit, 'Service')).toEqual(expect.arrayContaining(['Delegate=yes', 'Environment="TEND_CGROUP_ROOT=own"']))
+  })
+
   test('delegates its cgroup, leaves keepers and tasks alone when the daemon goes, and restarts a daemon that failed', () => {
     expect(section(unit, 'Service')).toEqual(
       expect.arrayContaining([
