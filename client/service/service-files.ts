@@ -57,11 +57,8 @@ export function writeUnitFile(path: string, text: string): void {
     renameSync(temporary, path)
   } catch (error) {
     rmSync(temporary, { force: true })
-    throw new TendError(
-      'TEND_ERR_SERVICE_FAILED',
-      { action: 'installed', detail: `${path} could not be written: ${(error as Error).message}` },
-      { cause: error },
-    )
+    const detail = `${path} could not be written: ${(error as Error).message}${permissionHint(error, 'install')}`
+    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'installed', detail }, { cause: error })
   }
 }
 
@@ -72,6 +69,13 @@ export function removeUnitFile(path: string): boolean {
     return true
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false
-    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'removed', detail: `${path} could not be removed: ${(error as Error).message}` }, { cause: error })
+    const detail = `${path} could not be removed: ${(error as Error).message}${permissionHint(error, 'uninstall')}`
+    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'removed', detail }, { cause: error })
   }
+}
+
+/** The usual reason a unit folder refuses: the system's is root's. */
+function permissionHint(error: unknown, verb: 'install' | 'uninstall'): string {
+  const { code } = error as NodeJS.ErrnoException
+  return code === 'EACCES' || code === 'EPERM' ? ` (a --system unit is root's: \`sudo tend service ${verb} --system\`, or --user for your own)` : ''
 }

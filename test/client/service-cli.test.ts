@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runCli } from '../helpers/cli.js'
 import { isAlive } from '../helpers/processes.js'
-import { createTempHome, daemonEnv, REPO_ROOT, startTestDaemon, TEND_BIN } from '../helpers/test-daemon.js'
+import { execa } from 'execa'
+import { checkUnprivilegedUser, createTempHome, daemonEnv, REPO_ROOT, setprivArgs, startTestDaemon, TEND_BIN } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 // `tend service` against a stand-in systemctl that records its calls, a temp unit folder and a temp
@@ -154,6 +155,29 @@ describe('tend service install and uninstall', () => {
     expect((await next.client.get(task.id)).state).toBe('running')
     await next.stop()
     await daemon.stop()
+  })
+
+  test('a unit folder it may not write is exit 1, naming the folder and what to do', async () => {
+    const systemd = fakeSystemd()
+    const unitDir = join(systemd.unitDir, '..', 'root-only', 'units')
+    mkdirSync(unitDir, { recursive: true, mode: 0o755 })
+    // Root may write any folder: the folder is root's, and the CLI runs as the unprivileged test user.
+    const user = checkUnprivilegedUser()
+    chmodSync(join(systemd.unitDir, '..'), 0o755)
+    const run = await execa(
+      'setpriv',
+      [...setprivArgs(user), '--', process.execPath, TEND_BIN, 'service', 'install', '--system', '--unit-dir', unitDir, ...systemd.flags.slice(2)],
+      {
+        env: systemd.env,
+        extendEnv: false,
+        reject: false,
+        stdin: 'ignore',
+      },
+    )
+    expect(run.exitCode, String(run.stderr)).toBe(1)
+    expect(run.stderr).toContain(`the service could not be installed: ${join(unitDir, 'tend.service')} could not be written`)
+    expect(run.stderr).toContain("a --system unit is root's: `sudo tend service install --system`, or --user for your own")
+    expect(systemd.calls()).toEqual([])
   })
 
   test('a systemctl that fails is exit 1, quoting what it printed', async () => {
