@@ -46,7 +46,9 @@ export async function ensureDaemon(options: NormalizedClientOptions): Promise<vo
     const child = spawn(process.execPath, [cliEntry(), 'daemon'], {
       detached: true,
       stdio: ['ignore', 'ignore', startupLog],
-      env: options.env as NodeJS.ProcessEnv,
+      // Whoever started this client may be a service manager's main process: the daemon is not,
+      // and its READY=1 would speak for it (docs/service.md).
+      env: { ...options.env, NOTIFY_SOCKET: undefined } as NodeJS.ProcessEnv,
     })
     child.once('exit', (code) => (exitCode = code ?? 1))
     child.once('error', () => (exitCode = 1))

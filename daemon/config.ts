@@ -124,6 +124,11 @@ export interface DaemonConfig extends DaemonSettings {
   baseEnv: Readonly<Record<string, string>>
   /** taskUser resolved to ids (null: tasks run as the daemon's user). */
   taskIdentity: { uid: number; gid: number } | null
+  /**
+   * NOTIFY_SOCKET: where the service manager that started the daemon (systemd, Type=notify) hears
+   * READY=1 and STOPPING=1 (daemon/service/). null: none did. Never passed on to tasks.
+   */
+  notifySocket: string | null
 }
 
 const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: string) => unknown }> = {
@@ -162,6 +167,13 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
 
 /** Variables that hold credentials: never shown in a message, never handed to a task. */
 const CREDENTIAL_VARIABLES = new Set([...CLUSTER_CREDENTIAL_VARIABLES, 'TEND_TOKEN'])
+
+/**
+ * The daemon's own, kept out of tasks' environment: a task that notified the daemon's service
+ * manager would speak for the daemon (systemd hears only the main pid, NotifyAccess=main; another
+ * manager might not check).
+ */
+const DAEMON_ONLY_VARIABLES = new Set(['NOTIFY_SOCKET'])
 
 /** 1/true/yes or 0/false/no, as an environment variable writes a switch. */
 /** TEND_NETWORK_HOSTS: `name=address` pairs, separated by commas. */
@@ -243,9 +255,17 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
   const taskIdentity = problems.length === 0 && taskUser !== null ? resolveUser(taskUser, sources.get('taskUser') ?? 'taskUser', problems) : null
   if (problems.length > 0) throw new TendError('TEND_ERR_CONFIG_INVALID', { detail: problems.join('; ') })
   const baseEnv = Object.fromEntries(
-    Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && !CREDENTIAL_VARIABLES.has(entry[0])),
+    Object.entries(env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && !CREDENTIAL_VARIABLES.has(entry[0]) && !DAEMON_ONLY_VARIABLES.has(entry[0]),
+    ),
   )
-  return Object.freeze({ ...(settings as DaemonSettings), layout, baseEnv: Object.freeze(baseEnv), taskIdentity: taskIdentity && Object.freeze(taskIdentity) })
+  return Object.freeze({
+    ...(settings as DaemonSettings),
+    layout,
+    baseEnv: Object.freeze(baseEnv),
+    taskIdentity: taskIdentity && Object.freeze(taskIdentity),
+    notifySocket: env.NOTIFY_SOCKET || null,
+  })
 }
 
 /** The settings' violations, defaults filled in first. The validator is built once, when first needed. */

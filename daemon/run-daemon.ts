@@ -40,6 +40,7 @@ import { SpoolReserve } from './store/spool-reserve.js'
 import { readVersion } from './version.js'
 import { precompiledCount, SCHEMA_CODE_PATH } from './precompiled/schema-code.js'
 import { IdleMemoryRelease, loadMemoryRelease } from './memory/idle-release.js'
+import { createServiceNotifier } from './service/service-notify.js'
 import { NetworkLedger } from './network/network-ledger.js'
 import { EgressService } from './network/egress-service.js'
 
@@ -248,6 +249,9 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     retake: () => lock.retakeFile(),
   })
   log.info({ socket: layout.socket, version: context.version, ...recovered }, 'daemon started')
+  // Once the socket answers, not before: a unit ordered after tend's may connect at once.
+  const serviceManager = createServiceNotifier(config.notifySocket, log)
+  serviceManager.ready(`serving ${layout.socket}`)
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
   if (config.console) await consoleControl.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
   const cluster = config.clusterRedis ? await startClusterWorker(context) : null
@@ -257,6 +261,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   const stop = (options: StopOptions = {}) => {
     stopping ??= (async () => {
       log.info({ keepTasks: options.keepTasks === true }, 'daemon stopping')
+      serviceManager.stopping()
       clearInterval(quotaTimer)
       memory?.close()
       await cluster?.pause()

@@ -250,6 +250,14 @@ export const ERROR_CATALOGUE = {
   TEND_ERR_DAEMON_TIMEOUT: { statusCode: 504, message: 'the daemon did not answer within {timeout}: {detail}', blame: 'system', retryable: true, local: true },
   TEND_ERR_PROTOCOL: { statusCode: 502, message: 'unexpected answer from the daemon: {detail}', blame: 'system', retryable: false, local: true },
   TEND_ERR_USAGE: { statusCode: 400, message: 'usage error: {detail}', blame: 'caller', retryable: false, local: true },
+  TEND_ERR_SERVICE_UNAVAILABLE: {
+    statusCode: 503,
+    message: 'no systemd to install the service with: {detail}; `tend service install --print` prints the unit to install by hand',
+    blame: 'system',
+    retryable: false,
+    local: true,
+  },
+  TEND_ERR_SERVICE_FAILED: { statusCode: 500, message: 'the service could not be {action}: {detail}', blame: 'system', retryable: true, local: true },
 } as const satisfies Record<string, ErrorSpec>
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE

@@ -42,6 +42,7 @@ export function exitCodeForError(error: unknown): number {
     case 'TEND_ERR_HOME_UNWRITABLE':
     case 'TEND_ERR_CLUSTER_UNAVAILABLE':
     case 'TEND_ERR_CLUSTER_WORKER':
+    case 'TEND_ERR_SERVICE_UNAVAILABLE':
       return EXIT.unavailable
     default:
       return EXIT.failed

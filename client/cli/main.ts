@@ -19,6 +19,7 @@ import { registerResizeCommand } from './commands/resize.js'
 import { registerRestartCommand } from './commands/restart.js'
 import { registerStopCommand } from './commands/stop.js'
 import { registerConsoleCommand } from './commands/console.js'
+import { registerServiceCommand } from './commands/service.js'
 import { registerWorkerCommand } from '../cluster/cli-worker.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
@@ -32,6 +33,7 @@ const COMMANDS: Record<string, (program: Command) => void> = {
   status: registerStatusCommand,
   stop: registerStopCommand,
   restart: registerRestartCommand,
+  service: registerServiceCommand,
   run: registerRunCommand,
   ps: registerPsCommand,
   show: registerShowCommand,

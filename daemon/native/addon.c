@@ -38,5 +38,8 @@ NAPI_MODULE_INIT() {
 #ifdef TEND_WITH_SPLICE_RELAY
   ok = ok && add_part(env, exports, "spliceRelay", define_splice_relay);
 #endif
+#ifdef TEND_WITH_SERVICE_NOTIFY
+  ok = ok && add_part(env, exports, "serviceNotify", define_service_notify);
+#endif
   return ok ? exports : NULL;
 }

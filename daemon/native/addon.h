@@ -20,6 +20,8 @@ bool define_instance_lock(napi_env env, napi_value part);
 bool define_holder_control(napi_env env, napi_value part);
 /** daemon/network/relay/splice-relay.c: the egress proxy's relay threads. */
 bool define_splice_relay(napi_env env, napi_value part);
+/** daemon/service/sd-notify.c: a notification to the service manager (sd_notify). */
+bool define_service_notify(napi_env env, napi_value part);
 
 /** Defines `count` functions on `part`, each enumerable. */
 bool define_functions(napi_env env, napi_value part, const napi_property_descriptor *functions, size_t count);

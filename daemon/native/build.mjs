@@ -62,6 +62,12 @@ const ADDON_PARTS = [
     source: 'daemon/network/relay/splice-relay.c',
     without: 'the egress proxy relays through Node streams (slower)',
   },
+  {
+    name: 'service-notify',
+    define: 'SERVICE_NOTIFY',
+    source: 'daemon/service/sd-notify.c',
+    without: 'tend service install writes a Type=exec unit: systemd takes the daemon as started before its socket answers',
+  },
 ]
 const ADDON_MAIN = ['daemon/native/addon.c', 'daemon/native/addon.h']
 

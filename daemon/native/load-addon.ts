@@ -5,7 +5,7 @@ import { nativeArtifact } from './artifacts.js'
 export const ADDON_PATH = nativeArtifact('tend.node')
 
 /** The addon's parts, by the name each is under on the module (daemon/native/addon.c). */
-export type AddonPart = 'peerCredentials' | 'durableWrite' | 'memoryRelease' | 'instanceLock' | 'holderControl' | 'spliceRelay'
+export type AddonPart = 'peerCredentials' | 'durableWrite' | 'memoryRelease' | 'instanceLock' | 'holderControl' | 'spliceRelay' | 'serviceNotify'
 
 /**
  * Loads one part of the daemon's N-API addon and checks that it has the functions expected of it.

@@ -1,0 +1,81 @@
+import { createRequire } from 'node:module'
+import { closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { TendError } from '../../protocol/index.js'
+import { cliEntry, packageRoot } from '../package-root.js'
+import { createUnitFile, type ServiceScope } from './unit-file.js'
+
+/**
+ * Whether the daemon of this copy can tell systemd it is ready: its addon has the service-notify
+ * part (daemon/service/sd-notify.c). Checked here, not by the daemon, because the unit's Type=
+ * depends on it: a Type=notify daemon that never notifies is killed when its start times out. The
+ * addon is looked for where the daemon looks (daemon/native/artifacts.ts, which the client may not
+ * import): built here into dist/native/, else the package's prebuilt one for this platform.
+ */
+export function daemonCanNotify(): boolean {
+  const native = join(packageRoot(), 'dist', 'native')
+  const addon = [join(native, 'tend.node'), join(native, `${process.platform}-${process.arch}`, 'tend.node')].find((path) => existsSync(path))
+  if (addon === undefined) return false
+  try {
+    const loaded = createRequire(import.meta.url)(addon) as { serviceNotify?: { notify?: unknown } }
+    return typeof loaded.serviceNotify?.notify === 'function'
+  } catch {
+    return false
+  }
+}
+
+/** The unit for this copy of tend, its node and the installing user's home, PATH and name. */
+export function unitForThisCopy(scope: ServiceScope, home: string, env: Record<string, string | undefined>, user: string): string {
+  try {
+    return createUnitFile({
+      scope,
+      nodePath: process.execPath,
+      tendBin: cliEntry(),
+      home,
+      path: env.PATH || '/usr/local/bin:/usr/bin:/bin',
+      notify: daemonCanNotify(),
+      docs: join(packageRoot(), 'docs', 'service.md'),
+      ...(scope === 'system' ? { user } : {}),
+    })
+  } catch (error) {
+    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'written', detail: (error as Error).message }, { cause: error })
+  }
+}
+
+/** Writes the unit whole (a temporary file fsynced, then renamed over), 0644 as systemd's own. */
+export function writeUnitFile(path: string, text: string): void {
+  const temporary = `${path}.tend-${process.pid}`
+  try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o755 })
+    const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644)
+    try {
+      writeSync(fd, text)
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
+    renameSync(temporary, path)
+  } catch (error) {
+    rmSync(temporary, { force: true })
+    const detail = `${path} could not be written: ${(error as Error).message}${permissionHint(error, 'install')}`
+    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'installed', detail }, { cause: error })
+  }
+}
+
+/** Removes the unit; false when there was none. */
+export function removeUnitFile(path: string): boolean {
+  try {
+    rmSync(path)
+    return true
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false
+    const detail = `${path} could not be removed: ${(error as Error).message}${permissionHint(error, 'uninstall')}`
+    throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'removed', detail }, { cause: error })
+  }
+}
+
+/** The usual reason a unit folder refuses: the system's is root's. */
+function permissionHint(error: unknown, verb: 'install' | 'uninstall'): string {
+  const { code } = error as NodeJS.ErrnoException
+  return code === 'EACCES' || code === 'EPERM' ? ` (a --system unit is root's: \`sudo tend service ${verb} --system\`, or --user for your own)` : ''
+}
