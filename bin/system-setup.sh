@@ -70,6 +70,8 @@ find_missing() {
   # The network tests fetch through the egress proxy (curl) and look at a task's namespace (ip).
   has curl || want curl curl
   has ip || want iproute2 iproute
+  # The service unit's test checks what `tend service install` writes with systemd-analyze verify (nothing is started).
+  has systemd-analyze || want systemd systemd
 }
 
 if has apt-get; then

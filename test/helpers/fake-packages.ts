@@ -15,7 +15,22 @@ export const SYSTEM_SETUP_SCRIPT = join(REPO_ROOT, 'bin', 'system-setup.sh')
 /** What the script itself runs, taken from this machine. */
 const REAL_TOOLS = ['bash', 'env', 'mktemp', 'cat', 'rm', 'true']
 /** Every command the script checks, for the cases where all is there. */
-export const EVERY_COMMAND = ['bwrap', 'cc', 'setpriv', 'useradd', 'chromium', 'openssl', 'redis-server', 'make', 'git', 'strace', 'curl', 'ip', 'python3']
+export const EVERY_COMMAND = [
+  'bwrap',
+  'cc',
+  'setpriv',
+  'useradd',
+  'chromium',
+  'openssl',
+  'redis-server',
+  'make',
+  'git',
+  'strace',
+  'curl',
+  'ip',
+  'python3',
+  'systemd-analyze',
+]
 /** The commands each package brings, under its Debian and its Fedora name. */
 const PACKAGE_COMMANDS: Record<string, string[]> = {
   bubblewrap: ['bwrap'],
