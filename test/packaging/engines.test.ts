@@ -25,18 +25,18 @@ function npm(args: string[], cwd: string) {
   return execa('npm', args, { cwd, env: npmEnv, all: true, reject: false, stdin: 'ignore', timeout: INSTALL_TIMEOUT_MS })
 }
 
-/** The first release of each line in `engines` ("^20.11 || ^22" gives 20.11.0 and 22.0.0). */
+/** The first release of each line in `engines` ("^20.19 || ^24" gives 20.19.0 and 24.0.0). */
 function firstReleases(range: string): string[] {
   return range.split('||').map((part) => {
     const line = /^\^(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(part.trim())
-    if (!line) throw new Error(`engines.node in package.json: expected lines like "^22 || ^24", got ${JSON.stringify(range)}`)
+    if (!line) throw new Error(`engines.node in package.json: expected lines like "^22.12 || ^24", got ${JSON.stringify(range)}`)
     return `${line[1]}.${line[2] ?? 0}.${line[3] ?? 0}`
   })
 }
 
-/** The installed packages whose engines.node does not accept `version`, as name@version (wants). */
-async function refusing(version: string): Promise<string[]> {
-  const result = await npm(['query', `:attr(engines, [node]):not(:semver(${version}, :attr(engines, [node]), satisfies))`], installed)
+/** The packages installed in `folder` whose engines.node does not accept `version`, as name@version (wants). */
+async function refusing(version: string, folder: string): Promise<string[]> {
+  const result = await npm(['query', `:attr(engines, [node]):not(:semver(${version}, :attr(engines, [node]), satisfies))`], folder)
   expect(result.exitCode, result.all).toBe(0)
   return JSON.parse(result.stdout).map((found: { name: string; version: string; engines: { node: string } }) => {
     return `${found.name}@${found.version} (wants ${found.engines.node})`
@@ -73,5 +73,10 @@ test(`npm install -g of the tarball on this Node (${process.version}) prints no 
 })
 
 test.each(firstReleases(DECLARED))('every installed package accepts Node %s, the first release of a declared line', async (version) => {
-  expect(await refusing(version)).toEqual([])
+  expect(await refusing(version, installed)).toEqual([])
+})
+
+// The README's quick start (`npm ci`, `npm test`) installs the development tree too: vite, vitest.
+test.each(firstReleases(DECLARED))('every package of the development tree accepts Node %s too', async (version) => {
+  expect(await refusing(version, ROOT)).toEqual([])
 })
