@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tend's tests on another Node line than the machine's: installs Node 22 and Node 24 (the `node`
-# package from the npm registry, under the aliases node22 and node24) in this folder, and runs the
+# tend's tests on another Node line than the machine's: installs Node 22, 24 and 26 (the `node`
+# package from the npm registry, under the aliases node22, node24 and node26) in this folder, and runs the
 # files below under the one asked for, with tend as built by the machine's Node (`npm test` builds
 # it first, as .ci/run does). The whole suite runs on the machine's Node; here runs what can differ
 # between lines (test/README.md says why each is here), within about two minutes a line.
 #
-#   bash integration/node-lines/run.sh 22|24 [JSON_REPORT]
+#   bash integration/node-lines/run.sh 22|24|26 [JSON_REPORT]
 #
 # With JSON_REPORT, vitest also writes its JSON report there (for a caller that adds up counts);
 # with SKIP_REPORT_FILE in the environment, the reasons of skipped tests go there.
@@ -15,8 +15,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 line="${1:-}"
 case "$line" in
-  22 | 24) ;;
-  *) echo "usage: bash integration/node-lines/run.sh 22|24 [JSON_REPORT]" >&2; exit 1 ;;
+  22 | 24 | 26) ;;
+  *) echo "usage: bash integration/node-lines/run.sh 22|24|26 [JSON_REPORT]" >&2; exit 1 ;;
 esac
 
 files=(
