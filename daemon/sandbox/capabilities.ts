@@ -5,7 +5,8 @@ import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 import type { TaskIdentity } from './task-identity.js'
 import type { NetworkMode } from '../../protocol/index.js'
-import { daemonCgroupFolder, defaultDaemonPidsMax, findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
+import { daemonCgroupFolder, defaultDaemonPidsMax } from './cgroup-parent.js'
+import { findTaskCgroupRoots, type TaskCgroupRoots } from './cgroup-hierarchy.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -13,7 +14,7 @@ export interface SandboxCapabilities {
   /** New user namespaces can be created (bubblewrap needs them when not run as root). */
   userNamespaces: boolean
   /** This daemon's own cgroup v1 folders, per controller, that it makes task groups in (null: none), and why not. */
-  cgroups: CgroupRoots
+  cgroups: TaskCgroupRoots
   /** Profiles that can run here; `off` always can. */
   profiles: Array<'off' | 'workspace' | 'strict'>
   /** Why a profile cannot run, by profile. */
@@ -72,6 +73,8 @@ export interface DetectOptions {
   home: string
   /** The process-count limit of all its tasks together (setting daemonPidsMax); null: the default. */
   pidsMax?: number | null
+  /** The cgroup v2 subtree it was given (setting cgroupRoot); null or absent: none. */
+  cgroupRoot?: string | null
 }
 
 /**
@@ -93,7 +96,8 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
   const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
-  const cgroups = findCgroupRoots({
+  const cgroups = findTaskCgroupRoots({
+    unifiedSetting: options.cgroupRoot ?? null,
     name: options.cgroupName,
     uid: options.uid,
     daemon: daemonCgroupFolder(options.home),
