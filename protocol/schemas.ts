@@ -470,7 +470,8 @@ export const StatusSchema = Type.Object({
           },
           {
             description:
-              "which cgroup hierarchy task groups are on (2: each task a v2 group in the subtree given by cgroupRoot; 1: v1 groups only; null: none), the daemon's folder of them, which hierarchy holds the limits, and why",
+              'which cgroup hierarchy task groups are on (2: each task a v2 group in the subtree given by cgroupRoot; 1: v1 groups only; ' +
+              "null: none), the daemon's folder of them, which hierarchy holds the limits, and why",
           },
         ),
       ),

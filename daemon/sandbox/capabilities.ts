@@ -84,6 +84,16 @@ export interface DetectOptions {
  */
 export async function detectSandbox(options: DetectOptions): Promise<Omit<SandboxCapabilities, 'identity' | 'network'>> {
   const { path } = options
+  // First, before this function or the daemon starts any child: with `cgroupRoot: own` the daemon
+  // moves to its cgroup's leaf, and a process left beside it would keep controllers from its task groups.
+  const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
+  const cgroups = findTaskCgroupRoots({
+    unifiedSetting: options.cgroupRoot ?? null,
+    name: options.cgroupName,
+    uid: options.uid,
+    daemon: daemonCgroupFolder(options.home),
+    ...(pidsMax !== undefined ? { pidsMax } : {}),
+  })
   const found = findOnPath('bwrap', path)
   const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
   // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
@@ -95,14 +105,6 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
   ])
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
-  const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
-  const cgroups = findTaskCgroupRoots({
-    unifiedSetting: options.cgroupRoot ?? null,
-    name: options.cgroupName,
-    uid: options.uid,
-    daemon: daemonCgroupFolder(options.home),
-    ...(pidsMax !== undefined ? { pidsMax } : {}),
-  })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {

@@ -27,8 +27,7 @@ export interface TaskCgroupOptions extends CgroupParentOptions {
 }
 
 const LIMIT_CONTROLLERS = ['memory', 'pids'] as const
-const NOT_GIVEN =
-  'no cgroup v2 subtree was given to the daemon (setting cgroupRoot: "own" under a unit with Delegate=yes, or a folder delegated to its uid)'
+const NOT_GIVEN = 'no cgroup v2 subtree was given to the daemon (setting cgroupRoot: "own" under a unit with Delegate=yes, or a folder delegated to its uid)'
 
 /**
  * Finds the hierarchy for the daemon's task groups: the v2 subtree it was given, when usable; with

@@ -169,7 +169,8 @@ function checkSubtree(subtree: string, uid: number, isCgroup2: (path: string) =>
     const owner = fileOwner(join(subtree, file))
     if (typeof owner === 'string') return { problem: `${join(subtree, file)} cannot be read (${owner})` }
     if (owner !== uid && uid !== 0) {
-      return { problem: `${join(subtree, file)} is owned by uid ${owner}, not the daemon's uid ${uid}: the subtree is not delegated to it; as root, chown ${uid} ${join(subtree, file)}` }
+      const path = join(subtree, file)
+      return { problem: `${path} is owned by uid ${owner}, not the daemon's uid ${uid}: the subtree is not delegated to it; as root, chown ${uid} ${path}` }
     }
   }
   return mountChecked
@@ -208,7 +209,10 @@ function fileOwner(path: string): number | string {
 function readWords(path: string): string[] {
   try {
     // A fake tree (tests) keeps what was written to cgroup.subtree_control: `+memory`.
-    return readFileSync(path, 'utf8').split(/\s+/).filter(Boolean).map((word) => word.replace(/^\+/, ''))
+    return readFileSync(path, 'utf8')
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((word) => word.replace(/^\+/, ''))
   } catch {
     return []
   }

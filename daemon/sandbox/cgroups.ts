@@ -173,7 +173,9 @@ export class TaskCgroups {
 
   /** Which limit the task ran into, if any, as words for its reason. */
   async limitsHit(): Promise<{ memory: string | null; pids: string | null }> {
-    if (this.limitsOnUnified) return unifiedLimitsHit(this.unifiedDir!, { memoryBytes: this.memoryDir ? this.limits.memoryBytes : null, pidsMax: this.limits.pidsMax })
+    if (this.limitsOnUnified) {
+      return unifiedLimitsHit(this.unifiedDir!, { memoryBytes: this.memoryDir ? this.limits.memoryBytes : null, pidsMax: this.limits.pidsMax })
+    }
     const { memoryBytes, pidsMax } = this.limits
     const [oomControl, pidsEvents] = await Promise.all([
       memoryBytes !== null && this.memoryDir ? readFile(join(this.memoryDir, 'memory.oom_control'), 'utf8').catch(() => '') : '',

@@ -89,7 +89,9 @@ describe('the cgroup v2 subtree a daemon is given', () => {
     writeFileSync(join(subtree, 'cgroup.procs'), '777\n')
     const mountInfo = `30 25 0:26 / ${mount} rw,nosuid - cgroup2 cgroup2 rw\n`
     const found = findUnifiedRoot({ setting: 'own', uid: 0, daemon: 'home-1', isCgroup2: within(mount), procSelfCgroup: '0::/tend.slice\n', mountInfo })
-    expect(found).toEqual({ root: expect.objectContaining({ subtree, controllers: ['memory', 'pids'], why: "the daemon's own cgroup /tend.slice, delegated to it" }) })
+    expect(found).toEqual({
+      root: expect.objectContaining({ subtree, controllers: ['memory', 'pids'], why: "the daemon's own cgroup /tend.slice, delegated to it" }),
+    })
     expect(readFileSync(join(subtree, 'daemon', 'cgroup.procs'), 'utf8')).toBe('777')
   })
 
@@ -118,7 +120,13 @@ describe('which hierarchy holds the limits', () => {
 
   test('a subtree without them on a hybrid host leaves the limits to v1, and says so', () => {
     const chosen = chooseHierarchy(v1, root([]))
-    expect(chosen).toMatchObject({ memory: v1.memory, pids: v1.pids, problem: null, unified: { path: '/cg/tend/home-1' }, hierarchy: { version: 2, limits: 1 } })
+    expect(chosen).toMatchObject({
+      memory: v1.memory,
+      pids: v1.pids,
+      problem: null,
+      unified: { path: '/cg/tend/home-1' },
+      hierarchy: { version: 2, limits: 1 },
+    })
     expect(chosen.hierarchy.why).toContain('lacks the memory and pids controllers: a hybrid host')
   })
 
@@ -154,11 +162,10 @@ describe('a task group on cgroup v2', () => {
     const { mount, subtree } = fakeTree('memory pids', { daemonFolder: 'home-3' })
     const folder = join(subtree, 'home-3')
     writeFileSync(join(mount, 'unused'), '')
-    const groups = TaskCgroups.create(
-      { memory: folder, pids: folder, unified: { path: folder, controllers: ['memory', 'pids'] } },
-      'task1',
-      { memory: true, limits: { memoryBytes: 64 * 1024 * 1024, pidsMax: 32 } },
-    )
+    const groups = TaskCgroups.create({ memory: folder, pids: folder, unified: { path: folder, controllers: ['memory', 'pids'] } }, 'task1', {
+      memory: true,
+      limits: { memoryBytes: 64 * 1024 * 1024, pidsMax: 32 },
+    })
     const group = join(folder, 'task1')
     expect(groups.dirs.map((dir) => dir.path)).toEqual([group])
     expect(readFileSync(join(group, 'memory.max'), 'utf8')).toBe(String(64 * 1024 * 1024))
