@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
@@ -98,13 +98,17 @@ describe('task groups on cgroup v2 (a hybrid host: no controllers on v2)', () =>
   test("a task whose leader exits while a child lingers is recorded ended with that child gone (cgroup.events' populated 0)", async () => {
     const dir = mkdtempSync(join(scratch, 'linger-'))
     const started = await daemon.client.start({
-      command: `setsid sh -c 'echo $$ > ${dir}/child.pid; exec sleep 1000' & while [ ! -s ${dir}/child.pid ]; do :; done`,
+      // The leader waits for the test's go (the file `go`), then exits; its setsid child lingers.
+      command: `setsid sh -c 'echo $$ > ${dir}/child.pid; exec sleep 1000' & while [ ! -e ${dir}/go ]; do sleep 0.01; done`,
       shell: true,
       sandbox: 'off',
     })
+    const child = await waitFor('the child to write its pid', () => readPid(join(dir, 'child.pid')))
+    expect(v2GroupOfProcess(child)).toBe(groupOf(started.id))
+    writeFileSync(join(dir, 'go'), '')
     const ended = await daemon.client.wait(started.id)
     expect(ended).toMatchObject({ state: 'exited', exitCode: 0 })
-    expect(isAlive(readPid(join(dir, 'child.pid'))!)).toBe(false)
+    expect(isAlive(child)).toBe(false)
     expect(existsSync(groupOf(started.id))).toBe(false)
   })
 
@@ -131,5 +135,26 @@ describe('task groups on cgroup v2 (a hybrid host: no controllers on v2)', () =>
     expect(members(pidsGroup).sort()).toEqual([...inV2].sort())
     expect(await daemon.client.kill(started.id)).toMatchObject({ state: 'killed' })
     expect(inV2.map(Number).filter(isAlive)).toEqual([])
+  })
+})
+
+describe('task groups on cgroup v2 with the node spawner (the fallback)', () => {
+  test('a task joins its v2 group through cgroup.procs, and a kill leaves none of it', async () => {
+    const node = await startTestDaemon({ env: { TEND_CGROUP_ROOT: subtree, TEND_SPAWNER: 'node', TEND_KILL_GRACE: '500ms' } })
+    try {
+      expect((await node.client.status()).spawner).toBe('node')
+      const dir = mkdtempSync(join(scratch, 'node-'))
+      const task = await node.client.start({ command: ['sh', join(FIXTURES, 'escaping-tree.sh'), dir], sandbox: 'off' })
+      const pids = await waitFor('the three escapees to write their pids', () => {
+        const found = ['setsid', 'orphan', 'ignore-term'].map((name) => readPid(join(dir, `${name}.pid`)))
+        return found.every((pid) => pid !== undefined) ? (found as number[]) : undefined
+      })
+      const group = join(subtree, daemonCgroupFolder(node.home), task.id)
+      for (const pid of pids) expect(v2GroupOfProcess(pid)).toBe(group)
+      expect(await node.client.kill(task.id)).toMatchObject({ state: 'killed' })
+      expect(pids.filter(isAlive)).toEqual([])
+    } finally {
+      await node.stop()
+    }
   })
 })
