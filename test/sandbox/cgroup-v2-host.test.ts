@@ -158,3 +158,28 @@ describe('task groups on cgroup v2 with the node spawner (the fallback)', () => 
     }
   })
 })
+
+describe('task groups on cgroup v2 across a daemon crash', () => {
+  test('the next daemon resumes the task in its v2 group and kills it through it; its group goes', async () => {
+    const first = await startTestDaemon({ env: { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '500ms' } })
+    let next: TestDaemon | undefined
+    try {
+      const dir = mkdtempSync(join(scratch, 'crash-'))
+      const task = await first.client.start({ command: ['sh', join(FIXTURES, 'escaping-tree.sh'), dir], sandbox: 'off' })
+      const pids = await waitFor('the three escapees to write their pids', () => {
+        const found = ['setsid', 'orphan', 'ignore-term'].map((name) => readPid(join(dir, `${name}.pid`)))
+        return found.every((pid) => pid !== undefined) ? (found as number[]) : undefined
+      })
+      await first.crash()
+      first.client.close()
+      next = await startTestDaemon({ home: first.home, env: { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '500ms' } })
+      expect((await next.client.get(task.id)).state).toBe('running')
+      expect(pids.filter(isAlive)).toEqual(pids)
+      expect(await next.client.kill(task.id)).toMatchObject({ state: 'killed' })
+      expect(pids.filter(isAlive)).toEqual([])
+      await waitFor('the task group to be removed', () => !existsSync(join(subtree, daemonCgroupFolder(first.home), task.id)))
+    } finally {
+      await (next ?? first).stop()
+    }
+  })
+})
