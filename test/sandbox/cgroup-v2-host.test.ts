@@ -183,3 +183,20 @@ describe('task groups on cgroup v2 across a daemon crash', () => {
     }
   })
 })
+
+describe('a cgroup v2 subtree that cannot be used', () => {
+  test('status says v1 is used and why: the folder given is not on cgroup2', async () => {
+    const notCgroup = mkdtempSync(join(scratch, 'not-cgroup2-'))
+    const refused = await startTestDaemon({ env: { TEND_CGROUP_ROOT: notCgroup } })
+    try {
+      expect((await refused.client.status()).sandbox.cgroups.hierarchy).toMatchObject({
+        version: 1,
+        why: `the cgroup v2 subtree given is not usable: ${notCgroup} is not on a cgroup2 file system`,
+      })
+      const printed = await runCli(['status'], refused.env)
+      expect(printed.stdout).toContain(`: the cgroup v2 subtree given is not usable: ${notCgroup} is not on a cgroup2 file system`)
+    } finally {
+      await refused.stop()
+    }
+  })
+})
