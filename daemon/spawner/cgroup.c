@@ -17,7 +17,8 @@
 #include "spawner.h"
 
 /* 0: this thread. We have one, so that moves the whole process, without the kernel's global
- * threadgroup lock that a write to cgroup.procs takes (see child.c). */
+ * threadgroup lock that a write to cgroup.procs takes (see child.c). On v2, where a domain group
+ * has no `tasks`, 0 in cgroup.procs is this process, and the lock is taken. */
 static const char self[] = "0\n";
 
 int join_cgroup(const struct cgroup_join *group) {
