@@ -111,7 +111,12 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
   }
   if (!isKill(options.signal)) {
     await signalAll(options.signal)
-    if (await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)) return { escalated: false, signalled }
+    const { group } = options
+    // With a v2 group the kernel says when the tree is gone (populated 0); the leader, in it, has exited by then.
+    const ended = group
+      ? (await group.untilEmpty(options.graceMs)) && (await waitUntil(() => leader.gone, options.graceMs))
+      : await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)
+    if (ended) return { escalated: false, signalled }
   }
   await signalAll('SIGKILL')
   if (await killGroup(options, leader)) return { escalated: true, signalled }
