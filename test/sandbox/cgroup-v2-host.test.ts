@@ -200,3 +200,32 @@ describe('a cgroup v2 subtree that cannot be used', () => {
     }
   })
 })
+
+describe("the daemon's own cgroup (cgroupRoot own), as a unit with Delegate=yes gives it", () => {
+  test('the daemon moves to its leaf, makes its task groups beside it, and status says so', async () => {
+    // A launcher puts the daemon in a group of its own first, as systemd puts a unit's main process.
+    const own = join(subtree, 'own.service')
+    mkdirSync(own, { mode: 0o755 })
+    const launcher = ['/bin/sh', '-c', `echo $$ > ${join(own, 'cgroup.procs')} && exec "$@"`, 'launcher']
+    const daemon = await startTestDaemon({ env: { TEND_CGROUP_ROOT: 'own', TEND_KILL_GRACE: '500ms' }, launcher })
+    try {
+      const name = `/${relative(mount, own)}`
+      expect((await daemon.client.status()).sandbox.cgroups.hierarchy).toMatchObject({
+        version: 2,
+        why: expect.stringContaining(`the daemon's own cgroup ${name}, delegated to it`),
+      })
+      expect(readFileSync(`/proc/${daemon.process.pid}/cgroup`, 'utf8')).toContain(`0::${name}/daemon\n`)
+      const dir = mkdtempSync(join(scratch, 'own-'))
+      const task = await daemon.client.start({ command: ['sh', join(FIXTURES, 'escaping-tree.sh'), dir], sandbox: 'off' })
+      const pids = await waitFor('the three escapees to write their pids', () => {
+        const found = ['setsid', 'orphan', 'ignore-term'].map((name) => readPid(join(dir, `${name}.pid`)))
+        return found.every((pid) => pid !== undefined) ? (found as number[]) : undefined
+      })
+      for (const pid of pids) expect(v2GroupOfProcess(pid)).toBe(join(own, daemonCgroupFolder(daemon.home), task.id))
+      expect(await daemon.client.kill(task.id)).toMatchObject({ state: 'killed' })
+      expect(pids.filter(isAlive)).toEqual([])
+    } finally {
+      await daemon.stop()
+    }
+  })
+})
