@@ -33,8 +33,6 @@ export interface UnifiedRootOptions {
   mountInfo?: string
   /** The process-count limit of every task of the daemon together (pids.max of its folder, with the pids controller). Default: none. */
   pidsMax?: number
-  /** The daemon's pid, moved to the leaf `daemon` of its own cgroup for `own`. Default process.pid. */
-  pid?: number
 }
 
 const CGROUP2_SUPER_MAGIC = 0x63677270
@@ -77,13 +75,15 @@ export function findUnifiedRoot(options: UnifiedRootOptions): UnifiedFound {
   if (!isCgroup2(subtree)) return { problem: `${subtree} is not on a cgroup2 file system` }
   const checked = checkSubtree(subtree, options.uid, isCgroup2)
   if ('problem' in checked) return checked
+  const unmoved = options.setting === 'own' ? moveToLeaf(subtree) : null
+  if (unmoved) return { problem: unmoved }
   const enableProblem = enableControllers(subtree)
   const path = join(subtree, options.daemon)
   makeFolder(path)
   const daemonChecked = checkFolder(path, [options.uid], options.uid, checked.dev)
   if ('problem' in daemonChecked) return daemonChecked
   const daemonProblem = enableControllers(path)
-  const probe = join(path, `probe-${options.pid ?? process.pid}`)
+  const probe = join(path, `probe-${process.pid}`)
   try {
     mkdirSync(probe)
     rmdirSync(probe)
@@ -104,9 +104,9 @@ export function findUnifiedRoot(options: UnifiedRootOptions): UnifiedFound {
 }
 
 /**
- * The daemon's own cgroup (`0::/path` in /proc/self/cgroup) on the cgroup2 mount, once the daemon
- * and whatever else runs in it (its children, under a unit of its own) have moved to its leaf
- * `daemon`: a group whose children have controllers holds no process itself.
+ * The daemon's own cgroup (`0::/path` in /proc/self/cgroup) on the cgroup2 mount. Once checked, the
+ * daemon and whatever else runs in it (its children, under a unit of its own) move to its leaf
+ * `daemon` (moveToLeaf): a group whose children have controllers holds no process itself.
  */
 function ownCgroup(options: UnifiedRootOptions, isCgroup2: (path: string) => boolean): { path: string; name: string } | { problem: string } {
   const membership = options.procSelfCgroup ?? readFileSync('/proc/self/cgroup', 'utf8')
@@ -117,11 +117,15 @@ function ownCgroup(options: UnifiedRootOptions, isCgroup2: (path: string) => boo
   if (mount === null) return { problem: 'no cgroup2 file system is mounted with its root visible here' }
   const path = join(mount, name)
   if (!isCgroup2(path)) return { problem: `${path} (the daemon's own cgroup) is not on a cgroup2 file system` }
-  const leaf = join(path, DAEMON_LEAF)
-  makeFolder(leaf)
-  const moved = moveProcesses(path, leaf)
-  if (moved) return { problem: `the daemon cannot move to the leaf ${leaf} of its own cgroup (${moved}): it is not delegated to it` }
   return { path, name }
+}
+
+/** Moves the daemon, and whatever runs beside it in its own cgroup, to the leaf `daemon`; answers why not, or null. */
+function moveToLeaf(own: string): string | null {
+  const leaf = join(own, DAEMON_LEAF)
+  makeFolder(leaf)
+  const moved = moveProcesses(own, leaf)
+  return moved ? `the daemon cannot move to the leaf ${leaf} of its own cgroup (${moved}): it is not delegated to it` : null
 }
 
 /** Where the cgroup2 file system is mounted with its root (`/`) in view, from /proc/self/mountinfo's text. */
