@@ -92,14 +92,15 @@ export function findUnifiedRoot(options: UnifiedRootOptions): UnifiedFound {
   }
   const controllers = readWords(join(path, 'cgroup.subtree_control'))
   let problem = enableProblem ?? daemonProblem
+  let allTasksPidsMax: number | null = null
   if (controllers.includes('pids') && options.pidsMax !== undefined) {
     try {
       writeFileSync(join(path, 'pids.max'), String(options.pidsMax))
+      allTasksPidsMax = options.pidsMax
     } catch (error) {
       problem = `the daemon cannot limit the processes of all its tasks in ${path} (${errorCode(error)})`
     }
   }
-  const allTasksPidsMax = controllers.includes('pids') && problem === null ? (options.pidsMax ?? null) : null
   return { root: { path, subtree, controllers, why: problem ? `${why}; ${problem}` : why, allTasksPidsMax } }
 }
 
