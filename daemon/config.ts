@@ -80,6 +80,13 @@ export const DaemonSettingsSchema = Type.Object(
      */
     cgroupName: Type.String({ pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$', default: 'tend' }),
     /**
+     * The cgroup v2 subtree the daemon makes its task groups in (one per task, in a folder per
+     * daemon): `own`, the daemon's own cgroup, which its service manager delegated (a systemd unit
+     * with Delegate=yes; the daemon moves itself to its leaf `daemon`), or an absolute folder on the
+     * cgroup2 mount that the operator delegated to the daemon's uid. Default null: none, cgroup v1.
+     */
+    cgroupRoot: Type.Union([Type.Null(), Type.Literal('own'), Type.String({ pattern: '^/' })], { default: null }),
+    /**
      * Process-count limit of all the daemon's tasks together, where cgroups are available: no
      * number of tasks at their own limits can take the host's last pids. Default null: half of the
      * kernel's pid_max (or threads-max, if smaller), the rest left to the host.
@@ -155,6 +162,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   },
   TEND_NETWORK_HOSTS: { key: 'networkHosts', parse: parseHostsList },
   TEND_CGROUP_NAME: { key: 'cgroupName', parse: String },
+  TEND_CGROUP_ROOT: { key: 'cgroupRoot', parse: String },
   TEND_DAEMON_PIDS_MAX: { key: 'daemonPidsMax', parse: Number },
   TEND_CONSOLE: { key: 'console', parse: parseSwitch },
   TEND_CONSOLE_HOST: { key: 'consoleHost', parse: String },

@@ -135,9 +135,17 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   )
   const closingController = new AbortController()
   let requestStop: (options?: StopOptions) => void = () => {}
-  // The probes of bubblewrap and the spawner's check are child processes: they run at once.
+  // The probes of bubblewrap and the spawner's check are child processes: they run at once (detectSandbox
+  // first: with cgroupRoot own, the daemon moves to its leaf before it starts any child).
   const [detected, spawner] = await Promise.all([
-    detectSandbox({ path: config.baseEnv.PATH, cgroupName: config.cgroupName, uid: process.getuid!(), home: layout.home, pidsMax: config.daemonPidsMax }),
+    detectSandbox({
+      path: config.baseEnv.PATH,
+      cgroupName: config.cgroupName,
+      uid: process.getuid!(),
+      home: layout.home,
+      pidsMax: config.daemonPidsMax,
+      cgroupRoot: config.cgroupRoot,
+    }),
     createSpawner(config.spawner, log),
   ])
   // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.

@@ -457,7 +457,25 @@ export const StatusSchema = Type.Object({
     missing: Type.Record(Type.String(), Type.String(), { description: 'why a profile cannot run here' }),
     bubblewrap: Nullable(Type.Object({ path: Type.String(), version: Type.String() })),
     userNamespaces: Type.Boolean(),
-    cgroups: Type.Object({ memory: Type.Boolean(), pids: Type.Boolean() }),
+    cgroups: Type.Object({
+      memory: Type.Boolean(),
+      pids: Type.Boolean(),
+      hierarchy: Type.Optional(
+        Type.Object(
+          {
+            version: Nullable(Type.Union([Type.Literal(1), Type.Literal(2)])),
+            path: Nullable(Type.String()),
+            limits: Nullable(Type.Union([Type.Literal(1), Type.Literal(2)])),
+            why: Type.String(),
+          },
+          {
+            description:
+              'which cgroup hierarchy task groups are on (2: each task a v2 group in the subtree given by cgroupRoot; 1: v1 groups only; ' +
+              "null: none), the daemon's folder of them, which hierarchy holds the limits, and why",
+          },
+        ),
+      ),
+    }),
     seccomp: Type.Boolean({ description: 'tend has seccomp filters for this architecture (x64, arm64); without them no sandboxed profile runs' }),
     filters: Type.Object(
       { off: Type.Null(), workspace: SeccompFilterSchema, strict: SeccompFilterSchema },

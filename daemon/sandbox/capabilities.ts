@@ -5,7 +5,8 @@ import { delimiter, join } from 'node:path'
 import { PROFILE_FILTERS, seccompProgram, seccompSupported } from './seccomp.js'
 import type { TaskIdentity } from './task-identity.js'
 import type { NetworkMode } from '../../protocol/index.js'
-import { daemonCgroupFolder, defaultDaemonPidsMax, findCgroupRoots, type CgroupRoots } from './cgroup-parent.js'
+import { daemonCgroupFolder, defaultDaemonPidsMax } from './cgroup-parent.js'
+import { findTaskCgroupRoots, type TaskCgroupRoots } from './cgroup-hierarchy.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -13,7 +14,7 @@ export interface SandboxCapabilities {
   /** New user namespaces can be created (bubblewrap needs them when not run as root). */
   userNamespaces: boolean
   /** This daemon's own cgroup v1 folders, per controller, that it makes task groups in (null: none), and why not. */
-  cgroups: CgroupRoots
+  cgroups: TaskCgroupRoots
   /** Profiles that can run here; `off` always can. */
   profiles: Array<'off' | 'workspace' | 'strict'>
   /** Why a profile cannot run, by profile. */
@@ -72,6 +73,8 @@ export interface DetectOptions {
   home: string
   /** The process-count limit of all its tasks together (setting daemonPidsMax); null: the default. */
   pidsMax?: number | null
+  /** The cgroup v2 subtree it was given (setting cgroupRoot); null or absent: none. */
+  cgroupRoot?: string | null
 }
 
 /**
@@ -81,6 +84,16 @@ export interface DetectOptions {
  */
 export async function detectSandbox(options: DetectOptions): Promise<Omit<SandboxCapabilities, 'identity' | 'network'>> {
   const { path } = options
+  // First, before this function or the daemon starts any child: with `cgroupRoot: own` the daemon
+  // moves to its cgroup's leaf, and a process left beside it would keep controllers from its task groups.
+  const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
+  const cgroups = findTaskCgroupRoots({
+    unifiedSetting: options.cgroupRoot ?? null,
+    name: options.cgroupName,
+    uid: options.uid,
+    daemon: daemonCgroupFolder(options.home),
+    ...(pidsMax !== undefined ? { pidsMax } : {}),
+  })
   const found = findOnPath('bwrap', path)
   const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
   // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
@@ -92,13 +105,6 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
   ])
   const canUnshareUser = filterLoads || (found !== null && (await runsTrue(found, userNamespaceArgs)))
   const userNamespaces = bwrap !== null && canUnshareUser
-  const pidsMax = options.pidsMax ?? defaultDaemonPidsMax()
-  const cgroups = findCgroupRoots({
-    name: options.cgroupName,
-    uid: options.uid,
-    daemon: daemonCgroupFolder(options.home),
-    ...(pidsMax !== undefined ? { pidsMax } : {}),
-  })
   const missing: SandboxCapabilities['missing'] = {}
   if (!bwrap) missing.workspace = `bubblewrap (bwrap) was not found on PATH: ${INSTALL_HINT}`
   else {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
-import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, realpathSync, rmdirSync, statfsSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, statfsSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
+import { checkFolder, makeFolder } from './cgroup-folder.js'
 
 export type CgroupController = 'memory' | 'pids'
 
@@ -178,60 +179,14 @@ export function defaultDaemonPidsMax(): number | undefined {
 }
 
 /** When the daemon stops: its folder of task groups goes too, once no group is left in it. */
-export function removeDaemonCgroupFolders(roots: Pick<CgroupRoots, 'memory' | 'pids'>): void {
-  for (const path of [roots.memory, roots.pids]) {
+export function removeDaemonCgroupFolders(roots: Pick<CgroupRoots, 'memory' | 'pids'> & { unified?: { path: string } | null }): void {
+  for (const path of new Set([roots.memory, roots.pids, roots.unified?.path ?? null])) {
     if (path === null) continue
     try {
       rmdirSync(path)
     } catch {
       // a group of a task left running (stop --keep-tasks) is still in it
     }
-  }
-}
-
-/** A folder the daemon may create: made when it can be, left to the checks below when not. */
-function makeFolder(path: string): void {
-  try {
-    mkdirSync(path, { mode: 0o755 })
-  } catch {
-    // exists, or not ours to make: the checks say which
-  }
-}
-
-/**
- * The folder as the kernel has it, opened without following a symlink: a directory owned by one of
- * `owners`, writable by no group or other user.
- */
-function checkFolder(path: string, owners: readonly number[], uid: number, mountDev?: number): { dev: number } | { problem: string } {
-  let fd: number
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)
-  } catch (error) {
-    return { problem: `${path} cannot be opened as a folder (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }
-  }
-  try {
-    const stat = fstatSync(fd)
-    if (!stat.isDirectory()) return { problem: `${path} is not a folder` }
-    if (mountDev !== undefined && stat.dev !== mountDev) return { problem: `${path} is not on the cgroup file system mounted above it` }
-    if (!owners.includes(stat.uid)) {
-      const own = owners.length === 1
-      const fix = own ? `chown ${uid} ${path}` : `chown root:root ${path}`
-      const owner = own ? `the daemon's uid ${uid}` : `root or the daemon's uid ${uid}`
-      return {
-        problem:
-          `${path} is owned by uid ${stat.uid}, not ${owner}` + `: that user could replace this daemon's task groups with ones without limits; as root, ${fix}`,
-      }
-    }
-    if ((stat.mode & 0o022) !== 0) {
-      return {
-        problem:
-          `${path} is writable by its group or by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, '0')}` +
-          `): they could replace this daemon's task groups with ones without limits; as root, chmod go-w ${path}`,
-      }
-    }
-    return { dev: stat.dev }
-  } finally {
-    closeSync(fd)
   }
 }
 

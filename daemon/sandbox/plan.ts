@@ -81,9 +81,8 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   }
   // Every task where the machine has cgroups: `off` for its exact process list (it has no pid
   // namespace), sandboxes for their bounds (a pids limit, memory counted or limited).
-  if (capabilities.cgroups.pids) {
-    cgroups = TaskCgroups.create({ memory: capabilities.cgroups.memory, pids: capabilities.cgroups.pids }, task.id, groupsFor(task, config))
-  }
+  const { memory, pids, unified } = capabilities.cgroups
+  if (pids || unified) cgroups = TaskCgroups.create({ memory, pids, unified }, task.id, groupsFor(task, config))
   const common = {
     cwd: paths.cwd.path,
     cwdIdentity: { dev: paths.cwd.dev, ino: paths.cwd.ino },

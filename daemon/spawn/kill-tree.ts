@@ -24,11 +24,24 @@ export interface KillTreeOptions {
   /** The task's exact process list (its cgroup), when it has one; else processes are found by marker. */
   members?: () => number[]
   /**
+   * The task's cgroup v2 group, when it has one: KILL reaches all of it at once (cgroup.kill, forks
+   * racing the kill included), and its end is the kernel's `populated 0` (cgroup.events), not a scan.
+   */
+  group?: TaskGroup
+  /**
    * The leader is bubblewrap's monitor around a pid namespace (workspace, strict): the signal goes
    * to every process in the namespace but bubblewrap's init, and the sandbox is held open until
    * they have all exited or the grace period is over (see stopSandbox). Default false.
    */
   wrapped?: boolean
+}
+
+/** What a stop needs of a task's cgroup v2 group (TaskCgroups). */
+export interface TaskGroup {
+  /** KILLs every process in it at once; false: not possible here (then members are killed one by one). */
+  killAll(): boolean
+  /** Resolves true once no process is left in it, false past `timeoutMs`. */
+  untilEmpty(timeoutMs: number): Promise<boolean>
 }
 
 const POLL_MS = 25
@@ -98,9 +111,15 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
   }
   if (!isKill(options.signal)) {
     await signalAll(options.signal)
-    if (await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)) return { escalated: false, signalled }
+    const { group } = options
+    // With a v2 group the kernel says when the tree is gone (populated 0); the leader, in it, has exited by then.
+    const ended = group
+      ? (await group.untilEmpty(options.graceMs)) && (await waitUntil(() => leader.gone, options.graceMs))
+      : await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)
+    if (ended) return { escalated: false, signalled }
   }
   await signalAll('SIGKILL')
+  if (await killGroup(options, leader)) return { escalated: true, signalled }
   // KILL again at every look: a process forked between a look and its KILL is caught at the next.
   await killUntilGone(options, async () => {
     const left = await processes()
@@ -148,6 +167,7 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
         if (await waitUntil(ended, options.killWaitMs ?? 5000)) return { escalated: false, signalled }
       }
     }
+    if (await killGroup(options, leader)) return { escalated: true, signalled }
     // KILL to init ends the whole namespace. Init first: bubblewrap sets up the sandbox before it
     // binds its init's life to the monitor's, so a monitor killed first could leave it behind.
     if (sandbox && isAliveIdentity(sandbox.init)) trySignal(sandbox.init.pid, 'SIGKILL')
@@ -178,6 +198,18 @@ async function hold(monitor: number, leader: { gone: boolean }): Promise<boolean
   if (leader.gone || !trySignal(monitor, 'SIGSTOP')) return false
   const stopped = () => processState(monitor) === 'T'
   return (await waitUntil(() => leader.gone || stopped(), HOLD_TIMEOUT_MS, 1)) && !leader.gone && stopped()
+}
+
+/**
+ * KILLs the task's v2 group at once and waits for the kernel to say it is empty and for the
+ * leader's reported exit; false when there is no such group, or it did not empty in time (the
+ * process-by-process kill then goes on).
+ */
+async function killGroup(options: KillTreeOptions, leader: { gone: boolean }): Promise<boolean> {
+  const { group } = options
+  if (!group?.killAll()) return false
+  const killWaitMs = options.killWaitMs ?? 5000
+  return (await group.untilEmpty(killWaitMs)) && (await waitUntil(() => leader.gone, killWaitMs))
 }
 
 async function markedProcesses(marker: string): Promise<number[]> {

@@ -257,11 +257,22 @@ function openCgroupTasks(group: CgroupJoin, opened: number[]): number | string {
   if (typeof dir === 'string') return dir
   try {
     if (fstatSync(dir, { bigint: true }).uid !== BigInt(group.uid)) return 'ESTALE'
-    const tasks = openSync(`/proc/self/fd/${dir}/tasks`, fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
+    const tasks = openJoinFile(dir)
     opened.push(tasks)
     return tasks
   } catch (error) {
     return errorCode(error)
+  }
+}
+
+/** The file a process joins a group by, from its folder's descriptor: `tasks` (v1), or cgroup.procs (v2, which has no `tasks`). */
+function openJoinFile(dir: number): number {
+  const flags = fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK
+  try {
+    return openSync(`/proc/self/fd/${dir}/tasks`, flags)
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') throw error
+    return openSync(`/proc/self/fd/${dir}/cgroup.procs`, flags)
   }
 }
 

@@ -4,8 +4,8 @@
  * A group's parent may belong to another uid (delegated to a user), who could rename the group
  * between its creation and the join and put a folder of its own, without limits, at its path. So
  * the folder is opened without following any symbolic link, checked to be the one the daemon made
- * (device, inode and owner), and its `tasks` file opened from that descriptor: no path is walked
- * again after the check.
+ * (device, inode and owner), and its `tasks` file (v1; cgroup.procs on v2) opened from that
+ * descriptor: no path is walked again after the check.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,7 +17,8 @@
 #include "spawner.h"
 
 /* 0: this thread. We have one, so that moves the whole process, without the kernel's global
- * threadgroup lock that a write to cgroup.procs takes (see child.c). */
+ * threadgroup lock that a write to cgroup.procs takes (see child.c). On v2, where a domain group
+ * has no `tasks`, 0 in cgroup.procs is this process, and the lock is taken. */
 static const char self[] = "0\n";
 
 int join_cgroup(const struct cgroup_join *group) {
@@ -34,6 +35,11 @@ int join_cgroup(const struct cgroup_join *group) {
   if (!error) {
     do tasks = openat(dir, "tasks", O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     while (tasks < 0 && errno == EINTR);
+    /* A cgroup v2 group has no `tasks`: its cgroup.procs moves the process (one thread here). */
+    if (tasks < 0 && errno == ENOENT) {
+      do tasks = openat(dir, "cgroup.procs", O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+      while (tasks < 0 && errno == EINTR);
+    }
     if (tasks < 0) error = errno;
   }
   close(dir);

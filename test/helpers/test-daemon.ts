@@ -88,6 +88,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   const home = options.home ?? createTempHome()
   const launcher = options.launcher ?? []
   let env = daemonEnv(home, options.env)
+  if (env.TEND_CGROUP_ROOT?.startsWith('/')) unifiedRoots.set(home, env.TEND_CGROUP_ROOT)
   const command = options.command ?? ['daemon']
   let child: ChildProcess
   let userHome: string | undefined
@@ -337,6 +338,9 @@ function taskIdsOf(home: string): string[] {
   }
 }
 
+/** The cgroup v2 subtree each home's daemon was given (TEND_CGROUP_ROOT), whose task groups go as v1's do. */
+const unifiedRoots = new Map<string, string>()
+
 /**
  * A task's cgroups outlive a daemon that died before it could remove them
  * (tend/<daemon uid>/<daemon's folder>/<task id>), and so does the daemon's folder.
@@ -344,6 +348,16 @@ function taskIdsOf(home: string): string[] {
 function removeTaskCgroups(home: string): void {
   const ids = taskIdsOf(home)
   const daemonFolder = daemonCgroupFolder(home)
+  const unified = unifiedRoots.get(home)
+  if (unified) {
+    for (const folder of [...ids.map((id) => join(unified, daemonFolder, id)), join(unified, daemonFolder)]) {
+      try {
+        rmdirSync(folder)
+      } catch {
+        // none, or not empty (its processes are reported above)
+      }
+    }
+  }
   for (const controller of ['pids', 'memory']) {
     const top = join('/sys/fs/cgroup', controller, 'tend')
     let owners: string[] = []

@@ -37,6 +37,7 @@ export function registerStatusCommand(program: Command): void {
               ? 'every task gets a session keyring of its own'
               : `tasks share the daemon's session keyring: ${status.sandbox.keyring.reason}`),
           ...seccompLines(status.sandbox.filters),
+          ...cgroupLines(status.sandbox.cgroups.hierarchy),
           ...boundsLines(status.sandbox.bounds),
           ...networkLines(status.sandbox.network),
         ].join('\n'),
@@ -94,6 +95,14 @@ function taskUidsLine(identity: DaemonStatus['sandbox']['identity']): string[] {
   const shown = identity.owners.slice(0, OWNERS_SHOWN).map(({ owner, uid }) => `${owner} ${uid}`)
   const more = identity.owners.length > OWNERS_SHOWN ? `, and ${identity.owners.length - OWNERS_SHOWN} more (--json lists them)` : ''
   return [`task uids:   ${shown.length > 0 ? shown.join(', ') : 'none given yet'}${more}`]
+}
+
+/** Which hierarchy task groups are on, and why (absent from an older daemon's status). */
+function cgroupLines(hierarchy: DaemonStatus['sandbox']['cgroups']['hierarchy']): string[] {
+  if (!hierarchy) return []
+  const where = hierarchy.version === null ? 'none' : `v${hierarchy.version}${hierarchy.path ? ` at ${hierarchy.path}` : ''}`
+  const limits = hierarchy.version === 2 && hierarchy.limits === 1 ? ' (limits on v1)' : ''
+  return [`cgroups:     ${where}${limits}: ${hierarchy.why}`]
 }
 
 type ProfileBounds = NonNullable<DaemonStatus['sandbox']['bounds']['workspace']>

@@ -63,7 +63,7 @@ export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
           missing: deps.sandbox.missing,
           bubblewrap: deps.sandbox.bwrap && { path: deps.sandbox.bwrap.path, version: deps.sandbox.bwrap.version },
           userNamespaces: deps.sandbox.userNamespaces,
-          cgroups: { memory: deps.sandbox.cgroups.memory !== null, pids: deps.sandbox.cgroups.pids !== null },
+          cgroups: { memory: deps.sandbox.cgroups.memory !== null, pids: deps.sandbox.cgroups.pids !== null, hierarchy: deps.sandbox.cgroups.hierarchy },
           seccomp: seccompSupported(),
           filters: seccompFilters(),
           identity: {

@@ -11,7 +11,7 @@ import { killGroupLeftovers } from '../run/finish.js'
  */
 export async function sweepTaskCgroups(roots: GroupRoots, supervised: ReadonlySet<string>): Promise<number> {
   const names = new Set<string>()
-  for (const root of [roots.pids, roots.memory]) {
+  for (const root of new Set([roots.pids, roots.memory, roots.unified?.path ?? null])) {
     if (!root) continue
     try {
       for (const entry of readdirSync(root, { withFileTypes: true })) if (entry.isDirectory()) names.add(entry.name)

@@ -17,6 +17,7 @@ import { sweepTaskCgroups } from './cgroup-sweep.js'
 import { outsideSignal } from '../run/ending.js'
 import { endedRecord, keeperEndedReason, killGroupLeftovers, settleOutput } from '../run/finish.js'
 import { finalUsage } from '../usage/final-usage.js'
+import type { GroupRoots } from '../../sandbox/cgroups.js'
 
 type ExitRecord = NonNullable<ReturnType<typeof readTaskExitFile>>
 
@@ -45,7 +46,7 @@ export async function recoverSpool(
   store: TaskStore,
   corrupt: CorruptEntries,
   log: Logger,
-  cgroupRoots: { memory: string | null; pids: string | null } = { memory: null, pids: null },
+  cgroupRoots: GroupRoots = { memory: null, pids: null },
   survivors?: Survivors,
 ): Promise<{ loaded: number; corrupt: number; lost: number; killed: number }> {
   const ids = await listTaskIds(spoolRoot)

@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import type { Task, TaskUsage } from '../../../protocol/index.js'
 import { heldFootprintSync, outputFootprintSync, truncateRegularFile } from '../../../spool/index.js'
 import { TaskCgroups, type GroupRoots } from '../../sandbox/cgroups.js'
-import { killLeftovers, killMembers, killTree, leaderGone, type KillTreeOptions } from '../../spawn/kill-tree.js'
+import { killLeftovers, killMembers, killTree, leaderGone, type KillTreeOptions, type TaskGroup } from '../../spawn/kill-tree.js'
 import type { ProcessIdentity } from '../../spawn/process-scan.js'
 import { taskMarker } from '../../spawn/run-name.js'
 import type { SpawnExit } from '../../spawn/spawner.js'
@@ -12,6 +12,9 @@ import { holdsDiskPastEnd } from '../output/output-cap.js'
 import { withUsage } from '../usage/final-usage.js'
 import { markEnded, markLost, withOutputLoss, type Ending } from '../transitions.js'
 import { withPortsCleared } from '../ports/ports-cleared.js'
+
+/** How long the kill of a task's remains may take before it is reported, in milliseconds. */
+const KILL_WAIT_MS = 5000
 
 // How every task ends, whoever finds it ended (its TaskRun, or recovery at the next start): what is
 // left of it is killed, its output is cut back to its cap, and its end is recorded.
@@ -22,7 +25,10 @@ import { withPortsCleared } from '../ports/ports-cleared.js'
  * process group (`leaderGroup`: its id cannot be reused while members remain).
  */
 export async function killRemains(task: Pick<Task, 'id' | 'run'>, cgroups: TaskCgroups | null | undefined, leaderGroup?: number): Promise<void> {
-  if (cgroups) await killMembers(() => cgroups.members())
+  // A v2 group is emptied at once (cgroup.kill) and known empty when the kernel says so (cgroup.events).
+  if (cgroups?.killAll()) {
+    if (!(await cgroups.untilEmpty(KILL_WAIT_MS))) await killMembers(() => cgroups.members())
+  } else if (cgroups) await killMembers(() => cgroups.members())
   else await killLeftovers([taskMarker(task)], leaderGroup === undefined ? [] : [leaderGroup])
 }
 
@@ -37,9 +43,9 @@ export async function killTreeNow(log: Logger, options: Omit<KillTreeOptions, 's
 export function killStartedTree(
   log: Logger,
   task: Task,
-  started: { pid: number; exited: Promise<unknown>; leader?: ProcessIdentity | null; members?: () => number[] },
+  started: { pid: number; exited: Promise<unknown>; leader?: ProcessIdentity | null; members?: () => number[]; group?: TaskGroup },
 ): Promise<void> {
-  const { pid, leader, members } = started
+  const { pid, leader, members, group } = started
   return killTreeNow(log, {
     taskId: task.id,
     marker: taskMarker(task),
@@ -47,6 +53,7 @@ export function killStartedTree(
     ...(leader === undefined ? {} : { leader }),
     leaderExited: leaderGone(pid, started.exited),
     ...(members ? { members } : {}),
+    ...(group ? { group } : {}),
   })
 }
 
@@ -56,7 +63,10 @@ export function killStartedTree(
  * were killed.
  */
 export async function killGroupLeftovers(roots: GroupRoots, id: string): Promise<number> {
-  const killed = roots.pids ? await killMembers(() => TaskCgroups.leftoverMembers(roots.pids!, id)) : 0
+  const members = () => TaskCgroups.leftoverMembers(roots, id)
+  const found = members().length
+  if (found > 0) await TaskCgroups.killLeftover(roots, id, KILL_WAIT_MS)
+  const killed = Math.max(found, await killMembers(members))
   await TaskCgroups.removeLeftover(roots, id)
   return killed
 }

@@ -4,6 +4,7 @@ import type { DaemonConfig } from '../../config.js'
 import type { OwnerNetworks } from '../../network/owner-networks.js'
 import type { LaunchPlan, ProtectedView, SandboxCapabilities, TaskPaths } from '../../sandbox/index.js'
 import type { ProcessIdentity } from '../../spawn/process-scan.js'
+import type { TaskGroup } from '../../spawn/kill-tree.js'
 import type { SpawnExit, Spawner } from '../../spawn/spawner.js'
 import type { TaskStore } from '../../store/task-store.js'
 import type { HeldOutputs } from '../output/held-outputs.js'
@@ -53,6 +54,8 @@ export interface Tracked {
   resources: TaskResources
   /** The task's exact process list, when it has a cgroup. */
   members?: () => number[]
+  /** The task's cgroup v2 group, when it has one (killed at once, its end watched: kill-tree.ts). */
+  group?: TaskGroup
   /** The leader is bubblewrap around the command. */
   wrapped: boolean
   /**

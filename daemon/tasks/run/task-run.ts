@@ -172,6 +172,7 @@ export class TaskRun {
       // past its end could otherwise take a reused pid for it.
       ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
       members: cgroups ? () => cgroups.members() : undefined,
+      ...(cgroups?.unified ? { group: cgroups } : {}),
       wrapped: current.sandbox !== 'off',
     }
   }
@@ -275,6 +276,7 @@ export class TaskRun {
       graceMs: stopping.graceMs,
       leaderExited: leaderGone(tracked.pid, tracked.exited),
       members: tracked.members,
+      ...(tracked.group ? { group: tracked.group } : {}),
       wrapped: tracked.wrapped,
     }).then(
       (result) => {
@@ -397,7 +399,8 @@ export class TaskRun {
     const counted = exit.usage ?? (keeper ? keeperUsageOf(this.context.config.layout.spool, this.id, pid) : undefined)
     const { log, store } = this.context
     const run = { taskId: this.id, startedAt: store.current(this.id).startedAt, endedAtMs: Date.now(), log }
-    return finalUsage(counted, (await resources.cgroups?.peakMemoryBytes()) ?? null, run)
+    const [peak, group] = await Promise.all([resources.cgroups?.peakMemoryBytes(), resources.cgroups?.unifiedUsage()])
+    return finalUsage(counted, peak ?? null, run, group ?? null)
   }
 
   /** The spawner watching the task died, and the task's exit status with it: the task is stopped and recorded lost. */

@@ -1,6 +1,7 @@
 import type { Task, TaskUsage } from '../../../protocol/index.js'
 import { readTaskExitFile } from '../../spawn/exit-file.js'
 import type { KeeperUsage } from '../../spawn/spawner.js'
+import type { UnifiedUsage } from '../../sandbox/cgroup-v2-group.js'
 import { figurePastBounds, usageBounds } from './usage-bounds.js'
 
 /** The run the figures are of, to bound them (usage-bounds.ts), and where a refusal is said. */
@@ -22,7 +23,13 @@ export interface CountedRun {
  * spawner has none, a keeper that was killed wrote nothing), and none when a figure is past what
  * the kernel allows for the run (a task can write its exit file: usage-bounds.ts), with a log line.
  */
-export function finalUsage(counted: KeeperUsage | undefined, cgroupPeakBytes: number | null, run: CountedRun): TaskUsage | undefined {
+export function finalUsage(
+  keeperCounted: KeeperUsage | undefined,
+  cgroupPeakBytes: number | null,
+  run: CountedRun,
+  group: UnifiedUsage | null = null,
+): TaskUsage | undefined {
+  const counted = withGroupFigures(keeperCounted, group)
   if (!counted) return undefined
   const past = figurePastBounds(counted, usageBounds(run.startedAt, run.endedAtMs))
   if (past) {
@@ -31,6 +38,20 @@ export function finalUsage(counted: KeeperUsage | undefined, cgroupPeakBytes: nu
   }
   if (cgroupPeakBytes === null) return { ...counted, source: 'rusage' }
   return { ...counted, peakMemoryBytes: cgroupPeakBytes, source: 'cgroup' }
+}
+
+/**
+ * A task with a cgroup v2 group: CPU time from its cpu.stat, and bytes read and written from its
+ * io.stat where it has the io controller. They count every process of the group, escapees its
+ * keeper never reaped included. Without a keeper, only a group with every figure gives them.
+ */
+function withGroupFigures(counted: KeeperUsage | undefined, group: UnifiedUsage | null): KeeperUsage | undefined {
+  if (!group || group.cpuUserMs === null || group.cpuSystemMs === null) return counted
+  const cpu = { cpuUserMs: group.cpuUserMs, cpuSystemMs: group.cpuSystemMs }
+  const io = group.readBytes !== null && group.writeBytes !== null ? { readBytes: group.readBytes, writeBytes: group.writeBytes } : null
+  if (counted) return { ...counted, ...cpu, ...io }
+  if (io === null || group.peakMemoryBytes === null) return undefined
+  return { ...cpu, ...io, peakMemoryBytes: group.peakMemoryBytes }
 }
 
 /** The figures a task's keeper wrote in its exit file, when the file is that task's (its pid). */
