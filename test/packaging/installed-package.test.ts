@@ -30,6 +30,8 @@ let work: string
 let home: string
 let env: Record<string, string>
 let installOutput: string
+/** The copy's package.json after `npm pack`: postpack must have put back what prepack stripped. */
+let manifestAfterPack: string
 let browser: Browser | undefined
 
 beforeAll(async () => {
@@ -48,6 +50,7 @@ beforeAll(async () => {
   expect(packed.exitCode, `npm pack failed: ${packed.stderr}`).toBe(0)
   const [{ filename }] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>
   const tarball = join(scratch, filename)
+  manifestAfterPack = readFileSync(join(source, 'package.json'), 'utf8')
 
   prefix = join(scratch, 'prefix')
   mkdirSync(prefix)
@@ -109,6 +112,7 @@ describe('the installed package', () => {
     const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }
     const lifecycle = ['preinstall', 'install', 'postinstall', 'prepare'].filter((name) => manifest.scripts?.[name] !== undefined)
     expect(lifecycle).toEqual([])
+    expect(manifestAfterPack).toBe(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'))
   })
 
   test('holds no test, bench, source-map or TypeScript source file, and holds the console page and the prebuilt native parts', () => {
@@ -237,5 +241,38 @@ describe('the installed package', () => {
     } finally {
       await context.close()
     }
+  })
+
+  // Last: it replaces the prebuilt spawner and builds the parts from source in the installed package.
+  test('where the prebuilt spawner does not run, status names the source build, and the parts built by that command are used', async () => {
+    expect((await tend(['stop'])).exitCode).toBe(0)
+    await assertNothingLeft(home)
+    const prebuiltSpawner = join(installed, 'dist', 'native', 'linux-x64', 'tend-spawner')
+    // A helper that cannot run here, as one built for another libc would be.
+    writeFileSync(prebuiltSpawner, '#!/bin/sh\nexit 127\n')
+    env = { ...env, TEND_SPAWNER: 'auto' }
+
+    const fallenBack = await tendJson<DaemonStatus>(['status'])
+    expect(fallenBack.spawner).toBe('node')
+    const build = `node ${join(installed, 'daemon', 'native', 'build.mjs')}`
+    expect(fallenBack.native.build).toBe(build)
+    const text = await tend(['status'])
+    expect(text.stdout).toContain(`the spawner does not run here: build from source with \`${build}\``)
+
+    const built = await execa(process.execPath, [join(installed, 'daemon', 'native', 'build.mjs')], { cwd: work, reject: false })
+    expect(built.exitCode, String(built.stderr)).toBe(0)
+    expect(String(built.stderr)).toBe('')
+    expect((await tend(['stop'])).exitCode).toBe(0)
+    await assertNothingLeft(home)
+
+    const fromSource = await tendJson<DaemonStatus>(['status'])
+    expect(fromSource.spawner).toBe('native')
+    const source = join(installed, 'dist', 'native')
+    expect(fromSource.native.parts).toEqual([
+      { name: 'tend.node', from: 'source', path: join(source, 'tend.node') },
+      { name: 'tend-spawner', from: 'source', path: join(source, 'tend-spawner') },
+      { name: 'tend-netns', from: 'source', path: join(source, 'tend-netns') },
+    ])
+    expect((await tend(['status'])).stdout).toMatch(new RegExp(`^native: +built from source \\(${source}\\)$`, 'm'))
   })
 })
