@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join, relative } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -35,7 +35,7 @@ let manifestAfterPack: string
 let browser: Browser | undefined
 
 beforeAll(async () => {
-  scratch = await mkdtempIn('tend-package-')
+  scratch = mkdtempSync(join(tmpdir(), 'tend-package-'))
   const source = join(scratch, 'source')
   cpSync(REPO_ROOT, source, {
     recursive: true,
@@ -79,11 +79,6 @@ afterAll(async () => {
   }
   if (scratch) rmSync(scratch, { recursive: true, force: true })
 })
-
-async function mkdtempIn(name: string): Promise<string> {
-  const { mkdtemp } = await import('node:fs/promises')
-  return mkdtemp(join(tmpdir(), name))
-}
 
 /** The installed `tend`, run from the work folder outside the repository. */
 async function tend(args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
