@@ -22,6 +22,16 @@ const SETUP_TIMEOUT_MS = 240_000
 /** Top-level parts of the checkout a clean copy leaves out: what a build or an install makes, and git's. */
 const NOT_COPIED = new Set(['node_modules', 'dist', '.git'])
 
+/**
+ * This environment without what npm gives the scripts it runs (`npm test`): an inner npm would read
+ * npm_config_local_prefix, the checkout, as its project.
+ */
+function npmEnv(): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !/^npm_/i.test(key) && key !== 'INIT_CWD') env[key] = value
+  return env
+}
+
 let scratch: string
 let prefix: string
 let installed: string
@@ -46,7 +56,7 @@ beforeAll(async () => {
   })
   // The copy builds with the checkout's dependencies, as a publish from a fresh `npm ci` would.
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(source, 'node_modules'))
-  const packed = await execa('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: source, reject: false })
+  const packed = await execa('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: source, env: npmEnv(), extendEnv: false, reject: false })
   expect(packed.exitCode, `npm pack failed: ${packed.stderr}`).toBe(0)
   const [{ filename }] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>
   const tarball = join(scratch, filename)
@@ -56,6 +66,8 @@ beforeAll(async () => {
   mkdirSync(prefix)
   const install = await execa('npm', ['install', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', tarball], {
     cwd: scratch,
+    env: npmEnv(),
+    extendEnv: false,
     reject: false,
     all: true,
   })
