@@ -19,8 +19,8 @@ import { assertNothingLeft, daemonEnv, REPO_ROOT } from '../helpers/test-daemon.
 /** Packing builds everything (tsc, bundles, the C twice) and installing resolves ~200 packages from npm's cache. */
 const SETUP_TIMEOUT_MS = 240_000
 
-/** Top-level parts of the checkout a clean copy leaves out: what a build or an install makes, and git's. */
-const NOT_COPIED = new Set(['node_modules', 'dist', '.git'])
+/** Top-level parts of the checkout a clean copy leaves out: what a build makes, and git's (node_modules at any depth). */
+const NOT_COPIED = new Set(['dist', '.git'])
 
 /**
  * This environment without what npm gives the scripts it runs (`npm test`): an inner npm would read
@@ -51,7 +51,8 @@ beforeAll(async () => {
     recursive: true,
     filter: (path) => {
       const name = basename(path)
-      return !(relative(REPO_ROOT, path).split('/').length === 1 && NOT_COPIED.has(name)) && !name.startsWith('.tend-test-')
+      const topLevel = relative(REPO_ROOT, path).split('/').length === 1
+      return name !== 'node_modules' && !(topLevel && NOT_COPIED.has(name)) && !name.startsWith('.tend-test-')
     },
   })
   // The copy builds with the checkout's dependencies, as a publish from a fresh `npm ci` would.
