@@ -442,6 +442,22 @@ export const StatusSchema = Type.Object({
   spawner: Type.Union([Type.Literal('native'), Type.Literal('node')], {
     description: 'native: a small C helper forks tasks; node: child_process from the daemon (slower)',
   }),
+  native: Type.Object(
+    {
+      platform: Type.String({ description: "where the package's prebuilt parts are looked for: dist/native/<platform>/ (linux-x64)" }),
+      parts: Type.Array(
+        Type.Object({
+          name: Type.Union([Type.Literal('tend.node'), Type.Literal('tend-spawner'), Type.Literal('tend-netns')]),
+          from: Type.Union([Type.Literal('prebuilt'), Type.Literal('source'), Type.Literal('none')], {
+            description: 'prebuilt: the file the package shipped; source: built on this machine (looked for first); none: neither is here',
+          }),
+          path: Nullable(Type.String({ description: 'the file, or null for none' })),
+        }),
+      ),
+      build: Type.String({ description: "the one command that builds every part from source into the package (it needs cc and Node's headers)" }),
+    },
+    { description: "tend's native parts (the addon, the spawner, the network holder): which file the daemon found for each at its start" },
+  ),
   peerCheck: Type.Object(
     {
       enforced: Type.Boolean({

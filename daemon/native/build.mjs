@@ -8,10 +8,16 @@
 // that cannot be built (no C compiler, no Node headers, a compile error) is one warning line that
 // says what the daemon does without it, and the daemon runs without that part (it says so too).
 //
-//   node daemon/native/build.mjs              build what is stale
+// The package ships these prebuilt for the platform it was packed on, in dist/native/<platform>/
+// (`npm pack` runs this with --prebuilt); where they do not run, or none were shipped for the
+// platform, the user runs this script in the installed package, which builds from the C sources the
+// package ships into its dist/native/, looked for first (daemon/native/artifacts.ts).
+//
+//   node daemon/native/build.mjs              build what is stale into dist/native/
+//   node daemon/native/build.mjs --prebuilt   build into dist/native/<platform>-<arch>/, every part or fail (npm pack)
 //   node daemon/native/build.mjs --out DIR    build into DIR instead (the build's own test)
 //   node daemon/native/build.mjs --sources    print every C file built (for .ci/c-check)
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { accessSync, chmodSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isFresh, nodeIncludeDir, platformProblem, runCompiler, temporaryBeside } from './compile.mjs'
@@ -19,6 +25,8 @@ import { isFresh, nodeIncludeDir, platformProblem, runCompiler, temporaryBeside 
 const HERE = dirname(fileURLToPath(import.meta.url))
 const ROOT = join(HERE, '..', '..')
 const NATIVE_DIR = join(ROOT, 'dist', 'native')
+/** Where the package's prebuilt parts are, as daemon/native/artifacts.ts looks for them. */
+const PREBUILT_DIR = join(NATIVE_DIR, `${process.platform}-${process.arch}`)
 const FLAGS = ['-std=gnu11', '-O2', '-Wall', '-Wextra']
 
 /**
@@ -161,12 +169,45 @@ function missing(sources) {
   return absent ? `${absent} is missing` : null
 }
 
+/** Null when `out` can be built into, else why not and what to run instead (an installed package may belong to root). */
+function unwritable(out) {
+  try {
+    mkdirSync(out, { recursive: true })
+    accessSync(out, constants.W_OK)
+    return null
+  } catch (error) {
+    const script = fileURLToPath(import.meta.url)
+    return `tend: cannot build into ${out} (${error.code ?? error.message}): run this as the user who installed tend, e.g. \`sudo node ${script}\``
+  }
+}
+
+/** The parts a --prebuilt build must leave, each whole: a package without one would fall back to the source build everywhere. */
+function missingParts(out) {
+  const names = ['tend.node', ...EXECUTABLES.map((executable) => executable.name)]
+  const absent = names.filter((name) => !existsSync(join(out, name)))
+  return existsSync(join(out, 'tend.node.incomplete')) ? [...absent, 'tend.node (incomplete)'] : absent
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   if (process.argv.includes('--sources')) {
     process.stdout.write(`${cSources().join('\n')}\n`)
   } else {
-    const out = process.argv.includes('--out') ? resolve(process.argv[process.argv.indexOf('--out') + 1] ?? '') : NATIVE_DIR
+    const prebuilt = process.argv.includes('--prebuilt')
+    const out = process.argv.includes('--out') ? resolve(process.argv[process.argv.indexOf('--out') + 1] ?? '') : prebuilt ? PREBUILT_DIR : NATIVE_DIR
+    const problem = unwritable(out)
+    if (problem) {
+      process.stderr.write(`${problem}\n`)
+      process.exit(1)
+    }
     buildAddon(out)
     for (const executable of EXECUTABLES) buildExecutable(out, executable)
+    const missing = prebuilt ? missingParts(out) : []
+    if (missing.length > 0) {
+      process.stderr.write(`tend: the prebuilt parts are not whole: ${missing.join(', ')} not built into ${out}\n`)
+      process.exit(1)
+    }
+    // Said to a user who ran it (the fallback), not on every `npm run build`.
+    if (process.env.npm_lifecycle_event === undefined)
+      process.stdout.write(`tend: native parts in ${out}; a running daemon uses them once restarted (tend stop)\n`)
   }
 }

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
-import { nativeArtifact } from './artifacts.js'
+import { nativeArtifact, nativeBuildCommand } from './artifacts.js'
 
-/** dist/native/tend.node: every in-process C part, built by daemon/native/build.mjs. */
+/** tend.node, every in-process C part: the source build, else the package's prebuilt one (artifacts.ts). */
 export const ADDON_PATH = nativeArtifact('tend.node')
 
 /** The addon's parts, by the name each is under on the module (daemon/native/addon.c). */
@@ -25,9 +25,15 @@ export function loadAddon<T>(
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'MODULE_NOT_FOUND' || (code === 'ERR_DLOPEN_FAILED' && /No such file/.test((error as Error).message))) {
-      return { addon: null, reason: `the ${name} addon was not built (${path} is missing: building it needs a C compiler and Node's headers)` }
+      return {
+        addon: null,
+        reason: `the ${name} addon was not built (${path} is missing: build it with \`${nativeBuildCommand()}\`, which needs a C compiler and Node's headers)`,
+      }
     }
-    return { addon: null, reason: `the ${name} addon could not be loaded from ${path}: ${(error as Error).message}` }
+    return {
+      addon: null,
+      reason: `the ${name} addon could not be loaded from ${path}: ${(error as Error).message} (build it here with \`${nativeBuildCommand()}\`)`,
+    }
   }
   const addon = module[part]
   if (addon === undefined || addon === null)

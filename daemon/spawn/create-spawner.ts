@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { TendError, withTimeout } from '../../protocol/index.js'
 import type { DaemonSettings } from '../config.js'
+import { nativeArtifact, nativeBuildCommand } from '../native/artifacts.js'
 import { NativeSpawner } from './native-spawner.js'
 import type { Spawner } from './spawner.js'
 
@@ -17,14 +18,14 @@ export async function createSpawner(setting: DaemonSettings['spawner'], log: Log
   const binary = NativeSpawner.binaryPath()
   if (!binary) {
     if (setting === 'native')
-      throw unavailable('the helper dist/native/tend-spawner was not built (it needs a C compiler at install: run `npm run build` with cc installed)')
-    log.warn('the native spawner helper was not built (no C compiler at install): tasks start through child_process, which is slower')
+      throw unavailable(`the helper ${nativeArtifact('tend-spawner')} was not built: build it with \`${nativeBuildCommand()}\` (it needs a C compiler)`)
+    log.warn({ build: nativeBuildCommand() }, 'the native spawner helper was not built: tasks start through child_process, which is slower')
     return nodeSpawner()
   }
   const problem = await probe(binary, log)
   if (typeof problem !== 'string') return problem
-  if (setting === 'native') throw unavailable(`the helper ${binary} does not work here: ${problem}`)
-  log.warn({ binary, problem }, 'the native spawner helper does not work here: tasks start through child_process, which is slower')
+  if (setting === 'native') throw unavailable(`the helper ${binary} does not work here: ${problem}; build it here with \`${nativeBuildCommand()}\``)
+  log.warn({ binary, problem, build: nativeBuildCommand() }, 'the native spawner helper does not work here: tasks start through child_process, which is slower')
   return nodeSpawner()
 }
 

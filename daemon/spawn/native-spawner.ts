@@ -48,7 +48,7 @@ export class NativeSpawner implements Spawner {
     private readonly log: SpawnerLog | undefined,
   ) {}
 
-  /** The helper, dist/native/tend-spawner under the package root (daemon/native/build.mjs), or null if it is missing. */
+  /** The helper (its source build, else the package's prebuilt one: daemon/native/artifacts.ts), or null if it is missing. */
   static binaryPath(): string | null {
     const path = nativeArtifact('tend-spawner')
     try {

@@ -25,6 +25,7 @@ export function registerStatusCommand(program: Command): void {
             (status.spawner === 'native'
               ? 'native helper'
               : 'node child_process (the native helper was not built or does not work here, see daemon.log: slower starts)'),
+          ...nativeLines(status),
           `callers:     ${status.peerCheck.enforced ? 'requests from sandboxed tasks are refused' : 'NOT checked: sandboxed tasks can drive this daemon'}` +
             `${status.peerCheck.reason ? ` (${status.peerCheck.reason})` : ''}`,
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +
@@ -45,6 +46,36 @@ export function registerStatusCommand(program: Command): void {
       return EXIT.ok
     }),
   )
+}
+
+const ORIGINS = { prebuilt: 'prebuilt', source: 'built from source', none: 'none' } as const
+
+/**
+ * Which native parts the daemon found (the package's prebuilt ones, a source build, or none), and
+ * the command that builds them where they are missing or do not run; nothing from an older daemon.
+ */
+function nativeLines(status: DaemonStatus): string[] {
+  const native = status.native as DaemonStatus['native'] | undefined
+  if (!native) return []
+  const origins = new Set(native.parts.map((part) => part.from))
+  const folders = new Set(native.parts.flatMap((part) => (part.path ? [part.path.slice(0, part.path.lastIndexOf('/'))] : [])))
+  const where = folders.size === 1 ? ` (${[...folders][0]})` : ''
+  const first =
+    origins.size > 1
+      ? native.parts.map((part) => `${part.name} ${ORIGINS[part.from]}`).join(', ')
+      : origins.has('prebuilt')
+        ? `prebuilt for ${native.platform}${where}`
+        : origins.has('source')
+          ? `built from source${where}`
+          : `none for ${native.platform}`
+  const lines = [`native:      ${first}`]
+  const spawnerUnused = status.spawner === 'node' && native.parts.some((part) => part.name === 'tend-spawner' && part.from !== 'none')
+  if (origins.has('none') || spawnerUnused)
+    lines.push(
+      `             ${spawnerUnused ? 'the spawner does not run here' : 'missing parts'}: ` +
+        `build from source with \`${native.build}\` (needs cc), then restart the daemon`,
+    )
+  return lines
 }
 
 /** Which network modes sandboxed tasks can have, why not the others, and the allowlist; nothing from an older daemon. */

@@ -2,6 +2,7 @@ import { DEFAULT_NETWORK } from '../../../protocol/index.js'
 import { type DaemonStatus } from '../../../protocol/index.js'
 import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
 import type { DaemonConfig } from '../../config.js'
+import { nativeReport } from '../../native/artifacts.js'
 import type { PeerCheckStatus } from '../../peer/index.js'
 import { sandboxBounds, seccompFilters, seccompSupported, type SandboxCapabilities } from '../../sandbox/index.js'
 import { TASK_ID_FIRST, TASK_ID_LAST } from '../../sandbox/owner-ids.js'
@@ -31,6 +32,8 @@ export interface StatusDeps {
  * the requester's: an owner counts only its own tasks, the operator every task.
  */
 export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
+  // Found once, as the daemon found its parts at start: a source build made later is used after a restart.
+  const native = nativeReport()
   typedRoutes(app).get(
     '/v1/status',
     { schema: { summary: 'Daemon status', headers: OwnerHeaders, response: { 200: StatusSchema, 400: ErrorSchema } } },
@@ -56,6 +59,7 @@ export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
           ...(owner === null ? { strayEntries: deps.cleanup.strayEntries() } : {}),
         },
         spawner: deps.supervisor.spawnerKind,
+        native,
         peerCheck: deps.peerStatus,
         sandbox: {
           default: deps.config.sandbox,

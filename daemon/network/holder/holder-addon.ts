@@ -9,7 +9,7 @@ export interface HolderControl {
   exchange(fd: number, text: string, timeoutMs: number): { reply: string; fd: number }
 }
 
-/** The holder program (tend-netns.c), built to dist/native/ by daemon/native/build.mjs. */
+/** The holder program (tend-netns.c): its source build, else the package's prebuilt one (daemon/native/artifacts.ts). */
 export const HOLDER_PATH = nativeArtifact('tend-netns')
 
 let loaded: ReturnType<typeof loadAddon<HolderControl>> | undefined

@@ -76,3 +76,32 @@ test(
   },
   BUILD_TIMEOUT_MS + 10_000,
 )
+
+test(
+  'with --prebuilt, for a package, a build that leaves any part out fails and names the parts',
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tend-native-build-'))
+    scratch.push(dir)
+    const result = spawnSync(process.execPath, [BUILD_SCRIPT, '--prebuilt', '--out', join(dir, 'native')], {
+      env: { ...process.env, CC: '/nonexistent/cc' },
+      encoding: 'utf8',
+      timeout: BUILD_TIMEOUT_MS,
+    })
+    expect(result.status).toBe(1)
+    expect(result.stderr.trim().split('\n').at(-1)).toBe(
+      `tend: the prebuilt parts are not whole: tend.node, tend-spawner, tend-netns not built into ${join(dir, 'native')}`,
+    )
+  },
+  BUILD_TIMEOUT_MS + 10_000,
+)
+
+test('a folder it cannot make is refused with the command to run instead, before anything is built', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tend-native-build-'))
+  scratch.push(dir)
+  // A folder under a file: not even root can make it.
+  writeFileSync(join(dir, 'file'), '')
+  const out = join(dir, 'file', 'native')
+  const result = spawnSync(process.execPath, [BUILD_SCRIPT, '--out', out], { encoding: 'utf8', timeout: BUILD_TIMEOUT_MS })
+  expect(result.status).toBe(1)
+  expect(result.stderr).toBe(`tend: cannot build into ${out} (ENOTDIR): run this as the user who installed tend, e.g. \`sudo node ${BUILD_SCRIPT}\`\n`)
+})
