@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module'
-import { closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, constants, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { TendError } from '../../protocol/index.js'
+import { findNativeArtifact } from '../../protocol/native-places.js'
 import { cliEntry, packageRoot } from '../package-root.js'
 import { createUnitFile, type ServiceScope } from './unit-file.js'
 
@@ -9,15 +10,13 @@ import { createUnitFile, type ServiceScope } from './unit-file.js'
  * Whether the daemon of this copy can tell systemd it is ready: its addon has the service-notify
  * part (daemon/service/sd-notify.c). Checked here, not by the daemon, because the unit's Type=
  * depends on it: a Type=notify daemon that never notifies is killed when its start times out. The
- * addon is looked for where the daemon looks (daemon/native/artifacts.ts, which the client may not
- * import): built here into dist/native/, else the package's prebuilt one for this platform.
+ * addon is the one the daemon loads (protocol/native-places.ts).
  */
 export function daemonCanNotify(): boolean {
-  const native = join(packageRoot(), 'dist', 'native')
-  const addon = [join(native, 'tend.node'), join(native, `${process.platform}-${process.arch}`, 'tend.node')].find((path) => existsSync(path))
-  if (addon === undefined) return false
+  const addon = findNativeArtifact('tend.node')
+  if (addon === null) return false
   try {
-    const loaded = createRequire(import.meta.url)(addon) as { serviceNotify?: { notify?: unknown } }
+    const loaded = createRequire(import.meta.url)(addon.path) as { serviceNotify?: { notify?: unknown } }
     return typeof loaded.serviceNotify?.notify === 'function'
   } catch {
     return false
