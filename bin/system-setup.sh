@@ -53,7 +53,7 @@ find_missing() {
     want 'gcc libc6-dev' 'gcc glibc-devel'
   fi
   [ "$tests" = 1 ] || return 0
-  # setpriv: tests start daemons as the non-root user tend-test (.ci/run makes it with useradd).
+  # setpriv: tests start daemons as the non-root user tend-test (made below, in test_machine).
   has setpriv || want util-linux util-linux
   has useradd || want passwd shadow-utils
   # The console's browser tests drive chromium headless; its TLS tests make a certificate with openssl.
@@ -117,8 +117,53 @@ finish() {
   exit "$1"
 }
 
+# The tests' machine beyond packages: the non-root user tests run daemons as, and its task cgroup
+# folders. Made when missing (as root, or through `sudo -n`); else the commands to run, and exit 1.
+# Where the v1 controllers are mounted (its own tests point it at a fake tree).
+cgroup_base=${TEND_SETUP_CGROUP_BASE:-/sys/fs/cgroup}
+test_machine() {
+  [ "$tests" = 1 ] || return 0
+  local steps=() controller top test_uid
+  # The dedicated non-root user (test/helpers/test-daemon.ts, startTestDaemon({ user: 'unprivileged' })):
+  # no home, no login, its own group (or the group of that name where one is left).
+  if ! id -u tend-test >/dev/null 2>&1; then
+    if getent group tend-test >/dev/null 2>&1; then group='--gid tend-test'; else group='--user-group'; fi
+    steps+=("useradd --system $group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin tend-test")
+  fi
+  # Task cgroups: tend/<uid> per daemon uid, tend itself root's (0755) so that no other uid can replace
+  # a daemon's groups; the test user gets its own folder, so strict and workspace's bounds run as
+  # non-root too. tend is made root's even where an earlier set-up gave it to the test user.
+  for controller in memory pids; do
+    [ -e "$cgroup_base/$controller/cgroup.procs" ] || continue
+    top="$cgroup_base/$controller/tend"
+    if [ "${#steps[@]}" != 0 ] || [ "$(stat -c %u:%a "$top" 2>/dev/null)" != 0:755 ] \
+      || [ "$(stat -c %U:%a "$top/$(id -u tend-test)" 2>/dev/null)" != tend-test:755 ]; then
+      steps+=("sh -c 'mkdir -p $top/\$(id -u tend-test) && chown root:root $top && chmod 0755 $top && chown tend-test:tend-test $top/\$(id -u tend-test) && chmod 0755 $top/\$(id -u tend-test)'")
+    fi
+  done
+  [ "${#steps[@]}" = 0 ] && return 0
+  local prefix=''
+  if [ "$root" = 0 ]; then
+    if has sudo && sudo -n true >/dev/null 2>&1; then
+      prefix='sudo -n '
+    else
+      echo "tend setup: the tests need the user tend-test and its cgroup folders; this user is not root and has no sudo that runs without a password. Run as root:" >&2
+      printf '%s\n' "${steps[@]}" >&2
+      return 1
+    fi
+  fi
+  local step
+  for step in "${steps[@]}"; do
+    eval "$prefix$step" >&2 || { echo "tend setup: failed: $prefix$step" >&2; return 1; }
+  done
+  echo "tend setup: made the test user tend-test and its cgroup folders" >&2
+}
+
 find_missing
-[ "${#apt_missing[@]}" = 0 ] && finish 0 '' ''
+if [ "${#apt_missing[@]}" = 0 ]; then
+  test_machine || finish 1 '' ''
+  finish 0 '' ''
+fi
 wanted=$(packages)
 
 if [ "$manager" = none ]; then
@@ -164,4 +209,5 @@ if [ "${#apt_missing[@]}" != 0 ]; then
   finish 1 '' "$(install_command)"
 fi
 echo "tend setup: installed $wanted ($manager)" >&2
+test_machine || finish 1 "$wanted" ''
 finish 0 "$wanted" ''

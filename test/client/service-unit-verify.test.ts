@@ -29,7 +29,8 @@ function verify(unit: string, scope: 'user' | 'system'): { status: number | null
     encoding: 'utf8',
     env: { ...process.env, XDG_RUNTIME_DIR: runtime, SYSTEMD_LOG_COLOR: '0' },
   })
-  if (run.error) throw new Error(`systemd-analyze could not run (${run.error.message}): install the systemd package (bash .ci/run does)`)
+  if (run.error)
+    throw new Error(`systemd-analyze could not run (${run.error.message}): install the systemd package (npm test does first: bin/system-setup.sh --tests)`)
   return { status: run.status, printed: `${run.stdout}${run.stderr}`.trim() }
 }
 

@@ -7,13 +7,15 @@ import { REPO_ROOT } from './test-daemon.js'
 /*
  * A machine for bin/system-setup.sh, as a PATH built for one case: the few real tools the script
  * uses, a stand-in (an empty program) for each command the case says is there, and fake apt-get,
- * dnf, sudo and id that record their arguments and succeed or fail as the case needs. A fake
- * package manager "installs" a package by making the commands that package brings.
+ * dnf, sudo, id and useradd that record their arguments and succeed or fail as the case needs. A
+ * fake package manager "installs" a package by making the commands that package brings; the fake
+ * useradd makes the test user known to the fake id. The cgroup folders the tests' set prepares are
+ * under a temporary folder of the machine's (TEND_SETUP_CGROUP_BASE), empty unless the case asks.
  */
 
 export const SYSTEM_SETUP_SCRIPT = join(REPO_ROOT, 'bin', 'system-setup.sh')
 /** What the script itself runs, taken from this machine. */
-const REAL_TOOLS = ['bash', 'env', 'mktemp', 'cat', 'rm', 'true']
+const REAL_TOOLS = ['bash', 'env', 'mktemp', 'cat', 'rm', 'true', 'sh', 'stat', 'mkdir', 'chown', 'chmod']
 /** Every command the script checks, for the cases where all is there. */
 export const EVERY_COMMAND = [
   'bwrap',
@@ -51,6 +53,10 @@ export interface FakeMachineSpec {
   sudo?: 'working' | 'password'
   /** The package manager fails every install, printing why. */
   installFails?: boolean
+  /** Whether the user tend-test exists (default true; the fake useradd makes it). */
+  testUser?: boolean
+  /** Whether the fake cgroup tree has v1 memory and pids controllers for the tests' set to prepare (default false: none). */
+  cgroupControllers?: boolean
   /** Where the script is: the repository's (its C built), or a copy in a bare package folder. */
   scriptAt?: 'repository' | 'bare-package'
 }
@@ -61,7 +67,11 @@ export interface FakeMachine {
   /** The PATH to run with (one folder). */
   bin: string
   script: string
-  /** The package-manager and sudo calls made so far, one line each: `apt-get install -y …`. */
+  /** The environment to run the script with: PATH, TMPDIR and the fake cgroup tree. */
+  env: Record<string, string>
+  /** The fake cgroup tree (TEND_SETUP_CGROUP_BASE). */
+  cgroupBase: string
+  /** The package-manager, sudo and useradd calls made so far, one line each: `apt-get install -y …`. */
   calls: () => string[]
 }
 
@@ -75,7 +85,24 @@ export function createFakeMachine(spec: FakeMachineSpec): FakeMachine {
   const callsFile = join(root, 'calls.log')
   for (const tool of REAL_TOOLS) symlinkSync(realPath(tool), join(bin, tool))
   for (const command of spec.present) writeProgram(join(bin, command), 'exit 0')
-  writeProgram(join(bin, 'id'), `[ "$1" = -u ] && echo ${spec.uid ?? 0}`)
+  // The test user's uid as the fake id gives it: the real tend-test's, so that chown by name and the folder named by uid agree.
+  const testUid = spawnSync('id', ['-u', 'tend-test'], { encoding: 'utf8' }).stdout.trim() || '999'
+  const userMade = join(root, 'user-made')
+  if (spec.testUser ?? true) writeFileSync(userMade, '')
+  writeProgram(
+    join(bin, 'id'),
+    `[ "$1" = -u ] || exit 1\nif [ -n "$2" ]; then [ -e "${userMade}" ] && echo ${testUid} && exit 0; exit 1; fi\necho ${spec.uid ?? 0}`,
+  )
+  writeProgram(join(bin, 'useradd'), `echo "useradd $*" >>"${callsFile}"\n: >"${userMade}"`)
+  writeProgram(join(bin, 'getent'), 'exit 2')
+  const cgroupBase = join(root, 'cgroup')
+  mkdirSync(cgroupBase)
+  if (spec.cgroupControllers) {
+    for (const controller of ['memory', 'pids']) {
+      mkdirSync(join(cgroupBase, controller))
+      writeFileSync(join(cgroupBase, controller, 'cgroup.procs'), '')
+    }
+  }
   const manager = spec.manager ?? 'apt-get'
   if (manager !== 'none') {
     const installs = Object.entries(PACKAGE_COMMANDS)
@@ -101,7 +128,7 @@ export function createFakeMachine(spec: FakeMachineSpec): FakeMachine {
     copyFileSync(SYSTEM_SETUP_SCRIPT, script)
   }
   const calls = () => (existsSync(callsFile) ? readFileSync(callsFile, 'utf8').trim().split('\n') : [])
-  return { root, bin, script, calls }
+  return { root, bin, script, calls, cgroupBase, env: { PATH: bin, TMPDIR: root, TEND_SETUP_CGROUP_BASE: cgroupBase } }
 }
 
 function writeProgram(path: string, body: string): void {

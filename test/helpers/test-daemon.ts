@@ -59,7 +59,7 @@ export interface TestDaemonOptions {
 
 /** The dedicated non-root user for tests (`bash .ci/run` creates it). */
 export const UNPRIVILEGED_USER = 'tend-test'
-const CREATE_USER_HINT = `create it as root with \`useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ${UNPRIVILEGED_USER}\` (bash .ci/run does this)`
+const CREATE_USER_HINT = `create it as root with \`useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ${UNPRIVILEGED_USER}\` (npm test does this first: bin/system-setup.sh --tests)`
 
 export interface UnprivilegedUser {
   name: string

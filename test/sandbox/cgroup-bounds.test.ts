@@ -33,7 +33,7 @@ import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
  * daemon uid, that no other uid can write.
  *
  * Each suite uses a cgroup folder of its own (setting cgroupName), laid out as an operator would
- * (bash .ci/run does the same for `tend`): the top folder root's, mode 0755; an unprivileged
+ * (bin/system-setup.sh --tests does the same for `tend`): the top folder root's, mode 0755; an unprivileged
  * daemon's folder in it made and given to that uid; a root daemon makes its own. So the tests
  * neither depend on nor disturb the machine's `tend` folder, and each checks that nothing is left.
  */

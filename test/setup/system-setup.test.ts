@@ -1,6 +1,7 @@
 import { afterEach, expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { rmSync } from 'node:fs'
+import { rmSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import { createFakeMachine, EVERY_COMMAND, everyCommandBut as without, type FakeMachineSpec } from '../helpers/fake-packages.js'
 
 /* bin/system-setup.sh run on a fake machine (test/helpers/fake-packages.ts) for each case. */
@@ -13,8 +14,8 @@ afterEach(() => {
 function runSetup(spec: FakeMachineSpec, args: string[] = []) {
   const machine = createFakeMachine(spec)
   folders.push(machine.root)
-  const result = spawnSync('/bin/bash', [machine.script, ...args], { env: { PATH: machine.bin, TMPDIR: machine.root }, encoding: 'utf8', timeout: 20_000 })
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls: machine.calls() }
+  const result = spawnSync('/bin/bash', [machine.script, ...args], { env: machine.env, encoding: 'utf8', timeout: 20_000 })
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls: machine.calls(), cgroupBase: machine.cgroupBase }
 }
 
 test('with everything there it calls no package manager, prints nothing and exits 0', () => {
@@ -108,4 +109,28 @@ test('an unknown option is a usage error naming it', () => {
   expect(result.status).toBe(2)
   expect(result.stderr).toContain('--frobnicate')
   expect(result.calls).toEqual([])
+})
+
+test("the tests' set makes the test user and its cgroup folders where missing, and leaves them be once made", () => {
+  const made = runSetup({ present: EVERY_COMMAND, testUser: false, cgroupControllers: true }, ['--tests'])
+  expect(made.status, made.stderr).toBe(0)
+  expect(made.calls).toEqual(['useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin tend-test'])
+  expect(made.stderr).toContain('made the test user tend-test and its cgroup folders')
+  const uid = spawnSync('id', ['-u', 'tend-test'], { encoding: 'utf8' }).stdout.trim()
+  for (const controller of ['memory', 'pids']) {
+    const top = join(made.cgroupBase, controller, 'tend')
+    expect(statSync(top)).toMatchObject({ uid: 0, mode: 0o40755 })
+    expect(statSync(join(top, uid))).toMatchObject({ uid: Number(uid), mode: 0o40755 })
+  }
+  // Without controllers there is no folder to make; with the user there, nothing at all.
+  expect(runSetup({ present: EVERY_COMMAND }, ['--tests'])).toMatchObject({ status: 0, stderr: '', calls: [] })
+})
+
+test("the tests' set as a user without sudo prints the commands that make the test user, as root, and exits 1", () => {
+  const result = runSetup({ present: EVERY_COMMAND, testUser: false, uid: 1000 }, ['--tests'])
+  expect(result.status).toBe(1)
+  expect(result.calls).toEqual([])
+  expect(result.stderr).toContain('Run as root:\nuseradd --system --user-group')
+  // What tend itself needs asks for no test user.
+  expect(runSetup({ present: EVERY_COMMAND, testUser: false, uid: 1000 })).toMatchObject({ status: 0, calls: [] })
 })
