@@ -204,11 +204,13 @@ export function unmountedHint(lacking: CgroupController[], cgroupBase = '/sys/fs
   const mounts = lacking
     .map((controller) => `mkdir -p ${cgroupBase}/${controller} && mount -t cgroup -o ${controller} cgroup ${cgroupBase}/${controller}`)
     .join('; ')
-  const unified = existsSync(`${cgroupBase}/cgroup.controllers`)
-    ? ' This machine runs the unified cgroup v2 hierarchy: boot with systemd.unified_cgroup_hierarchy=0 (or mount the v1 controllers beside it, as root)'
-    : ''
-  return (
-    `the cgroup v1 ${named} controller${lacking.length > 1 ? 's are' : ' is'} not mounted: as root, ${mounts}` +
-    `; then restart the daemon (tend stop, then any tend command starts a new one).${unified}`
-  )
+  const v1 = `the cgroup v1 ${named} controller${lacking.length > 1 ? 's are' : ' is'} not mounted`
+  if (existsSync(`${cgroupBase}/cgroup.controllers`)) {
+    return (
+      `${v1}. This machine runs the unified cgroup v2 hierarchy: give the daemon a delegated v2 subtree, ` +
+      '`tend service install` (a systemd unit with Delegate=yes, cgroupRoot "own") or the setting cgroupRoot: a folder delegated ' +
+      `to the daemon's uid (docs/sandbox.md); or, as root, mount the v1 controllers: ${mounts}; then restart the daemon`
+    )
+  }
+  return `${v1}: as root, ${mounts}; then restart the daemon (tend stop, then any tend command starts a new one).`
 }

@@ -74,14 +74,17 @@ describe('a failing sandboxed task explains its sandbox', () => {
 })
 
 describe('where strict cannot run, status says how to make it run', () => {
-  test('controllers that are not mounted: the mount commands, and the unified hierarchy named', () => {
+  test('controllers that are not mounted on a unified (v2) host: a delegated v2 subtree first, then the v1 mount commands', () => {
     const cgroupBase = mkdtempSync(join(base, 'cgroup-'))
     writeFileSync(join(cgroupBase, 'cgroup.controllers'), 'cpu memory pids\n')
     const roots = findCgroupRoots({ name: 'tend', uid: 0, daemon: 'home-test', cgroupBase })
     expect(roots).toMatchObject({ memory: null, pids: null })
     expect(roots.problem).toContain(`mount -t cgroup -o memory cgroup ${cgroupBase}/memory`)
     expect(roots.problem).toContain(`mount -t cgroup -o pids cgroup ${cgroupBase}/pids`)
-    expect(roots.problem).toContain('systemd.unified_cgroup_hierarchy=0')
+    expect(roots.problem).toContain('This machine runs the unified cgroup v2 hierarchy: give the daemon a delegated v2 subtree')
+    expect(roots.problem).toContain('tend service install')
+    expect(roots.problem).toContain('cgroupRoot')
+    expect(roots.problem).not.toContain('systemd.unified_cgroup_hierarchy=0')
   })
 
   test('a folder that only looks like a controller (not cgroupfs) is not used, and nothing is made in it', () => {
