@@ -164,21 +164,48 @@ function checkSubtree(subtree: string, uid: number, isCgroup2: (path: string) =>
   const mountChecked = checkFolder(mount, [0, uid], uid)
   if ('problem' in mountChecked) return mountChecked
   let folder = mount
+  const above = checkControlFiles(mount, [0, uid])
+  if (above) return { problem: above }
   for (const part of relative(mount, subtree).split('/').filter(Boolean)) {
     folder = join(folder, part)
     const owners = folder === subtree && uid !== 0 ? [uid] : [0, uid]
     const checked = checkFolder(folder, owners, uid, mountChecked.dev)
     if ('problem' in checked) return checked
-  }
-  for (const file of ['cgroup.procs', 'cgroup.subtree_control']) {
-    const owner = fileOwner(join(subtree, file))
-    if (typeof owner === 'string') return { problem: `${join(subtree, file)} cannot be read (${owner})` }
-    if (owner !== uid && uid !== 0) {
-      const path = join(subtree, file)
-      return { problem: `${path} is owned by uid ${owner}, not the daemon's uid ${uid}: the subtree is not delegated to it; as root, chown ${uid} ${path}` }
-    }
+    const files = checkControlFiles(folder, owners)
+    if (files) return { problem: files }
   }
   return mountChecked
+}
+
+/**
+ * Who may move processes between groups, or take controllers away from them: cgroup v2 lets whoever
+ * may write the cgroup.procs (or cgroup.threads) of two groups' common ancestor move any process
+ * between them, whatever its uid, and whoever may write a folder's cgroup.subtree_control take its
+ * children's controllers (and so their limits). So on every folder from the mount down to the
+ * subtree these files are the daemon's uid's or root's, and writable by no one else. Answers why
+ * not, or null. cgroup.threads is absent on kernels before 4.14.
+ */
+function checkControlFiles(folder: string, owners: number[]): string | null {
+  for (const file of ['cgroup.procs', 'cgroup.threads', 'cgroup.subtree_control']) {
+    const path = join(folder, file)
+    const facts = fileFacts(path)
+    if (facts === 'ENOENT' && file === 'cgroup.threads') continue
+    if (typeof facts === 'string') return `${path} cannot be read (${facts})`
+    // Root's cgroup.threads in a folder delegated to a user is not delegation, and no one else's.
+    const allowed = file === 'cgroup.threads' ? [...new Set([0, ...owners])] : owners
+    if (!allowed.includes(facts.uid)) {
+      const daemonUid = owners[owners.length - 1]!
+      const owner = daemonUid === 0 ? 'root' : owners.length === 1 ? `the daemon's uid ${daemonUid}` : `root or the daemon's uid ${daemonUid}`
+      return (
+        `${path} is owned by uid ${facts.uid}, not ${owner}: that user could move this daemon's tasks out of their groups, or take their ` +
+        `limits; as root, chown ${daemonUid} ${path}`
+      )
+    }
+    if ((facts.mode & 0o022) !== 0) {
+      return `${path} is writable by its group or by others: they could move this daemon's tasks out of their groups; as root, chmod go-w ${path}`
+    }
+  }
+  return null
 }
 
 /** Enables the wanted controllers the folder has for its children; answers why some could not be, or null. */
@@ -197,7 +224,8 @@ function enableControllers(folder: string): string | null {
   }
 }
 
-function fileOwner(path: string): number | string {
+/** A file's owner and mode, read from the file opened without following a link; or why it could not be. */
+function fileFacts(path: string): { uid: number; mode: number } | string {
   let fd: number
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
@@ -205,7 +233,8 @@ function fileOwner(path: string): number | string {
     return errorCode(error)
   }
   try {
-    return fstatSync(fd).uid
+    const { uid, mode } = fstatSync(fd)
+    return { uid, mode }
   } finally {
     closeSync(fd)
   }

@@ -25,14 +25,17 @@ function fakeTree(controllers: string, options: { owner?: number; daemonFolder?:
   const mount = mkdtempSync(join(tmpdir(), 'tend-fake-cgroup2-'))
   made.push(mount)
   chmodSync(mount, 0o755)
+  // Every cgroup2 folder has these; the hierarchy's root is root's, 0644 (files) as the kernel makes them.
+  for (const name of ['cgroup.procs', 'cgroup.threads', 'cgroup.subtree_control']) writeFileSync(join(mount, name), '', { mode: 0o644 })
   const subtree = join(mount, 'tend.slice')
   mkdirSync(subtree, { mode: 0o755 })
   for (const [name, text] of [
     ['cgroup.controllers', controllers],
     ['cgroup.subtree_control', ''],
     ['cgroup.procs', ''],
+    ['cgroup.threads', ''],
   ] as const)
-    writeFileSync(join(subtree, name), text)
+    writeFileSync(join(subtree, name), text, { mode: 0o644 })
   if (options.daemonFolder) {
     // The kernel gives a child its parent's enabled controllers: the fake's daemon folder is made with them.
     const daemon = join(subtree, options.daemonFolder)
@@ -71,6 +74,31 @@ describe('the cgroup v2 subtree a daemon is given', () => {
     chmodSync(subtree, 0o777)
     const found = findUnifiedRoot({ setting: subtree, uid: 0, daemon: 'home-1', isCgroup2: within(mount) })
     expect(found).toEqual({ problem: expect.stringContaining(`${subtree} is writable by its group or by others`) })
+  })
+
+  test('a root daemon refuses a subtree where another uid may move processes: a control file of it, or of a folder above it, owned by or writable for others', () => {
+    // cgroup v2 lets whoever may write the cgroup.procs of two groups' common ancestor move any
+    // process between them: a root task's out of its group included.
+    const cases: Array<[string, (mount: string, subtree: string) => void, string]> = [
+      ['cgroup.procs owned by another uid', (_, subtree) => chownSync(join(subtree, 'cgroup.procs'), OTHER_UID, -1), 'cgroup.procs is owned by uid 4242'],
+      ['cgroup.threads owned by another uid', (_, subtree) => chownSync(join(subtree, 'cgroup.threads'), OTHER_UID, -1), 'cgroup.threads is owned by uid 4242'],
+      [
+        "the mount's cgroup.procs writable by all",
+        (mount) => chmodSync(join(mount, 'cgroup.procs'), 0o666),
+        'cgroup.procs is writable by its group or by others',
+      ],
+      [
+        "the mount's cgroup.subtree_control owned by another uid",
+        (mount) => chownSync(join(mount, 'cgroup.subtree_control'), OTHER_UID, -1),
+        'cgroup.subtree_control is owned by uid 4242',
+      ],
+    ]
+    for (const [name, spoil, said] of cases) {
+      const { mount, subtree } = fakeTree('memory pids')
+      spoil(mount, subtree)
+      const found = findUnifiedRoot({ setting: subtree, uid: 0, daemon: 'home-1', isCgroup2: within(mount) })
+      expect(found, name).toEqual({ problem: expect.stringContaining(said) })
+    }
   })
 
   test('a folder that is not on cgroup2 is refused', () => {
