@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { createInterface } from 'node:readline'
 import { join } from 'node:path'
 import { readProcStat } from '../../../../protocol/index.js'
@@ -16,11 +17,24 @@ import { waitFor } from '../../../helpers/wait-for.js'
 
 const FIXTURE = join(import.meta.dirname, '../../../fixtures/subreaper-keeper.py')
 const ORPHAN_BYTES = 48 * 1024 * 1024
-/** The leader starts a python that holds ORPHAN_BYTES, in a session of its own, whose parent exits at once; it prints its pid. */
-const LEADER = ['sh', '-c', `setsid sh -c 'python3 -c "import time; b = bytes([1]) * ${ORPHAN_BYTES}; time.sleep(600)" >/dev/null & echo $!'; exec sleep 600`]
+/** The interpreter itself: a `python3` on PATH may be a wrapper (pyenv's shim) that runs it as its child, and $! would name the wrapper. */
+const PYTHON = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout.trim()
+/**
+ * The leader starts a python that holds ORPHAN_BYTES, in a session of its own, whose parent exits at
+ * once; it prints its pid. The python makes the file `written` once every byte is written: its
+ * resident set no longer grows after that (before, it may reach ORPHAN_BYTES with its own pages and
+ * still be writing).
+ */
+const leaderCommand = (written: string) => [
+  'sh',
+  '-c',
+  `setsid sh -c '${PYTHON} -c "import sys, time; b = bytes([1]) * ${ORPHAN_BYTES}; open(sys.argv[1], \\"w\\").close(); time.sleep(600)" "$0" >/dev/null & echo $!' "$0"; exec sleep 600`,
+  written,
+]
 
 const started: ChildProcess[] = []
 const pids: number[] = []
+const folders: string[] = []
 
 afterEach(async () => {
   for (const pid of pids.splice(0)) {
@@ -35,18 +49,23 @@ afterEach(async () => {
     if (child.exitCode === null && child.signalCode === null) await once(child, 'exit')
   }
   for (const pid of pids) expect(readProcStat(pid)).toBeNull()
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
 })
 
 /** The keeper, its leader's pid and the orphan's pid, once the orphan is the keeper's child. */
 async function keeperWithOrphan(): Promise<{ keeper: number; leader: number; orphan: number }> {
-  const keeper = spawn('python3', [FIXTURE, ...LEADER], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const folder = mkdtempSync(join(tmpdir(), 'tend-keeper-tree-'))
+  folders.push(folder)
+  const written = join(folder, 'written')
+  const keeper = spawn('python3', [FIXTURE, ...leaderCommand(written)], { stdio: ['pipe', 'pipe', 'inherit'] })
   started.push(keeper)
   const lines = createInterface({ input: keeper.stdout! })[Symbol.asyncIterator]()
   const leader = Number((await lines.next()).value)
   const orphan = Number((await lines.next()).value)
   pids.push(orphan, leader)
   await waitFor('the orphan handed to the keeper', () => readProcStat(orphan)?.parent === keeper.pid || null)
-  await waitFor("the orphan's memory resident", () => processFigures([orphan], 0).residentBytes >= ORPHAN_BYTES || null)
+  await waitFor("the orphan's bytes all written", () => existsSync(written), 30_000)
+  expect(processFigures([orphan], 0).residentBytes).toBeGreaterThanOrEqual(ORPHAN_BYTES)
   return { keeper: keeper.pid!, leader, orphan }
 }
 
