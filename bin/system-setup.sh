@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/bash
 # Installs the system packages tend needs, through the machine's package manager (apt-get, or dnf
 # on Fedora), with `sudo -n` when not root. Where it cannot install (no root and no sudo that runs
 # without a password, no known package manager, a failed install) it prints the one command to
@@ -11,6 +11,43 @@
 # Messages go to stderr: one line naming what was installed; on a failure the package manager's
 # whole output, then the command to run.
 set -uo pipefail
+
+# First, PATH: only its folders that no one but root or this user can change. npm puts
+# node_modules/.bin of the project and of every folder above it first on PATH, and this script runs
+# as root (npm test's pretest, tend setup, .ci/run): a folder another user can write would choose
+# what root runs. The rule is protocol/program-folders.ts's: an absolute folder that it and every
+# folder above it (the real ones) are root's or this uid's and writable by no one else, but for a
+# sticky folder (/tmp) above one of theirs. stat is named by its path, $EUID is bash's own: nothing
+# is looked up on PATH before it is safe (and bash is /bin/bash, the first line).
+safe_folder() { # FOLDER
+  local folder info mode is_entry=1
+  case $1 in /*) ;; *) return 1 ;; esac
+  folder=$(cd -P -- "$1" 2>/dev/null && pwd -P) || return 1
+  while :; do
+    info=$("$stat_tool" -c '%u %a' -- "$folder" 2>/dev/null) || return 1
+    [ "${info% *}" = 0 ] || [ "${info% *}" = "$EUID" ] || return 1
+    mode=$((8#${info#* }))
+    if ((mode & 8#022)) && ! ((is_entry == 0 && mode & 8#1000)); then return 1; fi
+    [ "$folder" = / ] && return 0
+    folder=${folder%/*}
+    folder=${folder:-/}
+    is_entry=0
+  done
+}
+safe_path() { # PATH
+  local kept='' entry entries
+  IFS=: read -r -a entries <<<"$1"
+  for entry in "${entries[@]}"; do
+    if [ -n "$stat_tool" ] && safe_folder "$entry"; then kept+="${kept:+:}$entry"; fi
+  done
+  echo "$kept"
+}
+stat_tool=''
+for stat_tool in /usr/bin/stat /bin/stat ''; do [ -z "$stat_tool" ] || [ -x "$stat_tool" ] && break; done
+PATH=$(safe_path "${PATH:-}")
+[ -n "$PATH" ] || PATH=$(safe_path /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+[ -n "$PATH" ] || PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
 
 usage='usage: system-setup.sh [--tests] [--json]'
 tests=0

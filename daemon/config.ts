@@ -17,6 +17,9 @@ import {
 } from '../protocol/index.js'
 import { CLUSTER_CREDENTIAL_VARIABLES, CLUSTER_SETTINGS, CLUSTER_VARIABLES, checkClusterSettings } from './cluster/settings.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
+import { requireDaemonProgram } from './daemon-programs.js'
+import { delimiter } from 'node:path'
+import { safePathEntries, type SkippedPathEntry } from '../protocol/program-folders.js'
 
 const GiB = 1024 ** 3
 
@@ -127,8 +130,14 @@ export type DaemonSettings = Static<typeof DaemonSettingsSchema>
 
 export interface DaemonConfig extends DaemonSettings {
   layout: HomeLayout
-  /** The environment tasks start from (the daemon's own, captured once). */
+  /**
+   * The environment tasks start from (the daemon's own, captured once), its PATH only the folders
+   * no one but root or the daemon's uid can change: a task that does not choose its PATH runs
+   * programs found there, as the daemon's uid with --sandbox off.
+   */
   baseEnv: Readonly<Record<string, string>>
+  /** The daemon's PATH entries left out of baseEnv and of its own lookups, and why (status, the start log). */
+  pathSkipped: readonly SkippedPathEntry[]
   /** taskUser resolved to ids (null: tasks run as the daemon's user). */
   taskIdentity: { uid: number; gid: number } | null
   /**
@@ -267,10 +276,13 @@ export function loadDaemonConfig(env: Record<string, string | undefined> = proce
       (entry): entry is [string, string] => entry[1] !== undefined && !CREDENTIAL_VARIABLES.has(entry[0]) && !DAEMON_ONLY_VARIABLES.has(entry[0]),
     ),
   )
+  const path = env.PATH === undefined ? null : safePathEntries(env.PATH, process.geteuid!())
+  if (path) baseEnv.PATH = path.entries.join(delimiter)
   return Object.freeze({
     ...(settings as DaemonSettings),
     layout,
     baseEnv: Object.freeze(baseEnv),
+    pathSkipped: Object.freeze(path?.skipped ?? []),
     taskIdentity: taskIdentity && Object.freeze(taskIdentity),
     notifySocket: env.NOTIFY_SOCKET || null,
   })
@@ -307,8 +319,9 @@ function choicesOf(key: string): string[] | null {
 /** A user name or uid as the system's user database knows it (id(1) asks NSS, not just /etc/passwd). */
 function resolveUser(user: string, source: string, problems: string[]): { uid: number; gid: number } | null {
   try {
-    const uid = Number(execFileSync('id', ['-u', user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 }).trim())
-    const gid = Number(execFileSync('id', ['-g', user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 }).trim())
+    const id = requireDaemonProgram('id')
+    const uid = Number(execFileSync(id, ['-u', user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 }).trim())
+    const gid = Number(execFileSync(id, ['-g', user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 }).trim())
     if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error('id printed no number')
     return { uid, gid }
   } catch (error) {

@@ -5,6 +5,7 @@ import { nanoid } from 'nanoid'
 import { pino, type Logger } from 'pino'
 import { TendError } from '../protocol/index.js'
 import { isUnwritableHome, openHomeFileSync, unwritableDetail } from '../protocol/home-file.js'
+import { skippedEntryText } from '../protocol/program-folders.js'
 import type { DaemonConfig } from './config.js'
 import type { DaemonContext } from './context.js'
 import { CorruptEntries } from './store/corrupt-entries.js'
@@ -150,6 +151,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   ])
   // Who tasks run as needs both: a root daemon's own task identity takes the native spawner, and is probed with one spawn.
   const identity = await decideTaskIdentity({ config, spawner, bwrapPath: detected.bwrap?.path ?? null, workspaceMissing: detected.missing.workspace })
+  for (const entry of config.pathSkipped) log.warn({ path: entry.path, reason: entry.reason }, skippedEntryText(entry))
   if (registry.unusable)
     log.warn(
       { unusable: registry.unusable.path, problem: registry.unusable.problem, registry: registry.dir },

@@ -458,6 +458,11 @@ export const StatusSchema = Type.Object({
     },
     { description: "tend's native parts (the addon, the spawner, the network holder): which file the daemon found for each at its start" },
   ),
+  pathSkipped: Type.Array(Type.Object({ path: Type.String(), reason: Type.String() }), {
+    description:
+      "the daemon's PATH entries it runs nothing from (its own programs, and tasks that do not choose their PATH): " +
+      "a folder that someone other than root or the daemon's uid can change, and why",
+  }),
   peerCheck: Type.Object(
     {
       enforced: Type.Boolean({

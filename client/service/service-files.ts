@@ -3,6 +3,7 @@ import { closeSync, constants, fsyncSync, mkdirSync, openSync, renameSync, rmSyn
 import { dirname, join } from 'node:path'
 import { TendError } from '../../protocol/index.js'
 import { findNativeArtifact } from '../../protocol/native-places.js'
+import { safePath } from '../../protocol/program-folders.js'
 import { cliEntry, packageRoot } from '../package-root.js'
 import { createUnitFile, type ServiceScope } from './unit-file.js'
 
@@ -23,7 +24,23 @@ export function daemonCanNotify(): boolean {
   }
 }
 
-/** The unit for this copy of tend, its node and the installing user's home, PATH and name. */
+/**
+ * A system unit's PATH: the system's folders and nothing else. The daemon runs as root or as a
+ * user of the installer's choice, and the installer's PATH (from npm: node_modules/.bin of every
+ * folder above the project) may name folders that other users can write. ExecStart names node and
+ * tend by absolute path: this PATH is only for the programs the daemon and its tasks look up.
+ */
+export const SYSTEM_UNIT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/**
+ * A user unit's PATH: the installer's, but only the folders that no one other than root or the
+ * installer can change (protocol/program-folders.ts); the system's if none is left.
+ */
+function userUnitPath(path: string | undefined): string {
+  return safePath(path, process.getuid!()) || SYSTEM_UNIT_PATH
+}
+
+/** The unit for this copy of tend, its node and the installing user's home, PATH (see above) and name. */
 export function unitForThisCopy(scope: ServiceScope, home: string, env: Record<string, string | undefined>, user: string): string {
   try {
     return createUnitFile({
@@ -31,7 +48,7 @@ export function unitForThisCopy(scope: ServiceScope, home: string, env: Record<s
       nodePath: process.execPath,
       tendBin: cliEntry(),
       home,
-      path: env.PATH || '/usr/local/bin:/usr/bin:/bin',
+      path: scope === 'system' ? SYSTEM_UNIT_PATH : userUnitPath(env.PATH),
       notify: daemonCanNotify(),
       docs: join(packageRoot(), 'docs', 'service.md'),
       ...(scope === 'system' ? { user } : {}),

@@ -1,8 +1,9 @@
 import { spawnSync } from 'node:child_process'
-import { accessSync, constants, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { delimiter, isAbsolute, join } from 'node:path'
+import { isAbsolute, join } from 'node:path'
 import { TendError } from '../../protocol/index.js'
+import { findSafeProgram } from '../../protocol/program-folders.js'
 import type { ServiceScope } from './unit-file.js'
 
 /** Where a running systemd says it is the init (sd_booted(3) looks there too). */
@@ -19,19 +20,13 @@ export interface SystemdHost {
   runtimeDir: string
 }
 
-/** systemctl's absolute path on `path`, or null. */
+/**
+ * systemctl's absolute path on `path`, or null: only in a folder that no one but root or this user
+ * can change (protocol/program-folders.ts). `sudo tend service install` runs it as root, and npm
+ * puts node_modules/.bin of every folder above the project first on PATH.
+ */
 export function findSystemctl(path: string): string | null {
-  for (const folder of path.split(delimiter)) {
-    if (!isAbsolute(folder)) continue
-    const candidate = join(folder, 'systemctl')
-    try {
-      accessSync(candidate, constants.X_OK)
-      if (statSync(candidate).isFile()) return candidate
-    } catch {
-      // Not in this folder.
-    }
-  }
-  return null
+  return findSafeProgram('systemctl', path, process.getuid!())
 }
 
 /** systemctl, once systemd is known to run here; TEND_ERR_SERVICE_UNAVAILABLE naming what is missing otherwise. */

@@ -15,7 +15,7 @@ export interface UnitFileOptions {
   tendBin: string
   /** The TEND_HOME the daemon serves: the installing user's, so that their `tend` reaches it. */
   home: string
-  /** PATH for the daemon and its tasks (a service manager's own is minimal): the installing shell's. */
+  /** PATH for the daemon and its tasks (a service manager's own is minimal): service-files.ts says which. */
   path: string
   /** Type=notify (the daemon has its service-notify addon), else Type=exec. */
   notify: boolean

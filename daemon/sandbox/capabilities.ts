@@ -7,6 +7,7 @@ import type { TaskIdentity } from './task-identity.js'
 import type { NetworkMode } from '../../protocol/index.js'
 import { daemonCgroupFolder, defaultDaemonPidsMax } from './cgroup-parent.js'
 import { findTaskCgroupRoots, type TaskCgroupRoots } from './cgroup-hierarchy.js'
+import { daemonProgram } from '../daemon-programs.js'
 
 /** What this machine can enforce, found once at daemon start. */
 export interface SandboxCapabilities {
@@ -48,6 +49,10 @@ const NEEDED_BWRAP_FLAGS = [
 ]
 const INSTALL_HINT = 'install it (Debian/Ubuntu: apt-get install bubblewrap), or run the task with --sandbox off'
 
+/**
+ * A task's program on the task's PATH (resolveProgram): the task runs it as itself, on the PATH it
+ * was given. What the daemon runs itself is looked up by daemonProgram (daemon-programs.ts) instead.
+ */
 export function findOnPath(program: string, path: string | undefined): string | null {
   for (const dir of (path ?? '').split(delimiter)) {
     if (!dir) continue
@@ -63,7 +68,7 @@ export function findOnPath(program: string, path: string | undefined): string | 
 }
 
 export interface DetectOptions {
-  /** The daemon's PATH, to find bwrap on. */
+  /** The daemon's PATH, to find bwrap on (in its safe folders only: daemon-programs.ts). */
   path: string | undefined
   /** tend's folder in each cgroup controller (setting cgroupName). */
   cgroupName: string
@@ -94,7 +99,7 @@ export async function detectSandbox(options: DetectOptions): Promise<Omit<Sandbo
     daemon: daemonCgroupFolder(options.home),
     ...(pidsMax !== undefined ? { pidsMax } : {}),
   })
-  const found = findOnPath('bwrap', path)
+  const found = daemonProgram('bwrap', path)
   const userNamespaceArgs = ['--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true']
   // One run proves both the user namespace and the filter (bubblewrap loads the workspace filter
   // from a descriptor, as for a task, and `true` runs under it); only a failure is asked again

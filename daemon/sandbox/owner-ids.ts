@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { readFile, readdir, stat } from 'node:fs/promises'
 import { localIds } from './local-ids.js'
+import { requireDaemonProgram } from '../daemon-programs.js'
 
 /**
  * Each owner's task uid and gid (the same number), for a root daemon whose sandboxed tasks run on
@@ -63,7 +64,7 @@ export async function idTaken(id: number): Promise<boolean> {
 
 function getent(database: string, id: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    execFile('getent', [database, String(id)], { encoding: 'utf8', timeout: GETENT_TIMEOUT_MS }, (error, _stdout, stderr) => {
+    execFile(requireDaemonProgram('getent'), [database, String(id)], { encoding: 'utf8', timeout: GETENT_TIMEOUT_MS }, (error, _stdout, stderr) => {
       if (!error) return resolve(0)
       // An exit status is a number; a program that could not run has an errno name here.
       const code: unknown = (error as { code?: unknown }).code

@@ -71,7 +71,8 @@ export async function decideTaskIdentity(context: IdentityContext): Promise<Task
   // Probed on the ids of the operator's tasks (the default owner): every owner's are alike.
   const identity = await owners.idsFor(DEFAULT_OWNER)
   if ('problem' in identity) return fallback(identity.problem)
-  const bwrap = context.bwrapPath ?? 'bwrap'
+  const bwrap = context.bwrapPath
+  if (bwrap === null) return fallback('bubblewrap was not found on PATH')
   const probe = context.probe ?? ((who, shown) => probeIdentity(spawner, config, bwrap, who, shown))
   // The spawner's pipes never hold the event loop open, and nothing else does yet at start: this
   // timer keeps the daemon alive through the probe, and bounds it.

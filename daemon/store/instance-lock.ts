@@ -4,6 +4,7 @@ import { dirname } from 'node:path'
 import { describeHolder, holderProcess, homeLockHolder, lockHolder, TendError } from '../../protocol/index.js'
 import { displaceSync } from '../../protocol/home-file.js'
 import { loadAddon } from '../native/load-addon.js'
+import { daemonProgram } from '../daemon-programs.js'
 
 interface FlockAddon {
   lockExclusive(fd: number): boolean
@@ -152,7 +153,14 @@ let addon: FlockAddon | null | undefined
 function lockExclusive(fd: number): boolean {
   addon ??= loadAddon<FlockAddon>('instanceLock', 'instance-lock', ['lockExclusive']).addon
   if (addon) return addon.lockExclusive(fd)
-  const child = spawnSync('flock', ['--nonblock', '--exclusive', '--conflict-exit-code', '75', '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] })
+  const flock = daemonProgram('flock')
+  if (flock === null)
+    throw new TendError('TEND_ERR_DAEMON_START_FAILED', {
+      detail:
+        'the instance lock could not be taken: the instance-lock addon is missing and flock(1) was not found on PATH ' +
+        '(in a folder only root or this uid can change): install util-linux',
+    })
+  const child = spawnSync(flock, ['--nonblock', '--exclusive', '--conflict-exit-code', '75', '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] })
   if (child.status === 0) return true
   if (child.status === 75) return false
   throw new TendError('TEND_ERR_DAEMON_START_FAILED', {

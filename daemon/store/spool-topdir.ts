@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
 import type { Logger } from 'pino'
+import { daemonProgram } from '../daemon-programs.js'
 
 /**
  * Marks the spool folder as a "top directory" for ext4's Orlov allocator (`chattr +T`), so each
@@ -10,8 +11,13 @@ import type { Logger } from 'pino'
  * other file systems, or without chattr, nothing changes.
  */
 export function markSpoolTopDirectory(spool: string, log: Logger): Promise<void> {
+  const chattr = daemonProgram('chattr')
+  if (chattr === null) {
+    log.debug({ spool }, 'spool not marked as a top directory: chattr was not found on PATH')
+    return Promise.resolve()
+  }
   return new Promise((resolve) => {
-    execFile('chattr', ['+T', spool], { timeout: 5000 }, (error, _stdout, stderr) => {
+    execFile(chattr, ['+T', spool], { timeout: 5000 }, (error, _stdout, stderr) => {
       if (error) log.debug({ spool, err: error, stderr }, 'spool not marked as a top directory (chattr +T)')
       resolve()
     })

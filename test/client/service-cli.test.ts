@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from 'vitest'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runCli } from '../helpers/cli.js'
@@ -64,7 +64,8 @@ describe('tend service install --print', () => {
     expect(printed.exitCode).toBe(0)
     expect(printed.stdout).toContain(`ExecStart=${process.execPath} ${TEND_BIN} daemon\n`)
     expect(printed.stdout).toContain(`Environment="TEND_HOME=${home}"\n`)
-    expect(printed.stdout).toContain('Environment="PATH=/nonexistent"\n')
+    // No folder of that PATH is there: the unit gets the system's.
+    expect(printed.stdout).toContain('Environment="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n')
     expect(printed.stdout).toContain(`Documentation=file://${join(REPO_ROOT, 'docs', 'service.md')}\n`)
     expect(printed.stdout).toMatch(/^Type=notify$/m)
     expect(printed.stdout).toMatch(/^WantedBy=default\.target$/m)
@@ -97,6 +98,59 @@ describe('tend service install --print', () => {
     folders.push(home)
     const printed = await runCli(['service', 'install', '--print', '--user', '--json'], daemonEnv(home, { XDG_CONFIG_HOME: '/config' }))
     expect(JSON.parse(printed.stdout)).toMatchObject({ scope: 'user', unitPath: '/config/systemd/user/tend.service' })
+  })
+})
+
+/**
+ * The npm case: a project under a sticky shared folder, node_modules/.bin above it the test
+ * user's, holding `name` that would leave a mark. Returns that folder and the mark's folder.
+ */
+function plantedFolder(names: string[]): { planted: string; marks: string } {
+  const other = checkUnprivilegedUser()
+  const root = tempFolder('planted')
+  chmodSync(root, 0o1777)
+  const planted = join(root, 'node_modules', '.bin')
+  const marks = join(root, 'ran')
+  mkdirSync(planted, { recursive: true })
+  mkdirSync(marks)
+  for (const name of names) {
+    writeFileSync(join(planted, name), `#!/bin/sh\n: > ${marks}/${name}\n`)
+    chmodSync(join(planted, name), 0o755)
+  }
+  chownSync(join(root, 'node_modules'), other.uid, other.gid)
+  chownSync(planted, other.uid, other.gid)
+  return { planted, marks }
+}
+
+describe("the unit's PATH, and the systemctl that is run", () => {
+  test('a --system unit gets the fixed system PATH, whatever the installer had', async () => {
+    const { planted } = plantedFolder([])
+    const home = tempFolder('home')
+    const printed = await runCli(['service', 'install', '--print', '--system'], daemonEnv(home, { PATH: `${planted}:relative:/usr/bin:/bin` }))
+    expect(printed.exitCode).toBe(0)
+    expect(printed.stdout).toContain('Environment="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n')
+    expect(printed.stdout).not.toContain(planted)
+  })
+
+  test("a --user unit gets the installer's PATH, but the folders only root or the installer can change", async () => {
+    const { planted } = plantedFolder([])
+    const home = tempFolder('home')
+    const own = join(tempFolder('own'), 'bin')
+    mkdirSync(own)
+    const env = daemonEnv(home, { PATH: `${planted}:relative:${own}::/usr/bin` })
+    const printed = await runCli(['service', 'install', '--print', '--user'], env)
+    expect(printed.exitCode).toBe(0)
+    expect(printed.stdout).toContain(`Environment="PATH=${own}:/usr/bin"\n`)
+  })
+
+  test('systemctl is never run from a folder another user can write', async () => {
+    const systemd = fakeSystemd()
+    const { planted, marks } = plantedFolder(['systemctl'])
+    const env = { ...systemd.env, PATH: `${planted}:${systemd.env.PATH}` }
+    const installed = await runCli(['service', 'install', '--user', ...systemd.flags], env)
+    expect(installed.exitCode).toBe(0)
+    expect(readdirSync(marks)).toEqual([])
+    expect(systemd.calls()).toEqual(['--user daemon-reload', '--user enable --now tend.service'])
   })
 })
 

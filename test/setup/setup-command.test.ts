@@ -1,7 +1,8 @@
 import { afterEach, expect, test } from 'vitest'
-import { existsSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli } from '../helpers/cli.js'
+import { checkUnprivilegedUser } from '../helpers/test-daemon.js'
 import { createFakeMachine, everyCommandBut, EVERY_COMMAND, type FakeMachineSpec } from '../helpers/fake-packages.js'
 
 /* `tend setup`: the shipped bin/system-setup.sh's runtime set, for a global install, on a fake machine. */
@@ -18,6 +19,26 @@ async function tendSetup(spec: FakeMachineSpec, args: string[] = []) {
   const result = await runCli(['setup', ...args], { PATH: machine.bin, TMPDIR: machine.root, TEND_HOME: home })
   return { ...result, calls: machine.calls(), homeMade: existsSync(home) }
 }
+
+test('tend setup never runs bash (or anything) from a folder another user can write, first on PATH', async () => {
+  const other = checkUnprivilegedUser()
+  const machine = createFakeMachine({ present: everyCommandBut('bwrap') })
+  folders.push(machine.root)
+  const planted = join(machine.root, 'planted')
+  const marks = join(machine.root, 'ran')
+  mkdirSync(planted)
+  mkdirSync(marks)
+  chmodSync(marks, 0o777)
+  for (const name of ['bash', 'env', 'id', 'apt-get']) {
+    writeFileSync(join(planted, name), `#!/bin/sh\n: > ${marks}/${name}\nexit 1\n`)
+    chmodSync(join(planted, name), 0o755)
+  }
+  chownSync(planted, other.uid, other.gid)
+  const result = await runCli(['setup'], { PATH: `${planted}:${machine.bin}`, TMPDIR: machine.root, TEND_HOME: join(machine.root, 'home') })
+  expect(readdirSync(marks)).toEqual([])
+  expect(result.exitCode).toBe(0)
+  expect(machine.calls()).toEqual([expect.stringMatching(/^apt-get install .* bubblewrap$/)])
+})
 
 test('tend setup --help says what it installs and how', async () => {
   const result = await tendSetup({ present: EVERY_COMMAND }, ['--help'])

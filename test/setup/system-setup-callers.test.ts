@@ -1,4 +1,5 @@
 import { expect, test } from 'vitest'
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { REPO_ROOT } from '../helpers/test-daemon.js'
@@ -10,9 +11,14 @@ import { REPO_ROOT } from '../helpers/test-daemon.js'
 
 const manifest = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; files: string[] }
 
-test('npm run setup installs what tend needs, and npm test first what its tests need', () => {
-  expect(manifest.scripts.setup).toBe('bash bin/system-setup.sh')
-  expect(manifest.scripts.pretest).toBe('bash bin/system-setup.sh --tests')
+// By its path, never `bash …`: npm's PATH has node_modules/.bin of every folder above the project
+// first, and the script runs as root. Its first line names /bin/bash; git keeps it executable.
+test('npm run setup installs what tend needs, and npm test first what its tests need, running the script by its path', () => {
+  expect(manifest.scripts.setup).toBe('bin/system-setup.sh')
+  expect(manifest.scripts.pretest).toBe('bin/system-setup.sh --tests')
+  expect(readFileSync(join(REPO_ROOT, 'bin', 'system-setup.sh'), 'utf8').split('\n')[0]).toBe('#!/bin/bash')
+  const mode = spawnSync('git', ['ls-files', '--stage', 'bin/system-setup.sh'], { cwd: REPO_ROOT, encoding: 'utf8' }).stdout
+  expect(mode).toMatch(/^100755 /)
 })
 
 test('the package ships the script', () => {
@@ -21,7 +27,8 @@ test('the package ships the script', () => {
 
 test('.ci/run installs the packages through the script, and has no apt-get of its own', () => {
   const ci = readFileSync(join(REPO_ROOT, '.ci', 'run'), 'utf8')
-  expect(ci).toContain('bin/system-setup.sh --tests')
+  expect(ci).toMatch(/^bin\/system-setup\.sh --tests /m)
+  expect(ci).not.toContain('bash bin/system-setup.sh')
   expect(ci).not.toContain('apt-get')
 })
 

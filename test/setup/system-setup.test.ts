@@ -1,7 +1,8 @@
 import { afterEach, expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { rmSync, statSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { checkUnprivilegedUser } from '../helpers/test-daemon.js'
 import { createFakeMachine, EVERY_COMMAND, everyCommandBut as without, type FakeMachineSpec } from '../helpers/fake-packages.js'
 
 /* bin/system-setup.sh run on a fake machine (test/helpers/fake-packages.ts) for each case. */
@@ -17,6 +18,29 @@ function runSetup(spec: FakeMachineSpec, args: string[] = []) {
   const result = spawnSync('/bin/bash', [machine.script, ...args], { env: machine.env, encoding: 'utf8', timeout: 20_000 })
   return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls: machine.calls(), cgroupBase: machine.cgroupBase }
 }
+
+test("run by its path as root, it never runs a program planted earlier on PATH in another user's folder, bash included", () => {
+  // The npm case: node_modules/.bin of a folder above the project, the test user's, first on PATH.
+  const other = checkUnprivilegedUser()
+  const machine = createFakeMachine({ present: without('bwrap') })
+  folders.push(machine.root)
+  expect(statSync(machine.root).mode & 0o777).toBe(0o700)
+  const planted = join(machine.root, 'node_modules', '.bin')
+  const marks = join(machine.root, 'ran')
+  mkdirSync(planted, { recursive: true })
+  mkdirSync(marks)
+  chmodSync(marks, 0o777)
+  for (const name of ['id', 'env', 'bash', 'mktemp', 'cat', 'rm', 'stat', 'apt-get', 'sudo', 'bwrap']) {
+    writeFileSync(join(planted, name), `#!/bin/sh\n: > ${marks}/${name}\nexit 1\n`)
+    chmodSync(join(planted, name), 0o755)
+  }
+  chownSync(planted, other.uid, other.gid)
+  chownSync(join(machine.root, 'node_modules'), other.uid, other.gid)
+  const result = spawnSync(machine.script, [], { env: { ...machine.env, PATH: `${planted}:${machine.bin}` }, encoding: 'utf8', timeout: 20_000 })
+  expect(readdirSync(marks)).toEqual([])
+  expect(result.status).toBe(0)
+  expect(machine.calls()).toEqual([expect.stringMatching(/^apt-get install .*-y.* bubblewrap$/)])
+})
 
 test('with everything there it calls no package manager, prints nothing and exits 0', () => {
   for (const args of [[], ['--tests']]) {

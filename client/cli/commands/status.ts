@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
 import { formatBytes, type DaemonStatus } from '../../../protocol/index.js'
+import { skippedEntryText } from '../../../protocol/program-folders.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
 import { printJson } from '../output.js'
@@ -26,6 +27,7 @@ export function registerStatusCommand(program: Command): void {
               ? 'native helper'
               : 'node child_process (the native helper was not built or does not work here, see daemon.log: slower starts)'),
           ...nativeLines(status),
+          ...(status.pathSkipped ?? []).map((entry) => `path:        ${skippedEntryText(entry)}`),
           `callers:     ${status.peerCheck.enforced ? 'requests from sandboxed tasks are refused' : 'NOT checked: sandboxed tasks can drive this daemon'}` +
             `${status.peerCheck.reason ? ` (${status.peerCheck.reason})` : ''}`,
           `sandbox:     default ${status.sandbox.default}; can enforce ${status.sandbox.profiles.join(', ')}` +

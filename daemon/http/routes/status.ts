@@ -60,6 +60,7 @@ export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
         },
         spawner: deps.supervisor.spawnerKind,
         native,
+        pathSkipped: [...deps.config.pathSkipped],
         peerCheck: deps.peerStatus,
         sandbox: {
           default: deps.config.sandbox,
