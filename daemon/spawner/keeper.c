@@ -431,7 +431,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int exited_length = snprintf(line, sizeof line, "x %d %d%s%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF), lost_word(lost));
 
   if (dir_fd < 0) {
-    say(report_fd, line, exited_length);
+    outlive_leftovers(report_fd, say(report_fd, line, exited_length));
     _exit(0);
   }
   /* The file is written before the helper hears of the exit, without fsync (~0.1 ms): once the
@@ -447,6 +447,8 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
    * milliseconds that only a power loss could hit (the task would then read `lost`). */
   int error = write_exit_file_once(dir_fd, name, text, (size_t)length, 0);
   int durable = !say(report_fd, line, exited_length);
+  /* What the task left behind stays below the keeper until the daemon has killed it (leftovers.c). */
+  outlive_leftovers(report_fd, !durable);
   if (!error && durable) error = make_durable(dir_fd, name);
   /* No helper took the line: the file is the only way the ending reaches a daemon, and the next one
    * (which may come minutes later) gives up its spool reserve to make room for it once it finds the

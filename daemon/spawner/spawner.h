@@ -254,8 +254,12 @@ const char *lost_word(unsigned long long lost);
 
 /* ------------------------------------------------------------- usage.c */
 
-/* Reaps every child of the keeper that has ended (its orphans, handed to it as a subreaper). */
-void reap_ended_children(void);
+/* Reaps every child of the keeper that has ended (its orphans, handed to it as a subreaper);
+ * answers 1 while a child is left (running, or stopped), 0 once it has none. */
+int reap_ended_children(void);
+/* After the task's end: stays while a child of the keeper is left and a helper listens, then kills
+ * what is left (leftovers.c). */
+void outlive_leftovers(int report_fd, int heard);
 /* Waits (a bounded time) for the keeper's children that are a sandbox's init, and reaps them. */
 void reap_sandbox_inits(void);
 /* Waits (a bounded time) for the keeper's children that are dying (proc_dying), and reaps them. */
