@@ -99,10 +99,16 @@ interface Escaped {
  * Starts the fixture under `off` and waits until its child is out of the task group. `base`: where
  * the hierarchy the task's line names is mounted; `controller`: that line's ('' on v2).
  */
-async function startEscape(daemon: TestDaemon, base: string, controller: string, mode: 'stay' | 'exit'): Promise<Escaped> {
+async function startEscape(
+  daemon: TestDaemon,
+  base: string,
+  controller: string,
+  mode: 'stay' | 'exit',
+  where: 'beside' | 'outside' = 'beside',
+): Promise<Escaped> {
   const dir = mkdtempSync(join(scratch, 'task-'))
   chmodSync(dir, 0o777)
-  const task = await daemon.client.start({ command: ['sh', join(FIXTURES, 'cgroup-escape.sh'), dir, base, controller, mode], sandbox: 'off' })
+  const task = await daemon.client.start({ command: ['sh', join(FIXTURES, 'cgroup-escape.sh'), dir, base, controller, mode, where], sandbox: 'off' })
   const child = await waitFor('the child to be moved out of the task group', async () => {
     const ended = await daemon.client.get(task.id)
     if (ended.state !== 'running') throw new Error(`the task ended: ${JSON.stringify(ended)} ${(await daemon.client.read(task.id)).data}`)
@@ -172,6 +178,31 @@ describe('an off task that moves a child out of its task group', () => {
     } finally {
       await removeEscapes()
       await daemon.stop()
+    }
+  })
+
+  test('across a daemon crash: the next daemon kills it with its task; a task that ends while no daemon runs takes it along (its keeper)', async () => {
+    const env = { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '300ms' }
+    const first = await startTestDaemon({ env })
+    let next: TestDaemon | undefined
+    try {
+      // Outside the daemon's folder: the next daemon's sweep of its folder does not find it.
+      const resumed = await startEscape(first, mount, '', 'stay', 'outside')
+      const ends = await startEscape(first, mount, '', 'exit')
+      await first.crash()
+      first.client.close()
+      // No helper hears this end: the keeper kills what the task left behind itself.
+      writeFileSync(join(ends.dir, 'go'), '')
+      await waitFor('the moved child of the task that ended with no daemon to be killed by its keeper', () => !isAlive(ends.child))
+      next = await startTestDaemon({ home: first.home, env })
+      expect(await next.client.wait(ends.id)).toMatchObject({ state: 'exited', exitCode: 0 })
+      expect((await next.client.get(resumed.id)).state).toBe('running')
+      expect(isAlive(resumed.child)).toBe(true)
+      expect(await next.client.kill(resumed.id)).toMatchObject({ state: 'killed' })
+      expect(isAlive(resumed.child)).toBe(false)
+    } finally {
+      await removeEscapes()
+      await (next ?? first).stop()
     }
   })
 })
