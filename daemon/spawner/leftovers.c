@@ -18,11 +18,22 @@
 #include <poll.h>
 #include <signal.h>
 #include <time.h>
+#include <sys/signalfd.h>
 #include "spawner.h"
 
 /* How often the keeper looks for a child's end or the helper's; how long its own kill may take at
  * most (a process stuck in the kernel, D state, dies only once it returns). */
 enum { LEFTOVER_POLL_MS = 10, LEFTOVER_KILL_MAX_MS = 10000 };
+
+int watch_children(void) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, NULL) != 0) return -1;
+  int fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) sigprocmask(SIG_UNBLOCK, &chld, NULL);
+  return fd;
+}
 
 static void kill_leftovers(void) {
   long long deadline = monotonic_ms() + LEFTOVER_KILL_MAX_MS;

@@ -104,11 +104,12 @@ async function startEscape(
   base: string,
   controller: string,
   mode: 'stay' | 'exit',
-  where: 'beside' | 'outside' = 'beside',
+  options: { where?: 'beside' | 'outside'; tty?: boolean } = {},
 ): Promise<Escaped> {
   const dir = mkdtempSync(join(scratch, 'task-'))
   chmodSync(dir, 0o777)
-  const task = await daemon.client.start({ command: ['sh', join(FIXTURES, 'cgroup-escape.sh'), dir, base, controller, mode, where], sandbox: 'off' })
+  const command = ['sh', join(FIXTURES, 'cgroup-escape.sh'), dir, base, controller, mode, options.where ?? 'beside']
+  const task = await daemon.client.start({ command, sandbox: 'off', ...(options.tty ? { tty: true } : {}) })
   const child = await waitFor('the child to be moved out of the task group', async () => {
     const ended = await daemon.client.get(task.id)
     if (ended.state !== 'running') throw new Error(`the task ended: ${JSON.stringify(ended)} ${(await daemon.client.read(task.id)).data}`)
@@ -181,13 +182,29 @@ describe('an off task that moves a child out of its task group', () => {
     }
   })
 
+  test('cgroup v2, a root daemon, a task on a terminal (its keeper a subreaper too): a kill and its end each leave none of it', async () => {
+    const daemon = await startTestDaemon({ env: { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '300ms' } })
+    try {
+      const killed = await startEscape(daemon, mount, '', 'stay', { tty: true })
+      expect(await daemon.client.kill(killed.id)).toMatchObject({ state: 'killed' })
+      expect(isAlive(killed.child)).toBe(false)
+      const ends = await startEscape(daemon, mount, '', 'exit', { tty: true })
+      writeFileSync(join(ends.dir, 'go'), '')
+      expect(await daemon.client.wait(ends.id)).toMatchObject({ state: 'exited', exitCode: 0 })
+      await waitFor('the moved child of a terminal task that ended to be killed with its leftovers', () => !isAlive(ends.child))
+    } finally {
+      await removeEscapes()
+      await daemon.stop()
+    }
+  })
+
   test('across a daemon crash: the next daemon kills it with its task; a task that ends while no daemon runs takes it along (its keeper)', async () => {
     const env = { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '300ms' }
     const first = await startTestDaemon({ env })
     let next: TestDaemon | undefined
     try {
       // Outside the daemon's folder: the next daemon's sweep of its folder does not find it.
-      const resumed = await startEscape(first, mount, '', 'stay', 'outside')
+      const resumed = await startEscape(first, mount, '', 'stay', { where: 'outside' })
       const ends = await startEscape(first, mount, '', 'exit')
       await first.crash()
       first.client.close()

@@ -187,8 +187,8 @@ export class TaskRun {
       leaderPid: tracked.pid,
       leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
       ...(tracked.resources.cgroups ? { membersFile: tracked.resources.cgroups.membersFile } : {}),
-      // A terminal's keeper is no child subreaper (keeper.c): the task's orphans leave its tree.
-      ...(tracked.keeper && !this.context.store.current(this.id).tty ? { keeper: tracked.keeper } : {}),
+      // Every keeper is a child subreaper (keeper.c; a terminal's too): the task's orphans stay in its tree.
+      ...(tracked.keeper ? { keeper: tracked.keeper } : {}),
     }
   }
 
