@@ -10,8 +10,9 @@
  * So the keeper stays, reaping, while it has a child and its helper listens: the daemon, which has
  * heard the exit, kills what is left at once, or after the grace of a stop under way (a child
  * cleaning up after TERM keeps its grace). Once no helper listens (none heard the exit, or the
- * helper went: its end of the report channel hangs up), nobody else will: the keeper KILLs its
- * children again and again, as more are handed to it, until it has none, for a bounded time.
+ * helper went: its end of the report channel hangs up), or after the longest grace, nobody else
+ * will: the keeper KILLs its children again and again, as more are handed to it, until it has
+ * none, for a bounded time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,9 +22,14 @@
 #include <sys/signalfd.h>
 #include "spawner.h"
 
-/* How often the keeper looks for a child's end or the helper's; how long its own kill may take at
- * most (a process stuck in the kernel, D state, dies only once it returns). */
-enum { LEFTOVER_POLL_MS = 10, LEFTOVER_KILL_MAX_MS = 10000 };
+/* How often the keeper looks for a child's end or the helper's: at once at first (the daemon kills
+ * what is left within milliseconds of the exit), then less and less often (a leftover the daemon
+ * cannot kill, one another uid's by a setuid program, must not cost a wake-up every 10 ms). How long
+ * it stays at most: past the longest grace a stop may give (an hour, protocol/limits.ts), so that it
+ * never cuts one short; then it kills what is left itself. How long its own kill may take at most
+ * (a process stuck in the kernel, D state, dies only once it returns). */
+enum { LEFTOVER_POLL_MS = 10, LEFTOVER_POLL_MAX_MS = 1000, LEFTOVER_KILL_MAX_MS = 10000 };
+#define LEFTOVER_STAY_MAX_MS (3600LL * 1000 + 60 * 1000)
 
 int watch_children(void) {
   sigset_t chld;
@@ -46,13 +52,16 @@ static void kill_leftovers(void) {
 }
 
 void outlive_leftovers(int report_fd, int heard) {
+  long long deadline = monotonic_ms() + LEFTOVER_STAY_MAX_MS;
+  int pause = LEFTOVER_POLL_MS;
   while (reap_ended_children()) {
-    if (!heard) {
+    if (!heard || monotonic_ms() >= deadline) {
       kill_leftovers();
       return;
     }
     /* No events asked: POLLHUP (the helper gone) is always reported. */
     struct pollfd helper = {.fd = report_fd, .events = 0};
-    if (poll(&helper, 1, LEFTOVER_POLL_MS) > 0 && (helper.revents & (POLLHUP | POLLERR))) heard = 0;
+    if (poll(&helper, 1, pause) > 0 && (helper.revents & (POLLHUP | POLLERR))) heard = 0;
+    if (pause < LEFTOVER_POLL_MAX_MS) pause = pause * 2 > LEFTOVER_POLL_MAX_MS ? LEFTOVER_POLL_MAX_MS : pause * 2;
   }
 }
