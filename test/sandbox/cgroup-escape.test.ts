@@ -104,11 +104,11 @@ async function startEscape(
   base: string,
   controller: string,
   mode: 'stay' | 'exit',
-  options: { where?: 'beside' | 'outside'; tty?: boolean } = {},
+  options: { where?: 'beside' | 'outside'; tty?: boolean; term?: 'ignore' | 'cleanup' } = {},
 ): Promise<Escaped> {
   const dir = mkdtempSync(join(scratch, 'task-'))
   chmodSync(dir, 0o777)
-  const command = ['sh', join(FIXTURES, 'cgroup-escape.sh'), dir, base, controller, mode, options.where ?? 'beside']
+  const command = ['sh', join(FIXTURES, 'cgroup-escape.sh'), dir, base, controller, mode, options.where ?? 'beside', options.term ?? 'ignore']
   const task = await daemon.client.start({ command, sandbox: 'off', ...(options.tty ? { tty: true } : {}) })
   const child = await waitFor('the child to be moved out of the task group', async () => {
     const ended = await daemon.client.get(task.id)
@@ -192,6 +192,19 @@ describe('an off task that moves a child out of its task group', () => {
       writeFileSync(join(ends.dir, 'go'), '')
       expect(await daemon.client.wait(ends.id)).toMatchObject({ state: 'exited', exitCode: 0 })
       await waitFor('the moved child of a terminal task that ended to be killed with its leftovers', () => !isAlive(ends.child))
+    } finally {
+      await removeEscapes()
+      await daemon.stop()
+    }
+  })
+
+  test("a stop's grace still holds for a moved child whose leader ends at once on TERM: it cleans up, then ends", async () => {
+    const daemon = await startTestDaemon({ env: { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '10s' } })
+    try {
+      const task = await startEscape(daemon, mount, '', 'stay', { term: 'cleanup' })
+      expect(await daemon.client.kill(task.id)).toMatchObject({ state: 'killed' })
+      expect(readFileSync(join(task.dir, 'cleaned'), 'utf8')).toBe('cleaned\n')
+      expect(isAlive(task.child)).toBe(false)
     } finally {
       await removeEscapes()
       await daemon.stop()
