@@ -1,4 +1,5 @@
 import { pollUntil } from '../../protocol/index.js'
+import { keeperDescendants, type KeeperIdentity } from './keeper-tree.js'
 import { findSandboxProcesses, findTaskProcesses, isAliveIdentity, isInNamespace, isLeaderPid, processState, type ProcessIdentity } from './process-scan.js'
 
 export interface KillTreeOptions {
@@ -28,6 +29,12 @@ export interface KillTreeOptions {
    * racing the kill included), and its end is the kernel's `populated 0` (cgroup.events), not a scan.
    */
   group?: TaskGroup
+  /**
+   * The task's keeper, a child subreaper: its descendants are the task's, whatever cgroup they
+   * moved to (an `off` task can move its own out of its group), so they are signalled with the
+   * members and the stop ends only once none is left (keeper-tree.ts). Absent: no keeper.
+   */
+  keeper?: KeeperIdentity | null
   /**
    * The leader is bubblewrap's monitor around a pid namespace (workspace, strict): the signal goes
    * to every process in the namespace but bubblewrap's init, and the sandbox is held open until
@@ -99,7 +106,7 @@ function leaderPidIsOurs(options: KillTreeOptions, pid: number): boolean {
 /** A task without a pid namespace (`off`): its process group, leader and cgroup members or marked processes. */
 async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): Promise<KillTreeResult> {
   const { pid } = options
-  const processes = async () => options.members?.() ?? (await markedProcesses(options.marker))
+  const processes = async () => union(options.members?.() ?? (await markedProcesses(options.marker)), keeperDescendants(options.keeper))
   // Whether anything of the task still ran when the first signal went out (a zombie does not count).
   const signalled = (pid !== null && !leader.gone && isRunning(pid)) || (await processes()).some(isRunning)
   const signalAll = async (signal: NodeJS.Signals | number) => {
@@ -112,9 +119,12 @@ async function stopPlain(options: KillTreeOptions, leader: { gone: boolean }): P
   if (!isKill(options.signal)) {
     await signalAll(options.signal)
     const { group } = options
-    // With a v2 group the kernel says when the tree is gone (populated 0); the leader, in it, has exited by then.
+    // With a v2 group the kernel says when the group is gone (populated 0); the leader, in it, has
+    // exited by then; what left the group is still below the keeper.
+    const deadline = Date.now() + options.graceMs
     const ended = group
-      ? (await group.untilEmpty(options.graceMs)) && (await waitUntil(() => leader.gone, options.graceMs))
+      ? (await group.untilEmpty(options.graceMs)) &&
+        (await waitUntil(() => leader.gone && keeperDescendants(options.keeper).length === 0, deadline - Date.now()))
       : await waitUntil(async () => leader.gone && (await processes()).length === 0, options.graceMs)
     if (ended) return { escalated: false, signalled }
   }
@@ -148,7 +158,7 @@ async function stopSandbox(options: KillTreeOptions, monitor: number, leader: { 
   try {
     // Found while the monitor is held: it cannot clone a sandbox after this look.
     const sandbox = await findSandboxProcesses(monitor)
-    const members = () => options.members?.().filter((member) => member !== monitor) ?? []
+    const members = () => union(options.members?.() ?? [], keeperDescendants(options.keeper)).filter((member) => member !== monitor)
     // A sandbox still being set up (no init yet) is stopped as it is; one whose command is gone
     // already was not.
     let signalled = !sandbox ? !leader.gone : sandbox.processes.some(isRunning)
@@ -209,7 +219,12 @@ async function killGroup(options: KillTreeOptions, leader: { gone: boolean }): P
   const { group } = options
   if (!group?.killAll()) return false
   const killWaitMs = options.killWaitMs ?? 5000
-  return (await group.untilEmpty(killWaitMs)) && (await waitUntil(() => leader.gone, killWaitMs))
+  // Emptied by the kernel at once; what the task moved out of it (below its keeper) is killed one by one.
+  return (await group.untilEmpty(killWaitMs)) && (await waitUntil(() => leader.gone, killWaitMs)) && keeperDescendants(options.keeper).length === 0
+}
+
+function union(first: number[], second: number[]): number[] {
+  return second.length === 0 ? first : [...new Set([...first, ...second])]
 }
 
 async function markedProcesses(marker: string): Promise<number[]> {

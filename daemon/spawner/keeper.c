@@ -320,12 +320,16 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int tty = r->tty;
   struct lifeline lifeline = {.fd = -1, .children = -1};
   struct lifeline *watched = NULL;
+  /* A terminal's keeper: a signalfd for SIGCHLD, so that the relay reaps the orphans it adopts as
+   * they end (terminal.c); -1: none (then it adopts none). */
+  int orphans = -1;
   if (r->lifeline) {
     if (lifeline_begin(&lifeline, report_fd, dir_fd) != 0) keeper_fail(report_fd, "lifeline", errno);
     watched = &lifeline;
-  } else if (!r->tty) {
+  } else if (!r->tty || (orphans = watch_children()) >= 0) {
     /* The task's orphans come to the keeper, which reaps them, so what they used is counted
-     * (usage.c); should the kernel refuse, they are merely left out of the figures. */
+     * (usage.c), and they stay below it, whatever cgroup they move to, until the daemon has killed
+     * them (leftovers.c); should the kernel refuse, they are left out of the figures and the tree. */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
   }
   struct relay relay = {.master = -1, .output = -1, .input = holder, .resize = -1};
@@ -343,7 +347,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int pipe_fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipe_fds) != 0) keeper_fail(report_fd, "fork", errno);
   int highest = highest_known;
-  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader};
+  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader, orphans};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
     if (ours[i] > highest) highest = ours[i];
   pid_t task = start_child(r, pipe_fds[1], highest);
@@ -391,7 +395,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   say(report_fd, line, snprintf(line, sizeof line, "s %d %llu\n", (int)task, start));
 
   int status;
-  if (tty) status = relay_terminal(&relay, task, watched);
+  if (tty) status = relay_terminal(&relay, task, watched, orphans);
   else if (watched) status = lifeline_wait(watched);
   else
     for (;;) {
@@ -431,7 +435,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int exited_length = snprintf(line, sizeof line, "x %d %d%s%s\n", code, signal_number, ended_by_word(lifeline.lease_ran_out ? ENDED_BY_LEASE : ENDED_BY_ITSELF), lost_word(lost));
 
   if (dir_fd < 0) {
-    say(report_fd, line, exited_length);
+    outlive_leftovers(report_fd, say(report_fd, line, exited_length));
     _exit(0);
   }
   /* The file is written before the helper hears of the exit, without fsync (~0.1 ms): once the
@@ -447,6 +451,8 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
    * milliseconds that only a power loss could hit (the task would then read `lost`). */
   int error = write_exit_file_once(dir_fd, name, text, (size_t)length, 0);
   int durable = !say(report_fd, line, exited_length);
+  /* What the task left behind stays below the keeper until the daemon has killed it (leftovers.c). */
+  outlive_leftovers(report_fd, !durable);
   if (!error && durable) error = make_durable(dir_fd, name);
   /* No helper took the line: the file is the only way the ending reaches a daemon, and the next one
    * (which may come minutes later) gives up its spool reserve to make room for it once it finds the

@@ -182,7 +182,7 @@ struct relay {
 /* Until the task (the keeper's child) has ended and its terminal is drained: copies the terminal's
  * output to the output file, types the input FIFO's bytes into it, applies resize requests, and
  * watches the lifeline (NULL: none), which then reaps the task. Returns the task's wait status. */
-int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline);
+int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline, int orphans);
 /* Bytes of the task's output that the output file refused so far (the disk: not the output cap). */
 unsigned long long output_lost_bytes(void);
 
@@ -254,8 +254,14 @@ const char *lost_word(unsigned long long lost);
 
 /* ------------------------------------------------------------- usage.c */
 
-/* Reaps every child of the keeper that has ended (its orphans, handed to it as a subreaper). */
-void reap_ended_children(void);
+/* Reaps every child of the keeper that has ended (its orphans, handed to it as a subreaper);
+ * answers 1 while a child is left (running, or stopped), 0 once it has none. */
+int reap_ended_children(void);
+/* Blocks SIGCHLD (the task child unblocks it, child.c) and answers a signalfd for it, or -1. */
+int watch_children(void);
+/* After the task's end: stays while a child of the keeper is left and a helper listens, then kills
+ * what is left (leftovers.c). */
+void outlive_leftovers(int report_fd, int heard);
 /* Waits (a bounded time) for the keeper's children that are a sandbox's init, and reaps them. */
 void reap_sandbox_inits(void);
 /* Waits (a bounded time) for the keeper's children that are dying (proc_dying), and reaps them. */

@@ -266,8 +266,9 @@ static int read_report(size_t index) {
     *end = 0;
     on_report_line(keeper, line);
   }
-  if (keeper->state == DONE) close_keeper_fd(keeper);
-  return keeper->fd >= 0;
+  /* Held after its last line until its EOF: a keeper outliving its task's end (leftovers.c) learns
+   * that the helper is gone when its end of the channel hangs up, not before. */
+  return keeper->fd >= 0 && keeper->state != DONE;
 }
 
 static void on_keeper_fd_ready(int fd) {

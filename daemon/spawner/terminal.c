@@ -176,7 +176,7 @@ static void apply_resizes(const struct relay *relay) {
   }
 }
 
-int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline) {
+int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifeline, int orphans) {
   /* With a lifeline, the task is reaped through it (SIGCHLD: it reaps the orphans it adopts too). */
   int pidfd = lifeline ? -1 : (int)syscall(SYS_pidfd_open, task, 0);
   int status = 0, reaped = 0, open = 1;
@@ -192,6 +192,7 @@ int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifel
         {.fd = -1},
     };
     if (lifeline) lifeline_poll_fds(lifeline, fds + 4);
+    else if (orphans >= 0 && !reaped) fds[4] = (struct pollfd){.fd = orphans, .events = POLLIN};
     int timeout = reaped ? DRAIN_QUIET_MS : pidfd < 0 && !lifeline ? NO_PIDFD_POLL_MS : lifeline ? lifeline_timeout_ms(lifeline) : -1;
     int ready = poll(fds, 6, timeout);
     if (ready < 0 && errno == EINTR) continue;
@@ -208,13 +209,19 @@ int relay_terminal(const struct relay *relay, pid_t task, struct lifeline *lifel
         reaped = 1;
         reaped_at = now_ms();
       }
-    } else if (!reaped && (pidfd < 0 || fds[3].revents)) {
-      pid_t pid;
-      do pid = waitpid(task, &status, WNOHANG);
-      while (pid < 0 && errno == EINTR);
-      if (pid == task || (pid < 0 && errno == ECHILD)) {
-        reaped = 1;
-        reaped_at = now_ms();
+    } else if (!reaped && (pidfd < 0 || fds[3].revents || fds[4].revents)) {
+      /* A subreaper (orphans >= 0) reaps the orphans it adopted as they end, and keeps the task's status. */
+      if (orphans >= 0) drain_signalfd(orphans);
+      for (;;) {
+        int any;
+        pid_t pid = waitpid(orphans >= 0 ? -1 : task, &any, WNOHANG);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid == task || (pid < 0 && errno == ECHILD)) {
+          if (pid == task) status = any;
+          reaped = 1;
+          reaped_at = now_ms();
+        }
+        if (pid <= 0 || pid == task) break;
       }
     }
     if (!reaped) continue;

@@ -23,11 +23,11 @@
 #include <sys/wait.h>
 #include "spawner.h"
 
-void reap_ended_children(void) {
+int reap_ended_children(void) {
   for (;;) {
     pid_t pid = waitpid(-1, NULL, WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
-    if (pid <= 0) return;
+    if (pid <= 0) return pid == 0;
   }
 }
 

@@ -4,6 +4,7 @@ import type { Task, TaskUsage } from '../../../protocol/index.js'
 import { heldFootprintSync, outputFootprintSync, truncateRegularFile } from '../../../spool/index.js'
 import { TaskCgroups, type GroupRoots } from '../../sandbox/cgroups.js'
 import { killLeftovers, killMembers, killTree, leaderGone, type KillTreeOptions, type TaskGroup } from '../../spawn/kill-tree.js'
+import { keeperDescendants, type KeeperIdentity } from '../../spawn/keeper-tree.js'
 import type { ProcessIdentity } from '../../spawn/process-scan.js'
 import { taskMarker } from '../../spawn/run-name.js'
 import type { SpawnExit } from '../../spawn/spawner.js'
@@ -21,15 +22,28 @@ const KILL_WAIT_MS = 5000
 
 /**
  * Kills what is left of a task whose leader has gone (background jobs, setsid escapees): the
- * cgroup lists it exactly; without one, every process carrying the run's marker, and the leader's
- * process group (`leaderGroup`: its id cannot be reused while members remain).
+ * cgroup lists it; without one, every process carrying the run's marker, and the leader's
+ * process group (`leaderGroup`: its id cannot be reused while members remain). Then whatever is
+ * still below its keeper (`keeper`: a child subreaper, which stays while it has a child, see
+ * leftovers.c): a process the task moved out of its group is there.
  */
-export async function killRemains(task: Pick<Task, 'id' | 'run'>, cgroups: TaskCgroups | null | undefined, leaderGroup?: number): Promise<void> {
+export async function killRemains(
+  task: Pick<Task, 'id' | 'run'>,
+  cgroups: TaskCgroups | null | undefined,
+  leaderGroup?: number,
+  keeper?: KeeperIdentity | null,
+): Promise<void> {
   // A v2 group is emptied at once (cgroup.kill) and known empty when the kernel says so (cgroup.events).
   if (cgroups?.killAll()) {
     if (!(await cgroups.untilEmpty(KILL_WAIT_MS))) await killMembers(() => cgroups.members())
   } else if (cgroups) await killMembers(() => cgroups.members())
   else await killLeftovers([taskMarker(task)], leaderGroup === undefined ? [] : [leaderGroup])
+  await killKeeperTree(keeper)
+}
+
+/** Kills every process below a task's keeper (keeper-tree.ts) until none is left; the keeper then exits by itself. */
+export async function killKeeperTree(keeper: KeeperIdentity | null | undefined): Promise<void> {
+  if (keeper) await killMembers(() => keeperDescendants(keeper), KILL_WAIT_MS)
 }
 
 /** Kills a task's whole tree at once (SIGKILL, no grace): a failure is logged, never thrown. */
@@ -43,9 +57,16 @@ export async function killTreeNow(log: Logger, options: Omit<KillTreeOptions, 's
 export function killStartedTree(
   log: Logger,
   task: Task,
-  started: { pid: number; exited: Promise<unknown>; leader?: ProcessIdentity | null; members?: () => number[]; group?: TaskGroup },
+  started: {
+    pid: number
+    exited: Promise<unknown>
+    leader?: ProcessIdentity | null
+    members?: () => number[]
+    group?: TaskGroup
+    keeper?: KeeperIdentity | null
+  },
 ): Promise<void> {
-  const { pid, leader, members, group } = started
+  const { pid, leader, members, group, keeper } = started
   return killTreeNow(log, {
     taskId: task.id,
     marker: taskMarker(task),
@@ -54,6 +75,7 @@ export function killStartedTree(
     leaderExited: leaderGone(pid, started.exited),
     ...(members ? { members } : {}),
     ...(group ? { group } : {}),
+    ...(keeper ? { keeper } : {}),
   })
 }
 

@@ -6,7 +6,7 @@ import { isAliveIdentity, leaderIdentity, type ProcessIdentity } from '../../spa
 import { taskMarker } from '../../spawn/run-name.js'
 import type { SpawnExit } from '../../spawn/spawner.js'
 import { decideEnding, outputCapStop, SPAWNER_ENDED_LIFELINE, DAEMON_ENDED_LIFELINE, timeoutStop, type Stopping } from './ending.js'
-import { endedRecord, keeperEndedReason, killRemains, killStartedTree, settleOutput, type RecordedEnd } from './finish.js'
+import { endedRecord, keeperEndedReason, killKeeperTree, killRemains, killStartedTree, settleOutput, type RecordedEnd } from './finish.js'
 import { keeperWritten } from './keeper-exit.js'
 import { handlesSignal, isProcessRunning } from './leader-state.js'
 import type { LaunchOutcome } from './launch.js'
@@ -187,8 +187,8 @@ export class TaskRun {
       leaderPid: tracked.pid,
       leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
       ...(tracked.resources.cgroups ? { membersFile: tracked.resources.cgroups.membersFile } : {}),
-      // A terminal's keeper is no child subreaper (keeper.c): the task's orphans leave its tree.
-      ...(tracked.keeper && !this.context.store.current(this.id).tty ? { keeper: tracked.keeper } : {}),
+      // Every keeper is a child subreaper (keeper.c; a terminal's too): the task's orphans stay in its tree.
+      ...(tracked.keeper ? { keeper: tracked.keeper } : {}),
     }
   }
 
@@ -277,6 +277,7 @@ export class TaskRun {
       leaderExited: leaderGone(tracked.pid, tracked.exited),
       members: tracked.members,
       ...(tracked.group ? { group: tracked.group } : {}),
+      ...(tracked.keeper ? { keeper: tracked.keeper } : {}),
       wrapped: tracked.wrapped,
     }).then(
       (result) => {
@@ -354,9 +355,11 @@ export class TaskRun {
     const { pid, resources } = this.tracked!
     const current = store.current(this.id)
     // Background jobs, setsid escapees: a stop has waited for them already. In a sandbox the pid
-    // namespace is emptied by the kernel.
+    // namespace is emptied by the kernel; whatever is still below the keeper goes either way (its
+    // keeper stays until then: leftovers.c).
     if (this.stopped) await this.stopped
-    else if (current.sandbox === 'off') await killRemains(current, resources.cgroups, pid)
+    else if (current.sandbox === 'off') await killRemains(current, resources.cgroups, pid, this.tracked!.keeper)
+    else await killKeeperTree(this.tracked!.keeper)
     // Ended by its keeper when the spawner's helper went: this daemon's, or (resumed just then) the last daemon's.
     if (exit.unknown) return { saved: this.recordLost(KEEPER_GONE_UNRECORDED, exit.outputLostBytes) }
     if (exit.lifelineBroke || exit.leaseRanOut)
