@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { randomBytes } from 'node:crypto'
-import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isAlive } from '../helpers/processes.js'
 import { runCli } from '../helpers/cli.js'
 import { checkUnprivilegedUser, FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { mountCgroup2, unmountCgroup2 } from '../helpers/cgroup2-mount.js'
 
 /*
  * An `off` task runs on the daemon's uid, which owns the files of the task groups the daemon
@@ -26,12 +25,7 @@ let scratch: string
 const escapes: string[] = []
 
 beforeAll(() => {
-  mount = mkdtempSync(join(tmpdir(), 'tend-cgroup2-escape-'))
-  const mounted = spawnSync('mount', ['-t', 'cgroup2', 'none', mount], { encoding: 'utf8' })
-  expect(mounted.status, `mount -t cgroup2 (needs root): ${mounted.stderr}`).toBe(0)
-  chmodSync(mount, 0o755)
-  subtree = join(mount, `tend-test-escape-${process.pid}-${randomBytes(3).toString('hex')}`)
-  mkdirSync(subtree, { mode: 0o755 })
+  ;({ mount, subtree } = mountCgroup2('escape'))
   scratch = mkdtempSync(join(tmpdir(), 'tend-cgroup-escape-'))
   chmodSync(scratch, 0o755)
 })
@@ -40,18 +34,10 @@ afterAll(async () => {
   try {
     await removeEscapes()
   } finally {
-    removeGroups(subtree)
-    spawnSync('umount', [mount])
-    rmdirSync(mount)
+    unmountCgroup2({ mount, subtree })
     rmSync(scratch, { recursive: true, force: true })
   }
 })
-
-function removeGroups(folder: string): void {
-  if (!folder || !existsSync(folder)) return
-  for (const entry of readdirSync(folder, { withFileTypes: true })) if (entry.isDirectory()) removeGroups(join(folder, entry.name))
-  rmdirSync(folder)
-}
 
 function members(group: string): number[] {
   try {

@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { randomBytes } from 'node:crypto'
-import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { daemonCgroupFolder } from '../../daemon/sandbox/cgroup-parent.js'
@@ -9,6 +7,7 @@ import { isAlive } from '../helpers/processes.js'
 import { runCli } from '../helpers/cli.js'
 import { FIXTURES, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
+import { mountCgroup2, unmountCgroup2 } from '../helpers/cgroup2-mount.js'
 
 /*
  * A real daemon whose task groups are on a real cgroup v2 hierarchy: this host's, mounted on a temp
@@ -24,11 +23,7 @@ let daemon: TestDaemon
 let scratch: string
 
 beforeAll(async () => {
-  mount = mkdtempSync(join(tmpdir(), 'tend-cgroup2-'))
-  const mounted = spawnSync('mount', ['-t', 'cgroup2', 'none', mount], { encoding: 'utf8' })
-  expect(mounted.status, `mount -t cgroup2 (needs root): ${mounted.stderr}`).toBe(0)
-  subtree = join(mount, `tend-test-v2-${process.pid}-${randomBytes(3).toString('hex')}`)
-  mkdirSync(subtree, { mode: 0o755 })
+  ;({ mount, subtree } = mountCgroup2('v2'))
   scratch = mkdtempSync(join(tmpdir(), 'tend-cgroup2-tasks-'))
   daemon = await startTestDaemon({ env: { TEND_CGROUP_ROOT: subtree, TEND_KILL_GRACE: '500ms' } })
 })
@@ -37,19 +32,10 @@ afterAll(async () => {
   try {
     await daemon?.stop()
   } finally {
-    removeGroups(subtree)
-    spawnSync('umount', [mount])
-    rmdirSync(mount)
+    unmountCgroup2({ mount, subtree })
     rmSync(scratch, { recursive: true, force: true })
   }
 })
-
-/** Removes a cgroup folder and those in it, deepest first (a test that failed can have left some). */
-function removeGroups(folder: string): void {
-  if (!folder || !existsSync(folder)) return
-  for (const entry of readdirSync(folder, { withFileTypes: true })) if (entry.isDirectory()) removeGroups(join(folder, entry.name))
-  rmdirSync(folder)
-}
 
 const groupOf = (id: string) => join(subtree, daemonCgroupFolder(daemon.home), id)
 
