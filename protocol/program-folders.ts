@@ -7,7 +7,7 @@ import { delimiter, dirname, isAbsolute, join } from 'node:path'
  * checkout may be another user's: whoever can write a folder chooses what a program found there
  * does. So a folder counts only on kernel facts: it is absolute, and it and every folder above it
  * (the real ones, symlinks resolved) are owned by root or the process's uid and writable by no one
- * else. A sticky folder (/tmp) above one is the exception: others may add to it, but cannot rename
+ * else; and it is the real folder that is used, never the entry's path through a link. A sticky folder (/tmp) above one is the exception: others may add to it, but cannot rename
  * or remove what root or the uid owns inside it.
  */
 
@@ -24,15 +24,27 @@ export interface SkippedPathEntry {
 
 /** Why programs must not be run from this folder by a process of `uid`; null: they may; 'missing': it does not exist. */
 export function programFolderProblem(folder: string, uid: number): string | 'missing' | null {
-  if (!isAbsolute(folder)) return 'not an absolute path (it means a different folder in each working directory)'
+  const resolved = resolveProgramFolder(folder, uid)
+  return 'real' in resolved ? null : resolved.problem
+}
+
+/**
+ * The real folder behind a PATH entry, when programs may be run from it: that folder, not the
+ * entry, is what a caller puts on PATH and runs programs from. A symlink on the way (another user's,
+ * or in another user's folder) can be pointed elsewhere at any time, between the check and the run
+ * included; the real folder, on a chain no one else can change, cannot.
+ */
+function resolveProgramFolder(folder: string, uid: number): { real: string } | { problem: string | 'missing' } {
+  if (!isAbsolute(folder)) return { problem: 'not an absolute path (it means a different folder in each working directory)' }
   let real: string
   try {
     real = realpathSync(folder)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    return code === 'ENOENT' || code === 'ENOTDIR' ? 'missing' : `cannot be resolved (${code})`
+    return { problem: code === 'ENOENT' || code === 'ENOTDIR' ? 'missing' : `cannot be resolved (${code})` }
   }
-  return realChainProblem(real, uid, real !== folder ? ` (it is ${real})` : '')
+  const problem = realChainProblem(real, uid, real !== folder ? ` (it is ${real})` : '')
+  return problem === null ? { real } : { problem }
 }
 
 /** The same rule for an already resolved folder: it and each folder above it. */
@@ -56,7 +68,10 @@ function realChainProblem(real: string, uid: number, shownAs: string): string | 
   }
 }
 
-/** PATH's entries a process of `uid` may run programs from, in order, and the ones left out (a missing folder is dropped without a word). */
+/**
+ * The real folders behind PATH's entries that a process of `uid` may run programs from, in order
+ * and once each, and the entries left out (a missing folder is dropped without a word).
+ */
 export function safePathEntries(path: string | undefined, uid: number): { entries: string[]; skipped: SkippedPathEntry[] } {
   const entries: string[] = []
   const skipped: SkippedPathEntry[] = []
@@ -65,10 +80,11 @@ export function safePathEntries(path: string | undefined, uid: number): { entrie
       skipped.push({ path: entry, reason: 'an empty entry means the working directory' })
       continue
     }
-    if (entries.includes(entry) || skipped.some((seen) => seen.path === entry)) continue
-    const problem = programFolderProblem(entry, uid)
-    if (problem === null) entries.push(entry)
-    else if (problem !== 'missing') skipped.push({ path: entry, reason: problem })
+    if (skipped.some((seen) => seen.path === entry)) continue
+    const resolved = resolveProgramFolder(entry, uid)
+    if ('real' in resolved) {
+      if (!entries.includes(resolved.real)) entries.push(resolved.real)
+    } else if (resolved.problem !== 'missing') skipped.push({ path: entry, reason: resolved.problem })
   }
   return { entries, skipped }
 }
@@ -84,9 +100,10 @@ export function skippedEntryText(entry: SkippedPathEntry): string {
 }
 
 /**
- * A program by name, looked up only in PATH's safe folders, and itself a regular executable file
- * that only root or `uid` can change (its real place, if a link, on a safe folder too): its path,
- * or null.
+ * A program by name, looked up only in the real folders behind PATH's safe entries, and itself a
+ * regular executable file that only root or `uid` can change (its real place, if a link, on a safe
+ * folder too): its path in that real folder (a link there is root's or the uid's to change, and keeps
+ * the name a multi-call program reads), or null.
  */
 export function findSafeProgram(program: string, path: string | undefined, uid: number): string | null {
   if (program === '' || program.includes('/')) return null

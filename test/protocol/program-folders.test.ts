@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -94,13 +94,24 @@ describe('programFolderProblem: the rule', () => {
     expect(programFolderProblem(join(dir, 'to-safe'), ROOT)).toBeNull()
   })
 
+  test("an entry through another user's symlink is kept only as its real folder: what is run never goes through the link", () => {
+    // The link's owner can point it elsewhere at any time: between the check and the run included.
+    const theirs = folder(join(scratch(), 'theirs'), 0o755, other.uid)
+    const link = join(theirs, 'bin')
+    symlinkSync('/usr/bin', link)
+    expect(safePathEntries(link, ROOT)).toEqual({ entries: ['/usr/bin'], skipped: [] })
+    expect(safePath(`${link}:/usr/bin`, ROOT)).toBe('/usr/bin')
+    expect(findSafeProgram('ls', link, ROOT)).toBe('/usr/bin/ls')
+  })
+
   test('a missing folder is dropped without a word; an empty entry (the working directory) is named', () => {
     const dir = scratch()
     expect(safePathEntries(`${join(dir, 'none')}::/usr/bin`, ROOT)).toEqual({
       entries: ['/usr/bin'],
       skipped: [{ path: '', reason: 'an empty entry means the working directory' }],
     })
-    expect(safePath(`relative:${join(dir, 'none')}:/usr/bin:/bin`, ROOT)).toBe('/usr/bin:/bin')
+    // /bin is /usr/bin on a merged-/usr system: one entry, the real folder.
+    expect(safePath(`relative:${join(dir, 'none')}:/usr/bin:/bin`, ROOT)).toBe([...new Set(['/usr/bin', realpathSync('/bin')])].join(':'))
   })
 })
 
