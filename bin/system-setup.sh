@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/bash -p
 # Installs the system packages tend needs, through the machine's package manager (apt-get, or dnf
 # on Fedora), with `sudo -n` when not root. Where it cannot install (no root and no sudo that runs
 # without a password, no known package manager, a failed install) it prints the one command to

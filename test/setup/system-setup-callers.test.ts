@@ -16,7 +16,7 @@ const manifest = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'
 test('npm run setup installs what tend needs, and npm test first what its tests need, running the script by its path', () => {
   expect(manifest.scripts.setup).toBe('bin/system-setup.sh')
   expect(manifest.scripts.pretest).toBe('bin/system-setup.sh --tests')
-  expect(readFileSync(join(REPO_ROOT, 'bin', 'system-setup.sh'), 'utf8').split('\n')[0]).toBe('#!/bin/bash')
+  expect(readFileSync(join(REPO_ROOT, 'bin', 'system-setup.sh'), 'utf8').split('\n')[0]).toBe('#!/bin/bash -p')
   const mode = spawnSync('git', ['ls-files', '--stage', 'bin/system-setup.sh'], { cwd: REPO_ROOT, encoding: 'utf8' }).stdout
   expect(mode).toMatch(/^100755 /)
 })

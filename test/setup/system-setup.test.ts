@@ -42,6 +42,25 @@ test("run by its path as root, it never runs a program planted earlier on PATH i
   expect(machine.calls()).toEqual([expect.stringMatching(/^apt-get install .*-y.* bubblewrap$/)])
 })
 
+test('run by its path as root, it reads no start-up file and no function from its environment (BASH_ENV, ENV, exported functions)', () => {
+  const machine = createFakeMachine({ present: EVERY_COMMAND })
+  folders.push(machine.root)
+  const marks = join(machine.root, 'ran')
+  mkdirSync(marks)
+  const startup = join(machine.root, 'startup.sh')
+  writeFileSync(startup, `: > ${marks}/startup\n`)
+  const env = {
+    ...machine.env,
+    BASH_ENV: startup,
+    ENV: startup,
+    // What `export -f cd` passes to a child bash: a function shadowing a builtin the script uses.
+    'BASH_FUNC_cd%%': `() { : > ${marks}/cd; builtin cd "$@"; }`,
+  }
+  const result = spawnSync(machine.script, ['--tests'], { env, encoding: 'utf8', timeout: 20_000 })
+  expect(readdirSync(marks)).toEqual([])
+  expect(result.status, result.stderr).toBe(0)
+})
+
 test('with everything there it calls no package manager, prints nothing and exits 0', () => {
   for (const args of [[], ['--tests']]) {
     const result = runSetup({ present: EVERY_COMMAND, sudo: 'working' }, args)

@@ -30,19 +30,20 @@ export function registerSetupCommand(program: Command): void {
 }
 
 /**
- * The bash the script names on its first line. Never `bash` looked up on PATH: the script runs as
- * root, and PATH may begin with a folder another user can write (npm's node_modules/.bin of every
- * folder above a project). Given to the script, not exec'd through it: a package may not keep its mode.
+ * The bash the script names on its first line, as it names it. Never `bash` looked up on PATH: the
+ * script runs as root, and PATH may begin with a folder another user can write (npm's
+ * node_modules/.bin of every folder above a project). `-p`: no BASH_ENV or ENV file read, no function
+ * taken from the environment. Given to the script, not exec'd through it: a package may not keep its mode.
  */
-const BASH = '/bin/bash'
+const BASH = ['/bin/bash', '-p']
 
 /** Runs the shipped script with the terminal's stdio; its exit status (0, 1 or 2) is tend's. */
 function runSystemSetup(args: string[]): Promise<number> {
   const script = join(packageRoot(), 'bin', 'system-setup.sh')
   return new Promise((resolve) => {
-    const child = spawn(BASH, [script, ...args], { stdio: 'inherit' })
+    const child = spawn(BASH[0]!, [...BASH.slice(1), script, ...args], { stdio: 'inherit' })
     child.once('error', (error) => {
-      process.stderr.write(`tend setup: could not run ${script} with ${BASH}: ${error.message}\n`)
+      process.stderr.write(`tend setup: could not run ${script} with ${BASH.join(' ')}: ${error.message}\n`)
       resolve(EXIT.failed)
     })
     child.once('exit', (code, signal) => resolve(code ?? (signal ? EXIT.failed : EXIT.ok)))
