@@ -19,26 +19,32 @@ set -uo pipefail
 # folder above it (the real ones) are root's or this uid's and writable by no one else, but for a
 # sticky folder (/tmp) above one of theirs. stat is named by its path, $EUID is bash's own: nothing
 # is looked up on PATH before it is safe (and bash is /bin/bash, the first line).
+# Prints the real folder (symlinks resolved) when it is safe: that is what goes on PATH, never the
+# entry's path through a link, which the link's owner could re-point while the script runs.
 safe_folder() { # FOLDER
-  local folder info mode is_entry=1
+  local real folder info mode is_entry=1
   case $1 in /*) ;; *) return 1 ;; esac
-  folder=$(cd -P -- "$1" 2>/dev/null && pwd -P) || return 1
+  real=$(cd -P -- "$1" 2>/dev/null && pwd -P) || return 1
+  folder=$real
   while :; do
     info=$("$stat_tool" -c '%u %a' -- "$folder" 2>/dev/null) || return 1
     [ "${info% *}" = 0 ] || [ "${info% *}" = "$EUID" ] || return 1
     mode=$((8#${info#* }))
     if ((mode & 8#022)) && ! ((is_entry == 0 && mode & 8#1000)); then return 1; fi
-    [ "$folder" = / ] && return 0
+    [ "$folder" = / ] && break
     folder=${folder%/*}
     folder=${folder:-/}
     is_entry=0
   done
+  echo "$real"
 }
 safe_path() { # PATH
-  local kept='' entry entries
+  local kept='' entry entries real
   IFS=: read -r -a entries <<<"$1"
   for entry in "${entries[@]}"; do
-    if [ -n "$stat_tool" ] && safe_folder "$entry"; then kept+="${kept:+:}$entry"; fi
+    if [ -n "$stat_tool" ] && real=$(safe_folder "$entry"); then
+      case ":$kept:" in *":$real:"*) ;; *) kept+="${kept:+:}$real" ;; esac
+    fi
   done
   echo "$kept"
 }

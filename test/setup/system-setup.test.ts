@@ -1,6 +1,6 @@
 import { afterEach, expect, test } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { checkUnprivilegedUser } from '../helpers/test-daemon.js'
 import { createFakeMachine, EVERY_COMMAND, everyCommandBut as without, type FakeMachineSpec } from '../helpers/fake-packages.js'
@@ -59,6 +59,30 @@ test('run by its path as root, it reads no start-up file and no function from it
   const result = spawnSync(machine.script, ['--tests'], { env, encoding: 'utf8', timeout: 20_000 })
   expect(readdirSync(marks)).toEqual([])
   expect(result.status, result.stderr).toBe(0)
+})
+
+test("a PATH entry through another user's symlink is kept as its real folder: re-pointing the link mid-run changes nothing", () => {
+  const other = checkUnprivilegedUser()
+  const machine = createFakeMachine({ present: without('bwrap') })
+  folders.push(machine.root)
+  const theirs = join(machine.root, 'theirs')
+  const planted = join(theirs, 'planted')
+  const marks = join(machine.root, 'ran')
+  mkdirSync(planted, { recursive: true })
+  mkdirSync(marks)
+  chmodSync(marks, 0o777)
+  writeFileSync(join(planted, 'apt-get'), `#!/bin/sh\n: > ${marks}/apt-get\nexit 1\n`)
+  chmodSync(join(planted, 'apt-get'), 0o755)
+  const link = join(theirs, 'bin')
+  symlinkSync(machine.bin, link)
+  chownSync(theirs, other.uid, other.gid)
+  // The link's owner re-points it while the script runs: here, when the script first asks who it is.
+  const id = join(machine.bin, 'id')
+  writeFileSync(id, `#!/bin/sh\n/bin/ln -sfn ${planted} ${link}\n${readFileSync(id, 'utf8').replace('#!/bin/sh\n', '')}`)
+  const result = spawnSync(machine.script, [], { env: { ...machine.env, PATH: link }, encoding: 'utf8', timeout: 20_000 })
+  expect(readdirSync(marks)).toEqual([])
+  expect(result.status, result.stderr).toBe(0)
+  expect(machine.calls()).toEqual([expect.stringMatching(/^apt-get install .*-y.* bubblewrap$/)])
 })
 
 test('with everything there it calls no package manager, prints nothing and exits 0', () => {
