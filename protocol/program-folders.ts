@@ -7,8 +7,9 @@ import { delimiter, dirname, isAbsolute, join } from 'node:path'
  * checkout may be another user's: whoever can write a folder chooses what a program found there
  * does. So a folder counts only on kernel facts: it is absolute, and it and every folder above it
  * (the real ones, symlinks resolved) are owned by root or the process's uid and writable by no one
- * else; and it is the real folder that is used, never the entry's path through a link. A sticky folder (/tmp) above one is the exception: others may add to it, but cannot rename
- * or remove what root or the uid owns inside it.
+ * else; and it is the real folder that is used, never the entry's path through a link. A sticky
+ * folder (/tmp) above one is the exception: others may add to it, but cannot rename or remove what
+ * root or the uid owns inside it.
  */
 
 // The mode bits (node's fs.constants lacks S_ISVTX).
