@@ -166,7 +166,7 @@ finish() {
 cgroup_base=${TEND_SETUP_CGROUP_BASE:-/sys/fs/cgroup}
 test_machine() {
   [ "$tests" = 1 ] || return 0
-  local steps=() controller top test_uid
+  local steps=() controller top group
   # The dedicated non-root user (test/helpers/test-daemon.ts, startTestDaemon({ user: 'unprivileged' })):
   # no home, no login, its own group (or the group of that name where one is left).
   if ! id -u tend-test >/dev/null 2>&1; then

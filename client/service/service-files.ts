@@ -13,7 +13,7 @@ import { createUnitFile, type ServiceScope } from './unit-file.js'
  * depends on it: a Type=notify daemon that never notifies is killed when its start times out. The
  * addon is the one the daemon loads (protocol/native-places.ts).
  */
-export function daemonCanNotify(): boolean {
+function daemonCanNotify(): boolean {
   const addon = findNativeArtifact('tend.node')
   if (addon === null) return false
   try {
@@ -30,7 +30,7 @@ export function daemonCanNotify(): boolean {
  * folder above the project) may name folders that other users can write. ExecStart names node and
  * tend by absolute path: this PATH is only for the programs the daemon and its tasks look up.
  */
-export const SYSTEM_UNIT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+const SYSTEM_UNIT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 /**
  * A user unit's PATH: the installer's, but only the folders that no one other than root or the
@@ -78,13 +78,12 @@ export function writeUnitFile(path: string, text: string): void {
   }
 }
 
-/** Removes the unit; false when there was none. */
-export function removeUnitFile(path: string): boolean {
+/** Removes the unit (none there is fine). */
+export function removeUnitFile(path: string): void {
   try {
     rmSync(path)
-    return true
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
     const detail = `${path} could not be removed: ${(error as Error).message}${permissionHint(error, 'uninstall')}`
     throw new TendError('TEND_ERR_SERVICE_FAILED', { action: 'removed', detail }, { cause: error })
   }

@@ -25,7 +25,7 @@ export interface SystemdHost {
  * can change (protocol/program-folders.ts). `sudo tend service install` runs it as root, and npm
  * puts node_modules/.bin of every folder above the project first on PATH.
  */
-export function findSystemctl(path: string): string | null {
+function findSystemctl(path: string): string | null {
   return findSafeProgram('systemctl', path, process.getuid!())
 }
 

@@ -70,12 +70,17 @@ export function createUnitFile(options: UnitFileOptions): string {
 /** One word of an ExecStart= line: quoted when it has to be, its specifiers (%) and variables ($) escaped. */
 export function quoteUnitWord(word: string): string {
   const escaped = escapeSpecifiers(word).replace(/\$/g, '$$$$')
-  return /[\s"'\\]/.test(escaped) ? `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : escaped
+  return /[\s"'\\]/.test(escaped) ? quoted(escaped) : escaped
 }
 
 /** An Environment= line: quoted whole, its specifiers escaped ($ is not expanded there). */
 function environment(name: string, value: string): string {
-  return `Environment="${escapeSpecifiers(`${name}=${value}`).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`
+  return `Environment=${quoted(escapeSpecifiers(`${name}=${value}`))}`
+}
+
+/** In double quotes, its backslashes and double quotes escaped. */
+function quoted(text: string): string {
+  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`
 }
 
 /** systemd expands %x specifiers in most settings: a literal % is %%. */

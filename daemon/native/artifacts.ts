@@ -2,8 +2,6 @@ import { join } from 'node:path'
 import { packageRoot } from '../../protocol/package-root.js'
 import { findNativeArtifact, NATIVE_PARTS, NATIVE_PLATFORM, nativePlaces, type NativeOrigin, type NativePart } from '../../protocol/native-places.js'
 
-export { findNativeArtifact, NATIVE_PARTS, NATIVE_PLATFORM, type NativeOrigin, type NativePart }
-
 /**
  * The file the daemon uses for a part, found the same way from source (the tests), from dist/ and
  * from the bundles; where none is, the source build's place, which messages then name as missing.

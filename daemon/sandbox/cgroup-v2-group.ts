@@ -59,7 +59,7 @@ export function killUnified(dir: string): boolean {
 }
 
 /** Whether the group has no process left (cgroup.events `populated 0`); a group gone counts as empty. */
-export async function isUnpopulated(dir: string): Promise<boolean> {
+async function isUnpopulated(dir: string): Promise<boolean> {
   try {
     return /^populated 0$/m.test(await readFile(join(dir, 'cgroup.events'), 'utf8'))
   } catch (error) {

@@ -39,7 +39,7 @@ const CGROUP2_SUPER_MAGIC = 0x63677270
 /** The controllers task groups get where the subtree has them: the limits (memory, pids) and io.stat (io). */
 const WANTED_CONTROLLERS = ['memory', 'pids', 'io'] as const
 /** The leaf the daemon moves to inside its own cgroup: a group with controllers enabled for its children holds no process. */
-export const DAEMON_LEAF = 'daemon'
+const DAEMON_LEAF = 'daemon'
 
 function isCgroup2FileSystem(path: string): boolean {
   try {

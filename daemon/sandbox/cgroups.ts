@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { formatBytes, pollUntil } from '../../protocol/index.js'
 import type { CgroupJoin } from '../spawn/spawner.js'
-import { isUnpopulated, killUnified, readUnifiedUsage, unifiedLimitsHit, untilUnpopulated, writeUnifiedLimits, type UnifiedUsage } from './cgroup-v2-group.js'
+import { killUnified, readUnifiedUsage, unifiedLimitsHit, untilUnpopulated, writeUnifiedLimits, type UnifiedUsage } from './cgroup-v2-group.js'
 
 /** A task's limits; null: none of that kind (its group still counts). */
 export interface CgroupLimits {
@@ -114,7 +114,13 @@ export class TaskCgroups {
     const unifiedDir = roots.unified && existsSync(join(roots.unified.path, taskId)) ? join(roots.unified.path, taskId) : null
     if (limitsOnUnified(roots)) {
       if (!unifiedDir) return null
-      return new TaskCgroups(unifiedDir, unifiedDir, limits, identityOf(unifiedDir) ? [identityOf(unifiedDir)!] : [], unifiedDir)
+      return new TaskCgroups(
+        unifiedDir,
+        unifiedDir,
+        limits,
+        [unifiedDir].flatMap((dir) => identityOf(dir) ?? []),
+        unifiedDir,
+      )
     }
     const pidsDir = roots.pids && existsSync(join(roots.pids, taskId)) ? join(roots.pids, taskId) : null
     if (!pidsDir && !unifiedDir) return null
@@ -159,11 +165,6 @@ export class TaskCgroups {
   untilEmpty(timeoutMs: number): Promise<boolean> {
     if (this.unifiedDir === null) return pollUntil(() => this.members().length === 0, timeoutMs, 25)
     return untilUnpopulated(this.unifiedDir, timeoutMs)
-  }
-
-  /** Whether no process of the task is left. */
-  async isEmpty(): Promise<boolean> {
-    return this.unifiedDir === null ? this.members().length === 0 : isUnpopulated(this.unifiedDir)
   }
 
   /** What the task's v2 group counted (cpu.stat; memory.peak and io.stat with those controllers), or null without one. Read before remove(). */

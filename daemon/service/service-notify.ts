@@ -19,20 +19,23 @@ export interface ServiceNotifier {
   stopping: () => void
 }
 
+/** What a daemon without a service manager to tell tells. */
+const SILENT: ServiceNotifier = { ready: () => {}, stopping: () => {} }
+
 /**
  * A notifier for `address` (NOTIFY_SOCKET, config.notifySocket), or one that does nothing without
  * one. A notification that cannot be sent is a warning, never a failure: the daemon serves all the
  * same, and a systemd that waits for READY=1 says so itself when its start times out.
  */
 export function createServiceNotifier(address: string | null, log: Logger, addonPath: string = ADDON_PATH): ServiceNotifier {
-  if (address === null) return { ready: () => {}, stopping: () => {} }
+  if (address === null) return SILENT
   const loaded = loadServiceNotify(addonPath)
   if ('reason' in loaded) {
     log.warn(
       { reason: loaded.reason, notifySocket: address },
       'NOTIFY_SOCKET is set but the service-notify addon is missing: the service manager is not notified',
     )
-    return { ready: () => {}, stopping: () => {} }
+    return SILENT
   }
   const send = (message: string) => {
     try {

@@ -13,6 +13,7 @@
  *   memory.c        xrealloc: allocation that exits when memory runs out
  *   proc.c          what /proc says about a process: its start time, its children, whether it is dying
  *   usage.c         what a task used, from the keeper's account of the children it reaped
+ *   leftovers.c     what a task leaves behind: the keeper stays for it, then kills it
  */
 #ifndef TEND_SPAWNER_H
 #define TEND_SPAWNER_H
@@ -257,11 +258,6 @@ const char *lost_word(unsigned long long lost);
 /* Reaps every child of the keeper that has ended (its orphans, handed to it as a subreaper);
  * answers 1 while a child is left (running, or stopped), 0 once it has none. */
 int reap_ended_children(void);
-/* Blocks SIGCHLD (the task child unblocks it, child.c) and answers a signalfd for it, or -1. */
-int watch_children(void);
-/* After the task's end: stays while a child of the keeper is left and a helper listens, then kills
- * what is left (leftovers.c). */
-void outlive_leftovers(int report_fd, int heard);
 /* Waits (a bounded time) for the keeper's children that are a sandbox's init, and reaps them. */
 void reap_sandbox_inits(void);
 /* Waits (a bounded time) for the keeper's children that are dying (proc_dying), and reaps them. */
@@ -269,5 +265,13 @@ void reap_dying_children(void);
 /* The exit file's figures (PROTOCOL.md, "Exit file"), each after a comma, from RUSAGE_CHILDREN;
  * answers what snprintf does. */
 int usage_fields(char *text, size_t size);
+
+/* ------------------------------------------------------------- leftovers.c */
+
+/* Blocks SIGCHLD (the task child unblocks it, child.c) and answers a signalfd for it, or -1. */
+int watch_children(void);
+/* After the task's end: stays while a child of the keeper is left and a helper listens, then kills
+ * what is left. */
+void outlive_leftovers(int report_fd, int heard);
 
 #endif

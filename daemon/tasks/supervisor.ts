@@ -351,5 +351,3 @@ export function readBootId(): string {
 }
 
 function noop(): void {}
-
-/** The ports the given tasks (those not ended) were given. */

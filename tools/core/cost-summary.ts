@@ -11,3 +11,9 @@ export function costSummary(task: Task): string | null {
   if (!task.usage || task.endedAt === null) return null
   return `${formatTaskSummary(task)}${task.usage.source === 'rusage' ? ' (largest process)' : ''}`
 }
+
+/** `text`, then the task's cost on a line of its own in brackets once it has ended (costSummary). */
+export function withCost(text: string, task: Task): string {
+  const cost = costSummary(task)
+  return cost === null ? text : `${text}\n[${cost}]`
+}

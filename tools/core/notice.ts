@@ -1,5 +1,5 @@
 import { taskLabel, type Task } from '../../client/index.js'
-import { costSummary } from './cost-summary.js'
+import { withCost } from './cost-summary.js'
 
 /**
  * The completion notice of DESIGN.md; a stopped task's adds who stopped it
@@ -14,6 +14,5 @@ export function noticeText(task: Task): string {
   const notice =
     `background task ${task.id} (${taskLabel(task)}) finished [status: ${task.state}, exit code: ${exitCode}${stoppedBy}]` +
     '. Read its output with task_output.'
-  const cost = costSummary(task)
-  return cost === null ? notice : `${notice}\n[${cost}]`
+  return withCost(notice, task)
 }

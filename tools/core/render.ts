@@ -1,7 +1,7 @@
 import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
 import { formatSpan } from '../../protocol/usage-summary.js'
-import { costSummary } from './cost-summary.js'
+import { costSummary, withCost } from './cost-summary.js'
 import { serverNotes } from './task-facts.js'
 import { DEFAULT_OFFERED_NETWORKS } from './agent-network.js'
 import type { TaskListEntry, TaskOutputResult } from './operations.js'
@@ -148,8 +148,7 @@ export function renderTaskKill(task: Task): string {
   const ending =
     `task ${task.id} (${taskLabel(task)}) is ${task.state}${details ? ` (${details})` : ''}` +
     `; no process of it is left.${task.reason ? ` Reason: ${task.reason}.` : ''}`
-  const cost = costSummary(task)
-  return cost === null ? ending : `${ending}\n[${cost}]`
+  return withCost(ending, task)
 }
 
 export function renderTaskList(entries: TaskListEntry[]): string {

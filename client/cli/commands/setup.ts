@@ -35,15 +35,15 @@ export function registerSetupCommand(program: Command): void {
  * node_modules/.bin of every folder above a project). `-p`: no BASH_ENV or ENV file read, no function
  * taken from the environment. Given to the script, not exec'd through it: a package may not keep its mode.
  */
-const BASH = ['/bin/bash', '-p']
+const BASH = '/bin/bash'
 
 /** Runs the shipped script with the terminal's stdio; its exit status (0, 1 or 2) is tend's. */
 function runSystemSetup(args: string[]): Promise<number> {
   const script = join(packageRoot(), 'bin', 'system-setup.sh')
   return new Promise((resolve) => {
-    const child = spawn(BASH[0]!, [...BASH.slice(1), script, ...args], { stdio: 'inherit' })
+    const child = spawn(BASH, ['-p', script, ...args], { stdio: 'inherit' })
     child.once('error', (error) => {
-      process.stderr.write(`tend setup: could not run ${script} with ${BASH.join(' ')}: ${error.message}\n`)
+      process.stderr.write(`tend setup: could not run ${script} with ${BASH} -p: ${error.message}\n`)
       resolve(EXIT.failed)
     })
     child.once('exit', (code, signal) => resolve(code ?? (signal ? EXIT.failed : EXIT.ok)))

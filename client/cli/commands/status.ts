@@ -1,4 +1,5 @@
 import type { Command } from 'commander'
+import { dirname } from 'node:path'
 import { formatBytes, type DaemonStatus } from '../../../protocol/index.js'
 import { skippedEntryText } from '../../../protocol/program-folders.js'
 import { action } from '../command-context.js'
@@ -56,21 +57,21 @@ const ORIGINS = { prebuilt: 'prebuilt', source: 'built from source', none: 'none
  * Which native parts the daemon found (the package's prebuilt ones, a source build, or none), and
  * the command that builds them where they are missing or do not run; nothing from an older daemon.
  */
+function nativeOrigin(native: NonNullable<DaemonStatus['native']>): string {
+  const origins = new Set(native.parts.map((part) => part.from))
+  if (origins.size > 1) return native.parts.map((part) => `${part.name} ${ORIGINS[part.from]}`).join(', ')
+  const folders = new Set(native.parts.flatMap((part) => (part.path ? [dirname(part.path)] : [])))
+  const where = folders.size === 1 ? ` (${[...folders][0]})` : ''
+  if (origins.has('prebuilt')) return `prebuilt for ${native.platform}${where}`
+  if (origins.has('source')) return `built from source${where}`
+  return `none for ${native.platform}`
+}
+
 function nativeLines(status: DaemonStatus): string[] {
   const native = status.native as DaemonStatus['native'] | undefined
   if (!native) return []
   const origins = new Set(native.parts.map((part) => part.from))
-  const folders = new Set(native.parts.flatMap((part) => (part.path ? [part.path.slice(0, part.path.lastIndexOf('/'))] : [])))
-  const where = folders.size === 1 ? ` (${[...folders][0]})` : ''
-  const first =
-    origins.size > 1
-      ? native.parts.map((part) => `${part.name} ${ORIGINS[part.from]}`).join(', ')
-      : origins.has('prebuilt')
-        ? `prebuilt for ${native.platform}${where}`
-        : origins.has('source')
-          ? `built from source${where}`
-          : `none for ${native.platform}`
-  const lines = [`native:      ${first}`]
+  const lines = [`native:      ${nativeOrigin(native)}`]
   const spawnerUnused = status.spawner === 'node' && native.parts.some((part) => part.name === 'tend-spawner' && part.from !== 'none')
   if (origins.has('none') || spawnerUnused)
     lines.push(

@@ -10,7 +10,7 @@ import { readSocketTables } from './socket-table.js'
 const USER_HZ = 100
 
 /** The most processes of a task one look reads the descriptors of (a task's command may fork thousands). */
-export const MAX_SCANNED_PROCESSES = 256
+const MAX_SCANNED_PROCESSES = 256
 /** The most descriptors one look reads, over all of a task's processes: those past it are not looked at. */
 export const MAX_SCANNED_DESCRIPTORS = 4096
 /** Descriptor links read at once: enough to keep the look short, few enough that others' file reads are not queued behind them. */

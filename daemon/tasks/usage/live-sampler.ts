@@ -13,8 +13,8 @@ export interface SampledTask {
   /** Its cgroup's process list (cgroup.procs: kernel facts); absent without a cgroup. */
   membersFile?: string
   /**
-   * Its keeper when that is a child subreaper (not a terminal's): its processes are the keeper's
-   * descendants, read through the kernel's tree, cheaper than the cgroup's list and as exact.
+   * Its keeper (a child subreaper): without a cgroup, its processes are the keeper's descendants,
+   * read through the kernel's tree; with one, the cgroup's list is read instead.
    */
   keeper?: { pid: number; startTicks: number }
 }

@@ -220,7 +220,7 @@ function parsePids(text: string): number[] {
   return pids
 }
 
-export function closeQuietly(fd: number): void {
+function closeQuietly(fd: number): void {
   try {
     closeSync(fd)
   } catch {

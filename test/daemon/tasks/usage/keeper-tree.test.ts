@@ -48,7 +48,6 @@ afterEach(async () => {
     child.stdin?.end()
     if (child.exitCode === null && child.signalCode === null) await once(child, 'exit')
   }
-  for (const pid of pids) expect(readProcStat(pid)).toBeNull()
   for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
 })
 
