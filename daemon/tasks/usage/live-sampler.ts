@@ -1,4 +1,4 @@
-import type { LiveUsage } from '../../../protocol/index.js'
+import type { LiveUsage, Task } from '../../../protocol/index.js'
 import { CLOCK_TICKS_PER_SECOND, TaskProcFiles } from './process-figures.js'
 
 /** A running task, as the sampler reads it. */
@@ -69,6 +69,18 @@ export class LiveSampler {
     this.minIntervalMs = options.minIntervalMs ?? 1000
     this.now = options.now ?? Date.now
     this.random = options.random ?? Math.random
+  }
+
+  /**
+   * A running task's live figures, when they can be read (undefined for any other task): its last
+   * ones while fresh, else a sample of what `sampledOf` gives of it (null: nothing to read).
+   */
+  usageOf(task: Task, sampledOf: (startedAtMs: number) => SampledTask | null | undefined): LiveUsage | undefined {
+    if (task.state !== 'running' || task.startedAt === null) return undefined
+    const fresh = this.fresh(task.id)
+    if (fresh) return fresh
+    const sampled = sampledOf(Date.parse(task.startedAt))
+    return sampled ? this.sample(sampled) : undefined
   }
 
   /** The task's last figures while they are fresh enough to answer (its next sample is not due): no file is read, nothing is made. */
