@@ -53,21 +53,20 @@ export async function killTreeNow(log: Logger, options: Omit<KillTreeOptions, 's
   )
 }
 
-/** Kills a started task's whole tree at once, found by its run's marker and, when known, its leader and cgroup members. */
-export function killStartedTree(
-  log: Logger,
-  task: Task,
-  started: {
-    pid: number
-    exited: Promise<unknown>
-    leader?: ProcessIdentity | null
-    members?: () => number[]
-    group?: TaskGroup
-    keeper?: KeeperIdentity | null
-  },
-): Promise<void> {
+/** What a started task's process is known by: its pid, its exit, and, when known, its leader, cgroup members and keeper. */
+export interface StartedProcess {
+  pid: number
+  exited: Promise<unknown>
+  leader?: ProcessIdentity | null
+  members?: () => number[]
+  group?: TaskGroup
+  keeper?: KeeperIdentity | null
+}
+
+/** A started task's tree as killTree finds it (kill-tree.ts): by its run's marker and, when known, its leader and cgroup members. */
+export function startedTree(task: Task, started: StartedProcess): Omit<KillTreeOptions, 'signal' | 'graceMs'> {
   const { pid, leader, members, group, keeper } = started
-  return killTreeNow(log, {
+  return {
     taskId: task.id,
     marker: taskMarker(task),
     pid,
@@ -76,7 +75,12 @@ export function killStartedTree(
     ...(members ? { members } : {}),
     ...(group ? { group } : {}),
     ...(keeper ? { keeper } : {}),
-  })
+  }
+}
+
+/** Kills a started task's whole tree at once (startedTree). */
+export function killStartedTree(log: Logger, task: Task, started: StartedProcess): Promise<void> {
+  return killTreeNow(log, startedTree(task, started))
 }
 
 /**

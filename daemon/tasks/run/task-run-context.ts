@@ -1,9 +1,9 @@
 import type { Logger } from 'pino'
-import type { RunningTask } from '../../../protocol/index.js'
+import type { RunningTask, Task } from '../../../protocol/index.js'
 import type { DaemonConfig } from '../../config.js'
 import type { OwnerNetworks } from '../../network/owner-networks.js'
 import type { LaunchPlan, ProtectedView, SandboxCapabilities, TaskPaths } from '../../sandbox/index.js'
-import type { ProcessIdentity } from '../../spawn/process-scan.js'
+import { leaderIdentity, type ProcessIdentity } from '../../spawn/process-scan.js'
 import type { TaskGroup } from '../../spawn/kill-tree.js'
 import type { SpawnExit, Spawner } from '../../spawn/spawner.js'
 import type { TaskStore } from '../../store/task-store.js'
@@ -65,4 +65,20 @@ export interface Tracked {
   leader?: ProcessIdentity | null
   /** The task's keeper (absent without one): continued if found stopped while a stop waits for the exit. */
   keeper?: RunningTask['keeper']
+}
+
+/** What a run tracks of its started task (or of one an earlier daemon started, resume.ts) from now on. */
+export function trackedProcess(task: Task, pid: number, exited: Promise<SpawnExit>, resources: TaskResources, keeper: RunningTask['keeper']): Tracked {
+  const { cgroups } = resources
+  return {
+    pid,
+    exited,
+    resources,
+    // Read now, while the keeper (its parent, which reaps it) holds it: a daemon later frozen
+    // past its end could otherwise take a reused pid for it.
+    ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
+    members: cgroups ? () => cgroups.members() : undefined,
+    ...(cgroups?.unified ? { group: cgroups } : {}),
+    wrapped: task.sandbox !== 'off',
+  }
 }

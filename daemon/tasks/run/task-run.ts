@@ -1,24 +1,24 @@
 import { isFinished, type RunningTask, type Task, type TaskUsage } from '../../../protocol/index.js'
-import { exitPath, outputPath } from '../../../spool/index.js'
+import { exitPath } from '../../../spool/index.js'
 import { protectedSinceAdmission } from '../../sandbox/index.js'
-import { killTree, leaderGone } from '../../spawn/kill-tree.js'
-import { isAliveIdentity, leaderIdentity, type ProcessIdentity } from '../../spawn/process-scan.js'
+import { killTree } from '../../spawn/kill-tree.js'
+import { isAliveIdentity, type ProcessIdentity } from '../../spawn/process-scan.js'
 import { taskMarker } from '../../spawn/run-name.js'
 import type { SpawnExit } from '../../spawn/spawner.js'
 import { decideEnding, outputCapStop, SPAWNER_ENDED_LIFELINE, DAEMON_ENDED_LIFELINE, timeoutStop, type Stopping } from './ending.js'
-import { endedRecord, keeperEndedReason, killKeeperTree, killRemains, killStartedTree, settleOutput, type RecordedEnd } from './finish.js'
+import { endedRecord, keeperEndedReason, killKeeperTree, killRemains, killStartedTree, startedTree, type RecordedEnd } from './finish.js'
 import { keeperWritten } from './keeper-exit.js'
 import { handlesSignal, isProcessRunning } from './leader-state.js'
 import type { LaunchOutcome } from './launch.js'
 import { setLongTimeout, type LongTimeout } from './long-timeout.js'
-import { measureOutput, outputOverCap } from '../output/output-cap.js'
+import { outputPastCap, settledOutputBytes } from './run-output.js'
 import { SettleLater } from './settle-later.js'
 import { startProcess } from './start-process.js'
-import type { LaunchNeeds, TaskResources, TaskRunContext, Tracked } from './task-run-context.js'
+import { trackedProcess, type LaunchNeeds, type TaskResources, type TaskRunContext, type Tracked } from './task-run-context.js'
+import { sampledTask, usageAtEnd } from './task-usage.js'
 import { markFailed, markStarted } from '../transitions.js'
-import { answerUnreportedExit } from './unanswered-exit.js'
+import { answerRunExit } from './unanswered-exit.js'
 import { outcomeOf } from './outcome.js'
-import { finalUsage, keeperUsageOf } from '../usage/final-usage.js'
 import type { SampledTask } from '../usage/live-sampler.js'
 import { ReadinessWatch } from '../ready/readiness-watch.js'
 import { taskProcesses } from '../ports/task-processes.js'
@@ -47,7 +47,7 @@ export class TaskRun {
   private timeoutTimer?: LongTimeout
   /** The spawner has reported the leader's exit. */
   private exitKnown = false
-  /** A watch for an exit its keeper does not report has begun (answerUnreportedExit). */
+  /** A watch for an exit its keeper does not report has begun (answerRunExit). */
   private answering = false
   /** Its readiness condition's watch, while it waits for it. */
   private readiness: ReadinessWatch | null = null
@@ -163,33 +163,13 @@ export class TaskRun {
    * output checks find it from now on.
    */
   track(current: Task, pid: number, exited: Promise<SpawnExit>, resources: TaskResources, keeper: RunningTask['keeper']): void {
-    const { cgroups } = resources
-    this.tracked = {
-      pid,
-      exited,
-      resources,
-      // Read now, while the keeper (its parent, which reaps it) holds it: a daemon later frozen
-      // past its end could otherwise take a reused pid for it.
-      ...(keeper ? { leader: leaderIdentity(pid, keeper.pid), keeper } : {}),
-      members: cgroups ? () => cgroups.members() : undefined,
-      ...(cgroups?.unified ? { group: cgroups } : {}),
-      wrapped: current.sandbox !== 'off',
-    }
+    this.tracked = trackedProcess(current, pid, exited, resources, keeper)
   }
 
-  /** What the live sampler reads of the task (usage/live-sampler.ts); null once its end is known, or before it is tracked. */
+  /** What the live sampler reads of the task (task-usage.ts); null once its end is known, or before it is tracked. */
   sampled(startedAtMs: number): SampledTask | null {
     const tracked = this.tracked
-    if (!tracked || this.exitKnown || tracked.leader === null) return null
-    return {
-      id: this.id,
-      startedAtMs,
-      leaderPid: tracked.pid,
-      leaderStartTicks: tracked.leader ? Number(tracked.leader.startTime) : 0,
-      ...(tracked.resources.cgroups ? { membersFile: tracked.resources.cgroups.membersFile } : {}),
-      // Every keeper is a child subreaper (keeper.c; a terminal's too): the task's orphans stay in its tree.
-      ...(tracked.keeper ? { keeper: tracked.keeper } : {}),
-    }
+    return tracked && !this.exitKnown ? sampledTask(this.id, tracked, startedAtMs) : null
   }
 
   /** The leader as read when the task was tracked (null: it had ended already; undefined: no keeper). */
@@ -233,15 +213,10 @@ export class TaskRun {
     )
   }
 
-  /** Stops a task whose output has passed its cap. */
+  /** Stops a task whose output has passed its cap (run-output.ts). */
   async checkOutput(): Promise<void> {
-    const { store, outputs, config } = this.context
-    const task = store.findCurrent(this.id)
-    if (!task) return
-    const footprint = await measureOutput(outputs.held(this.id), outputPath(config.layout.spool, this.id), task.outputBytes)
-    store.patch(this.id, { outputBytes: Math.min(footprint.size, task.maxOutputBytes) })
-    const over = outputOverCap(footprint, task.maxOutputBytes)
-    if (over !== null && !this.stopping) this.stop(outputCapStop(over, config.killGraceMs))
+    const over = await outputPastCap(this.context, this.id)
+    if (over !== null && !this.stopping) this.stop(outputCapStop(over, this.context.config.killGraceMs))
   }
 
   /** A leader that has ended (kernel fact: its process is gone) while its exit goes unreported: its keeper or helper is made to answer. */
@@ -267,19 +242,8 @@ export class TaskRun {
     this.timeoutTimer?.clear()
     const { log, store } = this.context
     log.info({ taskId: this.id, reason: stopping.reason }, 'task stopping')
-    this.stopped = killTree({
-      taskId: this.id,
-      marker: taskMarker(store.current(this.id)),
-      pid: tracked.pid,
-      ...(tracked.leader === undefined ? {} : { leader: tracked.leader }),
-      signal: stopping.signal,
-      graceMs: stopping.graceMs,
-      leaderExited: leaderGone(tracked.pid, tracked.exited),
-      members: tracked.members,
-      ...(tracked.group ? { group: tracked.group } : {}),
-      ...(tracked.keeper ? { keeper: tracked.keeper } : {}),
-      wrapped: tracked.wrapped,
-    }).then(
+    const tree = startedTree(store.current(this.id), tracked)
+    this.stopped = killTree({ ...tree, signal: stopping.signal, graceMs: stopping.graceMs, wrapped: tracked.wrapped }).then(
       (result) => {
         this.signalled = result.signalled
       },
@@ -294,15 +258,7 @@ export class TaskRun {
     const tracked = this.tracked
     if (!tracked || this.answering) return
     this.answering = true
-    const { spawner, log } = this.context
-    void answerUnreportedExit({
-      exited: tracked.exited,
-      keeper: tracked.keeper,
-      graceMs,
-      prodHelper: () => spawner.prod?.(),
-      onContinued: (keeper) =>
-        log.warn({ taskId: this.id, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
-    })
+    void answerRunExit(this.context, this.id, tracked, graceMs)
   }
 
   // ---------------------------------------------------------------- finish
@@ -392,18 +348,14 @@ export class TaskRun {
       limits,
     )
     await this.context.beforeEnding(this.id)
-    const outputBytes = await this.settleOutput()
+    const outputBytes = await settledOutputBytes(this.context, this.id)
     return { saved: released.then(() => this.recordEnd({ ending }, outputBytes, exit.outputLostBytes, usage)) }
   }
 
-  /** What the task used (usage/final-usage.ts): its keeper's figures, from the exit it reported or its exit file, and its memory group's peak. */
-  private async usageOf(exit: SpawnExit): Promise<TaskUsage | undefined> {
-    const { pid, resources, keeper } = this.tracked!
-    const counted = exit.usage ?? (keeper ? keeperUsageOf(this.context.config.layout.spool, this.id, pid) : undefined)
-    const { log, store } = this.context
-    const run = { taskId: this.id, startedAt: store.current(this.id).startedAt, endedAtMs: Date.now(), log }
-    const [peak, group] = await Promise.all([resources.cgroups?.peakMemoryBytes(), resources.cgroups?.unifiedUsage()])
-    return finalUsage(counted, peak ?? null, run, group ?? null)
+  /** What the task used (task-usage.ts), read before its groups go. */
+  private usageOf(exit: SpawnExit): Promise<TaskUsage | undefined> {
+    const { config, log, store } = this.context
+    return usageAtEnd(exit, this.tracked!, config.layout.spool, { taskId: this.id, startedAt: store.current(this.id).startedAt, log })
   }
 
   /** The spawner watching the task died, and the task's exit status with it: the task is stopped and recorded lost. */
@@ -419,22 +371,12 @@ export class TaskRun {
   private async recordLost(reason: string, outputLostBytes?: number, usage?: TaskUsage): Promise<Task> {
     await this.tracked!.resources.release()
     await this.context.beforeEnding(this.id)
-    const outputBytes = await this.settleOutput()
+    const outputBytes = await settledOutputBytes(this.context, this.id)
     return this.recordEnd({ lost: reason }, outputBytes, outputLostBytes, usage)
   }
 
   private recordEnd(end: RecordedEnd, outputBytes: number, outputLostBytes: number | undefined, usage?: TaskUsage): Promise<Task> {
     return this.context.store.transition(this.id, (task) => endedRecord(task, end, outputBytes, new Date(), outputLostBytes, usage))
-  }
-
-  /** The final output size, cut back to the cap. */
-  private settleOutput(): Promise<number> {
-    const { store, outputs, config, log } = this.context
-    const task = store.current(this.id)
-    return settleOutput(
-      { taskId: this.id, file: outputPath(config.layout.spool, this.id), held: outputs.held(this.id), maxOutputBytes: task.maxOutputBytes },
-      log,
-    )
   }
 
   /** The run is over: the registry and the held output let go of it. */

@@ -2,6 +2,7 @@ import { statfs } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import { isAliveIdentity, processState, type ProcessIdentity } from '../../spawn/process-scan.js'
 import type { KeeperRef } from '../../spawn/spawner.js'
+import type { TaskRunContext, Tracked } from './task-run-context.js'
 
 /** How long after a stop's grace the exit may go unreported before the keeper and helper are looked at, and again between looks. */
 export const KEEPER_ANSWER_MS = 2000
@@ -49,6 +50,23 @@ export async function answerUnreportedExit(watch: UnansweredExit): Promise<void>
       // Gone meanwhile.
     }
   }
+}
+
+/** A run's watch for its unreported exit (answerUnreportedExit): its spawner's helper is prodded, a keeper continued is logged. */
+export function answerRunExit(
+  context: Pick<TaskRunContext, 'spawner' | 'log'>,
+  taskId: string,
+  tracked: Pick<Tracked, 'exited' | 'keeper'>,
+  graceMs: number,
+): Promise<void> {
+  const { spawner, log } = context
+  return answerUnreportedExit({
+    exited: tracked.exited,
+    keeper: tracked.keeper,
+    graceMs,
+    prodHelper: () => spawner.prod?.(),
+    onContinued: (keeper) => log.warn({ taskId, keeper }, 'the keeper of a task that ended or is being stopped was itself stopped (SIGSTOP); continued'),
+  })
 }
 
 /** How often a resumed task's leader is looked at, and how long its keeper has to report its end once it is gone. */
