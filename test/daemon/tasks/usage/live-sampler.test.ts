@@ -5,6 +5,8 @@ import { join } from 'node:path'
 import { readProcStat } from '../../../../protocol/index.js'
 import { LiveSampler, SAMPLES_PER_SECOND, type SampledTask } from '../../../../daemon/tasks/usage/live-sampler.js'
 import { processFigures } from '../../../../daemon/tasks/usage/process-figures.js'
+import { createQueuedTask, markStarted } from '../../../../daemon/tasks/transitions.js'
+import { taskBase } from '../../../helpers/task-base.js'
 
 /** The live sampler, on this test's own process (its figures are real) and a clock the test moves. */
 
@@ -139,5 +141,24 @@ describe('the sampling budget', () => {
     expect(sampler.sample(self)).toBe(first)
     time.advance(1)
     expect(sampler.sample(self).sampledAt).not.toBe(first.sampledAt)
+  })
+
+  test("usageOf answers a running task's figures, fresh ones without reading anything, and nothing for a task that is not running", () => {
+    const time = clock(3_000_000)
+    const sampler = new LiveSampler({ now: time.now })
+    const queued = createQueuedTask(taskBase({ id: self.id }))
+    const running = markStarted(queued, process.pid, new Date(time.now() - 10_000))
+    const asked: number[] = []
+    const sampledOf = (startedAtMs: number) => {
+      asked.push(startedAtMs)
+      return { ...self, startedAtMs }
+    }
+    expect(sampler.usageOf(queued, sampledOf)).toBeUndefined()
+    const first = sampler.usageOf(running, sampledOf)
+    expect(first?.memoryBytes).toBeGreaterThan(0)
+    expect(sampler.usageOf(running, sampledOf)).toBe(first)
+    expect(asked).toEqual([time.now() - 10_000])
+    sampler.forget(self.id)
+    expect(sampler.usageOf(running, () => null)).toBeUndefined()
   })
 })
