@@ -108,6 +108,10 @@ describe('how the console looks', () => {
     expect(failures.every((look) => look.failure)).toBe(true)
     const colours = [calm.colour, ...failures.map((look) => look.colour)]
     expect(new Set(colours).size, colours.join(', ')).toBe(colours.length)
+    // The task's view shows the same pill, and its run time to the tenth.
+    await page.click(cell('exit 3', 'command'))
+    await page.waitForSelector('#task-view:not([hidden]) [data-field="state"].state-exited-nonzero.failure:has-text("exited 3")')
+    expect(await page.textContent('#task-view [data-field="runtime"]')).toMatch(/^\d+\.\d s$/)
   })
 
   test('the header counts the failures, live; the "failed" filter shows exactly them', async () => {
@@ -127,7 +131,7 @@ describe('how the console looks', () => {
     await openPage()
     expect(await page.textContent(`${cell('ok', 'age')} .age-when`)).toMatch(/^ended (just now|\d+ s ago|\d+ min ago)$/)
     expect(await page.textContent(`${cell('ok', 'age')} .age-ran`)).toMatch(/^ran 0\.[3-9] s$/)
-    expect(await page.getAttribute(cell('ok', 'age'), 'title')).toMatch(/\nended \S/)
+    expect(await page.getAttribute(cell('ok', 'age'), 'title')).toMatch(/\nended \S.*\nran 0\.[3-9] s$/)
     expect(await page.textContent(`${cell('running', 'age')} .age-when`)).toMatch(/^running \d+ s$|^running \d+ min$/)
     expect(await page.textContent(`${cell('running', 'age')} .age-ran`)).toBe('')
   })
@@ -217,8 +221,11 @@ describe('how the console looks', () => {
   test('a rich table for docs/console.md: failures, a running task, a port (TEND_DOCS_SCREENSHOT=1 writes docs/console.png)', async () => {
     await openPage(1600)
     await page.waitForSelector(`${cell('web', 'ports')} a`)
+    // The running tasks' first live figures, so that the picture has them.
+    await expect.poll(() => page.textContent(cell('web', 'mem')), { timeout: 10_000 }).toMatch(/iB$/)
     const shot = join(SCREENSHOT_DIR, 'console-table.png')
-    await page.screenshot({ path: shot })
+    const table = (await page.$eval('#tasks', (element) => element.getBoundingClientRect().bottom))!
+    await page.screenshot({ path: shot, clip: { x: 0, y: 0, width: 1600, height: Math.ceil(table) + 16 } })
     if (process.env.TEND_DOCS_SCREENSHOT === '1') copyFileSync(shot, join(REPO_ROOT, 'docs', 'console.png'))
   })
 })

@@ -153,7 +153,8 @@ function update(entry, task) {
   const times = `${task.startedAt}/${task.endedAt}`
   if (values.times !== times) {
     values.times = times
-    cells.age.title = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}`
+    const { ran } = taskAge(task, 0)
+    cells.age.title = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}${ran ? `\n${ran}` : ''}`
   }
   updateAids(entry, task)
   set(entry, 'output', formatBytes(task.outputBytes))
