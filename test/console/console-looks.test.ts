@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { copyFileSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -92,6 +91,23 @@ async function openPage(width = 1600, colorScheme: 'light' | 'dark' = 'light'): 
   return page
 }
 
+/** What the callbacks run in the page use of it: the tests compile without the DOM's types. */
+interface PageElement {
+  textContent: string | null
+  className: string
+  classList: { contains: (name: string) => boolean }
+  dataset: Record<string, string>
+  width: number
+  height: number
+  querySelector: (selector: string) => PageElement | null
+  querySelectorAll: (selector: string) => Iterable<PageElement>
+  getContext: (kind: '2d') => { getImageData: (x: number, y: number, width: number, height: number) => { data: Uint8ClampedArray } }
+}
+interface PageWindow {
+  document: PageElement
+  getComputedStyle: (element: PageElement) => { color: string; backgroundColor: string }
+}
+
 const row = (id: string) => `#tasks tbody tr[data-task-id="${id}"]`
 const cell = (name: string, column: string) => `${row(ids[name]!)} td[data-col="${column}"]`
 const FAILURES = ['exit 3', 'killed', 'timed out', 'failed', 'lost']
@@ -100,7 +116,11 @@ describe('how the console looks', () => {
   test('a non-zero exit, a kill, a timeout, a failed start and a lost task each have a pill and colour of their own; exit 0 stays calm', async () => {
     await openPage()
     const pill = async (name: string) =>
-      page.$eval(`${cell(name, 'state')} .badge`, (badge) => ({ text: badge.textContent, failure: badge.classList.contains('failure'), colour: getComputedStyle(badge).backgroundColor }))
+      page.$eval(`${cell(name, 'state')} .badge`, (badge) => ({
+        text: badge.textContent,
+        failure: badge.classList.contains('failure'),
+        colour: (globalThis as unknown as PageWindow).getComputedStyle(badge as unknown as PageElement).backgroundColor,
+      }))
     const calm = await pill('ok')
     expect(calm).toMatchObject({ text: 'exited', failure: false })
     const failures = await Promise.all(FAILURES.map(pill))
@@ -121,7 +141,7 @@ describe('how the console looks', () => {
     await page.waitForSelector('#failure-count:has-text("6 failed")', { timeout: 10_000 })
     await page.click('#failure-count')
     expect(await page.inputValue('#filter-state')).toBe('failures')
-    const shown = await page.$$eval('#tasks tbody tr:not([hidden])', (rows) => rows.map((tr) => (tr as HTMLElement).dataset.taskId))
+    const shown = await page.$$eval('#tasks tbody tr:not([hidden])', (rows) => rows.map((tr) => (tr as unknown as PageElement).dataset.taskId))
     expect(shown.sort()).toEqual([...FAILURES.map((name) => ids[name]), another.id].sort())
     await daemon.client.remove(another.id)
     await page.waitForSelector('#failure-count:has-text("5 failed")')
@@ -165,6 +185,7 @@ describe('how the console looks', () => {
       await page.click(cell('colours', 'command'))
       await page.waitForSelector('#output span:has-text("REVERSED")')
       const measured = await page.evaluate(() => {
+        const { document, getComputedStyle } = globalThis as unknown as PageWindow
         const rgb = (colour: string) => (colour.match(/[\d.]+/g) ?? []).slice(0, 3).map(Number)
         const luminance = (colour: string) => {
           const [r, g, b] = rgb(colour).map((c) => {
@@ -201,9 +222,10 @@ describe('how the console looks', () => {
   test('the spool chart draws the first status answer at once, across its box', async () => {
     await openPage()
     await page.waitForSelector('#spool-use:has-text("of")')
-    const drawn = await page.$eval('#spool-chart canvas', (canvas) => {
-      const { width, height } = canvas as HTMLCanvasElement
-      const pixels = (canvas as HTMLCanvasElement).getContext('2d')!.getImageData(0, 0, width, height).data
+    const drawn = await page.$eval('#spool-chart canvas', (element) => {
+      const canvas = element as unknown as PageElement
+      const { width, height } = canvas
+      const pixels = canvas.getContext('2d').getImageData(0, 0, width, height).data
       let columns = 0
       for (let x = 0; x < width; x++) {
         for (let y = 0; y < height; y++) {
