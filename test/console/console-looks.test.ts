@@ -64,7 +64,8 @@ beforeAll(async () => {
   await finished('timed out', { command: ['sleep', '1000'], timeoutMs: 500 })
   await finished('failed', { command: ['echo', 'never'], after: [ids['exit 3']!] })
   await finished('colours', {
-    command: 'for c in 30 31 32 33 34 35 36 37 90 91 92 93 94 95 96 97; do printf "\\033[%smcolour-%s\\033[0m\\n" $c $c; done; printf "\\033[7mREVERSED\\033[27m plain \\033[1;34mbold blue\\033[0m\\n"',
+    command:
+      'for c in 30 31 32 33 34 35 36 37 90 91 92 93 94 95 96 97; do printf "\\033[%smcolour-%s\\033[0m\\n" $c $c; done; printf "\\033[7mREVERSED\\033[27m plain \\033[1;34mbold blue\\033[0m\\n"',
     shell: true,
   })
   await finished('web', { command: 'exec python3 -m http.server "$PORT" --bind 127.0.0.1', shell: true, port: 'auto', sandbox: 'off' })
@@ -202,7 +203,11 @@ describe('how the console looks', () => {
         const background = getComputedStyle(output).backgroundColor
         const colours = [...output.querySelectorAll('span[class*="-fg"]')]
           .filter((span) => /^colour-\d+$/.test(span.textContent ?? ''))
-          .map((span) => ({ name: `${span.className} (${span.textContent})`, colour: getComputedStyle(span).color, ratio: ratio(getComputedStyle(span).color, background) }))
+          .map((span) => ({
+            name: `${span.className} (${span.textContent})`,
+            colour: getComputedStyle(span).color,
+            ratio: ratio(getComputedStyle(span).color, background),
+          }))
         const reversed = [...output.querySelectorAll('span')].find((span) => span.textContent === 'REVERSED')!
         return {
           background,

@@ -36,12 +36,23 @@ describe("the console's failures and ages", () => {
   })
 
   test('ago and run time read at a glance', () => {
-    expect([0, 4_999, 12_000, 59_999, 180_000, 7_200_000, 5 * 86_400_000].map(format.formatAgo)).toEqual(['just now', 'just now', '12 s ago', '59 s ago', '3 min ago', '2 h ago', '5 d ago'])
+    expect([0, 4_999, 12_000, 59_999, 180_000, 7_200_000, 5 * 86_400_000].map(format.formatAgo)).toEqual([
+      'just now',
+      'just now',
+      '12 s ago',
+      '59 s ago',
+      '3 min ago',
+      '2 h ago',
+      '5 d ago',
+    ])
     expect([0, 1_234, 9_999, 42_000, 245_000].map(format.formatRunTime)).toEqual(['0.0 s', '1.2 s', '9.9 s', '42 s', '4m 05s'])
   })
 
   test('a finished task: when it ended and how long it ran; running and queued: for how long', () => {
-    expect(format.taskAge({ state: 'exited', createdAt: at(0), startedAt: at(1_000), endedAt: at(2_200) }, NOW)).toEqual({ when: 'ended 59 min ago', ran: 'ran 1.2 s' })
+    expect(format.taskAge({ state: 'exited', createdAt: at(0), startedAt: at(1_000), endedAt: at(2_200) }, NOW)).toEqual({
+      when: 'ended 59 min ago',
+      ran: 'ran 1.2 s',
+    })
     expect(format.taskAge({ state: 'failed', createdAt: at(0), startedAt: null, endedAt: at(0) }, NOW)).toEqual({ when: 'ended 1 h ago', ran: '' })
     expect(format.taskAge({ state: 'running', createdAt: at(0), startedAt: at(3_480_000) }, NOW)).toEqual({ when: 'running 2 min', ran: '' })
     expect(format.taskAge({ state: 'queued', createdAt: at(3_560_000) }, NOW)).toEqual({ when: 'queued 40 s', ran: '' })
