@@ -129,6 +129,9 @@ describe('how the console looks', () => {
     expect(failures.every((look) => look.failure)).toBe(true)
     const colours = [calm.colour, ...failures.map((look) => look.colour)]
     expect(new Set(colours).size, colours.join(', ')).toBe(colours.length)
+    // Why it stopped is marked on a failure's row only.
+    expect(await page.$eval(row(ids['exit 3']!), (tr) => tr.classList.contains('failure'))).toBe(true)
+    expect(await page.$eval(row(ids.ok!), (tr) => tr.classList.contains('failure'))).toBe(false)
     // The task's view shows the same pill, and its run time to the tenth.
     await page.click(cell('exit 3', 'command'))
     await page.waitForSelector('#task-view:not([hidden]) [data-field="state"].state-exited-nonzero.failure:has-text("exited 3")')

@@ -7,7 +7,7 @@ import * as store from './task-store.js'
 import { createRowGroups } from './row-groups.js'
 import * as usage from './usage-history.js'
 import { portsKey, renderPorts } from './port-links.js'
-import { commandLine, formatBytes, formatTime, isActive, stateLook, stoppedText, taskAge, visible } from '../shared/format.js'
+import { commandLine, formatBytes, formatTime, isActive, isFailure, stateLook, stoppedText, taskAge, visible } from '../shared/format.js'
 import { afterText, readinessKind, readinessText, stateNote, usageCells, usageText } from '../shared/aids-format.js'
 
 const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'cpu', 'mem', 'ports', 'output', 'sandbox', 'stopped']
@@ -146,6 +146,7 @@ function update(entry, task) {
     entry.tr.dataset.state = task.state
     entry.badge.textContent = look.label
     entry.badge.className = look.className
+    entry.tr.classList.toggle('failure', isFailure(task))
   }
   if (isActive(task)) active.add(task.id)
   else active.delete(task.id)
