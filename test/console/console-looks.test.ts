@@ -109,6 +109,19 @@ interface PageWindow {
   getComputedStyle: (element: PageElement) => { color: string; backgroundColor: string }
 }
 
+/** WCAG 2's contrast ratio of two computed colours, `rgb(r, g, b)` as the browser gives them. */
+function contrastRatio(first: string, second: string): number {
+  const luminance = (colour: string) => {
+    const [r, g, b] = (colour.match(/[\d.]+/g) ?? []).slice(0, 3).map((c) => {
+      const v = Number(c) / 255
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4
+    })
+    return 0.2126 * r! + 0.7152 * g! + 0.0722 * b!
+  }
+  const [high, low] = [luminance(first), luminance(second)].sort((x, y) => y - x)
+  return (high! + 0.05) / (low! + 0.05)
+}
+
 const row = (id: string) => `#tasks tbody tr[data-task-id="${id}"]`
 const cell = (name: string, column: string) => `${row(ids[name]!)} td[data-col="${column}"]`
 const FAILURES = ['exit 3', 'killed', 'timed out', 'failed', 'lost']
@@ -121,6 +134,7 @@ describe('how the console looks', () => {
         text: badge.textContent,
         failure: badge.classList.contains('failure'),
         colour: (globalThis as unknown as PageWindow).getComputedStyle(badge as unknown as PageElement).backgroundColor,
+        textColour: (globalThis as unknown as PageWindow).getComputedStyle(badge as unknown as PageElement).color,
       }))
     const calm = await pill('ok')
     expect(calm).toMatchObject({ text: 'exited', failure: false })
@@ -129,6 +143,8 @@ describe('how the console looks', () => {
     expect(failures.every((look) => look.failure)).toBe(true)
     const colours = [calm.colour, ...failures.map((look) => look.colour)]
     expect(new Set(colours).size, colours.join(', ')).toBe(colours.length)
+    const hard = [calm, ...failures].filter((look) => contrastRatio(look.textColour, look.colour) < 4.5).map((look) => `${look.text}: ${look.colour}`)
+    expect(hard, 'pills whose text has less than 4.5:1').toEqual([])
     // Why it stopped is marked on a failure's row only.
     expect(await page.$eval(row(ids['exit 3']!), (tr) => tr.classList.contains('failure'))).toBe(true)
     expect(await page.$eval(row(ids.ok!), (tr) => tr.classList.contains('failure'))).toBe(false)
@@ -190,27 +206,11 @@ describe('how the console looks', () => {
       await page.waitForSelector('#output span:has-text("REVERSED")')
       const measured = await page.evaluate(() => {
         const { document, getComputedStyle } = globalThis as unknown as PageWindow
-        const rgb = (colour: string) => (colour.match(/[\d.]+/g) ?? []).slice(0, 3).map(Number)
-        const luminance = (colour: string) => {
-          const [r, g, b] = rgb(colour).map((c) => {
-            const v = c / 255
-            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4
-          })
-          return 0.2126 * r! + 0.7152 * g! + 0.0722 * b!
-        }
-        const ratio = (a: string, b: string) => {
-          const [high, low] = [luminance(a), luminance(b)].sort((x, y) => y - x)
-          return (high! + 0.05) / (low! + 0.05)
-        }
         const output = document.querySelector('#output')!
         const background = getComputedStyle(output).backgroundColor
         const colours = [...output.querySelectorAll('span[class*="-fg"]')]
           .filter((span) => /^colour-\d+$/.test(span.textContent ?? ''))
-          .map((span) => ({
-            name: `${span.className} (${span.textContent})`,
-            colour: getComputedStyle(span).color,
-            ratio: ratio(getComputedStyle(span).color, background),
-          }))
+          .map((span) => ({ name: `${span.className} (${span.textContent})`, colour: getComputedStyle(span).color }))
         const reversed = [...output.querySelectorAll('span')].find((span) => span.textContent === 'REVERSED')!
         return {
           background,
@@ -220,7 +220,10 @@ describe('how the console looks', () => {
         }
       })
       expect(measured.colours).toHaveLength(16)
-      const low = measured.colours.filter((colour) => colour.ratio < 4.5).map((colour) => `${colour.name} ${colour.colour}: ${colour.ratio.toFixed(2)}`)
+      const low = measured.colours
+        .map((colour) => ({ ...colour, ratio: contrastRatio(colour.colour, measured.background) }))
+        .filter((colour) => colour.ratio < 4.5)
+        .map((colour) => `${colour.name} ${colour.colour}: ${colour.ratio.toFixed(2)}`)
       expect(low, `colours below 4.5:1 on ${measured.background}`).toEqual([])
       expect(measured.reversed).toEqual({ colour: measured.background, background: measured.text })
       await page.screenshot({ path: join(SCREENSHOT_DIR, `console-colours-${theme}.png`) })
