@@ -6,8 +6,14 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
  * it is live. Script errors, CSP refusals and failed loads are pushed to `errors` as they come,
  * for the test to check empty after each case.
  */
-export async function openConsolePage(browser: Browser, url: string, errors: string[], width = 1400): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext({ viewport: { width, height: 900 } })
+export async function openConsolePage(
+  browser: Browser,
+  url: string,
+  errors: string[],
+  width = 1400,
+  colorScheme: 'light' | 'dark' = 'light',
+): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ viewport: { width, height: 900 }, colorScheme })
   const page = await context.newPage()
   page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`))
   page.on('console', (message) => {

@@ -5,7 +5,8 @@ import { isSessionEnded, onSessionEnded } from './shared/api.js'
 import { setupConfirm } from './shared/confirm.js'
 import { setupMessages, showError, showSessionEnded } from './shared/messages.js'
 import { createTaskTable } from './tasks/task-table.js'
-import { createFilters } from './tasks/filters.js'
+import { createFilters, showFailures } from './tasks/filters.js'
+import { setupColumnResize } from './tasks/column-resize.js'
 import { setupHeader } from './header/header.js'
 import { startLiveSync } from './tasks/live-sync.js'
 import { setupOutputView } from './output/output-view.js'
@@ -57,6 +58,7 @@ function main() {
       location.hash = `#/tasks/${encodeURIComponent(id)}`
     },
   })
+  setupColumnResize($('#tasks'))
   createFilters({ owner: $('#filter-owner'), state: $('#filter-state'), search: $('#search') })
   setupHeader({
     version: $('#daemon-version'),
@@ -65,6 +67,8 @@ function main() {
     sandbox: $('#sandbox-capability'),
     concurrency: $('#concurrency'),
     gcButton: $('#gc-button'),
+    failureCount: $('#failure-count'),
+    onShowFailures: () => showFailures($('#filter-state')),
   })
 
   const output = $('#output')

@@ -3,7 +3,7 @@
 
 import { api, onSessionEnded, SessionEndedError } from '../shared/api.js'
 import * as store from '../tasks/task-store.js'
-import { formatBytes, formatPercent, formatTime, isActive } from '../shared/format.js'
+import { formatBytes, formatPercent, formatTime, isActive, isFailure } from '../shared/format.js'
 import { createSpoolChart } from './spool-chart.js'
 import { confirmAction } from '../shared/confirm.js'
 import { showError, showNote } from '../shared/messages.js'
@@ -14,16 +14,22 @@ const STATUS_MS = 5000
 let elements
 let status = null
 let chart
+let failures = 0
 
 export function setupHeader(found) {
   elements = found
   chart = createSpoolChart(elements.spoolChart)
   elements.gcButton.addEventListener('click', () => void collectGarbage())
+  elements.failureCount.addEventListener('click', elements.onShowFailures)
   let frame = 0
-  store.subscribe(() => {
+  store.subscribe((kind, task, previous) => {
+    // Counted as the store changes, so that thousands of tasks are never walked again.
+    if (previous && isFailure(previous)) failures--
+    if (kind === 'upsert' && isFailure(task)) failures++
     frame ||= requestAnimationFrame(() => {
       frame = 0
       showConcurrency()
+      showFailureCount()
     })
   })
   void pollStatus()
@@ -77,6 +83,13 @@ function showConcurrency() {
   if (!status) return
   const text = `${status.concurrency} at once, ${status.perOwnerConcurrency} per owner · ${store.countOf('running')} running, ${store.countOf('queued')} queued`
   if (elements.concurrency.textContent !== text) elements.concurrency.textContent = text
+}
+
+function showFailureCount() {
+  const text = `${failures} failed`
+  if (elements.failureCount.textContent === text) return
+  elements.failureCount.textContent = text
+  elements.failureCount.dataset.count = String(failures)
 }
 
 async function collectGarbage() {

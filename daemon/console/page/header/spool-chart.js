@@ -21,10 +21,8 @@ export function createSpoolChart(element) {
       select: { show: false },
       axes: [{ show: false }, { show: false }],
       // From zero, so that a small change does not look like a spike.
-      // One sample has no time span: it is drawn at the right edge, where the next ones follow.
-      scales: { x: { time: true, range: (u, min, max) => (u.data[0].length < 2 ? [min - 60, min] : [min, max]) }, y: { range: (_u, _min, max) => [0, Math.max(max * 1.15, 1024)] } },
-      // A single sample draws no line: it shows as a dot until the second one.
-      series: [{}, { stroke, fill, width: 1.5, points: { show: (u) => u.data[0].length < 2, size: 5 } }],
+      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(max * 1.15, 1024)] } },
+      series: [{}, { stroke, fill, width: 1.5, points: { show: false } }],
     },
     [times, used],
     element,
@@ -39,11 +37,13 @@ export function createSpoolChart(element) {
         times.shift()
         used.shift()
       }
-      plot.setData([times, used])
+      // The first answer is known at once: its level is drawn across the box, filled, rather than
+      // one dot at its edge; the next samples draw the trend from there.
+      plot.setData(times.length === 1 ? [[times[0] - 60, times[0]], [used[0], used[0]]] : [times, used])
       const low = Math.min(...used)
       const high = Math.max(...used)
       const minutes = Math.max(1, Math.round((times[times.length - 1] - times[0]) / 60))
-      const label = `Spool use over the last ${minutes} min: from ${formatBytes(low)} to ${formatBytes(high)}`
+      const label = times.length === 1 ? `Spool use now: ${formatBytes(high)} (its trend follows)` : `Spool use over the last ${minutes} min: from ${formatBytes(low)} to ${formatBytes(high)}`
       element.setAttribute('aria-label', label)
       element.title = label
     },

@@ -2,13 +2,12 @@
 // WINDOW_BYTES of them whatever the output's size. New output pushes the oldest chunks out at the
 // top; earlier output, loaded on request, pushes the newest out at the bottom.
 
-import { AnsiUp } from '/console/vendor/ansi_up.js'
+import { TerminalAnsi } from '../shared/terminal-colours.js'
 
 export const WINDOW_BYTES = 512 * 1024
 
 function newAnsi() {
-  const ansi = new AnsiUp()
-  ansi.use_classes = false
+  const ansi = new TerminalAnsi()
   // Output is untrusted: no clickable links (OSC 8) from it.
   ansi.url_allowlist = {}
   return ansi

@@ -65,11 +65,62 @@ export function isActive(task) {
   return ACTIVE.has(task.state)
 }
 
-/** The age column: how long an active task has existed, how long a finished one ran. */
+const FAILURE_STATES = new Set(['killed', 'timed_out', 'failed', 'lost'])
+
+/** A task that ended badly: a non-zero exit, a kill, a timeout, a failed start or a lost keeper. */
+export function isFailure(task) {
+  if (task.state === 'exited') return task.exitCode !== 0 && task.exitCode !== null && task.exitCode !== undefined
+  return FAILURE_STATES.has(task.state)
+}
+
+/** A state pill's text and classes: a non-zero exit has a pill of its own, every failure is marked. */
+export function stateLook(task) {
+  const nonZero = task.state === 'exited' && isFailure(task)
+  const label = nonZero ? `exited ${task.exitCode}` : task.state
+  const className = `badge state-${nonZero ? 'exited-nonzero' : task.state}${isFailure(task) ? ' failure' : ''}`
+  return { label, className }
+}
+
+/** `0.4 s`, `12 s`, `4m 05s`: tenths where a run is short enough for them to matter. */
+export function formatRunTime(ms) {
+  if (Number.isFinite(ms) && ms >= 0 && ms < 10_000) return `${(Math.floor(ms / 100) / 10).toFixed(1)} s`
+  if (Number.isFinite(ms) && ms < 60_000) return `${Math.floor(ms / 1000)} s`
+  return formatDuration(ms)
+}
+
+/** `just now`, `12 s ago`, `3 min ago`, `2 h ago`, `4 d ago`: one unit, it only has to place the moment. */
+export function formatAgo(ms) {
+  const seconds = Math.floor(Math.max(0, ms) / 1000)
+  if (seconds < 5) return 'just now'
+  if (seconds < 60) return `${seconds} s ago`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 60) return `${minutes} min ago`
+  const hours = Math.floor(minutes / 60)
+  if (hours < 48) return `${hours} h ago`
+  return `${Math.floor(hours / 24)} d ago`
+}
+
+/** `2 min`, `1 h 05 min`: a running task's time so far, one or two units. */
+function formatSince(ms) {
+  const seconds = Math.floor(Math.max(0, ms) / 1000)
+  if (seconds < 60) return `${seconds} s`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 60) return `${minutes} min`
+  const hours = Math.floor(minutes / 60)
+  if (hours < 48) return `${hours} h ${pad(minutes % 60)} min`
+  return `${Math.floor(hours / 24)} d ${pad(hours % 24)} h`
+}
+
+/**
+ * The age column: `running 2 min` (since it started), `queued 40 s`, or, once finished, when it
+ * ended (`ended 3 min ago`) and how long it ran (`ran 1.2 s`) apart, for two spans of the cell.
+ */
 export function taskAge(task, now) {
-  if (isActive(task)) return formatDuration(now - Date.parse(task.createdAt))
-  if (task.startedAt && task.endedAt) return `ran ${formatDuration(Date.parse(task.endedAt) - Date.parse(task.startedAt))}`
-  return '—'
+  if (task.state === 'running') return { when: `running ${formatSince(now - Date.parse(task.startedAt ?? task.createdAt))}`, ran: '' }
+  if (task.state === 'queued') return { when: `queued ${formatSince(now - Date.parse(task.createdAt))}`, ran: '' }
+  const ended = task.endedAt ? `ended ${formatAgo(now - Date.parse(task.endedAt))}` : '—'
+  const ran = task.startedAt && task.endedAt ? `ran ${formatRunTime(Date.parse(task.endedAt) - Date.parse(task.startedAt))}` : ''
+  return { when: ended, ran }
 }
 
 // Task commands are written by agents and may be hostile: control characters could fake line

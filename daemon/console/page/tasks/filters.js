@@ -2,7 +2,7 @@
 // from the tasks as they appear, so the owner list needs no request of its own.
 
 import * as store from './task-store.js'
-import { isActive, visible } from '../shared/format.js'
+import { isActive, isFailure, visible } from '../shared/format.js'
 import { setFilter } from './task-table.js'
 
 const owners = new Set()
@@ -14,7 +14,7 @@ export function createFilters({ owner, state, search }) {
     const needle = search.value.trim().toLowerCase()
     setFilter((task, haystack) => {
       if (wantedOwner && task.owner !== wantedOwner) return false
-      if (wantedState === 'active' ? !isActive(task) : wantedState === 'finished' ? isActive(task) : wantedState && task.state !== wantedState) return false
+      if (!stateMatches(wantedState, task)) return false
       return !needle || haystack.includes(needle)
     })
   }
@@ -31,6 +31,19 @@ export function createFilters({ owner, state, search }) {
     if (kind === 'upsert' && !owners.has(task.owner)) addOwner(owner, task.owner)
   })
   apply()
+}
+
+function stateMatches(wanted, task) {
+  if (wanted === 'active') return isActive(task)
+  if (wanted === 'finished') return !isActive(task)
+  if (wanted === 'failures') return isFailure(task)
+  return !wanted || task.state === wanted
+}
+
+/** Shows the failures only, as the header's count of them asks. */
+export function showFailures(state) {
+  state.value = 'failures'
+  state.dispatchEvent(new Event('change'))
 }
 
 // Kept sorted so that a long list of agents stays findable; the first option (all owners) stays first.

@@ -7,14 +7,19 @@ import * as store from './task-store.js'
 import { createRowGroups } from './row-groups.js'
 import * as usage from './usage-history.js'
 import { portsKey, renderPorts } from './port-links.js'
-import { commandLine, formatBytes, formatTime, isActive, stoppedText, taskAge, visible } from '../shared/format.js'
+import { commandLine, formatBytes, formatTime, isActive, isFailure, stateLook, stoppedText, taskAge, visible } from '../shared/format.js'
 import { afterText, readinessKind, readinessText, stateNote, usageCells, usageText } from '../shared/aids-format.js'
 
 const COLUMNS = ['state', 'id', 'command', 'owner', 'age', 'cpu', 'mem', 'ports', 'output', 'sandbox', 'stopped']
 
+/** A finished task's "ended … ago" changes each second for its first minutes, then each minute at most. */
+const RECENT_MS = 2 * 60_000
+const ALL_AGES_MS = 30_000
+
 const entries = new Map()
 const dirty = new Set()
 const active = new Set()
+let agesTickedAt = 0
 let groups
 let countElement
 let emptyElement
@@ -97,6 +102,12 @@ function create(task) {
   const note = document.createElement('span')
   note.className = 'state-note'
   cells.state.append(badge, note)
+  // When it ended (or how long it has run) and, once finished, how long it ran.
+  const when = document.createElement('span')
+  when.className = 'age-when'
+  const ran = document.createElement('span')
+  ran.className = 'age-ran'
+  cells.age.append(when, ran)
   const link = document.createElement('a')
   link.href = `#/tasks/${encodeURIComponent(task.id)}`
   link.textContent = task.id
@@ -118,7 +129,7 @@ function create(task) {
   cells.owner.textContent = visible(task.owner)
   cells.owner.title = visible(task.owner)
   const haystack = `${task.id}\n${task.name ?? ''}\n${command}`.toLowerCase()
-  const entry = { tr, cells, badge, note, task: null, haystack, created: Date.parse(task.createdAt), values: {}, shown: true }
+  const entry = { tr, cells, badge, note, when, ran, task: null, haystack, created: Date.parse(task.createdAt), values: {}, shown: true }
   entries.set(task.id, entry)
   update(entry, task)
   if (task.id === selectedId) tr.classList.add('selected')
@@ -127,27 +138,31 @@ function create(task) {
 
 function update(entry, task) {
   entry.task = task
+  entry.endedMs = task.endedAt ? Date.parse(task.endedAt) : NaN
   const { cells, values } = entry
-  if (values.state !== task.state) {
-    values.state = task.state
+  const look = stateLook(task)
+  if (values.state !== look.className + look.label) {
+    values.state = look.className + look.label
     entry.tr.dataset.state = task.state
-    entry.badge.textContent = task.state
-    entry.badge.className = `badge state-${task.state}`
+    entry.badge.textContent = look.label
+    entry.badge.className = look.className
+    entry.tr.classList.toggle('failure', isFailure(task))
   }
   if (isActive(task)) active.add(task.id)
   else active.delete(task.id)
-  set(entry, 'age', taskAge(task, Date.now()))
+  showAge(entry, Date.now())
   const times = `${task.startedAt}/${task.endedAt}`
   if (values.times !== times) {
     values.times = times
-    cells.age.title = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}`
+    const { ran } = taskAge(task, 0)
+    cells.age.title = `created ${formatTime(task.createdAt)}${task.startedAt ? `\nstarted ${formatTime(task.startedAt)}` : ''}${task.endedAt ? `\nended ${formatTime(task.endedAt)}` : ''}${ran ? `\n${ran}` : ''}`
   }
   updateAids(entry, task)
   set(entry, 'output', formatBytes(task.outputBytes))
   const outputTitle = `${task.outputBytes} bytes (cap ${formatBytes(task.maxOutputBytes)})`
   if (values.outputTitle !== outputTitle) cells.output.title = values.outputTitle = outputTitle
   // The network mode beside the profile: `off` always has the host's network.
-  set(entry, 'sandbox', task.sandbox === 'off' ? 'off' : `${task.sandbox} · ${task.network}`)
+  if (set(entry, 'sandbox', task.sandbox === 'off' ? 'off' : `${task.sandbox} · ${task.network}`)) cells.sandbox.title = entry.values.sandbox
   const stopped = stoppedText(task)
   if (set(entry, 'stopped', stopped)) cells.stopped.title = stopped
   showIf(entry)
@@ -188,6 +203,13 @@ function set(entry, column, text) {
   return true
 }
 
+function showAge(entry, now) {
+  const { when, ran } = taskAge(entry.task, now)
+  const { values } = entry
+  if (values.when !== when) entry.when.textContent = values.when = when
+  if (values.ran !== ran) entry.ran.textContent = values.ran = ran
+}
+
 function showIf(entry) {
   const shown = matches(entry.task, entry.haystack)
   if (shown !== entry.shown) {
@@ -221,8 +243,9 @@ function updateCount() {
 function tickAges() {
   if (document.hidden) return
   const now = Date.now()
-  for (const id of active) {
-    const entry = entries.get(id)
-    if (entry) set(entry, 'age', taskAge(entry.task, now))
+  const all = now - agesTickedAt >= ALL_AGES_MS
+  if (all) agesTickedAt = now
+  for (const entry of entries.values()) {
+    if (all || active.has(entry.task.id) || now - entry.endedMs < RECENT_MS) showAge(entry, now)
   }
 }

@@ -3,7 +3,7 @@
 import { api, taskPath } from '../shared/api.js'
 import { firstList } from './live-sync.js'
 import * as store from './task-store.js'
-import { formatBytes, formatDuration, formatTime, isActive, isTaskId, quotedCommand, visible } from '../shared/format.js'
+import { formatBytes, formatDuration, formatRunTime, formatTime, isActive, isTaskId, quotedCommand, stateLook, visible } from '../shared/format.js'
 import { closeOutput, openOutput, outputTaskChanged, outputTaskRemoved } from '../output/output-view.js'
 import { confirmAction } from '../shared/confirm.js'
 import { showError, showNote } from '../shared/messages.js'
@@ -15,7 +15,7 @@ const MAX_GRACE_MS = 3_600_000
 
 /** The dictionary's fields: the text of each, from a task. */
 const FIELDS = {
-  state: (t) => t.state,
+  state: (t) => stateLook(t).label,
   id: (t) => t.id,
   name: (t) => (t.name ? visible(t.name) : '—'),
   owner: (t) => visible(t.owner),
@@ -67,8 +67,8 @@ function networkField(task) {
 
 function runtime(task) {
   if (!task.startedAt) return task.state === 'queued' ? `queued for ${formatDuration(Date.now() - Date.parse(task.createdAt))}` : '—'
-  const end = task.endedAt ? Date.parse(task.endedAt) : Date.now()
-  return formatDuration(end - Date.parse(task.startedAt))
+  if (!task.endedAt) return formatDuration(Date.now() - Date.parse(task.startedAt))
+  return formatRunTime(Date.parse(task.endedAt) - Date.parse(task.startedAt))
 }
 
 export async function openTask(id) {
@@ -125,7 +125,7 @@ function clearFields() {
 
 function show(task) {
   for (const [name, text] of Object.entries(FIELDS)) setField(name, text(task))
-  el.fields.state.className = `badge state-${task.state}`
+  el.fields.state.className = stateLook(task).className
   el.title.textContent = task.name ? `${visible(task.name)} (${task.id})` : `Task ${task.id}`
   el.fields.command.title = task.shell ? 'a shell line (sh -c)' : 'the program and its arguments'
   el.kill.disabled = removed || !isActive(task) || el.kill.dataset.busy === 'true'
