@@ -1,6 +1,7 @@
 import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type ReadResult, type Task } from '../../client/index.js'
 import type { OwnerSession } from './owner-session.js'
 import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
+import { inToolTerms } from './refusal-terms.js'
 import { ToolFailure } from './tool-failure.js'
 import type { TaskPort } from '../../protocol/ports.js'
 import type { Readiness } from '../../protocol/readiness.js'
@@ -156,7 +157,9 @@ export interface TaskKillArgs {
 export async function killTask(session: OwnerSession, args: TaskKillArgs): Promise<Task> {
   await session.open()
   session.markSeen(args.task_id)
-  return session.watch(args.task_id, () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason }))
+  return session.watch(args.task_id, () =>
+    inToolTerms('the kill was refused', () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason })),
+  )
 }
 
 export interface TaskListEntry {
