@@ -23,11 +23,11 @@ describe('a refusal in the tool’s terms', () => {
 
   test('a validation refusal becomes a ToolFailure keeping its cause; any other error passes unchanged', async () => {
     const refusal = new TendError('TEND_ERR_VALIDATION', { detail: 'body/timeoutMs: expected a number' })
-    const failure = await inToolTerms('the task was refused', () => Promise.reject(refusal)).catch((error: unknown) => error)
+    const failure = await inToolTerms('the task was refused', undefined, () => Promise.reject(refusal)).catch((error: unknown) => error)
     expect(failure).toBeInstanceOf(ToolFailure)
     expect((failure as Error).message).toBe('the task was refused: timeout: expected a number')
     expect((failure as Error).cause).toBe(refusal)
     const other = new TendError('TEND_ERR_INVALID_TASK_ID', { id: 'x' })
-    await expect(inToolTerms('the task was refused', () => Promise.reject(other))).rejects.toBe(other)
+    await expect(inToolTerms('the task was refused', undefined, () => Promise.reject(other))).rejects.toBe(other)
   })
 })

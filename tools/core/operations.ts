@@ -158,7 +158,7 @@ export async function killTask(session: OwnerSession, args: TaskKillArgs): Promi
   await session.open()
   session.markSeen(args.task_id)
   return session.watch(args.task_id, () =>
-    inToolTerms('the kill was refused', () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason })),
+    inToolTerms('the kill was refused', undefined, () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason })),
   )
 }
 

@@ -51,14 +51,16 @@ export function detailInToolTerms(detail: string): string {
 
 /**
  * Runs a request on the agent's behalf; a refusal of its fields (TEND_ERR_VALIDATION) becomes a
- * ToolFailure that begins with `refused` ("the task was refused") and names the tool's parameters;
- * any other error passes unchanged.
+ * ToolFailure that begins with `refused` ("the task was refused") and names the tool's parameters,
+ * followed by `cwdNote` when it is the cwd that was refused; any other error passes unchanged.
  */
-export async function inToolTerms<T>(refused: string, request: () => Promise<T>): Promise<T> {
+export async function inToolTerms<T>(refused: string, cwdNote: string | undefined, request: () => Promise<T>): Promise<T> {
   try {
     return await request()
   } catch (error) {
     if (!isTendError(error, 'TEND_ERR_VALIDATION') || typeof error.params.detail !== 'string') throw error
-    throw new ToolFailure(`${refused}: ${detailInToolTerms(error.params.detail)}`, { cause: error })
+    const detail = detailInToolTerms(error.params.detail)
+    const note = cwdNote !== undefined && detail.startsWith('cwd: ') ? `. ${cwdNote}` : ''
+    throw new ToolFailure(`${refused}: ${detail}${note}`, { cause: error })
   }
 }

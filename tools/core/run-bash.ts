@@ -53,11 +53,13 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
   await session.open()
-  const started = await inToolTerms('the task was refused', () =>
+  const defaultCwd = args.cwd === undefined ? await session.defaultCwd() : undefined
+  const cwdNote = defaultCwd && `cwd was not given: the default is ${defaultCwd.path} (${defaultCwd.source})`
+  const started = await inToolTerms('the task was refused', cwdNote, () =>
     session.client.start({
       command: args.command,
       shell: true,
-      cwd: args.cwd,
+      cwd: args.cwd ?? defaultCwd?.path,
       name: args.description,
       timeoutMs,
       ...(args.persistent ? { lifetime: 'persistent' as const } : {}),

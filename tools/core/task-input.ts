@@ -38,7 +38,7 @@ export async function sendTaskInput(session: OwnerSession, args: TaskInputArgs, 
   const yieldMs = Math.min(args.yield_ms ?? TASK_INPUT_DEFAULT_YIELD_MS, settings.maxYieldMs)
   await session.open()
   return session.watch(args.task_id, async () => {
-    const sent = await inToolTerms('the input was refused', () => session.client.input(args.task_id, args.text, { eof: args.eof === true }))
+    const sent = await inToolTerms('the input was refused', undefined, () => session.client.input(args.task_id, args.text, { eof: args.eof === true }))
     await awaitOutput(session, args.task_id, yieldMs, signal)
     const result = await readTaskOutput(session, { task_id: args.task_id }, settings, signal)
     return { ...result, sentBytes: sent.acceptedBytes, eof: sent.eof }
