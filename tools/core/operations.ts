@@ -116,12 +116,9 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       let consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
       // A character the growing end cuts in two is read again with the rest of it.
       if (!atEnd) consumed -= incompleteUtf8Tail(raw.subarray(0, consumed))
-      let text = raw.subarray(0, consumed).toString('utf8')
-      if (task.tty) {
-        const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
-        text = plain.text
-        consumed -= plain.heldBackBytes
-      }
+      const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
+      const text = plain.text
+      consumed -= plain.heldBackBytes
       const lines = text.split('\n')
       if (lines[lines.length - 1] === '') lines.pop()
       const kept = lines.filter((line) => filter.test(line))
@@ -129,7 +126,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputReadOf(task, isFinished(task)))
+      output = await readForModel(session.client, task.id, from, end, budget, outputReadOf(isFinished(task)))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)
