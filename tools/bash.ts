@@ -29,8 +29,8 @@ export function bashMeta(outcome: BashOutcome): BashMeta {
 
 /** The bash parameter that chooses the working directory (the default comes from the host: see chooseWorkingFolder). */
 export const BASH_CWD_DESCRIPTION =
-  "Working directory, an absolute path (default: the folder the host names for your work, such as the MCP client's first root " +
-  "or the agent session's folder, else the agent process's working directory)"
+  "Working directory (default: the folder the host names for your work, such as the MCP client's first root " +
+  "or the agent session's folder, else the agent process's working directory; a relative path is taken from that default)"
 
 /** The bash parameter that gives the command a stdin pipe (every host shows the same words). */
 export const BASH_STDIN_DESCRIPTION =

@@ -1,3 +1,4 @@
+import { isAbsolute, resolve } from 'node:path'
 import type { NetworkMode, Task } from '../../client/index.js'
 import { isTaskId } from '../../protocol/ids.js'
 import { refuseUnofferedNetwork } from './agent-network.js'
@@ -53,13 +54,16 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
   await session.open()
-  const defaultCwd = args.cwd === undefined ? await session.defaultCwd() : undefined
-  const cwdNote = defaultCwd && `cwd was not given: the default is ${defaultCwd.path} (${defaultCwd.source})`
+  // A relative cwd is taken from the default, as the host's folder is the agent's idea of "here".
+  const defaultCwd = args.cwd === undefined || !isAbsolute(args.cwd) ? await session.defaultCwd() : undefined
+  const cwd = defaultCwd ? resolve(defaultCwd.path, args.cwd ?? '.') : args.cwd
+  const cwdNote =
+    defaultCwd && `cwd ${args.cwd === undefined ? 'was not given' : `${args.cwd} is relative`}: the default is ${defaultCwd.path} (${defaultCwd.source})`
   const started = await inToolTerms('the task was refused', cwdNote, () =>
     session.client.start({
       command: args.command,
       shell: true,
-      cwd: args.cwd ?? defaultCwd?.path,
+      cwd,
       name: args.description,
       timeoutMs,
       ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
