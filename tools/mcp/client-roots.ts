@@ -8,8 +8,8 @@ const LIST_ROOTS_TIMEOUT_MS = 5000
 /**
  * The MCP client's roots (the protocol's `roots` capability) as folder candidates, in the client's
  * order: its `file://` roots only. Asked at the first call that needs them and again after the
- * client says the list changed; a client without the capability, or one that fails to answer,
- * has none.
+ * client says the list changed; a client without the capability, or one that fails to answer
+ * (within LIST_ROOTS_TIMEOUT_MS), has none.
  */
 export class ClientRoots {
   private listed: Promise<FolderCandidate[]> | undefined
@@ -36,8 +36,8 @@ export class ClientRoots {
         return path === undefined ? [] : [{ path, source: `the MCP client's root ${uri}` }]
       })
     } catch {
-      // Asked again at the next call: a client that failed once may answer then.
-      this.listed = undefined
+      // Not asked again until the client says its roots changed: a client that does not answer
+      // would otherwise hold every call for the whole timeout.
       return []
     }
   }
