@@ -105,6 +105,11 @@ export const DaemonSettingsSchema = Type.Object(
      * daemon that wants its tasks unprivileged outside the sandbox too. Default null (the daemon's).
      */
     taskUser: Type.Union([Type.Null(), Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._][A-Za-z0-9._-]*$' })], { default: null }),
+    /**
+     * Give tasks PYTHONUNBUFFERED=1 (a task's own env value wins): Python writes its output as it
+     * prints, not in 8 KiB blocks, to the spool file it does not see as a terminal. Default true.
+     */
+    pythonUnbuffered: Type.Boolean({ default: true }),
     /** Serve the operator console (and the API over TCP, with a token) from the start. Default false: `tend console` starts it. */
     console: Type.Boolean({ default: false }),
     /** Address the console binds. Another than loopback needs consoleTlsCert and consoleTlsKey, or consoleInsecure. Default 127.0.0.1. */
@@ -173,6 +178,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_CGROUP_NAME: { key: 'cgroupName', parse: String },
   TEND_CGROUP_ROOT: { key: 'cgroupRoot', parse: String },
   TEND_DAEMON_PIDS_MAX: { key: 'daemonPidsMax', parse: Number },
+  TEND_PYTHON_UNBUFFERED: { key: 'pythonUnbuffered', parse: parseSwitch },
   TEND_CONSOLE: { key: 'console', parse: parseSwitch },
   TEND_CONSOLE_HOST: { key: 'consoleHost', parse: String },
   TEND_CONSOLE_PORT: { key: 'consolePort', parse: Number },

@@ -27,6 +27,11 @@ export function bashMeta(outcome: BashOutcome): BashMeta {
   }
 }
 
+/** The bash parameter that chooses the working directory (the default comes from the host: see chooseWorkingFolder). */
+export const BASH_CWD_DESCRIPTION =
+  "Working directory (default: the folder the host names for your work, such as the MCP client's first root " +
+  "or the agent session's folder, else the agent process's working directory; a relative path is taken from that default)"
+
 /** The bash parameter that gives the command a stdin pipe (every host shows the same words). */
 export const BASH_STDIN_DESCRIPTION =
   'Give the command a stdin pipe that task_input writes to (with run_in_background, or a yield_ms after which it runs on); default /dev/null'
@@ -72,7 +77,7 @@ export function createBashTool(deps: ToolDeps): Tool {
           `, at most ${maxTimeoutMs}; background: none unless given)`,
       },
       run_in_background: { type: 'boolean', description: 'Return at once with a task id instead of waiting' },
-      cwd: { type: 'string', description: 'Working directory (default: the agent process working directory)' },
+      cwd: { type: 'string', description: BASH_CWD_DESCRIPTION },
       yield_ms: {
         type: 'number',
         description:

@@ -13,3 +13,11 @@ export function sandboxEnvironment(
   env.TMPDIR = '/tmp'
   return { ...env, ...additions, ...marker }
 }
+
+/**
+ * What every task's environment starts with, under the daemon's and its own variables: settings
+ * that make common tools write their output as they go (the spool file is not a terminal).
+ */
+export function taskDefaultEnvironment(settings: { pythonUnbuffered: boolean }): Record<string, string> {
+  return settings.pythonUnbuffered ? { PYTHONUNBUFFERED: '1' } : {}
+}

@@ -8,7 +8,7 @@ import { descriptorLayout, SETUP_DONE, type SpawnRequest } from '../spawn/spawne
 import { TASK_ID_VARIABLE, TASK_RUN_VARIABLE } from '../spawn/run-name.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
-import { sandboxEnvironment } from './environment.js'
+import { sandboxEnvironment, taskDefaultEnvironment } from './environment.js'
 import { trustingGivenRepositories } from './git-trust.js'
 import { hostAccountFiles } from './account-files.js'
 import { isWithin, needsMask, reachableBy, type IdmappedRoot, type TaskPaths } from './path-policy.js'
@@ -98,7 +98,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   }
   const { ranAs } = runAs
   if (task.sandbox === 'off') {
-    const env = { ...baseEnv, ...request.envAdditions, ...marker }
+    const env = { ...taskDefaultEnvironment(config), ...baseEnv, ...request.envAdditions, ...marker }
     return { request: { ...common, file: request.programPath, argv: task.command, env }, cgroups, ranAs, release }
   }
   // On its own identity the task writes its folders through idmapped mounts (each owner shows as
@@ -111,7 +111,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
       : null
   const idmapped = user ? [...(home ? [{ path: home.path, ...home.owner! }] : []), ...pinnedDirs.map((entry) => ({ path: entry.path, ...entry.owner! }))] : []
   // The proxy variables may be overridden by the task's own (the proxy decides either way).
-  const allowed = sandboxEnvironment(baseEnv, { ...proxyEnvironment(task.network), ...request.envAdditions }, marker)
+  const allowed = sandboxEnvironment(baseEnv, { ...taskDefaultEnvironment(config), ...proxyEnvironment(task.network), ...request.envAdditions }, marker)
   // A task on its own identity owns its idmapped folders: git trusts what it was given, nothing above (git-trust.ts).
   const environment = runAs.idmap ? trustingGivenRepositories(allowed, paths.writable) : allowed
   // In memory (sealed memfds), never in the spool: no write per task that a full disk could fail,

@@ -516,6 +516,8 @@ describe('secrets', () => {
       'TZ',
       'TERM',
       'TMPDIR',
+      // tend's own default (the pythonUnbuffered setting), not the daemon's.
+      'PYTHONUNBUFFERED',
       'TEND_TASK_ID',
       'TEND_TASK_RUN',
       'VISIBLE_ON_PURPOSE',

@@ -83,4 +83,15 @@ describe("a running task's ports and readiness", () => {
     expect(renderTaskList([entry({ ready: { failed: 'timed out', at: '2026-11-30T00:01:00.000Z' } })])).toMatch(/ dev server {2}\[never ready: timed out\]$/)
     expect(renderTaskList([entry({})])).toMatch(/ dev server$/)
   })
+
+  test('task_list columns stay aligned when a state, an exit or a size is long', () => {
+    const text = renderTaskList([
+      entry({ id: 'aaaaaaaaaaaa', state: 'exited', exitCode: 0 }),
+      entry({ id: 'bbbbbbbbbbbb', state: 'timed_out', stoppedBy: 'timeout', signal: 'SIGTERM' }),
+      entry({ id: 'cccccccccccc', state: 'killed', stoppedBy: 'session-end', signal: 'SIGKILL', outputBytes: 123_456_789 }),
+    ])
+    const lines = text.split('\n')
+    for (const column of ['exit ', 'age ', 'output ', 'dev server'])
+      expect(new Set(lines.map((line) => line.indexOf(column))).size, `${column} in\n${text}`).toBe(1)
+  })
 })

@@ -1,8 +1,9 @@
 import { describe, expect, test } from 'vitest'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { expectPlain, rawOutputOf as rawOutputOfTask, trackedTaskIdIn } from '../harness/plain-text.js'
 import { costLinePattern, textWithCost } from '../helpers/cost-line.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -14,15 +15,8 @@ import { waitFor } from '../helpers/wait-for.js'
 
 const shared = pluginPerFile('tools-tty')
 
-const taskIdIn = (text: string) => {
-  const match = /background task ([0-9a-z]{12})/.exec(text)
-  if (!match) throw new Error(`no task id in: ${text}`)
-  shared.track(match[1]!)
-  return match[1]!
-}
-const rawOutputOf = async (id: string) => readFileSync(join((await shared.daemon.client.get(id)).spool, 'output.log'), 'utf8')
-/** What the model reads must be text: no escape sequence, no carriage return, no other control character but \n and \t. */
-const expectPlain = (text: string) => expect(text, JSON.stringify(text)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
+const taskIdIn = (text: string) => trackedTaskIdIn(shared, text)
+const rawOutputOf = (id: string) => rawOutputOfTask(shared, id)
 
 describe('a Python REPL on a terminal (bash tty: true, task_input)', () => {
   test('define, print, exit: every result is plain text with the echo of what was typed', async () => {

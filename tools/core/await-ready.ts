@@ -56,7 +56,7 @@ export async function awaitReady(session: OwnerSession, started: Task, ready: Re
     if (!isFinished(task)) task = await session.client.get(started.id)
     const finished = isFinished(task)
     const from = session.cursor(task.id)
-    const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, outputReadOf(task, finished))
+    const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, outputReadOf(finished))
     session.advance(task.id, output.next)
     if (finished && output.next >= task.outputBytes) session.markSeen(task.id)
     return { kind: 'ready', task, output, outputPath: outputPathOf(task) }

@@ -1,6 +1,7 @@
 import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type ReadResult, type Task } from '../../client/index.js'
 import type { OwnerSession } from './owner-session.js'
 import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
+import { inToolTerms } from './refusal-terms.js'
 import { ToolFailure } from './tool-failure.js'
 import type { TaskPort } from '../../protocol/ports.js'
 import type { Readiness } from '../../protocol/readiness.js'
@@ -115,12 +116,9 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       let consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
       // A character the growing end cuts in two is read again with the rest of it.
       if (!atEnd) consumed -= incompleteUtf8Tail(raw.subarray(0, consumed))
-      let text = raw.subarray(0, consumed).toString('utf8')
-      if (task.tty) {
-        const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
-        text = plain.text
-        consumed -= plain.heldBackBytes
-      }
+      const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
+      const text = plain.text
+      consumed -= plain.heldBackBytes
       const lines = text.split('\n')
       if (lines[lines.length - 1] === '') lines.pop()
       const kept = lines.filter((line) => filter.test(line))
@@ -128,7 +126,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputReadOf(task, isFinished(task)))
+      output = await readForModel(session.client, task.id, from, end, budget, outputReadOf(isFinished(task)))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)
@@ -156,7 +154,9 @@ export interface TaskKillArgs {
 export async function killTask(session: OwnerSession, args: TaskKillArgs): Promise<Task> {
   await session.open()
   session.markSeen(args.task_id)
-  return session.watch(args.task_id, () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason }))
+  return session.watch(args.task_id, () =>
+    inToolTerms('the kill was refused', undefined, () => session.client.kill(args.task_id, { signal: args.signal, reason: args.reason })),
+  )
 }
 
 export interface TaskListEntry {

@@ -24,19 +24,23 @@ export interface ModelOutput {
 }
 
 /**
- * How a task's output is read for the model. `terminal`: as plain text (control sequences removed,
- * lines as the terminal left them), else as it is. `final`: the task has ended, nothing more will
- * be written; otherwise a character (or control sequence) that the end of the output stops inside
- * is held back, not passed in pieces.
+ * How output is read for the model. `plain`: as plain text (control sequences removed, lines as a
+ * terminal would leave them), else as it is (text that is plain already). `final`: the task has
+ * ended, nothing more will be written; otherwise a character (or control sequence) that the end of
+ * the output stops inside is held back, not passed in pieces.
  */
 export interface OutputRead {
-  terminal: boolean
+  plain: boolean
   final: boolean
 }
 
-/** How to read a task's output for the model: plain text for a task on a terminal, else as it is. */
-export function outputReadOf(task: Pick<Task, 'tty'>, final: boolean): OutputRead {
-  return { terminal: Boolean(task.tty), final }
+/**
+ * How to read a task's output for the model: as plain text, on a terminal or not. Colour codes and
+ * `\r` progress lines are noise a model pays for, and programs write them to pipes too
+ * (FORCE_COLOR, a CI's settings, a tool that never asks). output.log keeps them.
+ */
+export function outputReadOf(final: boolean): OutputRead {
+  return { plain: true, final }
 }
 
 /**
@@ -59,7 +63,7 @@ export async function readForModel(
   from: number,
   end: number,
   budgetBytes: number,
-  read: OutputRead = { terminal: false, final: true },
+  read: OutputRead = { plain: true, final: true },
 ): Promise<ModelOutput> {
   const length = Math.max(0, end - from)
   if (length <= budgetBytes) {
@@ -84,9 +88,9 @@ interface ShownText {
   heldBackBytes: number
 }
 
-/** Output bytes as the model reads them: as they are, or a terminal's as plain text. */
+/** Output bytes as the model reads them: as plain text, or as they are. */
 function textOf(raw: Buffer, read: OutputRead): ShownText {
-  if (!read.terminal) {
+  if (!read.plain) {
     const held = read.final ? 0 : incompleteUtf8Tail(raw)
     return { text: raw.subarray(0, raw.length - held).toString('utf8'), bytes: raw.length - held, heldBackBytes: held }
   }
@@ -104,7 +108,7 @@ export function shapeText(text: string, budgetBytes: number): { text: string; om
   const bytes = Buffer.from(text)
   if (bytes.length <= budgetBytes) return { text, omittedBytes: 0 }
   const headBytes = Math.floor(budgetBytes * HEAD_SHARE)
-  const whole = { terminal: false, final: true }
+  const whole = { plain: false, final: true }
   const head = textOf(cutAtLineEnd(bytes.subarray(0, headBytes)), whole)
   const tail = textOf(cutAtLineStart(bytes.subarray(bytes.length - (budgetBytes - headBytes))), whole)
   return joinHeadAndTail(

@@ -3,6 +3,7 @@ import { isFinished, isTendError, type Task } from '../../client/index.js'
 import { connectTasks, type TaskServiceOptions } from '../../client/connect-tasks.js'
 import type { TaskService } from '../../client/task-service.js'
 import { noticeText } from './notice.js'
+import { chooseWorkingFolder, type FolderCandidate } from './working-folder.js'
 
 /** Hands a completion notice to the agent; answers false when it could not be delivered. */
 export type NoticeSink = (text: string, task: Task) => boolean
@@ -32,6 +33,7 @@ export class OwnerSession {
     readonly owner: string,
     clientOptions: TaskServiceOptions,
     private readonly sink: NoticeSink,
+    private readonly workingFolders: () => Promise<readonly FolderCandidate[]> = () => Promise.resolve([]),
   ) {
     this.client = connectTasks(clientOptions, owner)
   }
@@ -42,6 +44,11 @@ export class OwnerSession {
     const { events } = await this.client.status()
     this.openedAt = Date.now()
     this.subscription = this.follow(events.daemonId, events.lastSeq)
+  }
+
+  /** Where a call without cwd runs: the first usable folder its host names, else the process's. */
+  async defaultCwd(): Promise<FolderCandidate> {
+    return chooseWorkingFolder(await this.workingFolders())
   }
 
   cursor(taskId: string): number {

@@ -1,4 +1,4 @@
-import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { formatBytes, formatDuration, isFinished, plainText, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
 import { formatSpan } from '../../protocol/usage-summary.js'
 import { costSummary, withCost } from './cost-summary.js'
@@ -67,7 +67,7 @@ function readinessText(task: Task, offered?: readonly NetworkMode[]): string {
     const started = task.startedAt === null ? Date.parse(ready.at) : Date.parse(task.startedAt)
     const held =
       ready.by === 'pattern'
-        ? `the line ${JSON.stringify(ready.line ?? '')} matched`
+        ? `the line ${JSON.stringify(plainText(ready.line ?? ''))} matched`
         : ready.by === 'port'
           ? `something listens on port ${condition?.port}`
           : `${condition?.url} answered`
@@ -128,7 +128,7 @@ export function renderTaskOutput(result: TaskOutputResult, offered?: readonly Ne
 /** Whether the line task_output waited for came, and when it did not, why it returned. */
 function waitForText(waitFor: WaitForOutcome, done: boolean): string {
   const what = `wait_for /${waitFor.pattern}/`
-  if (waitFor.matchedLine !== null) return `${what}: matched the line ${JSON.stringify(waitFor.matchedLine)}`
+  if (waitFor.matchedLine !== null) return `${what}: matched the line ${JSON.stringify(plainText(waitFor.matchedLine))}`
   if (done) return `${what}: the task ended without a matching line`
   return `${what}: no new line matched in ${waitFor.waitMs} ms`
 }
@@ -153,14 +153,22 @@ export function renderTaskKill(task: Task): string {
 
 export function renderTaskList(entries: TaskListEntry[]): string {
   if (entries.length === 0) return 'no tasks'
-  const rows = entries.map((entry) => {
-    const exit = entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-')
-    const state = entry.stoppedBy ? `${entry.state}(${entry.stoppedBy})` : entry.state
+  const cells = entries.map((entry) => ({
+    state: entry.stoppedBy ? `${entry.state}(${entry.stoppedBy})` : entry.state,
+    exit: entry.exitCode !== null ? String(entry.exitCode) : (entry.signal ?? '-'),
+    age: formatDuration(entry.ageMs),
+    output: formatBytes(entry.outputBytes),
+  }))
+  // Each column as wide as its longest cell (killed(session-end), SIGKILL), at least as wide as before.
+  const width = (column: keyof (typeof cells)[number], least: number) => Math.max(least, ...cells.map((cell) => cell[column].length))
+  const widths = { state: width('state', 9), exit: width('exit', 7), age: width('age', 6), output: width('output', 6) }
+  const rows = entries.map((entry, index) => {
+    const cell = cells[index]!
     const persistent = entry.lifetime === 'persistent' ? '  [persistent]' : ''
     const notes = serverNotes(entry)
     return (
-      `${entry.id}  ${state.padEnd(9)}  exit ${exit.padEnd(7)}  age ${formatDuration(entry.ageMs).padEnd(6)}` +
-      `  output ${formatBytes(entry.outputBytes).padEnd(6)}  ${entry.label}${persistent}${notes.length > 0 ? `  ${notes.join(' ')}` : ''}`
+      `${entry.id}  ${cell.state.padEnd(widths.state)}  exit ${cell.exit.padEnd(widths.exit)}  age ${cell.age.padEnd(widths.age)}` +
+      `  output ${cell.output.padEnd(widths.output)}  ${entry.label}${persistent}${notes.length > 0 ? `  ${notes.join(' ')}` : ''}`
     )
   })
   return rows.join('\n')

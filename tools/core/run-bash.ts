@@ -1,3 +1,4 @@
+import { isAbsolute, resolve } from 'node:path'
 import type { NetworkMode, Task } from '../../client/index.js'
 import { isTaskId } from '../../protocol/ids.js'
 import { refuseUnofferedNetwork } from './agent-network.js'
@@ -5,6 +6,7 @@ import { awaitReady, readyCondition, validateReadyArgs, type ReadyArgs, type Rea
 import { awaitForeground, type ForegroundOutcome } from './foreground.js'
 import type { ToolSettings } from './operations.js'
 import type { OwnerSession } from './owner-session.js'
+import { inToolTerms } from './refusal-terms.js'
 import { ToolFailure } from './tool-failure.js'
 
 export interface BashArgs {
@@ -52,20 +54,27 @@ export async function runBash(session: OwnerSession, args: BashArgs, settings: T
   const background = args.run_in_background === true
   const timeoutMs = background ? args.timeout : Math.min(args.timeout ?? settings.defaultTimeoutMs, settings.maxTimeoutMs)
   await session.open()
-  const started = await session.client.start({
-    command: args.command,
-    shell: true,
-    cwd: args.cwd,
-    name: args.description,
-    timeoutMs,
-    ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
-    ...(args.stdin ? { stdin: 'pipe' as const } : {}),
-    ...(args.tty ? { tty: true } : {}),
-    ...(args.network ? { network: args.network } : {}),
-    ...(args.port ? { port: args.port } : {}),
-    ...(args.ready ? { ready: readyCondition(args.ready) } : {}),
-    ...(args.after && args.after.length > 0 ? { after: args.after } : {}),
-  })
+  // A relative cwd is taken from the default, as the host's folder is the agent's idea of "here".
+  const defaultCwd = args.cwd === undefined || !isAbsolute(args.cwd) ? await session.defaultCwd() : undefined
+  const cwd = defaultCwd ? resolve(defaultCwd.path, args.cwd ?? '.') : args.cwd
+  const cwdNote =
+    defaultCwd && `cwd ${args.cwd === undefined ? 'was not given' : `${args.cwd} is relative`}: the default is ${defaultCwd.path} (${defaultCwd.source})`
+  const started = await inToolTerms('the task was refused', cwdNote, () =>
+    session.client.start({
+      command: args.command,
+      shell: true,
+      cwd,
+      name: args.description,
+      timeoutMs,
+      ...(args.persistent ? { lifetime: 'persistent' as const } : {}),
+      ...(args.stdin ? { stdin: 'pipe' as const } : {}),
+      ...(args.tty ? { tty: true } : {}),
+      ...(args.network ? { network: args.network } : {}),
+      ...(args.port ? { port: args.port } : {}),
+      ...(args.ready ? { ready: readyCondition(args.ready) } : {}),
+      ...(args.after && args.after.length > 0 ? { after: args.after } : {}),
+    }),
+  )
   const warnings = started.warnings && started.warnings.length > 0 ? { warnings: started.warnings } : {}
   if (signal?.aborted) {
     // The abort came while the task was being admitted: it must not run.

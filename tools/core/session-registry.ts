@@ -1,11 +1,14 @@
 import type { TaskServiceOptions } from '../../client/connect-tasks.js'
 import { OwnerSession, type NoticeSink } from './owner-session.js'
 import { ToolFailure } from './operations.js'
+import type { FolderCandidate } from './working-folder.js'
 
-/** What the registry needs of an agent: its session id (the owner) and, optionally, disposal. */
+/** What the registry needs of an agent: its session id (the owner) and, optionally, disposal and its folders. */
 export interface OwnerAgent {
   readonly id: string
   onDispose?(callback: () => void): unknown
+  /** The folders its host names for its work, best first: where a call without cwd runs (see chooseWorkingFolder). */
+  workingFolders?(): Promise<readonly FolderCandidate[]>
 }
 
 export interface SessionRegistryOptions {
@@ -27,7 +30,7 @@ export class SessionRegistry {
     if (!agent) throw new ToolFailure('this tool needs the calling agent: tasks belong to its session')
     const existing = this.sessions.get(agent.id)
     if (existing) return existing
-    const session = new OwnerSession(agent.id, this.options.client, this.options.sinkFor(agent))
+    const session = new OwnerSession(agent.id, this.options.client, this.options.sinkFor(agent), () => agent.workingFolders?.() ?? Promise.resolve([]))
     this.sessions.set(agent.id, session)
     agent.onDispose?.(() => void this.release(agent.id, this.options.stopTasksOnDispose))
     return session

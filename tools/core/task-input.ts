@@ -1,5 +1,6 @@
 import type { OwnerSession } from './owner-session.js'
 import { readTaskOutput, type TaskOutputResult, type ToolSettings } from './operations.js'
+import { inToolTerms } from './refusal-terms.js'
 import { ToolFailure } from './tool-failure.js'
 
 /** How long task_input waits for output when the call gives no yield_ms (at most maxYieldMs). */
@@ -37,7 +38,7 @@ export async function sendTaskInput(session: OwnerSession, args: TaskInputArgs, 
   const yieldMs = Math.min(args.yield_ms ?? TASK_INPUT_DEFAULT_YIELD_MS, settings.maxYieldMs)
   await session.open()
   return session.watch(args.task_id, async () => {
-    const sent = await session.client.input(args.task_id, args.text, { eof: args.eof === true })
+    const sent = await inToolTerms('the input was refused', undefined, () => session.client.input(args.task_id, args.text, { eof: args.eof === true }))
     await awaitOutput(session, args.task_id, yieldMs, signal)
     const result = await readTaskOutput(session, { task_id: args.task_id }, settings, signal)
     return { ...result, sentBytes: sent.acceptedBytes, eof: sent.eof }

@@ -23,7 +23,11 @@ export interface DshAgent {
   readonly id: string
   readonly status: 'idle' | 'running'
   /** The agent's durable log; tend reads whether the model's last response called tools. */
-  readonly session: { readonly events: ReadonlyArray<{ readonly type: string; readonly data: unknown }> }
+  readonly session: {
+    readonly events: ReadonlyArray<{ readonly type: string; readonly data: unknown }>
+    /** The session's creation metadata; `cwd` is the absolute folder it was created in (tend's default cwd). */
+    readonly header?: { readonly cwd?: string }
+  }
   /** Context for the next request; does not wake an idle agent. */
   inject(message: UserMessage): void
   /** A follow-up turn: wakes an idle agent. */

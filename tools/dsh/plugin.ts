@@ -1,4 +1,4 @@
-import { SessionRegistry, ToolFailure, type OwnerAgent, type OwnerSession } from '../core/index.js'
+import { processFolder, SessionRegistry, ToolFailure, type FolderCandidate, type OwnerAgent, type OwnerSession } from '../core/index.js'
 import { normalizeDshPluginConfig, type DshPluginConfig } from './config.js'
 import { loadHarness } from './harness-loader.js'
 import type { DshAgent, DshHost } from './host-types.js'
@@ -45,7 +45,7 @@ export async function apply(ctx: DshHost, config?: DshPluginConfig): Promise<voi
     if (!agent) throw new ToolFailure('this tool needs the calling agent: tasks belong to its session')
     let owner = owners.get(agent.id)
     if (!owner) {
-      owner = { id: ownerOfSession(agent.id), agent }
+      owner = { id: ownerOfSession(agent.id), agent, workingFolders: async () => sessionFolders(agent) }
       owners.set(agent.id, owner)
     }
     return sessions.sessionFor(owner)
@@ -69,4 +69,10 @@ export async function apply(ctx: DshHost, config?: DshPluginConfig): Promise<voi
     },
     'tend: close agent sessions',
   )
+}
+
+/** Where the agent's calls without cwd run: its session's folder, else the folder the harness runs in. */
+function sessionFolders(agent: DshAgent): FolderCandidate[] {
+  const cwd = agent.session.header?.cwd
+  return [...(cwd ? [{ path: cwd, source: "the agent session's folder" }] : []), processFolder('the folder the harness runs in')]
 }

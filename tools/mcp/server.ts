@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
-import { DEFAULT_TOOL_SETTINGS, SessionRegistry, type ToolSettings } from '../core/index.js'
+import { DEFAULT_TOOL_SETTINGS, processFolder, SessionRegistry, type OwnerAgent, type ToolSettings } from '../core/index.js'
 import { createTendTools } from '../plugin.js'
 import type { AgentLike } from '../harness/index.js'
+import { ClientRoots } from './client-roots.js'
 
 export interface McpServerOptions {
   /** tend's state folder (default: TEND_HOME, else the XDG state folder). */
@@ -37,7 +38,12 @@ export async function serveMcp(transport: Transport, options: McpServerOptions):
       return false
     },
   })
-  const agent: AgentLike = { id: owner, inject: () => undefined }
+  const roots = new ClientRoots(server)
+  const agent: AgentLike & OwnerAgent = {
+    id: owner,
+    inject: () => undefined,
+    workingFolders: async () => [...(await roots.folders()), processFolder('the folder tend mcp was started in')],
+  }
   const tools = createTendTools({ sessions, settings: { ...DEFAULT_TOOL_SETTINGS, ...options.settings } })
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({

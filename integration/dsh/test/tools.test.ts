@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { createTendTools, DEFAULT_TOOL_SETTINGS, SessionRegistry } from '../../../dist/tools/index.js'
@@ -24,6 +24,13 @@ describe('the tools on the published harness', () => {
       expect(schema.parameters).toEqual(seedSchema)
       expect(shared.harness.root.tools.get(tool.name)!.output.schema).toMatchObject({ type: 'object', additionalProperties: false })
     }
+  })
+
+  test("a call without cwd runs in the agent session's folder", async () => {
+    const folder = realpathSync(mkdtempSync(join(shared.scratch, 'session-folder-')))
+    shared.harness.createAgent('fg-session-cwd', obedientModel, { cwd: folder })
+    const { results } = await run('fg-session-cwd', [{ name: 'bash', args: { command: 'pwd' } }])
+    expect(results[0]!.text).toMatch(textWithCost(`${folder}\n[exit code: 0]`, 'exited 0'))
   })
 
   test('a foreground call with a non-zero exit reports it in the result, not as an error, with a terminal card', async () => {

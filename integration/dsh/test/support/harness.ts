@@ -59,8 +59,8 @@ export interface Harness {
   model: ScriptedModel
   /** Loads tend's plugin against `home`; resolves once its tools are registered. */
   loadTend(config: Record<string, unknown>): Promise<{ dispose: () => Promise<void> }>
-  /** An agent owned by the root (ctx.agentLoop.create), driven by `script`. */
-  createAgent(id: string, script: Script): Agent
+  /** An agent owned by the root (ctx.agentLoop.create), driven by `script`; `meta.cwd` is its session's folder. */
+  createAgent(id: string, script: Script, meta?: { cwd?: string }): Agent
   /** An agent with its own handle, so a test can dispose it. */
   createOwnedAgent(id: string, script: Script): Promise<AgentHandle>
   dispose(): Promise<void>
@@ -85,9 +85,9 @@ export async function createHarness(): Promise<Harness> {
       await fiber
       return { dispose: () => fiber.dispose() }
     },
-    createAgent(id, script) {
+    createAgent(id, script, meta) {
       model.scripts.set(id, script)
-      return root.agentLoop.create(SessionId(id), { provider: 'mock', model: 'mock' })
+      return root.agentLoop.create(SessionId(id), { provider: 'mock', model: 'mock' }, meta)
     },
     async createOwnedAgent(id, script) {
       model.scripts.set(id, script)

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { chmodSync } from 'node:fs'
+import type { Context } from 'cordis'
+import * as tendPlugin from '../../tools/index.js'
+import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { daemonPerFile } from '../helpers/daemon-per-file.js'
+import { waitFor } from '../helpers/wait-for.js'
+
+/*
+ * A request the daemon refuses reaches the agent in the tool's terms: the parameter it passed
+ * (cwd, after[0], ready.pattern), never the API's field (body/cwd, body/after/0).
+ */
+
+const shared = daemonPerFile('tools-parameter-errors', { env: { TEND_SANDBOX: 'workspace' } })
+let host: Context
+let fork: { dispose: () => unknown } | undefined
+
+beforeAll(async () => {
+  // A root daemon's tasks run on a uid of their own, which must reach their cwd.
+  chmodSync(shared.workspace, 0o711)
+  host = createHost()
+  fork = host.plugin(tendPlugin, { home: shared.daemon.home })
+  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
+})
+afterAll(() => {
+  fork?.dispose()
+})
+
+const refusal = async (agent: string, args: Record<string, unknown>) => {
+  const result = await callTool(host, new TestAgent(agent), { name: 'bash', arguments: args })
+  expect(result.isError).toBe(true)
+  const text = textOf(result)
+  expect(text).not.toContain('body/')
+  return text
+}
+
+describe('a refused bash call names the parameter', () => {
+  test('a cwd the sandbox cannot take names cwd and says which folder to pass', async () => {
+    const text = await refusal('param-cwd', { command: 'true', cwd: '/' })
+    expect(text).toMatch(/^the task was refused: cwd: under sandbox workspace \/ would become writable/)
+    expect(text).toContain('pass cwd: the absolute path of the project folder you work in')
+    expect(text).not.toContain('sandbox off')
+  })
+
+  test('an after entry that is no task names after[0]', async () => {
+    const text = await refusal('param-after', { command: 'true', run_in_background: true, after: ['aaaaaaaaaaaa'] })
+    expect(text).toMatch(/^the task was refused: after\[0\]: no task aaaaaaaaaaaa/)
+  })
+
+  test('a ready pattern RE2 cannot take names ready.pattern', async () => {
+    const text = await refusal('param-ready', { command: 'true', cwd: shared.workspace, run_in_background: true, ready: { pattern: '(a)\\1' } })
+    expect(text).toMatch(/^the task was refused: ready\.pattern: /)
+  })
+})
