@@ -1,4 +1,5 @@
-// The open task: its record, kept live from the store, its output, and the kill and remove actions.
+// The open task: its record, kept live from the store, its output, its input, and the kill,
+// remove and run-again actions.
 
 import { api, taskPath } from '../shared/api.js'
 import { firstList } from './live-sync.js'
@@ -10,6 +11,9 @@ import { showError, showNote } from '../shared/messages.js'
 import { select } from './task-table.js'
 import { closeNetwork, networkTaskChanged, openNetwork } from './network-view.js'
 import { closeAids, openAids, showAids } from './aids-view.js'
+import { inputTaskChanged } from '../output/input-box.js'
+import { runAgainTaskChanged } from './run-again.js'
+import { sessionKnown } from '../shared/session.js'
 
 const MAX_GRACE_MS = 3_600_000
 
@@ -86,7 +90,7 @@ export async function openTask(id) {
   select(id)
   clearFields()
   // A link opened with the page waits for the list; the store then knows every task there is.
-  await firstList
+  await Promise.all([firstList, sessionKnown])
   if (currentId !== id) return
   const task = store.get(id)
   if (!task) {
@@ -97,7 +101,7 @@ export async function openTask(id) {
   show(task)
   openAids(task)
   openNetwork(task)
-  openOutput(id)
+  openOutput(task)
 }
 
 export function closeTask() {
@@ -105,6 +109,8 @@ export function closeTask() {
   closeOutput()
   closeNetwork()
   closeAids()
+  inputTaskChanged(null)
+  runAgainTaskChanged(null)
   currentId = null
   el.view.hidden = true
   document.body.classList.remove('task-open')
@@ -131,6 +137,8 @@ function show(task) {
   el.kill.disabled = removed || !isActive(task) || el.kill.dataset.busy === 'true'
   el.remove.disabled = removed || isActive(task) || el.remove.dataset.busy === 'true'
   outputTaskChanged(task)
+  inputTaskChanged(task)
+  runAgainTaskChanged(task)
   networkTaskChanged(task)
   showAids(task)
 }
@@ -141,6 +149,8 @@ function markRemoved() {
   el.remove.disabled = true
   el.fields.state.textContent = 'removed'
   el.fields.state.className = 'badge state-removed'
+  inputTaskChanged(null)
+  runAgainTaskChanged(null)
   outputTaskRemoved()
 }
 

@@ -1,0 +1,105 @@
+// A terminal task's output in a live terminal (xterm.js): the bytes the log view would show are
+// written into it as they come, keys typed into it are the task's input, and its size, fitted to
+// the page, is sent as the task's terminal size when it changes. Stands in for OutputWindow.
+
+import { Terminal } from '/console/vendor/xterm.mjs'
+import { FitAddon } from '/console/vendor/addon-fit.mjs'
+import { api, taskPath } from '../shared/api.js'
+import { showError } from '../shared/messages.js'
+import { isReadOnly } from '../shared/session.js'
+import { sendInput } from './input-box.js'
+
+/** Resizing the window fires many times: the last size is sent once it settles. */
+const RESIZE_SETTLE_MS = 200
+const SCROLLBACK_LINES = 5000
+
+export class TerminalWindow {
+  /** element: the terminal's container, shown; task: its record (its tty size and state). */
+  constructor(element, task) {
+    this.element = element
+    this.id = task.id
+    this.running = task.state === 'running'
+    this.sent = { cols: task.tty.cols, rows: task.tty.rows }
+    this.terminal = new Terminal({
+      cols: task.tty.cols,
+      rows: task.tty.rows,
+      scrollback: SCROLLBACK_LINES,
+      convertEol: false,
+      // Output is untrusted: its links (OSC 8) open nothing.
+      linkHandler: { activate: () => undefined },
+      fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
+      fontSize: 13,
+    })
+    this.fit = new FitAddon()
+    this.terminal.loadAddon(this.fit)
+    element.replaceChildren()
+    this.terminal.open(element)
+    this.terminal.onData((data) => {
+      if (this.running) sendInput({ text: data }, 'Typing')
+    })
+    this.observer = new ResizeObserver(() => this.fitSoon())
+    this.observer.observe(element)
+    this.taskChanged(task)
+    this.fitNow()
+    this.clear(0)
+  }
+
+  /** The task's newer record: whether keys and sizes still reach it. */
+  taskChanged(task) {
+    this.running = task.state === 'running'
+    this.terminal.options.disableStdin = !this.running || isReadOnly()
+    // A read-only page shows the terminal at the task's own size: it may not change it.
+    if (isReadOnly() && task.tty && (task.tty.cols !== this.terminal.cols || task.tty.rows !== this.terminal.rows)) {
+      this.terminal.resize(task.tty.cols, task.tty.rows)
+    }
+    this.showSize()
+  }
+
+  clear(at) {
+    this.terminal.reset()
+    this.first = at
+    this.next = at
+  }
+
+  /** A read that continues at `next`: written into the terminal; there is no element to mark. */
+  append(result) {
+    if (result.next <= result.from) {
+      if (this.next === this.first) this.first = this.next = result.next
+      return null
+    }
+    this.terminal.write(result.data)
+    this.next = result.next
+    return null
+  }
+
+  dispose() {
+    clearTimeout(this.timer)
+    this.observer.disconnect()
+    this.terminal.dispose()
+    this.element.replaceChildren()
+    delete this.element.dataset.size
+  }
+
+  fitSoon() {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => this.fitNow(), RESIZE_SETTLE_MS)
+  }
+
+  fitNow() {
+    if (isReadOnly() || this.element.hidden) return
+    this.fit.fit()
+    this.showSize()
+    const { cols, rows } = this.terminal
+    if (!this.running || (cols === this.sent.cols && rows === this.sent.rows)) return
+    this.sent = { cols, rows }
+    api(taskPath(this.id, '/resize'), { method: 'POST', body: { cols, rows } }).catch((error) => {
+      // Sent again at the next fit.
+      this.sent = { cols: 0, rows: 0 }
+      if (this.running) showError(error, `Resizing the terminal of task ${this.id}`)
+    })
+  }
+
+  showSize() {
+    this.element.dataset.size = `${this.terminal.cols}x${this.terminal.rows}`
+  }
+}
