@@ -193,7 +193,7 @@ describe('run again', () => {
 })
 
 describe('a read-only session', () => {
-  test('sees the input box and run again disabled, with the reason', async () => {
+  test('sees the input box, run again and kill disabled, with the reason', async () => {
     const running = await cliRun('--stdin', '--', 'cat')
     const finished = await cliRun('--', 'true')
     await ended(finished)
@@ -204,6 +204,8 @@ describe('a read-only session', () => {
     expect(await page.isDisabled('#input-send')).toBe(true)
     expect(await page.isDisabled('#input-ctrl-d')).toBe(true)
     expect(await page.textContent('#input-note')).toMatch(/read-only/)
+    expect(await page.isDisabled('#kill-button'), 'nor may it kill').toBe(true)
+    expect(await page.getAttribute('#kill-button', 'title')).toMatch(/read-only/)
     await page.click('#close-task')
     await openTaskView(finished, 'exited')
     expect(await page.isDisabled('#run-again-button')).toBe(true)

@@ -5,7 +5,8 @@
 import { api } from '../shared/api.js'
 import { confirmAction } from '../shared/confirm.js'
 import { formatBytes, formatDuration, isActive, quotedCommand, visible } from '../shared/format.js'
-import { showError, showNote } from '../shared/messages.js'
+import { showNote } from '../shared/messages.js'
+import { busy } from '../shared/busy-button.js'
 import { isReadOnly, READ_ONLY_REASON, sessionKnown } from '../shared/session.js'
 import * as store from './task-store.js'
 
@@ -87,17 +88,16 @@ async function runAgain() {
   const body = againRequest(old)
   const ok = await confirmAction({ title: `Run task ${old.id} again?`, lines: describe(body, old), okLabel: 'Run again' })
   if (!ok) return
-  button.dataset.busy = 'true'
-  button.disabled = true
-  try {
-    const started = await api('/v1/tasks', { method: 'POST', body })
-    store.upsert(started)
-    showNote(`Started task ${started.id}, again as ${old.id}.`)
-    location.hash = `#/tasks/${encodeURIComponent(started.id)}`
-  } catch (error) {
-    showError(error, `Running task ${old.id} again`)
-  } finally {
-    button.dataset.busy = 'false'
-    runAgainTaskChanged(task)
-  }
+  await busy(
+    button,
+    'Starting…',
+    async () => {
+      const started = await api('/v1/tasks', { method: 'POST', body })
+      store.upsert(started)
+      showNote(`Started task ${started.id}, again as ${old.id}.`)
+      location.hash = `#/tasks/${encodeURIComponent(started.id)}`
+    },
+    `Running task ${old.id} again`,
+    () => runAgainTaskChanged(task),
+  )
 }

@@ -13,7 +13,8 @@ import { closeNetwork, networkTaskChanged, openNetwork } from './network-view.js
 import { closeAids, openAids, showAids } from './aids-view.js'
 import { inputTaskChanged } from '../output/input-box.js'
 import { runAgainTaskChanged } from './run-again.js'
-import { sessionKnown } from '../shared/session.js'
+import { isReadOnly, READ_ONLY_REASON, sessionKnown } from '../shared/session.js'
+import { busy } from '../shared/busy-button.js'
 
 const MAX_GRACE_MS = 3_600_000
 
@@ -134,8 +135,9 @@ function show(task) {
   el.fields.state.className = `badge state-${task.state}`
   el.title.textContent = task.name ? `${visible(task.name)} (${task.id})` : `Task ${task.id}`
   el.fields.command.title = task.shell ? 'a shell line (sh -c)' : 'the program and its arguments'
-  el.kill.disabled = removed || !isActive(task) || el.kill.dataset.busy === 'true'
-  el.remove.disabled = removed || isActive(task) || el.remove.dataset.busy === 'true'
+  el.kill.disabled = removed || isReadOnly() || !isActive(task) || el.kill.dataset.busy === 'true'
+  el.remove.disabled = removed || isReadOnly() || isActive(task) || el.remove.dataset.busy === 'true'
+  el.kill.title = el.remove.title = isReadOnly() ? READ_ONLY_REASON : ''
   outputTaskChanged(task)
   inputTaskChanged(task)
   runAgainTaskChanged(task)
@@ -178,7 +180,7 @@ async function kill() {
     const result = await api(taskPath(id, '/kill'), { method: 'POST', body: { signal, graceMs } })
     store.upsert(result)
     showNote(`Task ${id} ${result.state}${result.signal ? ` (${result.signal})` : ''}.`)
-  }, `Kill task ${id}`)
+  }, `Kill task ${id}`, showCurrent)
 }
 
 async function removeTask() {
@@ -194,22 +196,10 @@ async function removeTask() {
     store.remove(id)
     showNote(`Removed task ${id}, freed ${formatBytes(result.freedBytes)}.`)
     if (currentId === id) location.hash = '#/'
-  }, `Remove task ${id}`)
+  }, `Remove task ${id}`, showCurrent)
 }
 
-async function busy(button, label, action, context) {
-  const text = button.textContent
-  button.dataset.busy = 'true'
-  button.disabled = true
-  button.textContent = label
-  try {
-    await action()
-  } catch (error) {
-    showError(error, context)
-  } finally {
-    button.dataset.busy = 'false'
-    button.textContent = text
-    const task = currentId && store.get(currentId)
-    if (task) show(task)
-  }
+function showCurrent() {
+  const task = currentId && store.get(currentId)
+  if (task) show(task)
 }
