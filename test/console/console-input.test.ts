@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
@@ -145,6 +145,23 @@ describe('the live terminal', () => {
       const tty = (await daemon.client.get(id)).tty
       return tty && tty.cols < resized.cols ? tty : undefined
     })
+    await daemon.client.kill(id, { signal: 'KILL' })
+  })
+
+  test('output written before the page looked gets no answer from the terminal: only keys typed there are sent', async () => {
+    // \e[6n asks the terminal where its cursor is; \e[c, what kind of terminal it is.
+    const id = await cliRun('--tty', '--', 'sh', '-c', 'printf "asking\\033[6n\\033[c\\n"; sleep 1000')
+    await waitFor('the question written', async () => ((await daemon.client.get(id)).outputBytes > 0 ? true : undefined))
+    await openPage()
+    await openTaskView(id)
+    await page.locator('#terminal').scrollIntoViewIfNeeded()
+    await page.waitForSelector('#terminal .xterm-rows:has-text("asking")', { timeout: 10_000 })
+    await page.click('#terminal .xterm')
+    await page.keyboard.type('k')
+    const input = join((await daemon.client.get(id)).spool, 'input.log')
+    const sent = await waitFor('the key sent', async () => (existsSync(input) && statSync(input).size > 0 ? readFileSync(input, 'utf8') : undefined))
+    expect(sent).toBe('k')
+    expect(await page.isHidden('#output-search'), "the search is the log view's").toBe(true)
     await daemon.client.kill(id, { signal: 'KILL' })
   })
 

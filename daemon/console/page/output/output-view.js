@@ -42,6 +42,8 @@ export function openOutput(task) {
   const { id } = task
   el.output.hidden = Boolean(task.tty)
   el.terminal.hidden = !task.tty
+  // The search finds text in the log view only.
+  el.terminal.closest('section')?.classList.toggle('with-terminal', Boolean(task.tty))
   const shown = task.tty ? new TerminalWindow(el.terminal, task) : new OutputWindow(el.output)
   view = { id, controller: new AbortController(), poll: null, shown, outputBytes: 0, done: false, note: '', state: null }
   el.follow.checked = true
@@ -112,7 +114,7 @@ async function follow(v) {
         if (result.outputBytes - result.next > WINDOW_BYTES) {
           await skipAhead(v, result, poll.signal)
         } else {
-          append(v, result)
+          append(v, result, true)
           if (!result.truncated && !v.done) await sleep(SETTLE_MS, poll.signal)
         }
         if (v.note) {
@@ -146,10 +148,11 @@ async function skipAhead(v, behind, signal) {
   v.skipped = `skipped ${formatBytes(from - behind.from)} to keep up`
 }
 
-function append(v, result) {
+/** live: output that has just come, rather than what was there before the page looked (a terminal answers only the former). */
+function append(v, result, live = false) {
   if (v !== view) return
   v.done = result.done
-  const element = v.shown.append(result)
+  const element = v.shown.append(result, live)
   if (element) {
     markNew(element)
     updateCount()
@@ -202,7 +205,7 @@ function showRange() {
   const { first, next } = view.shown
   el.range.textContent = `bytes ${first}–${next} of ${view.outputBytes}`
   el.range.title = `${formatBytes(next - first)} shown of ${formatBytes(view.outputBytes)}`
-  // A terminal shows what it was sent from where it began: earlier bytes would redraw it wrong.
+  // A terminal shows what it was sent from where it began: earlier bytes would draw it wrong.
   el.earlier.disabled = first === 0 || Boolean(view.loadingEarlier) || !view.shown.prepend
 }
 

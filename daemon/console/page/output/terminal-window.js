@@ -34,8 +34,11 @@ export class TerminalWindow {
     this.terminal.loadAddon(this.fit)
     element.replaceChildren()
     this.terminal.open(element)
+    // What the terminal sends is keys typed, or its answers to what the output asks (the cursor's
+    // place, its kind): answers to output written before this page looked would be stale input.
+    this.quiet = 0
     this.terminal.onData((data) => {
-      if (this.running) sendInput({ text: data }, 'Typing')
+      if (this.running && this.quiet === 0) sendInput({ text: data }, 'Typing')
     })
     this.observer = new ResizeObserver(() => this.fitSoon())
     this.observer.observe(element)
@@ -62,12 +65,17 @@ export class TerminalWindow {
   }
 
   /** A read that continues at `next`: written into the terminal; there is no element to mark. */
-  append(result) {
+  append(result, live) {
     if (result.next <= result.from) {
       if (this.next === this.first) this.first = this.next = result.next
       return null
     }
-    this.terminal.write(result.data)
+    if (live) {
+      this.terminal.write(result.data)
+    } else {
+      this.quiet++
+      this.terminal.write(result.data, () => this.quiet--)
+    }
     this.next = result.next
     return null
   }
