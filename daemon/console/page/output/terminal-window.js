@@ -35,10 +35,11 @@ export class TerminalWindow {
     element.replaceChildren()
     this.terminal.open(element)
     // What the terminal sends is keys typed, or its answers to what the output asks (the cursor's
-    // place, its kind): answers to output written before this page looked would be stale input.
+    // place, its kind): answers to output written before this page looked would be stale input,
+    // and only the page being typed in answers (every open page would, else, each once).
     this.quiet = 0
     this.terminal.onData((data) => {
-      if (this.running && this.quiet === 0) sendInput({ text: data }, 'Typing')
+      if (this.running && this.quiet === 0 && element.contains(document.activeElement)) sendInput({ text: data }, 'Typing')
     })
     this.observer = new ResizeObserver(() => this.fitSoon())
     this.observer.observe(element)
