@@ -58,6 +58,9 @@ afterEach(async () => {
 
 const cliRun = (...args: string[]) => cliRunId(daemon.env, ...args)
 
+/** What the page's callbacks use of the browser (the tests compile without the DOM library). */
+type Computed = { getComputedStyle: (element: unknown) => { backgroundColor: string } }
+
 const row = (id: string) => `#tasks tbody tr[data-task-id="${id}"]`
 
 async function openTaskView(id: string, state = 'running'): Promise<void> {
@@ -138,6 +141,13 @@ describe('the live terminal', () => {
     await page.keyboard.press('Enter')
     await page.waitForSelector('#terminal .xterm-rows:has-text("got:typed here")', { timeout: 10_000 })
     await page.waitForSelector(`#terminal .xterm-rows:has-text("${resized.rows} ${resized.cols}")`, { timeout: 10_000 })
+    // Drawn in the log view's colours, whatever the theme: its background is the log view's.
+    const termBg = await page.$eval('#output', (output) => (globalThis as unknown as Computed).getComputedStyle(output).backgroundColor)
+    const drawnBg = await page.$eval(
+      '#terminal .xterm-scrollable-element',
+      (screen) => (globalThis as unknown as Computed).getComputedStyle(screen).backgroundColor,
+    )
+    expect(drawnBg).toBe(termBg)
     await page.screenshot({ path: join(SCREENSHOT_DIR, 'console-terminal.png') })
     // A narrower page: a narrower terminal.
     await page.setViewportSize({ width: 1200, height: 900 })

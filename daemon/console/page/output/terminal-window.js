@@ -12,6 +12,30 @@ import { sendInput } from './input-box.js'
 /** Resizing the window fires many times: the last size is sent once it settles. */
 const RESIZE_SETTLE_MS = 200
 const SCROLLBACK_LINES = 5000
+const ANSI_COLOURS = ['black', 'red', 'green', 'yellow', 'blue', 'magenta', 'cyan', 'white']
+const DARK = matchMedia('(prefers-color-scheme: dark)')
+
+/**
+ * The log view's colours, from the page's style (--term-bg, --term-text and, where the page has a
+ * palette, --ansi-red, --ansi-bright-red…), so that a terminal reads as the log view does on each
+ * theme; what the page leaves out keeps xterm's own.
+ */
+function themeOf(element) {
+  const style = getComputedStyle(element)
+  const theme = {}
+  const take = (key, name) => {
+    const value = style.getPropertyValue(name).trim()
+    if (value) theme[key] = value
+  }
+  take('background', '--term-bg')
+  take('foreground', '--term-text')
+  take('cursor', '--term-text')
+  for (const colour of ANSI_COLOURS) {
+    take(colour, `--ansi-${colour}`)
+    take(`bright${colour[0].toUpperCase()}${colour.slice(1)}`, `--ansi-bright-${colour}`)
+  }
+  return theme
+}
 
 export class TerminalWindow {
   /** element: the terminal's container, shown; task: its record (its tty size and state). */
@@ -29,6 +53,7 @@ export class TerminalWindow {
       linkHandler: { activate: () => undefined },
       fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
       fontSize: 13,
+      theme: themeOf(element),
     })
     this.fit = new FitAddon()
     this.terminal.loadAddon(this.fit)
@@ -41,6 +66,10 @@ export class TerminalWindow {
     this.terminal.onData((data) => {
       if (this.running && this.quiet === 0 && element.contains(document.activeElement)) sendInput({ text: data }, 'Typing')
     })
+    this.retheme = () => {
+      this.terminal.options.theme = themeOf(element)
+    }
+    DARK.addEventListener('change', this.retheme)
     this.observer = new ResizeObserver(() => this.fitSoon())
     this.observer.observe(element)
     this.taskChanged(task)
@@ -84,6 +113,7 @@ export class TerminalWindow {
   dispose() {
     clearTimeout(this.timer)
     this.observer.disconnect()
+    DARK.removeEventListener('change', this.retheme)
     this.terminal.dispose()
     this.element.replaceChildren()
     delete this.element.dataset.size
