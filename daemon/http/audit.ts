@@ -27,6 +27,11 @@ export function noteCaller(request: FastifyRequest, caller: Caller): void {
   noted.set(request.raw, { ...noted.get(request.raw), caller })
 }
 
+/** Who the listener found had made the request (the console's guard notes it before routing), if it noted anyone. */
+export function notedCaller(request: FastifyRequest): Caller | undefined {
+  return noted.get(request.raw)?.caller
+}
+
 /** The task a request made (a start): its id is in no parameter, and its owner may be in the body only. */
 export function noteStartedTask(request: FastifyRequest, task: { id: string; owner: string }): void {
   noted.set(request.raw, { ...noted.get(request.raw), taskId: task.id, owner: task.owner })

@@ -1,4 +1,5 @@
 import { execa } from 'execa'
+import { expect } from 'vitest'
 import { TEND_BIN } from './test-daemon.js'
 
 export interface CliResult {
@@ -18,4 +19,11 @@ export async function runCli(args: string[], env: Record<string, string>, option
     stripFinalNewline: false,
   })
   return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) }
+}
+
+/** `tend run --json ARGS…` through the real CLI: it must succeed; answers the new task's id. */
+export async function cliRunId(env: Record<string, string>, ...args: string[]): Promise<string> {
+  const started = await runCli(['run', '--json', ...args], env)
+  expect(started.exitCode, started.stderr).toBe(0)
+  return (JSON.parse(started.stdout) as { id: string }).id
 }

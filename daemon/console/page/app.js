@@ -14,6 +14,8 @@ import { setupOutputSearch } from './output/output-search.js'
 import { closeTask, openTask, setupTaskView } from './tasks/task-view.js'
 import { setupNetworkView } from './tasks/network-view.js'
 import { setupAidsView } from './tasks/aids-view.js'
+import { setupInputBox } from './output/input-box.js'
+import { setupRunAgain } from './tasks/run-again.js'
 
 const $ = (selector) => {
   const found = document.querySelector(selector)
@@ -73,7 +75,9 @@ function main() {
 
   const output = $('#output')
   const follow = $('#follow')
-  setupOutputView({ output, follow, range: $('#output-range'), status: $('#output-status'), earlier: $('#output-earlier'), download: $('#download') })
+  setupOutputView({ output, follow, range: $('#output-range'), status: $('#output-status'), earlier: $('#output-earlier'), download: $('#download'), terminal: $('#terminal') })
+  setupInputBox({ box: $('#input-box'), line: $('#input-line'), send: $('#input-send'), ctrlC: $('#input-ctrl-c'), ctrlD: $('#input-ctrl-d'), note: $('#input-note') })
+  setupRunAgain($('#run-again-button'))
   setupOutputSearch({
     input: $('#output-search'),
     count: $('#output-search-count'),

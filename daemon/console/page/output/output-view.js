@@ -6,6 +6,7 @@ import { api, isAbort, sleep, taskPath, SessionEndedError } from '../shared/api.
 import { markNew, resetSearch, updateCount } from './output-search.js'
 import { formatBytes } from '../shared/format.js'
 import { OutputWindow, WINDOW_BYTES } from './output-window.js'
+import { TerminalWindow } from './terminal-window.js'
 
 // 64 KiB per read: the daemon's answer (the text as a JSON string) then stays under V8's
 // large-object size and dies young; 256 KiB answers piled up in its old generation until a full
@@ -35,9 +36,16 @@ export function setupOutputView(elements) {
   el.earlier.addEventListener('click', () => void loadEarlier())
 }
 
-export function openOutput(id) {
+/** A terminal task's output goes into a live terminal, any other's into the log view. */
+export function openOutput(task) {
   closeOutput()
-  view = { id, controller: new AbortController(), poll: null, shown: new OutputWindow(el.output), outputBytes: 0, done: false, note: '', state: null }
+  const { id } = task
+  el.output.hidden = Boolean(task.tty)
+  el.terminal.hidden = !task.tty
+  // The search finds text in the log view only.
+  el.terminal.closest('section')?.classList.toggle('with-terminal', Boolean(task.tty))
+  const shown = task.tty ? new TerminalWindow(el.terminal, task) : new OutputWindow(el.output)
+  view = { id, controller: new AbortController(), poll: null, shown, outputBytes: 0, done: false, note: '', state: null }
   el.follow.checked = true
   el.download.href = taskPath(id, '/output.log')
   el.download.setAttribute('download', `tend-${id}-output.log`)
@@ -50,6 +58,7 @@ export function openOutput(id) {
 export function closeOutput() {
   if (!view) return
   view.controller.abort()
+  view.shown.dispose?.()
   view = null
   el.output.replaceChildren()
 }
@@ -59,6 +68,7 @@ export function outputTaskChanged(task) {
   if (!view || task.id !== view.id) return
   view.outputBytes = task.outputBytes
   view.state = task.state
+  view.shown.taskChanged?.(task)
   showRange()
 }
 
@@ -104,7 +114,7 @@ async function follow(v) {
         if (result.outputBytes - result.next > WINDOW_BYTES) {
           await skipAhead(v, result, poll.signal)
         } else {
-          append(v, result)
+          append(v, result, true)
           if (!result.truncated && !v.done) await sleep(SETTLE_MS, poll.signal)
         }
         if (v.note) {
@@ -138,10 +148,11 @@ async function skipAhead(v, behind, signal) {
   v.skipped = `skipped ${formatBytes(from - behind.from)} to keep up`
 }
 
-function append(v, result) {
+/** live: output that has just come, rather than what was there before the page looked (a terminal answers only the former). */
+function append(v, result, live = false) {
   if (v !== view) return
   v.done = result.done
-  const element = v.shown.append(result)
+  const element = v.shown.append(result, live)
   if (element) {
     markNew(element)
     updateCount()
@@ -152,7 +163,7 @@ function append(v, result) {
 
 async function loadEarlier() {
   const v = view
-  if (!v || v.shown.first === 0 || v.loadingEarlier) return
+  if (!v || v.shown.first === 0 || v.loadingEarlier || !v.shown.prepend) return
   // Reading back while new lines pull the page down would be impossible: following pauses.
   el.follow.checked = false
   v.poll?.abort()
@@ -194,7 +205,8 @@ function showRange() {
   const { first, next } = view.shown
   el.range.textContent = `bytes ${first}–${next} of ${view.outputBytes}`
   el.range.title = `${formatBytes(next - first)} shown of ${formatBytes(view.outputBytes)}`
-  el.earlier.disabled = first === 0 || Boolean(view.loadingEarlier)
+  // A terminal shows what it was sent from where it began: earlier bytes would draw it wrong.
+  el.earlier.disabled = first === 0 || Boolean(view.loadingEarlier) || !view.shown.prepend
 }
 
 function showStatus() {

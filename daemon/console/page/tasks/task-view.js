@@ -1,4 +1,5 @@
-// The open task: its record, kept live from the store, its output, and the kill and remove actions.
+// The open task: its record, kept live from the store, its output, its input, and the kill,
+// remove and run-again actions.
 
 import { api, taskPath } from '../shared/api.js'
 import { firstList } from './live-sync.js'
@@ -10,6 +11,10 @@ import { showError, showNote } from '../shared/messages.js'
 import { select } from './task-table.js'
 import { closeNetwork, networkTaskChanged, openNetwork } from './network-view.js'
 import { closeAids, openAids, showAids } from './aids-view.js'
+import { inputTaskChanged } from '../output/input-box.js'
+import { runAgainTaskChanged } from './run-again.js'
+import { isReadOnly, READ_ONLY_REASON, sessionKnown } from '../shared/session.js'
+import { busy } from '../shared/busy-button.js'
 
 const MAX_GRACE_MS = 3_600_000
 
@@ -86,7 +91,7 @@ export async function openTask(id) {
   select(id)
   clearFields()
   // A link opened with the page waits for the list; the store then knows every task there is.
-  await firstList
+  await Promise.all([firstList, sessionKnown])
   if (currentId !== id) return
   const task = store.get(id)
   if (!task) {
@@ -97,7 +102,7 @@ export async function openTask(id) {
   show(task)
   openAids(task)
   openNetwork(task)
-  openOutput(id)
+  openOutput(task)
 }
 
 export function closeTask() {
@@ -105,6 +110,8 @@ export function closeTask() {
   closeOutput()
   closeNetwork()
   closeAids()
+  inputTaskChanged(null)
+  runAgainTaskChanged(null)
   currentId = null
   el.view.hidden = true
   document.body.classList.remove('task-open')
@@ -128,9 +135,12 @@ function show(task) {
   el.fields.state.className = stateLook(task).className
   el.title.textContent = task.name ? `${visible(task.name)} (${task.id})` : `Task ${task.id}`
   el.fields.command.title = task.shell ? 'a shell line (sh -c)' : 'the program and its arguments'
-  el.kill.disabled = removed || !isActive(task) || el.kill.dataset.busy === 'true'
-  el.remove.disabled = removed || isActive(task) || el.remove.dataset.busy === 'true'
+  el.kill.disabled = removed || isReadOnly() || !isActive(task) || el.kill.dataset.busy === 'true'
+  el.remove.disabled = removed || isReadOnly() || isActive(task) || el.remove.dataset.busy === 'true'
+  el.kill.title = el.remove.title = isReadOnly() ? READ_ONLY_REASON : ''
   outputTaskChanged(task)
+  inputTaskChanged(task)
+  runAgainTaskChanged(task)
   networkTaskChanged(task)
   showAids(task)
 }
@@ -141,6 +151,8 @@ function markRemoved() {
   el.remove.disabled = true
   el.fields.state.textContent = 'removed'
   el.fields.state.className = 'badge state-removed'
+  inputTaskChanged(null)
+  runAgainTaskChanged(null)
   outputTaskRemoved()
 }
 
@@ -168,7 +180,7 @@ async function kill() {
     const result = await api(taskPath(id, '/kill'), { method: 'POST', body: { signal, graceMs } })
     store.upsert(result)
     showNote(`Task ${id} ${result.state}${result.signal ? ` (${result.signal})` : ''}.`)
-  }, `Kill task ${id}`)
+  }, `Kill task ${id}`, showCurrent)
 }
 
 async function removeTask() {
@@ -184,22 +196,10 @@ async function removeTask() {
     store.remove(id)
     showNote(`Removed task ${id}, freed ${formatBytes(result.freedBytes)}.`)
     if (currentId === id) location.hash = '#/'
-  }, `Remove task ${id}`)
+  }, `Remove task ${id}`, showCurrent)
 }
 
-async function busy(button, label, action, context) {
-  const text = button.textContent
-  button.dataset.busy = 'true'
-  button.disabled = true
-  button.textContent = label
-  try {
-    await action()
-  } catch (error) {
-    showError(error, context)
-  } finally {
-    button.dataset.busy = 'false'
-    button.textContent = text
-    const task = currentId && store.get(currentId)
-    if (task) show(task)
-  }
+function showCurrent() {
+  const task = currentId && store.get(currentId)
+  if (task) show(task)
 }
