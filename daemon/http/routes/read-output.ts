@@ -56,7 +56,7 @@ export function registerReadOutputRoute(app: TendApp, { config, store, superviso
       const abort = new AbortController()
       request.raw.once('close', () => abort.abort())
       const pattern = query.waitFor === undefined ? null : compileLinePattern(query.waitFor, 'waitFor')
-      const scan = pattern && createLineScan(pattern, from, Boolean(store.get(id).tty))
+      const scan = pattern && createLineScan(pattern, from)
       let startAwaited = false
       for (;;) {
         // State first, size second: once a finished state is seen, the size read after it is final.

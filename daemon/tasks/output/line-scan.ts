@@ -26,14 +26,18 @@ export interface LineScan {
 /** Most bytes of one line kept to be matched: PATTERN_LINE_MAX characters of up to 4 bytes each. */
 const LINE_HEAD_BYTES = PATTERN_LINE_MAX * 4
 
-/** `terminal`: the output is a terminal's, matched as plain text (control sequences removed). */
-export function createLineScan(pattern: LinePattern, from: number, terminal: boolean): LineScan {
+/**
+ * Every line is matched as plain text (control sequences removed, a redrawn line as it was left),
+ * a pipe's as a terminal's: that is what the agent tools and `logs --plain` show, so a pattern
+ * written from what was read meets the line it was written from.
+ */
+export function createLineScan(pattern: LinePattern, from: number): LineScan {
   let position = from
   // The head of the line being written; the rest of a longer line is only counted.
   let head: Buffer[] = []
   let headBytes = 0
   const textOf = (bytes: Buffer): string => {
-    const text = terminal ? plainTextChunk(bytes, { final: true }).text : bytes.toString('utf8')
+    const text = plainTextChunk(bytes, { final: true }).text
     return text.endsWith('\r') ? text.slice(0, -1) : text
   }
   const complete = (end: number): LineMatch | null => {

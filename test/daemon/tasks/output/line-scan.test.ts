@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { compileLinePattern, PATTERN_LINE_MAX } from '../../../../daemon/tasks/output/line-pattern.js'
 import { createLineScan } from '../../../../daemon/tasks/output/line-scan.js'
 
-const scanFor = (pattern: string, from = 0, terminal = false) => createLineScan(compileLinePattern(pattern, 'waitFor'), from, terminal)
+const scanFor = (pattern: string, from = 0) => createLineScan(compileLinePattern(pattern, 'waitFor'), from)
 
 describe('a line scan of output for a pattern', () => {
   test('finds the first complete line that matches, with the offset just past it', () => {
@@ -26,8 +26,14 @@ describe('a line scan of output for a pattern', () => {
   })
 
   test("a terminal's line is matched as plain text: control sequences and the carriage return removed", () => {
-    const scan = scanFor('^Server up$', 0, true)
+    const scan = scanFor('^Server up$')
     expect(scan.feed(Buffer.from('\x1b[32mServer up\x1b[0m\r\n'))).toEqual({ line: 'Server up', end: 'x[32mServer upx[0m\r\n'.length })
+  })
+
+  test("a pipe's coloured line is matched as plain text too: what an agent reads is what its pattern meets", () => {
+    const scan = scanFor('^ERROR boom$')
+    const bytes = Buffer.from('\x1b[1;31mERROR boom\x1b[0m\n')
+    expect(scan.feed(bytes)).toEqual({ line: 'ERROR boom', end: bytes.length })
   })
 
   test('a line longer than the pattern limit is matched on its head, and what is held of it stays bounded', () => {
