@@ -102,7 +102,13 @@ const CASES: Record<ExitRow['table'], Record<string, ExitCase[]>> = {
         },
       },
     ],
-    '77': [{ title: 'run --wait-ready of a task that ends first', expected: 77, run: () => cli('run', '--cwd', cwd, '--wait-ready', '--ready-pattern', 'never', '--', 'true') }],
+    '77': [
+      {
+        title: 'run --wait-ready of a task that ends first',
+        expected: 77,
+        run: () => cli('run', '--cwd', cwd, '--wait-ready', '--ready-pattern', 'never', '--', 'true'),
+      },
+    ],
     '2': [{ title: 'wait with a bad --timeout', expected: 2, run: () => cli('wait', '--timeout', 'soon', 'nosuchtask00') }],
   },
   other: {
@@ -117,7 +123,11 @@ const CASES: Record<ExitRow['table'], Record<string, ExitCase[]>> = {
       { title: 'show of a malformed reference', expected: 2, run: () => cli('show', '') },
       { title: 'a --cluster URL that is not redis://', expected: 2, run: () => cli('ps', '--cluster', 'http://127.0.0.1:1') },
       { title: 'rm with a --cluster URL that is not redis://', expected: 2, run: () => cli('rm', 'nosuchtask00', '--cluster', 'http://127.0.0.1:1') },
-      { title: 'a request the daemon rejects as invalid', expected: 2, run: () => cli('run', '--cwd', cwd, '--sandbox', 'off', '--memory', '1g', '--', 'true') },
+      {
+        title: 'a request the daemon rejects as invalid',
+        expected: 2,
+        run: () => cli('run', '--cwd', cwd, '--sandbox', 'off', '--memory', '1g', '--', 'true'),
+      },
     ],
     '3': [
       { title: 'a daemon URL nothing answers', expected: 3, run: () => runCli(['ps'], { ...env, TEND_URL: 'http://127.0.0.1:1', TEND_TOKEN: 'x' }) },
