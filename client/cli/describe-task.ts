@@ -45,6 +45,7 @@ export function describeTask(io: CliIo, task: Task): string {
     ['ports', task.ports?.length ? describePorts(task.ports) : null],
     ['blocked', blockedText(task)],
     ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
+    ['warnings', task.warnings?.length ? task.warnings.join('; ') : null],
     [
       'limits',
       task.memoryBytes === null && task.pidsMax === null

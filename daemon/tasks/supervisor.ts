@@ -128,8 +128,8 @@ export class Supervisor {
    */
   async start(request: StartTaskBody, options: StartOptions = {}): Promise<StartedTask> {
     const task = await this.admit(request, options)
-    const warnings = await portConflictWarnings(task, request, { store: this.context.store, ports: this.ports })
-    // A copy: the store's record never carries them.
+    const warnings = [...(task.warnings ?? []), ...(await portConflictWarnings(task, request, { store: this.context.store, ports: this.ports }))]
+    // A copy: the store's record keeps only its own (task.warnings), never a port's.
     return warnings.length === 0 ? task : Object.assign({}, task, { warnings })
   }
 
