@@ -1,14 +1,11 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { beforeAll, describe, expect, test } from 'vitest'
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Context } from 'cordis'
 import type { Task } from '../../client/index.js'
-import * as tendPlugin from '../../tools/index.js'
-import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
+import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { runCli } from '../helpers/cli.js'
-import { daemonPerFile } from '../helpers/daemon-per-file.js'
-import { waitFor } from '../helpers/wait-for.js'
 
 /*
  * Writes that would vanish are said at submission: a --writable path that does not exist (it is
@@ -16,18 +13,12 @@ import { waitFor } from '../helpers/wait-for.js'
  * and in --json, kept in the record for tend show, and in the bash tool's result.
  */
 
-const shared = daemonPerFile('cli-warnings', { env: { TEND_SANDBOX: 'workspace' } })
-let host: Context
-let fork: { dispose: () => unknown }
+const shared = pluginPerFile('cli-warnings', {}, { env: { TEND_SANDBOX: 'workspace' } })
 
-beforeAll(async () => {
+beforeAll(() => {
   // A root daemon's tasks run on a uid of their own, which must reach their cwd.
   chmodSync(shared.workspace, 0o711)
-  host = createHost()
-  fork = host.plugin(tendPlugin, { home: shared.daemon.home })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
 })
-afterAll(() => fork?.dispose())
 
 function workspace(): string {
   const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
@@ -88,7 +79,9 @@ describe('writes that would vanish are warned of at submission', () => {
 
   test("the bash tool's result carries the warning", async () => {
     const cwd = workspace()
-    const text = textOf(await callTool(host, new TestAgent('warned'), { name: 'bash', arguments: { command: 'echo x > /tmp/tend-tool-probe.txt', cwd } }))
+    const text = textOf(
+      await callTool(shared.host, new TestAgent('warned'), { name: 'bash', arguments: { command: 'echo x > /tmp/tend-tool-probe.txt', cwd } }),
+    )
     expect(text).toContain("[warning: the command names /tmp/tend-tool-probe.txt: writes under /tmp stay in the task's private /tmp")
   })
 })

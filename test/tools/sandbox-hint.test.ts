@@ -1,34 +1,25 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { beforeAll, describe, expect, test } from 'vitest'
 import { chmodSync, mkdtempSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Context } from 'cordis'
-import * as tendPlugin from '../../tools/index.js'
-import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
-import { daemonPerFile } from '../helpers/daemon-per-file.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { pluginPerFile } from '../harness/plugin-per-file.js'
 
 /*
  * The agent's sandbox hint comes only with a failure the sandbox plausibly caused (a refusal in
  * the end of the output it was shown), in the bash tool's terms: never a CLI flag.
  */
 
-const shared = daemonPerFile('tools-sandbox-hint', { env: { TEND_SANDBOX: 'workspace' } })
-let host: Context
-let fork: { dispose: () => unknown }
+const shared = pluginPerFile('tools-sandbox-hint', {}, { env: { TEND_SANDBOX: 'workspace' } })
 
-beforeAll(async () => {
+beforeAll(() => {
   // A root daemon's tasks run on a uid of their own, which must reach their cwd.
   chmodSync(shared.workspace, 0o711)
-  host = createHost()
-  fork = host.plugin(tendPlugin, { home: shared.daemon.home })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
 })
-afterAll(() => fork?.dispose())
 
 async function bash(agent: string, command: string): Promise<string> {
   const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
   chmodSync(cwd, 0o777)
-  return textOf(await callTool(host, new TestAgent(agent), { name: 'bash', arguments: { command, cwd } }))
+  return textOf(await callTool(shared.host, new TestAgent(agent), { name: 'bash', arguments: { command, cwd } }))
 }
 
 describe("the bash tool's sandbox hint", () => {
