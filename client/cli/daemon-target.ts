@@ -48,7 +48,8 @@ export class DaemonTarget implements TaskTarget {
 
   async show(io: CliIo, ref: string): Promise<number> {
     const task = await this.client.get(await this.client.resolve(ref), { live: true })
-    printTask(io, task, await outputTailForHint(this.client, task))
+    // --json prints the record alone: no hint, so no output to read for one.
+    printTask(io, task, io.json ? '' : await outputTailForHint(this.client, task))
     return EXIT.ok
   }
 
