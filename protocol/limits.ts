@@ -35,5 +35,9 @@ export const ABSOLUTE_PATH_PATTERN = '^/[^\\u0000]*$'
 /** Most bytes one input request carries (after base64 decoding): 1 MiB. */
 export const INPUT_MAX_BYTES = 1024 * 1024
 
+/** Most warnings a task's record keeps (`warnings`), and most characters of each. */
+export const TASK_WARNINGS_MAX = 8
+export const TASK_WARNING_CHARS_MAX = 1000
+
 export const READ_MAX_BYTES_LIMIT = 16 * 1024 * 1024
 export const WAIT_MS_LIMIT = 60_000

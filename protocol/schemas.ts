@@ -1,7 +1,16 @@
 import { Type, type Static } from 'typebox'
 import { OWNER_HEADER, OWNER_PATTERN, TASK_ID_PATTERN, TASK_ID_PREFIX_MIN } from './ids.js'
 import { TaskAidsRecordFields, TaskAidsRequestFields } from './task-aids-schemas.js'
-import { ABSOLUTE_PATH_PATTERN, INPUT_MAX_BYTES, NO_NUL_PATTERN, READ_MAX_BYTES_LIMIT, REQUEST_LIMITS, WAIT_MS_LIMIT } from './limits.js'
+import {
+  ABSOLUTE_PATH_PATTERN,
+  INPUT_MAX_BYTES,
+  NO_NUL_PATTERN,
+  READ_MAX_BYTES_LIMIT,
+  REQUEST_LIMITS,
+  TASK_WARNING_CHARS_MAX,
+  TASK_WARNINGS_MAX,
+  WAIT_MS_LIMIT,
+} from './limits.js'
 import { BLOCKED_DESTINATIONS_KEPT, NETWORK_LOG_PAGE_DEFAULT, NETWORK_LOG_PAGE_LIMIT, NETWORK_MODES, NETWORK_VIAS } from './network.js'
 import {
   LIFETIMES,
@@ -77,6 +86,12 @@ export const TaskSchema = Type.Object(
     ),
     writablePaths: Type.Array(Type.String()),
     sandboxWritable: Type.Optional(Type.Array(Type.String())),
+    warnings: Type.Optional(
+      Type.Array(Type.String({ maxLength: TASK_WARNING_CHARS_MAX }), {
+        maxItems: TASK_WARNINGS_MAX,
+        description: 'what its start deserved a word about: writes that would vanish (a writable path that does not exist, /tmp while sandboxed)',
+      }),
+    ),
     keeper: Type.Optional(
       Type.Union([Type.Null(), Type.Object({ pid: Type.Integer(), startTicks: Type.Integer() })], {
         description: "the task's keeper process (its parent, which records its exit): it outlives the daemon",

@@ -115,6 +115,12 @@ export interface TaskBase {
    * daemon's and its own writable paths. Empty with sandbox `off`; absent in records of older tends.
    */
   sandboxWritable?: string[]
+  /**
+   * What its start deserved a word about and the task would otherwise lose silently (a writable
+   * path that does not exist, a path under /tmp its command names while it has a private /tmp):
+   * at most TASK_WARNINGS_MAX. Absent when none, and in records of older tends.
+   */
+  warnings?: string[]
   /** Memory limit in bytes (strict), else null. */
   memoryBytes: number | null
   /** Process-count limit (strict), else null. */

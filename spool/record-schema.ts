@@ -15,6 +15,8 @@ import {
   RECORDED_STOPPED_BY,
   TASK_ID_PATTERN,
   TERMINAL_SIZE_MAX,
+  TASK_WARNING_CHARS_MAX,
+  TASK_WARNINGS_MAX,
   type RecordedState,
 } from '../protocol/index.js'
 
@@ -53,6 +55,7 @@ export const RECORD_BASE_FIELDS = {
   allowNet: Type.Optional(Type.Array(Type.String())),
   writablePaths: Type.Array(Type.String()),
   sandboxWritable: Type.Optional(Type.Array(Type.String())),
+  warnings: Type.Optional(Type.Array(Type.String({ maxLength: TASK_WARNING_CHARS_MAX }), { maxItems: TASK_WARNINGS_MAX })),
   memoryBytes: Nullable(Count),
   pidsMax: Nullable(Count),
   createdAt: IsoDate,

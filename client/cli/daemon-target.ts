@@ -1,6 +1,7 @@
 import { describePorts, exitStatusOf, sandboxHint, taskLabel, type Task } from '../../protocol/index.js'
 import type { TendClient } from '../client.js'
 import { printTask } from './describe-task.js'
+import { outputTailForHint } from './output-tail.js'
 import { EXIT } from './exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
@@ -36,7 +37,7 @@ export class DaemonTarget implements TaskTarget {
     const finished = await this.client.wait(task.id)
     if (io.json) printJson(io, finished)
     else if (finished.state !== 'exited') io.err(`tend: task ${finished.id} ${finished.state}${stoppedByText(finished)}: ${finished.reason ?? ''}`.trimEnd())
-    const hint = sandboxHint(finished)
+    const hint = sandboxHint(finished, await outputTailForHint(this.client, finished))
     if (hint) io.err(hint)
     return exitStatusOf(finished) ?? EXIT.waitFailed
   }
@@ -46,7 +47,9 @@ export class DaemonTarget implements TaskTarget {
   }
 
   async show(io: CliIo, ref: string): Promise<number> {
-    printTask(io, await this.client.get(await this.client.resolve(ref), { live: true }))
+    const task = await this.client.get(await this.client.resolve(ref), { live: true })
+    // --json prints the record alone: no hint, so no output to read for one.
+    printTask(io, task, io.json ? '' : await outputTailForHint(this.client, task))
     return EXIT.ok
   }
 
@@ -58,7 +61,8 @@ export class DaemonTarget implements TaskTarget {
     const id = await this.client.resolve(ref)
     const { ready, ...waitOptions } = options
     if (ready) return printReadiness(io, await this.client.waitReady(id, waitOptions))
-    return printWaited(io, id, await this.client.wait(id, waitOptions))
+    const task = await this.client.wait(id, waitOptions)
+    return printWaited(io, id, task, await outputTailForHint(this.client, task))
   }
 
   async list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number> {

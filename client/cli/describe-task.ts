@@ -3,8 +3,11 @@ import { paintState, printJson, type CliIo } from './output.js'
 import { describeCondition, describeReadiness } from './readiness.js'
 import { liveText, usageText } from './usage-text.js'
 
-/** `tend show`'s answer for a task record: JSON, or its fields (a corrupt entry's own, with what to do about it), and the sandbox's hint. */
-export function printTask(io: CliIo, task: Task): void {
+/**
+ * `tend show`'s answer for a task record: JSON, or its fields (a corrupt entry's own, with what to
+ * do about it), and the sandbox's hint when the end of its output (`outputTail`) shows a refusal.
+ */
+export function printTask(io: CliIo, task: Task, outputTail = ''): void {
   if (io.json) printJson(io, task)
   else if (task.state === 'corrupt') {
     io.out(describeCorrupt(io, task))
@@ -14,7 +17,7 @@ export function printTask(io: CliIo, task: Task): void {
     )
   } else {
     io.out(describeTask(io, task))
-    const hint = sandboxHint(task)
+    const hint = sandboxHint(task, outputTail)
     if (hint) io.err(hint)
   }
 }
@@ -42,6 +45,7 @@ export function describeTask(io: CliIo, task: Task): string {
     ['ports', task.ports?.length ? describePorts(task.ports) : null],
     ['blocked', blockedText(task)],
     ['can write', task.sandbox === 'off' || !task.sandboxWritable ? null : task.sandboxWritable.join(' ')],
+    ['warnings', task.warnings?.length ? task.warnings.join('; ') : null],
     [
       'limits',
       task.memoryBytes === null && task.pidsMax === null

@@ -1,4 +1,5 @@
 import { formatBytes, formatDuration, TendError, type Task, type TaskState } from '../../protocol/index.js'
+import { inFlagTerms } from './flag-names.js'
 
 /** Where a command prints: stdout for results, stderr for messages; colour only on a TTY. */
 export interface CliIo {
@@ -73,6 +74,8 @@ export function formatTable(header: string[], rows: string[][]): string {
 export function reportError(io: CliIo, error: unknown): void {
   const tendError =
     error instanceof TendError ? error : new TendError('TEND_ERR_INTERNAL', { detail: (error as Error)?.message ?? String(error) }, { cause: error })
-  if (io.json) printJson(io, { error: tendError.toWire() })
-  io.err(`tend: ${tendError.message}`)
+  const { message, flags } = inFlagTerms(tendError)
+  // --json keeps the daemon's message; the flags it is about are added beside it.
+  if (io.json) printJson(io, { error: { ...tendError.toWire(), ...(flags.length > 0 ? { flags } : {}) } })
+  io.err(`tend: ${message}`)
 }

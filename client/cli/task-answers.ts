@@ -9,15 +9,18 @@ export function printKilled(io: CliIo, task: Task): number {
   return EXIT.ok
 }
 
-/** `tend wait`'s answer for a task record: its exit status once it has ended, else the timeout's exit code. */
-export function printWaited(io: CliIo, id: string, task: Task): number {
+/**
+ * `tend wait`'s answer for a task record: its exit status once it has ended, else the timeout's
+ * exit code; the sandbox's hint when the end of its output (`outputTail`) shows a refusal.
+ */
+export function printWaited(io: CliIo, id: string, task: Task, outputTail = ''): number {
   if (io.json) printJson(io, task)
   if (!isFinished(task)) {
     if (!io.json) io.err(`tend: task ${id} is still ${task.state} after the --timeout`)
     return EXIT.waitTimedOut
   }
   if (!io.json && task.state !== 'exited') io.err(`tend: task ${id} ${task.state}: ${task.reason ?? ''}`.trimEnd())
-  const hint = sandboxHint(task)
+  const hint = sandboxHint(task, outputTail)
   if (hint) io.err(hint)
   return exitStatusOf(task) ?? EXIT.waitFailed
 }

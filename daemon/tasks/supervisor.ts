@@ -85,8 +85,8 @@ export class Supervisor {
    */
   async start(request: StartTaskBody, options: StartOptions = {}): Promise<StartedTask> {
     const task = await this.admit(request, options)
-    const warnings = await this.taskPorts.conflictWarnings(task, request)
-    // A copy: the store's record never carries them.
+    const warnings = [...(task.warnings ?? []), ...(await this.taskPorts.conflictWarnings(task, request))]
+    // A copy: the store's record keeps only its own (task.warnings), never a port's.
     return warnings.length === 0 ? task : Object.assign({}, task, { warnings })
   }
 

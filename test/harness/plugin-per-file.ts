@@ -2,6 +2,7 @@ import { afterAll, beforeAll } from 'vitest'
 import type { Context } from 'cordis'
 import * as tendPlugin from '../../tools/index.js'
 import { daemonPerFile, type DaemonPerFile } from '../helpers/daemon-per-file.js'
+import type { TestDaemonOptions } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { createHost } from './host.js'
 
@@ -11,11 +12,12 @@ export interface PluginPerFile extends DaemonPerFile {
 }
 
 /**
- * A real daemon (daemonPerFile) and a host with the tend plugin loaded against it, with these
- * settings, for a whole test file; the plugin is disposed after the file, before the daemon stops.
+ * A real daemon (daemonPerFile, started with `daemon`) and a host with the tend plugin loaded
+ * against it, with these settings, for a whole test file; the plugin is disposed after the file,
+ * before the daemon stops.
  */
-export function pluginPerFile(label: string, settings: Record<string, unknown> = {}): PluginPerFile {
-  const shared = daemonPerFile(label) as PluginPerFile
+export function pluginPerFile(label: string, settings: Record<string, unknown> = {}, daemon: TestDaemonOptions = {}): PluginPerFile {
+  const shared = daemonPerFile(label, daemon) as PluginPerFile
   let fork: { dispose: () => unknown } | undefined
   beforeAll(async () => {
     shared.host = createHost()

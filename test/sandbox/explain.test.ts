@@ -67,7 +67,7 @@ describe('a failing sandboxed task explains its sandbox', () => {
     const cwd = mkdtempSync(join(base, 'ws-'))
     const started = await daemon.client.start({ command: FAILING, shell: true, cwd })
     const task = await daemon.client.wait(started.id, { timeoutMs: 20_000 })
-    const text = endingText(task)
+    const text = endingText(task, undefined, (await daemon.client.read(started.id)).data)
     expect(text.split('\n')[0]).toBe('[exit code: 3]')
     expect(text).toContain(`[ran in sandbox workspace: it could write only ${cwd}`)
   })

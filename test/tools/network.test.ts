@@ -149,23 +149,26 @@ describe('tend mcp --allow-host-network', () => {
 })
 
 describe("the sandbox hint an agent sees names the tool's parameters", () => {
+  /** The end of the output of a task the sandbox refused a write. */
+  const REFUSED = 'sh: 1: cannot create /var/tmp/probe: Read-only file system\n'
+
   test('a failed loopback task: network "allow" is offered, no CLI flag is named; the CLI keeps its flags', () => {
     const task = finished({ network: 'loopback' })
-    const text = endingText(task)
+    const text = endingText(task, undefined, REFUSED)
     expect(text.split('\n')[0]).toBe('[exit code: 7]')
     expect(text).toContain('[ran in sandbox workspace: it could write only /work/app')
     expect(text).toContain('network: its loopback only')
     expect(text).toContain('bash\'s network parameter: "allow"')
     expect(text).not.toContain('"host"')
     expect(text).not.toMatch(/--[a-z]/)
-    expect(sandboxHint(task)).toMatch(/To allow more: --writable PATH, --network allow, --net, --sandbox off$/)
+    expect(sandboxHint(task, REFUSED)).toMatch(/To allow more: --writable PATH, --network allow, --net, --sandbox off$/)
   })
 
   test("where host is offered it is named too; a task that had the host's network is offered no network", () => {
-    expect(endingText(finished({ network: 'loopback' }), ['loopback', 'allow', 'host'])).toContain(
+    expect(endingText(finished({ network: 'loopback' }), ['loopback', 'allow', 'host'], REFUSED)).toContain(
       '"allow" (the operator\'s allowlist) or "host" (the host\'s whole network)',
     )
-    const onHost = endingText(finished({ network: 'host' }), ['loopback', 'allow', 'host'])
+    const onHost = endingText(finished({ network: 'host' }), ['loopback', 'allow', 'host'], REFUSED)
     expect(onHost).not.toContain('network parameter')
     expect(onHost).not.toMatch(/--[a-z]/)
     expect(onHost).toContain('only the operator')

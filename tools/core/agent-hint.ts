@@ -1,4 +1,4 @@
-import { destinationLabel, sandboxSummary, type BlockedDestination, type NetworkMode, type Task } from '../../client/index.js'
+import { destinationLabel, sandboxEvidence, sandboxSummary, type BlockedDestination, type NetworkMode, type Task } from '../../client/index.js'
 import { NETWORK_REACHES } from './agent-network.js'
 
 /**
@@ -13,13 +13,14 @@ const HINT_REACHES: Record<NetworkMode, string> = { loopback: NETWORK_REACHES.lo
 const WIDER: Record<NetworkMode, readonly NetworkMode[]> = { loopback: ['allow', 'host'], allow: ['host'], host: [] }
 
 /**
- * The sandbox line of a failed sandboxed task, for an agent: what it could do, a wider network
- * among those bash offers, and that the rest (more writable places, no sandbox) is the
- * operator's to give. Null when the task did not fail or ran unsandboxed.
+ * The sandbox line of a sandboxed task whose failure plausibly came from its sandbox (a refusal
+ * the record or the end of its output, `outputTail`, shows: sandboxEvidence), for an agent: what
+ * it could do, a wider network among those bash offers, and that the rest (more writable places,
+ * no sandbox) is the operator's to give. Null for any other ending.
  */
-export function agentSandboxHint(task: Task, offered: readonly NetworkMode[]): string | null {
+export function agentSandboxHint(task: Task, offered: readonly NetworkMode[], outputTail = ''): string | null {
   const summary = sandboxSummary(task)
-  if (summary === null) return null
+  if (summary === null || sandboxEvidence(task, outputTail) === null) return null
   const wider = WIDER[task.network].filter((mode) => offered.includes(mode))
   const network =
     wider.length === 0 ? '' : ` To reach more, bash's network parameter: ${wider.map((mode) => `"${mode}" (${HINT_REACHES[mode]})`).join(' or ')}.`

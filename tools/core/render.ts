@@ -12,11 +12,12 @@ import type { WaitForOutcome } from './wait-for-line.js'
 /** Model-facing text of each tool's result; shared by every host adapter (harness, MCP). */
 
 /**
- * How the task ended; for one that failed, what tend's network filter refused it and what its
- * sandbox allowed, with the wider networks among `offered` (the ones bash offers this agent).
+ * How the task ended; for one that failed, what tend's network filter refused it and, when the
+ * record or the end of its output (`outputTail`) shows a refusal of its sandbox, what its sandbox
+ * allowed, with the wider networks among `offered` (the ones bash offers this agent).
  */
-export function endingText(task: Task, offered: readonly NetworkMode[] = DEFAULT_OFFERED_NETWORKS): string {
-  return [endingLine(task), costSummary(task), blockedText(task), agentSandboxHint(task, offered)]
+export function endingText(task: Task, offered: readonly NetworkMode[] = DEFAULT_OFFERED_NETWORKS, outputTail = ''): string {
+  return [endingLine(task), costSummary(task), blockedText(task), agentSandboxHint(task, offered, outputTail)]
     .filter((line) => line !== null)
     .map((line, index) => (index === 0 ? line : `[${line}]`))
     .join('\n')
@@ -50,19 +51,19 @@ function bashText(outcome: BashOutcome, offered?: readonly NetworkMode[]): strin
   }
   if (outcome.kind === 'ready') {
     const output = withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)
-    return `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}\n${output}${readinessText(task, offered)}`
+    return `Started background task ${task.id} (${taskLabel(task)}).${givenPortText(task)}\n${output}${readinessText(task, offered, outcome.output.text)}`
   }
   if (outcome.kind === 'yielded')
     return `${withNewline(outcome.output.text === '' ? '(no output yet)' : outcome.output.text)}${stillRunningText(task, outcome.yieldMs)}`
-  return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered)}`
+  return `${withNewline(outcome.output.text === '' ? '(no output)' : outcome.output.text)}${endingText(task, offered, outcome.output.text)}`
 }
 
 /** How a background start's readiness went, and how to go on from it. */
-function readinessText(task: Task, offered?: readonly NetworkMode[]): string {
+function readinessText(task: Task, offered?: readonly NetworkMode[], outputTail = ''): string {
   const goOn = `Read more with task_output (task_id: "${task.id}"); stop it with task_kill. A notice arrives when it finishes.`
   const ready = task.ready
   const condition = task.readyWhen
-  if (isFinished(task)) return `[not ready: the task ended first]\n${endingText(task, offered)}`
+  if (isFinished(task)) return `[not ready: the task ended first]\n${endingText(task, offered, outputTail)}`
   if (ready && 'by' in ready) {
     const started = task.startedAt === null ? Date.parse(ready.at) : Date.parse(task.startedAt)
     const held =
@@ -118,7 +119,7 @@ export function renderTaskOutput(result: TaskOutputResult, offered?: readonly Ne
   if (result.waitFor) lines.push(`[${waitForText(result.waitFor, result.done)}]`)
   const body = output.text === '' ? '(no new output)' : output.text.replace(/\n$/, '')
   lines.push(body)
-  if (result.done) lines.push(endingText(task, offered))
+  if (result.done) lines.push(endingText(task, offered, output.text))
   // Held-back bytes (a terminal's sequence still being written) are not more output to read now.
   else if (output.next + (output.heldBackBytes ?? 0) < task.outputBytes) lines.push(`[more output: call task_output again to read from byte ${output.next}]`)
   else lines.push('[still running: call task_output again later, or with wait_ms to wait for more]')

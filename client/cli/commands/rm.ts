@@ -1,7 +1,7 @@
 import type { Command } from 'commander'
 import { formatBytes, TendError } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
-import { EXIT } from '../exit-codes.js'
+import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { printJson, type CliIo } from '../output.js'
 import { addTargetOptions } from '../resolve-target.js'
 import { TASK_REF_HELP } from '../task-target.js'
@@ -23,6 +23,8 @@ export function registerRmCommand(program: Command): void {
 async function removeAll(io: CliIo, ids: string[], remove: (id: string) => Promise<{ removed: string; freedBytes: number }>): Promise<number> {
   const removed: Array<{ removed: string; freedBytes: number }> = []
   const errors: Array<{ id: string; error: ReturnType<TendError['toWire']> }> = []
+  // The gravest refusal decides the exit code: a malformed reference is a usage error (2), an unreachable target 3.
+  let exitCode: number = EXIT.ok
   for (const id of ids) {
     try {
       const result = await remove(id)
@@ -32,8 +34,9 @@ async function removeAll(io: CliIo, ids: string[], remove: (id: string) => Promi
       if (!(error instanceof TendError) || error.code === 'TEND_ERR_DAEMON_UNAVAILABLE') throw error
       errors.push({ id, error: error.toWire() })
       io.err(`tend: ${error.message}`)
+      exitCode = Math.max(exitCode, exitCodeForError(error))
     }
   }
   if (io.json) printJson(io, { removed, errors })
-  return errors.length > 0 ? EXIT.failed : EXIT.ok
+  return exitCode
 }

@@ -22,7 +22,9 @@ const StartedTaskSchema = Type.Object({
   ...TaskSchema.properties,
   warnings: Type.Optional(
     Type.Array(Type.String(), {
-      description: 'what the start deserves a word about: a fixed port another running task of the same owner already listens on. Never in task.json',
+      description:
+        "what the start deserves a word about: the record's warnings (writes that would vanish), " +
+        'then a fixed port another running task of the same owner already listens on (never in task.json)',
     }),
   ),
 })

@@ -10,6 +10,7 @@ import type { Spawner } from '../../spawn/spawner.js'
 import type { TaskStore } from '../../store/task-store.js'
 import { checkStartRequest } from './admission.js'
 import { checkDependencies } from './dependencies.js'
+import { vanishingWriteWarnings } from './vanishing-writes.js'
 import { writeLease } from '../../spawn/keeper-lease.js'
 import type { LaunchNeeds } from '../run/task-run-context.js'
 import { normalizeReadyCondition } from '../ready/ready-condition.js'
@@ -77,6 +78,13 @@ export async function admitTask(
   const owner = request.owner ?? DEFAULT_OWNER
   const after = checkDependencies(request, (id) => context.store.find(id), { owner: options.actingForOwner ? owner : null, id: givenId })
   const paths = await admittedPaths(context, { sandbox, owner, cwd: request.cwd, writablePaths: request.writablePaths ?? [] })
+  const command = request.shell ? ['sh', '-c', request.command[0]!] : request.command
+  const warnings = vanishingWriteWarnings({
+    sandbox,
+    command,
+    writablePaths: request.writablePaths ?? [],
+    writable: paths.writable.map((entry) => entry.path),
+  })
   const id = givenId ?? newTaskId()
   const spool = taskDir(config.layout.spool, id)
   // Picked after the last wait, and held in memory until the record (which holds it from then on) is in the store.
@@ -88,7 +96,7 @@ export async function admitTask(
     id,
     name: request.name ?? null,
     owner,
-    command: request.shell ? ['sh', '-c', request.command[0]!] : request.command,
+    command,
     shell: request.shell ?? false,
     cwd: paths.cwd.path,
     envKeys: Object.keys(env),
@@ -113,6 +121,7 @@ export async function admitTask(
     ...(readyWhen ? { readyWhen, ready: null } : {}),
     ...(port === null ? {} : { port }),
     ...(reservation ? { portAuto: true } : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
   }
   // Named fields after a spread, not a spread after fields: see createQueuedTask.
   const task = createQueuedTask(submission ? { ...fields, idempotencyKey: submission.idempotencyKey, requestHash: submission.requestHash } : fields)
