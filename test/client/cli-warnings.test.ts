@@ -49,7 +49,7 @@ describe('writes that would vanish are warned of at submission', () => {
     shared.track(started.id)
     expect(started.warnings).toEqual([
       "the command names /tmp/tend-warning-probe.txt: writes under /tmp stay in the task's private /tmp and are gone when it ends: " +
-        'pass a folder under its cwd, or a writable path (--writable)',
+        'write under its cwd instead, or have that folder made writable for it',
     ])
   })
 

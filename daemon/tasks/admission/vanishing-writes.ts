@@ -34,7 +34,7 @@ export function vanishingWriteWarnings(submitted: SubmittedWrites): string[] {
   if (lost.length > 0) {
     warnings.push(
       `the command names ${lost.join(', ')}: writes under /tmp stay in the task's private /tmp and are gone when it ends: ` +
-        'pass a folder under its cwd, or a writable path (--writable)',
+        'write under its cwd instead, or have that folder made writable for it',
     )
   }
   return warnings.slice(0, TASK_WARNINGS_MAX).map((warning) => cutText(warning, TASK_WARNING_CHARS_MAX, '…'))
