@@ -21,6 +21,7 @@ import { registerStopCommand } from './commands/stop.js'
 import { registerConsoleCommand } from './commands/console.js'
 import { registerServiceCommand } from './commands/service.js'
 import { registerWorkerCommand } from '../cluster/cli-worker.js'
+import { registerWorkersCommand } from '../cluster/cli-workers.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
 import { EXIT } from './exit-codes.js'
@@ -30,6 +31,7 @@ import { endQuietlyWhenOutputCloses } from './closed-output.js'
 const COMMANDS: Record<string, (program: Command) => void> = {
   daemon: registerDaemonCommand,
   worker: registerWorkerCommand,
+  workers: registerWorkersCommand,
   status: registerStatusCommand,
   stop: registerStopCommand,
   restart: registerRestartCommand,

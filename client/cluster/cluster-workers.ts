@@ -1,0 +1,96 @@
+import type { Queue } from 'bullmq'
+import { aliveKey, queuesServed, serves, workersKey, type ClusterProgress, type Labels, type WorkerEntry } from '../../protocol/index.js'
+
+/** A live worker of a cluster, as `tend workers` lists it. Its console's token is never listed: it reads every record and output of the worker. */
+export interface LiveWorker {
+  name: string
+  labels: Labels
+  /** The queues it serves: one per subset of its labels. */
+  queues: string[]
+  /** Its cluster tasks running now (its active jobs). */
+  running: number
+  runningIds: string[]
+  /** Tasks waiting on the queues it serves (another worker may take them). */
+  queued: number
+  /** When it last renewed its heartbeat, ISO. */
+  lastHeartbeat: string
+  /** When it joined, ISO. */
+  startedAt: string
+}
+
+/** What listing the workers reads of Redis and of the queues. */
+export interface WorkersSource {
+  base: string
+  redis: { hgetall(key: string): Promise<Record<string, string>>; get(key: string): Promise<string | null> }
+  queue: (name: string) => Promise<Queue>
+}
+
+/** How many active jobs of each queue are read to count a worker's running tasks: bounded, as one worker runs at most its concurrency (1024). */
+const ACTIVE_READ_MAX = 10_000
+
+/**
+ * The workers whose heartbeat key exists (a worker's entry stays in the hash after it left), each
+ * with its running tasks (the active jobs whose progress names it) and the waiting jobs of its queues.
+ */
+export async function liveWorkers(source: WorkersSource): Promise<LiveWorker[]> {
+  const announced = Object.values(await source.redis.hgetall(workersKey(source.base))).map((text) => JSON.parse(text) as WorkerEntry)
+  const alive = await Promise.all(announced.map(async (entry) => ({ entry, beat: await source.redis.get(aliveKey(source.base, entry.name)) })))
+  const live = alive.filter((each): each is { entry: WorkerEntry; beat: string } => each.beat !== null)
+  const queueNames = [...new Set(live.flatMap(({ entry }) => queuesServed(source.base, entry.labels)))]
+  const perQueue = new Map(
+    await Promise.all(
+      queueNames.map(async (name) => {
+        const queue = await source.queue(name)
+        const [waiting, active] = await Promise.all([queue.getWaitingCount(), queue.getJobs(['active'], 0, ACTIVE_READ_MAX - 1)])
+        const runners = active.flatMap((job) => {
+          const progress = job?.progress as Partial<ClusterProgress> | undefined
+          return job?.id && typeof progress === 'object' && typeof progress.worker === 'string' ? [{ id: job.id, worker: progress.worker }] : []
+        })
+        return [name, { waiting, runners }] as const
+      }),
+    ),
+  )
+  return live
+    .map(({ entry, beat }) => {
+      const queues = queuesServed(source.base, entry.labels)
+      const runningIds = queues.flatMap((name) =>
+        perQueue
+          .get(name)!
+          .runners.filter((each) => each.worker === entry.name)
+          .map((each) => each.id),
+      )
+      return {
+        name: entry.name,
+        labels: entry.labels,
+        queues,
+        running: runningIds.length,
+        runningIds,
+        queued: queues.reduce((sum, name) => sum + perQueue.get(name)!.waiting, 0),
+        // An older worker's heartbeat holds when it started, not when it beat.
+        lastHeartbeat: beat,
+        startedAt: entry.startedAt,
+      }
+    })
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+}
+
+/**
+ * The warning for requirements no live worker meets (the task waits, queued, until one joins),
+ * naming the labels on offer; null when one meets them.
+ */
+export function unmetRequirementsWarning(requirements: Labels, workers: Array<Pick<LiveWorker, 'name' | 'labels'>>): string | null {
+  if (Object.keys(requirements).length === 0 || workers.some((worker) => serves(worker.labels, requirements))) return null
+  const wanted = formatLabels(requirements)
+  const offer =
+    workers.length === 0
+      ? 'no worker is live'
+      : `labels on offer: ${workers.map((worker) => `${worker.name}: ${formatLabels(worker.labels) || 'no labels'}`).join('; ')}`
+  return `no live worker has ${wanted}; the task waits, queued, until one joins (${offer})`
+}
+
+export function formatLabels(labels: Labels): string {
+  return Object.keys(labels)
+    .sort()
+    .map((key) => `${key}=${labels[key]}`)
+    .join(',')
+}
