@@ -33,7 +33,7 @@ export class ClusterTarget implements TaskTarget {
     const { cluster } = this
     if (request.after) throw new TendError('TEND_ERR_USAGE', { detail: "--after: a cluster's tasks cannot wait for others (a task on the local daemon can)" })
     const submitted = await cluster.start(request)
-    const warning = request.require ? unmetRequirementsWarning(request.require, await cluster.workers()) : null
+    const warning = request.require ? unmetRequirementsWarning(request.require, await cluster.workerLabels()) : null
     if (warning !== null && !io.json) io.err(`tend: warning: ${warning}`)
     if (!wait) {
       if (io.json) printJson(io, warning === null ? submitted : { ...submitted, warnings: [warning] })

@@ -30,7 +30,7 @@ import { newTaskId } from '../../protocol/task-id.js'
 import { startRequestBody, TendClient, type StartOptions } from '../client.js'
 import { askWorker, type RequestRedis } from './cluster-requests.js'
 import { describeJob, killedWhileQueuedRecord, nameAndCommand, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
-import { liveWorkers, type LiveWorker } from './cluster-workers.js'
+import { liveEntries, liveWorkers, type LiveWorker } from './cluster-workers.js'
 
 export type { ClusterTask }
 
@@ -122,6 +122,11 @@ export class ClusterClient {
   /** The cluster's live workers (their heartbeat is there), with their running and queued counts. */
   async workers(): Promise<LiveWorker[]> {
     return liveWorkers({ base: this.base, redis: await this.redis(), queue: async (name) => (await this.queue(name)).queue })
+  }
+
+  /** The live workers' names and labels only: what a submission's requirements are checked against. */
+  async workerLabels(): Promise<Array<Pick<LiveWorker, 'name' | 'labels'>>> {
+    return (await liveEntries({ base: this.base, redis: await this.redis() })).map(({ entry }) => ({ name: entry.name, labels: entry.labels }))
   }
 
   async get(id: string): Promise<ClusterTask> {

@@ -18,24 +18,55 @@ export interface LiveWorker {
   startedAt: string
 }
 
-/** What listing the workers reads of Redis and of the queues. */
-export interface WorkersSource {
+/** What finding the live workers reads of Redis. */
+export interface AnnouncedSource {
   base: string
   redis: { hgetall(key: string): Promise<Record<string, string>>; get(key: string): Promise<string | null> }
+}
+
+/** What listing them with their tasks reads besides: the queues they serve. */
+export interface WorkersSource extends AnnouncedSource {
   queue: (name: string) => Promise<Queue>
+}
+
+/** A worker's entry and its heartbeat (when it was last set, ISO). */
+interface LiveEntry {
+  entry: WorkerEntry
+  beat: string
+}
+
+/**
+ * The announced workers whose heartbeat key exists (an entry stays in the hash after its worker
+ * left). An entry that is not a worker's (any writer of Redis may have put it there) is left out.
+ */
+export async function liveEntries(source: AnnouncedSource): Promise<LiveEntry[]> {
+  const announced = Object.values(await source.redis.hgetall(workersKey(source.base))).flatMap((text) => {
+    const entry = parseEntry(text)
+    return entry ? [entry] : []
+  })
+  const alive = await Promise.all(announced.map(async (entry) => ({ entry, beat: await source.redis.get(aliveKey(source.base, entry.name)) })))
+  return alive.filter((each): each is LiveEntry => each.beat !== null)
+}
+
+function parseEntry(text: string): WorkerEntry | null {
+  try {
+    const entry = JSON.parse(text) as Partial<WorkerEntry> | null
+    if (typeof entry?.name !== 'string' || typeof entry.labels !== 'object' || entry.labels === null) return null
+    queuesServed('', entry.labels)
+    return entry as WorkerEntry
+  } catch {
+    return null
+  }
 }
 
 /** How many active jobs of each queue are read to count a worker's running tasks: bounded, as one worker runs at most its concurrency (1024). */
 const ACTIVE_READ_MAX = 10_000
 
 /**
- * The workers whose heartbeat key exists (a worker's entry stays in the hash after it left), each
- * with its running tasks (the active jobs whose progress names it) and the waiting jobs of its queues.
+ * The live workers, each with its running tasks (the active jobs whose progress names it) and the waiting jobs of its queues.
  */
 export async function liveWorkers(source: WorkersSource): Promise<LiveWorker[]> {
-  const announced = Object.values(await source.redis.hgetall(workersKey(source.base))).map((text) => JSON.parse(text) as WorkerEntry)
-  const alive = await Promise.all(announced.map(async (entry) => ({ entry, beat: await source.redis.get(aliveKey(source.base, entry.name)) })))
-  const live = alive.filter((each): each is { entry: WorkerEntry; beat: string } => each.beat !== null)
+  const live = await liveEntries(source)
   const queueNames = [...new Set(live.flatMap(({ entry }) => queuesServed(source.base, entry.labels)))]
   const perQueue = new Map(
     await Promise.all(

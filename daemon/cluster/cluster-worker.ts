@@ -52,7 +52,8 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
   const connection = { ...redisConnection(config.clusterRedis!), retryStrategy: retryDelay }
   const { Redis } = await import('ioredis')
-  // Every connection's failures go to one log of the outage (redis-reconnect.ts), said once at start on stderr.
+  // Every connection's failures go to one log of the outage (redis-reconnect.ts); its changes (connected,
+  // lost, back) are said once each where the operator of a foreground worker reads (worker-notices.ts).
   const shownUrl = redactRedisUrl(config.clusterRedis!)
   const notice = workerNotices({ redis: shownUrl, name, labels: config.clusterLabels, queues }, config.clusterNotices)
   const outage = new RedisOutage({ shownUrl, log, notice })

@@ -100,6 +100,7 @@ export class RedisOutage {
   private since: number | null = null
   private everReached = false
   private noticed = false
+  private closed = false
   private readonly timers = new Set<NodeJS.Timeout>()
 
   constructor(private readonly options: RedisOutageOptions) {
@@ -133,6 +134,8 @@ export class RedisOutage {
   }
 
   failed(error: Error): void {
+    // A worker that is leaving cuts its connections: what fails then is no outage.
+    if (this.closed) return
     const now = this.now()
     const code = (error as NodeJS.ErrnoException).code ?? error.message
     this.failures += 1
@@ -152,6 +155,7 @@ export class RedisOutage {
   }
 
   private reached(): void {
+    if (this.closed) return
     if (!this.everReached) this.options.notice({ event: 'connected' })
     else if (this.since !== null) this.options.notice({ event: 'back' })
     this.everReached = true
@@ -166,6 +170,7 @@ export class RedisOutage {
   }
 
   close(): void {
+    this.closed = true
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
   }

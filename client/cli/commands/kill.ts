@@ -1,9 +1,9 @@
 import type { Command } from 'commander'
+import { TendError } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
 import { durationOption } from '../option-parsers.js'
 import { addTargetOptions } from '../resolve-target.js'
 import { TASK_REF_HELP } from '../task-target.js'
-import { TendError } from '../../../protocol/index.js'
 
 interface KillFlags {
   signal?: string
@@ -16,7 +16,7 @@ interface KillFlags {
 export function registerKillCommand(program: Command): void {
   const command = program
     .command('kill')
-    .summary('stop a task and its whole process tree')
+    .summary('stop a task and its whole process tree (--all: every task, after a question)')
     .argument('[id]', TASK_REF_HELP)
     .option('-s, --signal <signal>', 'first signal (name or number; default TERM)')
     .option('--grace <duration>', 'time before KILL (default 3s)', durationOption)
