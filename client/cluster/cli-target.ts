@@ -92,7 +92,7 @@ export class ClusterTarget implements TaskTarget {
       return EXIT.ok
     }
     // A cluster task's record, and where and in which attempt it runs or ran.
-    const { task: _final, ...placement } = where
+    const { task: _final, name: _name, command: _command, ...placement } = where
     if (io.json) printJson(io, { ...record, cluster: placement })
     else io.out(`${describeTask(io, record)}\n${formatFields([['worker', where.worker], ['queue', where.queue], ...attemptFields(where)])}`)
     return EXIT.ok

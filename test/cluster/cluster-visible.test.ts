@@ -131,6 +131,9 @@ describe('the cluster an operator can see', () => {
     expect(byName.gpu!.queues).toContain('tend~gpu=1')
     expect(byName.plain).toMatchObject({ labels: {}, queues: ['tend'], running: 0, queued: 0 })
     for (const each of workers) expect(Date.now() - Date.parse(each.lastHeartbeat)).toBeLessThan(60_000)
+    const unnamed = await runCli(['workers'], env)
+    expect(unnamed.exitCode).toBe(2)
+    expect(unnamed.stderr).toMatch(/--cluster/)
     // No token (it reads every record and output of the worker) is ever listed.
     expect(JSON.stringify(workers)).not.toMatch(/token/i)
     const text = await runCli(['workers', '--cluster', redis.url], env)
