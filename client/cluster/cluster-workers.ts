@@ -52,6 +52,7 @@ function parseEntry(text: string): WorkerEntry | null {
   try {
     const entry = JSON.parse(text) as Partial<WorkerEntry> | null
     if (typeof entry?.name !== 'string' || typeof entry.labels !== 'object' || entry.labels === null) return null
+    // Labels no worker can have (more than a worker takes) make it no worker's entry: this throws.
     queuesServed('', entry.labels)
     return entry as WorkerEntry
   } catch {
@@ -59,7 +60,7 @@ function parseEntry(text: string): WorkerEntry | null {
   }
 }
 
-/** How many active jobs of each queue are read to count a worker's running tasks: bounded, as one worker runs at most its concurrency (1024). */
+/** How many active jobs of each queue are read to count the workers' running tasks: bounded, as a queue's active jobs are its workers' concurrency in all. */
 const ACTIVE_READ_MAX = 10_000
 
 /**
