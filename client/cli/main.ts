@@ -73,8 +73,8 @@ export function createProgram(argv?: readonly string[]): Command {
   for (const command of program.commands) {
     command.exitOverride()
     command.showHelpAfterError(`(tend ${command.name()} --help lists its flags)`)
-    // --json is accepted after the command name too: `tend ps --json`.
-    command.option('--json', 'print one JSON document on stdout, nothing else')
+    // --json is accepted after the command name too: `tend ps --json`; a verb may say what it means for it.
+    if (!command.options.some((option) => option.long === '--json')) command.option('--json', 'print one JSON document on stdout, nothing else')
   }
   return program
 }
