@@ -57,7 +57,8 @@ export async function runDaemonForeground(env: Record<string, string | undefined
 }
 
 const WORKER_USAGE =
-  'tend worker [--redis-url-file FILE] [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION] [--allow-sandbox PROFILE,...]'
+  'tend worker [--redis-url-file FILE] [--queue NAME] [--concurrency N] [--labels k=v,...] [--name NAME] [--stall DURATION] ' +
+  '[--allow-sandbox PROFILE,...] [--json]'
 
 /**
  * `tend worker`: the daemon in the foreground, also taking tasks from a cluster's shared queue
@@ -111,6 +112,7 @@ export async function runWorkerForeground(args: string[], env: Record<string, st
     TEND_CLUSTER_NAME: values.name,
     TEND_CLUSTER_STALL: values.stall,
     TEND_CLUSTER_ALLOW_SANDBOX: values['allow-sandbox']?.join(','),
+    TEND_CLUSTER_NOTICES: values.json ? 'json' : undefined,
   }
   // The URL travels in this object only, never in an argv or the process's environment.
   return runDaemonForeground(

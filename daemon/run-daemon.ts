@@ -22,7 +22,7 @@ import { registerApi, registerSocketOnlyApi, type ApiDeps } from './http/api.js'
 import { clearSocketPath, SocketWatch } from './http/socket-watch.js'
 import { ConsoleControl } from './console/console-control.js'
 import { createPeerCheck } from './peer/index.js'
-import { startClusterWorker } from './cluster/cluster-worker.js'
+import { startClusterWorker, type ClusterWorker } from './cluster/cluster-worker.js'
 import { SubmissionIndex } from './store/submission-index.js'
 import { SpoolCleanup } from './store/spool-cleanup.js'
 import { readBootId } from './tasks/run/boot-id.js'
@@ -214,7 +214,9 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
     requestStop: (options) => requestStop(options),
     closing: closingController.signal,
   }
-  const api: ApiDeps = { ...services, peerStatus: peerCheck.status }
+  // Joined once the socket serves (below); until then, and on a daemon of no cluster, status has no worker part.
+  let cluster: ClusterWorker | null = null
+  const api: ApiDeps = { ...services, peerStatus: peerCheck.status, workerStatus: (owner) => cluster?.status(owner) }
   // The console's listener serves the same API as the socket, over the same deps.
   const consoleControl = new ConsoleControl({ config, log, registerApi: (app) => registerApi(app, api) })
   // What the cluster worker reaches (daemon/cluster/).
@@ -265,7 +267,7 @@ export async function startDaemon(config: Readonly<DaemonConfig>): Promise<Runni
   serviceManager.ready(`serving ${layout.socket}`)
   // A console that cannot listen (port taken) is logged: the daemon serves its socket regardless.
   if (config.console) await consoleControl.open().catch((error: unknown) => log.error({ err: error }, 'console not started'))
-  const cluster = config.clusterRedis ? await startClusterWorker(context) : null
+  cluster = config.clusterRedis ? await startClusterWorker(context) : null
   const memory = idleMemoryRelease(events, log)
 
   let stopping: Promise<void> | undefined

@@ -421,6 +421,21 @@ const ProfileBoundsSchema = Type.Object({
   tmpfsBytes: Type.Integer({ description: "what a task's private /tmp, /dev/shm and ~/.cache hold together, at most" }),
 })
 
+/** A daemon's part in a shared queue of tasks (docs/cluster.md), when it has one. */
+export const WorkerStatusSchema = Type.Object(
+  {
+    redis: Type.String({ description: "the queue's Redis URL, without its password" }),
+    queue: Type.String(),
+    name: Type.String({ description: 'how other machines know this worker' }),
+    labels: Type.Record(Type.String(), Type.String()),
+    running: Type.Object(
+      { count: Type.Integer(), ids: Type.Array(Type.String()) },
+      { description: "the queue's tasks running here (the requester's, for an owner)" },
+    ),
+  },
+  { description: "this daemon as a worker of a cluster's shared queue" },
+)
+
 export const StatusSchema = Type.Object({
   pid: Type.Integer(),
   version: Type.String(),
@@ -478,6 +493,7 @@ export const StatusSchema = Type.Object({
       "the daemon's PATH entries it runs nothing from (its own programs, and tasks that do not choose their PATH): " +
       "a folder that someone other than root or the daemon's uid can change, and why",
   }),
+  worker: Type.Optional(WorkerStatusSchema),
   peerCheck: Type.Object(
     {
       enforced: Type.Boolean({
@@ -578,6 +594,7 @@ export const StatusSchema = Type.Object({
   }),
 })
 export type DaemonStatus = Static<typeof StatusSchema>
+export type WorkerStatus = Static<typeof WorkerStatusSchema>
 
 export const EventsQuery = Type.Object(
   {

@@ -6,9 +6,10 @@ import { EXIT } from './exit-codes.js'
 import { ageOf, exitText, formatTable, outputText, printJson, stateCell, stoppedByText, type CliIo } from './output.js'
 import { printLogs, streamOutput, type LogsFlags } from './print-output.js'
 import { printReadiness } from './readiness.js'
-import { printKilled, printWaited } from './task-answers.js'
+import { killAll, type KillAllOptions } from './kill-all.js'
+import { killedLine, printKilled, printWaited } from './task-answers.js'
 import { cpuCell, memoryCell } from './usage-text.js'
-import type { RunRequest, TaskTarget } from './task-target.js'
+import type { KillOptions, RunRequest, TaskTarget } from './task-target.js'
 
 /**
  * The task verbs on the local daemon (or the one TEND_URL names), through its API. A task is named
@@ -53,8 +54,15 @@ export class DaemonTarget implements TaskTarget {
     return EXIT.ok
   }
 
-  async kill(io: CliIo, ref: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
+  async kill(io: CliIo, ref: string, options: KillOptions): Promise<number> {
     return printKilled(io, await this.client.kill(await this.client.resolve(ref), options))
+  }
+
+  async killAll(io: CliIo, options: KillAllOptions & KillOptions): Promise<number> {
+    const { owner, yes, ...how } = options
+    const tasks = await this.client.list({ owner })
+    const candidates = tasks.map((task) => ({ id: task.id, state: task.state, label: taskLabel(task) }))
+    return killAll(io, candidates, { owner, yes }, (id) => this.client.kill(id, how), killedLine)
   }
 
   async wait(io: CliIo, ref: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {

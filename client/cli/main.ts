@@ -21,6 +21,7 @@ import { registerStopCommand } from './commands/stop.js'
 import { registerConsoleCommand } from './commands/console.js'
 import { registerServiceCommand } from './commands/service.js'
 import { registerWorkerCommand } from '../cluster/cli-worker.js'
+import { registerWorkersCommand } from '../cluster/cli-workers.js'
 import { registerWaitCommand } from './commands/wait.js'
 import { TendError } from '../../protocol/index.js'
 import { EXIT } from './exit-codes.js'
@@ -30,6 +31,7 @@ import { endQuietlyWhenOutputCloses } from './closed-output.js'
 const COMMANDS: Record<string, (program: Command) => void> = {
   daemon: registerDaemonCommand,
   worker: registerWorkerCommand,
+  workers: registerWorkersCommand,
   status: registerStatusCommand,
   stop: registerStopCommand,
   restart: registerRestartCommand,
@@ -71,8 +73,8 @@ export function createProgram(argv?: readonly string[]): Command {
   for (const command of program.commands) {
     command.exitOverride()
     command.showHelpAfterError(`(tend ${command.name()} --help lists its flags)`)
-    // --json is accepted after the command name too: `tend ps --json`.
-    command.option('--json', 'print one JSON document on stdout, nothing else')
+    // --json is accepted after the command name too: `tend ps --json`; a verb may say what it means for it.
+    if (!command.options.some((option) => option.long === '--json')) command.option('--json', 'print one JSON document on stdout, nothing else')
   }
   return program
 }

@@ -5,8 +5,13 @@ import { printJson, stoppedByText, type CliIo } from './output.js'
 /** `tend kill`'s answer for a task record: the record, or one line of how it stands. */
 export function printKilled(io: CliIo, task: Task): number {
   if (io.json) printJson(io, task)
-  else io.out(`${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${stoppedByText(task)}${task.reason ? `: ${task.reason}` : ''}`)
+  else io.out(killedLine(task))
   return EXIT.ok
+}
+
+/** One line of how a killed task stands. */
+export function killedLine(task: Task): string {
+  return `${task.id} ${task.state}${task.signal ? ` by ${task.signal}` : ''}${stoppedByText(task)}${task.reason ? `: ${task.reason}` : ''}`
 }
 
 /**

@@ -2,6 +2,13 @@ import type { Labels } from '../../protocol/index.js'
 import type { StartOptions } from '../client.js'
 import type { LogsFlags } from './print-output.js'
 import type { CliIo } from './output.js'
+import type { KillAllOptions } from './kill-all.js'
+
+/** How `tend kill` stops a task: its first signal and the grace before KILL. */
+export interface KillOptions {
+  signal?: string | number
+  graceMs?: number
+}
 
 /** The help of a verb's task argument: what the local daemon resolves (GET /v1/tasks/resolve); a cluster's queue takes full ids only. */
 export const TASK_REF_HELP = 'task id, name (the newest task of it) or unique id prefix of 4+ characters (a full id with --cluster)'
@@ -27,7 +34,9 @@ export interface TaskTarget {
   run(io: CliIo, request: RunRequest, wait: boolean | 'ready'): Promise<number>
   logs(io: CliIo, id: string, flags: LogsFlags): Promise<number>
   show(io: CliIo, id: string): Promise<number>
-  kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number>
+  kill(io: CliIo, id: string, options: KillOptions): Promise<number>
+  /** `kill --all`: every running and queued task (one owner's with `owner`), once asked (kill-all.ts). */
+  killAll(io: CliIo, options: KillAllOptions & KillOptions): Promise<number>
   /** Waits for its end (with `ready`: for its readiness to settle) and answers as `tend wait` does. */
   wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number>
   list(io: CliIo, options: { all?: boolean; owner?: string }): Promise<number>

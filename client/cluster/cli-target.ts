@@ -3,12 +3,14 @@ import { describeTask, formatFields } from '../cli/describe-task.js'
 import { EXIT } from '../cli/exit-codes.js'
 import { formatTable, printJson, type CliIo } from '../cli/output.js'
 import { printChunk, printerFor, printLogs, streamOutput, type LogsFlags, type ReadStart } from '../cli/print-output.js'
-import { printKilled, printWaited } from '../cli/task-answers.js'
-import type { RunRequest, TaskTarget } from '../cli/task-target.js'
+import { killAll, type KillAllOptions } from '../cli/kill-all.js'
+import { killedLine, printKilled, printWaited } from '../cli/task-answers.js'
+import type { KillOptions, RunRequest, TaskTarget } from '../cli/task-target.js'
 import { followOnCluster } from './cli-follow.js'
 import { ClusterClient } from './cluster-client.js'
 import type { ClusterChoice } from './cluster-choice.js'
 import type { ClusterTask } from './cluster-records.js'
+import { unmetRequirementsWarning } from './cluster-workers.js'
 
 /** How often `run --wait --cluster` looks whether a worker has taken the task. */
 const CLUSTER_POLL_MS = 100
@@ -31,8 +33,10 @@ export class ClusterTarget implements TaskTarget {
     const { cluster } = this
     if (request.after) throw new TendError('TEND_ERR_USAGE', { detail: "--after: a cluster's tasks cannot wait for others (a task on the local daemon can)" })
     const submitted = await cluster.start(request)
+    const warning = request.require ? unmetRequirementsWarning(request.require, await cluster.workerLabels()) : null
+    if (warning !== null && !io.json) io.err(`tend: warning: ${warning}`)
     if (!wait) {
-      if (io.json) printJson(io, submitted)
+      if (io.json) printJson(io, warning === null ? submitted : { ...submitted, warnings: [warning] })
       else io.out(submitted.id)
       return EXIT.ok
     }
@@ -68,8 +72,11 @@ export class ClusterTarget implements TaskTarget {
   }
 
   async show(io: CliIo, id: string): Promise<number> {
-    const where = await this.cluster.get(id)
-    if (!where.task) {
+    let where = await this.cluster.get(id)
+    let record = where.task
+    // A running task's record is its worker's (asked over its API), else what its job says of it.
+    if (!record && where.worker !== null && where.state !== 'failed') ({ cluster: where, task: record } = await this.cluster.record(id))
+    if (!record) {
       if (io.json) printJson(io, where)
       else
         io.out(
@@ -84,19 +91,27 @@ export class ClusterTarget implements TaskTarget {
         )
       return EXIT.ok
     }
-    // A cluster task's final record, and where and in which attempt it ran.
-    const { task, ...placement } = where
-    if (io.json) printJson(io, { ...task, cluster: placement })
-    else io.out(`${describeTask(io, task)}\n${formatFields([['worker', where.worker], ['queue', where.queue], ...attemptFields(where)])}`)
+    // A cluster task's record, and where and in which attempt it runs or ran.
+    const { task: _final, name: _name, command: _command, ...placement } = where
+    if (io.json) printJson(io, { ...record, cluster: placement })
+    else io.out(`${describeTask(io, record)}\n${formatFields([['worker', where.worker], ['queue', where.queue], ...attemptFields(where)])}`)
     return EXIT.ok
   }
 
-  async kill(io: CliIo, id: string, options: { signal?: string | number; graceMs?: number }): Promise<number> {
+  async kill(io: CliIo, id: string, options: KillOptions): Promise<number> {
     const where = await this.cluster.kill(id, options)
     if (where.task) return printKilled(io, where.task)
     if (io.json) printJson(io, where)
     else io.out(`${id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
     return EXIT.ok
+  }
+
+  async killAll(io: CliIo, options: KillAllOptions & KillOptions): Promise<number> {
+    const { owner, yes, ...how } = options
+    const tasks = await this.cluster.list({ owner })
+    const candidates = tasks.map((each) => ({ id: each.id, state: each.state, label: labelOf(each) }))
+    const line = (where: ClusterTask) => (where.task ? killedLine(where.task) : `${where.id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
+    return killAll(io, candidates, { owner, yes }, (id) => this.cluster.kill(id, how), line)
   }
 
   async wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
@@ -116,7 +131,7 @@ export class ClusterTarget implements TaskTarget {
       io.out(
         formatTable(
           ['ID', 'STATE', 'WORKER', 'QUEUE', 'COMMAND'],
-          tasks.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', each.task ? taskLabel(each.task) : '']),
+          tasks.map((each) => [each.id, each.state, each.worker ?? '-', each.queue || '-', labelOf(each)]),
         ),
       )
     return EXIT.ok
@@ -129,6 +144,11 @@ export class ClusterTarget implements TaskTarget {
   async close(): Promise<void> {
     await this.cluster.close()
   }
+}
+
+/** Its name, else its command: from its record once it has one, else from its start request. */
+function labelOf(where: ClusterTask): string {
+  return taskLabel(where.task ?? { name: where.name, command: where.command, shell: false })
 }
 
 /** A cluster task's attempt, once it was retried, and how each earlier attempt was lost. */

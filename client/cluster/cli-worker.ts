@@ -17,6 +17,7 @@ export function registerWorkerCommand(program: Command): void {
     .option('--name <name>', 'how other machines know this worker (default: host name and home)')
     .option('--stall <duration>', 'how long this worker may go silent before its tasks count as lost (default: 10s; 2s, 30s, 1m)')
     .option('--allow-sandbox <profile,...>', 'sandbox profiles of the jobs this worker runs, repeatable (default: workspace,strict; off must be named)')
+    .option('--json', 'say where it is connected, and each change (Redis lost, back), as a JSON document a line on stderr')
     .action(() => {
       throw new TendError('TEND_ERR_USAGE', { detail: 'tend worker is run by bin/tend.js: run it as `tend worker --redis-url-file FILE ...`' })
     })

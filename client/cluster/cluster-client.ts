@@ -29,7 +29,8 @@ import { CLUSTER_KEY_HOWTO, readClusterKey, seal, sealEnv } from '../../protocol
 import { newTaskId } from '../../protocol/task-id.js'
 import { startRequestBody, TendClient, type StartOptions } from '../client.js'
 import { askWorker, type RequestRedis } from './cluster-requests.js'
-import { describeJob, killedWhileQueuedRecord, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
+import { describeJob, killedWhileQueuedRecord, nameAndCommand, recordOfJob, type ClusterJob, type ClusterTask } from './cluster-records.js'
+import { liveEntries, liveWorkers, type LiveWorker } from './cluster-workers.js'
 
 export type { ClusterTask }
 
@@ -104,7 +105,28 @@ export class ClusterClient {
     await redis.sadd(ownerTasksKey(this.base, options.owner ?? DEFAULT_OWNER), id)
     await redis.hset(taskQueuesKey(this.base), { [id]: name })
     await queue.add('task', data, { jobId: id, removeOnComplete: false, removeOnFail: false })
-    return { id, queue: name, owner: options.owner ?? DEFAULT_OWNER, state: 'queued', worker: null, task: null, reason: null, attempt: 1, earlier: [] }
+    return {
+      id,
+      queue: name,
+      owner: options.owner ?? DEFAULT_OWNER,
+      ...nameAndCommand(data),
+      state: 'queued',
+      worker: null,
+      task: null,
+      reason: null,
+      attempt: 1,
+      earlier: [],
+    }
+  }
+
+  /** The cluster's live workers (their heartbeat is there), with their running and queued counts. */
+  async workers(): Promise<LiveWorker[]> {
+    return liveWorkers({ base: this.base, redis: await this.redis(), queue: async (name) => (await this.queue(name)).queue })
+  }
+
+  /** The live workers' names and labels only: what a submission's requirements are checked against. */
+  async workerLabels(): Promise<Array<Pick<LiveWorker, 'name' | 'labels'>>> {
+    return (await liveEntries({ base: this.base, redis: await this.redis() })).map(({ entry }) => ({ name: entry.name, labels: entry.labels }))
   }
 
   async get(id: string): Promise<ClusterTask> {
@@ -418,6 +440,7 @@ const CONNECT_TIMEOUT_MS = 5000
 interface RedisCommands {
   hset(key: string, fields: Record<string, string>): Promise<number>
   hget(key: string, field: string): Promise<string | null>
+  get(key: string): Promise<string | null>
   hgetall(key: string): Promise<Record<string, string>>
   hdel(key: string, field: string): Promise<number>
   publish(channel: string, message: string): Promise<number>
@@ -434,5 +457,17 @@ function hasEnded(task: ClusterTask): boolean {
 }
 
 function killedWhileQueuedTask(record: Task): ClusterTask {
-  return { id: record.id, queue: '', owner: record.owner, state: 'killed', worker: null, task: record, reason: record.reason, attempt: 1, earlier: [] }
+  return {
+    id: record.id,
+    queue: '',
+    owner: record.owner,
+    name: record.name,
+    command: record.command,
+    state: 'killed',
+    worker: null,
+    task: record,
+    reason: record.reason,
+    attempt: 1,
+    earlier: [],
+  }
 }

@@ -1,4 +1,3 @@
-import { writeSync } from 'node:fs'
 import { basename } from 'node:path'
 import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
@@ -14,6 +13,7 @@ import {
   type ClusterJobData,
   type WorkerEntry,
 } from '../../protocol/index.js'
+import type { WorkerStatus } from '../../protocol/schemas.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { WorkerDeps } from './worker-deps.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
@@ -21,6 +21,7 @@ import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
 import { clusterRequests } from './cluster-requests.js'
 import { isConnectionError, RedisOutage, retryDelay, withinBound } from './redis-reconnect.js'
+import { workerNotices } from './worker-notices.js'
 import { answerForReturnedTasks, answerWhenSettled, attemptOfRecord, type AnswerOptions } from './answer-returned.js'
 
 export interface ClusterWorker {
@@ -34,6 +35,8 @@ export interface ClusterWorker {
    * them again (BullMQ's stalled check) and finds their tasks running.
    */
   close: (options: { keepTasks: boolean }) => Promise<void>
+  /** Its part in `tend status`: where, who, and its cluster tasks running now (an owner's only, when one asks). */
+  status: (owner: string | null) => WorkerStatus
 }
 
 /**
@@ -49,8 +52,11 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
   const connection = { ...redisConnection(config.clusterRedis!), retryStrategy: retryDelay }
   const { Redis } = await import('ioredis')
-  // Every connection's failures go to one log of the outage (redis-reconnect.ts), said once at start on stderr.
-  const outage = new RedisOutage({ shownUrl: redactRedisUrl(config.clusterRedis!), log, notice: noticeOnStderr })
+  // Every connection's failures go to one log of the outage (redis-reconnect.ts); its changes (connected,
+  // lost, back) are said once each where the operator of a foreground worker reads (worker-notices.ts).
+  const shownUrl = redactRedisUrl(config.clusterRedis!)
+  const notice = workerNotices({ redis: shownUrl, name, labels: config.clusterLabels, queues }, config.clusterNotices)
+  const outage = new RedisOutage({ shownUrl, log, notice })
   const registryClient = new Redis(connection)
   outage.watch(registryClient)
   const registry: Registry = async (worker) => {
@@ -126,7 +132,8 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   void registryClient.hset(workersKey(config.clusterQueue), { [name]: JSON.stringify(entry) }).catch(unlessLeaving('worker not announced'))
   void kills.subscribe(killChannel(config.clusterQueue), requestChannel(config.clusterQueue)).catch(unlessLeaving('kill channel not subscribed'))
   // A heartbeat that lives one stall interval: other workers tell from it whether anyone serves a queue.
-  const beat = () => void registryClient.set(aliveKey(config.clusterQueue, name), entry.startedAt, 'PX', config.clusterStallMs).catch(() => undefined)
+  // It holds when it was set: `tend workers` shows it as the last heartbeat.
+  const beat = () => void registryClient.set(aliveKey(config.clusterQueue, name), new Date().toISOString(), 'PX', config.clusterStallMs).catch(() => undefined)
   beat()
   const heartbeat = setInterval(beat, config.clusterStallMs / 3)
   heartbeat.unref()
@@ -154,6 +161,13 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
   return {
     name,
     queues,
+    status: (owner) => {
+      const ids = daemon.store
+        .list({ owner: owner ?? undefined })
+        .filter((task) => task.state === 'running' && attemptOfRecord(task) !== null)
+        .map((task) => task.id)
+      return { redis: shownUrl, queue: config.clusterQueue, name, labels: config.clusterLabels, running: { count: ids.length, ids } }
+    },
     pause: async () => {
       leaving = true
       kills.disconnect()
@@ -183,14 +197,5 @@ export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWor
       registryClient.disconnect()
       lockClient.disconnect()
     },
-  }
-}
-
-/** Where the operator of a foreground worker reads; a closed stderr loses the line, never the worker. */
-function noticeOnStderr(line: string): void {
-  try {
-    writeSync(2, `${line}\n`)
-  } catch {
-    // nowhere to say it: the daemon's log has it
   }
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import { backoffMs } from '../../protocol/index.js'
+import type { RedisChange } from './worker-notices.js'
 
 /** The first repeat of an outage's log line comes this long after its first line. */
 const FIRST_REPEAT_MS = 10_000
@@ -77,8 +78,11 @@ export interface RedisOutageOptions {
   /** The URL as it may be shown (redactRedisUrl). */
   shownUrl: string
   log: Logger
-  /** Where the operator of a foreground worker reads: said once, if Redis cannot be reached from the start. */
-  notice: (line: string) => void
+  /**
+   * Where the operator of a foreground worker reads: the first connection, then each change (Redis
+   * lost, Redis back); or, if Redis cannot be reached from the start, that, once.
+   */
+  notice: (change: RedisChange) => void
   now?: () => number
 }
 
@@ -96,6 +100,7 @@ export class RedisOutage {
   private since: number | null = null
   private everReached = false
   private noticed = false
+  private closed = false
   private readonly timers = new Set<NodeJS.Timeout>()
 
   constructor(private readonly options: RedisOutageOptions) {
@@ -129,11 +134,15 @@ export class RedisOutage {
   }
 
   failed(error: Error): void {
+    // A worker that is leaving cuts its connections: what fails then is no outage.
+    if (this.closed) return
     const now = this.now()
+    const code = (error as NodeJS.ErrnoException).code ?? error.message
     this.failures += 1
+    // An outage starts: said once (however many connections fail), if Redis had answered before.
+    if (this.since === null && this.everReached) this.options.notice({ event: 'lost', code, error: error.message })
     this.since ??= now
     if (!this.schedule.failed(now)) return
-    const code = (error as NodeJS.ErrnoException).code ?? error.message
     const first = this.failures === 1
     const what = first
       ? 'cluster Redis unreachable: local tasks are served; the worker joins the cluster when Redis answers'
@@ -141,14 +150,14 @@ export class RedisOutage {
     this.options.log.warn({ redis: this.options.shownUrl, code, error: error.message, failedAttempts: this.failures, downForMs: now - this.since }, what)
     if (!this.everReached && !this.noticed) {
       this.noticed = true
-      this.options.notice(
-        `tend worker: the cluster's Redis ${this.options.shownUrl} is unreachable (${code}: ${error.message}` +
-          `); serving local tasks, joining the cluster when it answers (retried every few seconds, logged at a slowing interval)`,
-      )
+      this.options.notice({ event: 'unreachable', code, error: error.message })
     }
   }
 
   private reached(): void {
+    if (this.closed) return
+    if (!this.everReached) this.options.notice({ event: 'connected' })
+    else if (this.since !== null) this.options.notice({ event: 'back' })
     this.everReached = true
     if (this.since !== null)
       this.options.log.info(
@@ -161,6 +170,7 @@ export class RedisOutage {
   }
 
   close(): void {
+    this.closed = true
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
   }

@@ -26,6 +26,11 @@ export const CLUSTER_SETTINGS = {
    * environment values, an absolute path. Default null (none: such tasks are refused).
    */
   clusterKeyFile: Type.Union([Type.Null(), Type.String({ pattern: '^/' })], { default: null }),
+  /**
+   * How a worker tells its operator (stderr) where it is connected and each change of its link to
+   * Redis: text lines, or a JSON document a line. Default text.
+   */
+  clusterNotices: Type.Union([Type.Literal('text'), Type.Literal('json')], { default: 'text' }),
   /** How other machines know this worker. Default: the host name and the home folder's name. */
   clusterName: Type.Union([Type.Null(), Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,128}$' })], { default: null }),
 }
@@ -41,6 +46,7 @@ export const CLUSTER_VARIABLES = {
   TEND_CLUSTER_CONCURRENCY: { key: 'clusterConcurrency', parse: Number },
   TEND_CLUSTER_LABELS: { key: 'clusterLabels', parse: parseLabels },
   TEND_CLUSTER_NAME: { key: 'clusterName', parse: String },
+  TEND_CLUSTER_NOTICES: { key: 'clusterNotices', parse: String },
   TEND_CLUSTER_STALL: { key: 'clusterStallMs', parse: parseDuration },
 } satisfies Record<string, { key: keyof typeof CLUSTER_SETTINGS; parse: (text: string) => unknown }>
 

@@ -21,6 +21,7 @@ export type WorkerSettings = Readonly<
     | 'clusterAllowSandbox'
     | 'clusterKeyFile'
     | 'clusterName'
+    | 'clusterNotices'
   >
 >
 

@@ -21,6 +21,7 @@ export function registerStatusCommand(program: Command): void {
           `socket:      ${status.socket}`,
           `tasks:       ${status.tasks.running} running, ${status.tasks.queued} queued, ${status.tasks.finished} finished`,
           `limits:      ${status.concurrency} at once, ${status.perOwnerConcurrency} per owner`,
+          ...workerLines(status.worker),
           `spool:       ${status.spool.path}, ${formatBytes(status.spool.usedBytes)} of ${formatBytes(status.spool.quotaBytes)}`,
           ...spoolHealthLines(status.spool),
           `spawner:     ` +
@@ -49,6 +50,17 @@ export function registerStatusCommand(program: Command): void {
       return EXIT.ok
     }),
   )
+}
+
+/** Its part in a cluster's shared queue, when it is a worker of one. */
+function workerLines(worker: DaemonStatus['worker']): string[] {
+  if (!worker) return []
+  const labels = Object.entries(worker.labels)
+    .map(([key, value]) => `${key}=${value}`)
+    .join(',')
+  const { count, ids } = worker.running
+  const running = `${count} cluster task${count === 1 ? '' : 's'} running${count > 0 ? `: ${ids.join(' ')}` : ''}`
+  return [`cluster:     worker ${worker.name}${labels ? ` (${labels})` : ''} on ${worker.redis}, queue ${worker.queue}; ${running}`]
 }
 
 const ORIGINS = { prebuilt: 'prebuilt', source: 'built from source', none: 'none' } as const

@@ -1,6 +1,6 @@
 import { DEFAULT_NETWORK } from '../../../protocol/index.js'
 import { type DaemonStatus } from '../../../protocol/index.js'
-import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
+import { ErrorSchema, StatusSchema, type WorkerStatus } from '../../../protocol/schemas.js'
 import type { DaemonConfig } from '../../config.js'
 import { nativeReport } from '../../native/artifacts.js'
 import type { PeerCheckStatus } from '../../peer/index.js'
@@ -25,6 +25,8 @@ export interface StatusDeps {
   supervisor: Pick<Supervisor, 'spawnerKind'>
   /** Whether callers inside a sandbox are refused, decided once at start. */
   peerStatus: PeerCheckStatus
+  /** This daemon's part in a shared queue, for the requester (null: an owner sees its own tasks only); undefined when it has none. */
+  workerStatus: (owner: string | null) => WorkerStatus | undefined
 }
 
 /**
@@ -61,6 +63,7 @@ export function registerStatusRoute(app: TendApp, deps: StatusDeps): void {
         spawner: deps.supervisor.spawnerKind,
         native,
         pathSkipped: [...deps.config.pathSkipped],
+        worker: deps.workerStatus(owner),
         peerCheck: deps.peerStatus,
         sandbox: {
           default: deps.config.sandbox,

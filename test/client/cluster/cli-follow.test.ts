@@ -87,6 +87,8 @@ function where(attempt: number, worker: string | null, state = 'running'): Clust
     id: 'task',
     queue: 'tend',
     owner: 'agent',
+    name: null,
+    command: ['true'],
     state,
     worker,
     task: ended ? ({ id: 'task', state } as ClusterTask['task']) : null,
