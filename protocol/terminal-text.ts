@@ -2,9 +2,13 @@
  * Plain text from what a terminal showed (the output.log of a task started with `tty`), for
  * reading — not a terminal emulator. Control sequences are removed (CSI: colours, cursor moves,
  * erases; OSC: titles, hyperlinks; DCS, SOS, PM and APC strings; the short escapes such as
- * `ESC 7` and `ESC ( B`), `\r\n` becomes `\n`, a line redrawn after a lone `\r` keeps only what
- * was drawn after the last one (a progress bar shows its last state), a backspace erases the
- * character before it, and every other control character but `\n` and `\t` is dropped.
+ * `ESC 7` and `ESC ( B`), `\r\n` becomes `\n`, a line drawn over after a lone `\r` shows what a
+ * terminal would (the new characters over the old, the rest of the old line after them; a line
+ * erased after its `\r` with `ESC [K` is replaced: a progress bar shows its last state), a
+ * backspace at the end of a line erases the character before it, and every other control
+ * character but `\n` and `\t` is dropped. A string sequence (OSC, DCS, SOS, PM, APC) ends at the
+ * end of its line at the latest: a stray `ESC X` in a pipe's output, or one a hostile command
+ * planted, never hides the lines after it from a reader.
  *
  * Node's `util.stripVTControlCharacters` is not used: its pattern ends an OSC at the first space
  * or `@`, so the title bash sets at every prompt (`ESC ]0;me@box: ~ BEL`) comes out as text, and
@@ -77,40 +81,89 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g
 /** Draws `input` line by line; `unfinishedAt` is where a sequence the input ends inside starts (-1: none). */
 function render(input: string): { text: string; unfinishedAt: number } {
   const done: string[] = []
-  let line = ''
-  // A lone \r moves to the start of the line: what is drawn next replaces the line. A \n (of \r\n)
-  // keeps it, and so does the end of the input (the cursor just sits at the start).
-  let returned = false
-  const draw = (text: string) => {
-    if (text === '') return
-    line = returned ? text : line + text
-    returned = false
-  }
+  const line = new LineCursor()
   let index = 0
   while (index < input.length) {
     CONTROL.lastIndex = index
     const found = CONTROL.exec(input)
     const at = found ? found.index : input.length
-    draw(input.slice(index, at))
+    line.draw(input.slice(index, at))
     if (!found) break
     const code = input.charCodeAt(at)
     if (code === ESC) {
       const end = escapeEnd(input, at)
-      if (end === -1) return { text: done.join('') + line, unfinishedAt: at }
+      if (end === -1) return { text: done.join('') + line.text, unfinishedAt: at }
+      if (isEraseLine(input, at, end)) line.erased()
       index = end
       continue
     }
-    if (code === LF) {
-      done.push(line, '\n')
-      line = ''
-      returned = false
-    } else if (code === CR) returned = true
-    else if (code === BS) {
-      if (!returned) line = withoutLastCharacter(line)
-    } else if (code === TAB) draw('\t')
+    if (code === LF) done.push(line.take(), '\n')
+    else if (code === CR) line.toStart()
+    else if (code === BS) line.backspace()
+    else if (code === TAB) line.draw('\t')
     index = at + 1
   }
-  return { text: done.join('') + line, unfinishedAt: -1 }
+  return { text: done.join('') + line.text, unfinishedAt: -1 }
+}
+
+/**
+ * The line being drawn and where the cursor is on it. At its end (the usual case) text is
+ * appended; after a lone `\r` it is drawn over the old characters one by one, as a terminal does,
+ * so what was not drawn over stays readable. An erase of the line after the `\r` (`ESC [K`) makes
+ * what is drawn next replace the line; with nothing drawn after it, the line stays as it was (a
+ * prompt that clears itself as a program ends is still read).
+ */
+class LineCursor {
+  text = ''
+  /** Characters (code points) from the start of the line; null: at its end. */
+  private column: number | null = null
+  private replaceNext = false
+
+  draw(text: string): void {
+    if (text === '') return
+    if (this.column === null) this.text += text
+    else if (this.replaceNext) {
+      this.text = text
+      this.column = null
+    } else {
+      const characters = Array.from(this.text)
+      const drawn = Array.from(text)
+      characters.splice(this.column, drawn.length, ...drawn)
+      this.column += drawn.length
+      this.text = characters.join('')
+      if (this.column >= characters.length) this.column = null
+    }
+    this.replaceNext = false
+  }
+
+  toStart(): void {
+    if (this.text !== '') this.column = 0
+    this.replaceNext = false
+  }
+
+  erased(): void {
+    if (this.column === 0) this.replaceNext = true
+  }
+
+  backspace(): void {
+    if (this.column === null) this.text = withoutLastCharacter(this.text)
+    else if (this.column > 0) this.column -= 1
+  }
+
+  take(): string {
+    const text = this.text
+    this.text = ''
+    this.column = null
+    this.replaceNext = false
+    return text
+  }
+}
+
+/** `ESC [ K`, `ESC [ 0 K` or `ESC [ 2 K`: the line erased from the cursor, or whole. */
+function isEraseLine(input: string, start: number, end: number): boolean {
+  if (input[start + 1] !== '[' || input[end - 1] !== 'K') return false
+  const parameter = input.slice(start + 2, end - 1)
+  return parameter === '' || parameter === '0' || parameter === '2'
 }
 
 /**
@@ -132,10 +185,12 @@ function escapeEnd(input: string, start: number): number {
     return -1
   }
   if (kind === ']' || kind === 'P' || kind === 'X' || kind === '^' || kind === '_') {
-    // OSC, DCS, SOS, PM, APC: a string ended by BEL or ST (ESC \); CAN and SUB cancel it.
+    // OSC, DCS, SOS, PM, APC: a string ended by BEL or ST (ESC \); CAN and SUB cancel it. A reader
+    // ends it at its line's end too: the newline is then read as usual.
     for (index += 1; index < input.length; index++) {
       const code = input.charCodeAt(index)
       if (code === BEL || code === 0x9c || code === CAN || code === SUB) return index + 1
+      if (code === LF) return index
       if (code === ESC) {
         if (index + 1 >= input.length) return -1
         return input[index + 1] === '\\' ? index + 2 : index

@@ -43,6 +43,13 @@ describe('plainText: control sequences', () => {
     expect(plainText('a\x07b\x7fc\x0cd\x00e\u009bf\tg\nh é 日本 🙂')).toBe('abcdef\tg\nh é 日本 🙂')
   })
 
+  test('a string sequence (OSC, DCS, SOS, PM, APC) never runs past the end of its line: the lines after it are read', () => {
+    expect(plainText('H:\x1bX\nERROR big failure\n')).toBe('H:\nERROR big failure\n')
+    expect(plainText(`C:\x1b]0;title${'x'.repeat(5000)}\nERROR: real error line\n`)).toBe('C:\nERROR: real error line\n')
+    expect(plainText('a\x1bPq#0\nb\x1b^pm\nc\x1b_apc\nd')).toBe('a\nb\nc\nd')
+    expect(plainTextChunk('a\x1b]0;title\nnext', { final: false })).toEqual({ text: 'a\nnext', heldBackBytes: 0 })
+  })
+
   test('a sequence broken off by a control character ends before it, and the character counts', () => {
     expect(plainText('\x1b[31\nnext')).toBe('\nnext')
     expect(plainText('\x1b]0;title\x1b[1mbold')).toBe('bold')
@@ -69,6 +76,17 @@ describe('plainText: lines as a terminal shows them', () => {
     expect(plainText('ab\b \b\r\n')).toBe('a\n')
     expect(plainText('\bx\r\b\by')).toBe('y')
     expect(plainText('🙂\b!')).toBe('!')
+  })
+
+  test('a line drawn over after a lone \\r keeps what was not drawn over, as a terminal shows it: nothing of it is lost', () => {
+    expect(plainText('FAILED 3 tests\rok\n')).toBe('okILED 3 tests\n')
+    expect(plainText('12345\rab\rc\n')).toBe('cb345\n')
+    expect(plainText('done 🙂 é\r🙃\n')).toBe('🙃one 🙂 é\n')
+  })
+
+  test('a line erased after its \\r (\\x1b[K, \\x1b[2K) is replaced by what is drawn next', () => {
+    expect(plainText('downloading 100%\r\x1b[Kdone\n')).toBe('done\n')
+    expect(plainText('downloading 100%\r\x1b[2Kdone\n')).toBe('done\n')
   })
 
   test('an echoed Python session reads as its transcript', () => {
