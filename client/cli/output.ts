@@ -1,7 +1,11 @@
-import { formatBytes, formatDuration, TendError, type Task, type TaskState } from '../../protocol/index.js'
+import { formatBytes, formatDuration, TendError, visibleText, type Task, type TaskState } from '../../protocol/index.js'
 import { inFlagTerms } from './flag-names.js'
 
-/** Where a command prints: stdout for results, stderr for messages; colour only on a TTY. */
+/**
+ * Where a command prints: stdout for results, stderr for messages; colour only on a TTY. Text goes
+ * through visibleText (no control sequence of a record's reaches the terminal); a task's own output
+ * goes byte for byte through writeRaw, as `tend logs` promises.
+ */
 export interface CliIo {
   json: boolean
   out: (text: string) => void
@@ -13,8 +17,8 @@ export interface CliIo {
 export function createIo(json: boolean, env: Record<string, string | undefined>): CliIo {
   return {
     json,
-    out: (text) => process.stdout.write(`${text}\n`),
-    err: (text) => process.stderr.write(`${text}\n`),
+    out: (text) => process.stdout.write(`${visibleText(text)}\n`),
+    err: (text) => process.stderr.write(`${visibleText(text)}\n`),
     writeRaw: (bytes) => new Promise((resolve) => (process.stdout.write(bytes) ? resolve() : process.stdout.once('drain', resolve))),
     colour: Boolean(process.stdout.isTTY) && !('NO_COLOR' in env),
   }

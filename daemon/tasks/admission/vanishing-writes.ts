@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { cutText, TASK_WARNINGS_MAX, TASK_WARNING_CHARS_MAX, type SandboxProfile } from '../../../protocol/index.js'
+import { cutText, TASK_WARNINGS_MAX, TASK_WARNING_CHARS_MAX, visibleText, type SandboxProfile } from '../../../protocol/index.js'
 
 /** What a start's warnings are decided on: the request as the submitter gave it, and what admission made of it. */
 export interface SubmittedWrites {
@@ -37,5 +37,6 @@ export function vanishingWriteWarnings(submitted: SubmittedWrites): string[] {
         'write under its cwd instead, or have that folder made writable for it',
     )
   }
-  return warnings.slice(0, TASK_WARNINGS_MAX).map((warning) => cutText(warning, TASK_WARNING_CHARS_MAX, '…'))
+  // visibleText: the paths are the submitter's, and every reader of the record (a terminal, an agent) gets them as text.
+  return warnings.slice(0, TASK_WARNINGS_MAX).map((warning) => cutText(visibleText(warning), TASK_WARNING_CHARS_MAX, '…'))
 }
