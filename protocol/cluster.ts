@@ -18,6 +18,11 @@ export const DEFAULT_CLUSTER_QUEUE = 'tend'
 export const MAX_WORKER_LABELS = 6
 
 const LABEL_PART = /^[A-Za-z0-9_.-]{1,64}$/
+
+/** A label's name or value as parseLabels takes it: letters, digits and ._-, up to 64. */
+export function isLabelPart(text: unknown): text is string {
+  return typeof text === 'string' && LABEL_PART.test(text)
+}
 const QUEUE_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 
 /** `k=v,k2=v2` as labels; throws an Error naming what is wrong (the caller says where it came from). */

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq'
-import { aliveKey, queuesServed, serves, workersKey, type ClusterProgress, type Labels, type WorkerEntry } from '../../protocol/index.js'
+import { aliveKey, isLabelPart, queuesServed, serves, workersKey, type ClusterProgress, type Labels, type WorkerEntry } from '../../protocol/index.js'
 
 /** A live worker of a cluster, as `tend workers` lists it. Its console's token is never listed: it reads every record and output of the worker. */
 export interface LiveWorker {
@@ -45,14 +45,30 @@ export async function liveEntries(source: AnnouncedSource): Promise<LiveEntry[]>
     return entry ? [entry] : []
   })
   const alive = await Promise.all(announced.map(async (entry) => ({ entry, beat: await source.redis.get(aliveKey(source.base, entry.name)) })))
-  return alive.filter((each): each is LiveEntry => each.beat !== null)
+  // A heartbeat is the time it was set: anything else is no worker's.
+  return alive.filter((each): each is LiveEntry => isTime(each.beat))
 }
 
+/** A worker's name as any worker's may be (its host and home folder): printable, bounded. */
+const WORKER_NAME = /^[^\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]{1,256}$/
+
+function isTime(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= 64 && !Number.isNaN(Date.parse(value))
+}
+
+/**
+ * A worker's entry as a worker writes it, or null: any writer of Redis may have put anything in
+ * the hash, and what is kept is shown to operators (tend workers, the --require warning). Its
+ * labels must be labels a worker takes (parseLabels' rule, at most MAX_WORKER_LABELS), its name
+ * printable, its start a time.
+ */
 function parseEntry(text: string): WorkerEntry | null {
   try {
     const entry = JSON.parse(text) as Partial<WorkerEntry> | null
-    if (typeof entry?.name !== 'string' || typeof entry.labels !== 'object' || entry.labels === null) return null
-    // Labels no worker can have (more than a worker takes) make it no worker's entry: this throws.
+    if (typeof entry?.name !== 'string' || !WORKER_NAME.test(entry.name) || !isTime(entry.startedAt)) return null
+    if (typeof entry.labels !== 'object' || entry.labels === null || Array.isArray(entry.labels)) return null
+    if (!Object.entries(entry.labels).every(([key, value]) => isLabelPart(key) && isLabelPart(value))) return null
+    // More labels than a worker takes make it no worker's entry: this throws.
     queuesServed('', entry.labels)
     return entry as WorkerEntry
   } catch {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { formatLabels, unmetRequirementsWarning } from '../../../client/cluster/cluster-workers.js'
+import { formatLabels, liveEntries, unmetRequirementsWarning } from '../../../client/cluster/cluster-workers.js'
 import type { Labels } from '../../../protocol/index.js'
 
 describe('the warning for requirements no live worker meets', () => {
@@ -27,5 +27,35 @@ describe('the warning for requirements no live worker meets', () => {
   test('labels are shown sorted, k=v joined by commas', () => {
     expect(formatLabels({ zone: 'eu', gpu: '1' })).toBe('gpu=1,zone=eu')
     expect(formatLabels({})).toBe('')
+  })
+})
+
+describe("workers' entries are taken only as a worker writes them", () => {
+  /** A Redis that holds what any writer of it put in the workers' hash, each with a heartbeat. */
+  const redisWith = (entries: Record<string, unknown>, beats: Record<string, string> = {}) => ({
+    hgetall: async () => Object.fromEntries(Object.entries(entries).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)])),
+    get: async (key: string) => beats[key.slice(key.lastIndexOf(':') + 1)] ?? '2026-12-02T08:00:00.000Z',
+  })
+  const real = { name: 'w1', origin: 'http://127.0.0.1:1', token: 't', labels: { gpu: '1' }, startedAt: '2026-12-02T07:00:00.000Z' }
+
+  test("a hostile writer's entries (escapes in the name or labels, labels no worker takes, no start time, a heartbeat that is no time) are left out", async () => {
+    const source = {
+      base: 'tend',
+      redis: redisWith(
+        {
+          w1: real,
+          title: { ...real, name: 'evil\u001b]0;PWNED\u0007' },
+          clipboard: { ...real, name: 'clip', labels: { gpu: 'h100\u001b]52;c;ZWNobw==\u0007' } },
+          bidi: { ...real, name: 'bidi\u202eevil' },
+          spaced: { ...real, name: 'spaced', labels: { 'g p u': '1' } },
+          array: { ...real, name: 'array', labels: ['gpu=1'] },
+          undated: { ...real, name: 'undated', startedAt: 'yesterday' },
+          beatless: { ...real, name: 'beatless' },
+          broken: '{not json',
+        },
+        { beatless: 'not-a-date' },
+      ),
+    }
+    expect((await liveEntries(source)).map(({ entry }) => entry.name)).toEqual(['w1'])
   })
 })
