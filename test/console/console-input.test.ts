@@ -16,7 +16,7 @@ import { waitFor } from '../helpers/wait-for.js'
  * The task view's actions in real headless Chromium: the input box of a --stdin task (a line,
  * Ctrl-D) and of a --tty task (Ctrl-C), the live terminal of a --tty task (its output, keys typed
  * into it, its size sent as a resize), run again on a finished task, and a read-only session that
- * sees these disabled with the reason.
+ * sees these and the header's gc disabled with the reason.
  */
 
 let daemon: TestDaemon
@@ -220,7 +220,7 @@ describe('run again', () => {
 })
 
 describe('a read-only session', () => {
-  test('sees the input box, run again and kill disabled, with the reason', async () => {
+  test('sees the input box, run again, kill and gc disabled, with the reason', async () => {
     const running = await cliRun('--stdin', '--', 'cat')
     const finished = await cliRun('--', 'true')
     await ended(finished)
@@ -233,6 +233,8 @@ describe('a read-only session', () => {
     expect(await page.textContent('#input-note')).toMatch(/read-only/)
     expect(await page.isDisabled('#kill-button'), 'nor may it kill').toBe(true)
     expect(await page.getAttribute('#kill-button', 'title')).toMatch(/read-only/)
+    expect(await page.isDisabled('#gc-button'), 'nor remove finished tasks').toBe(true)
+    expect(await page.getAttribute('#gc-button', 'title')).toMatch(/read-only/)
     await page.click('#close-task')
     await openTaskView(finished, 'exited')
     expect(await page.isDisabled('#run-again-button')).toBe(true)
