@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, test } from 'vitest'
-import { chmodSync, mkdtempSync } from 'node:fs'
+import { chmodSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli } from '../helpers/cli.js'
-import { daemonPerFile } from '../helpers/daemon-per-file.js'
+import { daemonPerFile, sandboxedCwd } from '../helpers/daemon-per-file.js'
 
 /*
  * The CLI's sandbox hint comes only with a failure the sandbox plausibly caused: a refusal in the
@@ -20,8 +20,7 @@ beforeAll(() => {
 
 /** run --wait, then wait and show of the same task: each one's stderr. */
 async function everyAnswer(line: string): Promise<{ exitCode: number; run: string; wait: string; show: string }> {
-  const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
-  chmodSync(cwd, 0o777)
+  const cwd = sandboxedCwd(shared)
   const name = `hint-probe-${++probes}`
   const run = await runCli(['run', '--wait', '--name', name, '--cwd', cwd, '-c', line], shared.daemon.env)
   expect(run.stderr).not.toMatch(/^tend: (?!ran in sandbox)/m)

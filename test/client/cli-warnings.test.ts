@@ -6,6 +6,7 @@ import type { Task } from '../../client/index.js'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
 import { runCli } from '../helpers/cli.js'
+import { sandboxedCwd } from '../helpers/daemon-per-file.js'
 
 /*
  * Writes that would vanish are said at submission: a --writable path that does not exist (it is
@@ -20,15 +21,9 @@ beforeAll(() => {
   chmodSync(shared.workspace, 0o711)
 })
 
-function workspace(): string {
-  const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
-  chmodSync(cwd, 0o777)
-  return cwd
-}
-
 describe('writes that would vanish are warned of at submission', () => {
   test('a --writable path that does not exist: on stderr, in the record, and in tend show', async () => {
-    const cwd = workspace()
+    const cwd = sandboxedCwd(shared)
     const missing = join(shared.workspace, 'not-there')
     const result = await runCli(['run', '--cwd', cwd, '--writable', missing, '--', 'true'], shared.daemon.env)
     expect(result.exitCode).toBe(0)
@@ -42,7 +37,7 @@ describe('writes that would vanish are warned of at submission', () => {
   })
 
   test('a command that names a path under /tmp, sandboxed: said once, in --json too', async () => {
-    const cwd = workspace()
+    const cwd = sandboxedCwd(shared)
     const result = await runCli(['--json', 'run', '--cwd', cwd, '-c', 'echo x > /tmp/tend-warning-probe.txt'], shared.daemon.env)
     expect(result.exitCode).toBe(0)
     const started = JSON.parse(result.stdout) as Task
@@ -54,7 +49,7 @@ describe('writes that would vanish are warned of at submission', () => {
   })
 
   test('no warning: /tmp unsandboxed, a path that only ends in /tmp/, a cwd under /tmp, an existing --writable path', async () => {
-    const cwd = workspace()
+    const cwd = sandboxedCwd(shared)
     // With sandbox off, /tmp is the host's: a file of the test's own there, removed after.
     const offFile = join(mkdtempSync(join(tmpdir(), 'tend-warning-off-')), 'out.txt')
     const off = await runCli(['run', '--sandbox', 'off', '--cwd', cwd, '-c', `echo x > ${offFile}`], shared.daemon.env)
@@ -78,7 +73,7 @@ describe('writes that would vanish are warned of at submission', () => {
   })
 
   test("the bash tool's result carries the warning", async () => {
-    const cwd = workspace()
+    const cwd = sandboxedCwd(shared)
     const text = textOf(
       await callTool(shared.host, new TestAgent('warned'), { name: 'bash', arguments: { command: 'echo x > /tmp/tend-tool-probe.txt', cwd } }),
     )

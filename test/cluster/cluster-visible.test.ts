@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ClusterClient } from '../../client/cluster/index.js'
-import { runCli } from '../helpers/cli.js'
+import { cliRunId, runCli } from '../helpers/cli.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { createTempHome, daemonEnv, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
@@ -66,29 +66,23 @@ async function listWorkers(): Promise<ListedWorker[]> {
 
 /** A task on the gpu worker that runs until its `go` file exists (in the submitter's home). */
 async function holdGpu(name: string): Promise<string> {
-  const started = await runCli(
-    [
-      'run',
-      '--json',
-      '--cluster',
-      redis.url,
-      '--require',
-      'gpu=1',
-      '--sandbox',
-      'off',
-      '--name',
-      name,
-      '--cwd',
-      submitterHome,
-      '--',
-      'sh',
-      '-c',
-      `until [ -e ${name}.go ]; do sleep 0.05; done`,
-    ],
+  const id = await cliRunId(
     env,
+    '--cluster',
+    redis.url,
+    '--require',
+    'gpu=1',
+    '--sandbox',
+    'off',
+    '--name',
+    name,
+    '--cwd',
+    submitterHome,
+    '--',
+    'sh',
+    '-c',
+    `until [ -e ${name}.go ]; do sleep 0.05; done`,
   )
-  expect(started.exitCode, started.stderr).toBe(0)
-  const { id } = JSON.parse(started.stdout) as { id: string }
   await waitFor(`task ${name} running`, async () => (await cluster.get(id)).state === 'running', FIRST_RUN_MS)
   return id
 }
@@ -172,9 +166,9 @@ describe('the cluster an operator can see', () => {
       expect(text.stdout).toMatch(/cluster:\s+worker gpu \(gpu=1,zone=eu\) on redis:\/\/127\.0\.0\.1:\d+, queue tend; 1 cluster task running: /)
       expect(text.stdout).toContain(id)
     })
-    // A daemon that is no worker says nothing of a cluster.
-    const local = await runCli(['status', '--json'], daemonEnv(plain.home))
-    expect(JSON.parse(local.stdout).worker).toMatchObject({ name: 'plain', running: { count: 0, ids: [] } })
+    // A worker that runs none of the cluster's tasks says so: a count of 0, no ids.
+    const idle = await runCli(['status', '--json'], daemonEnv(plain.home))
+    expect(JSON.parse(idle.stdout).worker).toMatchObject({ name: 'plain', running: { count: 0, ids: [] } })
   })
 
   test('--require that no live worker matches is queued, with a warning naming the labels on offer', async () => {

@@ -16,7 +16,7 @@ import { waitFor } from '../helpers/wait-for.js'
  * The task view's actions in real headless Chromium: the input box of a --stdin task (a line,
  * Ctrl-D) and of a --tty task (Ctrl-C), the live terminal of a --tty task (its output, keys typed
  * into it, its size sent as a resize), run again on a finished task, and a read-only session that
- * sees these disabled with the reason.
+ * sees these and the header's gc disabled with the reason.
  */
 
 let daemon: TestDaemon
@@ -69,13 +69,6 @@ async function openTaskView(id: string, state = 'running'): Promise<void> {
   await page.waitForSelector(`#task-view:not([hidden]) [data-field="state"]:has-text("${state}")`)
 }
 
-async function ended(id: string) {
-  return waitFor(`task ${id} ended`, async () => {
-    const task = await daemon.client.get(id)
-    return task.state === 'running' || task.state === 'queued' ? undefined : task
-  })
-}
-
 describe('the input box', () => {
   test('a --stdin task gets a line from the box (Enter and the button) and echoes it; Ctrl-D ends it', async () => {
     const id = await cliRun('--stdin', '--', 'cat')
@@ -92,30 +85,28 @@ describe('the input box', () => {
     await page.waitForSelector('#output:has-text("and the button")', { timeout: 10_000 })
     await page.screenshot({ path: join(SCREENSHOT_DIR, 'console-input.png') })
     await page.click('#input-ctrl-d')
-    const task = await ended(id)
+    const task = await daemon.client.wait(id, { timeoutMs: 10_000 })
     expect(task.state).toBe('exited')
     expect(task.exitCode).toBe(0)
     await page.waitForSelector('#input-box[hidden]', { state: 'attached', timeout: 10_000 })
   })
 
-  test('a --tty task gets Ctrl-C from the box: its foreground process ends by SIGINT', async () => {
+  test.each([
+    { how: 'its button', send: () => page.click('#input-ctrl-c') },
+    {
+      how: 'typed in the box',
+      send: async () => {
+        await page.focus('#input-line')
+        await page.keyboard.press('Control+c')
+      },
+    },
+  ])('a --tty task gets Ctrl-C from the box ($how): its foreground process ends by SIGINT', async ({ send }) => {
     const id = await cliRun('--tty', '--', 'sleep', '1000')
     await openPage()
     await openTaskView(id)
     await page.waitForSelector('#input-box:not([hidden])')
-    await page.click('#input-ctrl-c')
-    const task = await ended(id)
-    expect(task.signal).toBe('SIGINT')
-  })
-
-  test('Ctrl-C typed in the box of a --tty task is sent as Ctrl-C', async () => {
-    const id = await cliRun('--tty', '--', 'sleep', '1000')
-    await openPage()
-    await openTaskView(id)
-    await page.waitForSelector('#input-box:not([hidden])')
-    await page.focus('#input-line')
-    await page.keyboard.press('Control+c')
-    expect((await ended(id)).signal).toBe('SIGINT')
+    await send()
+    expect((await daemon.client.wait(id, { timeoutMs: 10_000 })).signal).toBe('SIGINT')
   })
 })
 
@@ -189,7 +180,7 @@ describe('the live terminal', () => {
 describe('run again', () => {
   test('on an exited task: after a confirmation that shows what will run, a second task with the same command and cwd', async () => {
     const id = await cliRun('--cwd', workDir, '--name', 'rerun me', '--env', 'SECRET_KEY=x', '--', 'sh', '-c', 'echo ran in $(pwd)')
-    await ended(id)
+    await daemon.client.wait(id, { timeoutMs: 10_000 })
     await openPage()
     await openTaskView(id, 'exited')
     expect(await page.isDisabled('#run-again-button')).toBe(false)
@@ -220,10 +211,10 @@ describe('run again', () => {
 })
 
 describe('a read-only session', () => {
-  test('sees the input box, run again and kill disabled, with the reason', async () => {
+  test('sees the input box, run again, kill and gc disabled, with the reason', async () => {
     const running = await cliRun('--stdin', '--', 'cat')
     const finished = await cliRun('--', 'true')
-    await ended(finished)
+    await daemon.client.wait(finished, { timeoutMs: 10_000 })
     await openPage(`${info.origin}/?token=${readToken}`)
     await openTaskView(running)
     await page.waitForSelector('#input-box:not([hidden])')
@@ -233,6 +224,8 @@ describe('a read-only session', () => {
     expect(await page.textContent('#input-note')).toMatch(/read-only/)
     expect(await page.isDisabled('#kill-button'), 'nor may it kill').toBe(true)
     expect(await page.getAttribute('#kill-button', 'title')).toMatch(/read-only/)
+    expect(await page.isDisabled('#gc-button'), 'nor remove finished tasks').toBe(true)
+    expect(await page.getAttribute('#gc-button', 'title')).toMatch(/read-only/)
     await page.click('#close-task')
     await openTaskView(finished, 'exited')
     expect(await page.isDisabled('#run-again-button')).toBe(true)

@@ -6,6 +6,7 @@ import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
 import { openConsole } from '../helpers/console.js'
 import { openConsolePage } from '../helpers/console-page.js'
+import { isAlive } from '../helpers/processes.js'
 import { createTempHome, REPO_ROOT, startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -24,15 +25,6 @@ let page: Page
 const pageErrors: string[] = []
 const ids: Record<string, string> = {}
 
-const isGone = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch {
-    return true
-  }
-}
-
 /** A task lost the real way: its daemon and keeper killed while it ran; the next daemon records it lost. */
 async function startWithLostTask(): Promise<TestDaemon> {
   const home = createTempHome()
@@ -45,7 +37,7 @@ async function startWithLostTask(): Promise<TestDaemon> {
   first.client.close()
   await first.crash()
   process.kill(keeper.pid, 'SIGKILL')
-  await waitFor('the keeper to be gone', () => isGone(keeper.pid))
+  await waitFor('the keeper to be gone', () => !isAlive(keeper.pid))
   ids.lost = running.id
   return startTestDaemon({ home })
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ConsoleInfo } from '../../client/index.js'
 import { launchBrowser, SCREENSHOT_DIR } from '../helpers/browser.js'
-import { runCli } from '../helpers/cli.js'
+import { cliRunId } from '../helpers/cli.js'
 import { openConsole } from '../helpers/console.js'
 import { openConsolePage } from '../helpers/console-page.js'
 import { startTestDaemon, type TestDaemon } from '../helpers/test-daemon.js'
@@ -43,12 +43,7 @@ afterEach(async () => {
   expect(pageErrors.splice(0), 'errors in the page (scripts, CSP)').toEqual([])
 })
 
-/** Starts a task through the real CLI and answers its id. */
-async function cliRun(...args: string[]): Promise<string> {
-  const started = await runCli(['run', '--json', ...args], daemon.env)
-  expect(started.exitCode, started.stderr).toBe(0)
-  return (JSON.parse(started.stdout) as { id: string }).id
-}
+const cliRun = (...args: string[]) => cliRunId(daemon.env, ...args)
 
 const row = (id: string) => `#tasks tbody tr[data-task-id="${id}"]`
 

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, expect } from 'vitest'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import { isTendError } from '../../client/index.js'
 import { isAlive, processesWithEnv } from './processes.js'
 import { startTestDaemon, type TestDaemon, type TestDaemonOptions } from './test-daemon.js'
@@ -42,6 +43,16 @@ export function daemonPerFile(label: string, options: TestDaemonOptions = {}): D
     if (shared.workspace) rmSync(shared.workspace, { recursive: true, force: true })
   })
   return shared
+}
+
+/**
+ * A new folder under the file's workspace, for a sandboxed task's cwd: writable by all, since a
+ * root daemon's tasks run on a uid of their own (the workspace itself must then be 0711).
+ */
+export function sandboxedCwd(shared: DaemonPerFile): string {
+  const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
+  chmodSync(cwd, 0o777)
+  return cwd
 }
 
 /** Expects the promise to reject with this tend error code (and a message matching `message`). */

@@ -1,33 +1,22 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { beforeAll, describe, expect, test } from 'vitest'
 import { chmodSync } from 'node:fs'
-import type { Context } from 'cordis'
-import * as tendPlugin from '../../tools/index.js'
-import { callTool, createHost, TestAgent, textOf } from '../harness/host.js'
-import { daemonPerFile } from '../helpers/daemon-per-file.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { callTool, TestAgent, textOf } from '../harness/host.js'
+import { pluginPerFile } from '../harness/plugin-per-file.js'
 
 /*
  * A request the daemon refuses reaches the agent in the tool's terms: the parameter it passed
  * (cwd, after[0], ready.pattern), never the API's field (body/cwd, body/after/0).
  */
 
-const shared = daemonPerFile('tools-parameter-errors', { env: { TEND_SANDBOX: 'workspace' } })
-let host: Context
-let fork: { dispose: () => unknown } | undefined
+const shared = pluginPerFile('tools-parameter-errors', {}, { env: { TEND_SANDBOX: 'workspace' } })
 
-beforeAll(async () => {
+beforeAll(() => {
   // A root daemon's tasks run on a uid of their own, which must reach their cwd.
   chmodSync(shared.workspace, 0o711)
-  host = createHost()
-  fork = host.plugin(tendPlugin, { home: shared.daemon.home })
-  await waitFor('the tend tools to be registered', () => host.tools.tools.size === 5)
-})
-afterAll(() => {
-  fork?.dispose()
 })
 
 const refusal = async (agent: string, args: Record<string, unknown>) => {
-  const result = await callTool(host, new TestAgent(agent), { name: 'bash', arguments: args })
+  const result = await callTool(shared.host, new TestAgent(agent), { name: 'bash', arguments: args })
   expect(result.isError).toBe(true)
   const text = textOf(result)
   expect(text).not.toContain('body/')

@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, test } from 'vitest'
-import { chmodSync, mkdtempSync } from 'node:fs'
-import { join } from 'node:path'
+import { chmodSync } from 'node:fs'
 import { callTool, TestAgent, textOf } from '../harness/host.js'
 import { pluginPerFile } from '../harness/plugin-per-file.js'
+import { sandboxedCwd } from '../helpers/daemon-per-file.js'
 
 /*
  * The agent's sandbox hint comes only with a failure the sandbox plausibly caused (a refusal in
@@ -17,8 +17,7 @@ beforeAll(() => {
 })
 
 async function bash(agent: string, command: string): Promise<string> {
-  const cwd = mkdtempSync(join(shared.workspace, 'ws-'))
-  chmodSync(cwd, 0o777)
+  const cwd = sandboxedCwd(shared)
   return textOf(await callTool(shared.host, new TestAgent(agent), { name: 'bash', arguments: { command, cwd } }))
 }
 

@@ -31,6 +31,13 @@ class FakeConnection extends EventEmitter {
   }
 }
 
+/** An outage log of its own, and the changes it reported. */
+function watched(): { outage: RedisOutage; changes: RedisChange[] } {
+  const changes: RedisChange[] = []
+  const outage = new RedisOutage({ shownUrl: identity.redis, log: pino({ level: 'silent' }), notice: (change) => changes.push(change) })
+  return { outage, changes }
+}
+
 describe('worker notices', () => {
   test('text: where it is connected, as whom, with which labels and queues; then lost and back', () => {
     expect(lines('text', [{ event: 'connected' }, { event: 'lost', code: 'ECONNRESET', error: 'read ECONNRESET' }, { event: 'back' }])).toEqual([
@@ -48,8 +55,7 @@ describe('worker notices', () => {
   })
 
   test('the outage log says connected once, then each loss and return once, whatever the number of connections', () => {
-    const changes: RedisChange[] = []
-    const outage = new RedisOutage({ shownUrl: identity.redis, log: pino({ level: 'silent' }), notice: (change) => changes.push(change) })
+    const { outage, changes } = watched()
     const [a, b] = [new FakeConnection(), new FakeConnection()]
     outage.watch(a)
     outage.watch(b)
@@ -66,8 +72,7 @@ describe('worker notices', () => {
   })
 
   test('once closed (the worker leaving cuts its connections), a failure is no outage: nothing is said', () => {
-    const changes: RedisChange[] = []
-    const outage = new RedisOutage({ shownUrl: identity.redis, log: pino({ level: 'silent' }), notice: (change) => changes.push(change) })
+    const { outage, changes } = watched()
     const connection = new FakeConnection()
     outage.watch(connection)
     connection.ready()
@@ -77,8 +82,7 @@ describe('worker notices', () => {
   })
 
   test('a Redis never reached is said once, and its first answer is the connection', () => {
-    const changes: RedisChange[] = []
-    const outage = new RedisOutage({ shownUrl: identity.redis, log: pino({ level: 'silent' }), notice: (change) => changes.push(change) })
+    const { outage, changes } = watched()
     const connection = new FakeConnection()
     outage.watch(connection)
     connection.fail()

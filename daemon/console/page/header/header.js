@@ -1,12 +1,14 @@
 // The header: what the daemon is and can do (from /v1/status every 5 s), how busy it is (from the
-// task store, live), and the gc button.
+// task store, live), and the gc button (disabled, with the reason, in a read-only or ended session).
 
 import { api, onSessionEnded, SessionEndedError } from '../shared/api.js'
 import * as store from '../tasks/task-store.js'
 import { formatBytes, formatPercent, formatTime, isActive, isFailure } from '../shared/format.js'
 import { createSpoolChart } from './spool-chart.js'
 import { confirmAction } from '../shared/confirm.js'
-import { showError, showNote } from '../shared/messages.js'
+import { showNote } from '../shared/messages.js'
+import { busy } from '../shared/busy-button.js'
+import { isReadOnly, READ_ONLY_REASON, sessionKnown } from '../shared/session.js'
 import { forgetTasks } from '../tasks/live-sync.js'
 
 const STATUS_MS = 5000
@@ -15,6 +17,7 @@ let elements
 let status = null
 let chart
 let failures = 0
+let sessionEnded = false
 
 export function setupHeader(found) {
   elements = found
@@ -36,8 +39,17 @@ export function setupHeader(found) {
   const timer = setInterval(pollStatus, STATUS_MS)
   onSessionEnded(() => {
     clearInterval(timer)
-    elements.gcButton.disabled = true
+    sessionEnded = true
+    showGcButton()
   })
+  void sessionKnown.then(showGcButton)
+}
+
+/** The gc button as things are now: a read-only session may not remove, nor may an ended one. */
+function showGcButton() {
+  const button = elements.gcButton
+  button.disabled = sessionEnded || isReadOnly() || button.dataset.busy === 'true'
+  button.title = isReadOnly() ? READ_ONLY_REASON : ''
 }
 
 async function pollStatus() {
@@ -110,20 +122,18 @@ async function collectGarbage() {
     okLabel: 'Remove finished tasks',
   })
   if (!ok) return
-  const label = elements.gcButton.textContent
-  elements.gcButton.disabled = true
   // Deleting a large spool takes a while: the button says it is at work.
-  elements.gcButton.textContent = 'Removing…'
-  try {
-    // Explicitly 0: without an age the daemon keeps what ended in the last day, not what was confirmed.
-    const result = await api('/v1/gc', { method: 'POST', body: { olderThanMs: 0 } })
-    forgetTasks(result.removed)
-    showNote(`Removed ${result.removed.length} task${result.removed.length === 1 ? '' : 's'}, freed ${formatBytes(result.freedBytes)}.`)
-    void pollStatus()
-  } catch (error) {
-    showError(error, 'Remove finished tasks')
-  } finally {
-    elements.gcButton.textContent = label
-    elements.gcButton.disabled = false
-  }
+  await busy(
+    elements.gcButton,
+    'Removing…',
+    async () => {
+      // Explicitly 0: without an age the daemon keeps what ended in the last day, not what was confirmed.
+      const result = await api('/v1/gc', { method: 'POST', body: { olderThanMs: 0 } })
+      forgetTasks(result.removed)
+      showNote(`Removed ${result.removed.length} task${result.removed.length === 1 ? '' : 's'}, freed ${formatBytes(result.freedBytes)}.`)
+      void pollStatus()
+    },
+    'Remove finished tasks',
+    showGcButton,
+  )
 }

@@ -4,7 +4,7 @@
 
 import { api, taskPath } from '../shared/api.js'
 import { showError } from '../shared/messages.js'
-import { isReadOnly, READ_ONLY_REASON, sessionKnown } from '../shared/session.js'
+import { isReadOnly, READ_ONLY_REASON } from '../shared/session.js'
 
 const CTRL_C = '\u0003'
 
@@ -16,8 +16,8 @@ let queue = Promise.resolve()
 export function setupInputBox(elements) {
   el = elements
   el.send.addEventListener('click', () => sendLine())
-  el.ctrlC.addEventListener('click', () => sendInput({ text: CTRL_C }, 'Ctrl-C'))
-  el.ctrlD.addEventListener('click', () => sendInput({ eof: true }, 'Ctrl-D'))
+  el.ctrlC.addEventListener('click', sendCtrlC)
+  el.ctrlD.addEventListener('click', sendCtrlD)
   el.line.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && !event.isComposing) {
       event.preventDefault()
@@ -26,15 +26,14 @@ export function setupInputBox(elements) {
       // Ctrl-C over a selection in the box is a copy, as anywhere.
       if (event.key === 'c' && (el.line.selectionStart !== el.line.selectionEnd || !task?.tty)) return
       event.preventDefault()
-      if (event.key === 'c') sendInput({ text: CTRL_C }, 'Ctrl-C')
-      else sendInput({ eof: true }, 'Ctrl-D')
+      if (event.key === 'c') sendCtrlC()
+      else sendCtrlD()
     }
   })
-  void sessionKnown.then(() => task && inputTaskChanged(task))
 }
 
 /** Whether a task reads what is sent to it now. */
-export function takesInput(task) {
+function takesInput(task) {
   return task.state === 'running' && (Boolean(task.tty) || task.stdin === 'pipe')
 }
 
@@ -52,6 +51,14 @@ export function inputTaskChanged(next) {
   el.ctrlC.title = next.tty ? 'Type Ctrl-C into its terminal (SIGINT to its foreground programs)' : 'A pipe carries no Ctrl-C: Kill with SIGINT instead'
   el.ctrlD.title = next.tty ? 'Type Ctrl-D (end of input) into its terminal' : 'Close its stdin: it reads end-of-file'
   el.note.textContent = readOnly ? READ_ONLY_REASON : next.tty ? 'to its terminal' : 'to its stdin'
+}
+
+function sendCtrlC() {
+  sendInput({ text: CTRL_C }, 'Ctrl-C')
+}
+
+function sendCtrlD() {
+  sendInput({ eof: true }, 'Ctrl-D')
 }
 
 function sendLine() {

@@ -42,7 +42,6 @@ export class TerminalWindow {
   constructor(element, task) {
     this.element = element
     this.id = task.id
-    this.running = task.state === 'running'
     this.sent = { cols: task.tty.cols, rows: task.tty.rows }
     this.terminal = new Terminal({
       cols: task.tty.cols,

@@ -75,9 +75,10 @@ export function isFailure(task) {
 
 /** A state pill's text and classes: a non-zero exit has a pill of its own, every failure is marked. */
 export function stateLook(task) {
-  const nonZero = task.state === 'exited' && isFailure(task)
+  const failure = isFailure(task)
+  const nonZero = task.state === 'exited' && failure
   const label = nonZero ? `exited ${task.exitCode}` : task.state
-  const className = `badge state-${nonZero ? 'exited-nonzero' : task.state}${isFailure(task) ? ' failure' : ''}`
+  const className = `badge state-${nonZero ? 'exited-nonzero' : task.state}${failure ? ' failure' : ''}`
   return { label, className }
 }
 
@@ -137,13 +138,17 @@ export function visible(text) {
   })
 }
 
+/** A shell task's line (its command is `sh -c LINE`); null for any other task. */
+export function shellLine(task) {
+  return task.shell && Array.isArray(task.command) && task.command.length === 3 ? task.command[2] : null
+}
+
 /**
  * The table's command text: the shell line for shell tasks, else the argv joined with spaces. A
  * line break shows as ␤: in a one-line cell it would pass for a space, hiding a second command.
  */
 export function commandLine(task) {
-  const command = Array.isArray(task.command) ? task.command : []
-  const text = task.shell && command.length === 3 ? command[2] : command.join(' ')
+  const text = shellLine(task) ?? (Array.isArray(task.command) ? task.command : []).join(' ')
   return visible(text).replace(/\n/g, '\u2424')
 }
 
@@ -151,8 +156,9 @@ const SAFE_WORD = /^[A-Za-z0-9_@%+=:,./-]+$/
 
 /** The argv as a shell would need it typed: exact where joining with spaces is ambiguous. */
 export function quotedCommand(task) {
+  const line = shellLine(task)
+  if (line !== null) return visible(line)
   const command = Array.isArray(task.command) ? task.command : []
-  if (task.shell && command.length === 3) return visible(command[2])
   return visible(command.map((word) => (SAFE_WORD.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`)).join(' '))
 }
 

@@ -2,15 +2,16 @@
 // that show it. Its environment's values are never stored (only their names), so they cannot be
 // replayed; nor can the tasks it waited for, which have ended.
 
-import { formatBytes, formatDuration, quotedCommand, visible } from '../shared/format.js'
+import { formatBytes, formatDuration, quotedCommand, shellLine, visible } from '../shared/format.js'
 
 const NAME_MAX = 200
 const SUFFIX = ' (again)'
 
 /** The request that starts it again: what its record keeps of the one that started it. */
 export function againRequest(task) {
+  const line = shellLine(task)
   const body = {
-    command: task.shell ? [task.command[2]] : task.command,
+    command: line === null ? task.command : [line],
     shell: task.shell,
     cwd: task.cwd,
     owner: task.owner,

@@ -7,7 +7,7 @@ import { isActive } from '../shared/format.js'
 import { againLines, againRequest } from './again-request.js'
 import { showNote } from '../shared/messages.js'
 import { busy } from '../shared/busy-button.js'
-import { isReadOnly, READ_ONLY_REASON, sessionKnown } from '../shared/session.js'
+import { isReadOnly, READ_ONLY_REASON } from '../shared/session.js'
 import * as store from './task-store.js'
 
 let button
@@ -16,7 +16,6 @@ let task = null
 export function setupRunAgain(element) {
   button = element
   button.addEventListener('click', () => void runAgain())
-  void sessionKnown.then(() => runAgainTaskChanged(task))
 }
 
 /** The open task as it is now (null: none, or removed). */

@@ -18,7 +18,6 @@ const ALL_AGES_MS = 30_000
 
 const entries = new Map()
 const dirty = new Set()
-const active = new Set()
 let agesTickedAt = 0
 let groups
 let countElement
@@ -70,7 +69,6 @@ function flush() {
       if (entry) {
         groups.remove(entry.tr)
         entries.delete(id)
-        active.delete(id)
       }
     } else if (entry) {
       update(entry, task)
@@ -148,8 +146,6 @@ function update(entry, task) {
     entry.badge.className = look.className
     entry.tr.classList.toggle('failure', isFailure(task))
   }
-  if (isActive(task)) active.add(task.id)
-  else active.delete(task.id)
   showAge(entry, Date.now())
   const times = `${task.startedAt}/${task.endedAt}`
   if (values.times !== times) {
@@ -246,6 +242,6 @@ function tickAges() {
   const all = now - agesTickedAt >= ALL_AGES_MS
   if (all) agesTickedAt = now
   for (const entry of entries.values()) {
-    if (all || active.has(entry.task.id) || now - entry.endedMs < RECENT_MS) showAge(entry, now)
+    if (all || isActive(entry.task) || now - entry.endedMs < RECENT_MS) showAge(entry, now)
   }
 }
