@@ -102,7 +102,7 @@ export class ClusterTarget implements TaskTarget {
     const where = await this.cluster.kill(id, options)
     if (where.task) return printKilled(io, where.task)
     if (io.json) printJson(io, where)
-    else io.out(`${id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
+    else io.out(clusterKilledLine(where))
     return EXIT.ok
   }
 
@@ -110,8 +110,7 @@ export class ClusterTarget implements TaskTarget {
     const { owner, yes, ...how } = options
     const tasks = await this.cluster.list({ owner })
     const candidates = tasks.map((each) => ({ id: each.id, state: each.state, label: labelOf(each) }))
-    const line = (where: ClusterTask) => (where.task ? killedLine(where.task) : `${where.id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
-    return killAll(io, candidates, { owner, yes }, (id) => this.cluster.kill(id, how), line)
+    return killAll(io, candidates, { owner, yes }, (id) => this.cluster.kill(id, how), clusterKilledLine)
   }
 
   async wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
@@ -144,6 +143,11 @@ export class ClusterTarget implements TaskTarget {
   async close(): Promise<void> {
     await this.cluster.close()
   }
+}
+
+/** A killed cluster task's line: its record's once it has one, else where it was and why. */
+function clusterKilledLine(where: ClusterTask): string {
+  return where.task ? killedLine(where.task) : `${where.id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`
 }
 
 /** Its name, else its command: from its record once it has one, else from its start request. */
