@@ -92,7 +92,7 @@ export class ClusterTarget implements TaskTarget {
       return EXIT.ok
     }
     // A cluster task's record, and where and in which attempt it runs or ran.
-    const { task: _final, name: _name, command: _command, ...placement } = where
+    const { task: _final, name: _name, command: _command, shell: _shell, ...placement } = where
     if (io.json) printJson(io, { ...record, cluster: placement })
     else io.out(`${describeTask(io, record)}\n${formatFields([['worker', where.worker], ['queue', where.queue], ...attemptFields(where)])}`)
     return EXIT.ok
@@ -152,7 +152,7 @@ function clusterKilledLine(where: ClusterTask): string {
 
 /** Its name, else its command: from its record once it has one, else from its start request. */
 function labelOf(where: ClusterTask): string {
-  return taskLabel(where.task ?? { name: where.name, command: where.command, shell: false })
+  return taskLabel(where.task ?? where)
 }
 
 /** A cluster task's attempt, once it was retried, and how each earlier attempt was lost. */
