@@ -44,6 +44,14 @@ export function checkQueueName(name: string): string {
   return name
 }
 
+/** Labels as they are shown: `k=v` pairs by sorted name, joined by commas (`''` for none). */
+export function formatLabels(labels: Labels): string {
+  return Object.keys(labels)
+    .sort()
+    .map((key) => `${key}=${labels[key]}`)
+    .join(',')
+}
+
 /** The queue a task with these requirements is put on: the base name, then each requirement, sorted. */
 export function queueFor(base: string, requirements: Labels): string {
   return [

@@ -19,6 +19,7 @@ export type {
   GcResult,
   RemoveResult,
   DaemonStatus,
+  WorkerStatus,
   EventsQuery,
   EventsHeaders,
   StopBody,

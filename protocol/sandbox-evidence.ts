@@ -23,10 +23,19 @@ const MISSING = /No such file or directory|\bENOENT\b/
 /** An absolute path in a message: after a space, a quote, a bracket, `:` or `=`. */
 const PATH_IN_LINE = /(?:^|[\s'"`‘(:=])(\/[^\s'"`’),:;]*)/g
 
-/** A task whose ending a sandbox could have caused: it ran sandboxed and exited non-zero, was killed or timed out. */
-export function failedSandboxed(task: Task): boolean {
-  if (task.sandbox === 'off') return false
+/** A task that ran and failed: it exited non-zero, was killed or timed out (one that never started is not). */
+export function failedRun(task: Task): boolean {
   return (task.state === 'exited' && task.exitCode !== 0) || task.state === 'killed' || task.state === 'timed_out'
+}
+
+/** A task whose ending a sandbox could have caused: it ran sandboxed and failed (failedRun). */
+export function failedSandboxed(task: Task): boolean {
+  return task.sandbox !== 'off' && failedRun(task)
+}
+
+/** The folders a sandboxed task could write: its record's, or for a record older than `sandboxWritable`, its cwd and writable paths. */
+export function writableOf(task: Task): readonly string[] {
+  return task.sandboxWritable ?? [task.cwd, ...task.writablePaths]
 }
 
 /**
@@ -41,7 +50,7 @@ export function sandboxEvidence(task: Task, outputTail: string): string | null {
   if (!failedSandboxed(task)) return null
   const blocked = task.networkUse?.blockedDestinations?.length ?? 0
   if (blocked > 0) return `the egress proxy refused ${blocked === 1 ? 'a destination' : `${blocked} destinations`}`
-  const writable = task.sandboxWritable ?? [task.cwd, ...task.writablePaths]
+  const writable = writableOf(task)
   const lines = outputTail.split(/\r?\n/)
   for (let index = lines.length - 1; index >= 0; index--) {
     const line = lines[index]!

@@ -1,4 +1,4 @@
-import { sandboxEvidence } from './sandbox-evidence.js'
+import { sandboxEvidence, writableOf } from './sandbox-evidence.js'
 import type { Task } from './task.js'
 
 /**
@@ -10,7 +10,7 @@ import type { Task } from './task.js'
  */
 export function sandboxSummary(task: Task): string | null {
   if (task.sandbox === 'off') return null
-  const writable = task.sandboxWritable ?? [task.cwd, ...task.writablePaths]
+  const writable = writableOf(task)
   const network =
     task.network === 'host' ? "with the host's network" : task.network === 'allow' ? 'network: loopback and the allowlist' : 'network: its loopback only'
   const places = `${writable.length > 0 ? `${writable.join(', ')} and ` : ''}a private /tmp, /dev/shm and ~/.cache`
@@ -21,13 +21,21 @@ export function sandboxSummary(task: Task): string | null {
 }
 
 /**
- * The CLI's line for a sandboxed task whose failure plausibly came from its sandbox (a refusal the
- * record or the end of its output, `outputTail`, shows): what it could do, and the flags that
- * allow more. Null for any other ending.
+ * The sandbox summary of a sandboxed task whose failure plausibly came from its sandbox (a refusal
+ * the record or the end of its output, `outputTail`, shows: sandboxEvidence). Null for any other ending.
+ */
+export function evidencedSandboxSummary(task: Task, outputTail: string): string | null {
+  const summary = sandboxSummary(task)
+  return summary === null || sandboxEvidence(task, outputTail) === null ? null : summary
+}
+
+/**
+ * The CLI's line for a sandboxed task whose failure plausibly came from its sandbox
+ * (evidencedSandboxSummary): what it could do, and the flags that allow more. Null for any other ending.
  */
 export function sandboxHint(task: Task, outputTail: string): string | null {
-  const summary = sandboxSummary(task)
-  if (summary === null || sandboxEvidence(task, outputTail) === null) return null
+  const summary = evidencedSandboxSummary(task, outputTail)
+  if (summary === null) return null
   const more = ['--writable PATH', ...(task.network === 'host' ? [] : ['--network allow', '--net']), '--sandbox off'].join(', ')
   return `tend: ${summary}. To allow more: ${more}`
 }

@@ -23,19 +23,20 @@ export interface KillAllOptions {
  * many and which. Without a terminal to ask on (a script, a pipe) it refuses, naming --yes: a
  * kill of every task is never the default of a command that was meant for one.
  */
-export async function confirmKillAll(io: CliIo, candidates: KillCandidate[], options: KillAllOptions): Promise<boolean> {
+async function confirmKillAll(io: CliIo, candidates: KillCandidate[], options: KillAllOptions): Promise<boolean> {
   if (options.yes) return true
   const whose = options.owner === undefined ? 'of every owner' : `of owner ${options.owner}`
   const what = `${candidates.length} task${candidates.length === 1 ? '' : 's'} ${whose}`
-  const listing = formatTable(
-    ['ID', 'STATE', 'COMMAND'],
-    candidates.map((each) => [each.id, each.state, each.label]),
-  )
   if (!process.stdin.isTTY)
     throw new TendError('TEND_ERR_USAGE', {
       detail: `kill --all would kill ${what} (${candidates.map((each) => each.id).join(' ')}), and there is no terminal to ask on: give --yes to kill them`,
     })
-  io.err(listing)
+  io.err(
+    formatTable(
+      ['ID', 'STATE', 'COMMAND'],
+      candidates.map((each) => [each.id, each.state, each.label]),
+    ),
+  )
   const prompt = createInterface({ input: process.stdin, output: process.stderr })
   try {
     const answer = await prompt.question(`kill ${what}? [y/N] `)

@@ -92,7 +92,7 @@ export class ClusterTarget implements TaskTarget {
       return EXIT.ok
     }
     // A cluster task's record, and where and in which attempt it runs or ran.
-    const { task: _final, name: _name, command: _command, ...placement } = where
+    const { task: _final, name: _name, command: _command, shell: _shell, ...placement } = where
     if (io.json) printJson(io, { ...record, cluster: placement })
     else io.out(`${describeTask(io, record)}\n${formatFields([['worker', where.worker], ['queue', where.queue], ...attemptFields(where)])}`)
     return EXIT.ok
@@ -102,7 +102,7 @@ export class ClusterTarget implements TaskTarget {
     const where = await this.cluster.kill(id, options)
     if (where.task) return printKilled(io, where.task)
     if (io.json) printJson(io, where)
-    else io.out(`${id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
+    else io.out(clusterKilledLine(where))
     return EXIT.ok
   }
 
@@ -110,8 +110,7 @@ export class ClusterTarget implements TaskTarget {
     const { owner, yes, ...how } = options
     const tasks = await this.cluster.list({ owner })
     const candidates = tasks.map((each) => ({ id: each.id, state: each.state, label: labelOf(each) }))
-    const line = (where: ClusterTask) => (where.task ? killedLine(where.task) : `${where.id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`)
-    return killAll(io, candidates, { owner, yes }, (id) => this.cluster.kill(id, how), line)
+    return killAll(io, candidates, { owner, yes }, (id) => this.cluster.kill(id, how), clusterKilledLine)
   }
 
   async wait(io: CliIo, id: string, options: { timeoutMs?: number; ready?: boolean }): Promise<number> {
@@ -146,9 +145,14 @@ export class ClusterTarget implements TaskTarget {
   }
 }
 
+/** A killed cluster task's line: its record's once it has one, else where it was and why. */
+function clusterKilledLine(where: ClusterTask): string {
+  return where.task ? killedLine(where.task) : `${where.id} ${where.state}${where.reason ? `: ${where.reason}` : ''}`
+}
+
 /** Its name, else its command: from its record once it has one, else from its start request. */
 function labelOf(where: ClusterTask): string {
-  return taskLabel(where.task ?? { name: where.name, command: where.command, shell: false })
+  return taskLabel(where.task ?? where)
 }
 
 /** A cluster task's attempt, once it was retried, and how each earlier attempt was lost. */

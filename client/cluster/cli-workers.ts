@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { formatDuration, TendError } from '../../protocol/index.js'
+import { formatDuration, formatLabels, TendError } from '../../protocol/index.js'
 import { action } from '../cli/command-context.js'
 import { EXIT } from '../cli/exit-codes.js'
 import { formatTable, printJson } from '../cli/output.js'
@@ -14,7 +14,6 @@ export function registerWorkersCommand(program: Command): void {
       const chosen = chooseCluster(command.opts<ClusterFlags>(), client.options.env)
       if (chosen === undefined) throw new TendError('TEND_ERR_USAGE', { detail: 'tend workers needs --cluster URL, --cluster-url-file FILE or TEND_CLUSTER' })
       const { ClusterClient } = await import('./cluster-client.js')
-      const { formatLabels } = await import('./cluster-workers.js')
       const cluster = new ClusterClient(chosen.redis, chosen.queue, { keyFile: chosen.keyFile })
       try {
         const workers = await cluster.workers()

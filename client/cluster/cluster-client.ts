@@ -463,6 +463,7 @@ function killedWhileQueuedTask(record: Task): ClusterTask {
     owner: record.owner,
     name: record.name,
     command: record.command,
+    shell: record.shell,
     state: 'killed',
     worker: null,
     task: record,

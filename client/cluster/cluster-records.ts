@@ -28,6 +28,8 @@ export interface ClusterTask {
   name: string | null
   /** Its command, from its start request, as its record has it. */
   command: string[]
+  /** Its command is a shell line (`sh -c LINE`), as its record has it: its label is the line. */
+  shell: boolean
   /** queued (waiting for a worker), a task state while a worker runs it, or its final state. */
   state: string
   /** The worker that took it; null while it waits. */
@@ -48,8 +50,15 @@ export type ClusterJob = Job<ClusterJobData, Task>
 export function describeJob(id: string, queue: string, job: ClusterJob, state: string): ClusterTask {
   const progress = progressOf(job)
   const owner = typeof job.data.request.owner === 'string' ? job.data.request.owner : DEFAULT_OWNER
-  const { name, command } = nameAndCommand(job.data)
-  const known = { id, queue, owner, name, command, worker: progress?.worker ?? null, attempt: progress?.attempt ?? 1, earlier: progress?.earlier ?? [] }
+  const known = {
+    id,
+    queue,
+    owner,
+    ...nameAndCommand(job.data),
+    worker: progress?.worker ?? null,
+    attempt: progress?.attempt ?? 1,
+    earlier: progress?.earlier ?? [],
+  }
   if (state === 'completed' && job.returnvalue && isFinished(job.returnvalue)) {
     // An older worker's record may name its stop as it was called then.
     const task = { ...job.returnvalue, stoppedBy: currentStoppedBy(job.returnvalue.stoppedBy) } as Task
@@ -100,9 +109,9 @@ export function killedWhileQueuedRecord(id: string, job: ClusterJob, stoppedBy: 
 export const KILLED_WHILE_QUEUED_REASON = 'killed before a worker took it'
 
 /** A task's name and command as its job's start request gives them: what a list shows before any worker has its record. */
-export function nameAndCommand(data: ClusterJobData): Pick<Task, 'name' | 'command'> {
-  const { name, command } = baseOfRequest('', data, data.submittedAt)
-  return { name, command }
+export function nameAndCommand(data: ClusterJobData): Pick<Task, 'name' | 'command' | 'shell'> {
+  const { name, command, shell } = baseOfRequest('', data, data.submittedAt)
+  return { name, command, shell }
 }
 
 /**

@@ -1,5 +1,15 @@
 import type { Queue } from 'bullmq'
-import { aliveKey, isLabelPart, queuesServed, serves, workersKey, type ClusterProgress, type Labels, type WorkerEntry } from '../../protocol/index.js'
+import {
+  aliveKey,
+  formatLabels,
+  isLabelPart,
+  queuesServed,
+  serves,
+  workersKey,
+  type ClusterProgress,
+  type Labels,
+  type WorkerEntry,
+} from '../../protocol/index.js'
 
 /** A live worker of a cluster, as `tend workers` lists it. Its console's token is never listed: it reads every record and output of the worker. */
 export interface LiveWorker {
@@ -134,11 +144,4 @@ export function unmetRequirementsWarning(requirements: Labels, workers: Array<Pi
       ? 'no worker is live'
       : `labels on offer: ${workers.map((worker) => `${worker.name}: ${formatLabels(worker.labels) || 'no labels'}`).join('; ')}`
   return `no live worker has ${wanted}; the task waits, queued, until one joins (${offer})`
-}
-
-export function formatLabels(labels: Labels): string {
-  return Object.keys(labels)
-    .sort()
-    .map((key) => `${key}=${labels[key]}`)
-    .join(',')
 }

@@ -13,7 +13,7 @@ import {
   type ClusterJobData,
   type WorkerEntry,
 } from '../../protocol/index.js'
-import type { WorkerStatus } from '../../protocol/schemas.js'
+import type { WorkerStatus } from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { WorkerDeps } from './worker-deps.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'

@@ -1,5 +1,5 @@
 import { writeSync } from 'node:fs'
-import type { Labels } from '../../protocol/index.js'
+import { formatLabels, type Labels } from '../../protocol/index.js'
 
 /** A change of a worker's link to its cluster's Redis, as its operator is told of it. */
 export type RedisChange =
@@ -26,7 +26,7 @@ export function workerNotices(identity: WorkerIdentity, format: 'text' | 'json',
 }
 
 function noticeDocument(identity: WorkerIdentity, change: RedisChange): Record<string, unknown> {
-  if (change.event === 'connected') return { event: 'connected', redis: identity.redis, name: identity.name, labels: identity.labels, queues: identity.queues }
+  if (change.event === 'connected') return { ...change, ...identity }
   return { ...change, redis: identity.redis }
 }
 
@@ -34,8 +34,7 @@ function noticeText(identity: WorkerIdentity, change: RedisChange): string {
   const redis = identity.redis
   switch (change.event) {
     case 'connected': {
-      const labels = Object.entries(identity.labels).map(([key, value]) => `${key}=${value}`)
-      return `tend worker: connected to ${redis} as ${identity.name} (labels ${labels.join(',') || 'none'}; queues ${identity.queues.join(', ')})`
+      return `tend worker: connected to ${redis} as ${identity.name} (labels ${formatLabels(identity.labels) || 'none'}; queues ${identity.queues.join(', ')})`
     }
     case 'lost':
       return `tend worker: lost the cluster's Redis ${redis} (${change.code}: ${change.error}); its tasks run on, and it rejoins when Redis answers`

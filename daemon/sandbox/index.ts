@@ -1,6 +1,6 @@
 export { detectSandbox, findOnPath, type SandboxCapabilities } from './capabilities.js'
 export { daemonCgroupFolder, findCgroupRoots, removeDaemonCgroupFolders, unmountedHint, type CgroupRoots } from './cgroup-parent.js'
-export { protectedSinceAdmission, resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
+export { isWithin, protectedSinceAdmission, resolveTaskPaths, type PinnedPath, type TaskPaths } from './path-policy.js'
 export { planLaunch, type LaunchPlan, type PlanRequest } from './plan.js'
 export { cachedProtectedView, protectedView, type DaemonHomes, type ProtectedView } from './protected-places.js'
 export { seccompFilters, seccompSupported } from './seccomp.js'

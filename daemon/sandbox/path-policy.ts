@@ -66,6 +66,8 @@ export interface TaskPaths {
   cwd: PinnedPath
   /** Every folder the task may write (cwd, or its git work tree's root, first), real and pinned; empty with `off`. */
   writable: PinnedPath[]
+  /** The request's writable paths that do not exist: skipped, the task cannot write there. */
+  skipped: string[]
   /**
    * Why the task cannot start: its cwd is missing or not a folder. Such a task is accepted and
    * ends `failed` with this reason without running (no folder to pin, nothing to check).
@@ -96,14 +98,15 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   const { profile } = request
   // pin() below stats it synchronously anyway: a round trip through the thread pool first costs more than the call.
   const cwdProblem = checkCwdSync(request.cwd)
-  if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0', uid: 0, gid: 0 }, writable: [], cwdProblem }
-  if (profile === 'off') return { cwd: pin(request.cwd, request.cwd, 'cwd'), writable: [] }
+  if (cwdProblem) return { cwd: { path: request.cwd, dev: '0', ino: '0', uid: 0, gid: 0 }, writable: [], skipped: [], cwdProblem }
+  if (profile === 'off') return { cwd: pin(request.cwd, request.cwd, 'cwd'), writable: [], skipped: [] }
   const places = [...SYSTEM_FOLDERS.map((path) => ({ path, what: 'a system folder' })), ...request.protectedPlaces]
   const cwd = pin(realPath(request.cwd, 'cwd'), request.cwd, 'cwd')
   refuseProtected(profile, 'cwd', request.cwd, cwd.path, places)
   // Which the tasks' user must reach: checked once every writable folder is known (each idmapped one opens the way to those inside).
   const needed = [{ field: 'cwd', given: request.cwd, real: cwd.path }]
   const writable: PinnedPath[] = []
+  const skipped: string[] = []
   const add = (entry: PinnedPath) => {
     if (!writable.some((each) => each.path === entry.path)) writable.push(entry)
   }
@@ -133,7 +136,10 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
         if (code !== 'ENOENT') throw invalid(field, `${path} cannot be used (${code})`)
         real = null
       }
-      if (real === null) continue
+      if (real === null) {
+        if (field === 'writablePaths') skipped.push(path)
+        continue
+      }
       refuseProtected(profile, field, path, real, places)
       needed.push({ field, given: path, real })
       add(pin(real, path, field))
@@ -142,12 +148,12 @@ export async function resolveTaskPaths(request: PathRequest): Promise<TaskPaths>
   // Ancestors first: a folder bound inside another must be mounted after it.
   writable.sort((a, b) => a.path.length - b.path.length)
   const { user } = request
-  if (!user) return { cwd, writable }
+  if (!user) return { cwd, writable, skipped }
   const { idmapWritable } = request
   const seen = [...(request.views ?? []), ...(idmapWritable ? writable.map((entry) => ({ path: entry.path, ...idmapWritable(entry.uid) })) : [])]
   for (const each of needed) refuseUnreachable(each.field, each.given, each.real, user, seen, request.userLabel ?? 'taskUser')
   // A work tree's root the user cannot reach is not widened to (it is a convenience).
-  return { cwd, writable: writable.filter((entry) => reachableBy(`${entry.path}/.`, user, seen)) }
+  return { cwd, writable: writable.filter((entry) => reachableBy(`${entry.path}/.`, user, seen)), skipped }
 }
 
 /** Is `inner` the same path as `outer`, or inside it? Both real, absolute, without a trailing slash. */

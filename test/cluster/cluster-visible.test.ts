@@ -151,6 +151,20 @@ describe('the cluster an operator can see', () => {
     })
   })
 
+  test('an unnamed shell line shows as its line in ps --cluster before a worker has its record, and --json says shell', async () => {
+    const started = await runCli(['run', '--cluster', redis.url, '--require', 'gpu=3', '--sandbox', 'off', '-c', 'make test'], env)
+    expect(started.exitCode, started.stderr).toBe(0)
+    const id = started.stdout.trim()
+    try {
+      const listed = await runCli(['ps', '--cluster', redis.url], env)
+      expect(listed.stdout).toMatch(new RegExp(`${id}\\s+queued\\s+-\\s+\\S+\\s+make test\\n`))
+      const json = JSON.parse((await runCli(['ps', '--json', '--cluster', redis.url], env)).stdout) as Array<{ id: string }>
+      expect(json.find((each) => each.id === id)).toMatchObject({ name: null, command: ['sh', '-c', 'make test'], shell: true })
+    } finally {
+      await cluster.kill(id)
+    }
+  })
+
   test("tend status on a worker's daemon names its cluster, name, labels and running cluster tasks", async () => {
     await whileHeld('status', async (id) => {
       const status = await runCli(['status', '--json'], gpu.env)

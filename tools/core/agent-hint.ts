@@ -1,4 +1,4 @@
-import { destinationLabel, sandboxEvidence, sandboxSummary, type BlockedDestination, type NetworkMode, type Task } from '../../client/index.js'
+import { destinationLabel, evidencedSandboxSummary, failedRun, type BlockedDestination, type NetworkMode, type Task } from '../../client/index.js'
 import { NETWORK_REACHES } from './agent-network.js'
 
 /**
@@ -19,8 +19,8 @@ const WIDER: Record<NetworkMode, readonly NetworkMode[]> = { loopback: ['allow',
  * no sandbox) is the operator's to give. Null for any other ending.
  */
 export function agentSandboxHint(task: Task, offered: readonly NetworkMode[], outputTail = ''): string | null {
-  const summary = sandboxSummary(task)
-  if (summary === null || sandboxEvidence(task, outputTail) === null) return null
+  const summary = evidencedSandboxSummary(task, outputTail)
+  if (summary === null) return null
   const wider = WIDER[task.network].filter((mode) => offered.includes(mode))
   const network =
     wider.length === 0 ? '' : ` To reach more, bash's network parameter: ${wider.map((mode) => `"${mode}" (${HINT_REACHES[mode]})`).join(' or ')}.`
@@ -36,9 +36,8 @@ export const BLOCKED_SHOWN = 5
  * the command succeeded. The most recent refusals are named (the record lists them last).
  */
 export function blockedText(task: Task): string | null {
-  const failed = (task.state === 'exited' && task.exitCode !== 0) || task.state === 'killed' || task.state === 'timed_out'
   const blocked = task.networkUse?.blockedDestinations ?? []
-  if (!failed || blocked.length === 0) return null
+  if (!failedRun(task) || blocked.length === 0) return null
   const shown = blocked.slice(-BLOCKED_SHOWN).map(blockedLabel).join('; ')
   const more = blocked.length > BLOCKED_SHOWN ? `; and ${blocked.length - BLOCKED_SHOWN} more` : ''
   return `blocked: ${shown}${more}`

@@ -1,6 +1,6 @@
 import { isFinished, type Task } from '../../client/index.js'
 import type { OwnerSession } from './owner-session.js'
-import { outputPathOf, outputReadOf, readForModel, type ModelOutput } from './output-shaping.js'
+import { outputPathOf, readForModel, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
 
 /** bash's `ready`: when a background command counts as ready (exactly one of pattern, port and url). */
@@ -56,7 +56,7 @@ export async function awaitReady(session: OwnerSession, started: Task, ready: Re
     if (!isFinished(task)) task = await session.client.get(started.id)
     const finished = isFinished(task)
     const from = session.cursor(task.id)
-    const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, outputReadOf(finished))
+    const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, finished)
     session.advance(task.id, output.next)
     if (finished && output.next >= task.outputBytes) session.markSeen(task.id)
     return { kind: 'ready', task, output, outputPath: outputPathOf(task) }

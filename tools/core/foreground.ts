@@ -1,6 +1,6 @@
 import { isFinished, type Task } from '../../client/index.js'
 import type { OwnerSession } from './owner-session.js'
-import { outputPathOf, readForModel, outputReadOf, type ModelOutput } from './output-shaping.js'
+import { outputPathOf, readForModel, type ModelOutput } from './output-shaping.js'
 import { ToolFailure } from './tool-failure.js'
 
 export type ForegroundOutcome =
@@ -39,13 +39,13 @@ export async function awaitForeground(
     const outputPath = outputPathOf(task)
     if (!isFinished(task)) {
       const from = session.cursor(task.id)
-      const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, outputReadOf(false))
+      const output = await readForModel(session.client, task.id, from, Math.max(from, task.outputBytes), budgetBytes, false)
       session.advance(task.id, output.next)
       return { kind: 'yielded', task, output, outputPath, yieldMs }
     }
     session.markSeen(task.id)
     if (task.state === 'failed') throw new ToolFailure(`the command could not be started: ${task.reason}`)
-    const output = await readForModel(session.client, task.id, 0, task.outputBytes, budgetBytes, outputReadOf(true))
+    const output = await readForModel(session.client, task.id, 0, task.outputBytes, budgetBytes)
     session.advance(task.id, output.next)
     return { kind: 'foreground', task, output, outputPath }
   })

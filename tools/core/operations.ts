@@ -1,6 +1,6 @@
-import { incompleteUtf8Tail, isFinished, plainTextChunk, taskLabel, type ReadResult, type Task } from '../../client/index.js'
+import { isFinished, plainTextChunk, taskLabel, type ReadResult, type Task } from '../../client/index.js'
 import type { OwnerSession } from './owner-session.js'
-import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, outputReadOf, shapeText, type ModelOutput } from './output-shaping.js'
+import { MAX_RESULT_BYTES, outputPathOf, readBytes, readForModel, shapeText, type ModelOutput } from './output-shaping.js'
 import { inToolTerms } from './refusal-terms.js'
 import { ToolFailure } from './tool-failure.js'
 import type { TaskPort } from '../../protocol/ports.js'
@@ -114,8 +114,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       const atEnd = isFinished(task) && scanEnd === end
       const lastNewline = raw.lastIndexOf(0x0a)
       let consumed = atEnd || lastNewline === -1 ? raw.length : lastNewline + 1
-      // A character the growing end cuts in two is read again with the rest of it.
-      if (!atEnd) consumed -= incompleteUtf8Tail(raw.subarray(0, consumed))
+      // A character or control sequence the growing end cuts in two is held back, read again with the rest of it.
       const plain = plainTextChunk(raw.subarray(0, consumed), { final: atEnd })
       const text = plain.text
       consumed -= plain.heldBackBytes
@@ -126,7 +125,7 @@ export async function readTaskOutput(session: OwnerSession, args: TaskOutputArgs
       output = { text: shaped.text, from, next: from + consumed, omittedBytes: shaped.omittedBytes }
       matched = { pattern: args.filter!, matchedLines: kept.length }
     } else {
-      output = await readForModel(session.client, task.id, from, end, budget, outputReadOf(isFinished(task)))
+      output = await readForModel(session.client, task.id, from, end, budget, isFinished(task))
     }
     const done = isFinished(task) && output.next >= task.outputBytes
     if (consuming) session.advance(task.id, output.next)

@@ -24,23 +24,14 @@ export interface ModelOutput {
 }
 
 /**
- * How output is read for the model. `plain`: as plain text (control sequences removed, lines as a
- * terminal would leave them), else as it is (text that is plain already). `final`: the task has
- * ended, nothing more will be written; otherwise a character (or control sequence) that the end of
- * the output stops inside is held back, not passed in pieces.
+ * How bytes are made text. `plain`: as plain text (control sequences removed, lines as a terminal
+ * would leave them), else as they are (text that is plain already). `final`: the task has ended,
+ * nothing more will be written; otherwise a character (or control sequence) that the end of the
+ * output stops inside is held back, not passed in pieces.
  */
-export interface OutputRead {
+interface OutputRead {
   plain: boolean
   final: boolean
-}
-
-/**
- * How to read a task's output for the model: as plain text, on a terminal or not. Colour codes and
- * `\r` progress lines are noise a model pays for, and programs write them to pipes too
- * (FORCE_COLOR, a CI's settings, a tool that never asks). output.log keeps them.
- */
-export function outputReadOf(final: boolean): OutputRead {
-  return { plain: true, final }
 }
 
 /**
@@ -56,15 +47,12 @@ export function outputPathOf(task: Pick<Task, 'spool'>): string {
  * Reads output bytes [from, end) for the model within a byte budget: all of it when it fits,
  * else its head and its tail with a marker saying how much was left out and the task_output call
  * that reads it (from the first byte left out) — so the error at the end is never what gets cut.
+ * It is read as plain text, on a terminal or not: colour codes and `\r` progress lines are noise a
+ * model pays for, and programs write them to pipes too (FORCE_COLOR, a CI's settings, a tool that
+ * never asks); output.log keeps them. `final`: the task has ended (OutputRead).
  */
-export async function readForModel(
-  client: TaskService,
-  taskId: string,
-  from: number,
-  end: number,
-  budgetBytes: number,
-  read: OutputRead = { plain: true, final: true },
-): Promise<ModelOutput> {
+export async function readForModel(client: TaskService, taskId: string, from: number, end: number, budgetBytes: number, final = true): Promise<ModelOutput> {
+  const read: OutputRead = { plain: true, final }
   const length = Math.max(0, end - from)
   if (length <= budgetBytes) {
     const all = textOf(await readBytes(client, taskId, from, length), read)

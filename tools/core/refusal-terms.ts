@@ -30,7 +30,7 @@ const READY_PARAMETER_OF_FIELD: Readonly<Record<string, string>> = { pattern: 'p
 /** The daemon's advice for a cwd it will not sandbox names a CLI choice; an agent's is to pass cwd. */
 const CLI_CWD_ADVICE = /: choose a project folder, or sandbox off$/
 
-export const CWD_ADVICE = 'pass cwd: the absolute path of the project folder you work in'
+const CWD_ADVICE = 'pass cwd: the absolute path of the project folder you work in'
 
 /** A request field's path (`cwd`, `after/0`, `ready/timeoutMs`) in the tool's terms (`cwd`, `after[0]`, `ready.timeout_ms`). */
 export function parameterOfField(path: string): string {

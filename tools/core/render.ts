@@ -1,4 +1,4 @@
-import { formatBytes, formatDuration, isFinished, plainText, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
+import { formatBytes, formatDuration, isFinished, taskLabel, type NetworkMode, type Task } from '../../client/index.js'
 import { agentSandboxHint, blockedText } from './agent-hint.js'
 import { formatSpan } from '../../protocol/usage-summary.js'
 import { costSummary, withCost } from './cost-summary.js'
@@ -68,7 +68,7 @@ function readinessText(task: Task, offered?: readonly NetworkMode[], outputTail 
     const started = task.startedAt === null ? Date.parse(ready.at) : Date.parse(task.startedAt)
     const held =
       ready.by === 'pattern'
-        ? `the line ${JSON.stringify(plainText(ready.line ?? ''))} matched`
+        ? `the line ${JSON.stringify(ready.line ?? '')} matched`
         : ready.by === 'port'
           ? `something listens on port ${condition?.port}`
           : `${condition?.url} answered`
@@ -129,7 +129,7 @@ export function renderTaskOutput(result: TaskOutputResult, offered?: readonly Ne
 /** Whether the line task_output waited for came, and when it did not, why it returned. */
 function waitForText(waitFor: WaitForOutcome, done: boolean): string {
   const what = `wait_for /${waitFor.pattern}/`
-  if (waitFor.matchedLine !== null) return `${what}: matched the line ${JSON.stringify(plainText(waitFor.matchedLine))}`
+  if (waitFor.matchedLine !== null) return `${what}: matched the line ${JSON.stringify(waitFor.matchedLine)}`
   if (done) return `${what}: the task ended without a matching line`
   return `${what}: no new line matched in ${waitFor.waitMs} ms`
 }

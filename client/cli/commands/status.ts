@@ -1,6 +1,6 @@
 import type { Command } from 'commander'
 import { dirname } from 'node:path'
-import { formatBytes, type DaemonStatus } from '../../../protocol/index.js'
+import { formatBytes, formatLabels, type DaemonStatus } from '../../../protocol/index.js'
 import { skippedEntryText } from '../../../protocol/program-folders.js'
 import { action } from '../command-context.js'
 import { EXIT } from '../exit-codes.js'
@@ -55,9 +55,7 @@ export function registerStatusCommand(program: Command): void {
 /** Its part in a cluster's shared queue, when it is a worker of one. */
 function workerLines(worker: DaemonStatus['worker']): string[] {
   if (!worker) return []
-  const labels = Object.entries(worker.labels)
-    .map(([key, value]) => `${key}=${value}`)
-    .join(',')
+  const labels = formatLabels(worker.labels)
   const { count, ids } = worker.running
   const running = `${count} cluster task${count === 1 ? '' : 's'} running${count > 0 ? `: ${ids.join(' ')}` : ''}`
   return [`cluster:     worker ${worker.name}${labels ? ` (${labels})` : ''} on ${worker.redis}, queue ${worker.queue}; ${running}`]

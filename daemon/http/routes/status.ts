@@ -1,6 +1,6 @@
 import { DEFAULT_NETWORK } from '../../../protocol/index.js'
-import { type DaemonStatus } from '../../../protocol/index.js'
-import { ErrorSchema, StatusSchema, type WorkerStatus } from '../../../protocol/schemas.js'
+import type { DaemonStatus, WorkerStatus } from '../../../protocol/index.js'
+import { ErrorSchema, StatusSchema } from '../../../protocol/schemas.js'
 import type { DaemonConfig } from '../../config.js'
 import { nativeReport } from '../../native/artifacts.js'
 import type { PeerCheckStatus } from '../../peer/index.js'

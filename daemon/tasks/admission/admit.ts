@@ -77,14 +77,11 @@ export async function admitTask(
   const readyWhen = normalizeReadyCondition(request.ready)
   const owner = request.owner ?? DEFAULT_OWNER
   const after = checkDependencies(request, (id) => context.store.find(id), { owner: options.actingForOwner ? owner : null, id: givenId })
-  const paths = await admittedPaths(context, { sandbox, owner, cwd: request.cwd, writablePaths: request.writablePaths ?? [] })
+  const writablePaths = request.writablePaths ?? []
+  const paths = await admittedPaths(context, { sandbox, owner, cwd: request.cwd, writablePaths })
+  const sandboxWritable = paths.writable.map((entry) => entry.path)
   const command = request.shell ? ['sh', '-c', request.command[0]!] : request.command
-  const warnings = vanishingWriteWarnings({
-    sandbox,
-    command,
-    writablePaths: request.writablePaths ?? [],
-    writable: paths.writable.map((entry) => entry.path),
-  })
+  const warnings = vanishingWriteWarnings({ sandbox, command, skipped: paths.skipped, writable: sandboxWritable })
   const id = givenId ?? newTaskId()
   const spool = taskDir(config.layout.spool, id)
   // Picked after the last wait, and held in memory until the record (which holds it from then on) is in the store.
@@ -110,8 +107,8 @@ export async function admitTask(
     network,
     ...(allowNet.length > 0 ? { allowNet } : {}),
     ...(after ? { after } : {}),
-    writablePaths: request.writablePaths ?? [],
-    sandboxWritable: paths.writable.map((entry) => entry.path),
+    writablePaths,
+    sandboxWritable,
     memoryBytes: limits.memoryBytes,
     pidsMax: limits.pidsMax,
     createdAt: new Date().toISOString(),

@@ -1,13 +1,13 @@
-import { existsSync } from 'node:fs'
 import { cutText, TASK_WARNINGS_MAX, TASK_WARNING_CHARS_MAX, visibleText, type SandboxProfile } from '../../../protocol/index.js'
+import { isWithin } from '../../sandbox/index.js'
 
 /** What a start's warnings are decided on: the request as the submitter gave it, and what admission made of it. */
 export interface SubmittedWrites {
   sandbox: SandboxProfile
   /** The command's text: its argv, or its shell line. The submitter's words, not the task's output. */
   command: readonly string[]
-  /** The writable paths the request asked for, as given. */
-  writablePaths: readonly string[]
+  /** The writable paths the request asked for that do not exist, as given (TaskPaths.skipped). */
+  skipped: readonly string[]
   /** Every folder the task may write, real paths (TaskPaths.writable). */
   writable: readonly string[]
 }
@@ -26,11 +26,9 @@ const TMP_PATH = /(?:^|[\s'"=<>:(`])(\/tmp\/[^\s'"`;|&)<>]*)/g
  */
 export function vanishingWriteWarnings(submitted: SubmittedWrites): string[] {
   if (submitted.sandbox === 'off') return []
-  const warnings = submitted.writablePaths
-    .filter((path) => !existsSync(path))
-    .map((path) => `writable path ${path} does not exist: it was skipped, so the task cannot write there (make it first)`)
+  const warnings = submitted.skipped.map((path) => `writable path ${path} does not exist: it was skipped, so the task cannot write there (make it first)`)
   const named = new Set(submitted.command.flatMap((word) => [...word.matchAll(TMP_PATH)].map((match) => match[1]!)))
-  const lost = [...named].filter((path) => !submitted.writable.some((folder) => path === folder || path.startsWith(`${folder}/`)))
+  const lost = [...named].filter((path) => !submitted.writable.some((folder) => isWithin(path, folder)))
   if (lost.length > 0) {
     warnings.push(
       `the command names ${lost.join(', ')}: writes under /tmp stay in the task's private /tmp and are gone when it ends: ` +

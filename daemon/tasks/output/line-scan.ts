@@ -1,4 +1,4 @@
-import { cutText, plainTextChunk } from '../../../protocol/index.js'
+import { cutText, plainText } from '../../../protocol/index.js'
 import { PATTERN_LINE_MAX, type LinePattern } from './line-pattern.js'
 
 /** A line that matched, as it was matched, and the byte offset just past it (its newline included). */
@@ -36,12 +36,8 @@ export function createLineScan(pattern: LinePattern, from: number): LineScan {
   // The head of the line being written; the rest of a longer line is only counted.
   let head: Buffer[] = []
   let headBytes = 0
-  const textOf = (bytes: Buffer): string => {
-    const text = plainTextChunk(bytes, { final: true }).text
-    return text.endsWith('\r') ? text.slice(0, -1) : text
-  }
   const complete = (end: number): LineMatch | null => {
-    const line = textOf(Buffer.concat(head, headBytes))
+    const line = plainText(Buffer.concat(head, headBytes))
     head = []
     headBytes = 0
     if (!pattern.matches(line)) return null

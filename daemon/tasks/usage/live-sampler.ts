@@ -84,7 +84,7 @@ export class LiveSampler {
   }
 
   /** The task's last figures while they are fresh enough to answer (its next sample is not due): no file is read, nothing is made. */
-  fresh(id: string): LiveUsage | undefined {
+  private fresh(id: string): LiveUsage | undefined {
     const last = this.samples.get(id)
     return last && this.now() - last.atMs < this.waitMs(last) ? last.live : undefined
   }

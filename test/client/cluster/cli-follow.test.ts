@@ -89,6 +89,7 @@ function where(attempt: number, worker: string | null, state = 'running'): Clust
     owner: 'agent',
     name: null,
     command: ['true'],
+    shell: false,
     state,
     worker,
     task: ended ? ({ id: 'task', state } as ClusterTask['task']) : null,

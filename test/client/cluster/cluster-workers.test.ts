@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
-import { formatLabels, liveEntries, unmetRequirementsWarning } from '../../../client/cluster/cluster-workers.js'
-import type { Labels } from '../../../protocol/index.js'
+import { liveEntries, unmetRequirementsWarning } from '../../../client/cluster/cluster-workers.js'
+import { formatLabels, type Labels } from '../../../protocol/index.js'
 
 describe('the warning for requirements no live worker meets', () => {
   const workers: Array<{ name: string; labels: Labels }> = [

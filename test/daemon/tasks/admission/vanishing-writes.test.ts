@@ -1,25 +1,23 @@
-import { afterAll, describe, expect, test } from 'vitest'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { describe, expect, test } from 'vitest'
 import { join } from 'node:path'
 import { vanishingWriteWarnings } from '../../../../daemon/tasks/admission/vanishing-writes.js'
 import { TASK_WARNINGS_MAX } from '../../../../protocol/index.js'
 
-const base = mkdtempSync(join(tmpdir(), 'tend-vanishing-'))
-afterAll(() => rmSync(base, { recursive: true, force: true }))
+// Admission found these missing (TaskPaths.skipped): whether a path exists is path-policy's to say.
+const base = '/work/app/not-made'
 
 const shell = (line: string) => ['sh', '-c', line]
-const submitted = (command: string[], extra: { writablePaths?: string[]; writable?: string[] } = {}) => ({
+const submitted = (command: string[], extra: { skipped?: string[]; writable?: string[] } = {}) => ({
   sandbox: 'workspace' as const,
   command,
-  writablePaths: extra.writablePaths ?? [],
+  skipped: extra.skipped ?? [],
   writable: extra.writable ?? ['/work/app'],
 })
 
 describe('writes a sandboxed task would lose without a word', () => {
-  test('a writable path that does not exist is named; one that exists is not', () => {
+  test('a writable path admission skipped (it does not exist) is named', () => {
     const missing = join(base, 'missing')
-    expect(vanishingWriteWarnings(submitted(['true'], { writablePaths: [base, missing] }))).toEqual([
+    expect(vanishingWriteWarnings(submitted(['true'], { skipped: [missing] }))).toEqual([
       `writable path ${missing} does not exist: it was skipped, so the task cannot write there (make it first)`,
     ])
   })
@@ -34,11 +32,11 @@ describe('writes a sandboxed task would lose without a word', () => {
   test('no warning: a path that only contains /tmp/, one inside a writable folder under /tmp, or sandbox off', () => {
     expect(vanishingWriteWarnings(submitted(shell('echo > /var/tmp/x; echo > ./tmp/y')))).toEqual([])
     expect(vanishingWriteWarnings(submitted(shell('echo > /tmp/proj/x'), { writable: ['/tmp/proj'] }))).toEqual([])
-    expect(vanishingWriteWarnings({ ...submitted(shell('echo > /tmp/x'), { writablePaths: [join(base, 'missing')] }), sandbox: 'off' })).toEqual([])
+    expect(vanishingWriteWarnings({ ...submitted(shell('echo > /tmp/x'), { skipped: [join(base, 'missing')] }), sandbox: 'off' })).toEqual([])
   })
 
   test('at most TASK_WARNINGS_MAX warnings are kept', () => {
     const missing = Array.from({ length: 20 }, (_, index) => join(base, `missing-${index}`))
-    expect(vanishingWriteWarnings(submitted(['true'], { writablePaths: missing }))).toHaveLength(TASK_WARNINGS_MAX)
+    expect(vanishingWriteWarnings(submitted(['true'], { skipped: missing }))).toHaveLength(TASK_WARNINGS_MAX)
   })
 })
