@@ -114,31 +114,46 @@ function render(input: string): { text: string; unfinishedAt: number } {
  * prompt that clears itself as a program ends is still read).
  */
 class LineCursor {
-  text = ''
-  /** Characters (code points) from the start of the line; null: at its end. */
+  /** The line while it has only been appended to. */
+  private head = ''
+  /** The line as characters (code points) once a `\r` came: drawing over one costs what is drawn, not the line. */
+  private cells: string[] | null = null
+  /** Where the next character goes in `cells`; null: at the line's end. */
   private column: number | null = null
   private replaceNext = false
 
+  get text(): string {
+    return this.cells === null ? this.head : this.cells.join('')
+  }
+
   draw(text: string): void {
     if (text === '') return
-    if (this.column === null) this.text += text
-    else if (this.replaceNext) {
-      this.text = text
+    if (this.replaceNext) {
+      this.cells = null
+      this.head = text
       this.column = null
-    } else {
-      const characters = Array.from(this.text)
-      const drawn = Array.from(text)
-      characters.splice(this.column, drawn.length, ...drawn)
-      this.column += drawn.length
-      this.text = characters.join('')
-      if (this.column >= characters.length) this.column = null
+    } else if (this.cells === null) this.head += text
+    else {
+      const cells = this.cells
+      for (const character of text) {
+        if (this.column === null) cells.push(character)
+        else {
+          cells[this.column] = character
+          this.column += 1
+          if (this.column >= cells.length) this.column = null
+        }
+      }
     }
     this.replaceNext = false
   }
 
   toStart(): void {
-    if (this.text !== '') this.column = 0
     this.replaceNext = false
+    if (this.cells === null) {
+      if (this.head === '') return
+      this.cells = Array.from(this.head)
+    }
+    if (this.cells.length > 0) this.column = 0
   }
 
   erased(): void {
@@ -146,13 +161,16 @@ class LineCursor {
   }
 
   backspace(): void {
-    if (this.column === null) this.text = withoutLastCharacter(this.text)
-    else if (this.column > 0) this.column -= 1
+    if (this.column !== null) {
+      if (this.column > 0) this.column -= 1
+    } else if (this.cells === null) this.head = withoutLastCharacter(this.head)
+    else this.cells.pop()
   }
 
   take(): string {
     const text = this.text
-    this.text = ''
+    this.head = ''
+    this.cells = null
     this.column = null
     this.replaceNext = false
     return text

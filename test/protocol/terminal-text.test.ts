@@ -84,6 +84,11 @@ describe('plainText: lines as a terminal shows them', () => {
     expect(plainText('done 🙂 é\r🙃\n')).toBe('🙃one 🙂 é\n')
   })
 
+  test('a long line drawn over at its start again and again reads as it was left (each redraw costs what it draws, not the line)', () => {
+    const raw = `${'a'.repeat(128 * 1024)}${'\rb'.repeat(64 * 1024)}\n`
+    expect(plainText(raw)).toBe(`b${'a'.repeat(128 * 1024 - 1)}\n`)
+  })
+
   test('a line erased after its \\r (\\x1b[K, \\x1b[2K) is replaced by what is drawn next', () => {
     expect(plainText('downloading 100%\r\x1b[Kdone\n')).toBe('done\n')
     expect(plainText('downloading 100%\r\x1b[2Kdone\n')).toBe('done\n')
