@@ -5,7 +5,8 @@
  * `ESC 7` and `ESC ( B`), `\r\n` becomes `\n`, a line drawn over after a lone `\r` shows what a
  * terminal would (the new characters over the old, the rest of the old line after them; a line
  * erased after its `\r` with `ESC [K` is replaced: a progress bar shows its last state), a
- * backspace at the end of a line erases the character before it, and every other control
+ * backspace moves back over the line as a terminal's does (the echo of an erase, `\b \b`, leaves
+ * nothing: spaces drawn over a line's end are not kept), and every other control
  * character but `\n` and `\t` is dropped. A string sequence (OSC, DCS, SOS, PM, APC) ends at the
  * end of its line at the latest: a stray `ESC X` in a pipe's output, or one a hostile command
  * planted, never hides the lines after it from a reader.
@@ -121,9 +122,14 @@ class LineCursor {
   /** Where the next character goes in `cells`; null: at the line's end. */
   private column: number | null = null
   private replaceNext = false
+  /** Something was drawn over characters of this line (after a `\r` or backspaces). */
+  private drawnOver = false
 
   get text(): string {
-    return this.cells === null ? this.head : this.cells.join('')
+    if (this.cells === null) return this.head
+    // Spaces drawn over the end of a line (the echo of an erase, `\b \b`) show as nothing.
+    const text = this.cells.join('')
+    return this.drawnOver ? text.replace(/ +$/, '') : text
   }
 
   draw(text: string): void {
@@ -132,6 +138,7 @@ class LineCursor {
       this.cells = null
       this.head = text
       this.column = null
+      this.drawnOver = false
     } else if (this.cells === null) this.head += text
     else {
       const cells = this.cells
@@ -139,6 +146,7 @@ class LineCursor {
         if (this.column === null) cells.push(character)
         else {
           cells[this.column] = character
+          this.drawnOver = true
           this.column += 1
           if (this.column >= cells.length) this.column = null
         }
@@ -163,8 +171,13 @@ class LineCursor {
   backspace(): void {
     if (this.column !== null) {
       if (this.column > 0) this.column -= 1
-    } else if (this.cells === null) this.head = withoutLastCharacter(this.head)
-    else this.cells.pop()
+      return
+    }
+    if (this.cells === null) {
+      if (this.head === '') return
+      this.cells = Array.from(this.head)
+    }
+    if (this.cells.length > 0) this.column = this.cells.length - 1
   }
 
   take(): string {
@@ -173,6 +186,7 @@ class LineCursor {
     this.cells = null
     this.column = null
     this.replaceNext = false
+    this.drawnOver = false
     return text
   }
 }
@@ -222,11 +236,4 @@ function escapeEnd(input: string, start: number): number {
   if (index >= input.length) return -1
   const code = input.charCodeAt(index)
   return code >= 0x30 && code <= 0x7e ? index + 1 : index
-}
-
-function withoutLastCharacter(line: string): string {
-  if (line === '') return line
-  const last = line.charCodeAt(line.length - 1)
-  const pair = last >= 0xdc00 && last <= 0xdfff && line.length >= 2 && line.charCodeAt(line.length - 2) >= 0xd800 && line.charCodeAt(line.length - 2) <= 0xdbff
-  return line.slice(0, pair ? -2 : -1)
 }

@@ -89,6 +89,11 @@ describe('plainText: lines as a terminal shows them', () => {
     expect(plainText(raw)).toBe(`b${'a'.repeat(128 * 1024 - 1)}\n`)
   })
 
+  test('backspaces move back over a line as a terminal does: what is drawn then goes over it, nothing else of it is lost', () => {
+    expect(plainText(`FAIL: 3 tests failed${'\b'.repeat(20)}PASS\n`)).toBe('PASS: 3 tests failed\n')
+    expect(plainText('abc\b\n')).toBe('abc\n')
+  })
+
   test('a line erased after its \\r (\\x1b[K, \\x1b[2K) is replaced by what is drawn next', () => {
     expect(plainText('downloading 100%\r\x1b[Kdone\n')).toBe('done\n')
     expect(plainText('downloading 100%\r\x1b[2Kdone\n')).toBe('done\n')
