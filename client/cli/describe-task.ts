@@ -1,4 +1,14 @@
-import { describePorts, describeStoppedBy, destinationLabel, formatBytes, sandboxHint, taskLabel, type CorruptTask, type Task } from '../../protocol/index.js'
+import {
+  describePorts,
+  describeStoppedBy,
+  destinationLabel,
+  formatBytes,
+  sandboxHint,
+  taskLabel,
+  visibleLine,
+  type CorruptTask,
+  type Task,
+} from '../../protocol/index.js'
 import { paintState, printJson, type CliIo } from './output.js'
 import { describeCondition, describeReadiness } from './readiness.js'
 import { liveText, usageText } from './usage-text.js'
@@ -84,10 +94,13 @@ export function describeCorrupt(io: CliIo, task: CorruptTask): string {
 }
 
 export function formatFields(fields: Array<[string, string | null]>): string {
-  return fields
-    .filter((field): field is [string, string] => field[1] !== null)
-    .map(([key, value]) => `${`${key}:`.padEnd(11)} ${value}`)
-    .join('\n')
+  return (
+    fields
+      .filter((field): field is [string, string] => field[1] !== null)
+      // One line each: a value of many lines (a name, a reason) would forge the fields after it.
+      .map(([key, value]) => `${`${key}:`.padEnd(11)} ${visibleLine(value)}`)
+      .join('\n')
+  )
 }
 
 /** Nothing for the usual /dev/null; a pipe says how to write to it. */

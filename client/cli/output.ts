@@ -1,10 +1,14 @@
-import { formatBytes, formatDuration, TendError, visibleText, type Task, type TaskState } from '../../protocol/index.js'
+import { formatBytes, formatDuration, TendError, visibleLine, visibleText, type Task, type TaskState } from '../../protocol/index.js'
 import { inFlagTerms } from './flag-names.js'
+import { paintMarked, shownWidth, unmarkPaint } from './paint.js'
 
 /**
  * Where a command prints: stdout for results, stderr for messages; colour only on a TTY. Text goes
- * through visibleText (no control sequence of a record's reaches the terminal); a task's own output
- * goes byte for byte through writeRaw, as `tend logs` promises.
+ * through visibleText (no control sequence of a record's reaches the terminal), then gets the CLI's
+ * own colours (paint.ts); a task's own output goes byte for byte through writeRaw, as `tend logs`
+ * promises. On a terminal, the first line of tend's own after raw output starts by cancelling any
+ * sequence the output left open (CAN) and resetting its attributes: concealed text or an unfinished
+ * title must not swallow what tend says next.
  */
 export interface CliIo {
   json: boolean
@@ -14,13 +18,32 @@ export interface CliIo {
   colour: boolean
 }
 
-export function createIo(json: boolean, env: Record<string, string | undefined>): CliIo {
+/** Where createIo writes: the process's own streams unless given. */
+export interface CliStreams {
+  stdout: NodeJS.WritableStream & { isTTY?: boolean }
+  stderr: NodeJS.WritableStream & { isTTY?: boolean }
+}
+
+/** CAN ends any escape sequence in progress; SGR 0 resets colours and attributes (concealed, reversed …). */
+const TERMINAL_RESET = '\u0018\u001b[0m'
+
+export function createIo(json: boolean, env: Record<string, string | undefined>, streams: CliStreams = process): CliIo {
+  const { stdout, stderr } = streams
+  let rawWritten = false
+  const print = (stream: CliStreams['stdout'], text: string) => {
+    const reset = rawWritten && stream.isTTY ? TERMINAL_RESET : ''
+    rawWritten = false
+    stream.write(`${reset}${unmarkPaint(visibleText(text))}\n`)
+  }
   return {
     json,
-    out: (text) => process.stdout.write(`${visibleText(text)}\n`),
-    err: (text) => process.stderr.write(`${visibleText(text)}\n`),
-    writeRaw: (bytes) => new Promise((resolve) => (process.stdout.write(bytes) ? resolve() : process.stdout.once('drain', resolve))),
-    colour: Boolean(process.stdout.isTTY) && !('NO_COLOR' in env),
+    out: (text) => print(stdout, text),
+    err: (text) => print(stderr, text),
+    writeRaw: (bytes) => {
+      rawWritten = true
+      return new Promise((resolve) => (stdout.write(bytes) ? resolve() : stdout.once('drain', resolve)))
+    },
+    colour: Boolean(stdout.isTTY) && !('NO_COLOR' in env),
   }
 }
 
@@ -34,7 +57,7 @@ export function paintState(io: CliIo, task: Task): string {
   const text = task.state === 'exited' && task.exitCode !== 0 ? `exited(${task.exitCode})` : task.state
   if (!io.colour) return text
   const colour = task.state === 'exited' && task.exitCode !== 0 ? 31 : STATE_COLOURS[task.state]
-  return `\u001b[${colour}m${text}\u001b[0m`
+  return paintMarked(colour, text)
 }
 
 /** ` (stopped by: timeout)`, or nothing for a task nobody stopped (records of older tends have no stoppedBy). */
@@ -62,13 +85,13 @@ export function outputText(task: Task): string {
   return formatBytes(task.outputBytes)
 }
 
-/** A plain table: columns padded to their widest cell (ANSI colour codes not counted). */
-export function formatTable(header: string[], rows: string[][]): string {
-  const visible = (cell: string) => cell.replace(/\u001b\[[0-9;]*m/g, '').length
-  const widths = header.map((title, column) => Math.max(visible(title), ...rows.map((row) => visible(row[column] ?? ''))))
+/** A plain table: columns padded to their widest cell (the CLI's colours not counted), each cell on its one line. */
+export function formatTable(header: string[], rawRows: string[][]): string {
+  const rows = rawRows.map((row) => row.map(visibleLine))
+  const widths = header.map((title, column) => Math.max(shownWidth(title), ...rows.map((row) => shownWidth(row[column] ?? ''))))
   const line = (cells: string[]) =>
     cells
-      .map((cell, column) => (column === cells.length - 1 ? cell : cell + ' '.repeat(widths[column]! - visible(cell))))
+      .map((cell, column) => (column === cells.length - 1 ? cell : cell + ' '.repeat(widths[column]! - shownWidth(cell))))
       .join('  ')
       .trimEnd()
   return [line(header), ...rows.map(line)].join('\n')

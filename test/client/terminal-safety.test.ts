@@ -21,7 +21,7 @@ beforeAll(() => {
 /** Control characters other than a newline and a tab: C0, DEL, C1, and the bidirectional overrides. */
 const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/
 
-const HOSTILE_NAME = 'n\u001b]0;PWNED\u0007\u001b[2J\u001b[8mhidden\u009b31m\u202eevil'
+const HOSTILE_NAME = 'n\u001b]0;PWNED\u0007\u001b[2J\u001b[8mhidden\u009b31m\u202eevil\u001b[30mblack'
 
 describe("a record's text reaches the operator's terminal only as visible text", () => {
   test('tend ps, tend show and the start warnings print control characters as escapes', async () => {
@@ -36,7 +36,7 @@ describe("a record's text reaches the operator's terminal only as visible text",
 
     const listed = await runCli(['ps', '--all'], shared.daemon.env)
     expect(listed.exitCode, listed.stderr).toBe(0)
-    expect(listed.stdout).toContain('n\\u001b]0;PWNED\\u0007\\u001b[2J\\u001b[8mhidden\\u009b31m\\u202eevil')
+    expect(listed.stdout).toContain('n\\u001b]0;PWNED\\u0007\\u001b[2J\\u001b[8mhidden\\u009b31m\\u202eevil\\u001b[30mblack')
     expect(listed.stdout).not.toMatch(RAW_CONTROL)
 
     const shown = await runCli(['show', id], shared.daemon.env)
@@ -48,6 +48,14 @@ describe("a record's text reaches the operator's terminal only as visible text",
     const record = await shared.daemon.client.get(id)
     expect(record.warnings?.join('\n')).toContain('\\u001b[2J')
     expect(record.warnings?.join('\n')).not.toMatch(RAW_CONTROL)
+
+    // A name of many lines would forge rows of a table: each cell is one line.
+    const forged = await runCli(['run', '--name', 'web\nwzzzzzzzzzzz  running  forged', '--', 'true'], shared.daemon.env)
+    expect(forged.exitCode, forged.stderr).toBe(0)
+    await shared.daemon.client.wait(shared.track(forged.stdout.trim()))
+    const rows = await runCli(['ps', '--all'], shared.daemon.env)
+    expect(rows.stdout).toContain('web\\u000awzzzzzzzzzzz  running  forged')
+    expect(rows.stdout.split('\n').some((row) => row.startsWith('wzzzzzzzzzzz'))).toBe(false)
 
     // --json stays valid JSON, its strings the record's own.
     const json = await runCli(['show', '--json', id], shared.daemon.env)
