@@ -1,5 +1,5 @@
 import { writeSync } from 'node:fs'
-import { formatLabels, type Labels } from '../../protocol/index.js'
+import { formatLabels, visibleText, type Labels } from '../../protocol/index.js'
 
 /** A change of a worker's link to its cluster's Redis, as its operator is told of it. */
 export type RedisChange =
@@ -22,7 +22,8 @@ export interface WorkerIdentity {
  * as one JSON document a line (`tend worker --json`).
  */
 export function workerNotices(identity: WorkerIdentity, format: 'text' | 'json', write: (line: string) => void = writeToStderr): (change: RedisChange) => void {
-  return (change) => write(format === 'json' ? JSON.stringify(noticeDocument(identity, change)) : noticeText(identity, change))
+  // visibleText: an error's text is what Redis (or whoever answers in its place) said.
+  return (change) => write(visibleText(format === 'json' ? JSON.stringify(noticeDocument(identity, change)) : noticeText(identity, change)))
 }
 
 function noticeDocument(identity: WorkerIdentity, change: RedisChange): Record<string, unknown> {

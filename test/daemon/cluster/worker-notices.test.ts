@@ -18,6 +18,14 @@ function lines(format: 'text' | 'json', changes: RedisChange[]): string[] {
   return written
 }
 
+describe("what Redis answered is shown as text, never as a control sequence on the operator's terminal", () => {
+  test('an error from a hostile or spoofed Redis server is printed with its control characters escaped', () => {
+    const [line] = lines('text', [{ event: 'unreachable', code: 'ERR', error: 'ERR \u001b]0;PWNED\u0007\u001b[2Jfake' }])
+    expect(line).toContain('ERR \\u001b]0;PWNED\\u0007\\u001b[2Jfake')
+    expect(line).not.toMatch(/[\u0000-\u001f]/)
+  })
+})
+
 /** A connection as the outage log watches one: its status and its events. */
 class FakeConnection extends EventEmitter {
   status = 'connecting'
