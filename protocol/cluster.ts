@@ -25,6 +25,18 @@ export function isLabelPart(text: unknown): text is string {
 }
 const QUEUE_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 
+/** A worker's name: letters, digits and `_.:@-`, up to 128 (TEND_CLUSTER_NAME's rule, and what tend shows of a worker). */
+const WORKER_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/
+
+export function isWorkerName(text: unknown): text is string {
+  return typeof text === 'string' && WORKER_NAME.test(text)
+}
+
+/** A worker's name when none is set: its host and its home folder's name, as a name may be. */
+export function defaultWorkerName(host: string, homeFolder: string): string {
+  return `${host}:${homeFolder}`.replace(/[^A-Za-z0-9_.:@-]/g, '-').slice(0, 128)
+}
+
 /** `k=v,k2=v2` as labels; throws an Error naming what is wrong (the caller says where it came from). */
 export function parseLabels(text: string): Labels {
   const labels: Labels = {}

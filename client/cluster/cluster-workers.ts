@@ -3,6 +3,7 @@ import {
   aliveKey,
   formatLabels,
   isLabelPart,
+  isWorkerName,
   queuesServed,
   serves,
   workersKey,
@@ -50,8 +51,8 @@ interface LiveEntry {
  * left). An entry that is not a worker's (any writer of Redis may have put it there) is left out.
  */
 export async function liveEntries(source: AnnouncedSource): Promise<LiveEntry[]> {
-  const announced = Object.values(await source.redis.hgetall(workersKey(source.base))).flatMap((text) => {
-    const entry = parseEntry(text)
+  const announced = Object.entries(await source.redis.hgetall(workersKey(source.base))).flatMap(([field, text]) => {
+    const entry = parseEntry(field, text)
     return entry ? [entry] : []
   })
   const alive = await Promise.all(announced.map(async (entry) => ({ entry, beat: await source.redis.get(aliveKey(source.base, entry.name)) })))
@@ -59,23 +60,24 @@ export async function liveEntries(source: AnnouncedSource): Promise<LiveEntry[]>
   return alive.filter((each): each is LiveEntry => isTime(each.beat))
 }
 
-/** A worker's name as any worker's may be (its host and home folder): printable, bounded. */
-const WORKER_NAME = /^[^\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]{1,256}$/
+/** A time as a worker writes one (toISOString), no later than a minute from now (clocks differ a little, not by years). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 function isTime(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= 64 && !Number.isNaN(Date.parse(value))
+  return typeof value === 'string' && ISO_TIME.test(value) && Date.parse(value) <= Date.now() + 60_000
 }
 
 /**
  * A worker's entry as a worker writes it, or null: any writer of Redis may have put anything in
- * the hash, and what is kept is shown to operators (tend workers, the --require warning). Its
- * labels must be labels a worker takes (parseLabels' rule, at most MAX_WORKER_LABELS), its name
- * printable, its start a time.
+ * the hash, and what is kept is shown to operators (tend workers, the --require warning). It must
+ * sit under its own name (a worker writes it there; another field would borrow that worker's
+ * heartbeat), its name a worker's name, its labels labels a worker takes (parseLabels' rule, at
+ * most MAX_WORKER_LABELS), its start a time.
  */
-function parseEntry(text: string): WorkerEntry | null {
+function parseEntry(field: string, text: string): WorkerEntry | null {
   try {
     const entry = JSON.parse(text) as Partial<WorkerEntry> | null
-    if (typeof entry?.name !== 'string' || !WORKER_NAME.test(entry.name) || !isTime(entry.startedAt)) return null
+    if (entry === null || !isWorkerName(entry.name) || entry.name !== field || !isTime(entry.startedAt)) return null
     if (typeof entry.labels !== 'object' || entry.labels === null || Array.isArray(entry.labels)) return null
     if (!Object.entries(entry.labels).every(([key, value]) => isLabelPart(key) && isLabelPart(value))) return null
     // More labels than a worker takes make it no worker's entry: this throws.

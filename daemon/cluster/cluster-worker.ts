@@ -3,6 +3,7 @@ import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
 import {
   aliveKey,
+  defaultWorkerName,
   isFinished,
   killChannel,
   queuesServed,
@@ -48,7 +49,7 @@ export interface ClusterWorker {
 export async function startClusterWorker(daemon: WorkerDeps): Promise<ClusterWorker> {
   const { config, log } = daemon
   const { Worker } = await import('bullmq')
-  const name = config.clusterName ?? `${hostname()}:${basename(config.layout.home)}`
+  const name = config.clusterName ?? defaultWorkerName(hostname(), basename(config.layout.home))
   const queues = queuesServed(config.clusterQueue, config.clusterLabels)
   const connection = { ...redisConnection(config.clusterRedis!), retryStrategy: retryDelay }
   const { Redis } = await import('ioredis')

@@ -59,3 +59,38 @@ describe("workers' entries are taken only as a worker writes them", () => {
     expect((await liveEntries(source)).map(({ entry }) => entry.name)).toEqual(['w1'])
   })
 })
+
+describe("an entry that passes for a worker's is still only its own", () => {
+  const redisWith = (entries: Record<string, unknown>, beats: Record<string, string>) => ({
+    hgetall: async () => Object.fromEntries(Object.entries(entries).map(([key, value]) => [key, JSON.stringify(value)])),
+    get: async (key: string) => beats[key.slice(key.lastIndexOf(':') + 1)] ?? null,
+  })
+  const real = { name: 'gpu-box-1', origin: 'http://127.0.0.1:1', token: 't', labels: { gpu: 'a100' }, startedAt: '2026-12-02T07:00:00.000Z' }
+
+  test("an entry under another field borrowing a live worker's heartbeat, a name that only looks like one, a time that is no ISO time or is far ahead: left out", async () => {
+    const now = Date.now()
+    const source = {
+      base: 'tend',
+      redis: redisWith(
+        {
+          'gpu-box-1': real,
+          impostor: { ...real, labels: { gpu: 'h100', region: 'eu' } },
+          'gpu-box-1\u200b': { ...real, name: 'gpu-box-1\u200b' },
+          'cpu-9: gpu=h100; gpu-box-7': { ...real, name: 'cpu-9: gpu=h100; gpu-box-7' },
+          loose: { ...real, name: 'loose', startedAt: 'Wed Dec 02 2026 (any text)' },
+          ahead: { ...real, name: 'ahead' },
+          numeric: { ...real, name: 'numeric' },
+        },
+        {
+          'gpu-box-1': new Date(now).toISOString(),
+          'gpu-box-1\u200b': new Date(now).toISOString(),
+          'cpu-9: gpu=h100; gpu-box-7': new Date(now).toISOString(),
+          loose: new Date(now).toISOString(),
+          ahead: '9999-12-31T00:00:00.000Z',
+          numeric: '1',
+        },
+      ),
+    }
+    expect((await liveEntries(source)).map(({ entry }) => entry.name)).toEqual(['gpu-box-1'])
+  })
+})
