@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto'
-
 /**
  * The CLI's own colours, marked so that nothing else can pass for them. Everything the CLI prints
  * as text has its control characters escaped (visibleText), a record's colour sequences too: an
@@ -7,7 +5,9 @@ import { randomBytes } from 'node:crypto'
  * as a mark that carries this process's random nonce, which no record, worker entry or error
  * message (all made before this process) can hold, and become sequences only after the escaping.
  */
-const MARK = `\uE000${randomBytes(6).toString('hex')}`
+// Math.random, not node:crypto (whose load every command would pay): V8 seeds it from the system's
+// random source at each start, and nothing outside this process sees its values.
+const MARK = `\uE000${Math.random().toString(36).slice(2, 12)}${Math.random().toString(36).slice(2, 12)}`
 const MARKED = new RegExp(`${MARK}(\\d{1,2})\uE001`, 'g')
 
 /** `text` in a colour (an SGR number: 31 red, 32 green …), reset after it. */

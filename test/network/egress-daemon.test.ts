@@ -267,7 +267,7 @@ describe('per-task destinations', () => {
   test('a malformed --allow-net is refused before anything runs, naming the pattern', async () => {
     const result = await runCli(['run', '--cwd', cwd, '--allow-net', 'https://registry.example/path', '--', 'true'], daemon.env)
     expect(result.exitCode).not.toBe(0)
-    expect(result.stderr).toMatch(/allowNet\/0: "https:\/\/registry\.example\/path" is a URL: give the host/)
+    expect(result.stderr).toMatch(/--allow-net: "https:\/\/registry\.example\/path" is a URL: give the host/)
   })
 })
 

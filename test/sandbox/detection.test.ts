@@ -153,10 +153,10 @@ describe('limits and sandbox options need the right profile (bubblewrap present)
     expect(spoolEntries(daemon.home)).toEqual([])
   })
 
-  test('`tend run --memory 64M --sandbox off` exits 2 naming memoryBytes', async () => {
+  test('`tend run --memory 64M --sandbox off` exits 2 naming the flags the user typed', async () => {
     const cli = await runCli(['run', '--memory', '64M', '--sandbox', 'off', '--cwd', workspace, '--', 'true'], daemon.env)
     expect(cli.exitCode).toBe(2)
-    expect(cli.stderr).toContain('memoryBytes: limits need sandbox workspace or strict, got sandbox off')
+    expect(cli.stderr).toContain('--memory: limits need --sandbox workspace or strict, got sandbox off')
     expect(spoolEntries(daemon.home)).toEqual([])
   })
 })
