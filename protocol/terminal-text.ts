@@ -127,9 +127,11 @@ class LineCursor {
 
   get text(): string {
     if (this.cells === null) return this.head
-    // Spaces drawn over the end of a line (the echo of an erase, `\b \b`) show as nothing.
-    const text = this.cells.join('')
-    return this.drawnOver ? text.replace(/ +$/, '') : text
+    // Spaces drawn over the end of a line (the echo of an erase, `\b \b`) show as nothing. Counted
+    // from the end in one pass: a regex's / +$/ is quadratic on a long run of spaces before a letter.
+    let end = this.cells.length
+    if (this.drawnOver) while (end > 0 && this.cells[end - 1] === ' ') end--
+    return this.cells.slice(0, end).join('')
   }
 
   draw(text: string): void {

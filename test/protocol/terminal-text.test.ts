@@ -94,6 +94,13 @@ describe('plainText: lines as a terminal shows them', () => {
     expect(plainText('abc\b\n')).toBe('abc\n')
   })
 
+  test('a drawn-over line of many spaces before its last character reads whole (its trailing spaces trimmed in one pass)', () => {
+    const spaces = ' '.repeat(200_000)
+    expect(plainText(`x\ry${spaces}z\n`)).toBe(`y${spaces}z\n`)
+    // Spaces draw over `bc` as a terminal's do; the line's end of spaces then shows as nothing.
+    expect(plainText(`abc\rX${spaces}\n`)).toBe('X\n')
+  })
+
   test('a line erased after its \\r (\\x1b[K, \\x1b[2K) is replaced by what is drawn next', () => {
     expect(plainText('downloading 100%\r\x1b[Kdone\n')).toBe('done\n')
     expect(plainText('downloading 100%\r\x1b[2Kdone\n')).toBe('done\n')
