@@ -24,8 +24,14 @@ export interface CliStreams {
   stderr: NodeJS.WritableStream & { isTTY?: boolean }
 }
 
-/** CAN ends any escape sequence in progress; SGR 0 resets colours and attributes (concealed, reversed …). */
-const TERMINAL_RESET = '\u0018\u001b[0m'
+/**
+ * CAN ends any escape sequence in progress; then the ASCII character set in G0, shifted in (line
+ * drawing would turn letters into glyphs), SGR 0 (colours and attributes: concealed, reversed …),
+ * the terminal's default colours again (OSC 110/111: a task may have set both to black), and a
+ * visible cursor. The alternate screen is left as it is: leaving one that was never entered would
+ * move the cursor.
+ */
+const TERMINAL_RESET = '\u0018\u001b(B\u000f\u001b[0m\u001b]110\u0007\u001b]111\u0007\u001b[?25h'
 
 export function createIo(json: boolean, env: Record<string, string | undefined>, streams: CliStreams = process): CliIo {
   const { stdout, stderr } = streams

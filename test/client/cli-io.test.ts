@@ -52,7 +52,8 @@ describe("tend's own lines after a task's raw output", () => {
     io.err('tend: a hint')
     io.err('tend: another')
     expect(stdout.text()).toBe('output\u001b[8m\u001b]0;unfinished')
-    expect(stderr.text()).toBe('\u0018\u001b[0mtend: a hint\ntend: another\n')
+    // CAN, the ASCII character set (G0, shifted in), SGR 0, the default colours (OSC 110/111), a visible cursor.
+    expect(stderr.text()).toBe('\u0018\u001b(B\u000f\u001b[0m\u001b]110\u0007\u001b]111\u0007\u001b[?25htend: a hint\ntend: another\n')
   })
 
   test('not on a pipe: what is piped stays as it was', async () => {
