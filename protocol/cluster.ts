@@ -32,11 +32,6 @@ export function isWorkerName(text: unknown): text is string {
   return typeof text === 'string' && WORKER_NAME.test(text)
 }
 
-/** A worker's name when none is set: its host and its home folder's name, as a name may be. */
-export function defaultWorkerName(host: string, homeFolder: string): string {
-  return `${host}:${homeFolder}`.replace(/[^A-Za-z0-9_.:@-]/g, '-').slice(0, 128)
-}
-
 /** `k=v,k2=v2` as labels; throws an Error naming what is wrong (the caller says where it came from). */
 export function parseLabels(text: string): Labels {
   const labels: Labels = {}

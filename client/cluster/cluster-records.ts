@@ -7,6 +7,7 @@ import {
   networkModeOf,
   DEFAULT_TERMINAL_SIZE,
   isFinished,
+  isWorkerName,
   LOST_PREFIX,
   type ClusterAttempt,
   type ClusterJobData,
@@ -55,7 +56,7 @@ export function describeJob(id: string, queue: string, job: ClusterJob, state: s
     queue,
     owner,
     ...nameAndCommand(job.data),
-    worker: progress?.worker ?? null,
+    worker: reportedWorker(progress),
     attempt: progress?.attempt ?? 1,
     earlier: progress?.earlier ?? [],
   }
@@ -155,6 +156,12 @@ function baseOfRequest(id: string, data: ClusterJobData, submittedAt: string): T
     // The spool folder is on the worker's machine, made when a worker takes the task.
     spool: '',
   }
+}
+
+/** Any writer of Redis may set a job's progress: its worker only as a worker's name may be (ps shows it; reads go to it). */
+function reportedWorker(progress: ClusterProgress | null): string | null {
+  const worker = progress?.worker
+  return isWorkerName(worker) ? worker : null
 }
 
 function progressOf(job: ClusterJob): ClusterProgress | null {

@@ -3,7 +3,6 @@ import { hostname } from 'node:os'
 import type { Job, Worker } from 'bullmq'
 import {
   aliveKey,
-  defaultWorkerName,
   isFinished,
   killChannel,
   queuesServed,
@@ -17,6 +16,7 @@ import {
 import type { WorkerStatus } from '../../protocol/index.js'
 import { readClusterKey } from '../../protocol/sealed-env.js'
 import type { WorkerDeps } from './worker-deps.js'
+import { defaultWorkerName } from './worker-name.js'
 import { runJob, type JobRunner, type Registry } from './run-job.js'
 import { checkOrphanedJobs } from './orphan-check.js'
 import { ClusterKills } from './cluster-kills.js'
