@@ -42,13 +42,16 @@ const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
   insecure: '--insecure',
   tlsCert: '--tls-cert',
   tlsKey: '--tls-key',
+  // The task a verb names: its <id> argument (a ref in the query, an id in the path).
+  ref: 'ID',
+  id: 'ID',
 }
 
 /**
- * A field as the daemon names it: `body/x/y`, `querystring/x`, or the readiness condition's
+ * A field as the daemon names it: `body/x/y`, `querystring/x`, `params/id`, or the readiness condition's
  * `ready.pattern`. One followed by ` (` is not the request's own (`writablePaths (daemon setting)`).
  */
-const FIELD_REFERENCE = /\b(?:(?:body|querystring)\/([A-Za-z][A-Za-z0-9/]*)|ready\.(pattern|url))(?![A-Za-z0-9/]| \()/g
+const FIELD_REFERENCE = /\b(?:(?:body|querystring|params)\/([A-Za-z][A-Za-z0-9/]*)|ready\.(pattern|url))(?![A-Za-z0-9/]| \()/g
 
 /** The daemon's words for a setting the CLI sets by a flag, as the flag reads. */
 const SETTING_WORDS: ReadonlyArray<[RegExp, string]> = [

@@ -26,6 +26,12 @@ describe("the CLI names the flags a refused request's fields came from", () => {
     expect(result.stderr).toBe('tend: --max-output: expected an integer >= 1, got 0\n')
   })
 
+  test('an empty task reference is the ID argument, for tend rm too', async () => {
+    const result = await runCli(['rm', ''], daemon.env)
+    expect(result.exitCode).toBe(2)
+    expect(result.stderr).toBe('tend: ID: must NOT have fewer than 1 characters, got ""\n')
+  })
+
   test('a refusal at admission: --memory without a sandbox names --sandbox', async () => {
     const result = await run('--sandbox', 'off', '--memory', '1g')
     expect(result.exitCode).toBe(2)

@@ -34,4 +34,11 @@ describe('request fields in the terms of the command line', () => {
     expect(message).not.toContain('body/')
     expect(flags).toEqual(['--memory'])
   })
+
+  test('the task a command names is its ID argument, in the query (ref) or the path (params/id)', () => {
+    const empty = new TendError('TEND_ERR_VALIDATION', { detail: 'querystring/ref: must NOT have fewer than 1 characters, got ""' })
+    expect(inFlagTerms(empty)).toEqual({ message: 'ID: must NOT have fewer than 1 characters, got ""', flags: ['ID'] })
+    const path = new TendError('TEND_ERR_VALIDATION', { detail: 'params/id: must match pattern "^[a-z0-9]+$", got "A!"' })
+    expect(inFlagTerms(path).message).toBe('ID: must match pattern "^[a-z0-9]+$", got "A!"')
+  })
 })

@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { formatBytes, TendError } from '../../../protocol/index.js'
 import { action } from '../command-context.js'
+import { inFlagTerms } from '../flag-names.js'
 import { EXIT, exitCodeForError } from '../exit-codes.js'
 import { printJson, type CliIo } from '../output.js'
 import { addTargetOptions } from '../resolve-target.js'
@@ -33,7 +34,7 @@ async function removeAll(io: CliIo, ids: string[], remove: (id: string) => Promi
     } catch (error) {
       if (!(error instanceof TendError) || error.code === 'TEND_ERR_DAEMON_UNAVAILABLE') throw error
       errors.push({ id, error: error.toWire() })
-      io.err(`tend: ${error.message}`)
+      io.err(`tend: ${inFlagTerms(error).message}`)
       exitCode = Math.max(exitCode, exitCodeForError(error))
     }
   }
