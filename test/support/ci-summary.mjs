@@ -1,5 +1,6 @@
-// The last words of `bash .ci/run`: lists every test that did not run, with its reason, then one
-// line "N passed, N failed, N skipped" over all the suites.
+// The last words of `bash .ci/run`: names every test that failed (with the first line of its
+// failure) and every test that did not run (with its reason), then one line "N passed, N failed,
+// N skipped" over all the suites. A reader of a failed run may see only these last lines.
 //
 //   node test/support/ci-summary.mjs JSON_REPORT[:SKIP_RECORDS] ...
 //
@@ -18,6 +19,7 @@ let passed = 0
 let failed = 0
 let skipped = 0
 const lines = []
+const failures = []
 
 for (const argument of process.argv.slice(2)) {
   const [reportPath, recordsPath] = splitArgument(argument)
@@ -37,10 +39,17 @@ for (const argument of process.argv.slice(2)) {
   const reasons = readRecords(recordsPath) // null: no reasons were recorded
   for (const file of report.testResults ?? []) {
     const tests = file.assertionResults ?? []
-    if (file.status === 'failed' && !tests.some((test) => test.status === 'failed')) failed += 1
+    const where = relative(process.cwd(), file.name)
+    if (file.status === 'failed' && !tests.some((test) => test.status === 'failed')) {
+      failed += 1
+      failures.push(`failed: ${where} (${firstLine(file.message) || 'failed outside any test'})`)
+    }
     for (const test of tests) {
-      if (RAN.has(test.status)) continue
       const titles = [...(test.ancestorTitles ?? []), test.title]
+      if (test.status === 'failed') {
+        failures.push(`failed: ${[where, ...titles].join(' > ')} (${firstLine(test.failureMessages?.[0]) || 'no message'})`)
+      }
+      if (RAN.has(test.status)) continue
       const queue = reasons?.get(key(file.name, titles))
       const reason =
         queue?.shift() ??
@@ -49,13 +58,17 @@ for (const argument of process.argv.slice(2)) {
           : file.status === 'failed' && file.message ? `skipped in a file that failed: ${file.message.split('\n')[0]}`
           : reasons ? NO_REASON
           : NOT_RECORDED)
-      lines.push(`skipped: ${relative(process.cwd(), file.name)} > ${titles.join(' > ')} (reason: ${reason})`)
+      lines.push(`skipped: ${where} > ${titles.join(' > ')} (reason: ${reason})`)
     }
   }
 }
 
-for (const line of lines) console.log(line)
+for (const line of [...lines, ...failures]) console.log(line)
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`)
+
+function firstLine(text) {
+  return String(text ?? '').split('\n')[0].trim().slice(0, 300)
+}
 
 function splitArgument(argument) {
   // Paths are absolute temp files; the records path follows the last ':'.
