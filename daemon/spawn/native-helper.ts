@@ -3,7 +3,7 @@ import type { Socket } from 'node:net'
 import { exitOf, readExitFile } from './exit-file.js'
 import { encodePing } from './native-request.js'
 import { attachFailure, failureMessage, parseReply } from './native-reply.js'
-import type { AttachOutcome, AttachRequest, KeeperRef, SpawnExit, SpawnOutcome, SpawnRequest } from './spawner.js'
+import { setupFailure, type AttachOutcome, type AttachRequest, type KeeperRef, type SpawnExit, type SpawnOutcome, type SpawnRequest } from './spawner.js'
 
 /**
  * One process of the native spawner's helper (daemon/spawner/tend-spawner.c) and what it is doing
@@ -198,6 +198,12 @@ export class Helper {
             message: `the task's keeper was killed before it reported the start of ${waiting.request.file}`,
           })
         return waiting.resolve({ started: false, stage, code, message: failureMessage(stage, code, index, waiting.request) })
+      }
+      case 'failed-setup': {
+        const waiting = this.pending.get(reply.id)
+        if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
+        this.pending.delete(reply.id)
+        return waiting.resolve(setupFailure(waiting.request.file, reply.exit, reply.said))
       }
       case 'exited':
       case 'gone': {

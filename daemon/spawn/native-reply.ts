@@ -29,6 +29,8 @@ export type Reply =
   | { kind: 'attached'; id: number }
   | { kind: 'failed-attach'; id: number; code: string }
   | { kind: 'failed'; id: number; stage: string; code: string; index: number | undefined }
+  /** The program of a request that reportsSetup ended before it said so: how, and the last of what it said. */
+  | { kind: 'failed-setup'; id: number; exit: SpawnExit; said: string }
   | { kind: 'exited'; pid: number; exit: SpawnExit }
   /** The keeper is gone without a word about the exit: the task's exit file says how it ended. */
   | { kind: 'gone'; pid: number }
@@ -51,6 +53,7 @@ export function parseReply(line: string): Reply {
       return { kind: 'attached', id: Number(parts[1]) }
     case 'failed':
       if (parts[2] === 'attach') return { kind: 'failed-attach', id: Number(parts[1]), code: errnoName(Number(parts[3])) }
+      if (parts[2] === 'setup') return { kind: 'failed-setup', id: Number(parts[1]), exit: keeperExit(parts[4], parts[5]), said: fromHex(parts[6]) }
       return {
         kind: 'failed',
         id: Number(parts[1]),
@@ -59,8 +62,7 @@ export function parseReply(line: string): Reply {
         index: parts[4] === undefined ? undefined : Number(parts[4]),
       }
     case 'exited': {
-      const code = Number(parts[2])
-      const exit: SpawnExit = code === -1 ? { exitCode: null, signal: signalName(Number(parts[3])) } : { exitCode: code, signal: null }
+      const exit = keeperExit(parts[2], parts[3])
       // A lifeline that broke is never said here: no helper was left to hear it (the exit file says).
       const words = parts.slice(4)
       return { kind: 'exited', pid: Number(parts[1]), exit: withLostOutput(endedBy(exit, false, words.includes('lease')), lostWord(words)) }
@@ -72,6 +74,20 @@ export function parseReply(line: string): Reply {
     default:
       return { kind: 'unexpected' }
   }
+}
+
+/** An exit code (-1 for a signal) and a signal number (0 for an exit), as keepers say them. */
+function keeperExit(code: string | undefined, signal: string | undefined): SpawnExit {
+  return Number(code) === -1 ? { exitCode: null, signal: signalName(Number(signal)) } : { exitCode: Number(code), signal: null }
+}
+
+/** What a program said before its setup failed, as its keeper passed it on (hex); trimmed like the node spawner's. */
+function fromHex(hex: string | undefined): string {
+  return /^(?:[0-9a-f]{2})*$/.test(hex ?? '')
+    ? Buffer.from(hex ?? '', 'hex')
+        .toString('utf8')
+        .trim()
+    : ''
 }
 
 /** The count in an `exited` line's `lost=<n>` word, when one is there. */

@@ -11,7 +11,7 @@ import { descriptorLayout, spawnRequestProblem, type AttachRequest, type PinnedD
  */
 export const WIRE = Object.freeze({
   version: 1,
-  flags: Object.freeze({ stdin: 1, tty: 2, lifeline: 4 }),
+  flags: Object.freeze({ stdin: 1, tty: 2, lifeline: 4, setup: 8 }),
   /** One request's payload (MAX_PAYLOAD). */
   maxRequestBytes: 64 * 1024 * 1024,
   /** A reqid's length (MAX_REQID). */
@@ -54,7 +54,11 @@ export function encodeAttach(id: number, request: AttachRequest): Buffer | strin
 /** The header of a spawn: kind, version, flags, reqid, exitFile, stdinFifo, resizeFifo, cols, rows. */
 function header(id: number, request: SpawnRequest): string[] {
   const { stdinFifo, terminal } = request
-  const flags = (stdinFifo !== undefined ? WIRE.flags.stdin : 0) | (terminal ? WIRE.flags.tty : 0) | (request.endsWithDaemon ? WIRE.flags.lifeline : 0)
+  const flags =
+    (stdinFifo !== undefined ? WIRE.flags.stdin : 0) |
+    (terminal ? WIRE.flags.tty : 0) |
+    (request.endsWithDaemon ? WIRE.flags.lifeline : 0) |
+    (request.reportsSetup ? WIRE.flags.setup : 0)
   return [
     'spawn',
     String(WIRE.version),

@@ -36,8 +36,6 @@ const MAX_REATTACH = 3
  */
 export class NativeSpawner implements Spawner {
   readonly kind = 'native'
-  /** Its keeper reports the exec of bubblewrap, not the end of its setup: the daemon has no setup to wait for (see SpawnRequest.reportsSetup). */
-  readonly reportsSetup = false
   private helper: Helper | null = null
   private hiding = false
   private closed = false
@@ -70,6 +68,15 @@ export class NativeSpawner implements Spawner {
   /** Whether spawn() takes hiddenPaths here: false until checkHiding() has proved it. */
   get hidesPaths(): boolean {
     return this.hiding
+  }
+
+  /**
+   * Where masks go by path (hidesPaths false), the keeper waits for bubblewrap's setup before it
+   * reports the start; where they go by descriptor, nothing of the setup can fail that way, and a
+   * task starts without that wait.
+   */
+  get reportsSetup(): boolean {
+    return !this.hiding
   }
 
   /**
@@ -108,8 +115,6 @@ export class NativeSpawner implements Spawner {
 
   spawn(request: SpawnRequest): Promise<SpawnOutcome> {
     if (this.closed) return Promise.resolve(spawnerFailure('the native spawner is closed'))
-    if (request.reportsSetup)
-      return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: 'reportsSetup: the native spawner does not wait for a setup report' })
     const id = this.nextId++
     const encoded = encodeSpawn(id, request)
     if (typeof encoded === 'string') return Promise.resolve({ started: false, stage: 'request', code: 'EINVAL', message: encoded })

@@ -17,6 +17,7 @@ import {
   type Spawner,
   HIDDEN_UNSUPPORTED,
   SETUP_DONE,
+  setupFailure,
   IDMAP_UNSUPPORTED,
   LIFELINE_UNSUPPORTED,
   STDIN_PIPE_UNSUPPORTED,
@@ -143,13 +144,7 @@ export class NodeSpawner implements Spawner {
         // The prelude or the program ended without the task's command: nothing of it is left once exited settles.
         const exit = await exited
         if (isPreludeFailure(report.said)) return preludeFailure(report.said, request)
-        return {
-          started: false,
-          stage: 'setup',
-          code: 'EIO',
-          message:
-            `${request.file} ended before the task's command ran (${exit.signal ?? `exit code ${exit.exitCode}`})` + `${report.said ? `: ${report.said}` : ''}`,
-        }
+        return setupFailure(request.file, exit, report.said)
       }
       const said = await readToEnd(subprocess.stdout)
       if (said) {

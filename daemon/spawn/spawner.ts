@@ -125,10 +125,11 @@ export interface SpawnRequest {
   /**
    * The program says when its own setup is done, before it execs the task's command (bubblewrap,
    * through a shell in the sandbox: plan.ts): it gets the output file as fd 1 and, as fd 2, a pipe
-   * to the spawner, on which it writes SETUP_DONE once set up, then points fd 2 at fd 1 as it execs
-   * the command. Until then nothing of the task has run: what it writes there instead, and its end
-   * without SETUP_DONE, is a failure at stage `setup` (the output file untouched), which the daemon
-   * may plan again and retry. Only where Spawner.reportsSetup (the node spawner). Default: false.
+   * to the spawner (the keeper's setup channel, for the native one), on which it writes SETUP_DONE
+   * once set up, then points fd 2 at fd 1 as it execs the command. Until then nothing of the task
+   * has run: what it writes there instead, and its end without SETUP_DONE, is a failure at stage
+   * `setup` (the output file untouched: setupFailure), which the daemon may plan again and retry.
+   * Only where Spawner.reportsSetup. Default: false.
    */
   reportsSetup?: boolean
   /**
@@ -402,7 +403,11 @@ export interface Spawner {
    * namespace, can mount over them (the native spawner of a root daemon, once proved: NativeSpawner.checkHiding).
    */
   readonly hidesPaths: boolean
-  /** Whether spawn() takes reportsSetup: the program's setup is then waited for, and its failure told apart from the task's (the node spawner). */
+  /**
+   * Whether the daemon asks for reportsSetup: wherever bubblewrap mounts masks by path (every spawner
+   * but the one that hides them by descriptor), so that a place that changed as the task started
+   * fails bubblewrap's setup, told apart from the task's own failure, and the task is planned again.
+   */
   readonly reportsSetup: boolean
   /** Starts the child in a new session (its own process group). Never throws for a child that fails to start. */
   spawn(request: SpawnRequest): Promise<SpawnOutcome>
@@ -419,6 +424,12 @@ export interface Spawner {
 
 /** The line a program that reportsSetup writes once set up, right before it execs the task's command. */
 export const SETUP_DONE = 'tend: set up'
+
+/** A program that reportsSetup ended before it said SETUP_DONE: how it ended, and the last of what it said. */
+export function setupFailure(file: string, exit: SpawnExit, said: string): SpawnOutcome {
+  const ended = exit.signal ?? `exit code ${exit.exitCode}`
+  return { started: false, stage: 'setup', code: 'EIO', message: `${file} ended before the task's command ran (${ended})${said ? `: ${said}` : ''}` }
+}
 
 /** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */
 export const TTY_UNSUPPORTED =

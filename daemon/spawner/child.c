@@ -254,6 +254,9 @@ failed:;
 
 __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int highest_known) {
   error_fd = error_pipe;
+  /* A program that reports its setup says so on fd 2, the keeper's setup channel, until it points
+   * fd 2 at its output itself; closed below, the original is not the task's. */
+  if (r->setup_fd >= 0 && dup2(r->setup_fd, 2) < 0) child_fail("output", errno, -1);
   /* Hygiene first: drop everything of the helper's but stdio and the error pipe, so the opens
    * below get low descriptors (the task's RLIMIT_NOFILE may be smaller than the helper's table). */
   close_except(3, error_fd, r->userns_fds, r->usernsc, highest_known);
@@ -330,7 +333,7 @@ __attribute__((noreturn)) void run_child(struct request *r, int error_pipe, int 
 
   /* dup2 clears O_CLOEXEC on the target; the sources are all >= low, so none equals its target. */
   if (dup2(stdin_fd, 0) < 0) child_fail("stdin", errno, -1);
-  if (dup2(output_fd, 1) < 0 || dup2(output_fd, 2) < 0) child_fail("output", errno, -1);
+  if (dup2(output_fd, 1) < 0 || (r->setup_fd < 0 && dup2(output_fd, 2) < 0)) child_fail("output", errno, -1);
   for (size_t slot = 0; slot < slots; slot++) {
     if (dup2(r->fds[slot], 3 + (int)slot) >= 0) continue;
     if (slot < r->extrac) child_fail("extra", errno, (long)slot);

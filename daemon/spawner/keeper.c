@@ -276,6 +276,53 @@ __attribute__((noinline)) static pid_t start_child(struct request *r, int error_
   return pid;
 }
 
+/* The last bytes of what a program that never said it was set up wrote first (bubblewrap's
+ * complaint), passed on in hex: its `f` line stays one read of the helper's (PROTOCOL.md). */
+#define SETUP_WORDS_KEPT 200
+
+/*
+ * Reads the setup channel until SETUP_DONE_LINE (1), or its end without it (0): every process that
+ * held it (bubblewrap, its sandbox, the prelude) is gone, and nothing of the task ran. words gets
+ * the last SETUP_WORDS_KEPT bytes said. The line is searched for across reads: a write may be cut.
+ */
+static int wait_for_setup(int fd, char *words, size_t *words_length) {
+  static const char done[] = SETUP_DONE_LINE;
+  const size_t line_length = sizeof done - 1;
+  char buffer[4 * SETUP_WORDS_KEPT];
+  size_t used = 0;
+  for (;;) {
+    if (used == sizeof buffer) {
+      memmove(buffer, buffer + used - SETUP_WORDS_KEPT, SETUP_WORDS_KEPT);
+      used = SETUP_WORDS_KEPT;
+    }
+    ssize_t n = read(fd, buffer + used, sizeof buffer - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    size_t from = used >= line_length ? used - (line_length - 1) : 0;
+    used += (size_t)n;
+    if (memmem(buffer + from, used - from, done, line_length)) return 1;
+  }
+  size_t start = used > SETUP_WORDS_KEPT ? used - SETUP_WORDS_KEPT : 0;
+  memcpy(words, buffer + start, used - start);
+  *words_length = used - start;
+  return 0;
+}
+
+/* "f setup <errno> <code> <signal>[ <hex of the words>]": how the program ended, and what it said. */
+static void report_setup_failure(int report_fd, int status, const char *words, size_t length) {
+  static const char digits[] = "0123456789abcdef";
+  char line[64 + 2 * SETUP_WORDS_KEPT];
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  int at = snprintf(line, sizeof line, "f setup %d %d %d%s", EIO, code, signal_number, length ? " " : "");
+  for (size_t i = 0; i < length; i++) {
+    line[at++] = digits[(unsigned char)words[i] >> 4];
+    line[at++] = digits[(unsigned char)words[i] & 15];
+  }
+  line[at++] = '\n';
+  say(report_fd, line, at);
+}
+
 __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int highest_known) {
   /* Nothing of the helper's but the report pipe and the user namespaces its child mounts with (not
    * the daemon's pipes, not the signalfd, not the pipes of the other keepers); stdio on /dev/null. */
@@ -346,13 +393,20 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
    * keeper's uid can open it again through /proc to hold it open or write an error for the child. */
   int pipe_fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipe_fds) != 0) keeper_fail(report_fd, "fork", errno);
+  /* The setup channel, a socket pair too: its line must come from the program, never from a
+   * process that opened it again. Its read end is held (never read again) until the task ends, so
+   * that bubblewrap's later words on its fd 2 never meet a broken pipe. */
+  int setup_fds[2] = {-1, -1};
+  if (r->reports_setup && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup_fds) != 0) keeper_fail(report_fd, "fork", errno);
+  r->setup_fd = setup_fds[1];
   int highest = highest_known;
-  int ours[] = {pipe_fds[0], pipe_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader, orphans};
+  int ours[] = {pipe_fds[0], pipe_fds[1], setup_fds[0], setup_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader, orphans};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
     if (ours[i] > highest) highest = ours[i];
   pid_t task = start_child(r, pipe_fds[1], highest);
   int fork_error = errno;
   close(pipe_fds[1]);
+  if (setup_fds[1] >= 0) close(setup_fds[1]);
   /* The child has made its idmapped mounts (or failed): the helper's user namespaces are no longer needed. */
   for (size_t i = 0; i < r->usernsc; i++) close(r->userns_fds[i]);
   if (task < 0) keeper_fail(report_fd, "fork", fork_error);
@@ -390,6 +444,17 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
     say(report_fd, line, snprintf(line, sizeof line, "f %s\n", used ? said : "exec 5"));
     _exit(0);
   }
+  /* A program that reports its setup (bubblewrap, whose mounts by path may fail as the task
+   * starts) has started the task only once it says so; ended before, it ran nothing of the task. */
+  char words[SETUP_WORDS_KEPT];
+  size_t words_length = 0;
+  if (setup_fds[0] >= 0 && !wait_for_setup(setup_fds[0], words, &words_length)) {
+    int setup_status = 0;
+    while (waitpid(task, &setup_status, 0) < 0 && errno == EINTR) {
+    }
+    report_setup_failure(report_fd, setup_status, words, words_length);
+    _exit(0);
+  }
   if (holder >= 0 && !tty) handle_end_of_input();
   if (tty) let_go_of_terminal(file_size);
   say(report_fd, line, snprintf(line, sizeof line, "s %d %llu\n", (int)task, start));
@@ -415,6 +480,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
    * now, not after the exit file's retries: on a full disk an `rm` of the task must free its
    * output's blocks at once, not a minute later. */
   close(output_reader);
+  if (setup_fds[0] >= 0) close(setup_fds[0]);
   if (tty) close(relay.output);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);

@@ -238,6 +238,8 @@ static void parse_spawn_header(struct cursor *cursor, struct request *spawn) {
   if (spawn->tty && (!spawn->cols || !spawn->rows)) malformed("a terminal of 0 columns or rows");
   if (!spawn->tty && (spawn->cols || spawn->rows)) malformed("a terminal size without a terminal");
   spawn->lifeline = (flags & SPAWN_LIFELINE) != 0;
+  spawn->reports_setup = (flags & SPAWN_SETUP) != 0;
+  spawn->setup_fd = -1;
 }
 
 enum request_kind parse_request(char *payload, size_t length, struct request *spawn, struct attach *attach, void **allocation) {

@@ -28,7 +28,10 @@
 #define SPAWN_STDIN 1
 #define SPAWN_TTY 2
 #define SPAWN_LIFELINE 4
-#define SPAWN_FLAGS (SPAWN_STDIN | SPAWN_TTY | SPAWN_LIFELINE)
+#define SPAWN_SETUP 8
+#define SPAWN_FLAGS (SPAWN_STDIN | SPAWN_TTY | SPAWN_LIFELINE | SPAWN_SETUP)
+/* What the program of a SPAWN_SETUP request writes on its fd 2 once set up (SETUP_DONE in spawner.ts). */
+#define SETUP_DONE_LINE "tend: set up\n"
 #define MAX_PAYLOAD (64u * 1024u * 1024u)
 #define MAX_REQID 63
 /* An exit file's path: room is left under PATH_MAX for the temporary file's suffix. */
@@ -94,6 +97,9 @@ struct request {
   const char *resize_fifo;
   unsigned cols, rows;
   int lifeline; /* SPAWN_LIFELINE: the keeper ends the task when the helper is gone */
+  /* SPAWN_SETUP: the program's fd 2 is setup_fd (set by the keeper), on which it says
+   * SETUP_DONE_LINE once set up; the keeper reports the start only then (keeper.c, wait_for_setup). */
+  int reports_setup, setup_fd;
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;

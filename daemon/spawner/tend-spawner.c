@@ -228,7 +228,7 @@ static void on_report_line(struct keeper *keeper, char *line) {
     keeper->state = RUNNING;
     out_printf("started %s %d %d %llu\n", keeper->reqid, task, (int)keeper->pid, start);
   } else if (kind == 'f' && keeper->state == STARTING) {
-    /* "<stage> <errno>[ <index>]", already cleaned by the keeper. */
+    /* "<stage> <errno>[ <index>]" (cleaned by the keeper), or the keeper's own "setup ..." line. */
     out_printf("failed %s %s\n", keeper->reqid, *rest ? rest : "exec 5");
     keeper->state = DONE;
   } else if (kind == 'x' && keeper->state == RUNNING) {
@@ -246,7 +246,7 @@ static void on_report_line(struct keeper *keeper, char *line) {
 }
 
 /* Reads what a forked keeper's report channel holds (non-blocking). Every line is one write of at
- * most a few dozen bytes, atomic, and a keeper writes three at most: a read never splits one.
+ * most a few hundred bytes, atomic, and a keeper writes three at most: a read never splits one.
  * Returns 1 if the pipe may say more. */
 static int read_report(size_t index) {
   struct keeper *keeper = &keepers[index];

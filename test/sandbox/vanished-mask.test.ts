@@ -8,7 +8,8 @@ import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon } from
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
- * A daemon whose masks bubblewrap mounts by path (the node spawner's, whoever runs it) decides
+ * A daemon whose masks bubblewrap mounts by path (the node spawner's, whoever runs it, and the
+ * native spawner's of a daemon that is not root: only root's children hide by descriptor) decides
  * them on what is there when it plans the task; the owner of a masked place may remove or replace
  * it before bubblewrap mounts over it. The task must start all the same (a place that is gone
  * needs no mask) and still see nothing of what is there when it runs. The race is made
@@ -38,8 +39,12 @@ const CHANGES: Array<[string, (folder: string, file: string, secret: string) => 
   ],
 ]
 
-describe.each(['root', 'non-root'] as const)('places masked by bubblewrap that change as a task starts (node spawner, daemon as %s)', (who) => {
-  const base = join('/var/tmp', `tend-vanished-${who}-${process.pid}-${randomBytes(4).toString('hex')}`)
+describe.each([
+  ['node', 'root'],
+  ['node', 'non-root'],
+  ['native', 'non-root'],
+] as const)('places masked by bubblewrap that change as a task starts (%s spawner, daemon as %s)', (spawner, who) => {
+  const base = join('/var/tmp', `tend-vanished-${spawner}-${who}-${process.pid}-${randomBytes(4).toString('hex')}`)
   const userHome = join(base, 'home')
   const workspace = join(base, 'ws')
   const bin = join(base, 'bin')
@@ -70,8 +75,9 @@ describe.each(['root', 'non-root'] as const)('places masked by bubblewrap that c
     )
     daemon = await startTestDaemon({
       user: who === 'root' ? undefined : 'unprivileged',
-      env: { HOME: userHome, PATH: `${bin}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace', TEND_SPAWNER: 'node' },
+      env: { HOME: userHome, PATH: `${bin}:${SYSTEM_PATH}`, TEND_SANDBOX: 'workspace', TEND_SPAWNER: spawner },
     })
+    expect((await daemon.client.status()).spawner, 'the daemon runs another spawner').toBe(spawner)
   })
 
   afterAll(async () => {

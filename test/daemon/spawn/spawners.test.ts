@@ -229,29 +229,43 @@ describe.each([
     return { path, dev: String(info.dev), ino: String(info.ino) }
   }
 
-  test(
-    kind === 'node'
-      ? 'a program that reports its setup has started the task once it says so; one that ends first fails at stage setup, with what it said, the output file untouched'
-      : 'a request whose program reports its setup is refused (a keeper reports the exec of the program, not its setup)',
-    async () => {
-      if (kind === 'native') {
-        expect(await spawner.spawn(shell('true', { reportsSetup: true }))).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
-        return
-      }
-      const failed = shell('echo could not mount >&2; exit 1', { reportsSetup: true })
-      expect(await spawner.spawn(failed)).toEqual({
-        started: false,
-        stage: 'setup',
-        code: 'EIO',
-        message: "/bin/sh ended before the task's command ran (exit code 1): could not mount",
-      })
-      expect(readFileSync(failed.outputFile, 'utf8')).toBe('')
-      const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
-      const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo out; echo err >&2'], reportsSetup: true }))
-      expect(result).toMatchObject({ exitCode: 0, signal: null })
-      expect(result.output.toString()).toBe('out\nerr\n')
-    },
-  )
+  test('a program that reports its setup has started the task once it says so; one that ends first fails at stage setup, with what it said, the output file untouched', async () => {
+    const failed = shell('echo could not mount >&2; exit 1', { reportsSetup: true })
+    expect(await spawner.spawn(failed)).toEqual({
+      started: false,
+      stage: 'setup',
+      code: 'EIO',
+      message: "/bin/sh ended before the task's command ran (exit code 1): could not mount",
+    })
+    expect(readFileSync(failed.outputFile, 'utf8')).toBe('')
+    const killed = shell('echo still setting up >&2; kill -9 $$', { reportsSetup: true })
+    expect(await spawner.spawn(killed)).toEqual({
+      started: false,
+      stage: 'setup',
+      code: 'EIO',
+      message: "/bin/sh ended before the task's command ran (SIGKILL): still setting up",
+    })
+    const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
+    const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo out; echo err >&2'], reportsSetup: true }))
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    expect(result.output.toString()).toBe('out\nerr\n')
+  })
+
+  test('a setup report is found however it is cut, after a long complaint, and only its last words are kept when it never comes', async () => {
+    // 6000 bytes before the line, written in pieces: the line may straddle any read.
+    const noise = `i=0; while [ $i -lt 100 ]; do printf '%059d\\n' $i >&2; i=$((i+1)); done`
+    const says = `${noise}; printf 'tend: se' >&2; printf '%s\\n' 't up' >&2 && exec "$@" 2>&1`
+    const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'echo', 'ran'], reportsSetup: true }))
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    expect(result.output.toString()).toBe('ran\n')
+    const failed = shell(`${noise}; echo the last words >&2; exit 3`, { reportsSetup: true })
+    const outcome = await spawner.spawn(failed)
+    expect(outcome).toMatchObject({ started: false, stage: 'setup', code: 'EIO' })
+    const message = (outcome as { message: string }).message
+    expect(message).toMatch(/^\/bin\/sh ended before the task's command ran \(exit code 3\): /)
+    expect(message).toMatch(/the last words$/)
+    expect(message.length).toBeLessThan(9000)
+  })
 
   test('an in-memory file of 200 KiB is read back byte for byte from its descriptor, after the extra files', async () => {
     const dir = freshDir()

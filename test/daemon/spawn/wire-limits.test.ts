@@ -2,6 +2,7 @@ import { describe, expect, test } from 'vitest'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { WIRE } from '../../../daemon/spawn/native-request.js'
+import { SETUP_DONE } from '../../../daemon/spawn/spawner.js'
 import { REPO_ROOT } from '../../helpers/test-daemon.js'
 
 /** The wire's version, flags and limits are written twice, in C and in TypeScript: they must agree. */
@@ -22,8 +23,18 @@ describe('the wire in spawner.h and in native-request.ts', () => {
 
   test('the same version and flags', () => {
     expect(defines.get('PROTOCOL_VERSION')).toBe(WIRE.version)
-    expect({ stdin: defines.get('SPAWN_STDIN'), tty: defines.get('SPAWN_TTY'), lifeline: defines.get('SPAWN_LIFELINE') }).toEqual(WIRE.flags)
-    expect(defines.get('SPAWN_FLAGS')).toBe(WIRE.flags.stdin | WIRE.flags.tty | WIRE.flags.lifeline)
+    expect({
+      stdin: defines.get('SPAWN_STDIN'),
+      tty: defines.get('SPAWN_TTY'),
+      lifeline: defines.get('SPAWN_LIFELINE'),
+      setup: defines.get('SPAWN_SETUP'),
+    }).toEqual(WIRE.flags)
+    expect(defines.get('SPAWN_FLAGS')).toBe(WIRE.flags.stdin | WIRE.flags.tty | WIRE.flags.lifeline | WIRE.flags.setup)
+  })
+
+  test("the same line that says a sandbox is set up (a keeper waits for it where a request's flags say so)", () => {
+    const header = readFileSync(join(REPO_ROOT, 'daemon', 'spawner', 'spawner.h'), 'utf8')
+    expect(header).toContain(`#define SETUP_DONE_LINE "${SETUP_DONE}\\n"`)
   })
 
   test('the same limits', () => {
