@@ -44,6 +44,12 @@ export const DaemonSettingsSchema = Type.Object(
     spoolReserveBytes: Type.Integer({ minimum: 0, maximum: GiB, default: 1024 * 1024 }),
     /** Time between TERM and KILL when a task is stopped, in milliseconds. Default 3000. */
     killGraceMs: Type.Integer({ minimum: 0, default: 3000 }),
+    /**
+     * How long bubblewrap may take to set a sandbox up where the daemon waits for its setup (masks
+     * mounted by path: a daemon that is not root), in milliseconds; past it the task fails, saying
+     * so. Default 30000.
+     */
+    setupWaitMs: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 30_000 }),
     /** How often running tasks' output sizes are checked against their caps, in milliseconds. Default 200. */
     outputCheckIntervalMs: Type.Integer({ minimum: 10, maximum: 60_000, default: 200 }),
     /** Sandbox profile of tasks that do not ask for one: off, workspace or strict. Default workspace. */
@@ -160,6 +166,7 @@ const ENV_SETTINGS: Record<string, { key: keyof DaemonSettings; parse: (text: st
   TEND_SPOOL_QUOTA: { key: 'spoolQuotaBytes', parse: parseSize },
   TEND_SPOOL_RESERVE: { key: 'spoolReserveBytes', parse: parseSize },
   TEND_KILL_GRACE: { key: 'killGraceMs', parse: parseDuration },
+  TEND_SETUP_WAIT: { key: 'setupWaitMs', parse: parseDuration },
   TEND_OUTPUT_CHECK_INTERVAL: { key: 'outputCheckIntervalMs', parse: parseDuration },
   TEND_LOG_LEVEL: { key: 'logLevel', parse: String },
   TEND_SANDBOX: { key: 'sandbox', parse: String },

@@ -4,7 +4,8 @@ import { DNS_STUB_ADDRESS, proxyEnvironment } from '../network/task-environment.
 import type { NamespaceRef } from '../network/owner-network.js'
 import type { RanAs, Task } from '../../protocol/index.js'
 import type { DaemonConfig } from '../config.js'
-import { descriptorLayout, SETUP_DONE, type SpawnRequest } from '../spawn/spawner.js'
+import { descriptorLayout, type SpawnRequest } from '../spawn/spawner.js'
+import { setupReporting } from './setup-report.js'
 import { TASK_ID_VARIABLE, TASK_RUN_VARIABLE } from '../spawn/run-name.js'
 import type { SandboxCapabilities } from './capabilities.js'
 import { TaskCgroups, type GroupRequest } from './cgroups.js'
@@ -130,8 +131,10 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
   const bound = accounts && !request.hideByDescriptor ? accounts : null
   // Inside the owner's namespace, names are asked of tend's DNS stub there (the host's resolver is out of reach).
   const resolver = task.network === 'host' ? null : STUB_RESOLV_CONF
+  // Where the setup is reported, the task's variables reach only its command (setup-report.ts).
+  const reporting = request.reportsSetup ? setupReporting(environment) : null
   const dataFiles = [
-    environmentArgs(environment),
+    environmentArgs(reporting?.holders ?? environment),
     seccompProgram(PROFILE_FILTERS[task.sandbox]),
     ...(bound ? [bound.passwd, bound.group] : []),
     ...(resolver ? [resolver] : []),
@@ -165,7 +168,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
       ...(resolverFd !== undefined ? { resolverFd } : {}),
     }),
     '--',
-    ...(request.reportsSetup ? SAYS_SET_UP : []),
+    ...(reporting?.argv ?? []),
     ...task.command,
   ]
   return {
@@ -176,7 +179,7 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
       env: { PATH: BWRAP_PATH, ...marker },
       dataFiles,
       pinnedDirs,
-      ...(request.reportsSetup ? { reportsSetup: true } : {}),
+      ...(request.reportsSetup ? { reportsSetup: true, setupWaitMs: config.setupWaitMs } : {}),
       ...(request.netns ? { netns: request.netns } : {}),
       ...(home ? { idmappedViews: [home] } : {}),
       ...(hidden.length > 0 ? { hiddenPaths: hidden } : {}),
@@ -187,14 +190,6 @@ export async function planLaunch(request: PlanRequest): Promise<LaunchPlan> {
     release,
   }
 }
-
-/**
- * Run by bubblewrap in the sandbox, once every mount is made, in place of the command, which it
- * execs with its error output back on the output file: the spawner knows then that the sandbox is
- * set up. A mask that failed by path (its place went, or changed kind, after the plan) ends
- * bubblewrap before: the task is planned again on what is there then (launch.ts).
- */
-const SAYS_SET_UP = ['/bin/sh', '-c', `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`, 'tend-task']
 
 /** The groups a task gets, and their limits as recorded on it (strict's defaults for an older record without them). */
 function groupsFor(task: Task, config: Readonly<DaemonConfig>): GroupRequest {

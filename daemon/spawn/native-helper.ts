@@ -3,7 +3,16 @@ import type { Socket } from 'node:net'
 import { exitOf, readExitFile } from './exit-file.js'
 import { encodePing } from './native-request.js'
 import { attachFailure, failureMessage, parseReply } from './native-reply.js'
-import { setupFailure, type AttachOutcome, type AttachRequest, type KeeperRef, type SpawnExit, type SpawnOutcome, type SpawnRequest } from './spawner.js'
+import {
+  DEFAULT_SETUP_WAIT_MS,
+  setupFailure,
+  type AttachOutcome,
+  type AttachRequest,
+  type KeeperRef,
+  type SpawnExit,
+  type SpawnOutcome,
+  type SpawnRequest,
+} from './spawner.js'
 
 /**
  * One process of the native spawner's helper (daemon/spawner/tend-spawner.c) and what it is doing
@@ -203,7 +212,8 @@ export class Helper {
         const waiting = this.pending.get(reply.id)
         if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
         this.pending.delete(reply.id)
-        return waiting.resolve(setupFailure(waiting.request.file, reply.exit, reply.said))
+        const { request } = waiting
+        return waiting.resolve(setupFailure(request.file, reply.exit, reply.said, reply.timedOut ? (request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS) : undefined))
       }
       case 'exited':
       case 'gone': {

@@ -30,7 +30,7 @@ export type Reply =
   | { kind: 'failed-attach'; id: number; code: string }
   | { kind: 'failed'; id: number; stage: string; code: string; index: number | undefined }
   /** The program of a request that reportsSetup ended before it said so: how, and the last of what it said. */
-  | { kind: 'failed-setup'; id: number; exit: SpawnExit; said: string }
+  | { kind: 'failed-setup'; id: number; timedOut: boolean; exit: SpawnExit; said: string }
   | { kind: 'exited'; pid: number; exit: SpawnExit }
   /** The keeper is gone without a word about the exit: the task's exit file says how it ended. */
   | { kind: 'gone'; pid: number }
@@ -53,7 +53,10 @@ export function parseReply(line: string): Reply {
       return { kind: 'attached', id: Number(parts[1]) }
     case 'failed':
       if (parts[2] === 'attach') return { kind: 'failed-attach', id: Number(parts[1]), code: errnoName(Number(parts[3])) }
-      if (parts[2] === 'setup') return { kind: 'failed-setup', id: Number(parts[1]), exit: keeperExit(parts[4], parts[5]), said: fromHex(parts[6]) }
+      if (parts[2] === 'setup') {
+        const timedOut = errnoName(Number(parts[3])) === 'ETIMEDOUT'
+        return { kind: 'failed-setup', id: Number(parts[1]), timedOut, exit: keeperExit(parts[4], parts[5]), said: fromHex(parts[6]) }
+      }
       return {
         kind: 'failed',
         id: Number(parts[1]),

@@ -1,4 +1,12 @@
-import { descriptorLayout, spawnRequestProblem, type AttachRequest, type PinnedDir, type SpawnRequest } from './spawner.js'
+import {
+  DEFAULT_SETUP_WAIT_MS,
+  descriptorLayout,
+  MAX_SETUP_WAIT_MS,
+  spawnRequestProblem,
+  type AttachRequest,
+  type PinnedDir,
+  type SpawnRequest,
+} from './spawner.js'
 
 /**
  * The native spawner's requests, framed for its helper's stdin. The wire protocol is written down
@@ -10,10 +18,12 @@ import { descriptorLayout, spawnRequestProblem, type AttachRequest, type PinnedD
  * SPAWN_*, MAX_*). test/daemon/spawn/wire-limits.test.ts holds the two in step.
  */
 export const WIRE = Object.freeze({
-  version: 1,
+  version: 2,
   flags: Object.freeze({ stdin: 1, tty: 2, lifeline: 4, setup: 8 }),
   /** One request's payload (MAX_PAYLOAD). */
   maxRequestBytes: 64 * 1024 * 1024,
+  /** A setup's longest wait (MAX_SETUP_WAIT_MS). */
+  maxSetupWaitMs: MAX_SETUP_WAIT_MS,
   /** A reqid's length (MAX_REQID). */
   maxReqidBytes: 63,
   /** An exit file's (or FIFO's) path (MAX_EXIT_PATH); its last component is at most NAME_MAX. */
@@ -51,7 +61,7 @@ export function encodeAttach(id: number, request: AttachRequest): Buffer | strin
   return frame(['attach', String(id), String(keeper.pid), String(keeper.startTicks), String(taskPid)])
 }
 
-/** The header of a spawn: kind, version, flags, reqid, exitFile, stdinFifo, resizeFifo, cols, rows. */
+/** The header of a spawn: kind, version, flags, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, setupWaitMs. */
 function header(id: number, request: SpawnRequest): string[] {
   const { stdinFifo, terminal } = request
   const flags =
@@ -69,6 +79,7 @@ function header(id: number, request: SpawnRequest): string[] {
     terminal?.resizeFifo ?? '',
     String(terminal?.cols ?? 0),
     String(terminal?.rows ?? 0),
+    String(request.reportsSetup ? (request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS) : 0),
   ]
 }
 

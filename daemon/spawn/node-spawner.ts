@@ -17,6 +17,7 @@ import {
   type Spawner,
   HIDDEN_UNSUPPORTED,
   SETUP_DONE,
+  DEFAULT_SETUP_WAIT_MS,
   setupFailure,
   IDMAP_UNSUPPORTED,
   LIFELINE_UNSUPPORTED,
@@ -139,10 +140,14 @@ export class NodeSpawner implements Spawner {
       descriptors.splice(descriptors.indexOf(opened.outputReader), 1)
       void exited.finally(() => closeSync(opened.outputReader))
       if (request.reportsSetup) {
-        const report = await readSetupReport(subprocess.stderr)
+        const waitMs = request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS
+        const report = await readSetupReport(subprocess.stderr, waitMs)
         if (report.setUp) return { started: true, pid, keeper: null, exited }
+        // Still setting up: its whole group goes (it began a session), bubblewrap's sandbox with it.
+        if (report.timedOut) killGroup(pid)
         // The prelude or the program ended without the task's command: nothing of it is left once exited settles.
         const exit = await exited
+        if (report.timedOut) return setupFailure(request.file, exit, report.said, waitMs)
         if (isPreludeFailure(report.said)) return preludeFailure(report.said, request)
         return setupFailure(request.file, exit, report.said)
       }
@@ -395,26 +400,39 @@ async function readToEnd(stream: Readable | null): Promise<string> {
  * of the pipe is drained, unread, until the program's end: its error output), else all it said up
  * to its end.
  */
-async function readSetupReport(stream: Readable | null): Promise<{ setUp: boolean; said: string }> {
-  if (!stream) return { setUp: false, said: '' }
-  let said = ''
+async function readSetupReport(stream: Readable | null, waitMs: number): Promise<{ setUp: boolean; timedOut: boolean; said: string }> {
+  if (!stream) return { setUp: false, timedOut: false, said: '' }
+  // The line counts only as a line of its own (bubblewrap may name a path that holds it): a newline
+  // before it, or the report's start, which this one stands for (trimmed away with the rest).
+  let said = '\n'
   stream.setEncoding('utf8')
-  const done = `${SETUP_DONE}\n`
-  const setUp = await new Promise<boolean>((resolve) => {
+  const done = `\n${SETUP_DONE}\n`
+  let timer: NodeJS.Timeout | undefined
+  const outcome = await new Promise<'set-up' | 'ended' | 'timed-out'>((resolve) => {
     const onData = (chunk: string) => {
       // Only bubblewrap and the prelude write here before it: a few lines. More is kept only to its last lines.
       said = (said + chunk).slice(-REPORT_KEPT)
       if (!said.includes(done)) return
       stream.off('data', onData)
-      resolve(true)
+      resolve('set-up')
     }
     stream.on('data', onData)
-    stream.once('end', () => resolve(false))
+    stream.once('end', () => resolve('ended'))
     // A broken pipe ends the report like EOF: whatever came before it still counts.
-    stream.once('error', () => resolve(false))
+    stream.once('error', () => resolve('ended'))
+    timer = setTimeout(() => resolve('timed-out'), waitMs)
   })
-  if (setUp) stream.resume()
-  return { setUp, said: said.trim() }
+  clearTimeout(timer)
+  if (outcome === 'set-up') stream.resume()
+  return { setUp: outcome === 'set-up', timedOut: outcome === 'timed-out', said: said.trim() }
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL')
+  } catch {
+    // Gone already: its end settles `exited` all the same.
+  }
 }
 
 const REPORT_KEPT = 8192

@@ -133,6 +133,13 @@ export interface SpawnRequest {
    */
   reportsSetup?: boolean
   /**
+   * With reportsSetup: how long the setup may take before the program is killed with its process
+   * group and the spawn fails at stage `setup` with ETIMEDOUT (a bind over a file system that never
+   * answers would otherwise hold the task's start, and every kill of it, for ever). 1 to
+   * MAX_SETUP_WAIT_MS. Default: DEFAULT_SETUP_WAIT_MS.
+   */
+  setupWaitMs?: number
+  /**
    * Run the child as this user, with no supplementary groups (and so, from root, no capabilities):
    * dropped after every descriptor is open and every cgroup joined, right before the exec; a
    * failure is stage `user`. Default: the daemon's own user.
@@ -184,6 +191,11 @@ export function descriptorLayout(request: Pick<SpawnRequest, 'extraFiles' | 'dat
  * idmappedViews, hiddenPaths, cwdIdentity, endsWithDaemon, user), or null.
  */
 export function spawnRequestProblem(request: SpawnRequest): string | null {
+  if (request.setupWaitMs !== undefined) {
+    if (!request.reportsSetup) return 'setupWaitMs is given without reportsSetup'
+    if (!Number.isSafeInteger(request.setupWaitMs) || request.setupWaitMs < 1 || request.setupWaitMs > MAX_SETUP_WAIT_MS)
+      return `setupWaitMs must be a whole number of milliseconds from 1 to ${MAX_SETUP_WAIT_MS}, got ${request.setupWaitMs}`
+  }
   for (const [index, data] of (request.dataFiles ?? []).entries()) {
     if (!Buffer.isBuffer(data)) return `dataFiles[${index}] is not a Buffer`
   }
@@ -425,10 +437,21 @@ export interface Spawner {
 /** The line a program that reportsSetup writes once set up, right before it execs the task's command. */
 export const SETUP_DONE = 'tend: set up'
 
-/** A program that reportsSetup ended before it said SETUP_DONE: how it ended, and the last of what it said. */
-export function setupFailure(file: string, exit: SpawnExit, said: string): SpawnOutcome {
+/** How long a setup may take (SpawnRequest.setupWaitMs) unless the daemon's setting says otherwise. */
+export const DEFAULT_SETUP_WAIT_MS = 30_000
+/** The longest setupWaitMs the native spawner takes (MAX_SETUP_WAIT_MS in spawner.h). */
+export const MAX_SETUP_WAIT_MS = 3_600_000
+
+/**
+ * A program that reportsSetup did not say SETUP_DONE: it ended first, how, or (timedOutMs) it was
+ * still setting up after that long and was killed; and the last of what it said.
+ */
+export function setupFailure(file: string, exit: SpawnExit, said: string, timedOutMs?: number): SpawnOutcome {
+  const words = said ? `: ${said}` : ''
+  if (timedOutMs !== undefined)
+    return { started: false, stage: 'setup', code: 'ETIMEDOUT', message: `${file} was still setting up after ${timedOutMs} ms and was stopped${words}` }
   const ended = exit.signal ?? `exit code ${exit.exitCode}`
-  return { started: false, stage: 'setup', code: 'EIO', message: `${file} ended before the task's command ran (${ended})${said ? `: ${said}` : ''}` }
+  return { started: false, stage: 'setup', code: 'EIO', message: `${file} ended before the task's command ran (${ended})${words}` }
 }
 
 /** Why the node spawner starts no task on a terminal (the daemon refuses such tasks at admission). */

@@ -29,6 +29,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -282,18 +284,32 @@ __attribute__((noinline)) static pid_t start_child(struct request *r, int error_
 
 /*
  * Reads the setup channel until SETUP_DONE_LINE (1), or its end without it (0): every process that
- * held it (bubblewrap, its sandbox, the prelude) is gone, and nothing of the task ran. words gets
- * the last SETUP_WORDS_KEPT bytes said. The line is searched for across reads: a write may be cut.
+ * held it (bubblewrap, its sandbox, the prelude) is gone, and nothing of the task ran; or until
+ * wait_ms have passed (-1: a setup that hangs, on a file system that does not answer, say). words
+ * gets the last SETUP_WORDS_KEPT bytes said. The line counts only as a line of its own (bubblewrap
+ * may name a path that holds it), searched for across reads: a write may be cut.
  */
-static int wait_for_setup(int fd, char *words, size_t *words_length) {
-  static const char done[] = SETUP_DONE_LINE;
+static int wait_for_setup(int fd, unsigned long long wait_ms, char *words, size_t *words_length) {
+  /* A newline before the line, and one standing for the channel's start. */
+  static const char done[] = "\n" SETUP_DONE_LINE;
   const size_t line_length = sizeof done - 1;
   char buffer[4 * SETUP_WORDS_KEPT];
-  size_t used = 0;
+  buffer[0] = '\n';
+  size_t used = 1;
+  int outcome = 0;
+  long long deadline = monotonic_ms() + (long long)wait_ms;
   for (;;) {
     if (used == sizeof buffer) {
       memmove(buffer, buffer + used - SETUP_WORDS_KEPT, SETUP_WORDS_KEPT);
       used = SETUP_WORDS_KEPT;
+    }
+    long long left = deadline - monotonic_ms();
+    struct pollfd channel = {.fd = fd, .events = POLLIN};
+    int ready = left > 0 ? poll(&channel, 1, left > INT_MAX ? INT_MAX : (int)left) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      outcome = -1;
+      break;
     }
     ssize_t n = read(fd, buffer + used, sizeof buffer - used);
     if (n < 0 && errno == EINTR) continue;
@@ -305,16 +321,17 @@ static int wait_for_setup(int fd, char *words, size_t *words_length) {
   size_t start = used > SETUP_WORDS_KEPT ? used - SETUP_WORDS_KEPT : 0;
   memcpy(words, buffer + start, used - start);
   *words_length = used - start;
-  return 0;
+  return outcome;
 }
 
-/* "f setup <errno> <code> <signal>[ <hex of the words>]": how the program ended, and what it said. */
-static void report_setup_failure(int report_fd, int status, const char *words, size_t length) {
+/* "f setup <errno> <code> <signal>[ <hex of the words>]": how the program ended (EIO), or that it
+ * was killed for taking too long (ETIMEDOUT), and what it said. */
+static void report_setup_failure(int report_fd, int error, int status, const char *words, size_t length) {
   static const char digits[] = "0123456789abcdef";
   char line[64 + 2 * SETUP_WORDS_KEPT];
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  int at = snprintf(line, sizeof line, "f setup %d %d %d%s", EIO, code, signal_number, length ? " " : "");
+  int at = snprintf(line, sizeof line, "f setup %d %d %d%s", error, code, signal_number, length ? " " : "");
   for (size_t i = 0; i < length; i++) {
     line[at++] = digits[(unsigned char)words[i] >> 4];
     line[at++] = digits[(unsigned char)words[i] & 15];
@@ -399,6 +416,7 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
   int setup_fds[2] = {-1, -1};
   if (r->reports_setup && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, setup_fds) != 0) keeper_fail(report_fd, "fork", errno);
   r->setup_fd = setup_fds[1];
+  unsigned long long setup_wait_ms = r->setup_wait_ms;
   int highest = highest_known;
   int ours[] = {pipe_fds[0], pipe_fds[1], setup_fds[0], setup_fds[1], report_fd, dir_fd, holder, relay.master, relay.output, relay.resize, lifeline.children, output_reader, orphans};
   for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
@@ -448,11 +466,14 @@ __attribute__((noreturn)) void run_keeper(struct request *r, int report_fd, int 
    * starts) has started the task only once it says so; ended before, it ran nothing of the task. */
   char words[SETUP_WORDS_KEPT];
   size_t words_length = 0;
-  if (setup_fds[0] >= 0 && !wait_for_setup(setup_fds[0], words, &words_length)) {
+  int set_up = setup_fds[0] < 0 ? 1 : wait_for_setup(setup_fds[0], setup_wait_ms, words, &words_length);
+  if (set_up <= 0) {
+    /* Its whole group (the child began a session): bubblewrap, and its sandbox, which dies with it. */
+    if (set_up < 0 && kill(-task, SIGKILL) != 0) kill(task, SIGKILL);
     int setup_status = 0;
     while (waitpid(task, &setup_status, 0) < 0 && errno == EINTR) {
     }
-    report_setup_failure(report_fd, setup_status, words, words_length);
+    report_setup_failure(report_fd, set_up < 0 ? ETIMEDOUT : EIO, setup_status, words, words_length);
     _exit(0);
   }
   if (holder >= 0 && !tty) handle_end_of_input();

@@ -219,7 +219,7 @@ static const char *next_fifo(struct cursor *cursor, const char *what, int wanted
   return path;
 }
 
-/* The header of a spawn (PROTOCOL.md): version, flags, reqid, exitFile, stdinFifo, resizeFifo, cols, rows. */
+/* The header of a spawn (PROTOCOL.md): version, flags, reqid, exitFile, stdinFifo, resizeFifo, cols, rows, setupWaitMs. */
 static void parse_spawn_header(struct cursor *cursor, struct request *spawn) {
   unsigned long long version = next_number(cursor, "version", ~0ULL);
   if (version != PROTOCOL_VERSION) malformed("protocol version %llu is not %d", version, PROTOCOL_VERSION);
@@ -240,6 +240,9 @@ static void parse_spawn_header(struct cursor *cursor, struct request *spawn) {
   spawn->lifeline = (flags & SPAWN_LIFELINE) != 0;
   spawn->reports_setup = (flags & SPAWN_SETUP) != 0;
   spawn->setup_fd = -1;
+  spawn->setup_wait_ms = next_number(cursor, "setupWaitMs", MAX_SETUP_WAIT_MS);
+  if (spawn->reports_setup && !spawn->setup_wait_ms) malformed("a setup report without a setupWaitMs");
+  if (!spawn->reports_setup && spawn->setup_wait_ms) malformed("a setupWaitMs without a setup report");
 }
 
 enum request_kind parse_request(char *payload, size_t length, struct request *spawn, struct attach *attach, void **allocation) {

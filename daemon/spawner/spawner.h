@@ -24,7 +24,7 @@
 
 /* The wire's version and limits (PROTOCOL.md); daemon/spawn/native-request.ts carries the same
  * numbers, and test/daemon/spawn/wire-limits.test.ts holds the two in step. */
-#define PROTOCOL_VERSION 1
+#define PROTOCOL_VERSION 2
 #define SPAWN_STDIN 1
 #define SPAWN_TTY 2
 #define SPAWN_LIFELINE 4
@@ -34,6 +34,8 @@
 #define SETUP_DONE_LINE "tend: set up\n"
 #define MAX_PAYLOAD (64u * 1024u * 1024u)
 #define MAX_REQID 63
+/* How long a keeper may wait for a SPAWN_SETUP program's line (setupWaitMs). */
+#define MAX_SETUP_WAIT_MS 3600000
 /* An exit file's path: room is left under PATH_MAX for the temporary file's suffix. */
 #define MAX_EXIT_PATH 4000
 /* Extra files, blobs and pinned folders together; views; covered files. */
@@ -100,6 +102,7 @@ struct request {
   /* SPAWN_SETUP: the program's fd 2 is setup_fd (set by the keeper), on which it says
    * SETUP_DONE_LINE once set up; the keeper reports the start only then (keeper.c, wait_for_setup). */
   int reports_setup, setup_fd;
+  unsigned long long setup_wait_ms; /* SPAWN_SETUP: past this, the program is killed (1 .. MAX_SETUP_WAIT_MS) */
   unsigned long long open_files, file_size;
   int check_cwd, set_user;
   unsigned long long cwd_dev, cwd_ino, uid, gid;

@@ -86,7 +86,8 @@ export async function launchTask(request: LaunchRequest): Promise<LaunchOutcome>
   if (!outcome.started) {
     // A helper that died mid-spawn may have exec'd the child without saying so: find it by its
     // cgroup or marker, so nothing of a task recorded `failed` is left running.
-    if (outcome.stage === 'spawner') await killRemains(task, plan.cgroups)
+    // So may a setup stopped for taking too long leave a process of it that its kill did not reach.
+    if (outcome.stage === 'spawner' || outcome.code === 'ETIMEDOUT') await killRemains(task, plan.cgroups)
     await plan.release()
     return { started: false, reason: outcome.message }
   }
@@ -110,7 +111,8 @@ async function planAndSpawn(
   for (let attempt = 1; ; attempt++) {
     const planned = await planLaunch(request)
     const outcome = await spawner.spawn(endsWithDaemon ? { ...planned.request, endsWithDaemon } : planned.request)
-    if (outcome.started || outcome.stage !== 'setup' || attempt === SETUP_ATTEMPTS) return { planned, outcome }
+    // A setup that took too long (ETIMEDOUT) would take as long again: it is not retried.
+    if (outcome.started || outcome.stage !== 'setup' || outcome.code === 'ETIMEDOUT' || attempt === SETUP_ATTEMPTS) return { planned, outcome }
     await planned.release()
   }
 }

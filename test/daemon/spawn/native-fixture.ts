@@ -52,8 +52,8 @@ export function useNativeSpawner(): void {
   })
 }
 
-/** A spawn's header on the wire (PROTOCOL.md): kind, version 1, no flags, reqid 1, no exit file, no FIFOs, no terminal. */
-export const SPAWN_HEADER = ['spawn', '1', '0', '1', '', '', '', '0', '0']
+/** A spawn's header on the wire (PROTOCOL.md): kind, version 2, no flags, reqid 1, no exit file, no FIFOs, no terminal, no setup report. */
+export const SPAWN_HEADER = ['spawn', '2', '0', '1', '', '', '', '0', '0', '0']
 
 /** One framed request of these fields, as the daemon writes it. */
 export function frame(fields: string[]): Buffer {

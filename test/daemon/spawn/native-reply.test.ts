@@ -26,18 +26,18 @@ describe('parseReply', () => {
 })
 
 describe('encodeSpawn', () => {
-  /** A framed spawn's first nine fields: its header. */
+  /** A framed spawn's first ten fields: its header. */
   const headerOf = (framed: Buffer | string) => {
     if (typeof framed === 'string') throw new Error(framed)
-    return framed.subarray(4).toString('latin1').split('\0').slice(0, 9)
+    return framed.subarray(4).toString('latin1').split('\0').slice(0, 10)
   }
 
   test('the header names the version and the flags, and every field is there, empty when unused', () => {
     const plain = spawnRequest('/tmp', { file: '/bin/true' })
-    expect(headerOf(encodeSpawn(3, plain))).toEqual(['spawn', String(WIRE.version), '0', '3', '/tmp/exit.json', '', '', '0', '0'])
+    expect(headerOf(encodeSpawn(3, plain))).toEqual(['spawn', String(WIRE.version), '0', '3', '/tmp/exit.json', '', '', '0', '0', '0'])
     expect(headerOf(encodeSpawn(3, { ...plain, stdinFifo: '/tmp/in.fifo', endsWithDaemon: true }))).toEqual([
       'spawn',
-      '1',
+      '2',
       '5',
       '3',
       '/tmp/exit.json',
@@ -45,9 +45,13 @@ describe('encodeSpawn', () => {
       '',
       '0',
       '0',
+      '0',
     ])
     const tty = { ...plain, stdinFifo: '/tmp/in.fifo', terminal: { resizeFifo: '/tmp/resize.fifo', cols: 80, rows: 24 } }
-    expect(headerOf(encodeSpawn(3, tty))).toEqual(['spawn', '1', '3', '3', '/tmp/exit.json', '/tmp/in.fifo', '/tmp/resize.fifo', '80', '24'])
+    expect(headerOf(encodeSpawn(3, tty))).toEqual(['spawn', '2', '3', '3', '/tmp/exit.json', '/tmp/in.fifo', '/tmp/resize.fifo', '80', '24', '0'])
+    // A setup report carries its wait: the default, or the request's.
+    expect(headerOf(encodeSpawn(3, { ...plain, reportsSetup: true }))).toEqual(['spawn', '2', '8', '3', '/tmp/exit.json', '', '', '0', '0', '30000'])
+    expect(headerOf(encodeSpawn(3, { ...plain, reportsSetup: true, setupWaitMs: 250 })).at(-1)).toBe('250')
   })
 
   test('what the wire cannot carry is said, not sent', () => {

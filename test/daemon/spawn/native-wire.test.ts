@@ -38,7 +38,7 @@ describe('native spawner: the wire', () => {
     expect(helper.stdout()).toBe('error truncated request: a blob is shorter than its length\n')
   })
 
-  test('a raw spawn request (version 1, no flags, no exit file) starts a keeper and reports the exit; a malformed attach is an error', async () => {
+  test('a raw spawn request (version 2, no flags, no exit file) starts a keeper and reports the exit; a malformed attach is an error', async () => {
     const helper = rawHelper()
     // The output file is a regular file, as every output file must be (regular.c).
     helper.stdin.write(
@@ -89,10 +89,13 @@ describe('native spawner: the wire', () => {
   test('a spawn of another version, with an unknown flag, a terminal without stdin, or of an unknown kind is malformed', async () => {
     const body = ['/bin/true', '/', '/tmp/x', '64', '1000', '', '', '', '', '1', 'true', '0', '0', '0', '0', '0', '0', '0', '0', '', '', '']
     const cases: Array<[string[], string]> = [
-      [['spawn', '2', ...SPAWN_HEADER.slice(2)], 'protocol version 2 is not 1'],
-      [['spawn', '1', '8', ...SPAWN_HEADER.slice(3)], 'unknown flags 8'],
-      [['spawn', '1', '2', ...SPAWN_HEADER.slice(3)], 'a terminal without a stdinFifo'],
-      [['spawn', '1', '0', '1', '', '/tmp/in.fifo', '', '0', '0'], 'stdinFifo given without its flag'],
+      [['spawn', '1', ...SPAWN_HEADER.slice(2)], 'protocol version 1 is not 2'],
+      [['spawn', '2', '16', ...SPAWN_HEADER.slice(3)], 'unknown flags 16'],
+      [['spawn', '2', '2', ...SPAWN_HEADER.slice(3)], 'a terminal without a stdinFifo'],
+      [['spawn', '2', '0', '1', '', '/tmp/in.fifo', '', '0', '0', '0'], 'stdinFifo given without its flag'],
+      [['spawn', '2', '8', ...SPAWN_HEADER.slice(3)], 'a setup report without a setupWaitMs'],
+      [['spawn', '2', '0', '1', '', '', '', '0', '0', '500'], 'a setupWaitMs without a setup report'],
+      [['spawn', '2', '8', '1', '', '', '', '0', '0', '3600001'], 'setupWaitMs is too large'],
       [['spawn-stdin', ...SPAWN_HEADER.slice(1)], 'unknown request kind'],
       [['1', ...body], 'unknown request kind'],
     ]

@@ -267,6 +267,26 @@ describe.each([
     expect(message.length).toBeLessThan(9000)
   })
 
+  test('a setup that is still going after setupWaitMs is stopped with its process group and fails at stage setup (ETIMEDOUT), leaving nothing', async () => {
+    // A program that never says it is set up and never ends, with a child of its own holding fd 2.
+    const hung = shell('echo mounting >&2; sleep 600 & wait', { reportsSetup: true, setupWaitMs: 300 })
+    const outcome = await spawner.spawn(hung)
+    expect(outcome).toEqual({
+      started: false,
+      stage: 'setup',
+      code: 'ETIMEDOUT',
+      message: '/bin/sh was still setting up after 300 ms and was stopped: mounting',
+    })
+    expect(readFileSync(hung.outputFile, 'utf8')).toBe('')
+    // afterEach: no process with this test's marker is left (the sleep went with its group).
+  })
+
+  test('a setupWaitMs without reportsSetup, or out of range, is refused as a bad request', async () => {
+    for (const overrides of [{ setupWaitMs: 100 }, { reportsSetup: true, setupWaitMs: 0 }, { reportsSetup: true, setupWaitMs: 3_600_001 }]) {
+      expect(await spawner.spawn(shell('true', overrides)), JSON.stringify(overrides)).toMatchObject({ started: false, stage: 'request', code: 'EINVAL' })
+    }
+  })
+
   test('an in-memory file of 200 KiB is read back byte for byte from its descriptor, after the extra files', async () => {
     const dir = freshDir()
     const extra = join(dir, 'extra')

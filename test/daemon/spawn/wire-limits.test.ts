@@ -41,6 +41,7 @@ describe('the wire in spawner.h and in native-request.ts', () => {
     expect({
       maxRequestBytes: defines.get('MAX_PAYLOAD'),
       maxReqidBytes: defines.get('MAX_REQID'),
+      maxSetupWaitMs: defines.get('MAX_SETUP_WAIT_MS'),
       maxExitPathBytes: defines.get('MAX_EXIT_PATH'),
       maxDescriptors: defines.get('MAX_DESCRIPTORS'),
       maxViews: defines.get('MAX_VIEWS'),
@@ -48,6 +49,7 @@ describe('the wire in spawner.h and in native-request.ts', () => {
     }).toEqual({
       maxRequestBytes: WIRE.maxRequestBytes,
       maxReqidBytes: WIRE.maxReqidBytes,
+      maxSetupWaitMs: WIRE.maxSetupWaitMs,
       maxExitPathBytes: WIRE.maxExitPathBytes,
       maxDescriptors: WIRE.maxDescriptors,
       maxViews: WIRE.maxViews,
