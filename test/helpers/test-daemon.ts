@@ -405,6 +405,27 @@ export async function stopKeepingHome(daemon: TestDaemon): Promise<void> {
 }
 
 /**
+ * The end of a suite: no process of its tasks left, then what it started stopped (stopAll) and its
+ * folder removed, whatever failed on the way.
+ */
+export async function endSuite(taskIds: readonly string[], folder: string, ...stoppable: Array<{ stop: () => Promise<void> } | undefined>): Promise<void> {
+  try {
+    await noTaskProcessLeft(taskIds)
+  } finally {
+    try {
+      await stopAll(...stoppable)
+    } finally {
+      rmSync(folder, { recursive: true, force: true })
+    }
+  }
+}
+
+/** Waits until no process of these tasks is left: a test that failed midway may have left one running. */
+export async function noTaskProcessLeft(taskIds: readonly string[]): Promise<void> {
+  await waitFor('no process of any task of this suite left', () => taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0))
+}
+
+/**
  * Stops each in turn (daemons, then the Redis they use, …) even when one of them fails, and then
  * throws the first failure: a test that failed midway still leaves nothing running.
  */

@@ -4,8 +4,7 @@ import { execFileSync } from 'node:child_process'
 import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
+import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon, noTaskProcessLeft } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { eachSandboxedProfile, type SandboxedProfile } from '../helpers/profiles.js'
 
@@ -38,9 +37,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any task of this suite left', () =>
-          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-        )
+        await noTaskProcessLeft(taskIds)
       } finally {
         try {
           await stopAll(daemon, ...others)

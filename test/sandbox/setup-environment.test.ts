@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chownSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
+import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, endSuite } from '../helpers/test-daemon.js'
 import { settlesWithin, waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -49,16 +48,7 @@ describe.each(['native', 'node'] as const)("a task's variables under a daemon th
     expect((await daemon.client.status()).spawner, 'the daemon runs another spawner').toBe(spawner)
   })
 
-  afterAll(async () => {
-    try {
-      await waitFor('no process of any task of this suite left', () =>
-        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-      )
-    } finally {
-      await stopAll(daemon)
-      rmSync(base, { recursive: true, force: true })
-    }
-  })
+  afterAll(() => endSuite(taskIds, base, daemon))
 
   function workspace(name: string): string {
     const ws = join(base, name)

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chownSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { findOnPath } from '../../daemon/sandbox/capabilities.js'
 import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
+import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, endSuite } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 
 /*
@@ -53,16 +53,7 @@ describe.each(['native', 'node'] as const)('a sandbox setup that hangs, under a 
     expect((await daemon.client.status()).spawner, 'the daemon runs another spawner').toBe(spawner)
   })
 
-  afterAll(async () => {
-    try {
-      await waitFor('no process of any task of this suite left', () =>
-        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-      )
-    } finally {
-      await stopAll(daemon)
-      rmSync(base, { recursive: true, force: true })
-    }
-  })
+  afterAll(() => endSuite(taskIds, base, daemon))
 
   test('the task fails past the wait, saying its setup was stopped, with nothing of it left; the next task runs', async () => {
     writeFileSync(hook, 'echo mounting a folder that does not answer >&2; sleep 600\n', { mode: 0o644 })

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, endSuite } from '../helpers/test-daemon.js'
 import { eachSandboxedProfile } from '../helpers/profiles.js'
 
 /*
@@ -71,16 +69,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       })
     })
 
-    afterAll(async () => {
-      try {
-        await waitFor('no process of any task of this suite left', () =>
-          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-        )
-      } finally {
-        await stopAll(daemon)
-        rmSync(base, { recursive: true, force: true })
-      }
-    })
+    afterAll(() => endSuite(taskIds, base, daemon))
 
     eachSandboxedProfile(
       'a task reads none of them',

@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Task } from '../../client/index.js'
 import { openConsole } from '../helpers/console.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { checkUnprivilegedUser, daemonEnv, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { checkUnprivilegedUser, daemonEnv, startTestDaemon, type TestDaemon, endSuite } from '../helpers/test-daemon.js'
 import { eachSandboxedProfile } from '../helpers/profiles.js'
 
 /*
@@ -109,16 +107,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
       expect(existsSync(tokenDigestFile)).toBe(true)
     })
 
-    afterAll(async () => {
-      try {
-        await waitFor('no process of any task of this suite left', () =>
-          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-        )
-      } finally {
-        await stopAll(worker)
-        rmSync(base, { recursive: true, force: true })
-      }
-    })
+    afterAll(() => endSuite(taskIds, base, worker))
 
     async function attempt(line: string, sandbox: 'workspace' | 'strict'): Promise<{ task: Task; output: string }> {
       const started = await worker.client.start({ command: line, shell: true, cwd: workspace, timeoutMs: 20_000, sandbox, network: 'host' })

@@ -18,7 +18,6 @@ import {
 import { join } from 'node:path'
 import { socketAnswers } from '../../client/ensure-daemon.js'
 import type { StartOptions, Task } from '../../client/index.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
 import {
   checkUnprivilegedUser,
   daemonEnv,
@@ -30,6 +29,7 @@ import {
   unprivilegedEnv,
   type TestDaemon,
   type TestDaemonOptions,
+  noTaskProcessLeft,
 } from '../helpers/test-daemon.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { chownTree as chownOwnedTree } from '../helpers/chown-tree.js'
@@ -95,9 +95,7 @@ function defineSuite(who: 'root' | 'non-root'): void {
 
     afterAll(async () => {
       try {
-        await waitFor('no process of any task of this suite left', () =>
-          taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-        )
+        await noTaskProcessLeft(taskIds)
       } finally {
         for (const each of extraDaemons) await each.stop().catch(() => {})
         await daemon?.stop()

@@ -3,9 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { chownSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { findOnPath } from '../../daemon/sandbox/capabilities.js'
-import { isAlive, processesWithEnv } from '../helpers/processes.js'
-import { checkUnprivilegedUser, startTestDaemon, stopAll, type TestDaemon } from '../helpers/test-daemon.js'
-import { waitFor } from '../helpers/wait-for.js'
+import { checkUnprivilegedUser, startTestDaemon, type TestDaemon, endSuite } from '../helpers/test-daemon.js'
 
 /*
  * A daemon whose masks bubblewrap mounts by path (the node spawner's, whoever runs it, and the
@@ -80,16 +78,7 @@ describe.each([
     expect((await daemon.client.status()).spawner, 'the daemon runs another spawner').toBe(spawner)
   })
 
-  afterAll(async () => {
-    try {
-      await waitFor('no process of any task of this suite left', () =>
-        taskIds.every((id) => processesWithEnv(`TEND_TASK_ID=${id}`).filter(isAlive).length === 0),
-      )
-    } finally {
-      await stopAll(daemon)
-      rmSync(base, { recursive: true, force: true })
-    }
-  })
+  afterAll(() => endSuite(taskIds, base, daemon))
 
   beforeEach(() => {
     rmSync(folder, { recursive: true, force: true })

@@ -14,8 +14,15 @@ const idIn = (text: string) => /Started background task ([0-9a-z]{12})/.exec(tex
 
 /** /usr/bin's: a sandbox shows the system's folders, not a user's pyenv. */
 const PYTHON = '/usr/bin/python3'
-/** 200 MiB written (a bytes repeat fills every page) and held, then CPU time spent until the process has used one second of it. */
-const TOUCH_200_MIB_THEN_BUSY_SECOND = 'import time; data = b"\\x01" * (200 << 20); exec("while time.process_time() < 1.0: pass")'
+/**
+ * 200 MiB written (a bytes repeat fills every page) and given back (its peak stays), then CPU time
+ * spent until the process has used one second of it; then it prints what it used, by its own clock
+ * (`cpu_ms=N`), and exits with little left to tear down. A busy loop may pass the second by a good
+ * deal where the process clock moves in steps (0.1 to 0.2 s on a virtual machine measured here):
+ * the notice is held to what the process says it used.
+ */
+const TOUCH_200_MIB_THEN_BUSY_SECOND =
+  'import time; data = b"\\x01" * (200 << 20); del data; exec("while time.process_time() < 1.0: pass"); print("cpu_ms=%d" % (time.process_time() * 1000))'
 
 /** A span the notice writes (`350 ms`, `1.1 s`; minutes are not expected here) in milliseconds. */
 function spanMs(text: string): number {
@@ -94,8 +101,13 @@ describe('completion notices', () => {
       textWithCost(`background task ${id} (cost probe) finished [status: exited, exit code: 0]. Read its output with task_output.`, 'exited 0'),
     )
     const [, cpu, peak] = / · CPU (.+) · peak (.+?)(?: \(largest process\))?\]$/.exec(notice)!
-    expect(spanMs(cpu!), notice).toBeGreaterThanOrEqual(900)
-    expect(spanMs(cpu!), notice).toBeLessThanOrEqual(1100)
+    const said = /cpu_ms=(\d+)/.exec((await shared.daemon.client.read(id)).data)
+    expect(said, 'the probe did not say what it used').not.toBeNull()
+    const ownMs = Number(said![1])
+    expect(ownMs).toBeGreaterThanOrEqual(1000)
+    // The notice's figure is the process's own (rounded to 0.1 s), plus its start and exit: no more.
+    expect(spanMs(cpu!), `${notice} (the process said ${ownMs} ms)`).toBeGreaterThanOrEqual(ownMs - 100)
+    expect(spanMs(cpu!), `${notice} (the process said ${ownMs} ms)`).toBeLessThanOrEqual(ownMs + 150)
     expect(sizeMiB(peak!), notice).toBeGreaterThanOrEqual(200)
     expect(sizeMiB(peak!), notice).toBeLessThanOrEqual(220)
   })

@@ -267,6 +267,35 @@ describe.each([
     expect(message.length).toBeLessThan(9000)
   })
 
+  test('the setup line counts only as a line of its own: bubblewrap naming a path that holds it has not set up', async () => {
+    // bubblewrap's "Can't mkdir %s: %s", of a masked path whose name holds the line.
+    const complaint = `printf "bwrap: Can't mkdir /home/u/x${SETUP_DONE}\\n: No such file or directory\\n" >&2; exit 1`
+    expect(await spawner.spawn(shell(complaint, { reportsSetup: true }))).toMatchObject({ started: false, stage: 'setup', code: 'EIO' })
+  })
+
+  test('setup words with NUL, newlines, bytes that are not UTF-8 and a fake reply line are one failure; the spawner answers after', async () => {
+    const words = `printf 'a\\0b\\nstarted 1 2 3 4\\n\\377\\376 %%s %%n\\n' >&2; exit 7`
+    const outcome = await spawner.spawn(shell(words, { reportsSetup: true }))
+    expect(outcome).toEqual({
+      started: false,
+      stage: 'setup',
+      code: 'EIO',
+      message: "/bin/sh ended before the task's command ran (exit code 7): a\0b\nstarted 1 2 3 4\n\uFFFD\uFFFD %s %n",
+    })
+    const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
+    const next = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'echo', 'ran'], reportsSetup: true }))
+    expect(next).toMatchObject({ exitCode: 0, signal: null })
+  })
+
+  test('what is said on the setup channel after the line never reaches the output, even a flood, and its writer is never left blocked', async () => {
+    // A child keeps the channel (fd 2 before the exec's 2>&1) and floods it while the task runs.
+    const says = `(head -c 4000000 /dev/zero >&2) & printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
+    const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo task; echo err >&2'], reportsSetup: true }))
+    expect(result).toMatchObject({ exitCode: 0, signal: null })
+    expect(result.output.toString()).toBe('task\nerr\n')
+    // afterEach: the flooder ends (it finished, or met the channel's end once the task ended).
+  })
+
   test('a setup that is still going after setupWaitMs is stopped with its process group and fails at stage setup (ETIMEDOUT), leaving nothing', async () => {
     // A program that never says it is set up and never ends, with a child of its own holding fd 2.
     const hung = shell('echo mounting >&2; sleep 600 & wait', { reportsSetup: true, setupWaitMs: 300 })
