@@ -288,8 +288,8 @@ describe.each([
   })
 
   test('what is said on the setup channel after the line never reaches the output, even a flood, and its writer is never left blocked', async () => {
-    // A child keeps the channel (fd 2 before the exec's 2>&1) and floods it while the task runs.
-    const says = `(head -c 4000000 /dev/zero >&2) & printf '%s\\n' '${SETUP_DONE}' >&2 && exec "$@" 2>&1`
+    // A child started after the line keeps the channel (fd 2 before the exec's 2>&1) and floods it while the task runs.
+    const says = `printf '%s\\n' '${SETUP_DONE}' >&2 && { (head -c 4000000 /dev/zero >&2) & } && exec "$@" 2>&1`
     const result = await run(shell(says, { argv: ['sh', '-c', says, 'tend-task', 'sh', '-c', 'echo task; echo err >&2'], reportsSetup: true }))
     expect(result).toMatchObject({ exitCode: 0, signal: null })
     expect(result.output.toString()).toBe('task\nerr\n')
