@@ -410,9 +410,11 @@ async function readSetupReport(stream: Readable | null, waitMs: number): Promise
   let timer: NodeJS.Timeout | undefined
   const outcome = await new Promise<'set-up' | 'ended' | 'timed-out'>((resolve) => {
     const onData = (chunk: string) => {
-      // Only bubblewrap and the prelude write here before it: a few lines. More is kept only to its last lines.
-      said = (said + chunk).slice(-REPORT_KEPT)
-      if (!said.includes(done)) return
+      // Only bubblewrap and the prelude write here before it: a few lines. More is kept only to its
+      // last lines, once searched: a chunk may hold the line and more after it.
+      const joined = said + chunk
+      said = joined.slice(-REPORT_KEPT)
+      if (!joined.includes(done)) return
       stream.off('data', onData)
       resolve('set-up')
     }
