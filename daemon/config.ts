@@ -18,6 +18,7 @@ import {
 import { CLUSTER_CREDENTIAL_VARIABLES, CLUSTER_SETTINGS, CLUSTER_VARIABLES, checkClusterSettings } from './cluster/settings.js'
 import { checkHomeFolder, readOwnConfigFile } from './store/home-safety.js'
 import { requireDaemonProgram } from './daemon-programs.js'
+import { DEFAULT_SETUP_WAIT_MS, MAX_SETUP_WAIT_MS } from './spawn/spawner.js'
 import { delimiter } from 'node:path'
 import { safePathEntries, type SkippedPathEntry } from '../protocol/program-folders.js'
 
@@ -49,7 +50,7 @@ export const DaemonSettingsSchema = Type.Object(
      * mounted by path: a daemon that is not root), in milliseconds; past it the task fails, saying
      * so. Default 30000.
      */
-    setupWaitMs: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 30_000 }),
+    setupWaitMs: Type.Integer({ minimum: 1, maximum: MAX_SETUP_WAIT_MS, default: DEFAULT_SETUP_WAIT_MS }),
     /** How often running tasks' output sizes are checked against their caps, in milliseconds. Default 200. */
     outputCheckIntervalMs: Type.Integer({ minimum: 10, maximum: 60_000, default: 200 }),
     /** Sandbox profile of tasks that do not ask for one: off, workspace or strict. Default workspace. */

@@ -4,8 +4,8 @@ import { exitOf, readExitFile } from './exit-file.js'
 import { encodePing } from './native-request.js'
 import { attachFailure, failureMessage, parseReply } from './native-reply.js'
 import {
-  DEFAULT_SETUP_WAIT_MS,
   setupFailure,
+  setupWaitOf,
   type AttachOutcome,
   type AttachRequest,
   type KeeperRef,
@@ -213,7 +213,7 @@ export class Helper {
         if (!waiting) return this.log?.warn({ line }, 'native spawner: reply for an unknown request')
         this.pending.delete(reply.id)
         const { request } = waiting
-        return waiting.resolve(setupFailure(request.file, reply.exit, reply.said, reply.timedOut ? (request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS) : undefined))
+        return waiting.resolve(setupFailure(request.file, reply.exit, reply.said, reply.timedOut ? setupWaitOf(request) : undefined))
       }
       case 'exited':
       case 'gone': {

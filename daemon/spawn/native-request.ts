@@ -1,12 +1,4 @@
-import {
-  DEFAULT_SETUP_WAIT_MS,
-  descriptorLayout,
-  MAX_SETUP_WAIT_MS,
-  spawnRequestProblem,
-  type AttachRequest,
-  type PinnedDir,
-  type SpawnRequest,
-} from './spawner.js'
+import { descriptorLayout, MAX_SETUP_WAIT_MS, setupWaitOf, spawnRequestProblem, type AttachRequest, type PinnedDir, type SpawnRequest } from './spawner.js'
 
 /**
  * The native spawner's requests, framed for its helper's stdin. The wire protocol is written down
@@ -79,7 +71,7 @@ function header(id: number, request: SpawnRequest): string[] {
     terminal?.resizeFifo ?? '',
     String(terminal?.cols ?? 0),
     String(terminal?.rows ?? 0),
-    String(request.reportsSetup ? (request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS) : 0),
+    String(request.reportsSetup ? setupWaitOf(request) : 0),
   ]
 }
 

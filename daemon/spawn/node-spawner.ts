@@ -17,8 +17,8 @@ import {
   type Spawner,
   HIDDEN_UNSUPPORTED,
   SETUP_DONE,
-  DEFAULT_SETUP_WAIT_MS,
   setupFailure,
+  setupWaitOf,
   IDMAP_UNSUPPORTED,
   LIFELINE_UNSUPPORTED,
   STDIN_PIPE_UNSUPPORTED,
@@ -140,7 +140,7 @@ export class NodeSpawner implements Spawner {
       descriptors.splice(descriptors.indexOf(opened.outputReader), 1)
       void exited.finally(() => closeSync(opened.outputReader))
       if (request.reportsSetup) {
-        const waitMs = request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS
+        const waitMs = setupWaitOf(request)
         const report = await readSetupReport(subprocess.stderr, waitMs)
         if (report.setUp) return { started: true, pid, keeper: null, exited }
         // Still setting up: its whole group goes (it began a session), bubblewrap's sandbox with it.

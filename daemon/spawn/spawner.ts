@@ -442,6 +442,11 @@ export const DEFAULT_SETUP_WAIT_MS = 30_000
 /** The longest setupWaitMs the native spawner takes (MAX_SETUP_WAIT_MS in spawner.h). */
 export const MAX_SETUP_WAIT_MS = 3_600_000
 
+/** How long the spawner waits for this request's setup (it reportsSetup). */
+export function setupWaitOf(request: SpawnRequest): number {
+  return request.setupWaitMs ?? DEFAULT_SETUP_WAIT_MS
+}
+
 /**
  * A program that reportsSetup did not say SETUP_DONE: it ended first, how, or (timedOutMs) it was
  * still setting up after that long and was killed; and the last of what it said.
